@@ -1,0 +1,50 @@
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP := $(VENV)/.installed
+export DJANGO_SETTINGS_MODULE ?= controlplane.settings
+
+.PHONY: install test test-fast lint bench demo clean chromium
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Chromium for the browser tests comes from Debian's packages (no browser downloads here).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian chromium for the browser tests"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq chromium chromium-driver >/dev/null; fi; }
+
+# pytest exits 5 when it collected no tests: that is a failure here, as any other non-zero code.
+test: install chromium
+	$(PY) -m pytest -p no:cacheprovider --durations=15 $(PYTEST_ARGS); \
+	  code=$$?; if [ $$code -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$code
+
+test-fast: install
+	$(PY) -m pytest -m "not slow and not e2e" $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check replication tests bench
+	$(VENV)/bin/lint-imports
+
+bench: install
+	$(PY) -m bench
+
+# The whole product on one machine: embedded Kafka dc1/dc2, web, Celery worker and beat, active-active
+# flows with traffic (Procfile.demo, run by honcho; Ctrl-C stops everything).
+demo: install
+	mkdir -p var/demo
+	$(PY) manage.py migrate --no-input
+	$(PY) manage.py create_admin demo --password demo-password >/dev/null
+	$(VENV)/bin/honcho -f Procfile.demo start
+
+clean:
+	rm -rf $(VENV) var .pytest_cache

@@ -1,0 +1,3 @@
+from bench.engine_vs_raw import main
+
+raise SystemExit(main())

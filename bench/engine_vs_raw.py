@@ -1,0 +1,166 @@
+"""The engine (MirrorSourceTask slices) against a raw confluent-kafka consume-then-produce loop.
+
+Both copy the same pre-filled source topic (4 partitions) between two embedded clusters, in the same
+process and run, with the same client factories; each copies into its own target topic. Timing starts
+at the first consume and ends when every record is acknowledged by the target (the raw loop's flush,
+the task's close, which also persists positions). The target ratio engine/raw is >= 0.9.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+from replication.config import ClusterConfig, FlowConfig
+from replication.connector import NewRemoteTopic
+from replication.kafka.admin import TopicAdmin
+from replication.kafka.clients import make_consumer, make_producer
+from replication.kafka.embedded import embedded_clusters
+from replication.kafka.positions import KafkaPositionStore
+from replication.policy import replication_policy_for
+from replication.source import MirrorSourceTask
+
+PARTITIONS = 4
+TARGET_RATIO = 0.9
+
+
+@dataclass(frozen=True)
+class Scenario:
+    records: int
+    value_bytes: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.records:,} x {self.value_bytes} B"
+
+
+FULL = (Scenario(1_000_000, 100), Scenario(200_000, 1024))
+QUICK = (Scenario(50_000, 100), Scenario(10_000, 1024))
+
+
+@dataclass(frozen=True)
+class Measurement:
+    method: str
+    scenario: Scenario
+    seconds: float
+
+    @property
+    def records_per_s(self) -> float:
+        return self.scenario.records / self.seconds
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.scenario.records * self.scenario.value_bytes / self.seconds / 1e6
+
+
+def _produce_until_accepted(producer, topic: str, **record) -> None:
+    while True:
+        try:
+            producer.produce(topic, **record)
+            return
+        except BufferError:  # local queue full: serve delivery reports until there is room
+            producer.poll(0.05)
+
+
+def fill_source(cluster: ClusterConfig, topic: str, scenario: Scenario) -> None:
+    TopicAdmin(cluster).create_topics([NewRemoteTopic(topic, topic, PARTITIONS, 1, {})])
+    producer = make_producer(cluster, overrides={"linger.ms": 50, "batch.size": 1_000_000})
+    padding = b"x" * scenario.value_bytes
+    for index in range(scenario.records):
+        key = b"key-%d" % index
+        value = (key + b"|" + padding)[: scenario.value_bytes]
+        _produce_until_accepted(
+            producer, topic, key=key, value=value, partition=index % PARTITIONS, headers=[("bench", b"1")]
+        )
+        if index % 10_000 == 0:
+            producer.poll(0)
+    producer.flush(120)
+
+
+def raw_copy(source: ClusterConfig, target: ClusterConfig, topic: str, scenario: Scenario) -> Measurement:
+    """The baseline: assign, consume batches, produce each record to the same partition, flush."""
+    destination = f"raw.{topic}"
+    TopicAdmin(target).create_topics([NewRemoteTopic(destination, topic, PARTITIONS, 1, {})])
+    consumer = make_consumer(source)
+    producer = make_producer(target)
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    started = time.perf_counter()
+    copied = 0
+    while copied < scenario.records:
+        for message in consumer.consume(num_messages=10_000, timeout=1.0):
+            if message.error():
+                raise RuntimeError(f"raw loop consume error: {message.error()}")
+            _produce_until_accepted(
+                producer,
+                destination,
+                key=message.key(),
+                value=message.value(),
+                headers=message.headers(),
+                timestamp=message.timestamp()[1],
+                partition=message.partition(),
+            )
+            copied += 1
+        producer.poll(0)
+    producer.flush(120)
+    seconds = time.perf_counter() - started
+    consumer.close()
+    return Measurement("raw loop", scenario, seconds)
+
+
+def engine_copy(source: ClusterConfig, target: ClusterConfig, topic: str, scenario: Scenario) -> Measurement:
+    """The engine: one MirrorSourceTask owning the 4 partitions, run in slices until all are copied."""
+    flow = FlowConfig(source=source.alias, target=target.alias, enabled=True, topics=(topic,))
+    policy = replication_policy_for(flow, known_aliases=(source.alias, target.alias))
+    remote = policy.format_remote_topic(source.alias, topic)
+    TopicAdmin(target).create_topics([NewRemoteTopic(remote, topic, PARTITIONS, 1, {})])
+    task = MirrorSourceTask(
+        flow=flow,
+        source=source,
+        target=target,
+        policy=policy,
+        task_index=0,
+        position_store=KafkaPositionStore(target, source_alias=source.alias),
+    )
+    task.assign([(topic, p) for p in range(PARTITIONS)])
+    started = time.perf_counter()
+    copied = 0
+    while copied < scenario.records:
+        copied += task.run_slice().records
+    task.close()
+    seconds = time.perf_counter() - started
+    return Measurement("engine", scenario, seconds)
+
+
+def run(scenarios: Sequence[Scenario], *, print_line: Callable[[str], None] = print) -> list[Measurement]:
+    measurements: list[Measurement] = []
+    with embedded_clusters(["A", "B"]) as brokers:
+        source = ClusterConfig(alias="A", bootstrap_servers=brokers["A"].bootstrap_servers)
+        target = ClusterConfig(alias="B", bootstrap_servers=brokers["B"].bootstrap_servers)
+        print_line(f"{'scenario':<22}{'method':<10}{'records/s':>12}{'MB/s':>9}{'seconds':>9}")
+        for number, scenario in enumerate(scenarios):
+            topic = f"bench-{number}-{scenario.value_bytes}b"
+            fill_source(source, topic, scenario)
+            pair = [raw_copy(source, target, topic, scenario), engine_copy(source, target, topic, scenario)]
+            for m in pair:
+                print_line(
+                    f"{scenario.label:<22}{m.method:<10}{m.records_per_s:>12,.0f}{m.mb_per_s:>9.1f}{m.seconds:>9.2f}"
+                )
+            ratio = pair[1].records_per_s / pair[0].records_per_s
+            verdict = "ok" if ratio >= TARGET_RATIO else f"BELOW the {TARGET_RATIO} target"
+            print_line(f"{scenario.label:<22}engine/raw ratio {ratio:.2f} ({verdict})")
+            measurements.extend(pair)
+    return measurements
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small volumes (a smoke run)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    run(QUICK if args.quick else FULL)
+    return 0

@@ -1,0 +1,25 @@
+"""Service errors as HTTP: 400 with field messages, 409 for conflicts, 502 when a cluster does not answer."""
+
+from __future__ import annotations
+
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from controlplane.crypto import SecretsKeyError
+from controlplane.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, ServiceValidationError):
+        body: dict = dict(exc.errors)
+        if exc.details:
+            body["details"] = exc.details
+        return Response(body, status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, ServiceConflict):
+        return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, ClusterUnavailable):
+        return Response({"detail": str(exc)}, status=status.HTTP_502_BAD_GATEWAY)
+    if isinstance(exc, SecretsKeyError):
+        return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+    return drf_exception_handler(exc, context)

@@ -1,0 +1,220 @@
+"""Request/response shapes. Shape checks only: the engine's rules run in services (errors at the field)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from controlplane import engine
+from controlplane.models import AuditEvent, Cluster, Flow, FlowEvent, FlowPartitionStatus
+from replication.config import FLOW_PROPERTIES
+from replication.policy import ACCEPTED_POLICY_CLASSES
+
+INT32 = {"min_value": -(2**31), "max_value": 2**31 - 1}
+MAX_SECRET_LENGTH = 100_000
+
+
+def _property_value() -> serializers.CharField:
+    return serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=MAX_SECRET_LENGTH)
+
+
+class ScopedPropertiesField(serializers.DictField):
+    """{"client": {...}, "producer": {...}, "consumer": {...}, "admin": {...}}: property name -> value."""
+
+    def __init__(self, **kwargs):
+        super().__init__(child=serializers.DictField(child=_property_value()), **kwargs)
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    client_properties = ScopedPropertiesField(
+        required=False,
+        help_text='non-secret client overrides by scope, e.g. {"client": {"client.id": "mirror"}, '
+        '"producer": {"linger.ms": "20"}}',
+    )
+    secret_properties = ScopedPropertiesField(
+        write_only=True,
+        required=False,
+        help_text="write-only secret client properties by scope (e.g. sasl.jaas.config); an empty value removes one",
+    )
+    sasl_username = serializers.CharField(
+        write_only=True, required=False, allow_blank=True, max_length=10_000
+    )
+    sasl_password = serializers.CharField(
+        write_only=True, required=False, allow_blank=True, trim_whitespace=False, max_length=MAX_SECRET_LENGTH
+    )
+    ssl_ca_pem = serializers.CharField(
+        write_only=True, required=False, allow_blank=True, max_length=MAX_SECRET_LENGTH
+    )
+    ssl_certificate_pem = serializers.CharField(
+        write_only=True, required=False, allow_blank=True, max_length=MAX_SECRET_LENGTH
+    )
+    ssl_key_pem = serializers.CharField(
+        write_only=True, required=False, allow_blank=True, max_length=MAX_SECRET_LENGTH
+    )
+    ssl_key_password = serializers.CharField(
+        write_only=True, required=False, allow_blank=True, trim_whitespace=False, max_length=MAX_SECRET_LENGTH
+    )
+    secrets_set = serializers.SerializerMethodField(
+        help_text="names of the secrets that are set (values never shown)"
+    )
+
+    class Meta:
+        model = Cluster
+        fields = [
+            "id",
+            "alias",
+            "bootstrap_servers",
+            "security_protocol",
+            "sasl_mechanism",
+            "client_properties",
+            "secrets_set",
+            "created_at",
+            "updated_at",
+            *engine.SECRET_FIELDS,
+            "secret_properties",
+        ]
+        read_only_fields = ["created_at", "updated_at"]
+        extra_kwargs = {"alias": {"validators": []}}  # uniqueness is the service's rule (one message)
+
+    def get_secrets_set(self, cluster: Cluster) -> list[str]:
+        return engine.secret_names(engine.cluster_secrets(cluster))
+
+    def split(self) -> tuple[dict, dict]:
+        """(column changes, secret changes by scope) from the validated request."""
+        data = dict(self.validated_data)
+        secrets: dict[str, dict[str, str]] = {
+            scope: dict(values) for scope, values in data.pop("secret_properties", {}).items()
+        }
+        for field_name, property_name in engine.SECRET_FIELDS.items():
+            if field_name in data:
+                secrets.setdefault("client", {})[property_name] = data.pop(field_name)
+        return data, secrets
+
+
+def _pattern_list(**kwargs) -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.CharField(max_length=1000, validators=[_no_comma]),
+        help_text="Java regular expressions matched against whole names",
+        **kwargs,
+    )
+
+
+def _no_comma(value: str) -> None:
+    if "," in value:
+        raise serializers.ValidationError("MM2 lists are comma-separated: a pattern cannot contain ','")
+
+
+class FlowSerializer(serializers.ModelSerializer):
+    source = serializers.SlugRelatedField(slug_field="alias", queryset=Cluster.objects.all())
+    target = serializers.SlugRelatedField(slug_field="alias", queryset=Cluster.objects.all())
+    name = serializers.CharField(read_only=True)
+    topics = _pattern_list(required=False)
+    topics_exclude = _pattern_list(required=False)
+    groups = _pattern_list(required=False)
+    groups_exclude = _pattern_list(required=False)
+    config_properties_exclude = _pattern_list(required=False)
+    replication_policy_class = serializers.ChoiceField(choices=ACCEPTED_POLICY_CLASSES, required=False)
+    extra = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, max_length=10_000),
+        required=False,
+        help_text='flow-scoped client overrides, e.g. {"producer.linger.ms": "20"}',
+    )
+
+    class Meta:
+        model = Flow
+        fields = [
+            "id",
+            "name",
+            "source",
+            "target",
+            "paused",
+            "state",
+            *(prop.field for prop in FLOW_PROPERTIES),
+            "extra",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = ["paused", "state", "created_at", "updated_at"]
+        extra_kwargs = {prop.field: INT32 for prop in FLOW_PROPERTIES if prop.kind is int}
+        validators = []  # one flow per pair and source != target are the service's rules
+
+
+class TopicSerializer(serializers.Serializer):
+    topic = serializers.CharField(source="decision.topic")
+    partitions = serializers.IntegerField()
+    replicate = serializers.BooleanField(source="decision.replicate")
+    remote_topic = serializers.CharField(source="decision.remote_topic", allow_null=True)
+    reason = serializers.ChoiceField(
+        source="decision.reason", choices=["filter", "internal", "cycle"], allow_null=True
+    )
+    detail = serializers.CharField(source="decision.detail", allow_null=True)
+
+
+class FlowPartitionStatusSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = FlowPartitionStatus
+        exclude = ["id", "flow"]
+
+
+class FlowEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = FlowEvent
+        exclude = ["flow"]
+
+
+class FlowStatusSerializer(serializers.Serializer):
+    flow = serializers.CharField(source="flow.name")
+    state = serializers.CharField(source="flow.state")
+    enabled = serializers.BooleanField(source="flow.enabled")
+    paused = serializers.BooleanField(source="flow.paused")
+    partitions = FlowPartitionStatusSerializer(many=True)
+    events = FlowEventSerializer(many=True)
+
+
+class ClusterCheckSerializer(serializers.Serializer):
+    ok = serializers.BooleanField()
+    brokers = serializers.IntegerField(allow_null=True)
+    topic_count = serializers.IntegerField(allow_null=True)
+    latency_ms = serializers.FloatField(allow_null=True)
+    failure = serializers.ChoiceField(
+        choices=["dns", "refused", "auth", "tls", "timeout", "other"], allow_null=True
+    )
+    message = serializers.CharField()
+
+
+class Mm2ImportRequestSerializer(serializers.Serializer):
+    text = serializers.CharField(
+        max_length=1_000_000, trim_whitespace=False, help_text="mm2.properties content"
+    )
+    dry_run = serializers.BooleanField(default=False, help_text="only report what would change")
+
+
+class ImportChangeSerializer(serializers.Serializer):
+    object_type = serializers.ChoiceField(choices=["cluster", "flow"])
+    name = serializers.CharField()
+    change = serializers.ChoiceField(choices=["create", "update", "unchanged"])
+    fields = serializers.DictField(child=serializers.DictField(), help_text="field -> {before, after}")
+
+
+class Mm2ImportResultSerializer(serializers.Serializer):
+    dry_run = serializers.BooleanField()
+    applied = serializers.BooleanField()
+    changes = ImportChangeSerializer(many=True)
+    warnings = serializers.ListField(child=serializers.CharField())
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AuditEvent
+        fields = [
+            "id",
+            "at",
+            "actor_name",
+            "action",
+            "object_type",
+            "object_id",
+            "object_repr",
+            "before",
+            "after",
+            "outcome",
+            "detail",
+        ]

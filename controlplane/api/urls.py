@@ -1,0 +1,18 @@
+from django.urls import path, re_path
+from rest_framework.routers import DefaultRouter
+
+from controlplane.api import failover, views
+
+router = DefaultRouter()
+router.register("clusters", views.ClusterViewSet, basename="cluster")
+router.register("flows", views.FlowViewSet, basename="flow")
+router.register("audit", views.AuditEventViewSet, basename="audit")
+
+urlpatterns = [
+    path("mm2/import/", views.Mm2ImportView.as_view(), name="mm2-import"),
+    path("mm2/export/", views.Mm2ExportView.as_view(), name="mm2-export"),
+    re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/failover/plan/$", failover.FailoverPlanView.as_view()),
+    re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/failover/$", failover.FailoverExecuteView.as_view()),
+    re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/failback/$", failover.FailbackView.as_view()),
+    *router.urls,
+]

@@ -1,0 +1,234 @@
+"""Thin API views: parse, call one service or selector, serialize."""
+
+from __future__ import annotations
+
+import datetime
+
+import django_filters
+from django.core.exceptions import ValidationError
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from controlplane import engine, selectors, services
+from controlplane.api import serializers as s
+from controlplane.models import AuditAction, AuditOutcome, Cluster, Flow, FlowState, SecurityProtocol
+from controlplane.roles import Role
+from replication.kafka.cluster_check import check_cluster
+
+CHECK_TIMEOUT_S = 5.0
+# Ids are BigAutoField: longer numbers cannot exist (and PostgreSQL would refuse them), so they are 404.
+ID_PATTERN = r"[0-9]{1,18}"
+
+
+class ClusterFilter(django_filters.FilterSet):
+    security_protocol = django_filters.ChoiceFilter(choices=SecurityProtocol.choices)
+
+    class Meta:
+        model = Cluster
+        fields = {"alias": ["exact", "icontains"]}
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List clusters"),
+    create=extend_schema(summary="Create a cluster (admin); secrets are write-only"),
+    retrieve=extend_schema(summary="Get a cluster"),
+    update=extend_schema(summary="Replace a cluster's settings (admin)"),
+    partial_update=extend_schema(summary="Change some of a cluster's settings (admin)"),
+    destroy=extend_schema(summary="Delete a cluster no flow uses (admin)"),
+)
+class ClusterViewSet(viewsets.ModelViewSet):
+    queryset = selectors.cluster_list()
+    serializer_class = s.ClusterSerializer
+    filterset_class = ClusterFilter
+    ordering_fields = ["alias", "created_at", "updated_at"]
+    lookup_value_regex = ID_PATTERN
+    action_roles = {"check": Role.OPERATOR}
+
+    def create(self, request, *args, **kwargs):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        columns, secrets = serializer.split()
+        cluster = services.cluster_create(actor=request.user, **columns, secrets=secrets)
+        return Response(self.get_serializer(cluster).data, status=status.HTTP_201_CREATED)
+
+    def update(self, request, *args, **kwargs):
+        cluster = self.get_object()
+        serializer = self.get_serializer(cluster, data=request.data, partial=kwargs.get("partial", False))
+        serializer.is_valid(raise_exception=True)
+        columns, secrets = serializer.split()
+        cluster = services.cluster_update(
+            actor=request.user, cluster=cluster, changes=columns, secret_changes=secrets
+        )
+        return Response(self.get_serializer(cluster).data)
+
+    def destroy(self, request, *args, **kwargs):
+        services.cluster_delete(actor=request.user, cluster=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        summary="Connect to the cluster and report brokers, topics and latency, or the precise failure",
+        request=None,
+        responses=s.ClusterCheckSerializer,
+    )
+    @action(detail=True, methods=["post"])
+    def check(self, request, pk=None):
+        result = check_cluster(engine.cluster_to_config(self.get_object()), timeout_s=CHECK_TIMEOUT_S)
+        return Response(s.ClusterCheckSerializer(result).data)
+
+
+class FlowFilter(django_filters.FilterSet):
+    source = django_filters.CharFilter(field_name="source__alias")
+    target = django_filters.CharFilter(field_name="target__alias")
+    state = django_filters.ChoiceFilter(choices=FlowState.choices)
+
+    class Meta:
+        model = Flow
+        fields = ["source", "target", "enabled", "paused", "state"]
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List flows"),
+    create=extend_schema(summary="Create a flow (admin); refused with an explanation if it closes a loop"),
+    retrieve=extend_schema(summary="Get a flow"),
+    update=extend_schema(summary="Replace a flow's settings (admin)"),
+    partial_update=extend_schema(summary="Change some of a flow's settings (admin)"),
+    destroy=extend_schema(summary="Delete a flow (admin)"),
+)
+class FlowViewSet(viewsets.ModelViewSet):
+    queryset = selectors.flow_list()
+    serializer_class = s.FlowSerializer
+    filterset_class = FlowFilter
+    ordering_fields = ["created_at", "updated_at", "state"]
+    lookup_value_regex = ID_PATTERN
+    action_roles = {"pause": Role.OPERATOR, "resume": Role.OPERATOR}
+
+    def create(self, request, *args, **kwargs):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        flow = services.flow_create(actor=request.user, **serializer.validated_data)
+        return Response(self.get_serializer(flow).data, status=status.HTTP_201_CREATED)
+
+    def update(self, request, *args, **kwargs):
+        flow = self.get_object()
+        serializer = self.get_serializer(flow, data=request.data, partial=kwargs.get("partial", False))
+        serializer.is_valid(raise_exception=True)
+        flow = services.flow_update(actor=request.user, flow=flow, **serializer.validated_data)
+        return Response(self.get_serializer(flow).data)
+
+    def destroy(self, request, *args, **kwargs):
+        services.flow_delete(actor=request.user, flow=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(summary="Pause the flow (operator); idempotent", request=None, responses=s.FlowSerializer)
+    @action(detail=True, methods=["post"])
+    def pause(self, request, pk=None):
+        flow = services.flow_pause(actor=request.user, flow=self.get_object())
+        return Response(self.get_serializer(flow).data)
+
+    @extend_schema(summary="Resume the flow (operator); idempotent", request=None, responses=s.FlowSerializer)
+    @action(detail=True, methods=["post"])
+    def resume(self, request, pk=None):
+        flow = services.flow_resume(actor=request.user, flow=self.get_object())
+        return Response(self.get_serializer(flow).data)
+
+    @extend_schema(
+        summary="The source cluster's topics: replicated ones with their remote names, excluded ones with why",
+        responses={
+            200: s.TopicSerializer(many=True),
+            502: OpenApiResponse(description="the source cluster did not answer"),
+        },
+    )
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
+    def topics(self, request, pk=None):
+        topics = selectors.flow_topics(flow=self.get_object())
+        return Response(s.TopicSerializer(topics, many=True).data)
+
+    @extend_schema(
+        summary="Live per-partition replication state and recent events", responses=s.FlowStatusSerializer
+    )
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
+    def status(self, request, pk=None):
+        return Response(s.FlowStatusSerializer(selectors.flow_status(flow=self.get_object())).data)
+
+
+class Mm2ImportView(APIView):
+    @extend_schema(
+        summary="Import an mm2.properties text (admin); dry_run shows the changes without applying them",
+        request=s.Mm2ImportRequestSerializer,
+        responses=s.Mm2ImportResultSerializer,
+    )
+    def post(self, request):
+        serializer = s.Mm2ImportRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        result = services.mm2_import(actor=request.user, **serializer.validated_data, source_name="upload")
+        return Response(s.Mm2ImportResultSerializer(result).data)
+
+
+class PlainTextRenderer(JSONRenderer):
+    """Lets clients ask for text/plain; the export view answers with its own text response."""
+
+    media_type = "text/plain"
+    format = "txt"
+
+
+class Mm2ExportView(APIView):
+    renderer_classes = [JSONRenderer, PlainTextRenderer]
+
+    @extend_schema(
+        summary="Every cluster and flow as mm2.properties (secrets as ${env:...} placeholders)",
+        responses={(200, "text/plain"): OpenApiTypes.STR},
+    )
+    def get(self, request):
+        return HttpResponse(selectors.mm2_export(), content_type="text/plain; charset=utf-8")
+
+
+class UtcIsoDateTimeField(django_filters.fields.IsoDateTimeField):
+    """ISO 8601 date-time read in UTC: any offset Python accepts (up to 23:59) reaches the database as
+    UTC, which PostgreSQL always accepts (it refuses offsets beyond 15:59)."""
+
+    def to_python(self, value):
+        parsed = super().to_python(value)
+        if parsed is None:
+            return None
+        try:
+            return parsed.astimezone(datetime.UTC)
+        except OverflowError:
+            raise ValidationError("date-time out of range", code="invalid") from None
+
+
+class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
+    field_class = UtcIsoDateTimeField
+
+
+class AuditFilter(django_filters.FilterSet):
+    actor = django_filters.CharFilter(field_name="actor_name")
+    action = django_filters.ChoiceFilter(choices=AuditAction.choices)
+    outcome = django_filters.ChoiceFilter(choices=AuditOutcome.choices)
+    at_after = UtcIsoDateTimeFilter(
+        field_name="at", lookup_expr="gte", help_text="events at or after (ISO 8601)"
+    )
+    at_before = UtcIsoDateTimeFilter(
+        field_name="at", lookup_expr="lte", help_text="events at or before (ISO 8601)"
+    )
+
+    class Meta:
+        model = s.AuditEvent
+        fields = ["actor", "action", "object_type", "object_id", "outcome"]
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Audit events, newest first"),
+    retrieve=extend_schema(summary="One audit event"),
+)
+class AuditEventViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    queryset = selectors.audit_list()
+    serializer_class = s.AuditEventSerializer
+    filterset_class = AuditFilter
+    ordering_fields = ["at"]
+    lookup_value_regex = ID_PATTERN

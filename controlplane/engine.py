@@ -1,0 +1,248 @@
+"""The one bridge between stored rows and the replication engine's config objects.
+
+- `cluster_to_config` / `flow_to_config`: rows -> `ClusterConfig` / `FlowConfig` (what workers and the
+  MM2 writer consume);
+- `cluster_fields_from_config` / `flow_fields_from_config`: the reverse, for MM2 import;
+- `flow_config_errors`: a flow checked by the engine's own mm2.properties reader, so the control plane
+  accepts exactly what `python -m replication run` accepts (regexes, ranges, policies, separators).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Literal
+
+from controlplane import crypto
+from controlplane.errors import NON_FIELD
+from controlplane.models import Cluster, Flow, SecurityProtocol
+from replication.config import (
+    FLOW_PROPERTIES,
+    FLOW_PROPERTIES_BY_NAME,
+    ClusterConfig,
+    FlowConfig,
+    Mm2Config,
+)
+from replication.mm2file import CLIENT_ROLES, Mm2FileError, parse_mm2, write_mm2
+from replication.mm2file import CLUSTER_ALIAS as MM2_CLUSTER_ALIAS
+from replication.secrets import MASK, is_secret_property
+
+# "client" holds cluster-wide client properties; the others `<alias>.<role>.*` overrides.
+PROPERTY_SCOPES = ("client", *CLIENT_ROLES)
+
+# The API's write-only secret fields and the client property each one sets.
+SECRET_FIELDS: Mapping[str, str] = {
+    "sasl_username": "sasl.username",
+    "sasl_password": "sasl.password",
+    "ssl_ca_pem": "ssl.ca.pem",
+    "ssl_certificate_pem": "ssl.certificate.pem",
+    "ssl_key_pem": "ssl.key.pem",
+    "ssl_key_password": "ssl.key.password",
+}
+# Cluster-wide client properties held in their own columns.
+COLUMN_PROPERTIES: Mapping[str, str] = {
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+}
+
+ScopedProperties = dict[str, dict[str, str]]
+
+
+def empty_scopes() -> ScopedProperties:
+    return {scope: {} for scope in PROPERTY_SCOPES}
+
+
+def is_stored_as_secret(name: str) -> bool:
+    """Credentials and TLS material are encrypted at rest, whether or not their name looks secret."""
+    return name in SECRET_FIELDS.values() or is_secret_property(name)
+
+
+def cluster_alias_error(alias: str) -> str | None:
+    if not MM2_CLUSTER_ALIAS.fullmatch(alias):
+        return (
+            f"'{alias}' is not a valid cluster alias: use only letters, digits, '_' and '-' (no '.', which "
+            "separates remote topic names, and no '->', which names flows)"
+        )
+    return None
+
+
+def bootstrap_servers_error(value: str) -> str | None:
+    addresses = [item.strip() for item in value.split(",")]
+    if not value.strip() or any(not item for item in addresses):
+        return "list the brokers as host:port, comma-separated"
+    for address in addresses:
+        host, _, port = address.rpartition("://")[2].rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            return f"'{address}' is not host:port (port 1-65535)"
+        if re.search(r"\s", address):
+            return f"'{address}' contains whitespace"
+    return None
+
+
+# -- secrets ----------------------------------------------------------------------------------------------
+def cluster_secrets(cluster: Cluster) -> ScopedProperties:
+    """The cluster's decrypted secret properties by scope (empty scopes included)."""
+    stored = crypto.decrypt_json(cluster.secrets_encrypted) if cluster.secrets_encrypted else {}
+    return {scope: dict(stored.get(scope, {})) for scope in PROPERTY_SCOPES}
+
+
+def encrypt_secrets(secrets: ScopedProperties) -> str:
+    """The column value for `secrets`; empty when there is none (nothing to decrypt later)."""
+    kept = {scope: values for scope, values in secrets.items() if values}
+    return crypto.encrypt_json(kept) if kept else ""
+
+
+def secret_names(secrets: ScopedProperties) -> list[str]:
+    """`scope.property` names of the secrets that are set, never their values."""
+    return sorted(f"{scope}.{name}" for scope, values in secrets.items() for name in values)
+
+
+def masked(secrets: ScopedProperties) -> dict[str, str]:
+    return dict.fromkeys(secret_names(secrets), MASK)
+
+
+def secret_placeholder(alias: str, scope: str, name: str) -> str:
+    """The environment variable an exported mm2.properties reads a secret from: `A_SASL_PASSWORD`."""
+    parts = [alias] + ([] if scope == "client" else [scope]) + [name]
+    return re.sub(r"[^A-Za-z0-9]+", "_", "_".join(parts)).upper()
+
+
+# -- rows -> engine ---------------------------------------------------------------------------------------
+def cluster_to_config(
+    cluster: Cluster, *, secrets: Literal["values", "placeholders"] = "values"
+) -> ClusterConfig:
+    """The engine's view of a cluster; with `placeholders`, each secret reads `${env:ALIAS_PROPERTY}`."""
+    stored = cluster_secrets(cluster)
+    if secrets == "placeholders":
+        stored = {
+            scope: {name: f"${{env:{secret_placeholder(cluster.alias, scope, name)}}}" for name in values}
+            for scope, values in stored.items()
+        }
+    columns = {}
+    if cluster.security_protocol != SecurityProtocol.PLAINTEXT:
+        columns["security.protocol"] = cluster.security_protocol
+    if cluster.sasl_mechanism:
+        columns["sasl.mechanism"] = cluster.sasl_mechanism
+    properties = {
+        scope: {**cluster.client_properties.get(scope, {}), **stored[scope]} for scope in PROPERTY_SCOPES
+    }
+    return ClusterConfig(
+        alias=cluster.alias,
+        bootstrap_servers=cluster.bootstrap_servers,
+        client={**columns, **properties["client"]},
+        producer=properties["producer"],
+        consumer=properties["consumer"],
+        admin=properties["admin"],
+    )
+
+
+def _engine_value(prop_kind: type, value: Any) -> Any:
+    if prop_kind is tuple:
+        return tuple(value)
+    if issubclass(prop_kind, Enum):
+        return prop_kind(value)
+    return value
+
+
+def flow_settings_to_config(*, source: str, target: str, settings: Mapping[str, Any]) -> FlowConfig:
+    """A FlowConfig from model-shaped settings (JSON lists, enum values as strings)."""
+    return FlowConfig(
+        source=source,
+        target=target,
+        extra=dict(settings.get("extra", {})),
+        **{prop.field: _engine_value(prop.kind, settings[prop.field]) for prop in FLOW_PROPERTIES},
+    )
+
+
+def flow_settings(flow: Flow) -> dict[str, Any]:
+    """The flow's FlowConfig-shaped columns (every flow property plus `extra`)."""
+    return {prop.field: getattr(flow, prop.field) for prop in FLOW_PROPERTIES} | {"extra": flow.extra}
+
+
+def flow_to_config(flow: Flow) -> FlowConfig:
+    return flow_settings_to_config(
+        source=flow.source.alias, target=flow.target.alias, settings=flow_settings(flow)
+    )
+
+
+# -- engine -> rows ---------------------------------------------------------------------------------------
+def _column_value(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Enum):
+        return value.value
+    return value
+
+
+def flow_fields_from_config(config: FlowConfig) -> dict[str, Any]:
+    return {prop.field: _column_value(getattr(config, prop.field)) for prop in FLOW_PROPERTIES} | {
+        "extra": dict(config.extra)
+    }
+
+
+@dataclass(frozen=True)
+class ClusterFields:
+    """A ClusterConfig split the way a Cluster row stores it."""
+
+    bootstrap_servers: str
+    security_protocol: str
+    sasl_mechanism: str
+    client_properties: ScopedProperties
+    secrets: ScopedProperties
+
+
+def cluster_fields_from_config(config: ClusterConfig) -> ClusterFields:
+    properties, secrets = empty_scopes(), empty_scopes()
+    columns = {"security.protocol": SecurityProtocol.PLAINTEXT.value, "sasl.mechanism": ""}
+    for scope in PROPERTY_SCOPES:
+        values = config.client if scope == "client" else getattr(config, scope)
+        for name, value in values.items():
+            if scope == "client" and name in COLUMN_PROPERTIES:
+                columns[name] = value
+            elif is_stored_as_secret(name):
+                secrets[scope][name] = value
+            else:
+                properties[scope][name] = value
+    return ClusterFields(
+        bootstrap_servers=config.bootstrap_servers,
+        security_protocol=columns["security.protocol"].upper(),
+        sasl_mechanism=columns["sasl.mechanism"].upper(),
+        client_properties=properties,
+        secrets=secrets,
+    )
+
+
+# -- validation by the engine's reader --------------------------------------------------------------------
+def _field_of(property_name: str, flow: FlowConfig) -> str:
+    name = property_name.removeprefix(f"{flow.name}.")
+    prop = FLOW_PROPERTIES_BY_NAME.get(name)
+    return prop.field if prop else NON_FIELD
+
+
+def flow_config_errors(flow: FlowConfig, *, aliases: Sequence[str]) -> dict[str, list[str]]:
+    """Field -> messages for every rule of the engine `flow` breaks (empty when it is valid).
+
+    The flow is written as mm2.properties and read back by the engine's reader, with every stored alias
+    declared: what the reader refuses (a regex Python cannot match like Java, an interval below 1 s, an
+    unknown policy, a separator found in an alias, ...) is refused here with the reader's reason and fix.
+    """
+    clusters = tuple(
+        ClusterConfig(alias=alias, bootstrap_servers="validation.invalid:9092") for alias in aliases
+    )
+    try:
+        text = write_mm2(Mm2Config(clusters=clusters, flows=(flow,)))
+        parsed = parse_mm2(text, source_name=f"flow {flow.name}", environ={})
+    except Mm2FileError as exc:
+        errors: dict[str, list[str]] = {}
+        for error in exc.errors:
+            message = f"{error.reason.rstrip('.')}. Fix: {error.fix}"
+            errors.setdefault(_field_of(error.property_name, flow), []).append(message)
+        return errors
+    except ValueError as exc:  # a value MM2's list syntax cannot hold (a ',' inside a pattern)
+        property_name, _, message = str(exc).partition(": ")
+        return {_field_of(property_name, flow): [message]}
+    if parsed.config.flows != (flow,):
+        return {NON_FIELD: ["the flow cannot be written as mm2.properties without changing its meaning"]}
+    return {}

@@ -1,0 +1,35 @@
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from controlplane import services
+from controlplane.errors import ServiceValidationError
+
+
+class Command(BaseCommand):
+    help = "Import the clusters and flows of an mm2.properties file (--dry-run: show the changes only)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("file")
+        parser.add_argument("--dry-run", action="store_true")
+
+    def handle(self, *args, file, dry_run, **options):
+        try:
+            text = Path(file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CommandError(f"cannot read {file}: {exc}") from exc
+        try:
+            result = services.mm2_import(actor=None, text=text, dry_run=dry_run, source_name=file)
+        except ServiceValidationError as exc:
+            lines = [f"{field}: {message}" for field, messages in exc.errors.items() for message in messages]
+            raise CommandError("import refused:\n" + "\n".join(lines)) from exc
+        for warning in result.warnings:
+            self.stderr.write(f"warning: {warning}")
+        for change in result.changes:
+            self.stdout.write(f"{change.change:<9} {change.object_type} {change.name}")
+            for name, values in change.fields.items():
+                self.stdout.write(
+                    f"    {name}: {json.dumps(values['before'])} -> {json.dumps(values['after'])}"
+                )
+        self.stdout.write("dry run: nothing changed" if dry_run else "imported")

@@ -1,0 +1,297 @@
+"""Clusters, flows, audit events and the live status tables. Data only: rules live in services.py.
+
+Flow columns map 1:1 to `replication.config.FlowConfig` fields (same names, MM2's defaults taken from the
+engine's table), so `controlplane.engine.flow_to_config` is a plain field copy.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+from replication.config import (
+    FLOW_PROPERTIES,
+    DataLossPolicy,
+    DeliveryGuarantee,
+    OffsetSyncsTopicLocation,
+)
+
+_DEFAULTS = {prop.field: prop.default for prop in FLOW_PROPERTIES}
+INT32_MAX = 2**31 - 1
+
+
+# Migrations need named, importable callables for mutable defaults.
+def default_topics() -> list[str]:
+    return list(_DEFAULTS["topics"])
+
+
+def default_topics_exclude() -> list[str]:
+    return list(_DEFAULTS["topics_exclude"])
+
+
+def default_groups() -> list[str]:
+    return list(_DEFAULTS["groups"])
+
+
+def default_groups_exclude() -> list[str]:
+    return list(_DEFAULTS["groups_exclude"])
+
+
+def default_config_properties_exclude() -> list[str]:
+    return list(_DEFAULTS["config_properties_exclude"])
+
+
+def default_client_properties() -> dict[str, dict[str, str]]:
+    return {"client": {}, "producer": {}, "consumer": {}, "admin": {}}
+
+
+class SecurityProtocol(models.TextChoices):
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+
+class SaslMechanism(models.TextChoices):
+    NONE = "", "none"
+    PLAIN = "PLAIN"
+    SCRAM_SHA_256 = "SCRAM-SHA-256"
+    SCRAM_SHA_512 = "SCRAM-SHA-512"
+    OAUTHBEARER = "OAUTHBEARER"
+    GSSAPI = "GSSAPI"
+
+
+class Cluster(models.Model):
+    """A Kafka cluster as MM2 knows it (`<alias>.bootstrap.servers`, `<alias>.security.protocol`, ...).
+
+    `client_properties` holds the non-secret client overrides by role: {"client": {...} (cluster-wide),
+    "producer": {...}, "consumer": {...}, "admin": {...}}. `secrets_encrypted` holds, in the same shape,
+    every secret property (SASL credentials, TLS key/certificate/CA, any password-like override),
+    encrypted with MIRRORPLANE_SECRETS_KEY; it is never returned by the API nor written to the audit log.
+    """
+
+    alias = models.CharField(max_length=100, unique=True)
+    bootstrap_servers = models.CharField(max_length=2000)
+    security_protocol = models.CharField(
+        max_length=20, choices=SecurityProtocol.choices, default=SecurityProtocol.PLAINTEXT
+    )
+    sasl_mechanism = models.CharField(max_length=20, choices=SaslMechanism.choices, default="", blank=True)
+    client_properties = models.JSONField(default=default_client_properties)
+    secrets_encrypted = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["alias"]
+
+    def __str__(self) -> str:
+        return self.alias
+
+
+class FlowState(models.TextChoices):
+    ACTIVE = "active"
+    PAUSED = "paused"
+    DISABLED = "disabled"
+    FAULTED = "faulted"
+    FAILING_OVER = "failing_over"
+    FAILED_OVER = "failed_over"
+
+
+class Flow(models.Model):
+    """A replication flow `source->target` with every MM2 flow property (one flow per ordered pair)."""
+
+    source = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="outgoing_flows")
+    target = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="incoming_flows")
+    enabled = models.BooleanField(default=_DEFAULTS["enabled"])
+    paused = models.BooleanField(default=False)
+    state = models.CharField(max_length=20, choices=FlowState.choices, default=FlowState.DISABLED)
+
+    topics = models.JSONField(default=default_topics)
+    topics_exclude = models.JSONField(default=default_topics_exclude)
+    groups = models.JSONField(default=default_groups)
+    groups_exclude = models.JSONField(default=default_groups_exclude)
+    config_properties_exclude = models.JSONField(default=default_config_properties_exclude)
+    replication_policy_class = models.CharField(max_length=200, default=_DEFAULTS["replication_policy_class"])
+    replication_policy_separator = models.CharField(
+        max_length=20, default=_DEFAULTS["replication_policy_separator"]
+    )
+    replication_factor = models.IntegerField(default=_DEFAULTS["replication_factor"])
+    refresh_topics_enabled = models.BooleanField(default=_DEFAULTS["refresh_topics_enabled"])
+    refresh_topics_interval_seconds = models.IntegerField(
+        default=_DEFAULTS["refresh_topics_interval_seconds"]
+    )
+    sync_topic_configs_enabled = models.BooleanField(default=_DEFAULTS["sync_topic_configs_enabled"])
+    sync_topic_configs_interval_seconds = models.IntegerField(
+        default=_DEFAULTS["sync_topic_configs_interval_seconds"]
+    )
+    sync_topic_acls_enabled = models.BooleanField(default=_DEFAULTS["sync_topic_acls_enabled"])
+    sync_topic_acls_interval_seconds = models.IntegerField(
+        default=_DEFAULTS["sync_topic_acls_interval_seconds"]
+    )
+    refresh_groups_enabled = models.BooleanField(default=_DEFAULTS["refresh_groups_enabled"])
+    refresh_groups_interval_seconds = models.IntegerField(
+        default=_DEFAULTS["refresh_groups_interval_seconds"]
+    )
+    emit_checkpoints_enabled = models.BooleanField(default=_DEFAULTS["emit_checkpoints_enabled"])
+    emit_checkpoints_interval_seconds = models.IntegerField(
+        default=_DEFAULTS["emit_checkpoints_interval_seconds"]
+    )
+    sync_group_offsets_enabled = models.BooleanField(default=_DEFAULTS["sync_group_offsets_enabled"])
+    sync_group_offsets_interval_seconds = models.IntegerField(
+        default=_DEFAULTS["sync_group_offsets_interval_seconds"]
+    )
+    emit_heartbeats_enabled = models.BooleanField(default=_DEFAULTS["emit_heartbeats_enabled"])
+    emit_heartbeats_interval_seconds = models.IntegerField(
+        default=_DEFAULTS["emit_heartbeats_interval_seconds"]
+    )
+    offset_lag_max = models.IntegerField(default=_DEFAULTS["offset_lag_max"])
+    offset_syncs_topic_location = models.CharField(
+        max_length=10,
+        choices=[(member.value, member.value) for member in OffsetSyncsTopicLocation],
+        default=_DEFAULTS["offset_syncs_topic_location"].value,
+    )
+    tasks_max = models.IntegerField(default=_DEFAULTS["tasks_max"])
+    checkpoints_topic_replication_factor = models.IntegerField(
+        default=_DEFAULTS["checkpoints_topic_replication_factor"]
+    )
+    heartbeats_topic_replication_factor = models.IntegerField(
+        default=_DEFAULTS["heartbeats_topic_replication_factor"]
+    )
+    offset_syncs_topic_replication_factor = models.IntegerField(
+        default=_DEFAULTS["offset_syncs_topic_replication_factor"]
+    )
+    delivery_guarantee = models.CharField(
+        max_length=20,
+        choices=[(member.value, member.value) for member in DeliveryGuarantee],
+        default=_DEFAULTS["delivery_guarantee"].value,
+    )
+    provenance_header_enabled = models.BooleanField(default=_DEFAULTS["provenance_header_enabled"])
+    data_loss_policy = models.CharField(
+        max_length=10,
+        choices=[(member.value, member.value) for member in DataLossPolicy],
+        default=_DEFAULTS["data_loss_policy"].value,
+    )
+    # Flow-scoped client overrides (`A->B.producer.*`, `A->B.consumer.*`) and pass-through properties.
+    extra = models.JSONField(default=dict)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["source__alias", "target__alias"]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "target"], name="one_flow_per_ordered_pair"),
+            models.CheckConstraint(condition=~Q(source=F("target")), name="flow_source_differs_from_target"),
+        ]
+
+    @property
+    def name(self) -> str:
+        return f"{self.source.alias}->{self.target.alias}"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AuditAction(models.TextChoices):
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+    PAUSE = "pause"
+    RESUME = "resume"
+    IMPORT = "import"
+    ROTATE_SECRETS_KEY = "rotate_secrets_key"
+    FAILOVER = "failover"
+    FAILBACK = "failback"
+
+
+class AuditOutcome(models.TextChoices):
+    SUCCESS = "success"
+    REFUSED = "refused"
+    FAILURE = "failure"
+
+
+class AuditEvent(models.Model):
+    """Who did what, when, to which object, with the before/after state (secrets masked)."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    actor_name = models.CharField(
+        max_length=150, help_text="the username at the time (kept if the user goes)"
+    )
+    action = models.CharField(max_length=30, choices=AuditAction.choices)
+    object_type = models.CharField(max_length=30)
+    object_id = models.CharField(max_length=100, blank=True, default="")
+    object_repr = models.CharField(max_length=300, blank=True, default="")
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    outcome = models.CharField(max_length=10, choices=AuditOutcome.choices, default=AuditOutcome.SUCCESS)
+    detail = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["object_type", "object_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor_name} {self.action} {self.object_type} {self.object_repr}"
+
+
+class PartitionState(models.TextChoices):
+    """Burrow's partition status vocabulary."""
+
+    OK = "OK"
+    WARN = "WARN"
+    STOP = "STOP"
+    STALL = "STALL"
+    REWIND = "REWIND"
+    ERR = "ERR"
+
+
+class FlowPartitionStatus(models.Model):
+    """The latest replication state of one source partition of a flow (written by the workers)."""
+
+    flow = models.ForeignKey(Flow, on_delete=models.CASCADE, related_name="partition_statuses")
+    topic = models.CharField(max_length=249)
+    partition = models.IntegerField()
+    remote_topic = models.CharField(max_length=249)
+    task_index = models.IntegerField(default=0)
+    source_end_offset = models.BigIntegerField(null=True, blank=True)
+    replicated_offset = models.BigIntegerField(null=True, blank=True, help_text="next source offset to copy")
+    lag_records = models.BigIntegerField(null=True, blank=True)
+    lag_seconds = models.FloatField(null=True, blank=True)
+    record_age_ms = models.BigIntegerField(null=True, blank=True)
+    replication_latency_ms = models.BigIntegerField(null=True, blank=True)
+    state = models.CharField(max_length=10, choices=PartitionState.choices, default=PartitionState.OK)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["topic", "partition"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["flow", "topic", "partition"], name="one_status_per_flow_partition"
+            )
+        ]
+
+
+class FlowEventKind(models.TextChoices):
+    ERROR = "error"
+    DATA_LOSS_GAP = "data_loss_gap"
+    WARNING = "warning"
+    INFO = "info"
+
+
+class FlowEvent(models.Model):
+    """Something that happened to a flow: an error, or a data-loss gap (source offsets gone before copied)."""
+
+    flow = models.ForeignKey(Flow, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(db_index=True)
+    kind = models.CharField(max_length=20, choices=FlowEventKind.choices)
+    topic = models.CharField(max_length=249, blank=True, default="")
+    partition = models.IntegerField(null=True, blank=True)
+    first_offset = models.BigIntegerField(null=True, blank=True, help_text="first offset of a gap")
+    last_offset = models.BigIntegerField(null=True, blank=True, help_text="last offset of a gap (inclusive)")
+    message = models.TextField()
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]

@@ -1,0 +1,199 @@
+"""What the Celery runtime reads and writes in the database (workers call these; nothing else does).
+
+Reads: the flows to run, as engine configs with a `config_version` that changes whenever anything the
+engine sees changes (flow settings, either cluster's connection, the set of cluster aliases), so a
+worker knows when its cached clients are stale. Writes: the latest status of each source partition
+(`FlowPartitionStatus`, one row per flow partition, upserted) and `FlowEvent` rows for errors and
+data-loss gaps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from controlplane import engine
+from controlplane.models import Cluster, Flow, FlowEvent, FlowEventKind, FlowPartitionStatus, PartitionState
+from replication.config import ClusterConfig, FlowConfig
+from replication.metrics import GapEvent, PartitionMetrics
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class FlowSpec:
+    """A stored flow as the engine runs it."""
+
+    flow_id: int
+    flow: FlowConfig
+    source: ClusterConfig
+    target: ClusterConfig
+    known_aliases: tuple[str, ...]
+    runnable: bool  # enabled and not paused
+    config_version: str
+
+
+def _config_version(*parts: object) -> str:
+    # repr of the frozen configs is deterministic and covers every field, secrets included (hashed).
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
+def _spec(flow: Flow, aliases: tuple[str, ...]) -> FlowSpec:
+    config = engine.flow_to_config(flow)
+    source = engine.cluster_to_config(flow.source)
+    target = engine.cluster_to_config(flow.target)
+    return FlowSpec(
+        flow_id=flow.pk,
+        flow=config,
+        source=source,
+        target=target,
+        known_aliases=aliases,
+        runnable=flow.enabled and not flow.paused,
+        config_version=_config_version(config, source, target, aliases),
+    )
+
+
+def _aliases() -> tuple[str, ...]:
+    return tuple(Cluster.objects.order_by("alias").values_list("alias", flat=True))
+
+
+def runtime_flow_specs() -> list[FlowSpec]:
+    """Every flow that should replicate now (enabled and not paused)."""
+    aliases = _aliases()
+    flows = Flow.objects.filter(enabled=True, paused=False).select_related("source", "target")
+    return [_spec(flow, aliases) for flow in flows]
+
+
+def runtime_flow_spec(*, flow_id: int) -> FlowSpec | None:
+    """The flow as it is now (runnable or not); None once it is deleted."""
+    flow = Flow.objects.select_related("source", "target").filter(pk=flow_id).first()
+    return None if flow is None else _spec(flow, _aliases())
+
+
+def partition_state(*, stopped: bool, failing: bool) -> PartitionState:
+    """Burrow's vocabulary for a partition: STOP when data loss stopped it, ERR while its task fails."""
+    if stopped:
+        return PartitionState.STOP
+    return PartitionState.ERR if failing else PartitionState.OK
+
+
+def lag_seconds(partition: PartitionMetrics) -> float | None:
+    """0 when caught up; else the age of the record the mirror is at (how late it is), when known."""
+    if partition.records_behind == 0:
+        return 0.0
+    return None if partition.record_age_ms is None else partition.record_age_ms / 1000
+
+
+def _whole(value: float | None) -> int | None:
+    return None if value is None else round(value)
+
+
+STATUS_FIELDS = (
+    "remote_topic",
+    "task_index",
+    "source_end_offset",
+    "replicated_offset",
+    "lag_records",
+    "lag_seconds",
+    "record_age_ms",
+    "replication_latency_ms",
+    "state",
+    "updated_at",
+)
+
+
+def partition_statuses_save(
+    *,
+    flow_id: int,
+    task_index: int,
+    partitions: Iterable[PartitionMetrics],
+    failing: bool,
+    at: datetime,
+) -> None:
+    """Upsert the latest status of each given source partition of the flow (one statement)."""
+    rows = [
+        FlowPartitionStatus(
+            flow_id=flow_id,
+            topic=p.source_topic,
+            partition=p.partition,
+            remote_topic=p.topic,
+            task_index=task_index,
+            source_end_offset=p.source_end_offset,
+            replicated_offset=p.next_offset,
+            lag_records=p.records_behind,
+            lag_seconds=lag_seconds(p),
+            record_age_ms=_whole(p.record_age_ms),
+            replication_latency_ms=_whole(p.replication_latency_ms),
+            state=partition_state(stopped=p.stopped, failing=failing),
+            updated_at=at,
+        )
+        for p in partitions
+    ]
+    if rows:
+        FlowPartitionStatus.objects.bulk_create(
+            rows,
+            update_conflicts=True,
+            unique_fields=["flow", "topic", "partition"],
+            update_fields=list(STATUS_FIELDS),
+        )
+
+
+def partition_statuses_prune(*, flow_id: int, replicated: Sequence[TopicPartition]) -> int:
+    """Drop status rows of partitions the flow no longer replicates (topic excluded or deleted)."""
+    keep = set(replicated)
+    stale = [
+        pk
+        for pk, topic, partition in FlowPartitionStatus.objects.filter(flow_id=flow_id).values_list(
+            "pk", "topic", "partition"
+        )
+        if (topic, partition) not in keep
+    ]
+    if stale:
+        FlowPartitionStatus.objects.filter(pk__in=stale).delete()
+    return len(stale)
+
+
+def flow_event_record(
+    *,
+    flow_id: int,
+    kind: FlowEventKind,
+    message: str,
+    at: datetime,
+    topic: str = "",
+    partition: int | None = None,
+    detail: dict | None = None,
+) -> None:
+    FlowEvent.objects.create(
+        flow_id=flow_id,
+        kind=kind,
+        message=message,
+        at=at,
+        topic=topic,
+        partition=partition,
+        detail=detail or {},
+    )
+
+
+def flow_gap_record(*, flow_id: int, gap: GapEvent, remote_topic: str, stopped: bool, at: datetime) -> None:
+    """A data-loss gap: source offsets that were gone before they were replicated."""
+    known = gap.lost_records is not None
+    lost = f"{gap.lost_records} records" if known else "an unknown number of records"
+    action = "partition stopped" if stopped else f"replication resumed at offset {gap.resumed_offset}"
+    FlowEvent.objects.create(
+        flow_id=flow_id,
+        kind=FlowEventKind.DATA_LOSS_GAP,
+        at=at,
+        topic=gap.topic,
+        partition=gap.partition,
+        first_offset=gap.expected_offset,
+        last_offset=gap.expected_offset + gap.lost_records - 1 if known and gap.lost_records else None,
+        message=f"data loss on {gap.topic}[{gap.partition}]: {lost} never replicated; {gap.reason}; {action}",
+        detail={
+            "remote_topic": remote_topic,
+            "lost_records": gap.lost_records,
+            "resumed_offset": gap.resumed_offset,
+            "stopped": stopped,
+        },
+    )

@@ -1,0 +1,161 @@
+"""The one settings module: everything comes from the environment, with defaults that run on one machine.
+
+| variable | default |
+|---|---|
+| DATABASE_URL | SQLite file var/mirrorplane.sqlite3 (PostgreSQL when set, e.g. postgres://user@host/db) |
+| REDIS_URL | redis://127.0.0.1:6379/0 |
+| METRICS_DIR | var/metrics (the metrics lake: Parquet files) |
+| SECRET_KEY | a development key (warned about: set it in production) |
+| MIRRORPLANE_SECRETS_KEY | Fernet key(s) for secrets at rest, comma-separated, newest first; by default one derived from SECRET_KEY (warned about) |
+| DEBUG | false |
+| ALLOWED_HOSTS | localhost, 127.0.0.1, [::1] |
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+
+env = environ.Env()
+_log = logging.getLogger("controlplane.settings")
+
+DEBUG = env.bool("DEBUG", default=False)
+
+_DEV_SECRET_KEY = "mirrorplane-development-key-do-not-use-in-production"
+SECRET_KEY = env.str("SECRET_KEY", default=_DEV_SECRET_KEY)
+if SECRET_KEY == _DEV_SECRET_KEY:
+    _log.warning("SECRET_KEY is not set: using the development key (set SECRET_KEY in production)")
+
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+
+def _derived_fernet_key(secret_key: str) -> str:
+    return base64.urlsafe_b64encode(
+        hashlib.sha256(f"mirrorplane-secrets:{secret_key}".encode()).digest()
+    ).decode()
+
+
+# Newest key first: it encrypts; every key listed can decrypt (see `manage.py rotate_secrets_key`).
+MIRRORPLANE_SECRETS_KEYS = env.list("MIRRORPLANE_SECRETS_KEY", default=[])
+if not MIRRORPLANE_SECRETS_KEYS:
+    _log.warning(
+        "MIRRORPLANE_SECRETS_KEY is not set: cluster secrets are encrypted with a key derived from SECRET_KEY "
+        "(generate one with `manage.py rotate_secrets_key --generate-only` and set it in production)"
+    )
+    MIRRORPLANE_SECRETS_KEYS = [_derived_fernet_key(SECRET_KEY)]
+
+REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:6379/0")
+METRICS_DIR = Path(env.str("METRICS_DIR", default=str(VAR_DIR / "metrics")))
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "controlplane.apps.ControlplaneConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "controlplane.urls"
+WSGI_APPLICATION = "controlplane.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+_SQLITE_DEFAULT = f"sqlite:///{VAR_DIR / 'mirrorplane.sqlite3'}"
+DATABASES = {"default": env.db("DATABASE_URL", default=_SQLITE_DEFAULT)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "/admin/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+# var/ holds the default SQLite file and collected static files (WhiteNoise warns when STATIC_ROOT is missing).
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+# Serve static files (Swagger UI, Plotly.js) from the app itself, collected or not: no CDN, no extra server.
+WHITENOISE_USE_FINDERS = True
+
+REST_FRAMEWORK = {
+    # Token first: an unauthenticated request gets 401 with `WWW-Authenticate: Token`, not 403.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["controlplane.api.permissions.RolePermission"],
+    "DEFAULT_PAGINATION_CLASS": "controlplane.api.pagination.Pagination",
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "controlplane.api.errors.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Mirrorplane API",
+    "DESCRIPTION": "Kafka replication with MirrorMaker 2 semantics: clusters, flows, MM2 import/export, audit.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+}

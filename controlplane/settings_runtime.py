@@ -1,0 +1,58 @@
+"""Settings of the Celery runtime (workers, beat) and the metrics lake; part of the one settings module.
+
+`controlplane/settings.py` star-imports this module; every value comes from the environment:
+
+| variable | default | meaning |
+|---|---|---|
+| REDIS_URL | redis://127.0.0.1:6379/0 | Celery broker and replication leases (read in settings.py) |
+| MIRRORPLANE_LEASE_TTL_S | 15 | a (flow, task) lease not renewed this long is taken over by another worker |
+| MIRRORPLANE_SLICE_SECONDS | 1.0 | wall time of one replication slice |
+| MIRRORPLANE_SLICE_MAX_RECORDS | 100000 | records of one replication slice at most |
+| MIRRORPLANE_SUPERVISE_INTERVAL_S | 2.0 | how often the supervisor (in beat) checks every flow |
+| MIRRORPLANE_REBALANCE_SLICES | 60 | a task chain stays on its worker this many slices, then any free worker may take it |
+| MIRRORPLANE_BACKOFF_MAX_S | 5.0 | longest pause between failing slices (kept below the lease TTL) |
+| METRICS_FLUSH_INTERVAL_S | 30 | a worker writes its buffered metric samples to the lake at least this often |
+| METRICS_FLUSH_ROWS | 20000 | ... or when this many samples are buffered |
+"""
+
+from __future__ import annotations
+
+import environ
+
+_env = environ.Env()
+
+MIRRORPLANE_LEASE_TTL_S = _env.float("MIRRORPLANE_LEASE_TTL_S", default=15.0)
+MIRRORPLANE_SLICE_SECONDS = _env.float("MIRRORPLANE_SLICE_SECONDS", default=1.0)
+MIRRORPLANE_SLICE_MAX_RECORDS = _env.int("MIRRORPLANE_SLICE_MAX_RECORDS", default=100_000)
+MIRRORPLANE_SUPERVISE_INTERVAL_S = _env.float("MIRRORPLANE_SUPERVISE_INTERVAL_S", default=2.0)
+MIRRORPLANE_REBALANCE_SLICES = _env.int("MIRRORPLANE_REBALANCE_SLICES", default=60)
+MIRRORPLANE_BACKOFF_MAX_S = _env.float("MIRRORPLANE_BACKOFF_MAX_S", default=5.0)
+METRICS_FLUSH_INTERVAL_S = _env.float("METRICS_FLUSH_INTERVAL_S", default=30.0)
+METRICS_FLUSH_ROWS = _env.int("METRICS_FLUSH_ROWS", default=20_000)
+
+REPLICATION_QUEUE = "replication"
+METADATA_QUEUE = "metadata"
+REPORTS_QUEUE = "reports"
+
+# Celery (read by workers.app with namespace "CELERY"); the broker URL is REDIS_URL.
+CELERY_TASK_DEFAULT_QUEUE = METADATA_QUEUE
+CELERY_TASK_ROUTES = {
+    "workers.tasks.replicate_slice": {"queue": REPLICATION_QUEUE},
+    "workers.tasks.flow_metadata": {"queue": METADATA_QUEUE},
+    "dashboards.*": {"queue": REPORTS_QUEUE},
+    "workers.reports.*": {"queue": REPORTS_QUEUE},
+}
+# A slice's message is acknowledged after it ran: a killed worker's slice is not lost (its lease
+# expires and the supervisor starts the chain elsewhere; a redelivered stale message finds the lease
+# taken and stops).
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+# Each worker also listens on its own queue: a chain's next slice goes there, so the clients it cached
+# are reused (workers.replication).
+CELERY_WORKER_DIRECT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Beat runs the supervisor itself (workers.beat); other periodic jobs (reports) join its schedule.
+CELERY_BEAT_SCHEDULER = "workers.beat:SupervisingScheduler"

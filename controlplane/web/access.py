@@ -1,0 +1,42 @@
+"""Who may see and do what in the web UI: the API's roles, enforced on every view (the menus only hide)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+
+from django.contrib.auth.views import redirect_to_login
+from django.shortcuts import render
+from django.urls import reverse
+
+from controlplane.roles import Role, role_of
+
+
+def role_required(role: Role) -> Callable:
+    """Anonymous users go to the login page; users below `role` get a 403 page saying what they lack."""
+
+    def decorator(view: Callable) -> Callable:
+        @wraps(view)
+        def wrapper(request, *args, **kwargs):
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path(), reverse("web:login"))
+            current = role_of(request.user)
+            if current is None or current < role:
+                held = "no role" if current is None else f"the {current.group_name} role"
+                return render(
+                    request,
+                    "web/forbidden.html",
+                    {"needed": role.group_name, "held": held},
+                    status=403,
+                )
+            request.web_role = current
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorator
+
+
+viewer_required = role_required(Role.VIEWER)
+operator_required = role_required(Role.OPERATOR)
+admin_required = role_required(Role.ADMIN)

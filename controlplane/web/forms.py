@@ -1,0 +1,313 @@
+"""Web forms: shape checks and parsing only; the engine's rules run in the services (their errors land on
+the field they name). Secrets are write-only: no form ever renders a stored secret back."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any
+
+from django import forms
+
+from controlplane import engine, selectors
+from controlplane.errors import NON_FIELD, ServiceValidationError
+from controlplane.models import Cluster, Flow, SaslMechanism, SecurityProtocol
+from replication.config import FLOW_PROPERTIES, FlowProperty
+from replication.filters import PatternError, parse_pattern_list
+from replication.mm2file import CLIENT_ROLES
+from replication.policy import ACCEPTED_POLICY_CLASSES
+
+PROPERTIES_HELP = (
+    "One property per line, name=value. Prefix producer., consumer. or admin. to scope it to that client."
+)
+
+
+def add_service_errors(
+    form: forms.Form, error: ServiceValidationError, *, aliases: Mapping[str, str]
+) -> None:
+    """Put each service message on the form field it names (`aliases` maps service names to fields)."""
+    for name, messages in error.errors.items():
+        field = aliases.get(name, name)
+        target = field if field in form.fields and name != NON_FIELD else None
+        for message in messages:
+            form.add_error(target, message)
+
+
+# -- properties text --------------------------------------------------------------------------------------
+def parse_scoped_lines(text: str) -> engine.ScopedProperties:
+    """`name=value` lines into scopes: `producer.linger.ms=5` -> {"producer": {"linger.ms": "5"}}."""
+    scoped = engine.empty_scopes()
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, value = line.partition("=")
+        if not sep or not name.strip():
+            raise forms.ValidationError(f"line {number}: '{line}' is not name=value")
+        scope, dot, rest = name.strip().partition(".")
+        if dot and scope in CLIENT_ROLES:
+            scoped[scope][rest] = value.strip()
+        else:
+            scoped["client"][name.strip()] = value.strip()
+    return scoped
+
+
+def scoped_lines(scoped: Mapping[str, Mapping[str, str]]) -> str:
+    return "\n".join(
+        f"{name if scope == 'client' else f'{scope}.{name}'}={value}"
+        for scope, values in scoped.items()
+        for name, value in sorted(values.items())
+    )
+
+
+# -- clusters ---------------------------------------------------------------------------------------------
+SECRET_HELP = "Write-only: leave blank to keep the stored value."
+_SECRET_WIDGETS = {
+    "sasl_username": forms.TextInput(attrs={"autocomplete": "off"}),
+    "sasl_password": forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+    "ssl_ca_pem": forms.Textarea(attrs={"rows": 3}),
+    "ssl_certificate_pem": forms.Textarea(attrs={"rows": 3}),
+    "ssl_key_pem": forms.Textarea(attrs={"rows": 3}),
+    "ssl_key_password": forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+}
+
+
+class ClusterForm(forms.Form):
+    alias = forms.CharField(
+        max_length=100, help_text="The MM2 cluster alias, e.g. dc1 (letters, digits, _ and -)."
+    )
+    bootstrap_servers = forms.CharField(
+        max_length=2000, help_text="host:port of one or more brokers, comma-separated."
+    )
+    security_protocol = forms.ChoiceField(
+        choices=SecurityProtocol.choices, initial=SecurityProtocol.PLAINTEXT
+    )
+    sasl_mechanism = forms.ChoiceField(choices=SaslMechanism.choices, required=False, label="SASL mechanism")
+    client_properties = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}), required=False, help_text=PROPERTIES_HELP
+    )
+    other_secrets = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2, "autocomplete": "off"}),
+        required=False,
+        label="Other secret properties",
+        help_text="Write-only, e.g. sasl.jaas.config=... " + PROPERTIES_HELP,
+    )
+    remove_secrets = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple, label="Remove stored secrets"
+    )
+
+    def __init__(self, *args, cluster: Cluster | None = None, **kwargs) -> None:
+        if cluster is not None:
+            kwargs.setdefault(
+                "initial",
+                {
+                    "alias": cluster.alias,
+                    "bootstrap_servers": cluster.bootstrap_servers,
+                    "security_protocol": cluster.security_protocol,
+                    "sasl_mechanism": cluster.sasl_mechanism,
+                    "client_properties": scoped_lines(cluster.client_properties),
+                },
+            )
+        super().__init__(*args, **kwargs)
+        stored = engine.secret_names(engine.cluster_secrets(cluster)) if cluster else []
+        self.secrets_set = stored
+        for name, property_name in engine.SECRET_FIELDS.items():
+            self.fields[name] = forms.CharField(
+                required=False,
+                strip=name not in {"sasl_password", "ssl_key_password"},
+                widget=_SECRET_WIDGETS[name],
+                label=property_name,
+                help_text=SECRET_HELP if f"client.{property_name}" in stored else "Write-only.",
+            )
+        if stored:
+            self.fields["remove_secrets"].choices = [(name, name) for name in stored]
+        else:
+            del self.fields["remove_secrets"]
+        self.order_fields(["alias", "bootstrap_servers", "security_protocol", "sasl_mechanism"])
+
+    def secret_fields(self) -> list[forms.BoundField]:
+        names = [*engine.SECRET_FIELDS, "other_secrets", *(["remove_secrets"] if self.secrets_set else [])]
+        return [self[name] for name in names]
+
+    def clean_client_properties(self) -> engine.ScopedProperties:
+        return parse_scoped_lines(self.cleaned_data["client_properties"])
+
+    def clean_other_secrets(self) -> engine.ScopedProperties:
+        return parse_scoped_lines(self.cleaned_data["other_secrets"])
+
+    def columns(self) -> dict[str, Any]:
+        return {
+            name: self.cleaned_data[name]
+            for name in (
+                "alias",
+                "bootstrap_servers",
+                "security_protocol",
+                "sasl_mechanism",
+                "client_properties",
+            )
+        }
+
+    def secret_changes(self) -> engine.ScopedProperties:
+        """Set what was typed, remove what was ticked, keep the rest (blank means keep)."""
+        changes = {scope: dict(values) for scope, values in self.cleaned_data["other_secrets"].items()}
+        for field_name, property_name in engine.SECRET_FIELDS.items():
+            if self.cleaned_data.get(field_name):
+                changes["client"][property_name] = self.cleaned_data[field_name]
+        for name in self.cleaned_data.get("remove_secrets", []):
+            scope, _, property_name = name.partition(".")
+            changes[scope][property_name] = ""
+        return changes
+
+    def add_service_errors(self, error: ServiceValidationError) -> None:
+        add_service_errors(self, error, aliases={"secret_properties": "other_secrets"})
+
+
+# -- flows ------------------------------------------------------------------------------------------------
+# Shown first; the rest of MM2's flow properties sit under "Advanced".
+PRIMARY_FLOW_FIELDS = (
+    "enabled",
+    "topics",
+    "topics_exclude",
+    "groups",
+    "groups_exclude",
+    "replication_policy_class",
+    "replication_policy_separator",
+    "delivery_guarantee",
+    "data_loss_policy",
+    "tasks_max",
+    "sync_group_offsets_enabled",
+)
+# The fields the topic preview depends on.
+PREVIEW_FIELDS = ("topics", "topics_exclude", "replication_policy_class", "replication_policy_separator")
+_FLOW_HELP = {
+    "enabled": "A disabled flow is stored but does not replicate.",
+    "topics": "Java regular expressions, comma-separated, matched against whole topic names.",
+    "topics_exclude": "Topics matching any of these are not replicated.",
+    "groups": "Consumer groups whose offsets are checkpointed (Java regular expressions).",
+    "replication_policy_separator": "Remote topics are named <source alias><separator><topic>.",
+}
+
+
+class PatternListField(forms.CharField):
+    """An MM2 list property: comma-separated Java regexes, each checked by the engine's own reader."""
+
+    def __init__(self, *, property_name: str, **kwargs) -> None:
+        self.property_name = property_name
+        super().__init__(required=False, max_length=10_000, **kwargs)
+
+    def prepare_value(self, value: Any) -> Any:
+        return ", ".join(value) if isinstance(value, (list, tuple)) else value
+
+    def clean(self, value: Any) -> list[str]:
+        text = super().clean(value)
+        try:
+            return list(parse_pattern_list(text, property_name=self.property_name))
+        except PatternError as exc:
+            raise forms.ValidationError(
+                f"'{exc.pattern}' {exc.problem}: {exc.reason}. Fix: {exc.fix}"
+            ) from None
+
+
+def _flow_field(prop: FlowProperty) -> forms.Field:
+    common = {"label": prop.name, "help_text": _FLOW_HELP.get(prop.field, "")}
+    if prop.kind is bool:
+        return forms.BooleanField(required=False, **common)
+    if prop.kind is int:
+        return forms.IntegerField(min_value=-(2**31), max_value=2**31 - 1, **common)
+    if prop.kind is tuple:
+        return PatternListField(property_name=prop.name, **common)
+    if isinstance(prop.kind, type) and issubclass(prop.kind, Enum):
+        return forms.ChoiceField(choices=[(member.value, member.value) for member in prop.kind], **common)
+    if prop.field == "replication_policy_class":
+        return forms.ChoiceField(choices=[(name, name) for name in ACCEPTED_POLICY_CLASSES], **common)
+    return forms.CharField(strip=False, max_length=200, **common)
+
+
+class FlowForm(forms.Form):
+    source = forms.ModelChoiceField(queryset=Cluster.objects.none(), empty_label="choose the source cluster")
+    target = forms.ModelChoiceField(queryset=Cluster.objects.none(), empty_label="choose the target cluster")
+    extra = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        required=False,
+        label="Flow client overrides",
+        help_text="e.g. producer.linger.ms=20 (written as source->target.producer.linger.ms). One per line.",
+    )
+
+    def __init__(self, *args, flow: Flow | None = None, **kwargs) -> None:
+        settings = engine.flow_settings(flow or Flow())
+        initial = {prop.field: settings[prop.field] for prop in FLOW_PROPERTIES}
+        initial["extra"] = "\n".join(f"{name}={value}" for name, value in sorted(settings["extra"].items()))
+        if flow is not None:
+            initial |= {"source": flow.source_id, "target": flow.target_id}
+        kwargs.setdefault("initial", initial)
+        super().__init__(*args, **kwargs)
+        clusters = selectors.cluster_list()
+        self.fields["source"].queryset = self.fields["target"].queryset = clusters
+        if flow is not None:  # another pair is another flow
+            self.fields["source"].disabled = self.fields["target"].disabled = True
+        for prop in FLOW_PROPERTIES:
+            self.fields[prop.field] = _flow_field(prop)
+        for name in ("source", "target", *PREVIEW_FIELDS):  # the preview follows these as they change
+            self.fields[name].widget.attrs["class"] = "previewed"
+
+    def primary_fields(self) -> list[forms.BoundField]:
+        return [self[name] for name in PRIMARY_FLOW_FIELDS]
+
+    def preview_fields(self) -> list[forms.BoundField]:
+        return [self[name] for name in PREVIEW_FIELDS]
+
+    def advanced_fields(self) -> list[forms.BoundField]:
+        return [self[prop.field] for prop in FLOW_PROPERTIES if prop.field not in PRIMARY_FLOW_FIELDS]
+
+    def clean_extra(self) -> dict[str, str]:
+        return _flatten(parse_scoped_lines(self.cleaned_data["extra"]))
+
+    def settings(self) -> dict[str, Any]:
+        return {prop.field: self.cleaned_data[prop.field] for prop in FLOW_PROPERTIES} | {
+            "extra": self.cleaned_data["extra"]
+        }
+
+    def add_service_errors(self, error: ServiceValidationError) -> None:
+        add_service_errors(self, error, aliases={})
+
+
+def _flatten(scoped: engine.ScopedProperties) -> dict[str, str]:
+    """Flow-scoped overrides keep their role prefix: {"producer.linger.ms": "20"}."""
+    return {
+        name if scope == "client" else f"{scope}.{name}": value
+        for scope, values in scoped.items()
+        for name, value in values.items()
+    }
+
+
+# -- MM2 import -------------------------------------------------------------------------------------------
+MAX_MM2_BYTES = 1_000_000
+
+
+class Mm2ImportForm(forms.Form):
+    text = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false"}),
+        required=False,
+        strip=False,
+        label="mm2.properties",
+        help_text="Paste the file, or upload it below. ${env:VAR} placeholders resolve on the server.",
+    )
+    upload = forms.FileField(required=False, label="…or upload a file")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        upload = cleaned.get("upload")
+        if upload is not None:
+            if upload.size > MAX_MM2_BYTES:
+                raise forms.ValidationError(
+                    "the file is larger than 1 MB: is it really an mm2.properties file?"
+                )
+            try:
+                cleaned["text"] = upload.read().decode("utf-8")
+            except UnicodeDecodeError:
+                raise forms.ValidationError(
+                    "the file is not UTF-8 text: save it as UTF-8 and upload again"
+                ) from None
+        if not cleaned.get("text", "").strip():
+            raise forms.ValidationError("paste an mm2.properties file or choose one to upload")
+        return cleaned

@@ -1,0 +1,60 @@
+"""Template helpers: role checks for showing actions, times with their zone, human numbers."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django import template
+from django.utils import timezone
+from django.utils.html import format_html
+
+from controlplane.roles import Role
+
+register = template.Library()
+
+
+@register.filter
+def at_least(role: Role | None, name: str) -> bool:
+    """`{% if request.web_role|at_least:"operator" %}`: whether to show an action (the view enforces it)."""
+    return role is not None and role >= Role.from_name(name)
+
+
+@register.filter
+def when(value: datetime | None) -> str:
+    """A <time> in the server's zone with the zone named, e.g. 2025-01-02 03:04:05 UTC."""
+    if value is None:
+        return "—"
+    local = timezone.localtime(value)
+    return format_html(
+        '<time datetime="{}">{}</time>', local.isoformat(), local.strftime("%Y-%m-%d %H:%M:%S %Z")
+    )
+
+
+@register.filter
+def epoch(value: datetime | None) -> str:
+    """Seconds since the epoch, for the browser's rate and chart script."""
+    return "" if value is None else f"{value.timestamp():.3f}"
+
+
+@register.filter
+def count(value: int | float | None) -> str:
+    """Thousands separated; a dash when unknown (not yet measured is not zero)."""
+    return "—" if value is None else f"{value:,.0f}"
+
+
+@register.filter
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if value < 60:
+        return f"{value:.1f} s"
+    minutes, secs = divmod(round(value), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+@register.filter
+def millis(value: int | None) -> str:
+    return "—" if value is None else f"{value:,} ms"

@@ -1,0 +1,377 @@
+"""Thin web views: parse a form, call one service or selector, render. Roles as in the API: viewers read,
+operators also pause, resume and test connections, admins change configuration."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import views as auth_views
+from django.core.paginator import Paginator
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from controlplane import engine, selectors, services
+from controlplane import failover as flow_failover
+from controlplane.api.views import CHECK_TIMEOUT_S, AuditFilter
+from controlplane.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
+from controlplane.models import AuditAction, AuditOutcome, Flow
+from controlplane.web import summaries
+from controlplane.web.access import admin_required, operator_required, viewer_required
+from controlplane.web.forms import PREVIEW_FIELDS, ClusterForm, FlowForm, Mm2ImportForm
+from replication.kafka.cluster_check import check_cluster
+
+AUDIT_PAGE_SIZE = 50
+
+login = auth_views.LoginView.as_view(
+    template_name="web/login.html", next_page="web:overview", redirect_authenticated_user=True
+)
+logout = auth_views.LogoutView.as_view(next_page="web:login")
+
+
+def _back(request, default: str) -> str:
+    """The page a POST came from (when it is ours), else `default`."""
+    target = request.POST.get("next", "")
+    if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        return target
+    return default
+
+
+# -- overview ---------------------------------------------------------------------------------------------
+def _overview_context() -> dict:
+    flows = summaries.flow_summaries()
+    clusters = list(selectors.cluster_list())
+    return {
+        "summaries": flows,
+        "clusters": clusters,
+        "topology": summaries.topology(clusters=clusters, summaries=flows),
+        "healths": summaries.HEALTHS,
+        "back": reverse("web:overview"),
+    }
+
+
+@viewer_required
+def overview(request):
+    return render(request, "web/overview.html", _overview_context())
+
+
+@viewer_required
+def overview_live(request):
+    return render(request, "web/_overview_live.html", _overview_context())
+
+
+# -- clusters ---------------------------------------------------------------------------------------------
+@viewer_required
+def cluster_list(request):
+    clusters = [
+        (cluster, engine.secret_names(engine.cluster_secrets(cluster)))
+        for cluster in selectors.cluster_list()
+    ]
+    return render(request, "web/clusters.html", {"clusters": clusters})
+
+
+def _cluster_form_page(request, *, cluster=None):
+    form = ClusterForm(request.POST or None, cluster=cluster)
+    if request.method == "POST" and form.is_valid():
+        try:
+            if cluster is None:
+                cluster = services.cluster_create(
+                    actor=request.user, **form.columns(), secrets=form.secret_changes()
+                )
+                messages.success(request, f"Cluster {cluster.alias} created. Next: test its connection.")
+            else:
+                cluster = services.cluster_update(
+                    actor=request.user,
+                    cluster=cluster,
+                    changes=form.columns(),
+                    secret_changes=form.secret_changes(),
+                )
+                messages.success(request, f"Cluster {cluster.alias} saved.")
+            return redirect("web:clusters")
+        except ServiceValidationError as exc:
+            form.add_service_errors(exc)
+    return render(request, "web/cluster_form.html", {"form": form, "cluster": cluster})
+
+
+@admin_required
+def cluster_create(request):
+    return _cluster_form_page(request)
+
+
+@admin_required
+def cluster_edit(request, pk: int):
+    return _cluster_form_page(request, cluster=get_object_or_404(selectors.cluster_list(), pk=pk))
+
+
+@require_POST
+@operator_required
+def cluster_check(request, pk: int):
+    cluster = get_object_or_404(selectors.cluster_list(), pk=pk)
+    result = check_cluster(engine.cluster_to_config(cluster), timeout_s=CHECK_TIMEOUT_S)
+    return render(request, "web/_cluster_check.html", {"cluster": cluster, "check": result})
+
+
+@require_POST
+@admin_required
+def cluster_delete(request, pk: int):
+    cluster = get_object_or_404(selectors.cluster_list(), pk=pk)
+    try:
+        services.cluster_delete(actor=request.user, cluster=cluster)
+        messages.success(request, f"Cluster {cluster.alias} deleted.")
+    except ServiceConflict as exc:
+        messages.error(request, f"Cluster not deleted: {exc}.")
+    return redirect("web:clusters")
+
+
+# -- flows ------------------------------------------------------------------------------------------------
+@viewer_required
+def flow_list(request):
+    return render(
+        request,
+        "web/flows.html",
+        {"summaries": summaries.flow_summaries(), "has_clusters": selectors.cluster_list().count() >= 2},
+    )
+
+
+def _flow_form_page(request, *, flow=None):
+    form = FlowForm(request.POST or None, flow=flow)
+    if request.method == "POST" and form.is_valid():
+        try:
+            if flow is None:
+                flow = services.flow_create(
+                    actor=request.user,
+                    source=form.cleaned_data["source"],
+                    target=form.cleaned_data["target"],
+                    **form.settings(),
+                )
+                messages.success(request, f"Flow {flow.name} created.")
+            else:
+                flow = services.flow_update(actor=request.user, flow=flow, **form.settings())
+                messages.success(request, f"Flow {flow.name} saved.")
+            return redirect("web:flow", pk=flow.pk)
+        except ServiceValidationError as exc:
+            form.add_service_errors(exc)
+    return render(request, "web/flow_form.html", {"form": form, "flow": flow})
+
+
+@admin_required
+def flow_create(request):
+    return _flow_form_page(request)
+
+
+@admin_required
+def flow_edit(request, pk: int):
+    return _flow_form_page(request, flow=get_object_or_404(selectors.flow_list(), pk=pk))
+
+
+@require_POST
+@admin_required
+def flow_preview(request):
+    """Which of the source cluster's topics the typed patterns replicate, under which names, and why not."""
+    stored = selectors.flow_list().filter(pk=request.POST.get("flow") or None).first()
+    form = FlowForm(request.POST, flow=stored)
+    form.is_valid()
+    context = {"form": form}
+    source, target = form.cleaned_data.get("source"), form.cleaned_data.get("target")
+    invalid = [name for name in PREVIEW_FIELDS if name in form.errors]
+    if source is None or target is None:
+        context["problem"] = "Choose the source and target clusters to see which topics will replicate."
+    elif invalid:
+        context["problem"] = "Fix the patterns flagged above to see the preview."
+    else:
+        draft = Flow(source=source, target=target)
+        for name in PREVIEW_FIELDS:
+            setattr(draft, name, form.cleaned_data[name])
+        try:
+            topics = selectors.flow_topics(flow=draft)
+            context["replicated"] = [t for t in topics if t.decision.replicate]
+            context["excluded"] = [t for t in topics if not t.decision.replicate]
+        except ClusterUnavailable as exc:
+            context["problem"] = (
+                f"Source cluster {source.alias} did not answer: {exc}. Check its bootstrap servers and "
+                "use Test connection on the Clusters page."
+            )
+    return render(request, "web/_flow_preview.html", context)
+
+
+def _flow_detail_context(flow: Flow) -> dict:
+    status = selectors.flow_status(flow=flow)
+    rows = list(status.partitions)
+    events = list(status.events)
+    errors = summaries.last_errors(events)
+    return {
+        "flow": flow,
+        "summary": summaries.summarize(flow, rows),
+        "partitions": [(row, errors.get((row.topic, row.partition))) for row in rows],
+        "events": events,
+        "back": reverse("web:flow", args=[flow.pk]),
+    }
+
+
+@viewer_required
+def flow_detail(request, pk: int):
+    flow = get_object_or_404(selectors.flow_list(), pk=pk)
+    return render(request, "web/flow_detail.html", _flow_detail_context(flow))
+
+
+@viewer_required
+def flow_live(request, pk: int):
+    flow = get_object_or_404(selectors.flow_list(), pk=pk)
+    return render(request, "web/_flow_live.html", _flow_detail_context(flow))
+
+
+@require_POST
+@operator_required
+def flow_pause(request, pk: int):
+    flow = services.flow_pause(actor=request.user, flow=get_object_or_404(selectors.flow_list(), pk=pk))
+    messages.success(request, f"Flow {flow.name} paused: positions are kept; Resume continues from there.")
+    return redirect(_back(request, reverse("web:flow", args=[flow.pk])))
+
+
+@require_POST
+@operator_required
+def flow_resume(request, pk: int):
+    flow = services.flow_resume(actor=request.user, flow=get_object_or_404(selectors.flow_list(), pk=pk))
+    messages.success(request, f"Flow {flow.name} resumed.")
+    return redirect(_back(request, reverse("web:flow", args=[flow.pk])))
+
+
+@require_POST
+@admin_required
+def flow_delete(request, pk: int):
+    flow = get_object_or_404(selectors.flow_list(), pk=pk)
+    name = flow.name
+    services.flow_delete(actor=request.user, flow=flow)
+    messages.success(request, f"Flow {name} deleted. Its remote topics on the target are kept.")
+    return redirect("web:flows")
+
+
+@operator_required
+def failover(request, pk: int):
+    flow = get_object_or_404(selectors.flow_list(), pk=pk)
+    return render(request, "web/failover.html", {"flow": flow})
+
+
+@operator_required
+def failover_plan(request, pk: int):
+    """The read-only plan (the dry run): checklist, records at risk, each group's translated offsets."""
+    flow = get_object_or_404(selectors.flow_list(), pk=pk)
+    context = {"flow": flow}
+    try:
+        context["plan"] = flow_failover.failover_plan(flow=flow)
+    except ClusterUnavailable as exc:
+        context["problem"] = f"The plan could not be read: {exc}. Check both clusters with Test connection."
+    return render(request, "web/_failover_plan.html", context)
+
+
+@operator_required
+def failover_progress(request, pk: int):
+    flow = get_object_or_404(selectors.flow_list(), pk=pk)
+    event = flow.events.filter(message__startswith="failover:").first()
+    return render(request, "web/_failover_progress.html", {"flow": flow, "event": event})
+
+
+def _failover_outcome(request, flow: Flow, run) -> HttpResponse:
+    """Run an execute service; show its result, or what stopped it and how to go on."""
+    context: dict = {"flow": flow}
+    try:
+        context["result"] = run()
+    except ServiceValidationError as exc:
+        context["errors"] = [message for messages_ in exc.errors.values() for message in messages_]
+        context["failed_checks"] = exc.details
+    except (ServiceConflict, ClusterUnavailable) as exc:
+        context["errors"] = [str(exc)]
+    flow.refresh_from_db()
+    return render(request, "web/_failover_result.html", context)
+
+
+@require_POST
+@operator_required
+def failover_execute(request, pk: int):
+    flow = get_object_or_404(selectors.flow_list(), pk=pk)
+    return _failover_outcome(
+        request,
+        flow,
+        lambda: flow_failover.failover_execute(
+            actor=request.user,
+            flow=flow,
+            groups=request.POST.getlist("groups"),
+            confirm=request.POST.get("confirm", ""),
+            force=bool(request.POST.get("force")),
+        ),
+    )
+
+
+@require_POST
+@operator_required
+def failback_execute(request, pk: int):
+    flow = get_object_or_404(selectors.flow_list(), pk=pk)
+    return _failover_outcome(
+        request,
+        flow,
+        lambda: flow_failover.failback_execute(
+            actor=request.user,
+            flow=flow,
+            confirm=request.POST.get("confirm", ""),
+            force=bool(request.POST.get("force")),
+        ),
+    )
+
+
+# -- MM2 import / export ----------------------------------------------------------------------------------
+@admin_required
+def mm2_import(request):
+    form = Mm2ImportForm(request.POST or None, request.FILES or None)
+    context = {"form": form}
+    if request.method == "POST" and form.is_valid():
+        dry_run = "apply" not in request.POST
+        try:
+            result = services.mm2_import(
+                actor=request.user, text=form.cleaned_data["text"], dry_run=dry_run, source_name="web import"
+            )
+            context |= {"result": result, "text": form.cleaned_data["text"]}
+            if result.applied:
+                messages.success(request, "Import applied. The audit log lists every change.")
+        except ServiceValidationError as exc:
+            # Parse errors carry their line and fix; semantic ones (loops, bad values) name the object.
+            context["import_errors"] = exc.details or [
+                {"reason": f"{field}: {message}"} for field, texts in exc.errors.items() for message in texts
+            ]
+    return render(request, "web/mm2_import.html", context)
+
+
+@viewer_required
+def mm2_export(request):
+    response = HttpResponse(selectors.mm2_export(), content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="mm2.properties"'
+    return response
+
+
+# -- audit and reports ------------------------------------------------------------------------------------
+@viewer_required
+def audit(request):
+    filtered = AuditFilter(request.GET or None, queryset=selectors.audit_list())
+    page = Paginator(filtered.qs, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "web/audit.html",
+        {
+            "filter": filtered,
+            "page": page,
+            "query": query.urlencode(),
+            "actions": AuditAction.choices,
+            "outcomes": AuditOutcome.choices,
+            "object_types": selectors.audit_list()
+            .order_by("object_type")
+            .values_list("object_type", flat=True)
+            .distinct(),
+        },
+    )
+
+
+@viewer_required
+def reports(request):
+    return render(request, "web/reports.html")

@@ -1,0 +1,191 @@
+"""Plotly figures from report rows (the plain dicts `dashboards.spark.jobs.run_reports` returns).
+
+Pure: rows in, `plotly.graph_objects.Figure` out; no Spark, no Django. Views embed `fig.to_json()`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+
+import plotly.graph_objects as go
+
+Row = Mapping[str, object]
+STATUS_LEVELS = ("OK", "WARN", "REWIND", "STALL", "STOP")  # heatmap z = index: worse is higher
+STATUS_COLOURS = ("#2ca02c", "#ffbf00", "#9467bd", "#ff7f0e", "#d62728")
+VERDICT_COLOURS = {"UNDER_PROVISIONED": "#d62728", "RIGHT_SIZED": "#2ca02c", "OVER_PROVISIONED": "#1f77b4"}
+
+
+def _partition_label(row: Row) -> str:
+    return f"{row['flow']} {row['remote_topic']}[{row['partition']}]"
+
+
+def _series(rows: Iterable[Row], *, label, x: str, y: str) -> dict[str, tuple[list, list]]:
+    """Group rows into (x, y) lists per label, sorted by x."""
+    grouped: dict[str, list[tuple]] = defaultdict(list)
+    for row in rows:
+        grouped[label(row)].append((row[x], row[y]))
+    return {
+        name: tuple(map(list, zip(*sorted(points), strict=True))) for name, points in sorted(grouped.items())
+    }
+
+
+def _lines(series: dict[str, tuple[list, list]], *, title: str, y_title: str) -> go.Figure:
+    figure = go.Figure([go.Scatter(x=xs, y=ys, name=name, mode="lines") for name, (xs, ys) in series.items()])
+    figure.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title=y_title, hovermode="x unified")
+    return figure
+
+
+def lag_figure(rows: Iterable[Row], *, measure: str = "records") -> go.Figure:
+    """Lag over time per flow and partition (`partition_lag` rows); measure "records" or "seconds"."""
+    if measure not in ("records", "seconds"):
+        raise ValueError("lag is measured in records or seconds")
+    series = _series(rows, label=_partition_label, x="window_start", y=f"{measure}_behind_max")
+    return _lines(
+        series, title=f"Replication lag ({measure} behind, window max)", y_title=f"{measure} behind"
+    )
+
+
+def throughput_figure(rows: Iterable[Row], *, unit: str = "mb") -> go.Figure:
+    """Throughput per flow over time (`flow_throughput` rows summed over partitions): MB/s or records/s."""
+    column = {"mb": "mb_per_s", "records": "records_per_s"}[unit]
+    totals: dict[tuple, float] = defaultdict(float)
+    for row in rows:
+        totals[(row["flow"], row["window_start"])] += row[column]
+    series = _series(
+        ({"flow": flow, "window_start": start, column: value} for (flow, start), value in totals.items()),
+        label=lambda row: str(row["flow"]),
+        x="window_start",
+        y=column,
+    )
+    y_title = "MB/s" if unit == "mb" else "records/s"
+    return _lines(series, title=f"Throughput ({y_title})", y_title=y_title)
+
+
+def latency_figure(rows: Iterable[Row], *, measure: str = "replication_latency_ms") -> go.Figure:
+    """p50/p95/p99/max of a latency measure over time, worst partition per window (`latency_percentiles`)."""
+    worst: dict[tuple, dict[str, float]] = {}
+    for row in rows:
+        key = (row["flow"], row["window_start"])
+        current = worst.setdefault(key, {})
+        for stat in ("p50", "p95", "p99", "max"):
+            value = row[f"{measure}_{stat}"]
+            if value is not None:
+                current[stat] = max(current.get(stat, value), value)
+    figure = go.Figure()
+    for flow in sorted({flow for flow, _ in worst}):
+        times = sorted(start for f, start in worst if f == flow)
+        for stat in ("p50", "p95", "p99", "max"):
+            figure.add_trace(
+                go.Scatter(
+                    x=times,
+                    y=[worst[(flow, t)].get(stat) for t in times],
+                    name=f"{flow} {stat}",
+                    mode="lines",
+                )
+            )
+    figure.update_layout(
+        title=f"{measure.replace('_', ' ')} percentiles", xaxis_title="time (UTC)", yaxis_title="ms"
+    )
+    return figure
+
+
+def status_heatmap(rows: Iterable[Row]) -> go.Figure:
+    """Partition x time, coloured by Burrow status (`partition_status` rows)."""
+    rows = list(rows)
+    partitions = sorted({_partition_label(r) for r in rows})
+    times = sorted({r["window_start"] for r in rows})
+    cell = {(_partition_label(r), r["window_start"]): r["status"] for r in rows}
+    z = [[_status_level(cell.get((p, t))) for t in times] for p in partitions]
+    text = [[cell.get((p, t), "") for t in times] for p in partitions]
+    top = len(STATUS_LEVELS) - 1
+    figure = go.Figure(
+        go.Heatmap(
+            x=times,
+            y=partitions,
+            z=z,
+            text=text,
+            zmin=0,
+            zmax=top,
+            colorscale=_discrete_scale(),
+            hovertemplate="%{y}<br>%{x}<br>%{text}<extra></extra>",
+            colorbar={"tickvals": list(range(len(STATUS_LEVELS))), "ticktext": list(STATUS_LEVELS)},
+        )
+    )
+    figure.update_layout(title="Partition status (Burrow)", xaxis_title="time (UTC)", yaxis_title="partition")
+    return figure
+
+
+def _status_level(status: object) -> int | None:
+    return STATUS_LEVELS.index(status) if status in STATUS_LEVELS else None
+
+
+def _discrete_scale() -> list[list]:
+    """A colour band per status level, for z in [0, levels - 1]."""
+    bands = len(STATUS_LEVELS)
+    scale = []
+    for level, colour in enumerate(STATUS_COLOURS):
+        scale += [[level / bands, colour], [(level + 1) / bands, colour]]
+    return scale
+
+
+def capacity_figure(
+    plan_rows: Sequence[Row], usage_rows: Sequence[Row] = (), *, flow: str = "overall"
+) -> go.Figure:
+    """Measured daily load, projected load at each horizon and capacity x threshold, with the verdict."""
+    plan = sorted((r for r in plan_rows if r["flow"] == flow), key=lambda r: r["horizon_days"])
+    if not plan:
+        raise ValueError(f"no capacity plan for {flow!r}")
+    history = sorted(
+        (r for r in usage_rows if r["flow"] == flow or flow == "overall"), key=lambda r: r["date"]
+    )
+    daily: dict[object, float] = defaultdict(float)
+    for row in history:
+        daily[row["date"]] += row["p95_mb_per_s"]
+    figure = go.Figure()
+    if daily:
+        days = sorted(daily)
+        figure.add_trace(
+            go.Scatter(x=days, y=[daily[d] for d in days], name="measured (daily p95)", mode="lines+markers")
+        )
+    horizons = [r["horizon_days"] for r in plan]
+    figure.add_trace(
+        go.Scatter(
+            x=[f"+{h} d" for h in horizons],
+            y=[r["projected_mb_per_s"] for r in plan],
+            name="projected",
+            mode="lines+markers",
+            xaxis="x2",
+        )
+    )
+    figure.add_trace(
+        go.Scatter(
+            x=[f"+{h} d" for h in horizons],
+            y=[r["capacity_mb_per_s"] * r["threshold"] for r in plan],
+            name="capacity x threshold",
+            mode="lines",
+            line={"dash": "dash"},
+            xaxis="x2",
+        )
+    )
+    now = plan[0]
+    verdict = now["verdict"]
+    figure.add_annotation(
+        text=(
+            f"{verdict}: {now['projected_mb_per_s']:.2f} MB/s on {now['workers']} worker(s), "
+            f"{now['tasks']} task(s); needs {now['workers_needed']} worker(s), {now['tasks_needed']} task(s)"
+        ),
+        xref="paper",
+        yref="paper",
+        x=0,
+        y=1.08,
+        showarrow=False,
+        font={"color": VERDICT_COLOURS.get(verdict, "black")},
+    )
+    figure.update_layout(
+        title=f"Capacity plan: {flow}",
+        xaxis={"title": "date (measured)"},
+        xaxis2={"title": "horizon (projected)", "overlaying": "x", "side": "top"},
+        yaxis_title="MB/s",
+    )
+    return figure

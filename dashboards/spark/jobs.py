@@ -1,0 +1,278 @@
+"""The incremental report job: new lake partitions in, report rows (plain dicts) out.
+
+Incremental rule. The lake is split into `date=YYYY-MM-DD/flow=<id>` partitions. A partition is SEALED
+once its UTC day ended more than `seal_after` ago (late slices of that day have landed); sealed
+partitions are read once and recorded in the ledger. Partitions not yet sealed (today's, being written)
+are re-read by every run and never recorded. Each run therefore reads: the sealed partitions missing
+from the ledger, every unsealed partition, and the carry (below). Files that appear in a partition after
+it was recorded are reported in `late_files` and not read.
+
+Report windows divide a UTC day, so no window spans two partitions: a window's rows are recomputed whole
+whenever its partition is read, and the web app upserts them by `REPORT_KEYS` (newer replaces older).
+What crosses partitions is context: Burrow's last N samples and the lag lookback. The job keeps a CARRY:
+per mirrored partition, the sealed samples of the last lag lookback plus the N-1 before them. Rows are
+emitted only for windows with newly read samples, so a run over (carry + new partitions) gives the same
+rows as a full run over the whole lake. Daily usage rows (for capacity plans) are upserted in the state
+and the capacity plan is recomputed from all of them on every run.
+
+State is a directory: `ledger.json` (the commit point, written last and atomically) naming the carry and
+usage Parquet files of its generation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from dashboards.spark.capacity import DEFAULT_HORIZON_DAYS, capacity_plan_from_usage, daily_flow_usage
+from dashboards.spark.frames import DAY_SECONDS, FLOW_KEY, PARTITION_KEY, window_seconds, with_window
+from dashboards.spark.lag import DEFAULT_LOOKBACK, partition_lag
+from dashboards.spark.lake import spark_schema_ddl
+from dashboards.spark.latency import latency_percentiles
+from dashboards.spark.status import DEFAULT_WINDOW_SAMPLES, flow_status, partition_status
+from dashboards.spark.throughput import flow_throughput
+
+ProgressCallback = Callable[[str, float], None]
+
+# How the web app stores each dataset: upsert by these columns; capacity_plan replaces all its rows.
+REPORT_KEYS: dict[str, tuple[str, ...] | None] = {
+    "partition_lag": (*PARTITION_KEY, "window_start"),
+    "flow_throughput": (*PARTITION_KEY, "window_start"),
+    "latency_percentiles": (*PARTITION_KEY, "window_start"),
+    "partition_status": (*PARTITION_KEY, "window_start"),
+    "flow_status": (*FLOW_KEY, "window_start"),
+    "daily_flow_usage": (*FLOW_KEY, "date"),
+    "capacity_plan": None,
+}
+
+
+@dataclass(frozen=True)
+class CapacityOptions:
+    worker_nic_mbps: float = 10_000.0  # megabits per second per worker
+    retention_hours: float = 168.0
+    tasks_max: int = 1
+    workers: int = 1
+    horizon_days: tuple[int, ...] = DEFAULT_HORIZON_DAYS
+    trend_days: int = 30
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    window: timedelta = timedelta(minutes=5)
+    lag_lookback: timedelta = DEFAULT_LOOKBACK
+    window_samples: int = DEFAULT_WINDOW_SAMPLES
+    seal_after: timedelta = timedelta(hours=1)
+    capacity: CapacityOptions = field(default_factory=CapacityOptions)
+
+
+@dataclass
+class ReportResult:
+    datasets: dict[str, list[dict]]
+    partitions_read: list[str]  # lake partitions read ("date=.../flow=..."), sealed and unsealed
+    partitions_sealed: list[str]  # of which newly recorded in the ledger
+    late_files: list[str]
+    samples_read: int  # lake rows read (the carry excluded)
+
+
+@dataclass(frozen=True)
+class LakePartition:
+    name: str  # "date=YYYY-MM-DD/flow=<id>"
+    day: date
+    files: tuple[str, ...]  # file names inside the partition directory
+
+
+def list_lake_partitions(lake_dir: Path) -> list[LakePartition]:
+    partitions = []
+    for directory in sorted(Path(lake_dir).glob("date=*/flow=*")):
+        files = tuple(sorted(p.name for p in directory.glob("*.parquet")))
+        if files:
+            day = date.fromisoformat(directory.parent.name.removeprefix("date="))
+            partitions.append(LakePartition(f"{directory.parent.name}/{directory.name}", day, files))
+    return partitions
+
+
+def is_sealed(partition: LakePartition, *, now: datetime, seal_after: timedelta) -> bool:
+    day_end = datetime.combine(partition.day + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
+    return now >= day_end + seal_after
+
+
+class ReportState:
+    """The ledger of sealed partitions with the carry and usage files of its generation."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.dir = Path(state_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        ledger = self.dir / "ledger.json"
+        data = json.loads(ledger.read_text()) if ledger.exists() else {}
+        self.sealed: dict[str, list[str]] = data.get("sealed", {})
+        self.generation: str | None = data.get("generation")
+
+    def _path(self, kind: str, generation: str | None = None) -> Path | None:
+        generation = generation or self.generation
+        return self.dir / f"{kind}-{generation}.parquet" if generation else None
+
+    def read(self, spark: SparkSession, kind: str) -> DataFrame | None:
+        path = self._path(kind)
+        return spark.read.parquet(str(path)) if path and path.exists() else None
+
+    def commit(self, *, sealed: dict[str, list[str]], tables: dict[str, pa.Table]) -> None:
+        """Write the new generation's files, then the ledger (atomically), then drop the old files."""
+        generation = uuid.uuid4().hex[:12]
+        for kind, table in tables.items():
+            pq.write_table(table, self._path(kind, generation))
+        ledger = self.dir / "ledger.json"
+        tmp = ledger.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"generation": generation, "sealed": sealed}, indent=1, sort_keys=True))
+        os.replace(tmp, ledger)
+        old, self.generation, self.sealed = self.generation, generation, sealed
+        for kind in tables:
+            stale = self._path(kind, old) if old else None
+            if stale and stale.exists():
+                stale.unlink()
+
+
+def _carry(sealed_samples: DataFrame, *, lookback: timedelta, window_samples: int) -> DataFrame:
+    """Per mirrored partition: sealed samples of the last lookback and the `window_samples - 1` before."""
+    by_partition = Window.partitionBy(*PARTITION_KEY)
+    newest_first = by_partition.orderBy(F.col("ts").desc())
+    lookback_s = int(lookback.total_seconds())
+    return (
+        sealed_samples.withColumn(
+            "_cutoff", F.max("ts").over(by_partition) - F.expr(f"INTERVAL {lookback_s} SECONDS")
+        )
+        .withColumn("_recent", F.sum((F.col("ts") >= F.col("_cutoff")).cast("int")).over(by_partition))
+        .withColumn("_rank", F.row_number().over(newest_first))
+        .where(F.col("_rank") <= F.col("_recent") + (window_samples - 1))
+        .drop("_cutoff", "_recent", "_rank")
+    )
+
+
+def _windows_with_new_samples(new: DataFrame, window: timedelta, key: Iterable[str]) -> DataFrame:
+    return with_window(new, window).select(*key, "window_start").distinct()
+
+
+def _rows(frame: DataFrame) -> list[dict]:
+    return frame.toArrow().to_pylist()
+
+
+def run_reports(
+    *,
+    spark: SparkSession,
+    lake_dir: str | Path,
+    state_dir: str | Path,
+    options: ReportOptions = ReportOptions(),
+    since: date | None = None,
+    now: datetime | None = None,
+    on_progress: ProgressCallback = lambda step, fraction: None,
+) -> ReportResult:
+    """Read what is new in the lake, return the report rows it changes (see the module doc)."""
+    if DAY_SECONDS % window_seconds(options.window):
+        raise ValueError("the report window must divide a day, so windows never span lake partitions")
+    now = now or datetime.now(UTC)
+    state = ReportState(Path(state_dir))
+    on_progress("listing lake partitions", 0.0)
+    partitions = [p for p in list_lake_partitions(Path(lake_dir)) if since is None or p.day >= since]
+    late_files = [
+        f"{p.name}/{name}"
+        for p in partitions
+        if p.name in state.sealed
+        for name in sorted(set(p.files) - set(state.sealed[p.name]))
+    ]
+    to_read = [p for p in partitions if p.name not in state.sealed]
+    newly_sealed = [p for p in to_read if is_sealed(p, now=now, seal_after=options.seal_after)]
+    sealed_names = {p.name for p in newly_sealed}
+    usage = state.read(spark, "usage")
+
+    datasets: dict[str, list[dict]] = {name: [] for name in REPORT_KEYS}
+    samples_read = 0
+    if to_read:
+        files = [str(Path(lake_dir) / p.name / name) for p in to_read for name in p.files]
+        partition_of_file = F.regexp_extract(F.input_file_name(), r"(date=[^/]+/flow=[^/]+)/[^/]+$", 1)
+        new = (
+            spark.read.schema(spark_schema_ddl())
+            .option("recursiveFileLookup", "true")  # no partition discovery: see lake.partition_path
+            .parquet(*files)
+            .withColumn("_sealed", partition_of_file.isin(*sealed_names) if sealed_names else F.lit(False))
+        )
+        carry = state.read(spark, "carry")
+        everything = new.unionByName(carry.withColumn("_sealed", F.lit(True))) if carry is not None else new
+        everything = everything.persist()
+        new = new.drop("_sealed").persist()
+        samples_read = new.count()
+        datasets.update(
+            _windowed_reports(
+                samples=everything.drop("_sealed"), new=new, options=options, on_progress=on_progress
+            )
+        )
+        on_progress("daily usage", 0.8)
+        new_usage = daily_flow_usage(new, options.window)
+        datasets["daily_flow_usage"] = _rows(new_usage)
+        if usage is not None:
+            new_usage = usage.join(new_usage, [*FLOW_KEY, "date"], "left_anti").unionByName(new_usage)
+        next_carry = _carry(
+            everything.where("_sealed").drop("_sealed"),
+            lookback=options.lag_lookback,
+            window_samples=options.window_samples,
+        )
+        tables = {"usage": new_usage.toArrow(), "carry": next_carry.toArrow()}
+        everything.unpersist()
+        new.unpersist()
+        sealed = {**state.sealed, **{p.name: list(p.files) for p in newly_sealed}}
+        state.commit(sealed=sealed, tables=tables)
+        usage = spark.createDataFrame(tables["usage"])
+
+    on_progress("capacity plan", 0.9)
+    if usage is not None:
+        datasets["capacity_plan"] = _rows(capacity_plan_from_usage(usage, **asdict(options.capacity)))
+    on_progress("done", 1.0)
+    return ReportResult(
+        datasets=datasets,
+        partitions_read=[p.name for p in to_read],
+        partitions_sealed=sorted(sealed_names),
+        late_files=late_files,
+        samples_read=samples_read,
+    )
+
+
+def _windowed_reports(
+    *, samples: DataFrame, new: DataFrame, options: ReportOptions, on_progress: ProgressCallback
+) -> dict[str, list[dict]]:
+    window = options.window
+    partition_windows = _windows_with_new_samples(new, window, PARTITION_KEY)
+    flow_windows = _windows_with_new_samples(new, window, FLOW_KEY)
+    touched = lambda frame, windows, key: frame.join(  # noqa: E731
+        windows, [*key, "window_start"], "left_semi"
+    )
+    reports = {}
+    on_progress("lag", 0.1)
+    reports["partition_lag"] = _rows(
+        touched(
+            partition_lag(samples, window, lookback=options.lag_lookback), partition_windows, PARTITION_KEY
+        )
+    )
+    on_progress("throughput", 0.3)
+    reports["flow_throughput"] = _rows(
+        touched(flow_throughput(samples, window), partition_windows, PARTITION_KEY)
+    )
+    on_progress("latency", 0.4)
+    reports["latency_percentiles"] = _rows(
+        touched(latency_percentiles(samples, window), partition_windows, PARTITION_KEY)
+    )
+    on_progress("status", 0.5)
+    statuses = touched(
+        partition_status(samples, window, window_samples=options.window_samples), flow_windows, FLOW_KEY
+    ).persist()
+    reports["partition_status"] = _rows(statuses)
+    reports["flow_status"] = _rows(flow_status(statuses))
+    statuses.unpersist()
+    return reports

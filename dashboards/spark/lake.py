@@ -1,0 +1,81 @@
+"""The metrics lake's one schema: Parquet files under METRICS_DIR, `date=YYYY-MM-DD/flow=<id>/part-*.parquet`.
+
+Workers append one row per (slice, source partition) with what the engine measured; the Spark jobs read
+them. Both sides build their schema from `LAKE_COLUMNS`, so the writer and the readers cannot drift.
+Offsets are source offsets unless named otherwise; `next_offset` is the mirror's position (the next
+source offset to replicate), so `source_end_offset - next_offset` is records behind (clamped at 0).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+LAKE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("ts", "timestamp"),  # UTC instant the sample was taken
+    ("flow_id", "long"),
+    ("flow", "string"),  # "A->B"
+    ("source_topic", "string"),
+    ("remote_topic", "string"),
+    ("partition", "int"),
+    ("task_index", "int"),
+    ("worker", "string"),  # host:pid of the worker process that ran the slice
+    ("source_end_offset", "long"),  # source log end offset seen at the end of the slice
+    ("next_offset", "long"),  # next source offset to replicate after the slice (the mirror's position)
+    ("records", "long"),  # records replicated in this slice
+    ("bytes", "long"),  # key + value + header bytes replicated in this slice
+    ("interval_s", "double"),  # wall seconds the slice covered (rates = records / interval_s)
+    ("record_age_ms", "double"),  # max over the slice of (poll time - record timestamp); null if no records
+    ("replication_latency_ms", "double"),  # max over the slice of (ack time - record timestamp); null if none
+)
+
+PARTITION_COLUMNS = ("date", "flow")  # Hive-style directories: date=YYYY-MM-DD/flow=<flow_id>
+
+
+def spark_schema_ddl() -> str:
+    """`ts timestamp, flow_id long, ...` for `spark.read.schema(...)`."""
+    return ", ".join(f"{name} {kind}" for name, kind in LAKE_COLUMNS)
+
+
+def arrow_schema():
+    """The pyarrow schema the workers write with (imported lazily: Spark jobs do not need pyarrow here)."""
+    import pyarrow as pa
+
+    types = {
+        "timestamp": pa.timestamp("us", tz="UTC"),
+        "long": pa.int64(),
+        "int": pa.int32(),
+        "string": pa.string(),
+        "double": pa.float64(),
+    }
+    return pa.schema([(name, types[kind]) for name, kind in LAKE_COLUMNS])
+
+
+def partition_path(root: Path, *, date: str, flow_id: int) -> Path:
+    """The directory of one UTC day of one flow: `<root>/date=YYYY-MM-DD/flow=<flow_id>`.
+
+    The directory's `flow` is the flow id while the `flow` column holds its name ("A->B"): readers list
+    files and read them without partition discovery, which would overwrite the column.
+    """
+    return Path(root) / f"date={date}" / f"flow={flow_id}"
+
+
+def append_samples(root: Path, table, *, part: str) -> list[Path]:
+    """Write a pyarrow table of lake rows as `<part>.parquet` in each (date, flow) directory it spans.
+
+    `part` must be unique per writer and slice (e.g. `part-<worker>-<ts>`): files are never rewritten.
+    """
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    dates = table.column("ts").to_numpy().astype("datetime64[D]").astype(str)
+    flow_ids = table.column("flow_id").to_numpy()
+    written = []
+    for date in np.unique(dates):
+        for flow_id in np.unique(flow_ids[dates == date]):
+            rows = np.flatnonzero((dates == date) & (flow_ids == flow_id))
+            directory = partition_path(root, date=str(date), flow_id=int(flow_id))
+            directory.mkdir(parents=True, exist_ok=True)
+            path = directory / f"{part}.parquet"
+            pq.write_table(table.take(rows), path)
+            written.append(path)
+    return written

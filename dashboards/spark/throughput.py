@@ -1,0 +1,42 @@
+"""Replication throughput per mirrored partition and window, in records/s and MB/s (1 MB = 10^6 bytes).
+
+The window rate is what was replicated over the time the slices covered (sum / sum of slice seconds),
+so a window only partly covered by slices is not diluted; p50/p95/max describe the per-slice rates.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from dashboards.spark.frames import PARTITION_KEY, WINDOW_COLUMNS, with_window
+
+BYTES_PER_MB = 1_000_000.0
+
+
+def _per_second(column: str) -> Column:
+    return F.when(F.col("interval_s") > 0, F.col(column) / F.col("interval_s"))
+
+
+def flow_throughput(samples: DataFrame, window: timedelta) -> DataFrame:
+    rated = with_window(samples, window).select(
+        "*",
+        _per_second("records").alias("_records_per_s"),
+        (_per_second("bytes") / BYTES_PER_MB).alias("_mb_per_s"),
+    )
+    covered_s = F.sum(F.when(F.col("interval_s") > 0, F.col("interval_s")))
+    return rated.groupBy(*PARTITION_KEY, *WINDOW_COLUMNS).agg(
+        F.count(F.lit(1)).alias("samples"),
+        F.sum("records").alias("records"),
+        F.sum("bytes").alias("bytes"),
+        F.coalesce(F.sum("records") / covered_s, F.lit(0.0)).alias("records_per_s"),
+        F.coalesce(F.sum("bytes") / covered_s / BYTES_PER_MB, F.lit(0.0)).alias("mb_per_s"),
+        F.percentile("_records_per_s", 0.5).alias("records_per_s_p50"),
+        F.percentile("_records_per_s", 0.95).alias("records_per_s_p95"),
+        F.max("_records_per_s").alias("records_per_s_max"),
+        F.percentile("_mb_per_s", 0.5).alias("mb_per_s_p50"),
+        F.percentile("_mb_per_s", 0.95).alias("mb_per_s_p95"),
+        F.max("_mb_per_s").alias("mb_per_s_max"),
+    )

@@ -1,0 +1,3 @@
+from replication.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,204 @@
+"""Typed, immutable configuration for clusters and flows, with MirrorMaker 2's defaults.
+
+`FLOW_PROPERTIES` is the one table of flow properties: the mm2.properties reader and writer, the
+`validate` command and the control plane all derive from it, so a property is added in one place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+DEFAULT_REPLICATION_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+IDENTITY_REPLICATION_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+
+DEFAULT_TOPICS_EXCLUDE = (r".*[\-\.]internal", r".*\.replica", r"__.*")
+DEFAULT_GROUPS_EXCLUDE = (r"console-consumer-.*", r"connect-.*", r"__.*")
+DEFAULT_CONFIG_PROPERTIES_EXCLUDE = (
+    "follower.replication.throttled.replicas",
+    "leader.replication.throttled.replicas",
+    "message.timestamp.difference.max.ms",
+    "message.timestamp.type",
+    "unclean.leader.election.enable",
+    "min.insync.replicas",
+)
+
+
+class DeliveryGuarantee(StrEnum):
+    AT_LEAST_ONCE = "at_least_once"
+    EXACTLY_ONCE = "exactly_once"
+
+
+class OffsetSyncsTopicLocation(StrEnum):
+    SOURCE = "source"
+    TARGET = "target"
+
+
+class DataLossPolicy(StrEnum):
+    """What a partition does when the next source offset no longer exists (retention, topic recreated)."""
+
+    STOP = "stop"
+    SKIP = "skip"
+
+
+def _frozen_mapping(value: Mapping[str, str] | None) -> Mapping[str, str]:
+    return MappingProxyType(dict(value or {}))
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """One Kafka cluster as MM2 knows it: `<alias>.bootstrap.servers` plus client settings.
+
+    `client` holds cluster-wide client properties (security.protocol, sasl.*, ssl.*, ...); `producer`,
+    `consumer` and `admin` hold the `<alias>.producer.*` style overrides, without their prefix.
+    """
+
+    alias: str
+    bootstrap_servers: str
+    client: Mapping[str, str] = field(default_factory=dict)
+    producer: Mapping[str, str] = field(default_factory=dict)
+    consumer: Mapping[str, str] = field(default_factory=dict)
+    admin: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("client", "producer", "consumer", "admin"):
+            object.__setattr__(self, name, _frozen_mapping(getattr(self, name)))
+
+    def client_properties(self, role: str) -> dict[str, str]:
+        """librdkafka properties for a producer/consumer/admin client of this cluster."""
+        overrides = {"producer": self.producer, "consumer": self.consumer, "admin": self.admin}[role]
+        return {"bootstrap.servers": self.bootstrap_servers, **self.client, **overrides}
+
+
+@dataclass(frozen=True)
+class FlowConfig:
+    """A replication flow `source->target` with every MM2 flow property (MM2's defaults)."""
+
+    source: str
+    target: str
+    enabled: bool = False
+    topics: tuple[str, ...] = (".*",)
+    topics_exclude: tuple[str, ...] = DEFAULT_TOPICS_EXCLUDE
+    groups: tuple[str, ...] = (".*",)
+    groups_exclude: tuple[str, ...] = DEFAULT_GROUPS_EXCLUDE
+    config_properties_exclude: tuple[str, ...] = DEFAULT_CONFIG_PROPERTIES_EXCLUDE
+    replication_policy_class: str = DEFAULT_REPLICATION_POLICY
+    replication_policy_separator: str = "."
+    replication_factor: int = 2
+    refresh_topics_enabled: bool = True
+    refresh_topics_interval_seconds: int = 600
+    sync_topic_configs_enabled: bool = True
+    sync_topic_configs_interval_seconds: int = 600
+    sync_topic_acls_enabled: bool = True
+    sync_topic_acls_interval_seconds: int = 600
+    refresh_groups_enabled: bool = True
+    refresh_groups_interval_seconds: int = 600
+    emit_checkpoints_enabled: bool = True
+    emit_checkpoints_interval_seconds: int = 60
+    sync_group_offsets_enabled: bool = False
+    sync_group_offsets_interval_seconds: int = 60
+    emit_heartbeats_enabled: bool = True
+    emit_heartbeats_interval_seconds: int = 1
+    offset_lag_max: int = 100
+    offset_syncs_topic_location: OffsetSyncsTopicLocation = OffsetSyncsTopicLocation.SOURCE
+    tasks_max: int = 1
+    checkpoints_topic_replication_factor: int = 3
+    heartbeats_topic_replication_factor: int = 3
+    offset_syncs_topic_replication_factor: int = 3
+    # Mirrorplane additions (documented in README "Beyond MM2").
+    delivery_guarantee: DeliveryGuarantee = DeliveryGuarantee.AT_LEAST_ONCE
+    provenance_header_enabled: bool = False
+    data_loss_policy: DataLossPolicy = DataLossPolicy.STOP
+    # Flow-scoped client overrides (`A->B.producer.*`, `A->B.consumer.*`) and any property we pass through.
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "extra", _frozen_mapping(self.extra))
+
+    @property
+    def name(self) -> str:
+        return f"{self.source}->{self.target}"
+
+    def replace(self, **changes: Any) -> FlowConfig:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class FlowProperty:
+    """One row of MM2's flow property table: the properties-file name and the FlowConfig field."""
+
+    name: str
+    field: str
+    kind: type
+    deprecated_aliases: tuple[str, ...] = ()
+
+    @property
+    def default(self) -> Any:
+        return FlowConfig.__dataclass_fields__[self.field].default
+
+
+FLOW_PROPERTIES: tuple[FlowProperty, ...] = (
+    FlowProperty("enabled", "enabled", bool),
+    FlowProperty("topics", "topics", tuple),
+    FlowProperty("topics.exclude", "topics_exclude", tuple, ("topics.blacklist",)),
+    FlowProperty("groups", "groups", tuple),
+    FlowProperty("groups.exclude", "groups_exclude", tuple, ("groups.blacklist",)),
+    FlowProperty(
+        "config.properties.exclude", "config_properties_exclude", tuple, ("config.properties.blacklist",)
+    ),
+    FlowProperty("replication.policy.class", "replication_policy_class", str),
+    FlowProperty("replication.policy.separator", "replication_policy_separator", str),
+    FlowProperty("replication.factor", "replication_factor", int),
+    FlowProperty("refresh.topics.enabled", "refresh_topics_enabled", bool),
+    FlowProperty("refresh.topics.interval.seconds", "refresh_topics_interval_seconds", int),
+    FlowProperty("sync.topic.configs.enabled", "sync_topic_configs_enabled", bool),
+    FlowProperty("sync.topic.configs.interval.seconds", "sync_topic_configs_interval_seconds", int),
+    FlowProperty("sync.topic.acls.enabled", "sync_topic_acls_enabled", bool),
+    FlowProperty("sync.topic.acls.interval.seconds", "sync_topic_acls_interval_seconds", int),
+    FlowProperty("refresh.groups.enabled", "refresh_groups_enabled", bool),
+    FlowProperty("refresh.groups.interval.seconds", "refresh_groups_interval_seconds", int),
+    FlowProperty("emit.checkpoints.enabled", "emit_checkpoints_enabled", bool),
+    FlowProperty("emit.checkpoints.interval.seconds", "emit_checkpoints_interval_seconds", int),
+    FlowProperty("sync.group.offsets.enabled", "sync_group_offsets_enabled", bool),
+    FlowProperty("sync.group.offsets.interval.seconds", "sync_group_offsets_interval_seconds", int),
+    FlowProperty("emit.heartbeats.enabled", "emit_heartbeats_enabled", bool),
+    FlowProperty("emit.heartbeats.interval.seconds", "emit_heartbeats_interval_seconds", int),
+    FlowProperty("offset.lag.max", "offset_lag_max", int),
+    FlowProperty("offset-syncs.topic.location", "offset_syncs_topic_location", OffsetSyncsTopicLocation),
+    FlowProperty("tasks.max", "tasks_max", int),
+    FlowProperty("checkpoints.topic.replication.factor", "checkpoints_topic_replication_factor", int),
+    FlowProperty("heartbeats.topic.replication.factor", "heartbeats_topic_replication_factor", int),
+    FlowProperty("offset-syncs.topic.replication.factor", "offset_syncs_topic_replication_factor", int),
+    FlowProperty("delivery.guarantee", "delivery_guarantee", DeliveryGuarantee),
+    FlowProperty("provenance.header.enabled", "provenance_header_enabled", bool),
+    FlowProperty("data.loss.policy", "data_loss_policy", DataLossPolicy),
+)
+
+FLOW_PROPERTIES_BY_NAME: Mapping[str, FlowProperty] = MappingProxyType(
+    {prop.name: prop for prop in FLOW_PROPERTIES}
+)
+
+
+@dataclass(frozen=True)
+class Mm2Config:
+    """Everything an mm2.properties file describes: the clusters and every flow between them."""
+
+    clusters: tuple[ClusterConfig, ...]
+    flows: tuple[FlowConfig, ...]
+
+    def cluster(self, alias: str) -> ClusterConfig:
+        for cluster in self.clusters:
+            if cluster.alias == alias:
+                return cluster
+        raise KeyError(f"unknown cluster alias {alias!r}; known: {', '.join(self.aliases)}")
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        return tuple(cluster.alias for cluster in self.clusters)
+
+    def enabled_flows(self, targets: tuple[str, ...] | None = None) -> tuple[FlowConfig, ...]:
+        return tuple(flow for flow in self.flows if flow.enabled and (not targets or flow.target in targets))

@@ -1,0 +1,182 @@
+"""MirrorSourceConnector's decisions, pure: task assignment and the topic metadata plan.
+
+`assign_partitions` splits source partitions over `tasks.max` tasks the way MM2 does. `plan_topic_sync`
+compares the source's topics with the target's and says which remote topics to create, which to grow and
+which config properties to set. Unlike MM2's config sync it never deletes or resets a target-side
+override: it only sets properties the source sets explicitly on the topic, and only when they differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from replication.config import FlowConfig
+from replication.filters import ConfigPropertyFilter, TopicFilter
+from replication.policy import ReplicationPolicy, TopicDecision, classify_topic
+
+TopicPartition = tuple[str, int]
+
+
+def assign_partitions(partitions: Sequence[TopicPartition], tasks_max: int) -> list[list[TopicPartition]]:
+    """MM2's assignment: tasks = min(tasks.max, partitions), round-robin over the sorted partitions.
+
+    Deterministic, so every worker that computes it agrees on which task owns which partition.
+    """
+    ordered = sorted(set(partitions))
+    task_count = min(max(tasks_max, 1), len(ordered))
+    return [ordered[task_index::task_count] for task_index in range(task_count)]
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    """A topic as the admin adapter sees it: partition count and the configs set on the topic itself."""
+
+    name: str
+    partitions: int
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "configs", MappingProxyType(dict(self.configs)))
+
+
+@dataclass(frozen=True)
+class NewRemoteTopic:
+    name: str
+    source_topic: str
+    partitions: int
+    replication_factor: int
+    configs: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class PartitionGrowth:
+    topic: str
+    source_topic: str
+    current: int
+    desired: int
+
+
+@dataclass(frozen=True)
+class ConfigUpdate:
+    """Properties to SET on a remote topic (never a delete: target-side overrides stay)."""
+
+    topic: str
+    source_topic: str
+    changes: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class TopicSyncPlan:
+    mirrored: tuple[TopicDecision, ...]  # what `mirrored_topics` decided, with the remote names
+    create: tuple[NewRemoteTopic, ...]
+    grow: tuple[PartitionGrowth, ...]
+    update_configs: tuple[ConfigUpdate, ...]
+    warnings: tuple[str, ...]
+
+
+def replicated_configs(configs: Mapping[str, str], *, config_filter: ConfigPropertyFilter) -> dict[str, str]:
+    """The source topic's own configs minus `config.properties.exclude`."""
+    return {
+        name: value for name, value in configs.items() if config_filter.should_replicate_config_property(name)
+    }
+
+
+def clamp_replication_factor(*, requested: int, broker_count: int) -> tuple[int, str | None]:
+    """A replication factor the target can satisfy, and a warning when it had to be lowered."""
+    if broker_count <= 0 or requested <= broker_count:
+        return requested, None
+    return broker_count, (
+        f"replication.factor={requested} exceeds the target's {broker_count} broker(s): "
+        f"creating remote topics with replication factor {broker_count}"
+    )
+
+
+def mirrored_topics(
+    source_topics: Iterable[str], *, flow: FlowConfig, policy: ReplicationPolicy, topic_filter: TopicFilter
+) -> tuple[TopicDecision, ...]:
+    """The decisions of the source topics this flow replicates (sorted by name)."""
+    decisions = (
+        classify_topic(topic=name, flow=flow, policy=policy, topic_filter=topic_filter)
+        for name in sorted(source_topics)
+    )
+    return tuple(decision for decision in decisions if decision.replicate)
+
+
+def plan_topic_sync(
+    *,
+    mirrored: Sequence[TopicDecision],
+    source_topics: Mapping[str, TopicDescription],
+    target_topics: Mapping[str, TopicDescription],
+    flow: FlowConfig,
+    config_filter: ConfigPropertyFilter,
+    target_broker_count: int,
+    sync_configs: bool = True,
+) -> TopicSyncPlan:
+    """What to change on the target so every mirrored source topic has its remote topic.
+
+    `source_topics` must describe every topic of `mirrored`; `target_topics` the remote topics that exist.
+
+    New remote topics get the source's partition count and filtered configs; existing ones with fewer
+    partitions are grown; with `sync_configs`, properties the source sets and the target lacks or holds
+    at another value are set. Nothing is ever removed from the target.
+    """
+    replication_factor, factor_warning = clamp_replication_factor(
+        requested=flow.replication_factor, broker_count=target_broker_count
+    )
+    create: list[NewRemoteTopic] = []
+    grow: list[PartitionGrowth] = []
+    update_configs: list[ConfigUpdate] = []
+    for decision in mirrored:
+        name = decision.topic
+        source = source_topics[name]
+        wanted_configs = replicated_configs(source.configs, config_filter=config_filter)
+        remote = target_topics.get(decision.remote_topic)
+        if remote is None:
+            create.append(
+                NewRemoteTopic(
+                    name=decision.remote_topic,
+                    source_topic=name,
+                    partitions=source.partitions,
+                    replication_factor=replication_factor,
+                    configs=wanted_configs,
+                )
+            )
+            continue
+        if remote.partitions < source.partitions:
+            grow.append(
+                PartitionGrowth(
+                    topic=remote.name, source_topic=name, current=remote.partitions, desired=source.partitions
+                )
+            )
+        changes = {key: value for key, value in wanted_configs.items() if remote.configs.get(key) != value}
+        if sync_configs and changes:
+            update_configs.append(ConfigUpdate(topic=remote.name, source_topic=name, changes=changes))
+    warnings = (factor_warning,) if create and factor_warning else ()
+    return TopicSyncPlan(
+        mirrored=tuple(mirrored),
+        create=tuple(create),
+        grow=tuple(grow),
+        update_configs=tuple(update_configs),
+        warnings=warnings,
+    )
+
+
+def replicated_partitions(
+    plan: TopicSyncPlan,
+    *,
+    source_topics: Mapping[str, TopicDescription],
+    remote_partitions: Mapping[str, int],
+) -> list[TopicPartition]:
+    """Source partitions that have somewhere to go: the remote topic exists with that partition.
+
+    When the target could not grow a topic, the partitions it has keep replicating; the others wait.
+    """
+    partitions: list[TopicPartition] = []
+    for decision in plan.mirrored:
+        available = min(
+            source_topics[decision.topic].partitions, remote_partitions.get(decision.remote_topic, 0)
+        )
+        partitions.extend((decision.topic, partition) for partition in range(available))
+    return partitions

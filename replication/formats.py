@@ -1,0 +1,117 @@
+"""MM2's internal-topic record formats (Kafka protocol struct encoding, big-endian).
+
+STRING = int16 length + UTF-8 bytes. Byte-compatible with MirrorMaker 2 so MM2 tooling can read what we
+write and we can read what MM2 wrote.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+VERSION = 0
+
+
+class RecordFormatError(ValueError):
+    pass
+
+
+class _Reader:
+    def __init__(self, data: bytes, what: str) -> None:
+        self.data, self.pos, self.what = data, 0, what
+
+    def take(self, fmt: str) -> int:
+        size = struct.calcsize(fmt)
+        if self.pos + size > len(self.data):
+            raise RecordFormatError(f"{self.what}: truncated at byte {self.pos}")
+        (value,) = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += size
+        return value
+
+    def string(self) -> str:
+        length = self.take(">h")
+        if length < 0 or self.pos + length > len(self.data):
+            raise RecordFormatError(f"{self.what}: bad string length {length} at byte {self.pos}")
+        value = self.data[self.pos : self.pos + length].decode("utf-8")
+        self.pos += length
+        return value
+
+    def version(self) -> None:
+        version = self.take(">h")
+        if version != VERSION:
+            raise RecordFormatError(f"{self.what}: unsupported version {version}")
+
+
+def _string(value: str) -> bytes:
+    encoded = value.encode("utf-8")
+    return struct.pack(">h", len(encoded)) + encoded
+
+
+@dataclass(frozen=True)
+class OffsetSync:
+    """`mm2-offset-syncs.<target>.internal`: source offset `upstream_offset` is at `downstream_offset`."""
+
+    topic: str
+    partition: int
+    upstream_offset: int
+    downstream_offset: int
+
+    def key(self) -> bytes:
+        return _string(self.topic) + struct.pack(">i", self.partition)
+
+    def value(self) -> bytes:
+        return struct.pack(">qq", self.upstream_offset, self.downstream_offset)
+
+    @classmethod
+    def decode(cls, key: bytes, value: bytes) -> OffsetSync:
+        k, v = _Reader(key, "offset sync key"), _Reader(value, "offset sync value")
+        return cls(k.string(), k.take(">i"), v.take(">q"), v.take(">q"))
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """`<source>.checkpoints.internal` on the target: a group's offset translated to the remote topic."""
+
+    group: str
+    topic: str
+    partition: int
+    upstream_offset: int
+    downstream_offset: int
+    metadata: str = ""
+
+    def key(self) -> bytes:
+        return _string(self.group) + _string(self.topic) + struct.pack(">i", self.partition)
+
+    def value(self) -> bytes:
+        return struct.pack(">hqq", VERSION, self.upstream_offset, self.downstream_offset) + _string(
+            self.metadata
+        )
+
+    @classmethod
+    def decode(cls, key: bytes, value: bytes) -> Checkpoint:
+        k, v = _Reader(key, "checkpoint key"), _Reader(value, "checkpoint value")
+        group, topic, partition = k.string(), k.string(), k.take(">i")
+        v.version()
+        return cls(group, topic, partition, v.take(">q"), v.take(">q"), v.string())
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """`heartbeats` on the target of each flow."""
+
+    source_cluster_alias: str
+    target_cluster_alias: str
+    timestamp_ms: int
+
+    def key(self) -> bytes:
+        return _string(self.source_cluster_alias) + _string(self.target_cluster_alias)
+
+    def value(self) -> bytes:
+        return struct.pack(">hq", VERSION, self.timestamp_ms)
+
+    @classmethod
+    def decode(cls, key: bytes, value: bytes) -> Heartbeat:
+        k, v = _Reader(key, "heartbeat key"), _Reader(value, "heartbeat value")
+        source, target = k.string(), k.string()
+        v.version()
+        return cls(source, target, v.take(">q"))

@@ -1,0 +1,73 @@
+"""Client factories: the one place that turns a ClusterConfig into confluent-kafka clients.
+
+librdkafka logs go through Python logging (so secrets masking and levels apply in one place) instead of
+stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+
+from replication.config import ClusterConfig
+
+_librdkafka_log = logging.getLogger("replication.kafka.librdkafka")
+
+# MM2 (Java) files configure SASL with a JAAS line; librdkafka wants sasl.username / sasl.password.
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_JAAS_ESCAPE = re.compile(r"\\(.)")
+
+
+def librdkafka_properties(properties: Mapping[str, object]) -> dict[str, object]:
+    """Java client properties as librdkafka reads them: the JAAS line becomes username/password."""
+    translated = {key: value for key, value in properties.items() if key != "sasl.jaas.config"}
+    jaas = properties.get("sasl.jaas.config")
+    if isinstance(jaas, str):
+        options = {name: _JAAS_ESCAPE.sub(r"\1", value) for name, value in _JAAS_OPTION.findall(jaas)}
+        for option in ("username", "password"):
+            if option in options:
+                translated.setdefault(f"sasl.{option}", options[option])
+    if properties.get("ssl.endpoint.identification.algorithm") == "":
+        translated["ssl.endpoint.identification.algorithm"] = "none"  # Java's "" means no verification
+    return translated
+
+
+def _with_logger(properties: dict[str, object]) -> dict[str, object]:
+    return {"logger": _librdkafka_log, **librdkafka_properties(properties)}
+
+
+def make_consumer(
+    cluster: ClusterConfig, *, group_id: str | None = None, overrides: Mapping[str, object] | None = None
+) -> Consumer:
+    """A consumer for assign()-style reading; auto commit off (positions are ours to store)."""
+    properties: dict[str, object] = {
+        "group.id": group_id or "mirrorplane-unused",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "enable.partition.eof": False,
+        **cluster.client_properties("consumer"),
+        **(overrides or {}),
+    }
+    return Consumer(_with_logger(properties))
+
+
+def make_producer(cluster: ClusterConfig, *, overrides: Mapping[str, object] | None = None) -> Producer:
+    """An idempotent producer (acks=all, ordered, no duplicates from internal retries)."""
+    properties: dict[str, object] = {
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": 5,
+        **cluster.client_properties("producer"),
+        **(overrides or {}),
+    }
+    return Producer(_with_logger(properties))
+
+
+def make_admin(cluster: ClusterConfig, *, overrides: Mapping[str, object] | None = None) -> AdminClient:
+    properties: dict[str, object] = {**cluster.client_properties("admin"), **(overrides or {})}
+    return AdminClient(_with_logger(properties))

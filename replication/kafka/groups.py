@@ -1,0 +1,104 @@
+"""Consumer group admin: list groups, read and commit group offsets, describe a group's state.
+
+One adapter over confluent-kafka's AdminClient serving `checkpoint.SourceGroups` and
+`checkpoint.TargetGroups`. Errors name the cluster, the group and the broker's reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+
+from replication.checkpoint import ABSENT, CommittedOffset
+from replication.config import ClusterConfig
+from replication.kafka.clients import make_admin
+
+log = logging.getLogger(__name__)
+
+TopicPartitionKey = tuple[str, int]
+
+
+class GroupAdminError(RuntimeError):
+    pass
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0].str()
+    return str(exc)
+
+
+def _code(exc: BaseException) -> int | None:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0].code()
+    return None
+
+
+class GroupOffsetsAdmin:
+    """Consumer group operations on one cluster, with a fixed request timeout."""
+
+    def __init__(self, cluster: ClusterConfig, *, timeout_s: float = 30.0) -> None:
+        self.cluster = cluster
+        self.timeout_s = timeout_s
+        self._admin = make_admin(cluster)
+
+    def _fail(self, what: str, exc: BaseException) -> GroupAdminError:
+        return GroupAdminError(f"cluster {self.cluster.alias}: {what} failed: {_reason(exc)}")
+
+    def list_groups(self) -> list[str]:
+        try:
+            listing = self._admin.list_consumer_groups(request_timeout=self.timeout_s).result()
+        except KafkaException as exc:
+            raise self._fail("listing consumer groups", exc) from exc
+        for error in listing.errors:
+            log.warning("cluster %s: listing consumer groups: %s", self.cluster.alias, error)
+        return sorted({group.group_id for group in listing.valid})
+
+    def committed_offsets(self, group: str) -> dict[TopicPartitionKey, CommittedOffset]:
+        """The group's committed offsets; a group with none (or deleted meanwhile) has an empty dict."""
+        request = [ConsumerGroupTopicPartitions(group)]
+        try:
+            (future,) = self._admin.list_consumer_group_offsets(
+                request, request_timeout=self.timeout_s
+            ).values()
+            result = future.result()
+        except KafkaException as exc:
+            if _code(exc) == KafkaError.GROUP_ID_NOT_FOUND:
+                return {}
+            raise self._fail(f"reading committed offsets of group {group}", exc) from exc
+        return {
+            (tp.topic, tp.partition): CommittedOffset(tp.offset, tp.metadata or "")
+            for tp in result.topic_partitions
+            if tp.error is None and tp.offset >= 0
+        }
+
+    def group_state(self, group: str) -> str:
+        try:
+            (future,) = self._admin.describe_consumer_groups([group], request_timeout=self.timeout_s).values()
+            description = future.result()
+        except KafkaException as exc:
+            if _code(exc) == KafkaError.GROUP_ID_NOT_FOUND:
+                return ABSENT
+            raise self._fail(f"describing group {group}", exc) from exc
+        return description.state.name
+
+    def alter_offsets(
+        self, group: str, offsets: Mapping[TopicPartitionKey, int]
+    ) -> dict[TopicPartitionKey, str]:
+        """Commit `offsets`; partitions the broker refuses (e.g. the group became active) are returned."""
+        request = [
+            ConsumerGroupTopicPartitions(
+                group,
+                [TopicPartition(topic, partition, offset) for (topic, partition), offset in offsets.items()],
+            )
+        ]
+        try:
+            (future,) = self._admin.alter_consumer_group_offsets(
+                request, request_timeout=self.timeout_s
+            ).values()
+            result = future.result()
+        except KafkaException as exc:
+            return {key: _reason(exc) for key in offsets}
+        return {(tp.topic, tp.partition): tp.error.str() for tp in result.topic_partitions if tp.error}

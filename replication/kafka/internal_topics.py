@@ -1,0 +1,170 @@
+"""MM2's single-partition, compacted internal topics: create, read from the beginning, write.
+
+`InternalTopicReader` reads a topic incrementally (the offset-syncs topic for `OffsetSyncStore`, a
+checkpoints topic for `translate_offsets`), `InternalTopicWriter` writes records and waits for acks.
+Records that do not decode are logged and skipped, never fatal: a foreign writer must not stop a flow.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from replication.config import ClusterConfig
+from replication.connector import NewRemoteTopic, clamp_replication_factor
+from replication.formats import RecordFormatError
+from replication.kafka.admin import TopicAdmin
+from replication.kafka.clients import make_consumer, make_producer
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
+
+
+class InternalTopicError(RuntimeError):
+    pass
+
+
+def ensure_internal_topic(cluster: ClusterConfig, topic: str, *, replication_factor: int) -> None:
+    """Create `topic` (1 partition, compacted) unless it exists; the factor is lowered to the broker count."""
+    admin = TopicAdmin(cluster)
+    if topic in admin.partition_counts():
+        return
+    factor, warning = clamp_replication_factor(
+        requested=replication_factor, broker_count=admin.broker_count()
+    )
+    if warning:
+        log.warning("cluster %s: topic %s: %s", cluster.alias, topic, warning)
+    new_topic = NewRemoteTopic(
+        name=topic,
+        source_topic=topic,
+        partitions=1,
+        replication_factor=factor,
+        configs=INTERNAL_TOPIC_CONFIGS,
+    )
+    error = admin.create_topics([new_topic]).get(topic)
+    if error is not None:
+        raise InternalTopicError(str(error)) from error
+    log.info("cluster %s: created internal topic %s (replication factor %d)", cluster.alias, topic, factor)
+
+
+class InternalTopicReader(Generic[T]):
+    """Reads partition 0 of `topic` from its beginning; each `read_new()` returns what came since."""
+
+    def __init__(
+        self, cluster: ClusterConfig, topic: str, *, decode: Callable[[bytes, bytes], T], batch: int = 1000
+    ) -> None:
+        self.cluster, self.topic = cluster, topic
+        self._decode = decode
+        self._batch = batch
+        self._partition = TopicPartition(topic, 0)
+        self._consumer = make_consumer(cluster)
+        # Offset 0 rather than OFFSET_BEGINNING saves a ListOffsets round trip (half a second on some
+        # brokers); where retention or compaction removed it, auto.offset.reset=earliest starts at the log start.
+        self._consumer.assign([TopicPartition(topic, 0, 0)])
+        self._position = 0
+        self.skipped_records = 0
+
+    def _high_watermark(self, timeout_s: float) -> int | None:
+        try:
+            return self._consumer.get_watermark_offsets(self._partition, timeout=timeout_s, cached=False)[1]
+        except KafkaException as exc:
+            log.debug("cluster %s: %s has no end offset yet: %s", self.cluster.alias, self.topic, exc)
+            return None
+
+    def read_new(self, *, timeout_s: float = 10.0) -> list[T]:
+        """Records up to the current end of the topic (none if it does not exist yet)."""
+        deadline = time.monotonic() + timeout_s
+        end = self._high_watermark(timeout_s)
+        if end is None:
+            return []
+        records: list[T] = []
+        while self._position < end and (remaining := deadline - time.monotonic()) > 0:
+            if not self._take(self._poll(timeout_s=min(remaining, 0.5)), records):
+                # Transaction markers and compacted-away offsets hold no record: ask where the fetch is.
+                (position,) = self._consumer.position([self._partition])
+                self._position = max(self._position, position.offset)
+        if self._position < end:
+            log.warning(
+                "cluster %s: reading %s stopped at offset %d of %d after %gs",
+                self.cluster.alias,
+                self.topic,
+                self._position,
+                end,
+                timeout_s,
+            )
+        # A broker may report an end offset below records it already returned in the same fetch.
+        while self._take(self._consumer.consume(self._batch, timeout=0), records):
+            pass
+        return records
+
+    def _poll(self, *, timeout_s: float) -> list:
+        """Waits for the first message only (`consume` would wait for a whole batch), then takes what is
+        already fetched."""
+        first = self._consumer.poll(timeout_s)
+        return [] if first is None else [first, *self._consumer.consume(self._batch, timeout=0)]
+
+    def _take(self, messages: list, records: list[T]) -> bool:
+        for message in messages:
+            if message.error():
+                if message.error().code() != KafkaError._PARTITION_EOF:
+                    log.warning("cluster %s: reading %s: %s", self.cluster.alias, self.topic, message.error())
+                continue
+            self._position = message.offset() + 1
+            if message.value() is None:
+                continue  # a tombstone: nothing to apply
+            try:
+                records.append(self._decode(message.key() or b"", message.value()))
+            except RecordFormatError as exc:
+                self.skipped_records += 1
+                log.warning(
+                    "cluster %s: %s offset %d skipped: %s",
+                    self.cluster.alias,
+                    self.topic,
+                    message.offset(),
+                    exc,
+                )
+        return bool(messages)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+class InternalTopicWriter:
+    """Writes records to partition 0 of `topic`, creating the topic on first use."""
+
+    def __init__(self, cluster: ClusterConfig, topic: str, *, replication_factor: int) -> None:
+        self.cluster, self.topic = cluster, topic
+        self._replication_factor = replication_factor
+        self._producer = make_producer(cluster)
+        self._ready = False
+
+    def write(self, records: Sequence[tuple[bytes, bytes]], *, timeout_s: float = 30.0) -> None:
+        """Write and wait until the cluster acknowledged every record; raise InternalTopicError if not."""
+        if not self._ready:
+            ensure_internal_topic(self.cluster, self.topic, replication_factor=self._replication_factor)
+            self._ready = True
+        failures: list[str] = []
+
+        def on_delivery(error, _message) -> None:
+            if error is not None:
+                failures.append(error.str())
+
+        for key, value in records:
+            self._producer.produce(self.topic, key=key, value=value, partition=0, on_delivery=on_delivery)
+            self._producer.poll(0)
+        unsent = self._producer.flush(timeout_s)
+        if failures or unsent:
+            raise InternalTopicError(
+                f"cluster {self.cluster.alias}: writing {len(records)} record(s) to {self.topic} failed: "
+                + (", ".join(sorted(set(failures))) or f"{unsent} not acknowledged within {timeout_s:g}s")
+            )
+
+    def close(self) -> None:
+        self._producer.flush(5)

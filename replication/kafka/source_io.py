@@ -1,0 +1,228 @@
+"""The Kafka side of `MirrorSourceTask`: its clients, partition reads to the end, error classification.
+
+The task drives the consumer and producer directly (the hot loop must not pay for a wrapper per
+record); what needs confluent-kafka types or error codes lives here.
+
+Client settings: each role has tunable defaults (a cluster's `<alias>.producer.*` / `.consumer.*` or
+the flow's `A->B.producer.*` / `A->B.consumer.*` override them) and settings the delivery guarantee
+depends on, which nothing overrides: idempotent acks=all producer, no auto commit, and
+`auto.offset.reset=error` so a missing offset is reported to the data-loss detector, never silently
+reset.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig
+from replication.kafka.clients import make_consumer, make_producer
+from replication.kafka.flow_tasks import InternalTopicSink, offset_syncs_cluster
+from replication.kafka.internal_topics import InternalTopicWriter
+from replication.offset_syncs import OffsetSyncEmitter
+from replication.policy import ReplicationPolicy
+
+log = logging.getLogger(__name__)
+
+Headers = list[tuple[str, bytes | None]] | None
+
+# librdkafka's message.timeout.ms bounds how long a record can stay unacknowledged; flushing this long
+# (plus a margin) leaves no record in doubt, which restarts of a partition rely on.
+MESSAGE_TIMEOUT_MS = 120_000
+SETTLE_TIMEOUT_S = MESSAGE_TIMEOUT_MS / 1000 + 10
+
+PRODUCER_DEFAULTS: Mapping[str, object] = {
+    "linger.ms": 5,
+    # Bounded memory: produce() raises BufferError past these and the task serves acknowledgements
+    # instead of consuming more.
+    "queue.buffering.max.messages": 100_000,
+    "queue.buffering.max.kbytes": 262_144,
+    "message.timeout.ms": MESSAGE_TIMEOUT_MS,
+}
+CONSUMER_DEFAULTS: Mapping[str, object] = {
+    "isolation.level": "read_committed",  # records of aborted transactions are never mirrored
+    "queued.max.messages.kbytes": 65_536,
+}
+
+
+def _client_overrides(
+    role: str,
+    *,
+    cluster: ClusterConfig,
+    flow: FlowConfig,
+    defaults: Mapping[str, object],
+    required: Mapping[str, object],
+) -> dict[str, object]:
+    """defaults < cluster `<alias>.<role>.*` < flow `A->B.<role>.*` < required."""
+    prefix = f"{role}."
+    flow_scoped = {
+        name[len(prefix) :]: value for name, value in flow.extra.items() if name.startswith(prefix)
+    }
+    configured = cluster.client_properties(role)
+    return {
+        **{name: value for name, value in defaults.items() if name not in configured},
+        **flow_scoped,
+        **required,
+    }
+
+
+def source_consumer(flow: FlowConfig, source: ClusterConfig, *, task_index: int) -> Consumer:
+    """The task's consumer: assign() only, positions are ours, out-of-range offsets reported."""
+    overrides = _client_overrides(
+        "consumer",
+        cluster=source,
+        flow=flow,
+        defaults=CONSUMER_DEFAULTS,
+        required={
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "error",
+            "enable.partition.eof": False,
+        },
+    )
+    return make_consumer(source, group_id=f"mirrorplane-{flow.name}-{task_index}", overrides=overrides)
+
+
+def mirror_producer(flow: FlowConfig, target: ClusterConfig) -> Producer:
+    """Idempotent (ordered, no internal-retry duplicates); in exactly_once also gapless.
+
+    With `enable.gapless.guarantee`, an error that could leave a hole in a partition (record n lost,
+    n+1 written) is fatal instead, so what reached the target is always a prefix of what was sent:
+    the exactly_once restart reads the target's tail and knows everything before it is there.
+    """
+    required: dict[str, object] = {"enable.idempotence": True, "acks": "all"}
+    if flow.delivery_guarantee == DeliveryGuarantee.EXACTLY_ONCE:
+        required["enable.gapless.guarantee"] = True
+    overrides = _client_overrides(
+        "producer", cluster=target, flow=flow, defaults=PRODUCER_DEFAULTS, required=required
+    )
+    return make_producer(target, overrides=overrides)
+
+
+def offset_sync_emitter(
+    flow: FlowConfig, *, source: ClusterConfig, target: ClusterConfig, policy: ReplicationPolicy
+) -> OffsetSyncEmitter:
+    """Writes `mm2-offset-syncs.<target>.internal` where offset-syncs.topic.location says, creating it."""
+    writer = InternalTopicWriter(
+        offset_syncs_cluster(flow, source=source, target=target),
+        policy.offset_syncs_topic(flow.target),
+        replication_factor=flow.offset_syncs_topic_replication_factor,
+    )
+    return InternalTopicSink(writer)
+
+
+def assign(consumer: Consumer, positions: Mapping[tuple[str, int], int]) -> None:
+    """Replace the consumer's assignment: fetch each partition from its given offset."""
+    consumer.assign(
+        [TopicPartition(topic, partition, offset) for (topic, partition), offset in positions.items()]
+    )
+
+
+def cached_watermarks(consumer: Consumer, topic: str, partition: int) -> tuple[int, int] | None:
+    """(low, high) as the last fetch responses reported them; None when not known yet."""
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+    except KafkaException:
+        return None
+    return (low, high) if high >= 0 else None
+
+
+def is_offset_out_of_range(error: KafkaError) -> bool:
+    """The fetch offset does not exist (any more): with auto.offset.reset=error librdkafka says so."""
+    return error.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET)
+
+
+def is_benign_consumer_event(error: KafkaError) -> bool:
+    return error.code() == KafkaError._PARTITION_EOF
+
+
+def is_fatal_producer_error(exc: BaseException) -> bool:
+    return isinstance(exc, KafkaException) and bool(exc.args) and exc.args[0].fatal()
+
+
+class PartitionReadError(RuntimeError):
+    pass
+
+
+class PartitionReader:
+    """Reads partitions of one cluster to their true end (restart recovery and the data-loss check).
+
+    The end is where the broker says "end of partition" while fetching, not the listed high
+    watermark: some brokers list it too low (the embedded one, by the size of the last batch - 1).
+    """
+
+    def __init__(self, cluster: ClusterConfig, *, timeout_s: float = 30.0) -> None:
+        self.cluster = cluster
+        self.timeout_s = timeout_s
+        self._consumer = make_consumer(
+            cluster,
+            overrides={
+                "enable.partition.eof": True,
+                "isolation.level": "read_uncommitted",
+                "auto.offset.reset": "earliest",
+            },
+        )
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        """(earliest offset, listed high watermark) asked from the broker now."""
+        try:
+            return self._consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=self.timeout_s, cached=False
+            )
+        except KafkaException as exc:
+            raise PartitionReadError(
+                f"cluster {self.cluster.alias}: offsets of {topic}[{partition}] unavailable: {exc}"
+            ) from exc
+
+    def read_to_end(self, topic: str, partition: int, *, start: int) -> list[tuple[int, Headers]]:
+        """(offset, headers) of every record from `start` to the end of the partition, in order."""
+        self._consumer.assign([TopicPartition(topic, partition, start)])
+        records: list[tuple[int, Headers]] = []
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            while time.monotonic() < deadline:
+                for message in self._consumer.consume(num_messages=10_000, timeout=0.5):
+                    error = message.error()
+                    if error is None:
+                        records.append((message.offset(), message.headers()))
+                    elif is_benign_consumer_event(error):
+                        return records
+                    else:
+                        raise PartitionReadError(
+                            f"cluster {self.cluster.alias}: reading {topic}[{partition}] from {start}: {error}"
+                        )
+        finally:
+            self._consumer.unassign()
+        raise PartitionReadError(
+            f"cluster {self.cluster.alias}: {topic}[{partition}] did not reach its end within "
+            f"{self.timeout_s:g}s (read {len(records)} records from {start})"
+        )
+
+    def tail(self, topic: str, partition: int) -> tuple[int, int, tuple[int, Headers] | None]:
+        """(earliest offset, true end offset, last record or None when the partition has none)."""
+        low, high = self.watermarks(topic, partition)
+        step = 1
+        start = max(low, high - 1)
+        while True:
+            records = self.read_to_end(topic, partition, start=start)
+            if records:
+                return low, records[-1][0] + 1, records[-1]
+            if start <= low:
+                return low, max(low, high), None
+            # The listed end may sit on offsets without records (transaction markers, compaction).
+            step *= 2
+            start = max(low, start - step)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def close_quietly(clients: Sequence[object]) -> None:
+    for client in clients:
+        try:
+            client.close()
+        except Exception:  # closing is best effort: the task is going away anyway
+            log.debug("closing %r failed", client, exc_info=True)

@@ -1,0 +1,142 @@
+"""`TopicMetadataSync`: MirrorSourceConnector's metadata work for one flow, against real clusters.
+
+Each `tick` asks the `Scheduler` whether `refresh.topics` or `sync.topic.configs` is due (the first tick
+does both), lists both clusters, plans with `connector.plan_topic_sync` and applies the plan: create
+remote topics, grow partitions, set changed configs. A failure is logged as an ERROR naming the topic and
+the broker's reason and kept in `last_errors`; the rest of the plan still applies, and the partitions
+that exist on the target keep replicating.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from replication.config import ClusterConfig, FlowConfig
+from replication.connector import (
+    TopicPartition,
+    TopicSyncPlan,
+    mirrored_topics,
+    plan_topic_sync,
+    replicated_partitions,
+)
+from replication.filters import ConfigPropertyFilter, TopicFilter
+from replication.kafka.admin import TopicAdmin, TopicAdminError
+from replication.policy import ReplicationPolicy
+from replication.scheduler import PeriodicJob, Scheduler
+
+log = logging.getLogger(__name__)
+
+REFRESH_TOPICS = "refresh.topics"
+SYNC_TOPIC_CONFIGS = "sync.topic.configs"
+
+
+class TopicMetadataSync:
+    def __init__(
+        self, *, flow: FlowConfig, source: ClusterConfig, target: ClusterConfig, policy: ReplicationPolicy
+    ) -> None:
+        self.flow = flow
+        self.policy = policy
+        self._source_admin = TopicAdmin(source)
+        self._target_admin = TopicAdmin(target)
+        self._topic_filter = TopicFilter.for_flow(flow)
+        self._config_filter = ConfigPropertyFilter.for_flow(flow)
+        self._scheduler = Scheduler(
+            [
+                PeriodicJob(
+                    REFRESH_TOPICS, flow.refresh_topics_interval_seconds, flow.refresh_topics_enabled
+                ),
+                PeriodicJob(
+                    SYNC_TOPIC_CONFIGS,
+                    flow.sync_topic_configs_interval_seconds,
+                    flow.sync_topic_configs_enabled,
+                ),
+            ]
+        )
+        self._synced_once = False
+        self._replicated: list[TopicPartition] = []
+        self.last_errors: tuple[str, ...] = ()
+
+    def tick(self, *, now: float) -> bool:
+        """Run the due jobs; True when the set of replicated partitions changed."""
+        due = set(self._scheduler.due(now=now))
+        if not self._synced_once:
+            due = {REFRESH_TOPICS, SYNC_TOPIC_CONFIGS}
+        if not due:
+            return False
+        previous = self._replicated
+        self._replicated = self._sync(sync_configs=SYNC_TOPIC_CONFIGS in due)
+        self._synced_once = True
+        return self._replicated != previous
+
+    def replicated_partitions(self) -> list[TopicPartition]:
+        """Source topic-partitions whose remote topic-partition exists on the target."""
+        return list(self._replicated)
+
+    def _sync(self, *, sync_configs: bool) -> list[TopicPartition]:
+        source_counts = self._source_admin.partition_counts()
+        mirrored = mirrored_topics(
+            source_counts, flow=self.flow, policy=self.policy, topic_filter=self._topic_filter
+        )
+        target_counts = self._target_admin.partition_counts()
+        source_topics = self._source_admin.describe_topics(
+            {d.topic: source_counts[d.topic] for d in mirrored}
+        )
+        remote_names = {d.remote_topic for d in mirrored if d.remote_topic in target_counts}
+        target_topics = self._target_admin.describe_topics(
+            {name: target_counts[name] for name in remote_names}
+        )
+        mirrored = tuple(d for d in mirrored if d.topic in source_topics)  # deleted while we looked
+        plan = plan_topic_sync(
+            mirrored=mirrored,
+            source_topics=source_topics,
+            target_topics=target_topics,
+            flow=self.flow,
+            config_filter=self._config_filter,
+            target_broker_count=self._target_admin.broker_count(),
+            sync_configs=sync_configs,
+        )
+        errors = self._apply(plan, target_topics=target_topics)
+        self.last_errors = tuple(errors)
+        return replicated_partitions(
+            plan, source_topics=source_topics, remote_partitions=self._target_admin.partition_counts()
+        )
+
+    def _apply(self, plan: TopicSyncPlan, *, target_topics) -> list[str]:
+        errors: list[str] = []
+        for warning in plan.warnings:
+            log.warning("flow %s: %s", self.flow.name, warning)
+        for name, error in self._target_admin.create_topics(plan.create).items():
+            if error is None:
+                log.info("flow %s: created remote topic %s", self.flow.name, name)
+            else:
+                errors.append(str(error))
+        for growth in plan.grow:
+            try:
+                self._target_admin.create_partitions(
+                    growth.topic, current=growth.current, desired=growth.desired
+                )
+                log.info(
+                    "flow %s: grew %s from %d to %d partitions",
+                    self.flow.name,
+                    growth.topic,
+                    growth.current,
+                    growth.desired,
+                )
+            except TopicAdminError as exc:
+                errors.append(
+                    f"{exc}; source topic {growth.source_topic} has {growth.desired} partitions, so its "
+                    f"partitions {growth.current}..{growth.desired - 1} are not replicated until the "
+                    f"target topic grows (the other partitions keep replicating)"
+                )
+        for update in plan.update_configs:
+            try:
+                current = target_topics[update.topic].configs
+                self._target_admin.set_topic_configs(update.topic, update.changes, current=current)
+                log.info(
+                    "flow %s: synced configs %s of %s", self.flow.name, dict(update.changes), update.topic
+                )
+            except TopicAdminError as exc:
+                errors.append(str(exc))
+        for error in errors:
+            log.error("flow %s: %s", self.flow.name, error)
+        return errors

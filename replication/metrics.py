@@ -1,0 +1,268 @@
+"""MirrorMaker 2's per-partition replication metrics, plus records behind and the data-loss detector.
+
+Per remote topic and partition: record-count, record-rate, byte-count, byte-rate, record-age-ms (at
+poll: now - record timestamp), replication-latency-ms (at target ack: now - record timestamp), and what
+MM2 lacks: records behind (source end offset - next offset to replicate, clamped at 0), gap events
+(records the source deleted before they were replicated) and the last error. Tasks report once per
+batch or slice, never per record; `snapshot()` is what workers store and the runner logs.
+Thread-safe: the tasks of a flow share one `MirrorMetrics`. Time is passed in (or read from `clock`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+DEFAULT_RATE_WINDOW_S = 30.0
+MAX_GAP_EVENTS = 1000
+
+RemotePartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class GapEvent:
+    """Source records that no longer existed when the task reached them: never replicated.
+
+    `lost_records` is None when the count is unknowable: the partition's end went below the position
+    (topic deleted and recreated, or truncated), so the records past the position are gone unseen.
+    """
+
+    topic: str
+    partition: int
+    expected_offset: int
+    resumed_offset: int
+    lost_records: int | None
+    detected_at: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class PartitionMetrics:
+    topic: str  # the remote topic
+    partition: int
+    source_topic: str
+    record_count: int
+    record_rate: float
+    byte_count: int
+    byte_rate: float
+    record_age_ms: float | None
+    replication_latency_ms: float | None
+    records_behind: int
+    source_end_offset: int | None
+    next_offset: int | None  # next source offset to replicate (the replicated position)
+    skipped_count: int  # records not replicated on purpose (the provenance header says they looped)
+    gap_count: int
+    lost_records: int
+    stopped: bool
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class MetricsSnapshot:
+    """Every partition's metrics at `at`, plus the gap events; iterates over the partitions."""
+
+    at: float
+    partitions: tuple[PartitionMetrics, ...]
+    gap_events: tuple[GapEvent, ...] = ()
+
+    def __iter__(self) -> Iterator[PartitionMetrics]:
+        return iter(self.partitions)
+
+    def __len__(self) -> int:
+        return len(self.partitions)
+
+    def __getitem__(self, index: int) -> PartitionMetrics:
+        return self.partitions[index]
+
+    @property
+    def records(self) -> int:
+        return sum(p.record_count for p in self.partitions)
+
+    @property
+    def bytes(self) -> int:
+        return sum(p.byte_count for p in self.partitions)
+
+    @property
+    def records_behind(self) -> int:
+        return sum(p.records_behind for p in self.partitions)
+
+    def partition(self, topic: str, partition: int) -> PartitionMetrics | None:
+        return next((p for p in self.partitions if (p.topic, p.partition) == (topic, partition)), None)
+
+
+def records_behind(
+    *, source_end_offset: int | None, last_fetched_offset: int | None, next_offset: int
+) -> int:
+    """Records the source has that are not replicated yet.
+
+    A broker may report an end offset below records it already served (the embedded broker does), so
+    the end is at least one past the last fetched offset; never negative.
+    """
+    fetched_end = last_fetched_offset + 1 if last_fetched_offset is not None else 0
+    end = max(source_end_offset if source_end_offset is not None else 0, fetched_end)
+    return max(end - next_offset, 0)
+
+
+def windowed_rate(samples: deque[tuple[float, int]], *, now: float, window_s: float) -> float:
+    """Per-second rate of a cumulative counter over the last `window_s`, from (time, total) samples.
+
+    Samples older than the window are dropped except the newest of them, the baseline; an idle counter
+    reads 0 once the window has passed.
+    """
+    while len(samples) > 1 and samples[1][0] <= now - window_s:
+        samples.popleft()
+    if not samples:
+        return 0.0
+    base_at, base_total = samples[0]
+    latest_total = samples[-1][1]
+    elapsed = now - base_at
+    return (latest_total - base_total) / elapsed if elapsed > 0 else 0.0
+
+
+@dataclass
+class _PartitionCounters:
+    source_topic: str
+    record_count: int = 0
+    byte_count: int = 0
+    record_samples: deque = field(default_factory=deque)
+    byte_samples: deque = field(default_factory=deque)
+    record_age_ms: float | None = None
+    replication_latency_ms: float | None = None
+    source_end_offset: int | None = None
+    last_fetched_offset: int | None = None
+    next_offset: int | None = None
+    skipped_count: int = 0
+    gap_count: int = 0
+    lost_records: int = 0
+    stopped: bool = False
+    last_error: str | None = None
+
+
+class MirrorMetrics:
+    def __init__(
+        self, *, rate_window_s: float = DEFAULT_RATE_WINDOW_S, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._rate_window_s = rate_window_s
+        self._clock = clock
+        self._partitions: dict[RemotePartition, _PartitionCounters] = {}
+        self._gap_events: deque[GapEvent] = deque(maxlen=MAX_GAP_EVENTS)
+        self._lock = threading.Lock()
+
+    def _counters(self, topic: str, partition: int, source_topic: str, now: float) -> _PartitionCounters:
+        counters = self._partitions.get((topic, partition))
+        if counters is None:
+            counters = _PartitionCounters(source_topic=source_topic)
+            counters.record_samples.append((now, 0))
+            counters.byte_samples.append((now, 0))
+            self._partitions[(topic, partition)] = counters
+        return counters
+
+    def record_replicated(
+        self,
+        *,
+        topic: str,
+        partition: int,
+        source_topic: str,
+        records: int,
+        byte_count: int,
+        replication_latency_ms: float | None,
+        now: float,
+    ) -> None:
+        """`records` more records (`byte_count` bytes of values) acknowledged by the target."""
+        with self._lock:
+            counters = self._counters(topic, partition, source_topic, now)
+            counters.record_count += records
+            counters.byte_count += byte_count
+            counters.record_samples.append((now, counters.record_count))
+            counters.byte_samples.append((now, counters.byte_count))
+            if replication_latency_ms is not None:
+                counters.replication_latency_ms = replication_latency_ms
+
+    def record_polled(
+        self, *, topic: str, partition: int, source_topic: str, record_age_ms: float, now: float
+    ) -> None:
+        with self._lock:
+            self._counters(topic, partition, source_topic, now).record_age_ms = record_age_ms
+
+    def record_position(
+        self,
+        *,
+        topic: str,
+        partition: int,
+        source_topic: str,
+        next_offset: int,
+        source_end_offset: int | None,
+        last_fetched_offset: int | None,
+        skipped: int = 0,
+        now: float,
+    ) -> None:
+        with self._lock:
+            counters = self._counters(topic, partition, source_topic, now)
+            counters.next_offset = next_offset
+            counters.source_end_offset = source_end_offset
+            counters.last_fetched_offset = last_fetched_offset
+            counters.skipped_count += skipped
+
+    def record_gap(self, event: GapEvent, *, topic: str, source_topic: str, stopped: bool) -> None:
+        """A data-loss gap on remote `topic`'s partition `event.partition`."""
+        with self._lock:
+            counters = self._counters(topic, event.partition, source_topic, event.detected_at)
+            counters.gap_count += 1
+            counters.lost_records += event.lost_records or 0
+            counters.stopped = stopped
+            self._gap_events.append(event)
+
+    def record_error(
+        self, *, topic: str, partition: int, source_topic: str, message: str, now: float
+    ) -> None:
+        with self._lock:
+            self._counters(topic, partition, source_topic, now).last_error = message
+
+    def forget(self, *, topic: str, partition: int) -> None:
+        """Drop a partition no task of this flow replicates any more."""
+        with self._lock:
+            self._partitions.pop((topic, partition), None)
+
+    def snapshot(self, *, now: float | None = None) -> MetricsSnapshot:
+        now = self._clock() if now is None else now
+        with self._lock:
+            partitions = tuple(
+                self._partition_metrics(topic, partition, counters, now)
+                for (topic, partition), counters in sorted(self._partitions.items())
+            )
+            return MetricsSnapshot(at=now, partitions=partitions, gap_events=tuple(self._gap_events))
+
+    def _partition_metrics(
+        self, topic: str, partition: int, counters: _PartitionCounters, now: float
+    ) -> PartitionMetrics:
+        behind = (
+            records_behind(
+                source_end_offset=counters.source_end_offset,
+                last_fetched_offset=counters.last_fetched_offset,
+                next_offset=counters.next_offset,
+            )
+            if counters.next_offset is not None
+            else 0
+        )
+        return PartitionMetrics(
+            topic=topic,
+            partition=partition,
+            source_topic=counters.source_topic,
+            record_count=counters.record_count,
+            record_rate=windowed_rate(counters.record_samples, now=now, window_s=self._rate_window_s),
+            byte_count=counters.byte_count,
+            byte_rate=windowed_rate(counters.byte_samples, now=now, window_s=self._rate_window_s),
+            record_age_ms=counters.record_age_ms,
+            replication_latency_ms=counters.replication_latency_ms,
+            records_behind=behind,
+            source_end_offset=counters.source_end_offset,
+            next_offset=counters.next_offset,
+            skipped_count=counters.skipped_count,
+            gap_count=counters.gap_count,
+            lost_records=counters.lost_records,
+            stopped=counters.stopped,
+            last_error=counters.last_error,
+        )

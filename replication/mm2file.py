@@ -1,0 +1,664 @@
+"""Read and write MirrorMaker 2's `mm2.properties`, and describe a configuration for `validate`.
+
+Reading follows Java's .properties syntax (what MM2 loads) and MM2's meaning of each key:
+
+    clusters = A, B                           the cluster aliases
+    A.bootstrap.servers = ...                 required for every cluster
+    A.security.protocol / A.sasl.* / A.ssl.*  cluster-wide client properties (any other `A.<prop>` too)
+    A.producer.* / A.consumer.* / A.admin.*   per-role client overrides
+    security.protocol / sasl.* / ssl.*        top-level: defaults for every cluster
+    A->B.enabled = true                       a flow (every ordered pair mentioned becomes a FlowConfig)
+    A->B.<flow property>                      a flow-scoped setting (any row of FLOW_PROPERTIES)
+    <flow property>                           top-level: the default for every flow
+    A->B.producer.* / .consumer.* / other     kept in FlowConfig.extra
+    ${env:VAR} / ${env:VAR:-default}          resolved from the environment
+
+Every problem of a file is collected and reported at once, each naming the line, the property, the reason
+and the fix. Values are trimmed as MM2's ConfigDef trims them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from replication.config import (
+    FLOW_PROPERTIES,
+    FLOW_PROPERTIES_BY_NAME,
+    ClusterConfig,
+    FlowConfig,
+    FlowProperty,
+    Mm2Config,
+)
+from replication.filters import PatternError, parse_pattern_list
+from replication.policy import policy_class_error
+from replication.secrets import mask_secrets
+from replication.topology import detect_replication_loops
+
+logger = logging.getLogger(__name__)
+
+CLIENT_ROLES = ("producer", "consumer", "admin")
+CLUSTER_ALIAS = re.compile(r"[A-Za-z0-9_-]+")
+# Top-level keys MM2 applies to every cluster's clients (CommonClientConfigs' security settings).
+_SHARED_CLIENT_PROPERTY = re.compile(r"security\.protocol|sasl\..+|ssl\..+")
+_PLACEHOLDER = re.compile(r"\$\{([^}:]*):([^}]*)\}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DEPRECATED: Mapping[str, FlowProperty] = {
+    alias: prop for prop in FLOW_PROPERTIES for alias in prop.deprecated_aliases
+}
+_INTERVAL_ENABLED = {
+    prop.name: prop.name.replace("interval.seconds", "enabled")
+    for prop in FLOW_PROPERTIES
+    if prop.name.endswith(".interval.seconds")
+}
+
+
+class Mm2FileError(ValueError):
+    """One or more problems in an mm2.properties file; `errors` lists every one of them."""
+
+    def __init__(
+        self,
+        *,
+        source_name: str,
+        line: int | None,
+        property_name: str,
+        reason: str,
+        fix: str,
+        errors: tuple[Mm2FileError, ...] = (),
+    ) -> None:
+        self.source_name = source_name
+        self.line = line
+        self.property_name = property_name
+        self.reason = reason
+        self.fix = fix
+        self.errors: tuple[Mm2FileError, ...] = errors or (self,)
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        if len(self.errors) > 1:
+            listed = "\n".join(f"  {error}" for error in self.errors)
+            return f"{self.source_name}: {len(self.errors)} errors:\n{listed}"
+        where = self.source_name if self.line is None else f"{self.source_name} line {self.line}"
+        return f"{where}: {self.property_name}: {self.reason.rstrip('.')}. Fix: {self.fix}"
+
+    @classmethod
+    def collect(cls, errors: list[Mm2FileError]) -> Mm2FileError:
+        first = errors[0]
+        return cls(
+            source_name=first.source_name,
+            line=first.line,
+            property_name=first.property_name,
+            reason=first.reason,
+            fix=first.fix,
+            errors=tuple(errors),
+        )
+
+
+@dataclass(frozen=True)
+class ParsedMm2:
+    config: Mm2Config
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PropertyLine:
+    """One key = value entry of a .properties file; `line` is where its logical line starts."""
+
+    key: str
+    value: str
+    line: int
+
+
+# -- Java .properties syntax ----------------------------------------------------------------------------
+_ESCAPED = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_WHITESPACE = " \t\f"
+
+
+def _unescape(text: str) -> str:
+    out: list[str] = []
+    index = 0
+    while index < len(text):
+        char = text[index]
+        index += 1
+        if char != "\\" or index == len(text):
+            out.append(char)
+            continue
+        char = text[index]
+        index += 1
+        if char == "u":
+            digits = text[index : index + 4]
+            if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
+                raise ValueError(f"malformed \\uxxxx escape '\\u{digits}'")
+            out.append(chr(int(digits, 16)))
+            index += 4
+        else:
+            out.append(_ESCAPED.get(char, char))
+    return "".join(out)
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """(first line number, text) of every non-comment logical line, continuations joined."""
+    natural = text.splitlines()
+    result: list[tuple[int, str]] = []
+    index = 0
+    while index < len(natural):
+        start = index
+        line = natural[index].lstrip(_WHITESPACE)
+        index += 1
+        if not line or line[0] in "#!":
+            continue
+        # An odd number of trailing backslashes continues the line (an even number is escaped backslashes).
+        while (len(line) - len(line.rstrip("\\"))) % 2 == 1:
+            line = line[:-1]
+            if index == len(natural):
+                break
+            line += natural[index].lstrip(_WHITESPACE)
+            index += 1
+        result.append((start + 1, line))
+    return result
+
+
+def _split_key_value(line: str) -> tuple[str, str]:
+    index = 0
+    while index < len(line) and line[index] not in "=:" + _WHITESPACE:
+        index += 2 if line[index] == "\\" else 1
+    # The key ends at '=', ':' or whitespace; whitespace, one '=' or ':', and whitespace may follow.
+    rest = line[index:].lstrip(_WHITESPACE)
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:]
+    return line[:index], rest.lstrip(_WHITESPACE)
+
+
+def read_properties(text: str, *, source_name: str = "mm2.properties") -> list[PropertyLine]:
+    """Every entry in file order (duplicates kept), keys and values unescaped as Java does."""
+    entries: list[PropertyLine] = []
+    errors: list[Mm2FileError] = []
+    for number, line in _logical_lines(text):
+        raw_key, raw_value = _split_key_value(line)
+        try:
+            entries.append(PropertyLine(_unescape(raw_key), _unescape(raw_value), number))
+        except ValueError as exc:
+            errors.append(
+                Mm2FileError(
+                    source_name=source_name,
+                    line=number,
+                    property_name=raw_key,
+                    reason=str(exc),
+                    fix="write \\u followed by four hexadecimal digits, or '\\\\' for a backslash",
+                )
+            )
+    if errors:
+        raise Mm2FileError.collect(errors)
+    return entries
+
+
+# -- interpretation --------------------------------------------------------------------------------------
+@dataclass
+class _FlowDraft:
+    source: str
+    target: str
+    line: int
+    settings: dict[str, tuple[Any, int]] = field(default_factory=dict)  # FlowConfig field -> (value, line)
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _ClusterDraft:
+    bootstrap_servers: str | None = None
+    client: dict[str, str] = field(default_factory=dict)
+    roles: dict[str, dict[str, str]] = field(default_factory=lambda: {role: {} for role in CLIENT_ROLES})
+
+
+class _Mm2Reader:
+    def __init__(self, *, source_name: str, environ: Mapping[str, str]) -> None:
+        self.source_name = source_name
+        self.environ = environ
+        self.errors: list[Mm2FileError] = []
+        self.warnings: list[str] = []
+        self.aliases: tuple[str, ...] = ()
+        self.clusters_line: int | None = None
+        self.clusters: dict[str, _ClusterDraft] = {}
+        self.shared_client: dict[str, str] = {}
+        self.defaults: dict[str, tuple[Any, int]] = {}
+        self.flows: dict[tuple[str, str], _FlowDraft] = {}
+
+    def error(self, line: int | None, property_name: str, reason: str, fix: str) -> None:
+        self.errors.append(
+            Mm2FileError(
+                source_name=self.source_name, line=line, property_name=property_name, reason=reason, fix=fix
+            )
+        )
+
+    def warn(self, line: int, message: str) -> None:
+        self.warnings.append(f"{self.source_name} line {line}: {message}")
+
+    # -- placeholders --------------------------------------------------------------------------------------
+    def resolve(self, entry: PropertyLine) -> str | None:
+        """The value with `${env:VAR}` placeholders replaced; None (and an error) when one cannot be."""
+        failed = False
+
+        def replace(match: re.Match[str]) -> str:
+            nonlocal failed
+            provider, body = match.group(1), match.group(2)
+            variable, has_default, default = body.partition(":-")
+            if provider != "env":
+                failed = True
+                self.error(
+                    entry.line,
+                    entry.key,
+                    f"config provider '{provider}' in '{match.group(0)}' is not supported",
+                    "use an environment variable placeholder ${env:VAR}",
+                )
+                return ""
+            if not _ENV_NAME.fullmatch(variable):
+                failed = True
+                self.error(
+                    entry.line,
+                    entry.key,
+                    f"'{variable}' in '{match.group(0)}' is not an environment variable name",
+                    "write ${env:NAME} with letters, digits and '_'",
+                )
+                return ""
+            if variable in self.environ:
+                return self.environ[variable]
+            if has_default:
+                return default
+            failed = True
+            self.error(
+                entry.line,
+                entry.key,
+                f"environment variable {variable} is not set",
+                f"export {variable}, or give a default as ${{env:{variable}:-value}}",
+            )
+            return ""
+
+        value = _PLACEHOLDER.sub(replace, entry.value)
+        return None if failed else value.strip()
+
+    # -- clusters ------------------------------------------------------------------------------------------
+    def read_clusters(self, entries: dict[str, PropertyLine]) -> None:
+        entry = entries.get("clusters")
+        if entry is None:
+            self.error(None, "clusters", "missing", "list the cluster aliases, e.g. clusters = A, B")
+            return
+        self.clusters_line = entry.line
+        value = self.resolve(entry)
+        aliases = [alias.strip() for alias in (value or "").split(",") if alias.strip()]
+        if value is not None and not aliases:
+            self.error(
+                entry.line, "clusters", "no cluster alias given", "list the aliases, e.g. clusters = A, B"
+            )
+        for alias in aliases:
+            if not CLUSTER_ALIAS.fullmatch(alias):
+                self.error(
+                    entry.line,
+                    "clusters",
+                    f"'{alias}' is not a valid cluster alias",
+                    "use only letters, digits, '_' and '-' (no '.', which separates remote topic names, "
+                    "and no '->', which names flows)",
+                )
+            elif aliases.count(alias) > 1 and alias not in self.clusters:
+                self.error(entry.line, "clusters", f"alias '{alias}' is listed twice", "list each alias once")
+            self.clusters.setdefault(alias, _ClusterDraft())
+        self.aliases = tuple(self.clusters)
+
+    def read_cluster_property(self, entry: PropertyLine, alias: str, rest: str, value: str) -> None:
+        cluster = self.clusters[alias]
+        role, _, role_property = rest.partition(".")
+        if rest == "bootstrap.servers":
+            cluster.bootstrap_servers = value
+        elif role in CLIENT_ROLES and role_property:
+            cluster.roles[role][role_property] = value
+        elif rest in FLOW_PROPERTIES_BY_NAME or rest in _DEPRECATED:
+            self.error(
+                entry.line,
+                entry.key,
+                "flow properties cannot be scoped to one cluster",
+                f"scope it to a flow ({alias}->TARGET.{rest}) or set it at the top level ({rest})",
+            )
+        else:
+            cluster.client[rest] = value
+
+    # -- flow properties -----------------------------------------------------------------------------------
+    def convert(self, prop: FlowProperty, value: str, *, key: str, line: int) -> tuple[bool, Any]:
+        """(ok, typed value) for one flow property; records the error when not ok."""
+        try:
+            return True, _convert_flow_value(prop, value, key=key)
+        except PatternError as exc:
+            self.error(line, key, f"'{exc.pattern}' {exc.problem}: {exc.reason}", exc.fix)
+        except _ValueProblem as problem:
+            self.error(line, key, problem.reason, problem.fix)
+        return False, None
+
+    def flow_setting(
+        self, scope: dict[str, tuple[Any, int]], entry: PropertyLine, name: str, value: str, key: str
+    ) -> None:
+        prop = FLOW_PROPERTIES_BY_NAME.get(name)
+        if prop is None:
+            prop = _DEPRECATED[name]
+            current = key[: len(key) - len(name)] + prop.name
+            if prop.field in scope:  # the current name wins over its deprecated alias, whatever the order
+                self.warn(entry.line, f"{key} is deprecated and ignored: {current} is also set")
+                return
+            self.warn(entry.line, f"{key} is deprecated; use {current}")
+        ok, typed = self.convert(prop, value, key=key, line=entry.line)
+        if ok:
+            scope[prop.field] = (typed, entry.line)
+
+    def read_flow_property(self, entry: PropertyLine, value: str) -> None:
+        source, _, target_and_rest = entry.key.partition("->")
+        target, _, rest = target_and_rest.partition(".")
+        if not rest:
+            self.error(
+                entry.line,
+                entry.key,
+                "a flow property needs a name after the flow",
+                "write e.g. A->B.enabled = true",
+            )
+            return
+        unknown = [alias for alias in (source, target) if alias not in self.clusters]
+        if unknown:
+            self.error(
+                entry.line,
+                entry.key,
+                f"flow {source}->{target} names cluster '{unknown[0]}', which is not in clusters",
+                f"add {unknown[0]} to clusters = {', '.join(self.aliases)} or correct the alias",
+            )
+            return
+        if source == target:
+            self.error(
+                entry.line,
+                entry.key,
+                f"flow {source}->{target} replicates a cluster to itself",
+                "use two different aliases, source->target",
+            )
+            return
+        flow = self.flows.setdefault((source, target), _FlowDraft(source, target, entry.line))
+        if rest in FLOW_PROPERTIES_BY_NAME or rest in _DEPRECATED:
+            self.flow_setting(flow.settings, entry, rest, value, entry.key)
+            return
+        if rest.partition(".")[0] not in CLIENT_ROLES:
+            self.warn(
+                entry.line, f"{entry.key}: {_unknown_property_hint(rest)}; kept with the flow but unused"
+            )
+        flow.extra[rest] = value
+
+    def read_top_level(self, entry: PropertyLine, value: str) -> None:
+        key = entry.key
+        if key == "enabled":
+            self.error(
+                entry.line, key, "'enabled' only makes sense for one flow", "write A->B.enabled = true"
+            )
+        elif key in FLOW_PROPERTIES_BY_NAME or key in _DEPRECATED:
+            self.flow_setting(self.defaults, entry, key, value, key)
+        elif _SHARED_CLIENT_PROPERTY.fullmatch(key):
+            self.shared_client[key] = value
+        else:
+            prefix, _, rest = key.partition(".")
+            if rest == "bootstrap.servers" or rest.partition(".")[0] in CLIENT_ROLES:
+                self.error(
+                    entry.line,
+                    key,
+                    f"'{prefix}' is not in clusters",
+                    f"add {prefix} to clusters = {', '.join(self.aliases)} or correct the alias",
+                )
+            else:
+                self.warn(entry.line, f"{key}: {_unknown_property_hint(key)}; ignored")
+
+    def read_entry(self, entry: PropertyLine) -> None:
+        if entry.key == "clusters" or entry.key.startswith("config.providers"):
+            return  # config.providers*: placeholders always resolve from the environment here
+        value = self.resolve(entry)
+        if value is None:
+            return
+        if "->" in entry.key:
+            self.read_flow_property(entry, value)
+            return
+        alias, _, rest = entry.key.partition(".")
+        is_top_level_name = entry.key in FLOW_PROPERTIES_BY_NAME or entry.key in _DEPRECATED
+        if alias in self.clusters and rest and not is_top_level_name:
+            self.read_cluster_property(entry, alias, rest, value)
+        else:
+            self.read_top_level(entry, value)
+
+    # -- assembly ------------------------------------------------------------------------------------------
+    def build_clusters(self) -> tuple[ClusterConfig, ...]:
+        clusters = []
+        for alias, draft in self.clusters.items():
+            if not draft.bootstrap_servers:
+                self.error(
+                    self.clusters_line,
+                    f"{alias}.bootstrap.servers",
+                    f"cluster {alias} has no bootstrap servers",
+                    f"add {alias}.bootstrap.servers = host:9092",
+                )
+                continue
+            clusters.append(
+                ClusterConfig(
+                    alias=alias,
+                    bootstrap_servers=draft.bootstrap_servers,
+                    client={**self.shared_client, **draft.client},
+                    **draft.roles,
+                )
+            )
+        return tuple(clusters)
+
+    def build_flow(self, draft: _FlowDraft) -> FlowConfig:
+        settings = {name: value for name, (value, _) in {**self.defaults, **draft.settings}.items()}
+        flow = FlowConfig(source=draft.source, target=draft.target, extra=draft.extra, **settings)
+        separator_line = {**self.defaults, **draft.settings}.get(
+            "replication_policy_separator", (None, None)
+        )[1]
+        for alias in self.aliases:
+            if flow.replication_policy_separator in alias:
+                self.error(
+                    separator_line,
+                    f"{flow.name}.replication.policy.separator",
+                    f"separator '{flow.replication_policy_separator}' occurs in cluster alias '{alias}', so remote "
+                    "topic names could not be read back",
+                    "use a separator that no alias contains, such as '.'",
+                )
+        return flow
+
+    def check_loops(self, flows: tuple[FlowConfig, ...]) -> None:
+        for loop in detect_replication_loops(flows, aliases=self.aliases):
+            first = loop.flows[0]
+            line = self.flows[(first.source, first.target)].settings.get("enabled", (None, None))[1]
+            self.error(
+                line, f"{first.name}.enabled", f"replication loop {loop.path}: {loop.reason}", loop.fix
+            )
+
+
+class _ValueProblem(Exception):
+    def __init__(self, reason: str, fix: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.fix = fix
+
+
+def _unknown_property_hint(name: str) -> str:
+    close = difflib.get_close_matches(name, [prop.name for prop in FLOW_PROPERTIES], n=1)
+    suffix = f" (did you mean {close[0]}?)" if close else ""
+    return f"not a property Mirrorplane uses{suffix}"
+
+
+def _int_problem(name: str, number: int) -> str | None:
+    if name.endswith(".interval.seconds") and number < 1:
+        return f"must be at least 1 second; turn the task off with {_INTERVAL_ENABLED[name]} = false instead"
+    if name.endswith("replication.factor") and number < 1 and number != -1:
+        return "must be at least 1, or -1 for the broker's default"
+    if name == "tasks.max" and number < 1:
+        return "must be at least 1"
+    if name == "offset.lag.max" and number < 0:
+        return "must not be negative"
+    return None
+
+
+def _convert_flow_value(prop: FlowProperty, value: str, *, key: str) -> Any:
+    """The typed value of one flow property (raises PatternError or _ValueProblem)."""
+    if prop.kind is tuple:
+        return parse_pattern_list(value, property_name=key)
+    if prop.kind is bool:
+        if value.lower() not in ("true", "false"):
+            raise _ValueProblem(f"'{value}' is not a boolean", "write true or false")
+        return value.lower() == "true"
+    if prop.kind is int:
+        if not re.fullmatch(r"[+-]?\d+", value):
+            raise _ValueProblem(f"'{value}' is not a whole number", f"write a number, e.g. {prop.default}")
+        problem = _int_problem(prop.name, int(value))
+        if problem:
+            raise _ValueProblem(f"{value} is out of range", problem)
+        return int(value)
+    if issubclass(prop.kind, Enum):
+        accepted = [member.value for member in prop.kind]
+        if value.lower() not in accepted:
+            raise _ValueProblem(
+                f"'{value}' is not one of {', '.join(accepted)}", f"write one of {', '.join(accepted)}"
+            )
+        return prop.kind(value.lower())
+    if prop.name == "replication.policy.class":
+        error = policy_class_error(value)
+        if error:
+            raise _ValueProblem(
+                error.partition(": ")[2], "use DefaultReplicationPolicy or IdentityReplicationPolicy"
+            )
+    if prop.name == "replication.policy.separator" and not value:
+        raise _ValueProblem("the separator is empty", "use '.', the default")
+    return value
+
+
+def parse_mm2(
+    text: str, *, source_name: str = "mm2.properties", environ: Mapping[str, str] | None = None
+) -> ParsedMm2:
+    """The clusters and flows an mm2.properties text describes, plus warnings (deprecated names, ...).
+
+    Raises one Mm2FileError listing every problem found.
+    """
+    reader = _Mm2Reader(source_name=source_name, environ=os.environ if environ is None else environ)
+    entries = read_properties(text, source_name=source_name)
+    last: dict[str, PropertyLine] = {}
+    for entry in entries:
+        if entry.key in last:
+            reader.warn(
+                entry.line,
+                f"{entry.key} is set again (first on line {last[entry.key].line}); the last value wins",
+            )
+        last[entry.key] = entry
+    reader.read_clusters(last)
+    if reader.clusters_line is None:  # without clusters every other key would be reported as unknown
+        raise Mm2FileError.collect(reader.errors)
+    for entry in sorted(last.values(), key=lambda e: e.line):
+        reader.read_entry(entry)
+    clusters = reader.build_clusters()
+    flows = tuple(reader.build_flow(draft) for draft in reader.flows.values())
+    reader.check_loops(flows)
+    if reader.errors:
+        raise Mm2FileError.collect(reader.errors)
+    if not any(flow.enabled for flow in flows):
+        reader.warnings.append(f"{source_name}: no flow is enabled; set e.g. A->B.enabled = true")
+    return ParsedMm2(Mm2Config(clusters=clusters, flows=flows), tuple(reader.warnings))
+
+
+def load_mm2_file(path: str | os.PathLike[str]) -> Mm2Config:
+    """Parse an mm2.properties file (UTF-8), logging its warnings."""
+    parsed = parse_mm2(Path(path).read_text(encoding="utf-8"), source_name=str(path))
+    for warning in parsed.warnings:
+        logger.warning("%s", warning)
+    return parsed.config
+
+
+# -- writing ---------------------------------------------------------------------------------------------
+def _escape(text: str, *, key: bool) -> str:
+    out: list[str] = []
+    for index, char in enumerate(text):
+        if char == "\\":
+            out.append("\\\\")
+        elif char in "\t\n\r\f":
+            out.append("\\" + {"\t": "t", "\n": "n", "\r": "r", "\f": "f"}[char])
+        elif char in "=:#!" or (char == " " and (key or index == 0)):
+            out.append("\\" + char)
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _format_flow_value(prop: FlowProperty, value: Any, *, flow: str) -> str:
+    if prop.kind is tuple:
+        if any("," in pattern for pattern in value):
+            raise ValueError(
+                f"{flow}.{prop.name}: a pattern containing ',' cannot be written in MM2's list syntax"
+            )
+        return ", ".join(value)
+    if prop.kind is bool:
+        return "true" if value else "false"
+    if isinstance(value, Enum):
+        return str(value.value)
+    return str(value)
+
+
+def write_mm2(config: Mm2Config, *, include_defaults: bool = False) -> str:
+    """MM2-format text for `config`; parse_mm2 of it gives an equal Mm2Config.
+
+    Every setting is written per cluster and per flow (no top-level defaults), so each flow reads on its
+    own. Values are written as they are held, secrets included: placeholders were resolved when read.
+    """
+
+    def entry(key: str, value: str) -> str:
+        return f"{_escape(key, key=True)} = {_escape(value, key=False)}"
+
+    lines = ["# mm2.properties written by Mirrorplane", entry("clusters", ", ".join(config.aliases))]
+    for cluster in config.clusters:
+        lines += ["", entry(f"{cluster.alias}.bootstrap.servers", cluster.bootstrap_servers)]
+        lines += [entry(f"{cluster.alias}.{name}", value) for name, value in sorted(cluster.client.items())]
+        for role in CLIENT_ROLES:
+            overrides = getattr(cluster, role)
+            lines += [
+                entry(f"{cluster.alias}.{role}.{name}", value) for name, value in sorted(overrides.items())
+            ]
+    for flow in config.flows:
+        lines += ["", entry(f"{flow.name}.enabled", "true" if flow.enabled else "false")]
+        for prop in FLOW_PROPERTIES:
+            value = getattr(flow, prop.field)
+            if prop.name != "enabled" and (include_defaults or value != prop.default):
+                lines.append(
+                    entry(f"{flow.name}.{prop.name}", _format_flow_value(prop, value, flow=flow.name))
+                )
+        lines += [entry(f"{flow.name}.{name}", value) for name, value in sorted(flow.extra.items())]
+    return "\n".join(lines) + "\n"
+
+
+# -- describing ------------------------------------------------------------------------------------------
+def _describe_mapping(title: str, values: Mapping[str, str]) -> list[str]:
+    return [f"    {title}{name} = {value}" for name, value in sorted(mask_secrets(values).items())]
+
+
+def describe_config(config: Mm2Config) -> str:
+    """A human-readable listing of clusters (secrets masked) and of every flow's effective settings."""
+    lines = [f"Clusters ({len(config.clusters)}):"]
+    for cluster in config.clusters:
+        lines.append(f"  {cluster.alias}: bootstrap.servers = {cluster.bootstrap_servers}")
+        lines += _describe_mapping("", cluster.client)
+        for role in CLIENT_ROLES:
+            lines += _describe_mapping(f"{role}.", getattr(cluster, role))
+    enabled = sum(flow.enabled for flow in config.flows)
+    lines += ["", f"Flows ({len(config.flows)}, {enabled} enabled):"]
+    width = max(len(prop.name) for prop in FLOW_PROPERTIES)
+    for flow in config.flows:
+        lines.append(f"  {flow.name}: {'enabled' if flow.enabled else 'disabled'}")
+        for prop in FLOW_PROPERTIES:
+            if prop.name == "enabled":
+                continue
+            value = getattr(flow, prop.field)
+            origin = "" if value != prop.default else "  (default)"
+            lines.append(
+                f"    {prop.name:<{width}} = {_format_flow_value(prop, value, flow=flow.name)}{origin}"
+            )
+        lines += _describe_mapping("", flow.extra)
+    return "\n".join(lines)

@@ -1,0 +1,271 @@
+"""MM2's dedicated mode: `python -m replication run mm2.properties` runs every enabled flow in one process.
+
+Per flow: `TopicMetadataSync` creates and refreshes remote topics; the replicated partitions are split
+over `tasks.max` `MirrorSourceTask`s (`connector.assign_partitions`), each driven by its own thread
+(confluent-kafka releases the GIL while it waits on the network); the flow's periodic tasks (heartbeats,
+checkpoints) tick on the main thread. New matching topics are picked up at `refresh.topics.interval`
+and the partitions reassigned. SIGINT/SIGTERM or `duration_s` stop it: each task is closed (flush,
+positions persisted) and the exit code is 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from replication.config import ClusterConfig, FlowConfig, Mm2Config
+from replication.connector import TopicPartition, assign_partitions
+from replication.kafka.admin import TopicAdmin, TopicAdminError
+from replication.kafka.flow_tasks import periodic_tasks_for_flow
+from replication.kafka.positions import KafkaPositionStore
+from replication.kafka.topic_sync import TopicMetadataSync
+from replication.metrics import MirrorMetrics
+from replication.policy import replication_policy_for
+from replication.source import MirrorSourceTask
+
+log = logging.getLogger(__name__)
+
+PROGRESS_INTERVAL_S = 5.0
+STARTUP_TIMEOUT_S = 10.0
+SLICE_SECONDS = 0.5
+
+
+class StartupError(RuntimeError):
+    pass
+
+
+class _TaskThread(threading.Thread):
+    """Runs slices of one MirrorSourceTask until stopped, or retired by a reassignment."""
+
+    def __init__(
+        self, *, task: MirrorSourceTask, name: str, stop: threading.Event, on_failure: Callable
+    ) -> None:
+        super().__init__(name=name, daemon=True)
+        self.task = task
+        self._stop_requested = stop
+        self._on_failure = on_failure
+        self._slice_lock = threading.Lock()
+        self._may_run = threading.Event()
+        self._may_run.set()
+        self._retired = False
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Between two slices: everything the task produced is acknowledged and its positions saved."""
+        self._may_run.clear()
+        try:
+            with self._slice_lock:
+                yield
+        finally:
+            self._may_run.set()
+
+    def retire(self) -> None:
+        """Close the task and let the thread end; only while paused, so no slice is running."""
+        self._retired = True
+        self.task.close()
+
+    def run(self) -> None:
+        try:
+            while not (self._stop_requested.is_set() or self._retired):
+                if not self._may_run.wait(0.1):
+                    continue
+                with self._slice_lock:
+                    if not self._retired:
+                        self.task.run_slice(max_seconds=SLICE_SECONDS)
+        except Exception as exc:  # a task failure stops the run: dedicated mode must not limp on silently
+            log.exception("%s failed", self.name)
+            self._on_failure(f"{self.name} failed: {exc}")
+
+    def close(self) -> None:
+        """Wait for the thread, then flush the task and persist its positions."""
+        self.join()
+        self.task.close()
+
+
+@dataclass
+class _Progress:
+    at: float
+    records: int
+
+
+class FlowRunner:
+    """One flow: its topic sync, its source tasks (one thread each) and its periodic tasks."""
+
+    def __init__(
+        self, *, config: Mm2Config, flow: FlowConfig, stop: threading.Event, on_failure: Callable
+    ) -> None:
+        self.flow = flow
+        self.source: ClusterConfig = config.cluster(flow.source)
+        self.target: ClusterConfig = config.cluster(flow.target)
+        self.policy = replication_policy_for(flow, known_aliases=config.aliases)
+        self._stop_requested = stop
+        self._on_failure = on_failure
+        self.topic_sync = TopicMetadataSync(
+            flow=flow, source=self.source, target=self.target, policy=self.policy
+        )
+        self.metrics = MirrorMetrics()
+        self.position_store = KafkaPositionStore(self.target, source_alias=flow.source)
+        self.periodic = periodic_tasks_for_flow(
+            flow=flow, source=self.source, target=self.target, known_aliases=config.aliases
+        )
+        self.threads: list[_TaskThread] = []
+        self._progress = _Progress(at=time.monotonic(), records=0)
+
+    def tick(self, *, now: float) -> None:
+        try:
+            if self.topic_sync.tick(now=now):
+                self._reassign(self.topic_sync.replicated_partitions())
+        except TopicAdminError as exc:  # a cluster briefly unreachable: the tasks go on, retry next refresh
+            log.warning("flow %s: topic metadata sync failed: %s", self.flow.name, exc)
+        for task in self.periodic:
+            try:
+                task.tick(now=now)
+            except Exception:
+                log.exception(
+                    "flow %s: %s failed; retrying at its next interval", self.flow.name, type(task).__name__
+                )
+
+    def _reassign(self, partitions: list[TopicPartition]) -> None:
+        """Apply a new assignment with every task paused between slices.
+
+        A partition moving to another task is then settled (acknowledged, positions saved) before its new
+        owner starts it, so it never has two writers and the new owner resumes from a durable position;
+        a retired task is closed before anyone resumes, so its last save cannot overwrite a newer one.
+        """
+        assignment = assign_partitions(partitions, self.flow.tasks_max)
+        with contextlib.ExitStack() as pause_all:
+            for thread in self.threads:
+                pause_all.enter_context(thread.paused())
+            for thread, task_partitions in zip(self.threads, assignment, strict=False):
+                thread.task.assign(task_partitions)
+            retired = self.threads[len(assignment) :]
+            for thread in retired:
+                thread.retire()
+        for thread in retired:
+            thread.join()
+        del self.threads[len(assignment) :]
+        for task_index in range(len(self.threads), len(assignment)):
+            self.threads.append(self._start_task(task_index, assignment[task_index]))
+        log.info(
+            "flow %s: %d partition(s) over %d task(s)", self.flow.name, len(partitions), len(self.threads)
+        )
+
+    def _start_task(self, task_index: int, partitions: list[TopicPartition]) -> _TaskThread:
+        task = MirrorSourceTask(
+            flow=self.flow,
+            source=self.source,
+            target=self.target,
+            policy=self.policy,
+            task_index=task_index,
+            position_store=self.position_store,
+            metrics=self.metrics,
+        )
+        task.assign(partitions)
+        thread = _TaskThread(
+            task=task,
+            name=f"{self.flow.name}#{task_index}",
+            stop=self._stop_requested,
+            on_failure=self._on_failure,
+        )
+        thread.start()
+        return thread
+
+    def log_progress(self, *, now: float) -> None:
+        snapshot = self.metrics.snapshot()
+        records = snapshot.records
+        rate = (records - self._progress.records) / max(now - self._progress.at, 1e-9)
+        self._progress = _Progress(at=now, records=records)
+        log.info(
+            "flow %s: %d records replicated (%.0f/s), %d records behind, %d task(s)",
+            self.flow.name,
+            records,
+            rate,
+            snapshot.records_behind,
+            len(self.threads),
+        )
+
+    def close(self) -> None:
+        for thread in self.threads:
+            thread.close()
+        for task in self.periodic:
+            task.close()
+        self.position_store.close()
+
+
+def check_reachable(clusters: Sequence[ClusterConfig]) -> None:
+    """Fail fast, naming the alias and bootstrap servers, when a cluster does not answer."""
+    for cluster in clusters:
+        try:
+            TopicAdmin(cluster, timeout_s=STARTUP_TIMEOUT_S).broker_count()
+        except TopicAdminError as exc:
+            raise StartupError(str(exc)) from exc
+
+
+def _install_stop_handlers(stop: threading.Event) -> None:
+    def _request_stop(signum: int, frame: object) -> None:
+        log.info("received %s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGINT, _request_stop)
+    signal.signal(signal.SIGTERM, _request_stop)
+
+
+def run_dedicated(
+    config: Mm2Config, *, targets: tuple[str, ...] = (), duration_s: float | None = None
+) -> int:
+    """Run every enabled flow (targeting `targets`, or all) until a signal or `duration_s`; exit code."""
+    flows = config.enabled_flows(targets or None)
+    if not flows:
+        which = f" targeting {', '.join(targets)}" if targets else ""
+        print(f"error: no enabled flow{which}; set e.g. A->B.enabled = true", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    _install_stop_handlers(stop)
+    failures: list[str] = []
+
+    def on_failure(message: str) -> None:
+        failures.append(message)
+        stop.set()
+
+    aliases = sorted({alias for flow in flows for alias in (flow.source, flow.target)})
+    try:
+        check_reachable([config.cluster(alias) for alias in aliases])
+        runners = [FlowRunner(config=config, flow=flow, stop=stop, on_failure=on_failure) for flow in flows]
+    except (StartupError, TopicAdminError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    log.info("running %s", ", ".join(flow.name for flow in flows))
+    started = time.monotonic()
+    next_progress = started + PROGRESS_INTERVAL_S
+    try:
+        while not stop.is_set():
+            for runner in runners:
+                runner.tick(now=time.time())
+            now = time.monotonic()
+            if now >= next_progress:
+                for runner in runners:
+                    runner.log_progress(now=now)
+                next_progress = now + PROGRESS_INTERVAL_S
+            if duration_s is not None and now - started >= duration_s:
+                break
+            stop.wait(0.2)
+    except Exception as exc:
+        log.exception("replication stopped")
+        failures.append(str(exc))
+    finally:
+        stop.set()
+        for runner in runners:
+            runner.close()
+        for runner in runners:
+            runner.log_progress(now=time.monotonic())
+    if failures:
+        print(f"error: {'; '.join(failures)}", file=sys.stderr)
+        return 1
+    log.info("stopped cleanly")
+    return 0

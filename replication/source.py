@@ -1,0 +1,675 @@
+"""`MirrorSourceTask`: copies its source partitions to the remote topics, MirrorMaker 2's way, in slices.
+
+Each source partition is consumed by `assign()` and produced to the remote topic
+(`policy.format_remote_topic`) on the same partition number with its key, value, every header in order
+and its timestamp, by an idempotent producer, in order. A slice is bounded in records and time; it
+ends with the producer flushed, the offset syncs emitted and acknowledged, and only then the positions
+(next source offset per partition) persisted: a position never covers a record the target did not
+acknowledge, nor a record whose offset sync is not durable.
+
+Delivery (docs/delivery-guarantees.md has the exact guarantee and its limits):
+
+* `at_least_once`: a restart resumes from the stored position; records acknowledged after the last
+  stored position are written again (duplicates, never loss).
+* `exactly_once`: every mirrored record carries `mirrorplane.source-offset` (8-byte big-endian source
+  offset) and the producer is gapless, so the remote partition always holds a prefix of what was sent.
+  Starting a partition reads the remote partition's tail and resumes right after the last source
+  offset found there, re-deriving the offset syncs of records written after the stored position.
+  Assumes one writer per remote partition (the task assignment gives each partition to one task).
+
+Data loss: when the next source offset no longer exists (retention deleted it, the topic was recreated
+so its end is below the position), a `GapEvent` goes to the metrics and the log, and the partition
+stops (`data.loss.policy=stop`, other partitions go on) or resumes at the earliest offset (`skip`).
+The consumer never resets an offset by itself (`auto.offset.reset=error`).
+
+Memory is bounded: a consumed batch is at most `CONSUME_BATCH` records, and while the producer queue is
+full (`BufferError`) the task serves acknowledgements instead of consuming more.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from replication.config import ClusterConfig, DataLossPolicy, DeliveryGuarantee, FlowConfig
+from replication.kafka import source_io
+from replication.metrics import GapEvent, MirrorMetrics
+from replication.offset_syncs import OffsetSyncEmitter, OffsetSyncWriter
+from replication.policy import ReplicationPolicy, has_visited, provenance_after_hop
+from replication.positions import PositionStore, TopicPartition
+
+log = logging.getLogger(__name__)
+
+SOURCE_OFFSET_HEADER = "mirrorplane.source-offset"
+CONSUME_BATCH = 10_000
+# A slice waits this long at most for acknowledgements; what is still unacknowledged stays in flight
+# and the position stays before it.
+SLICE_FLUSH_TIMEOUT_S = 30.0
+# A partition whose end stays below its position this long is checked for data loss (on Apache Kafka
+# the broker reports such an offset as out of range at once; some brokers only return nothing).
+GAP_CONFIRM_S = 2.0
+
+_OFFSET = struct.Struct(">q")
+Headers = list[tuple[str, bytes | None]] | None
+SKIP: Final = object()  # a header rewriter's answer for a record that must not be replicated
+
+
+def source_offset_of(headers: Headers) -> int | None:
+    """The source offset a mirrored record carries (the last such header: ours is appended last)."""
+    for key, value in reversed(headers or ()):
+        if key == SOURCE_OFFSET_HEADER and value is not None and len(value) == _OFFSET.size:
+            return _OFFSET.unpack(value)[0]
+    return None
+
+
+def header_rewriter(
+    *, provenance_enabled: bool, exactly_once: bool, source_alias: str, target_alias: str
+) -> Callable[[Headers, int], Headers | object] | None:
+    """Headers to write for a record at a source offset, or SKIP; None when headers pass through as-is."""
+    if not (provenance_enabled or exactly_once):
+        return None
+
+    def rewrite(headers: Headers, offset: int) -> Headers | object:
+        if provenance_enabled:
+            if has_visited(headers, cluster_alias=target_alias):
+                return SKIP  # it came from the target: replicating it back would loop
+            headers = provenance_after_hop(headers, source_alias=source_alias)
+        if exactly_once:
+            headers = [*(headers or ()), (SOURCE_OFFSET_HEADER, _OFFSET.pack(offset))]
+        return headers
+
+    return rewrite
+
+
+@dataclass(frozen=True)
+class DataLoss:
+    resumed_offset: int
+    lost_records: int | None  # None: unknowable (the partition's end went below the position)
+    reason: str
+
+
+def detect_data_loss(*, expected_offset: int, earliest_offset: int, end_offset: int) -> DataLoss | None:
+    """Whether the next offset to replicate is gone from the source, and where replication can go on."""
+    if earliest_offset > expected_offset:
+        return DataLoss(
+            earliest_offset,
+            earliest_offset - expected_offset,
+            f"offsets {expected_offset}..{earliest_offset - 1} were deleted (retention) before replication",
+        )
+    if end_offset < expected_offset:
+        return DataLoss(
+            earliest_offset,
+            None,
+            f"the partition ends at {end_offset}, below the next offset {expected_offset} "
+            "(topic recreated or truncated); records past the position are gone unseen",
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class SliceResult:
+    records: int  # records acknowledged by the target during the slice
+    bytes: int  # value bytes of those records
+    positions: Mapping[TopicPartition, int]  # persisted next source offset per partition
+    stopped_partitions: tuple[TopicPartition, ...] = ()
+    gap_events: tuple[GapEvent, ...] = ()
+    errors: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+class _PartitionState:
+    """One source partition's replication state. `on_delivery` runs once per record: keep it lean."""
+
+    __slots__ = (
+        "topic",
+        "partition",
+        "remote_topic",
+        "in_flight",
+        "next_offset",
+        "failed_at",
+        "error",
+        "syncs",
+        "acked_records",
+        "acked_bytes",
+        "last_acked",
+        "observed_ack",
+        "latency_ms",
+        "last_polled_timestamp_ms",
+        "polled",
+        "skipped",
+        "reported_records",
+        "reported_bytes",
+        "reported_skipped",
+        "persisted",
+        "stopped",
+        "suspect_since",
+    )
+
+    def __init__(self, *, topic: str, partition: int, remote_topic: str, start: int, offset_lag_max: int):
+        self.topic, self.partition, self.remote_topic = topic, partition, remote_topic
+        self.in_flight: deque[int] = deque()  # source offsets produced, not acknowledged, in order
+        self.next_offset = start  # next source offset to consume
+        self.failed_at: int | None = None
+        self.error: str | None = None
+        self.syncs = OffsetSyncWriter(topic=topic, partition=partition, offset_lag_max=offset_lag_max)
+        self.acked_records = self.acked_bytes = self.skipped = 0
+        self.reported_records = self.reported_bytes = self.reported_skipped = 0
+        self.last_acked = self.observed_ack = None
+        self.latency_ms: float | None = None
+        self.last_polled_timestamp_ms: int | None = None
+        self.polled = False
+        self.persisted: int | None = None
+        self.stopped = False
+        self.suspect_since: float | None = None
+
+    @property
+    def key(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+    @property
+    def position(self) -> int:
+        """Next source offset to replicate: every record before it is acknowledged by the target."""
+        if self.failed_at is not None:
+            return self.failed_at
+        return self.in_flight[0] if self.in_flight else self.next_offset
+
+    def fail(self, offset: int, error: str) -> None:
+        """The record at `offset` did not reach the target: the position stays at or before it."""
+        if self.failed_at is None or offset < self.failed_at:
+            self.failed_at, self.error = offset, error
+
+    def on_delivery(self, error, message) -> None:
+        # Delivery reports of one partition arrive in produce order (idempotent producer).
+        upstream = self.in_flight.popleft()
+        if error is not None:
+            self.fail(upstream, error.str())
+            return
+        self.syncs.on_ack(upstream, message.offset())
+        self.acked_records += 1
+        self.acked_bytes += len(message)
+        self.last_acked = message
+
+
+class MirrorSourceTask:
+    def __init__(
+        self,
+        *,
+        flow: FlowConfig,
+        source: ClusterConfig,
+        target: ClusterConfig,
+        policy: ReplicationPolicy,
+        task_index: int,
+        position_store: PositionStore,
+        metrics: MirrorMetrics | None = None,
+        clock: Callable[[], float] = time.time,
+        gap_confirm_s: float = GAP_CONFIRM_S,
+    ) -> None:
+        self.flow, self.source, self.target, self.policy = flow, source, target, policy
+        self.task_index = task_index
+        self.metrics = metrics if metrics is not None else MirrorMetrics(clock=clock)
+        self._store = position_store
+        self._clock = clock
+        self._gap_confirm_s = gap_confirm_s
+        self._exactly_once = flow.delivery_guarantee == DeliveryGuarantee.EXACTLY_ONCE
+        self._rewrite = header_rewriter(
+            provenance_enabled=flow.provenance_header_enabled,
+            exactly_once=self._exactly_once,
+            source_alias=flow.source,
+            target_alias=flow.target,
+        )
+        self._consumer = source_io.source_consumer(flow, source, task_index=task_index)
+        self._producer = source_io.mirror_producer(flow, target)
+        self._emitter: OffsetSyncEmitter | None = None
+        self._source_reader: source_io.PartitionReader | None = None
+        self._target_reader: source_io.PartitionReader | None = None
+        self._assigned: list[TopicPartition] = []
+        self._states: dict[TopicPartition, _PartitionState] = {}
+        self._known_positions: dict[TopicPartition, int] = {}
+        self._looked_up: set[TopicPartition] = set()  # asked the position store already
+        self._out_of_range: set[TopicPartition] = set()
+        self._restart_needed = False  # a delivery failed: restart every partition from its position
+        self._reassign_needed = False
+        self._closed = False
+
+    # -- public API ---------------------------------------------------------------------------------
+    def assign(self, partitions: Sequence[TopicPartition]) -> None:
+        """The source partitions this task replicates; applied at the start of the next slice."""
+        self._assigned = sorted(set(partitions))
+
+    def run_slice(self, *, max_records: int = 100_000, max_seconds: float = 1.0) -> SliceResult:
+        if self._closed:
+            raise RuntimeError("run_slice on a closed MirrorSourceTask")
+        deadline = time.monotonic() + max_seconds
+        errors: list[str] = []
+        gaps: list[GapEvent] = []
+        self._apply_assignment(errors)
+        records_before, bytes_before = self._acked_totals()
+        if any(not state.stopped for state in self._states.values()):
+            self._pump(max_records=max_records, deadline=deadline, errors=errors)
+        else:  # nothing to replicate: a slice still takes its time, so callers do not spin
+            time.sleep(max(deadline - time.monotonic(), 0.0))
+        self._producer.flush(SLICE_FLUSH_TIMEOUT_S)
+        now = self._clock()
+        self._observe_acks(now)
+        self._check_deliveries(errors)
+        gaps.extend(self._check_data_loss(now=now, errors=errors))
+        self._commit(now=now, errors=errors)
+        self._report_metrics(now)
+        if self._reassign_needed and not self._restart_needed:
+            self._assign_consumer()
+        records_after, bytes_after = self._acked_totals()
+        return SliceResult(
+            records=records_after - records_before,
+            bytes=bytes_after - bytes_before,
+            positions=dict(self._known_positions),
+            stopped_partitions=tuple(key for key, state in self._states.items() if state.stopped),
+            gap_events=tuple(gaps),
+            errors=tuple(errors),
+        )
+
+    def close(self) -> None:
+        """Flush, emit offset syncs, persist positions and close the clients."""
+        if self._closed:
+            return
+        self._closed = True
+        errors: list[str] = []
+        try:
+            self._producer.flush(source_io.SETTLE_TIMEOUT_S)
+            now = self._clock()
+            self._observe_acks(now)
+            self._check_deliveries(errors)
+            self._commit(now=now, errors=errors, final=True)
+            self._report_metrics(now)
+        finally:
+            source_io.close_quietly(
+                [c for c in (self._consumer, self._emitter, self._source_reader, self._target_reader) if c]
+            )
+        if errors:
+            log.error("flow %s task %d closed with errors: %s", self.flow.name, self.task_index, errors)
+
+    # -- starting and stopping partitions -----------------------------------------------------------
+    def _apply_assignment(self, errors: list[str]) -> None:
+        assigned = set(self._assigned)
+        removed = [key for key in self._states if key not in assigned]
+        if self._restart_needed or removed:
+            # Every record settled (acknowledged or failed) and committed before partitions go or
+            # restart, so no old delivery report can interleave with a restarted partition's records.
+            self._producer.flush(source_io.SETTLE_TIMEOUT_S)
+            now = self._clock()
+            self._observe_acks(now)
+            self._check_deliveries(errors)
+            self._commit(now=now, errors=errors, final=bool(removed))
+            self._report_metrics(now)
+        for key in removed:  # another task may advance it meanwhile: ask the store again if it returns
+            self._looked_up.discard(key)
+            self._known_positions.pop(key, None)
+        before = set(self._states)
+        if self._restart_needed:
+            self._replace_producer()
+            self._states = {key: state for key, state in self._states.items() if state.stopped}
+            self._restart_needed = False
+            self._reassign_needed = True  # the consumer must fetch again from the restarted positions
+        self._states = {key: state for key, state in self._states.items() if key in assigned}
+        to_start = [key for key in self._assigned if key not in self._states]
+        if to_start:
+            self._start_partitions(to_start, errors)
+        if set(self._states) != before or self._reassign_needed:
+            self._assign_consumer()
+
+    def _replace_producer(self) -> None:
+        self._producer.flush(source_io.SETTLE_TIMEOUT_S)
+        self._producer = source_io.mirror_producer(self.flow, self.target)
+
+    def _start_partitions(self, keys: list[TopicPartition], errors: list[str]) -> None:
+        unknown = [key for key in keys if key not in self._looked_up]
+        if unknown:
+            self._known_positions.update(self._store.load(flow=self.flow.name, partitions=unknown))
+            self._looked_up.update(unknown)
+        for topic, partition in keys:
+            remote_topic = self.policy.format_remote_topic(self.flow.source, topic)
+            try:
+                stored = self._known_positions.get((topic, partition))
+                if stored is None:
+                    stored, _ = self._reader("source").watermarks(topic, partition)
+                state = _PartitionState(
+                    topic=topic,
+                    partition=partition,
+                    remote_topic=remote_topic,
+                    start=stored,
+                    offset_lag_max=self.flow.offset_lag_max,
+                )
+                if self._exactly_once:
+                    state.next_offset = self._recover_from_target(state, stored=stored)
+            except source_io.PartitionReadError as exc:  # e.g. the remote topic is not created yet
+                self._record_error((topic, partition), remote_topic, f"cannot start: {exc}", errors)
+                continue
+            state.persisted = self._known_positions.get((topic, partition))
+            self._states[(topic, partition)] = state
+            log.info(
+                "flow %s task %d: replicating %s[%d] -> %s from offset %d",
+                self.flow.name,
+                self.task_index,
+                topic,
+                partition,
+                remote_topic,
+                state.next_offset,
+            )
+
+    def _recover_from_target(self, state: _PartitionState, *, stored: int) -> int:
+        """exactly_once: where to resume, from the source offsets the remote partition's tail carries.
+
+        Everything written before the last record there is there too (gapless producer, one writer),
+        so resuming right after its source offset neither skips nor repeats a record. The records
+        written after the stored position are re-read to derive their offset syncs, which the crash
+        may have prevented.
+        """
+        reader = self._reader("target")
+        low, _, last = reader.tail(state.remote_topic, state.partition)
+        last_source_offset = source_offset_of(last[1]) if last else None
+        if last is None or last_source_offset is None or last_source_offset < stored:
+            return stored
+        # Each source record is at most one target record, so [stored, last] lies in the last offsets.
+        start = max(low, last[0] - (last_source_offset - stored))
+        for downstream, headers in reader.read_to_end(state.remote_topic, state.partition, start=start):
+            upstream = source_offset_of(headers)
+            if upstream is not None and upstream >= stored:
+                state.syncs.on_ack(upstream, downstream)
+        log.info(
+            "flow %s: %s[%d] already holds source offsets up to %d: resuming at %d (stored %d)",
+            self.flow.name,
+            state.remote_topic,
+            state.partition,
+            last_source_offset,
+            last_source_offset + 1,
+            stored,
+        )
+        return last_source_offset + 1
+
+    def _reader(self, side: str) -> source_io.PartitionReader:
+        if side == "source":
+            if self._source_reader is None:
+                self._source_reader = source_io.PartitionReader(self.source)
+            return self._source_reader
+        if self._target_reader is None:
+            self._target_reader = source_io.PartitionReader(self.target)
+        return self._target_reader
+
+    def _assign_consumer(self) -> None:
+        self._reassign_needed = False
+        source_io.assign(
+            self._consumer,
+            {key: state.next_offset for key, state in self._states.items() if not state.stopped},
+        )
+
+    # -- the hot loop -------------------------------------------------------------------------------
+    def _pump(self, *, max_records: int, deadline: float, errors: list[str]) -> None:
+        consume = self._consumer.consume
+        produce = self._producer.produce
+        poll = self._producer.poll
+        states = self._states
+        rewrite = self._rewrite
+        taken = 0
+        while taken < max_records:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            messages = consume(
+                num_messages=min(CONSUME_BATCH, max_records - taken), timeout=min(remaining, 0.2)
+            )
+            taken += len(messages)
+            last_topic, last_partition, state = None, -1, None
+            remote_topic = on_delivery = in_flight = None
+            for message in messages:
+                if message.error() is not None:
+                    self._on_consumer_error(message, errors)
+                    continue
+                topic, partition = message.topic(), message.partition()
+                if partition != last_partition or topic != last_topic:
+                    last_topic, last_partition = topic, partition
+                    state = states.get((topic, partition))
+                    if state is None or state.stopped:
+                        state = None  # fetched before a reassignment: not ours any more
+                        continue
+                    state.polled = True
+                    remote_topic, on_delivery, in_flight = (
+                        state.remote_topic,
+                        state.on_delivery,
+                        state.in_flight,
+                    )
+                elif state is None:
+                    continue
+                offset = message.offset()
+                timestamp_type, timestamp = message.timestamp()
+                headers = message.headers()
+                state.next_offset = offset + 1
+                state.last_polled_timestamp_ms = timestamp
+                if rewrite is not None:
+                    headers = rewrite(headers, offset)
+                    if headers is SKIP:
+                        state.skipped += 1
+                        continue
+                while True:
+                    try:
+                        produce(
+                            remote_topic,
+                            value=message.value(),
+                            key=message.key(),
+                            partition=partition,
+                            # 0 asks the producer for "now": only when the source record has none.
+                            timestamp=timestamp if timestamp_type else 0,
+                            headers=headers,
+                            on_delivery=on_delivery,
+                        )
+                        break
+                    except BufferError:  # the target is behind: serve acks, consume nothing more
+                        poll(0.05)
+                    except Exception as exc:  # too large, or the producer failed fatally
+                        state.fail(offset, str(exc))
+                        self._record_error(
+                            state.key,
+                            remote_topic,
+                            f"producing {topic}[{partition}] offset {offset}: {exc}",
+                            errors,
+                        )
+                        self._restart_needed = True
+                        return
+                in_flight.append(offset)
+            poll(0)
+            if messages:
+                now = self._clock()
+                self._observe_polls(now)
+                self._observe_acks(now)
+
+    def _on_consumer_error(self, message, errors: list[str]) -> None:
+        error = message.error()
+        if source_io.is_benign_consumer_event(error):
+            return
+        key = (message.topic(), message.partition()) if message.topic() else None
+        state = self._states.get(key) if key else None
+        if state is not None and source_io.is_offset_out_of_range(error):
+            self._out_of_range.add(key)
+            return
+        text = f"consuming {key[0]}[{key[1]}]: {error.str()}" if key else f"consumer: {error.str()}"
+        if state is not None:
+            self._record_error(key, state.remote_topic, text, errors)
+        else:
+            log.warning("flow %s task %d: %s", self.flow.name, self.task_index, text)
+
+    def _observe_polls(self, now: float) -> None:
+        for state in self._states.values():
+            if state.last_polled_timestamp_ms is not None:
+                self.metrics.record_polled(
+                    topic=state.remote_topic,
+                    partition=state.partition,
+                    source_topic=state.topic,
+                    record_age_ms=max(now * 1000 - state.last_polled_timestamp_ms, 0.0),
+                    now=now,
+                )
+                state.last_polled_timestamp_ms = None
+
+    def _observe_acks(self, now: float) -> None:
+        for state in self._states.values():
+            if state.last_acked is not state.observed_ack:
+                state.observed_ack = state.last_acked
+                state.latency_ms = max(now * 1000 - state.last_acked.timestamp()[1], 0.0)
+
+    # -- after the loop -----------------------------------------------------------------------------
+    def _check_deliveries(self, errors: list[str]) -> None:
+        for state in self._states.values():
+            if state.failed_at is not None:
+                self._record_error(
+                    state.key,
+                    state.remote_topic,
+                    f"delivery of {state.topic}[{state.partition}] offset {state.failed_at} to "
+                    f"{state.remote_topic} failed: {state.error}; the partition restarts from there",
+                    errors,
+                )
+                self._restart_needed = True
+
+    def _check_data_loss(self, *, now: float, errors: list[str]) -> list[GapEvent]:
+        events: list[GapEvent] = []
+        for key, state in self._states.items():
+            if state.stopped or state.in_flight or state.failed_at is not None:
+                continue
+            reported = key in self._out_of_range
+            if not reported and not self._end_looks_wrong(state, now):
+                continue
+            self._out_of_range.discard(key)
+            try:
+                low, end, _ = self._reader("source").tail(state.topic, state.partition)
+            except source_io.PartitionReadError as exc:
+                log.warning("flow %s: data-loss check of %s[%d]: %s", self.flow.name, *key, exc)
+                continue
+            loss = detect_data_loss(expected_offset=state.next_offset, earliest_offset=low, end_offset=end)
+            state.suspect_since = None
+            if reported:
+                self._reassign_needed = True  # the consumer stopped fetching it: start it again
+            if loss is not None:
+                events.append(self._on_data_loss(state, loss, now=now, errors=errors))
+        for state in self._states.values():
+            state.polled = False
+        return events
+
+    def _end_looks_wrong(self, state: _PartitionState, now: float) -> bool:
+        """An idle partition whose fetched watermarks exclude its position, for `gap_confirm_s` now."""
+        watermarks = None if state.polled else source_io.cached_watermarks(self._consumer, *state.key)
+        if watermarks is None or watermarks[0] <= state.next_offset <= watermarks[1]:
+            state.suspect_since = None
+            return False
+        if state.suspect_since is None:
+            state.suspect_since = now
+        return now - state.suspect_since >= self._gap_confirm_s
+
+    def _on_data_loss(
+        self, state: _PartitionState, loss: DataLoss, *, now: float, errors: list[str]
+    ) -> GapEvent:
+        stop = self.flow.data_loss_policy == DataLossPolicy.STOP
+        event = GapEvent(
+            topic=state.topic,
+            partition=state.partition,
+            expected_offset=state.next_offset,
+            resumed_offset=state.next_offset if stop else loss.resumed_offset,
+            lost_records=loss.lost_records,
+            detected_at=now,
+            reason=loss.reason,
+        )
+        self.metrics.record_gap(event, topic=state.remote_topic, source_topic=state.topic, stopped=stop)
+        lost = "an unknown number of" if loss.lost_records is None else str(loss.lost_records)
+        message = (
+            f"data loss on {state.topic}[{state.partition}]: {lost} records never replicated; {loss.reason}"
+        )
+        if stop:
+            state.stopped = True
+            self._record_error(
+                state.key, state.remote_topic, f"{message}; partition stopped (data.loss.policy=stop)", errors
+            )
+        else:
+            log.warning(
+                "flow %s: %s; resuming at offset %d (data.loss.policy=skip)",
+                self.flow.name,
+                message,
+                loss.resumed_offset,
+            )
+            state.next_offset = loss.resumed_offset
+        self._reassign_needed = True
+        return event
+
+    def _commit(self, *, now: float, errors: list[str], final: bool = False) -> None:
+        """Emit the decided offset syncs, then persist positions: a position never outruns its syncs."""
+        drained = [(state, state.syncs.drain(now=now, final=final)) for state in self._states.values()]
+        syncs = [sync for _, batch in drained for sync in batch]
+        if syncs:
+            try:
+                if self._emitter is None:
+                    self._emitter = source_io.offset_sync_emitter(
+                        self.flow, source=self.source, target=self.target, policy=self.policy
+                    )
+                self._emitter.emit(syncs)
+            except Exception as exc:  # the positions wait for the syncs: retried next slice
+                for state, batch in drained:
+                    state.syncs.requeue(batch)
+                errors.append(f"emitting {len(syncs)} offset sync(s) failed: {exc}")
+                log.error("flow %s task %d: %s", self.flow.name, self.task_index, errors[-1])
+                return
+        changed = {
+            key: state.position for key, state in self._states.items() if state.position != state.persisted
+        }
+        if not changed:
+            return
+        try:
+            self._store.save(flow=self.flow.name, positions=changed)
+        except Exception as exc:
+            errors.append(f"persisting positions failed: {exc}")
+            log.error("flow %s task %d: %s", self.flow.name, self.task_index, errors[-1])
+            return
+        for key, offset in changed.items():
+            self._states[key].persisted = offset
+        self._known_positions.update(changed)
+
+    def _report_metrics(self, now: float) -> None:
+        for state in self._states.values():
+            records = state.acked_records - state.reported_records
+            if records:
+                self.metrics.record_replicated(
+                    topic=state.remote_topic,
+                    partition=state.partition,
+                    source_topic=state.topic,
+                    records=records,
+                    byte_count=state.acked_bytes - state.reported_bytes,
+                    replication_latency_ms=state.latency_ms,
+                    now=now,
+                )
+                state.reported_records, state.reported_bytes = state.acked_records, state.acked_bytes
+            watermarks = source_io.cached_watermarks(self._consumer, *state.key)
+            self.metrics.record_position(
+                topic=state.remote_topic,
+                partition=state.partition,
+                source_topic=state.topic,
+                next_offset=state.position,
+                source_end_offset=watermarks[1] if watermarks else None,
+                last_fetched_offset=state.next_offset - 1,
+                skipped=state.skipped - state.reported_skipped,
+                now=now,
+            )
+            state.reported_skipped = state.skipped
+
+    def _record_error(self, key: TopicPartition, remote_topic: str, message: str, errors: list[str]) -> None:
+        errors.append(message)
+        log.error("flow %s task %d: %s", self.flow.name, self.task_index, message)
+        self.metrics.record_error(
+            topic=remote_topic, partition=key[1], source_topic=key[0], message=message, now=self._clock()
+        )
+
+    def _acked_totals(self) -> tuple[int, int]:
+        return (
+            sum(state.acked_records for state in self._states.values()),
+            sum(state.acked_bytes for state in self._states.values()),
+        )

@@ -1,0 +1,185 @@
+"""MM2 import of realistic files (active-active, SASL placeholders, deprecated names) and round-trip export."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from controlplane import engine, selectors, services
+from controlplane.errors import ServiceValidationError
+from controlplane.models import AuditEvent, Cluster, Flow
+from replication.mm2file import parse_mm2
+
+pytestmark = pytest.mark.django_db
+
+ACTIVE_ACTIVE = """
+# Three data centres, active-active between dc1 and dc2, dc3 a DR copy of both.
+clusters = dc1, dc2, dc3
+dc1.bootstrap.servers = dc1-k1.example:9092, dc1-k2.example:9092
+dc2.bootstrap.servers = dc2-k1.example:9092
+dc3.bootstrap.servers = dc3-k1.example:9093
+
+dc3.security.protocol = SASL_SSL
+dc3.sasl.mechanism = SCRAM-SHA-512
+dc3.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required \\
+    username="${env:DC3_USER}" password="${env:DC3_PASSWORD}";
+dc3.producer.linger.ms = 50
+
+replication.factor = 3
+topics.blacklist = .*\\.tmp, __.*
+sync.group.offsets.enabled = true
+
+dc1->dc2.enabled = true
+dc1->dc2.topics = orders.*, payments
+dc2->dc1.enabled = true
+dc2->dc1.topics = orders.*
+dc1->dc3.enabled = true
+dc2->dc3.enabled = true
+dc2->dc3.groups.blacklist = test-.*
+dc2->dc3.tasks.max = 4
+dc2->dc3.producer.compression.type = zstd
+"""
+ENV = {"DC3_USER": "mirror-user", "DC3_PASSWORD": "Pw-ch4nge-me-9"}
+
+
+def _import(admin_user, text=ACTIVE_ACTIVE, *, dry_run=False, environ=ENV):
+    return services.mm2_import(actor=admin_user, text=text, dry_run=dry_run, environ=environ)
+
+
+def test_dry_run_reports_changes_and_writes_nothing(admin_user):
+    result = _import(admin_user, dry_run=True)
+    assert not result.applied
+    assert [(c.object_type, c.name, c.change) for c in result.changes] == [
+        ("cluster", "dc1", "create"),
+        ("cluster", "dc2", "create"),
+        ("cluster", "dc3", "create"),
+        ("flow", "dc1->dc2", "create"),
+        ("flow", "dc2->dc1", "create"),
+        ("flow", "dc1->dc3", "create"),
+        ("flow", "dc2->dc3", "create"),
+    ]
+    assert any("topics.blacklist is deprecated" in warning for warning in result.warnings)
+    dc3 = next(c for c in result.changes if c.name == "dc3")
+    assert dc3.fields["secrets.client.sasl.jaas.config"] == {"before": None, "after": "******"}
+    assert ENV["DC3_PASSWORD"] not in json.dumps([c.fields for c in result.changes])
+    assert not Cluster.objects.exists() and not Flow.objects.exists() and not AuditEvent.objects.exists()
+
+
+def test_import_stores_the_engines_reading(admin_user):
+    _import(admin_user)
+    parsed = parse_mm2(ACTIVE_ACTIVE, environ=ENV).config
+    stored_flows = {flow.name: engine.flow_to_config(flow) for flow in selectors.flow_list()}
+    assert stored_flows == {flow.name: flow for flow in parsed.flows}
+    dc3 = Cluster.objects.get(alias="dc3")
+    assert engine.cluster_to_config(dc3) == parsed.cluster("dc3")
+    assert dc3.security_protocol == "SASL_SSL" and dc3.client_properties["producer"] == {"linger.ms": "50"}
+    assert ENV["DC3_PASSWORD"] not in dc3.secrets_encrypted
+    assert AuditEvent.objects.filter(action="import").count() == 7
+    assert ENV["DC3_PASSWORD"] not in json.dumps(list(AuditEvent.objects.values("before", "after", "detail")))
+
+
+def test_reimport_is_unchanged_and_a_change_is_a_diff(admin_user):
+    _import(admin_user)
+    assert {c.change for c in _import(admin_user, dry_run=True).changes} == {"unchanged"}
+    changed = ACTIVE_ACTIVE.replace("dc2->dc3.tasks.max = 4", "dc2->dc3.tasks.max = 8")
+    result = _import(admin_user, changed, dry_run=True)
+    updates = [c for c in result.changes if c.change == "update"]
+    assert [(c.name, c.fields) for c in updates] == [("dc2->dc3", {"tasks_max": {"before": 4, "after": 8}})]
+    new_password = _import(admin_user, environ=ENV | {"DC3_PASSWORD": "other"}, dry_run=True)
+    assert [c.name for c in new_password.changes if c.change == "update"] == ["dc3"]
+
+
+def test_export_round_trips_through_the_engine(admin_user):
+    _import(admin_user)
+    exported = selectors.mm2_export()
+    assert "DC3_SASL_JAAS_CONFIG" in exported and ENV["DC3_PASSWORD"] not in exported
+    reread = parse_mm2(
+        exported,
+        environ={
+            "DC3_SASL_JAAS_CONFIG": engine.cluster_to_config(Cluster.objects.get(alias="dc3")).client[
+                "sasl.jaas.config"
+            ]
+        },
+    ).config
+    original = parse_mm2(ACTIVE_ACTIVE, environ=ENV).config
+    assert reread.clusters == original.clusters
+    assert {flow.name: flow for flow in reread.flows} == {flow.name: flow for flow in original.flows}
+    # Importing the export (secrets from the environment) changes nothing.
+    environ = {"DC3_SASL_JAAS_CONFIG": reread.cluster("dc3").client["sasl.jaas.config"]}
+    assert {c.change for c in _import(admin_user, exported, dry_run=True, environ=environ).changes} == {
+        "unchanged"
+    }
+
+
+def test_file_errors_name_line_property_and_fix(admin_user):
+    broken = "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.topics = *.orders\n"
+    with pytest.raises(ServiceValidationError) as caught:
+        _import(admin_user, broken)
+    detail = caught.value.details[0]
+    assert detail["line"] == 4 and detail["property"] == "A->B.topics" and "did you mean" in detail["fix"]
+    with pytest.raises(ServiceValidationError) as caught:
+        _import(admin_user, ACTIVE_ACTIVE, environ={})
+    assert "DC3_USER" in caught.value.errors["text"][0]
+    assert not Cluster.objects.exists()
+    assert AuditEvent.objects.filter(action="import", outcome="refused").count() == 2
+
+
+def test_import_refuses_a_loop_with_stored_flows(admin_user, two_clusters):
+    a, b = two_clusters
+    services.flow_create(
+        actor=admin_user,
+        source=a,
+        target=b,
+        enabled=True,
+        replication_policy_class="IdentityReplicationPolicy",
+    )
+    text = "clusters = A, B\nA.bootstrap.servers = a.example:9092\nB.bootstrap.servers = b.example:9092\n"
+    text += "B->A.enabled = true\nB->A.replication.policy.class = IdentityReplicationPolicy\n"
+    with pytest.raises(ServiceValidationError) as caught:
+        _import(admin_user, text)
+    assert "replication loop" in caught.value.errors["non_field_errors"][0]
+    assert Flow.objects.count() == 1
+
+
+def test_api_import_and_export(admin_client, monkeypatch):
+    monkeypatch.setenv("DC3_USER", ENV["DC3_USER"])
+    monkeypatch.setenv("DC3_PASSWORD", ENV["DC3_PASSWORD"])
+    dry = admin_client.post("/api/v1/mm2/import/", {"text": ACTIVE_ACTIVE, "dry_run": True}, format="json")
+    assert dry.status_code == 200 and dry.json()["applied"] is False and len(dry.json()["changes"]) == 7
+    assert not Cluster.objects.exists()
+    done = admin_client.post("/api/v1/mm2/import/", {"text": ACTIVE_ACTIVE}, format="json")
+    assert done.status_code == 200 and done.json()["applied"] is True
+    export = admin_client.get("/api/v1/mm2/export/")
+    assert export["Content-Type"].startswith("text/plain")
+    assert "dc2->dc3.tasks.max = 4" in export.content.decode()
+    bad = admin_client.post("/api/v1/mm2/import/", {"text": "clusters = A\n"}, format="json")
+    assert bad.status_code == 400 and bad.json()["details"][0]["property"] == "A.bootstrap.servers"
+
+
+def test_management_commands(admin_user, tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("DC3_USER", ENV["DC3_USER"])
+    monkeypatch.setenv("DC3_PASSWORD", ENV["DC3_PASSWORD"])
+    path = tmp_path / "mm2.properties"
+    path.write_text(ACTIVE_ACTIVE)
+    out = io.StringIO()
+    call_command("import_mm2", str(path), "--dry-run", stdout=out, stderr=io.StringIO())
+    assert "create    flow dc2->dc3" in out.getvalue() and not Flow.objects.exists()
+    call_command("import_mm2", str(path), stdout=io.StringIO(), stderr=io.StringIO())
+    assert Flow.objects.count() == 4
+    out = io.StringIO()
+    call_command("export_mm2", stdout=out)
+    assert out.getvalue() == selectors.mm2_export()
+    path.write_text("clusters = A\n")
+    with pytest.raises(CommandError, match="A.bootstrap.servers"):
+        call_command("import_mm2", str(path), stdout=io.StringIO())
+    token = io.StringIO()
+    call_command("create_admin", "root", stdout=token)
+    assert len(token.getvalue().strip()) == 40
+    key = io.StringIO()
+    call_command("rotate_secrets_key", "--generate", stdout=key, stderr=io.StringIO())
+    assert len(key.getvalue().strip()) == 44

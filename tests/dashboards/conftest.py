@@ -1,0 +1,67 @@
+"""One local SparkSession for every dashboards test, plus a builder of lake-shaped sample DataFrames."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from dashboards.spark.lake import spark_schema_ddl
+from dashboards.spark.session import spark_session
+
+T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    session = spark_session(
+        app_name="mirrorplane-tests",
+        master="local[2]",
+        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def sample(
+    *,
+    at_s: float,
+    end: int,
+    position: int,
+    partition: int = 0,
+    flow_id: int = 1,
+    records: int = 0,
+    bytes_: int = 0,
+    interval_s: float = 10.0,
+    record_age_ms: float | None = None,
+    replication_latency_ms: float | None = None,
+    topic: str = "orders",
+    task_index: int = 0,
+) -> tuple:
+    """One lake row, `at_s` seconds after T0, in LAKE_COLUMNS order."""
+    return (
+        T0 + timedelta(seconds=at_s),
+        flow_id,
+        f"A->B#{flow_id}",
+        topic,
+        f"A.{topic}",
+        partition,
+        task_index,
+        f"w{task_index}:1",
+        end,
+        position,
+        records,
+        bytes_,
+        float(interval_s),
+        record_age_ms,
+        replication_latency_ms,
+    )
+
+
+@pytest.fixture
+def samples_df(spark):
+    def build(rows: list[tuple]):
+        return spark.createDataFrame(rows, spark_schema_ddl())
+
+    return build

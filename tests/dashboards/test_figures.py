@@ -1,0 +1,105 @@
+"""Figure builders on plain report rows: traces, axes and values."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+import pytest
+
+from dashboards.figures import (
+    STATUS_LEVELS,
+    capacity_figure,
+    lag_figure,
+    latency_figure,
+    status_heatmap,
+    throughput_figure,
+)
+
+T1, T2 = datetime(2026, 1, 1, 0, 0, tzinfo=UTC), datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
+
+
+def partition_row(partition: int, start: datetime, **values) -> dict:
+    return {
+        "flow": "A->B",
+        "remote_topic": "A.orders",
+        "partition": partition,
+        "window_start": start,
+        **values,
+    }
+
+
+def test_lag_has_one_line_per_partition_in_time_order():
+    rows = [
+        partition_row(0, T2, records_behind_max=7, seconds_behind_max=1.5),
+        partition_row(0, T1, records_behind_max=3, seconds_behind_max=0.5),
+        partition_row(1, T1, records_behind_max=0, seconds_behind_max=0.0),
+    ]
+    figure = lag_figure(rows)
+    assert [t.name for t in figure.data] == ["A->B A.orders[0]", "A->B A.orders[1]"]
+    assert list(figure.data[0].y) == [3, 7] and list(figure.data[0].x) == [T1, T2]
+    assert figure.layout.yaxis.title.text == "records behind"
+    assert list(lag_figure(rows, measure="seconds").data[0].y) == [0.5, 1.5]
+    with pytest.raises(ValueError):
+        lag_figure(rows, measure="bytes")
+
+
+def test_throughput_sums_partitions_per_flow():
+    rows = [
+        partition_row(0, T1, mb_per_s=1.5, records_per_s=10.0),
+        partition_row(1, T1, mb_per_s=2.0, records_per_s=5.0),
+    ]
+    (trace,) = throughput_figure(rows).data
+    assert (trace.name, list(trace.y)) == ("A->B", [3.5])
+    assert throughput_figure(rows, unit="records").layout.yaxis.title.text == "records/s"
+
+
+def test_latency_shows_each_percentile_of_the_worst_partition():
+    def stats(base):
+        return {
+            f"replication_latency_ms_{s}": base * k
+            for s, k in (("p50", 1), ("p95", 2), ("p99", 3), ("max", 4))
+        }
+
+    rows = [partition_row(0, T1, **stats(10.0)), partition_row(1, T1, **stats(20.0))]
+    figure = latency_figure(rows)
+    assert [t.name for t in figure.data] == ["A->B p50", "A->B p95", "A->B p99", "A->B max"]
+    assert [list(t.y) for t in figure.data] == [[20.0], [40.0], [60.0], [80.0]]
+
+
+def test_status_heatmap_is_partition_by_time_coloured_by_status():
+    rows = [
+        partition_row(0, T1, status="OK"),
+        partition_row(0, T2, status="STALL"),
+        partition_row(1, T2, status="STOP"),
+    ]
+    (heatmap,) = status_heatmap(rows).data
+    assert list(heatmap.y) == ["A->B A.orders[0]", "A->B A.orders[1]"]
+    ok, stall, stop = (STATUS_LEVELS.index(s) for s in ("OK", "STALL", "STOP"))
+    assert [list(r) for r in heatmap.z] == [[ok, stall], [None, stop]]
+    assert list(heatmap.colorbar.ticktext) == list(STATUS_LEVELS)
+
+
+def test_capacity_chart_projects_and_annotates_the_verdict():
+    plan = [
+        {
+            "flow": "overall",
+            "horizon_days": h,
+            "projected_mb_per_s": p,
+            "capacity_mb_per_s": 50.0,
+            "threshold": 0.8,
+            "verdict": v,
+            "workers": 1,
+            "tasks": 2,
+            "workers_needed": w,
+            "tasks_needed": 4,
+        }
+        for h, p, v, w in ((0, 15.0, "RIGHT_SIZED", 1), (30, 75.0, "UNDER_PROVISIONED", 2))
+    ]
+    usage = [{"flow": "A->B", "date": date(2026, 1, 1), "p95_mb_per_s": 12.0}]
+    figure = capacity_figure(plan, usage)
+    measured, projected, capacity = figure.data
+    assert list(measured.y) == [12.0] and list(projected.y) == [15.0, 75.0]
+    assert list(projected.x) == ["+0 d", "+30 d"] and list(capacity.y) == [40.0, 40.0]
+    assert figure.layout.annotations[0].text.startswith("RIGHT_SIZED: 15.00 MB/s on 1 worker(s)")
+    with pytest.raises(ValueError):
+        capacity_figure(plan, flow="B->A")

@@ -1,0 +1,71 @@
+"""Browser tests: Debian's Chromium driven by Playwright against pytest-django's live server, with the
+session's embedded Kafka clusters and real Celery worker processes (the workers tests' harness)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import redis
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls the tests make are still
+# synchronous and safe here.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).parent / "artifacts"
+# A Redis database of its own (the workers tests flush theirs).
+E2E_REDIS_URL = os.environ.get("MIRRORPLANE_E2E_REDIS_URL", "redis://127.0.0.1:6379/14")
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (make chromium)")
+    return {
+        **browser_type_launch_args,
+        "executable_path": CHROMIUM,
+        "args": [
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+        ],
+    }
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args):
+    return {**browser_context_args, "viewport": {"width": 1360, "height": 900}, "timezone_id": "UTC"}
+
+
+@pytest.fixture
+def screenshot(page):
+    """screenshot("flows") saves the full page under tests/e2e/artifacts/ for a person to look at."""
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    def take(name: str) -> None:
+        page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=True)
+
+    return take
+
+
+@pytest.fixture
+def celery_runtime(live_server, settings, tmp_path):
+    """A Celery worker and beat on the live server's database (its rows are committed)."""
+    from tests.workers.harness import CeleryRuntime
+    from workers import context
+
+    client = redis.Redis.from_url(E2E_REDIS_URL)
+    client.flushdb()
+    settings.REDIS_URL = E2E_REDIS_URL
+    context.leases.cache_clear()
+    runtime = CeleryRuntime(workdir=tmp_path, redis_url=E2E_REDIS_URL)
+    yield runtime
+    runtime.close()
+    context.leases.cache_clear()
+    client.flushdb()
+    client.close()

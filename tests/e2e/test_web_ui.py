@@ -1,0 +1,141 @@
+"""The on-call path through the web UI in a real Chromium: log in, add two clusters, create a flow
+with the live topic preview, watch a real worker bring records-behind to zero, pause and resume,
+import an MM2 file (dry run, then apply), and find all of it in the audit log."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from controlplane import services
+from controlplane.roles import Role
+from tests.workers.harness import create_topic, produce
+
+pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.django_db(transaction=True)]
+
+PASSWORD = "correct horse battery staple"
+RECORDS = 300
+PARTITIONS = 2
+
+
+def _log_in(page: Page, base: str, screenshot) -> None:
+    page.goto(f"{base}/")
+    expect(page).to_have_url(re.compile(r"/login/\?next=/$"))
+    screenshot("01-login")
+    page.get_by_label("Username").fill("oncall")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="No clusters yet")).to_be_visible()
+
+
+def _add_cluster(page: Page, base: str, alias: str, bootstrap: str) -> None:
+    page.goto(f"{base}/clusters/new/")
+    page.get_by_label("Alias").fill(alias)
+    page.get_by_label("Bootstrap servers").fill(bootstrap)
+    page.get_by_label("sasl.password").fill("")
+    page.get_by_role("button", name="Add cluster").click()
+    expect(page.get_by_text(f"Cluster {alias} created.")).to_be_visible()
+
+
+def _confirm(page: Page, opener: str, action: str) -> None:
+    page.get_by_role("button", name=opener).first.click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_be_visible()
+    dialog.get_by_role("button", name=action).click()
+
+
+def test_on_call_path(
+    page: Page, live_server, celery_runtime, kafka_brokers, cluster_a, unique_name, screenshot
+):
+    services.user_create_with_role(username="oncall", role=Role.ADMIN, password=PASSWORD)
+    topic, skipped = f"orders-{unique_name}", f"tmp-{unique_name}"
+    create_topic(cluster_a, topic, PARTITIONS)
+    create_topic(cluster_a, skipped, 1)
+    produce(cluster_a, topic, RECORDS, partitions=PARTITIONS)
+    celery_runtime.start_worker("w1")
+    celery_runtime.start_beat()
+    base = live_server.url
+
+    _log_in(page, base, screenshot)
+    _add_cluster(page, base, "A", kafka_brokers["A"].bootstrap_servers)
+    _add_cluster(page, base, "B", kafka_brokers["B"].bootstrap_servers)
+    page.get_by_role("button", name="Test connection").first.click()
+    expect(page.get_by_text("A answered")).to_be_visible()
+    screenshot("02-clusters")
+
+    # A flow, watching the preview follow the patterns as they are typed.
+    page.goto(f"{base}/flows/new/")
+    page.get_by_label("Source").select_option(label="A")
+    page.get_by_label("Target").select_option(label="B")
+    page.get_by_label("enabled", exact=True).check()
+    page.get_by_label("topics", exact=True).fill(f"orders-{unique_name}, (")
+    expect(page.locator("#error-topics")).to_contain_text("is not a valid regular expression")
+    page.get_by_label("topics", exact=True).fill(f"(orders|tmp)-{unique_name}")
+    page.get_by_label("topics.exclude", exact=True).fill("tmp-.*, __.*")
+    preview = page.locator("#preview")
+    expect(preview.locator("table.replicated")).to_contain_text(f"A.{topic}")
+    expect(preview.locator("table.excluded")).to_contain_text(f"{skipped}")
+    expect(preview.locator("table.excluded")).to_contain_text("matches topics.exclude pattern 'tmp-.*'")
+    expect(page.locator("#error-topics")).to_be_empty()
+    screenshot("03-flow-form-preview")
+    page.get_by_role("button", name="Create flow").click()
+    expect(page.get_by_role("heading", name="Flow A->B")).to_be_visible()
+
+    # The worker replicates; the page refreshes itself until nothing is behind.
+    rows = page.locator("table.partitions tbody tr")
+    expect(rows).to_have_count(PARTITIONS, timeout=60_000)
+    expect(page.locator("#records-behind")).to_have_text("0", timeout=60_000)
+    expect(rows.first).to_contain_text("OK")
+    page.wait_for_function("document.querySelector('#chart-lag .main-svg') !== null")
+    screenshot("04-flow-detail")
+
+    page.goto(f"{base}/")
+    expect(page.locator("svg .edge")).to_have_count(1)
+    expect(page.locator("table.flows")).to_contain_text("A->B")
+    screenshot("05-overview")
+
+    # Pause and resume, each confirmed.
+    page.goto(f"{base}/flows/")
+    _confirm(page, "Pause…", "Pause A->B")
+    expect(page.get_by_text("Flow A->B paused")).to_be_visible()
+    expect(page.locator("table.flows")).to_contain_text("paused")
+    screenshot("06-flows-paused")
+    _confirm(page, "Resume…", "Resume A->B")
+    expect(page.get_by_text("Flow A->B resumed.")).to_be_visible()
+
+    # The failover dry run: the plan and its checklist, read from both clusters; nothing changes.
+    page.goto(f"{base}/flows/")
+    page.get_by_role("link", name="A->B").click()
+    page.get_by_role("link", name="Failover…").click()
+    checklist = page.locator("ul.checklist")
+    expect(checklist).to_contain_text("source_reachable")
+    expect(checklist).to_contain_text("lag_zero")
+    expect(page.get_by_label("Type A->B to confirm")).to_be_visible()
+    screenshot("07-failover-plan")
+
+    # MM2 import: a dry run first, then apply.
+    page.goto(f"{base}/mm2/import/")
+    page.get_by_label("mm2.properties").fill(
+        "clusters = X, Y\nX.bootstrap.servers = x.invalid:9092\nY.bootstrap.servers = y.invalid:9092\n"
+        "X->Y.enabled = true\nX->Y.topics = payments.*\n"
+    )
+    page.get_by_role("button", name="Dry run", exact=True).click()
+    expect(page.get_by_role("heading", name="Dry run: nothing changed yet")).to_be_visible()
+    expect(page.locator("table.diff")).to_contain_text("X->Y")
+    screenshot("08-mm2-dry-run")
+    page.get_by_role("button", name="Apply these changes").click()
+    expect(page.get_by_role("heading", name="Applied", exact=True)).to_be_visible()
+
+    page.goto(f"{base}/audit/")
+    audit = page.locator("table.audit")
+    for action in ("create", "pause", "resume", "import"):
+        expect(audit).to_contain_text(action)
+    screenshot("09-audit")
+    page.get_by_label("Action").select_option("pause")
+    page.get_by_role("button", name="Filter").click()
+    expect(audit.locator("tbody tr")).to_have_count(1)
+
+    page.goto(f"{base}/reports/")
+    screenshot("10-reports")

@@ -1,0 +1,365 @@
+"""MirrorSourceTask against two embedded clusters: content, order, renaming, backpressure, restarts,
+exactly_once after an abrupt stop, exact offset syncs across a gap, provenance."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import KafkaError, TopicPartition
+
+from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig, OffsetSyncsTopicLocation
+from replication.connector import NewRemoteTopic
+from replication.formats import OffsetSync
+from replication.kafka.admin import TopicAdmin
+from replication.kafka.clients import make_consumer, make_producer
+from replication.kafka.positions import KafkaPositionStore
+from replication.metrics import MirrorMetrics
+from replication.policy import PROVENANCE_HEADER, DefaultReplicationPolicy
+from replication.positions import InMemoryPositionStore
+from replication.source import SOURCE_OFFSET_HEADER, MirrorSourceTask, SliceResult, source_offset_of
+
+pytestmark = pytest.mark.kafka
+
+Record = tuple[bytes | None, bytes | None, list | None, int]  # key, value, headers, timestamp ms
+
+
+def create_topics(cluster: ClusterConfig, names: list[str], partitions: int) -> None:
+    outcome = TopicAdmin(cluster).create_topics(
+        [NewRemoteTopic(name, name, partitions, 1, {}) for name in names]
+    )
+    assert all(error is None for error in outcome.values()), outcome
+
+
+def produce(cluster: ClusterConfig, topic: str, records: dict[int, list[Record]], **overrides) -> None:
+    producer = make_producer(cluster, overrides=overrides)
+    for partition, batch in records.items():
+        for key, value, headers, timestamp in batch:
+            producer.produce(
+                topic, key=key, value=value, headers=headers, timestamp=timestamp, partition=partition
+            )
+    assert producer.flush(30) == 0
+
+
+def read_partition(cluster: ClusterConfig, topic: str, partition: int) -> list:
+    """Every record of the partition (read_uncommitted: what is physically there), in order."""
+    consumer = make_consumer(
+        cluster, overrides={"enable.partition.eof": True, "isolation.level": "read_uncommitted"}
+    )
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    messages = []
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            for message in consumer.consume(1000, 0.5):
+                if message.error() is None:
+                    messages.append(message)
+                elif message.error().code() == KafkaError._PARTITION_EOF:
+                    return messages
+                else:
+                    raise AssertionError(message.error())
+    finally:
+        consumer.close()
+    raise AssertionError(f"{topic}[{partition}] did not reach its end")
+
+
+def content(messages: list) -> list[Record]:
+    return [(m.key(), m.value(), m.headers(), m.timestamp()[1]) for m in messages]
+
+
+def sample_records(partition: int, count: int, *, start_ms: int = 1_600_000_000_000) -> list[Record]:
+    return [
+        (
+            b"k%d-%d" % (partition, i) if i % 5 else None,
+            b"v%d-%d" % (partition, i) if i % 7 else None,  # tombstones too
+            [("h1", b"a%d" % i), ("h2", None), ("h1", b"b")] if i % 3 else None,
+            start_ms + 10 * i,
+        )
+        for i in range(count)
+    ]
+
+
+def make_task(
+    cluster_a: ClusterConfig,
+    cluster_b: ClusterConfig,
+    topics: list[str],
+    *,
+    store=None,
+    metrics: MirrorMetrics | None = None,
+    target: ClusterConfig | None = None,
+    **flow_settings,
+) -> MirrorSourceTask:
+    flow = FlowConfig(source="A", target="B", enabled=True, topics=tuple(topics), **flow_settings)
+    return MirrorSourceTask(
+        flow=flow,
+        source=cluster_a,
+        target=target or cluster_b,
+        policy=DefaultReplicationPolicy(known_aliases=["A", "B"]),
+        task_index=0,
+        position_store=store if store is not None else InMemoryPositionStore(),
+        metrics=metrics,
+    )
+
+
+def run_until(
+    task: MirrorSourceTask, done: Callable[[], bool], *, timeout_s: float = 60
+) -> list[SliceResult]:
+    results = []
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, f"not done after {timeout_s}s; last results {results[-3:]}"
+        results.append(task.run_slice(max_seconds=0.3))
+    return results
+
+
+def replicated(task: MirrorSourceTask, expected: dict[tuple[str, int], int]) -> Callable[[], bool]:
+    """Done when every partition's persisted position reached its expected end offset."""
+
+    def done() -> bool:
+        positions = task.run_slice(max_seconds=0.3).positions
+        return all(positions.get(key, -1) >= end for key, end in expected.items())
+
+    return done
+
+
+def test_topics_and_partitions_replicated_record_for_record_in_order(cluster_a, cluster_b, unique_name):
+    topics = [f"{unique_name}-x", f"{unique_name}-y"]
+    create_topics(cluster_a, topics, 3)
+    create_topics(cluster_b, [f"A.{t}" for t in topics], 3)
+    sent = {(t, p): sample_records(p, 40 + 10 * p) for t in topics for p in range(3)}
+    for topic in topics:
+        produce(cluster_a, topic, {p: sent[(topic, p)] for p in range(3)})
+    metrics = MirrorMetrics()
+    task = make_task(cluster_a, cluster_b, topics, metrics=metrics)
+    task.assign(list(sent))
+    run_until(task, replicated(task, {key: len(records) for key, records in sent.items()}))
+    task.close()
+
+    for (topic, partition), records in sent.items():
+        assert content(read_partition(cluster_b, f"A.{topic}", partition)) == records
+    snapshot = metrics.snapshot()
+    assert snapshot.records == sum(len(r) for r in sent.values())
+    x0 = snapshot.partition(f"A.{topics[0]}", 0)
+    assert x0.record_count == 40 and x0.records_behind == 0 and x0.next_offset == 40
+    assert x0.byte_count == sum(len(v or b"") for _, v, _, _ in sent[(topics[0], 0)])
+    assert x0.record_age_ms > 0 and x0.replication_latency_ms > 0
+
+
+def test_backpressure_with_a_tiny_producer_queue_loses_nothing(cluster_a, cluster_b, unique_name):
+    topic = unique_name
+    create_topics(cluster_a, [topic], 2)
+    create_topics(cluster_b, [f"A.{topic}"], 2)
+    sent = {
+        p: [(b"k%d" % i, b"v%d-%d" % (p, i), None, 1_700_000_000_000 + i) for i in range(3000)]
+        for p in (0, 1)
+    }
+    produce(cluster_a, topic, sent)
+    tiny = ClusterConfig(
+        alias="B",
+        bootstrap_servers=cluster_b.bootstrap_servers,
+        producer={"queue.buffering.max.messages": "7", "linger.ms": "0"},
+    )
+    task = make_task(cluster_a, cluster_b, [topic], target=tiny)
+    task.assign([(topic, 0), (topic, 1)])
+    run_until(task, replicated(task, {(topic, 0): 3000, (topic, 1): 3000}))
+    task.close()
+    for partition, records in sent.items():
+        assert content(read_partition(cluster_b, f"A.{topic}", partition)) == records
+
+
+def test_restart_resumes_from_the_kafka_position_store_without_loss(cluster_a, cluster_b, unique_name):
+    topic = unique_name
+    create_topics(cluster_a, [topic], 1)
+    create_topics(cluster_b, [f"A.{topic}"], 1)
+    first = [(None, b"first-%d" % i, None, 1_700_000_000_000 + i) for i in range(50)]
+    produce(cluster_a, topic, {0: first})
+    task = make_task(cluster_a, cluster_b, [topic], store=KafkaPositionStore(cluster_b, source_alias="A"))
+    task.assign([(topic, 0)])
+    run_until(task, replicated(task, {(topic, 0): 50}))
+    task.close()
+
+    second = [(None, b"second-%d" % i, None, 1_700_000_000_100 + i) for i in range(30)]
+    produce(cluster_a, topic, {0: second})
+    store = KafkaPositionStore(cluster_b, source_alias="A")  # a new process: positions read back
+    assert store.load(flow="A->B", partitions=[(topic, 0)]) == {(topic, 0): 50}
+    task = make_task(cluster_a, cluster_b, [topic], store=store)
+    task.assign([(topic, 0)])
+    run_until(task, replicated(task, {(topic, 0): 80}))
+    task.close()
+    assert content(read_partition(cluster_b, f"A.{topic}", 0)) == first + second
+
+
+class StoreThatStopsPersisting(InMemoryPositionStore):
+    frozen = False
+
+    def save(self, *, flow, positions) -> None:
+        if not self.frozen:
+            super().save(flow=flow, positions=positions)
+
+
+def test_exactly_once_after_an_abrupt_stop_writes_no_duplicates(cluster_a, cluster_b, unique_name):
+    topic = unique_name
+    create_topics(cluster_a, [topic], 2)
+    create_topics(cluster_b, [f"A.{topic}"], 2)
+    sent = {
+        p: [(b"k", b"v%d-%d" % (p, i), [("h", b"x")], 1_700_000_000_000 + i) for i in range(2000)]
+        for p in (0, 1)
+    }
+    produce(cluster_a, topic, sent)
+    store = StoreThatStopsPersisting()
+    eos = DeliveryGuarantee.EXACTLY_ONCE
+    crashed = make_task(cluster_a, cluster_b, [topic], store=store, delivery_guarantee=eos)
+    crashed.assign([(topic, 0), (topic, 1)])
+    crashed.run_slice(max_records=1500, max_seconds=5)
+    # From here on no position is persisted, as if the process died before every commit; then the
+    # task is dropped without close(): the target holds records the stored positions do not cover.
+    store.frozen = True
+    crashed.run_slice(max_records=1000, max_seconds=5)
+    del crashed
+    stored = store.load(flow="A->B", partitions=[(topic, 0), (topic, 1)])
+    written = {p: len(read_partition(cluster_b, f"A.{topic}", p)) for p in (0, 1)}
+    assert sum(stored.values()) < sum(written.values()) < 4000  # a crash with work in doubt
+
+    restarted = make_task(cluster_a, cluster_b, [topic], store=store, delivery_guarantee=eos)
+    restarted.assign([(topic, 0), (topic, 1)])
+    run_until(restarted, replicated(restarted, {(topic, 0): 2000, (topic, 1): 2000}))
+    restarted.close()
+    for partition, records in sent.items():
+        got = read_partition(cluster_b, f"A.{topic}", partition)
+        assert [
+            (k, v, [h for h in hs if h[0] != SOURCE_OFFSET_HEADER], t) for k, v, hs, t in content(got)
+        ] == records
+        assert [source_offset_of(m.headers()) for m in got] == list(range(2000))
+
+
+def read_offset_syncs(cluster: ClusterConfig, topic: str) -> list[OffsetSync]:
+    return [
+        OffsetSync.decode(m.key(), m.value())
+        for m in read_partition(cluster, "mm2-offset-syncs.B.internal", 0)
+        if OffsetSync.decode(m.key(), m.value()).topic == topic
+    ]
+
+
+def translate(syncs: list[OffsetSync], upstream: int) -> int:
+    """Exact translation from syncs at every change of (upstream - downstream) (test oracle)."""
+    before = [s for s in syncs if s.upstream_offset <= upstream]
+    latest = max(before, key=lambda s: (s.upstream_offset, s.downstream_offset))
+    return latest.downstream_offset + (upstream - latest.upstream_offset)
+
+
+@pytest.mark.parametrize("location", [OffsetSyncsTopicLocation.SOURCE, OffsetSyncsTopicLocation.TARGET])
+def test_offset_syncs_translate_exactly_across_a_transaction_marker_gap(
+    cluster_a, cluster_b, unique_name, location
+):
+    topic = unique_name
+    create_topics(cluster_a, [topic], 1)
+    create_topics(cluster_b, [f"A.{topic}"], 1)
+    produce(cluster_a, topic, {0: [(None, b"plain-%d" % i, None, 1_700_000_000_000) for i in range(5)]})
+    transactional = make_producer(cluster_a, overrides={"transactional.id": f"tx-{unique_name}"})
+    transactional.init_transactions()
+    transactional.begin_transaction()
+    for i in range(3):
+        transactional.produce(topic, value=b"tx-%d" % i, partition=0)
+    transactional.commit_transaction()  # offsets 5..7 and a commit marker at 8
+    produce(cluster_a, topic, {0: [(None, b"after-%d" % i, None, 1_700_000_000_000) for i in range(4)]})
+    source_records = read_partition(cluster_a, topic, 0)
+    source_offsets = [m.offset() for m in source_records]
+    assert source_offsets[-1] + 1 - len(source_offsets) >= 1, "expected an offset gap (the marker)"
+
+    task = make_task(cluster_a, cluster_b, [topic], offset_syncs_topic_location=location)
+    task.assign([(topic, 0)])
+    run_until(task, replicated(task, {(topic, 0): source_offsets[-1] + 1}))
+    task.close()
+    syncs_cluster = cluster_a if location == OffsetSyncsTopicLocation.SOURCE else cluster_b
+    syncs = read_offset_syncs(syncs_cluster, topic)
+    remote = read_partition(cluster_b, f"A.{topic}", 0)
+    assert [m.value() for m in remote] == [m.value() for m in source_records]
+    for source_message in source_records:  # every record's offset translates to its own copy
+        downstream = translate(syncs, source_message.offset())
+        assert remote[downstream].value() == source_message.value()
+        assert remote[downstream].offset() == downstream
+
+
+def test_at_least_once_restart_duplicates_are_synced_so_translation_points_at_the_newest_copy(
+    cluster_a, cluster_b, unique_name
+):
+    topic = unique_name
+    create_topics(cluster_a, [topic], 1)
+    create_topics(cluster_b, [f"A.{topic}"], 1)
+    produce(cluster_a, topic, {0: [(None, b"r-%d" % i, None, 1_700_000_000_000) for i in range(20)]})
+    store = InMemoryPositionStore()
+    task = make_task(cluster_a, cluster_b, [topic], store=store)
+    task.assign([(topic, 0)])
+    run_until(task, replicated(task, {(topic, 0): 20}))
+    task.close()
+    store.save(flow="A->B", positions={(topic, 0): 12})  # as if the last 8 acks were never persisted
+    again = make_task(cluster_a, cluster_b, [topic], store=store)
+    again.assign([(topic, 0)])
+    run_until(again, replicated(again, {(topic, 0): 20}))
+    again.close()
+    remote = read_partition(cluster_b, f"A.{topic}", 0)
+    assert [m.value() for m in remote] == [b"r-%d" % i for i in range(20)] + [
+        b"r-%d" % i for i in range(12, 20)
+    ]
+    syncs = read_offset_syncs(cluster_a, topic)
+    assert OffsetSync(topic, 0, 12, 20) in syncs  # the rewind: upstream 12 is now at downstream 20
+    assert translate(syncs, 15) == 23
+
+
+def test_provenance_header_added_and_records_from_the_target_skipped(cluster_a, cluster_b, unique_name):
+    topic = unique_name
+    create_topics(cluster_a, [topic], 1)
+    create_topics(cluster_b, [f"A.{topic}"], 1)
+    produce(
+        cluster_a,
+        topic,
+        {
+            0: [
+                (None, b"local-1", [("app", b"1")], 1_700_000_000_000),
+                (None, b"from-B", [(PROVENANCE_HEADER, b"B")], 1_700_000_000_001),  # mirrored B->A
+                (None, b"local-2", None, 1_700_000_000_002),
+            ]
+        },
+    )
+    metrics = MirrorMetrics()
+    task = make_task(cluster_a, cluster_b, [topic], metrics=metrics, provenance_header_enabled=True)
+    task.assign([(topic, 0)])
+    run_until(task, replicated(task, {(topic, 0): 3}))
+    task.close()
+    remote = read_partition(cluster_b, f"A.{topic}", 0)
+    assert [(m.value(), m.headers()) for m in remote] == [
+        (b"local-1", [("app", b"1"), (PROVENANCE_HEADER, b"A")]),
+        (b"local-2", [(PROVENANCE_HEADER, b"A")]),
+    ]
+    assert metrics.snapshot().partition(f"A.{topic}", 0).skipped_count == 1
+
+
+def test_partition_handed_back_resumes_from_the_store_not_a_stale_cache(cluster_a, cluster_b, unique_name):
+    """A partition moves to another task and back (a rebalance): the first task must not replay it."""
+    topic = unique_name
+    create_topics(cluster_a, [topic], 2)
+    create_topics(cluster_b, [f"A.{topic}"], 2)
+    batches = [
+        [(None, b"%s-%d" % (name, i), None, 1_700_000_000_000 + i) for i in range(20)]
+        for name in (b"a", b"b", b"c")
+    ]
+    store = InMemoryPositionStore()
+    first, second = (make_task(cluster_a, cluster_b, [topic], store=store) for _ in range(2))
+
+    produce(cluster_a, topic, {0: batches[0]})
+    first.assign([(topic, 0), (topic, 1)])
+    run_until(first, replicated(first, {(topic, 0): 20}))
+    first.assign([(topic, 1)])
+    first.run_slice(max_seconds=0.3)
+
+    produce(cluster_a, topic, {0: batches[1]})
+    second.assign([(topic, 0)])
+    run_until(second, replicated(second, {(topic, 0): 40}))
+    second.close()
+
+    produce(cluster_a, topic, {0: batches[2]})
+    first.assign([(topic, 0), (topic, 1)])
+    run_until(first, replicated(first, {(topic, 0): 60}))
+    first.close()
+    assert content(read_partition(cluster_b, f"A.{topic}", 0)) == batches[0] + batches[1] + batches[2]

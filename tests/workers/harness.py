@@ -1,0 +1,162 @@
+"""Real runtime processes for the workers tests: Celery workers and beat as subprocesses, sharing the
+test database (PostgreSQL), a Redis database, and the session's embedded Kafka clusters."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from django.db import connection
+
+from replication.config import ClusterConfig
+from replication.connector import NewRemoteTopic
+from replication.kafka.admin import TopicAdmin
+from replication.kafka.clients import make_producer
+from replication.kafka.source_io import PartitionReader
+from replication.source import source_offset_of
+
+CELERY = str(Path(sys.executable).with_name("celery"))
+REPO = Path(__file__).resolve().parents[2]
+PARTITIONS = 4
+
+
+def wait_until(predicate: Callable[[], object], *, timeout_s: float, what: str, poll_s: float = 0.25):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}")
+        time.sleep(poll_s)
+
+
+def database_url() -> str:
+    """The current database (the test database under pytest-django) as subprocesses must reach it."""
+    db = connection.settings_dict
+    if db["ENGINE"] == "django.db.backends.sqlite3" and "memory" not in str(db["NAME"]):
+        return f"sqlite:///{db['NAME']}"
+    if db["ENGINE"] != "django.db.backends.postgresql":
+        raise RuntimeError(
+            "the runtime tests share the database with Celery worker processes: set DATABASE_URL to "
+            "PostgreSQL, e.g. postgres://postgres@127.0.0.1:5432/postgres"
+        )
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+class CeleryRuntime:
+    """Starts workers and beat; every process it started is killed at `close()`."""
+
+    def __init__(
+        self, *, workdir: Path, redis_url: str, lease_ttl_s: float = 3.0, env: dict[str, str] | None = None
+    ) -> None:
+        self.workdir = workdir
+        self.metrics_dir = workdir / "metrics"
+        self.lease_ttl_s = lease_ttl_s
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": os.environ["DJANGO_SETTINGS_MODULE"],
+            "DATABASE_URL": database_url(),
+            "REDIS_URL": redis_url,
+            "METRICS_DIR": str(self.metrics_dir),
+            "MIRRORPLANE_LEASE_TTL_S": str(lease_ttl_s),
+            "MIRRORPLANE_SLICE_SECONDS": "0.5",
+            "MIRRORPLANE_SUPERVISE_INTERVAL_S": "0.5",
+            "MIRRORPLANE_BACKOFF_MAX_S": "1",
+            "METRICS_FLUSH_INTERVAL_S": "1",
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        }
+        self.processes: dict[str, subprocess.Popen] = {}
+
+    def _start(self, name: str, args: list[str]) -> subprocess.Popen:
+        log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115 - the child writes to it
+        process = subprocess.Popen(
+            [CELERY, "-A", "workers.app", *args],
+            env=self.env,
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        log.close()
+        self.processes[name] = process
+        return process
+
+    def start_worker(self, name: str, *, queues: str = "replication,metadata") -> subprocess.Popen:
+        return self._start(
+            name,
+            [
+                "worker",
+                "--pool=solo",
+                "-n",
+                f"{name}@%h",
+                "-Q",
+                queues,
+                "--loglevel=INFO",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+        )
+
+    def start_beat(self) -> subprocess.Popen:
+        return self._start(
+            "beat", ["beat", "-s", str(self.workdir / "celerybeat-schedule"), "--loglevel=INFO"]
+        )
+
+    def kill(self, name: str) -> None:
+        process = self.processes.pop(name)
+        process.kill()
+        process.wait(10)
+
+    def stop(self, name: str, *, timeout_s: float = 60) -> None:
+        """A warm shutdown (SIGTERM): the running slice finishes, positions are persisted."""
+        process = self.processes.pop(name)
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout_s)
+
+    def log(self, name: str) -> str:
+        return (self.workdir / f"{name}.log").read_text(errors="replace")
+
+    def close(self) -> None:
+        for name in list(self.processes):
+            self.kill(name)
+
+
+def create_topic(cluster: ClusterConfig, topic: str, partitions: int = PARTITIONS) -> None:
+    errors = TopicAdmin(cluster).create_topics([NewRemoteTopic(topic, topic, partitions, 1, {})])
+    assert errors.get(topic) is None, errors
+
+
+def produce(cluster: ClusterConfig, topic: str, count: int, *, partitions: int = PARTITIONS) -> None:
+    producer = make_producer(cluster)
+    for index in range(count):
+        producer.produce(topic, key=b"k%d" % index, value=b"v%d" % index, partition=index % partitions)
+        if index % 1000 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def mirrored_offsets(
+    cluster: ClusterConfig, topic: str, partitions: int = PARTITIONS
+) -> dict[int, list[int]]:
+    """Per remote partition, the source offsets its records carry (exactly_once header), in order."""
+    reader = PartitionReader(cluster)
+    try:
+        result = {}
+        for partition in range(partitions):
+            records = reader.read_to_end(topic, partition, start=0)
+            result[partition] = [source_offset_of(headers) for _, headers in records]
+        return result
+    finally:
+        reader.close()
+
+
+def count_records(cluster: ClusterConfig, topic: str, partitions: int = PARTITIONS) -> int:
+    return sum(len(offsets) for offsets in mirrored_offsets(cluster, topic, partitions).values())

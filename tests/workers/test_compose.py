@@ -1,0 +1,58 @@
+"""docker-compose.yml cannot run here (no Docker engine): check it parses and matches the code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from controlplane import settings_runtime
+
+ROOT = Path(__file__).resolve().parents[2]
+APP_SERVICES = ("web", "worker", "worker-metadata", "beat")
+REQUIRED_ENV = ("DATABASE_URL", "REDIS_URL", "METRICS_DIR", "SECRET_KEY", "MIRRORPLANE_SECRETS_KEY")
+
+
+def _compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def _variables_read_by_settings() -> set[str]:
+    """Environment variables the settings modules read (`env.str("NAME", ...)`, `env.db("NAME")`, ...)."""
+    names: set[str] = set()
+    for module in ("settings.py", "settings_runtime.py"):
+        text = (ROOT / "controlplane" / module).read_text()
+        names.update(re.findall(r"env\.\w+\(\s*\"([A-Z][A-Z0-9_]*)\"", text))
+    return names
+
+
+def test_services_of_the_production_shape():
+    services = _compose()["services"]
+    assert {"postgres", "redis", "kafka-dc1", "kafka-dc2", *APP_SERVICES} <= set(services)
+    for kafka in ("kafka-dc1", "kafka-dc2"):
+        assert services[kafka]["image"].startswith("apache/kafka:")
+        assert services[kafka]["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"  # KRaft
+    assert "gunicorn controlplane.wsgi" in services["web"]["command"]
+    assert services["beat"]["command"].startswith("celery -A workers.app beat")
+
+
+def test_app_environment_matches_the_settings():
+    known = _variables_read_by_settings()
+    assert set(REQUIRED_ENV) <= known, "the settings no longer read a variable the compose file sets"
+    for name in APP_SERVICES:
+        environment = _compose()["services"][name]["environment"]
+        assert set(REQUIRED_ENV) <= set(environment), name
+        unknown = set(environment) - known
+        assert not unknown, f"{name} sets variables no setting reads: {sorted(unknown)}"
+
+
+def test_workers_consume_every_queue_the_tasks_are_routed_to():
+    services = _compose()["services"]
+    consumed = set()
+    for name in ("worker", "worker-metadata"):
+        command = services[name]["command"]
+        assert command.startswith("celery -A workers.app worker")
+        consumed.update(re.search(r"-Q (\S+)", command).group(1).split(","))
+    routed = {route["queue"] for route in settings_runtime.CELERY_TASK_ROUTES.values()}
+    assert routed | {settings_runtime.CELERY_TASK_DEFAULT_QUEUE} <= consumed

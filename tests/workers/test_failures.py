@@ -1,0 +1,222 @@
+"""Failure behaviour of the runtime against real processes: kill -9, target outage, Redis restart,
+everything stopped and started again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+import redis
+
+from controlplane.models import FlowEvent, FlowEventKind, FlowPartitionStatus, PartitionState
+from replication.kafka.embedded import free_port
+from tests.workers.harness import (
+    PARTITIONS,
+    count_records,
+    create_topic,
+    mirrored_offsets,
+    produce,
+    wait_until,
+)
+from workers.leases import RedisLeases, task_lease_key
+from workers.plans import TaskRef
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+
+def _all_replicated(cluster, remote_topic: str, expected: int):
+    def check():
+        try:
+            return count_records(cluster, remote_topic) >= expected
+        except Exception:  # the remote topic does not exist yet
+            return False
+
+    return check
+
+
+def _assert_exactly_once(cluster, remote_topic: str, per_partition: int) -> None:
+    offsets = mirrored_offsets(cluster, remote_topic)
+    for partition in range(PARTITIONS):
+        got = offsets[partition]
+        assert got == list(range(per_partition)), (
+            f"partition {partition}: {len(got)} records, {len(set(got))} distinct, expected {per_partition}"
+        )
+
+
+class Traffic(threading.Thread):
+    """Produces `batches` batches of `batch` records, one batch every `interval_s`."""
+
+    def __init__(self, cluster, topic: str, *, batches: int, batch: int = 400, interval_s: float = 0.3):
+        super().__init__(daemon=True)
+        self.cluster, self.topic = cluster, topic
+        self.batches, self.batch, self.interval_s = batches, batch, interval_s
+
+    def run(self) -> None:
+        for _ in range(self.batches):
+            produce(self.cluster, self.topic, self.batch)
+            time.sleep(self.interval_s)
+
+
+def test_kill9_of_a_worker_mid_slice_loses_and_duplicates_nothing(
+    celery_runtime, make_flow, cluster_a, cluster_b, unique_name, redis_url
+):
+    create_topic(cluster_a, unique_name)
+    flow = make_flow(topics=[unique_name], tasks_max=2, delivery_guarantee="exactly_once")
+    for name in ("w1", "w2"):
+        celery_runtime.start_worker(name)
+    celery_runtime.start_beat()
+    leases = RedisLeases.from_url(redis_url)
+    keys = [task_lease_key(TaskRef(flow.pk, index)) for index in range(2)]
+    wait_until(lambda: all(leases.holders(keys)), timeout_s=60, what="both task chains running")
+    traffic = Traffic(cluster_a, unique_name, batches=20)
+    traffic.start()
+    time.sleep(2)  # records are flowing: the worker dies mid-slice
+    before = leases.holders(keys)
+    celery_runtime.kill("w1")
+    traffic.join()
+    remote = f"A.{unique_name}"
+    total = 20 * 400
+    wait_until(_all_replicated(cluster_b, remote, total), timeout_s=60, what=f"{total} records replicated")
+    _assert_exactly_once(cluster_b, remote, total // PARTITIONS)
+    assert "w2" in celery_runtime.processes
+    after = leases.holders(keys)
+    assert after != before  # the dead worker's chain was replaced by a new one
+
+
+def test_target_outage_backs_off_reports_and_resumes_without_loss(
+    celery_runtime, make_flow, kafka_brokers, cluster_a, cluster_b, unique_name
+):
+    create_topic(cluster_a, unique_name)
+    # Deliveries time out after 3 s (instead of 2 minutes), so the outage shows as an error soon.
+    flow = make_flow(
+        topics=[unique_name],
+        delivery_guarantee="exactly_once",
+        extra={"producer.message.timeout.ms": "3000"},
+    )
+    # Metadata work waits on the hung target too (30 s timeouts): it gets its own worker, as in production.
+    celery_runtime.start_worker("w1", queues="replication")
+    celery_runtime.start_worker("meta", queues="metadata")
+    celery_runtime.start_beat()
+    remote = f"A.{unique_name}"
+    produce(cluster_a, unique_name, 400)
+    wait_until(_all_replicated(cluster_b, remote, 400), timeout_s=60, what="replication before the outage")
+
+    target = kafka_brokers["B"].process
+    target.send_signal(signal.SIGSTOP)  # the target hangs: connections open, nothing answers
+    try:
+        produce(cluster_a, unique_name, 800)
+        wait_until(
+            lambda: FlowPartitionStatus.objects.filter(flow=flow, state=PartitionState.ERR).exists(),
+            timeout_s=60,
+            what="the error in the partition status",
+        )
+        assert FlowEvent.objects.filter(flow=flow, kind=FlowEventKind.ERROR).exists()
+    finally:
+        target.send_signal(signal.SIGCONT)
+    wait_until(_all_replicated(cluster_b, remote, 1200), timeout_s=120, what="replication after the outage")
+    _assert_exactly_once(cluster_b, remote, 1200 // PARTITIONS)
+    wait_until(
+        lambda: not FlowPartitionStatus.objects.filter(flow=flow).exclude(state=PartitionState.OK).exists(),
+        timeout_s=30,
+        what="statuses back to OK",
+    )
+    assert FlowEvent.objects.filter(
+        flow=flow, kind=FlowEventKind.INFO, message__contains="recovered"
+    ).exists()
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    """A private redis-server (the shared one must not be restarted); restart() kills and starts it."""
+    port = free_port()
+    command = [
+        "redis-server",
+        "--port",
+        str(port),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(tmp_path),
+    ]
+
+    class OwnRedis:
+        url = f"redis://127.0.0.1:{port}/0"
+        process = None
+
+        def start(self):
+            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+            wait_until(lambda: self._ping(), timeout_s=10, what="redis-server up")
+
+        def _ping(self):
+            try:
+                return redis.Redis.from_url(self.url).ping()
+            except redis.RedisError:
+                return False
+
+        def stop(self):
+            self.process.kill()
+            self.process.wait(10)
+
+    server = OwnRedis()
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_redis_restart_recovers_without_manual_action(
+    transactional_db, own_redis, make_flow, cluster_a, cluster_b, unique_name, tmp_path
+):
+    from tests.workers.harness import CeleryRuntime
+
+    runtime = CeleryRuntime(workdir=tmp_path, redis_url=own_redis.url)
+    try:
+        create_topic(cluster_a, unique_name)
+        make_flow(topics=[unique_name], delivery_guarantee="exactly_once")
+        runtime.start_worker("w1")
+        runtime.start_beat()
+        remote = f"A.{unique_name}"
+        produce(cluster_a, unique_name, 400)
+        wait_until(
+            _all_replicated(cluster_b, remote, 400), timeout_s=60, what="replication before the restart"
+        )
+        own_redis.stop()  # queues and leases are gone with it (no persistence)
+        produce(cluster_a, unique_name, 400)
+        time.sleep(2)
+        own_redis.start()
+        wait_until(
+            _all_replicated(cluster_b, remote, 800), timeout_s=120, what="replication after the restart"
+        )
+        _assert_exactly_once(cluster_b, remote, 800 // PARTITIONS)
+    finally:
+        runtime.close()
+
+
+def test_stop_everything_and_start_again_resumes_from_stored_positions(
+    celery_runtime, make_flow, cluster_a, cluster_b, unique_name
+):
+    create_topic(cluster_a, unique_name)
+    # at_least_once: only the stored positions prevent copying everything again after the restart.
+    flow = make_flow(topics=[unique_name], tasks_max=2)
+    celery_runtime.start_worker("w1")
+    celery_runtime.start_beat()
+    remote = f"A.{unique_name}"
+    produce(cluster_a, unique_name, 800)
+    wait_until(_all_replicated(cluster_b, remote, 800), timeout_s=60, what="replication before the stop")
+    celery_runtime.stop("beat")
+    celery_runtime.stop("w1")
+    produce(cluster_a, unique_name, 400)
+    assert count_records(cluster_b, remote) == 800
+    celery_runtime.start_worker("w1")
+    celery_runtime.start_beat()
+    wait_until(_all_replicated(cluster_b, remote, 1200), timeout_s=60, what="replication after the start")
+    time.sleep(2)  # a few more slices: nothing is copied twice
+    assert count_records(cluster_b, remote) == 1200
+    positions = set(FlowPartitionStatus.objects.filter(flow=flow).values_list("replicated_offset", flat=True))
+    assert positions == {300}
+    assert os.path.isdir(celery_runtime.metrics_dir)

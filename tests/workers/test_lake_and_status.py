@@ -1,0 +1,140 @@
+"""The metrics lake writer (real Parquet files) and the status/event rows the workers store."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pyarrow.parquet as pq
+import pytest
+
+from controlplane import runtime, services
+from controlplane.models import FlowEvent, FlowEventKind, FlowPartitionStatus, PartitionState
+from dashboards.spark.lake import arrow_schema
+from replication.metrics import GapEvent, PartitionMetrics
+from workers.lake import Counts, MetricsLake, lake_rows
+
+
+def _metrics(partition: int, *, records: int, behind: int = 0, stopped: bool = False) -> PartitionMetrics:
+    return PartitionMetrics(
+        topic="A.orders",
+        partition=partition,
+        source_topic="orders",
+        record_count=records,
+        record_rate=0.0,
+        byte_count=records * 10,
+        byte_rate=0.0,
+        record_age_ms=1500.0,
+        replication_latency_ms=20.4,
+        records_behind=behind,
+        source_end_offset=records + behind,
+        next_offset=records,
+        skipped_count=0,
+        gap_count=0,
+        lost_records=0,
+        stopped=stopped,
+        last_error=None,
+    )
+
+
+AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def test_lake_rows_count_records_of_the_slice_only():
+    rows, totals = lake_rows(
+        flow_id=3,
+        flow_name="A->B",
+        task_index=1,
+        worker="host:1",
+        partitions=[_metrics(0, records=150), _metrics(1, records=40)],
+        previous={("A.orders", 0): Counts(100, 1000), ("A.orders", 1): Counts(40, 400)},
+        interval_s=1.0,
+        at=AT,
+    )
+    assert [(row["partition"], row["records"], row["bytes"]) for row in rows] == [(0, 50, 500), (1, 0, 0)]
+    assert rows[1]["record_age_ms"] is None  # nothing replicated in the slice: no age sample
+    assert totals == {("A.orders", 0): Counts(150, 1500), ("A.orders", 1): Counts(40, 400)}
+
+
+def test_lake_buffers_and_writes_one_file_per_date_and_flow(tmp_path):
+    now = [0.0]
+    lake = MetricsLake(tmp_path, flush_interval_s=10, flush_rows=1000, clock=lambda: now[0])
+    rows, _ = lake_rows(
+        flow_id=3,
+        flow_name="A->B",
+        task_index=0,
+        worker="h:1",
+        partitions=[_metrics(0, records=5)],
+        previous={},
+        interval_s=1.0,
+        at=AT,
+    )
+    assert lake.append(rows) == []  # buffered
+    assert lake.append(rows) == []
+    now[0] = 11.0
+    (written,) = lake.append(rows)
+    assert written.parent == tmp_path / "date=2026-03-01" / "flow=3"
+    assert written.name.startswith("part-") and written.suffix == ".parquet"
+    table = pq.read_table(written)
+    assert table.schema.equals(arrow_schema())
+    assert table.num_rows == 3
+    assert not list(tmp_path.rglob(".*.tmp"))
+
+
+@pytest.fixture
+def flow(db):
+    a = services.cluster_create(actor=None, alias="A", bootstrap_servers="a.example:9092")
+    b = services.cluster_create(actor=None, alias="B", bootstrap_servers="b.example:9092")
+    return services.flow_create(actor=None, source=a, target=b, enabled=True, topics=["orders"])
+
+
+def test_flow_spec_version_follows_every_change(flow):
+    (spec,) = runtime.runtime_flow_specs()
+    assert spec.runnable and spec.flow.name == "A->B" and spec.flow.topics == ("orders",)
+    services.flow_update(actor=None, flow=flow, tasks_max=3)
+    assert runtime.runtime_flow_spec(flow_id=flow.pk).config_version != spec.config_version
+    services.flow_pause(actor=None, flow=flow)
+    assert runtime.runtime_flow_specs() == []
+    assert not runtime.runtime_flow_spec(flow_id=flow.pk).runnable
+    services.flow_delete(actor=None, flow=flow)
+    assert runtime.runtime_flow_spec(flow_id=flow.pk) is None
+
+
+def test_partition_statuses_are_upserted_and_pruned(flow):
+    runtime.partition_statuses_save(
+        flow_id=flow.pk, task_index=0, partitions=[_metrics(0, records=10, behind=5)], failing=False, at=AT
+    )
+    runtime.partition_statuses_save(
+        flow_id=flow.pk,
+        task_index=1,
+        partitions=[_metrics(0, records=12, behind=0), _metrics(1, records=3, stopped=True)],
+        failing=False,
+        at=AT,
+    )
+    rows = {s.partition: s for s in FlowPartitionStatus.objects.filter(flow=flow)}
+    assert rows[0].replicated_offset == 12 and rows[0].lag_records == 0 and rows[0].lag_seconds == 0.0
+    assert rows[0].task_index == 1 and rows[0].replication_latency_ms == 20
+    assert rows[1].state == PartitionState.STOP
+    runtime.partition_statuses_save(
+        flow_id=flow.pk, task_index=1, partitions=[_metrics(0, records=12, behind=7)], failing=True, at=AT
+    )
+    row = FlowPartitionStatus.objects.get(flow=flow, partition=0)
+    assert row.state == PartitionState.ERR and row.lag_seconds == 1.5
+    assert runtime.partition_statuses_prune(flow_id=flow.pk, replicated=[("orders", 0)]) == 1
+    assert list(FlowPartitionStatus.objects.filter(flow=flow).values_list("partition", flat=True)) == [0]
+
+
+def test_gap_event_names_the_lost_offsets(flow):
+    gap = GapEvent(
+        "orders",
+        2,
+        expected_offset=100,
+        resumed_offset=130,
+        lost_records=30,
+        detected_at=0,
+        reason="retention",
+    )
+    runtime.flow_gap_record(flow_id=flow.pk, gap=gap, remote_topic="A.orders", stopped=False, at=AT)
+    event = FlowEvent.objects.get(flow=flow)
+    assert event.kind == FlowEventKind.DATA_LOSS_GAP
+    assert (event.topic, event.partition, event.first_offset, event.last_offset) == ("orders", 2, 100, 129)
+    assert "30 records" in event.message and "resumed at offset 130" in event.message

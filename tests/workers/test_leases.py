@@ -1,0 +1,93 @@
+"""Leases against the real Redis: one holder, renewal, expiry and takeover, token-checked release."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from workers.leases import LeaseKeeper, RedisLeases, new_token, task_lease_key
+from workers.plans import FlowPlan, TaskRef
+
+KEY = task_lease_key(TaskRef(1, 0))
+
+
+@pytest.fixture
+def leases(redis_url) -> RedisLeases:
+    return RedisLeases.from_url(redis_url)
+
+
+def _wait_expired(leases: RedisLeases, key: str, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while leases.holders([key]) != [None]:
+        assert time.monotonic() < deadline, "lease did not expire"
+        time.sleep(0.02)
+
+
+def test_only_one_holder(leases):
+    first, second = new_token(), new_token()
+    assert leases.try_acquire(KEY, first, ttl_s=10)
+    assert not leases.try_acquire(KEY, second, ttl_s=10)
+    assert leases.hold(KEY, first, ttl_s=10)
+    assert not leases.hold(KEY, second, ttl_s=10)
+    assert leases.holders([KEY]) == [first]
+
+
+def test_release_needs_the_token(leases):
+    holder = new_token()
+    leases.try_acquire(KEY, holder, ttl_s=10)
+    assert not leases.release(KEY, new_token())
+    assert leases.holders([KEY]) == [holder]
+    assert leases.release(KEY, holder)
+    assert leases.holders([KEY]) == [None]
+
+
+def test_expired_lease_is_taken_over_and_the_old_holder_cannot_renew(leases):
+    old, new = new_token(), new_token()
+    leases.try_acquire(KEY, old, ttl_s=0.2)
+    _wait_expired(leases, KEY)
+    assert leases.try_acquire(KEY, new, ttl_s=10)
+    assert not leases.hold(KEY, old, ttl_s=10)
+    assert not leases.release(KEY, old)
+    assert leases.holders([KEY]) == [new]
+
+
+def test_hold_takes_a_lease_nobody_holds(leases):
+    """After a Redis restart the key is gone: the running chain takes it again."""
+    token = new_token()
+    assert leases.hold(KEY, token, ttl_s=10)
+    assert leases.holders([KEY]) == [token]
+
+
+def test_hold_renews_the_ttl(leases):
+    token = new_token()
+    leases.try_acquire(KEY, token, ttl_s=0.3)
+    assert leases.hold(KEY, token, ttl_s=30)
+    assert leases.client.pttl(KEY) > 10_000
+
+
+def test_keeper_keeps_a_lease_alive_past_its_ttl(leases):
+    token = new_token()
+    leases.try_acquire(KEY, token, ttl_s=0.3)
+    with LeaseKeeper(leases, KEY, token, ttl_s=0.3) as keeper:
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:  # three TTLs: it would have expired without the keeper
+            assert leases.holders([KEY]) == [token]
+            time.sleep(0.05)
+    assert not keeper.lost.is_set()
+
+
+def test_keeper_reports_a_lost_lease(leases):
+    token = new_token()
+    leases.try_acquire(KEY, token, ttl_s=0.3)
+    leases.client.set(KEY, "another-chain")
+    with LeaseKeeper(leases, KEY, token, ttl_s=0.3) as keeper:
+        assert keeper.lost.wait(2.0)
+
+
+def test_plans_are_stored_per_flow(leases):
+    plan = FlowPlan("v1", (("orders", 0), ("orders", 1)))
+    leases.save_plan(7, plan)
+    assert leases.plans([7, 8]) == {7: plan, 8: None}
+    leases.delete_plan(7)
+    assert leases.plans([7]) == {7: None}

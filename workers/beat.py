@@ -1,0 +1,45 @@
+"""Celery beat's scheduler, with the supervisor inside it (`beat_scheduler` in settings_runtime).
+
+The supervisor runs in the beat process itself, every MIRRORPLANE_SUPERVISE_INTERVAL_S, instead of as
+a queued task: behind busy workers a queued supervisor run would wait for slices to finish, and a
+backlog of them would expire unprocessed. Beat is a singleton by design, so there is one supervisor.
+Failures (database or Redis briefly away) are logged and retried at the next interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from celery.beat import PersistentScheduler
+from django.conf import settings
+from django.db import close_old_connections
+
+log = logging.getLogger(__name__)
+
+
+class SupervisingScheduler(PersistentScheduler):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._next_supervise = 0.0
+
+    def tick(self, *args, **kwargs) -> float:
+        now = time.monotonic()
+        if now >= self._next_supervise:
+            self._next_supervise = now + settings.MIRRORPLANE_SUPERVISE_INTERVAL_S
+            self._supervise()
+        return min(super().tick(*args, **kwargs), max(self._next_supervise - time.monotonic(), 0.0))
+
+    def _supervise(self) -> None:
+        from workers import supervisor, tasks  # the tasks module needs the app configured first
+
+        close_old_connections()  # the database may have restarted since the last run
+        try:
+            supervisor.supervise(
+                start_chain=lambda task, chain: tasks.replicate_slice.delay(
+                    task.flow_id, task.task_index, chain, 0
+                ),
+                start_metadata=lambda flow_id, token: tasks.flow_metadata.delay(flow_id, token),
+            )
+        except Exception:
+            log.exception("supervisor run failed; retrying in %gs", settings.MIRRORPLANE_SUPERVISE_INTERVAL_S)

@@ -1,0 +1,138 @@
+"""Leases in Redis: at most one task chain per (flow, task index), taken over when its holder dies.
+
+A lease is a key holding its holder's token, with a TTL. `try_acquire` is SET NX PX (the supervisor
+starting a chain); `hold` acquires-or-renews in one Lua script (a chain's slice: renew if the token is
+ours, take it if the key is gone, e.g. after a Redis restart, fail if another token holds it);
+`release` deletes only if the token is ours. A killed worker stops renewing, so its leases expire after
+the TTL and the supervisor starts new chains elsewhere. `LeaseKeeper` renews in a background thread
+while a slice runs, so a slice longer than the TTL (a slow target) keeps its lease.
+
+The flow plans (`workers.plans.FlowPlan`) live here too: runtime state, rebuilt by the metadata tasks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+
+import redis
+
+from workers.plans import FlowPlan, TaskRef
+
+log = logging.getLogger(__name__)
+
+PREFIX = "mirrorplane"
+
+_HOLD = """
+local current = redis.call('GET', KEYS[1])
+if current == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if current == false then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+return 0
+"""
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+def new_token() -> str:
+    return uuid.uuid4().hex
+
+
+def task_lease_key(task: TaskRef) -> str:
+    return f"{PREFIX}:lease:flow:{task.flow_id}:task:{task.task_index}"
+
+
+def metadata_lease_key(flow_id: int) -> str:
+    return f"{PREFIX}:lease:flow:{flow_id}:metadata"
+
+
+def plan_key(flow_id: int) -> str:
+    return f"{PREFIX}:plan:flow:{flow_id}"
+
+
+class RedisLeases:
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self._hold = client.register_script(_HOLD)
+        self._release = client.register_script(_RELEASE)
+
+    @classmethod
+    def from_url(cls, url: str) -> RedisLeases:
+        return cls(
+            redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5, health_check_interval=10)
+        )
+
+    def try_acquire(self, key: str, token: str, *, ttl_s: float) -> bool:
+        return bool(self.client.set(key, token, nx=True, px=_ms(ttl_s)))
+
+    def hold(self, key: str, token: str, *, ttl_s: float) -> bool:
+        """Renew our lease, or take it if nobody holds it; False when another token holds it."""
+        return bool(self._hold(keys=[key], args=[token, _ms(ttl_s)]))
+
+    def release(self, key: str, token: str) -> bool:
+        return bool(self._release(keys=[key], args=[token]))
+
+    def holders(self, keys: list[str]) -> list[str | None]:
+        values = self.client.mget(keys) if keys else []
+        return [None if value is None else value.decode() for value in values]
+
+    # -- flow plans ----------------------------------------------------------------------------------
+    def save_plan(self, flow_id: int, plan: FlowPlan) -> None:
+        self.client.set(plan_key(flow_id), plan.to_json())
+
+    def plans(self, flow_ids: list[int]) -> dict[int, FlowPlan | None]:
+        values = self.client.mget([plan_key(flow_id) for flow_id in flow_ids]) if flow_ids else []
+        return {
+            flow_id: None if value is None else FlowPlan.from_json(value)
+            for flow_id, value in zip(flow_ids, values, strict=True)
+        }
+
+    def delete_plan(self, flow_id: int) -> None:
+        self.client.delete(plan_key(flow_id))
+
+
+def _ms(seconds: float) -> int:
+    return max(int(seconds * 1000), 1)
+
+
+class LeaseKeeper:
+    """Renews a lease every third of its TTL while a slice runs; `lost` is set when renewal was refused.
+
+    A Redis outage is not a loss: renewal is retried, and the lease key, if Redis lost it, is taken
+    again by `hold`. A context manager: the thread stops on exit.
+    """
+
+    def __init__(self, leases: RedisLeases, key: str, token: str, *, ttl_s: float) -> None:
+        self._leases, self._key, self._token, self._ttl_s = leases, key, token, ttl_s
+        self._done = threading.Event()
+        self.lost = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"lease-keeper {key}", daemon=True)
+
+    def __enter__(self) -> LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._done.wait(self._ttl_s / 3):
+            try:
+                if not self._leases.hold(self._key, self._token, ttl_s=self._ttl_s):
+                    log.warning("lease %s was taken over by another worker", self._key)
+                    self.lost.set()
+                    return
+            except redis.RedisError as exc:
+                log.warning("renewing lease %s failed (retrying): %s", self._key, exc)

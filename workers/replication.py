@@ -1,0 +1,249 @@
+"""One replication slice of a (flow, task index) chain, with the worker process's cached tasks.
+
+A slice: hold the chain's lease, read the flow as stored now and its plan, decide (run, wait or stop:
+`workers.plans.decide_slice`), run `MirrorSourceTask.run_slice` on the cached task (rebuilt when the
+configuration changed or another worker ran the chain meanwhile), then store status, events and lake
+samples. Pause, resume, config edits and new partitions therefore take effect at the next slice.
+
+The cache keeps clients across slices: a chain's next slice goes to this worker's own queue (see
+`workers.tasks`), so consecutive slices normally find their task here.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from django.conf import settings
+
+from controlplane import runtime
+from controlplane.models import FlowEventKind
+from controlplane.runtime import FlowSpec
+from replication.kafka.positions import KafkaPositionStore
+from replication.policy import replication_policy_for
+from replication.source import MirrorSourceTask, SliceResult
+from workers import context
+from workers.lake import Counts, RemotePartition, lake_rows
+from workers.leases import LeaseKeeper, task_lease_key
+from workers.plans import (
+    ChainPosition,
+    SliceAction,
+    TaskRef,
+    backoff_s,
+    cached_task_is_current,
+    decide_slice,
+    stays_on_worker,
+)
+
+log = logging.getLogger(__name__)
+
+WAIT_S = 1.0  # pause of a chain waiting for its flow's plan
+
+
+@dataclass
+class CachedTask:
+    """A MirrorSourceTask kept by this process between the slices of its chain."""
+
+    spec: FlowSpec
+    task: MirrorSourceTask
+    position_store: KafkaPositionStore
+    ran: ChainPosition | None = None
+    counts: dict[RemotePartition, Counts] = field(default_factory=dict)
+    last_slice_at: float = field(default_factory=time.time)
+    failures: int = 0
+    last_error: str | None = None
+    used_at: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    def build(cls, spec: FlowSpec, task_index: int) -> CachedTask:
+        store = KafkaPositionStore(spec.target, source_alias=spec.flow.source)
+        task = MirrorSourceTask(
+            flow=spec.flow,
+            source=spec.source,
+            target=spec.target,
+            policy=replication_policy_for(spec.flow, known_aliases=spec.known_aliases),
+            task_index=task_index,
+            position_store=store,
+        )
+        return cls(spec=spec, task=task, position_store=store)
+
+    def close(self) -> None:
+        """Flush and persist what was acknowledged, then release the clients."""
+        try:
+            self.task.close()
+        finally:
+            self.position_store.close()
+
+
+class TaskCache:
+    """This process's cached tasks; a slice takes its entry out while it runs (one user at a time)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[TaskRef, CachedTask] = {}
+        self._lock = threading.Lock()
+
+    def take(self, ref: TaskRef) -> CachedTask | None:
+        with self._lock:
+            return self._entries.pop(ref, None)
+
+    def put(self, ref: TaskRef, entry: CachedTask) -> None:
+        entry.used_at = time.monotonic()
+        with self._lock:
+            self._entries[ref] = entry
+
+    def close_idle(self, *, idle_s: float) -> None:
+        """Close tasks whose chain went elsewhere (another worker took it, the flow was deleted)."""
+        now = time.monotonic()
+        with self._lock:
+            idle = [ref for ref, entry in self._entries.items() if now - entry.used_at > idle_s]
+            entries = [self._entries.pop(ref) for ref in idle]
+        for ref, entry in zip(idle, entries, strict=True):
+            log.info("closing idle task %s", ref)
+            _close_quietly(entry)
+
+    def close_all(self) -> None:
+        with self._lock:
+            entries, self._entries = list(self._entries.values()), {}
+        for entry in entries:
+            _close_quietly(entry)
+
+
+TASKS = TaskCache()
+
+
+def _close_quietly(entry: CachedTask) -> None:
+    try:
+        entry.close()
+    except Exception:
+        log.exception("closing the task of flow %s failed", entry.spec.flow.name)
+
+
+@dataclass(frozen=True)
+class NextSlice:
+    countdown_s: float
+    sticky: bool  # to this worker's own queue (keeps the cached clients) or the shared one
+
+
+def replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
+    """Run slice `seq` of `chain`; what to enqueue next, or None when the chain ends."""
+    leases = context.leases()
+    key = task_lease_key(ref)
+    ttl_s = settings.MIRRORPLANE_LEASE_TTL_S
+    TASKS.close_idle(idle_s=ttl_s * 2)
+    if not leases.hold(key, chain, ttl_s=ttl_s):
+        log.info("task %s: chain %s lost its lease to another chain; it ends", ref, chain[:8])
+        return None
+    spec = runtime.runtime_flow_spec(flow_id=ref.flow_id)
+    plan = leases.plans([ref.flow_id])[ref.flow_id]
+    decision = decide_slice(
+        exists=spec is not None,
+        runnable=spec is not None and spec.runnable,
+        config_version=spec.config_version if spec else "",
+        tasks_max=spec.flow.tasks_max if spec else 0,
+        plan=plan,
+        task_index=ref.task_index,
+    )
+    if decision.action is not SliceAction.RUN:
+        entry = TASKS.take(ref)
+        if entry is not None:
+            _close_quietly(entry)
+        if decision.action is SliceAction.STOP:
+            log.info("task %s: %s; its chain ends", ref, decision.reason)
+            leases.release(key, chain)
+            return None
+        return NextSlice(countdown_s=WAIT_S, sticky=True)
+
+    entry = TASKS.take(ref)
+    if entry is not None and not cached_task_is_current(
+        cached=entry.ran, config_version=spec.config_version, chain=chain, seq=seq
+    ):
+        _close_quietly(entry)  # stale: positions may have moved elsewhere since it last ran
+        entry = None
+    try:
+        if entry is None:
+            entry = CachedTask.build(spec, ref.task_index)
+        entry.task.assign(decision.partitions)
+        with LeaseKeeper(leases, key, chain, ttl_s=ttl_s) as keeper:
+            result = entry.task.run_slice(
+                max_records=settings.MIRRORPLANE_SLICE_MAX_RECORDS,
+                max_seconds=settings.MIRRORPLANE_SLICE_SECONDS,
+            )
+    except Exception as exc:  # a broken client: rebuild it next slice, after a pause
+        log.exception("task %s: slice failed", ref)
+        if entry is not None:
+            _close_quietly(entry)
+        message = f"task {ref.task_index}: slice failed: {exc}"
+        _record_quietly(ref, lambda: _event(ref, FlowEventKind.ERROR, message))
+        return NextSlice(countdown_s=settings.MIRRORPLANE_BACKOFF_MAX_S, sticky=True)
+    if keeper.lost.is_set():
+        _close_quietly(entry)
+        return None
+    entry.ran = ChainPosition(spec.config_version, chain, seq)
+    entry.failures = 0 if result.ok else entry.failures + 1
+    _record_quietly(ref, lambda: _record_slice(ref, entry, result, decision.partitions))
+    TASKS.put(ref, entry)
+    return NextSlice(
+        countdown_s=backoff_s(consecutive_failures=entry.failures, cap_s=settings.MIRRORPLANE_BACKOFF_MAX_S),
+        sticky=stays_on_worker(seq=seq, rebalance_slices=settings.MIRRORPLANE_REBALANCE_SLICES),
+    )
+
+
+def _record_quietly(ref: TaskRef, record) -> None:
+    """Status and metrics must never stop replication: a failed write is logged, the chain goes on."""
+    try:
+        record()
+    except Exception:
+        log.exception("task %s: recording status or metrics failed", ref)
+
+
+def _event(ref: TaskRef, kind: FlowEventKind, message: str) -> None:
+    runtime.flow_event_record(flow_id=ref.flow_id, kind=kind, message=message, at=datetime.now(UTC))
+
+
+def _record_slice(ref: TaskRef, entry: CachedTask, result: SliceResult, partitions) -> None:
+    now = time.time()
+    at = datetime.fromtimestamp(now, UTC)
+    assigned = set(partitions)
+    snapshot = entry.task.metrics.snapshot(now=now)
+    mine = [p for p in snapshot if (p.source_topic, p.partition) in assigned]
+    for p in snapshot:
+        if (p.source_topic, p.partition) not in assigned:
+            entry.task.metrics.forget(topic=p.topic, partition=p.partition)
+    runtime.partition_statuses_save(
+        flow_id=ref.flow_id, task_index=ref.task_index, partitions=mine, failing=not result.ok, at=at
+    )
+    _record_errors(ref, entry, result)
+    policy = entry.task.policy
+    for gap in result.gap_events:
+        runtime.flow_gap_record(
+            flow_id=ref.flow_id,
+            gap=gap,
+            remote_topic=policy.format_remote_topic(entry.spec.flow.source, gap.topic),
+            stopped=gap.resumed_offset == gap.expected_offset,
+            at=at,
+        )
+    rows, entry.counts = lake_rows(
+        flow_id=ref.flow_id,
+        flow_name=entry.spec.flow.name,
+        task_index=ref.task_index,
+        worker=context.worker_name(),
+        partitions=mine,
+        previous=entry.counts,
+        interval_s=now - entry.last_slice_at,
+        at=at,
+    )
+    entry.last_slice_at = now
+    context.metrics_lake().append(rows)
+
+
+def _record_errors(ref: TaskRef, entry: CachedTask, result: SliceResult) -> None:
+    """One event when a task starts failing, one when it recovers: a long outage is not a flood."""
+    error = "; ".join(result.errors) if result.errors else None
+    if error is not None and entry.last_error is None:
+        _event(ref, FlowEventKind.ERROR, f"task {ref.task_index} failing (retrying with backoff): {error}")
+    elif error is None and entry.last_error is not None:
+        _event(ref, FlowEventKind.INFO, f"task {ref.task_index} recovered: replicating again")
+    entry.last_error = error

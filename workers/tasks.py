@@ -1,0 +1,47 @@
+"""Celery tasks: thin wrappers that parse arguments, call the runtime, and enqueue what comes next."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import signals
+from celery.utils.nodenames import worker_direct
+from django.conf import settings
+
+from workers import context, replication
+from workers import metadata as flow_metadata_work
+from workers.app import app
+from workers.leases import task_lease_key
+from workers.plans import TaskRef
+
+log = logging.getLogger(__name__)
+
+
+@app.task(name="workers.tasks.flow_metadata", ignore_result=True)
+def flow_metadata(flow_id: int, token: str) -> None:
+    flow_metadata_work.flow_metadata(flow_id=flow_id, token=token)
+
+
+@app.task(name="workers.tasks.replicate_slice", bind=True, ignore_result=True)
+def replicate_slice(self, flow_id: int, task_index: int, chain: str, seq: int) -> None:
+    """Slice `seq` of the chain `chain` of (flow, task index); enqueues slice seq + 1 unless it ends."""
+    ref = TaskRef(flow_id, task_index)
+    following = replication.replicate_slice(ref=ref, chain=chain, seq=seq)
+    if following is None:
+        return
+    # The lease must outlive the wait before the next slice starts.
+    ttl_s = settings.MIRRORPLANE_LEASE_TTL_S + following.countdown_s
+    if not context.leases().hold(task_lease_key(ref), chain, ttl_s=ttl_s):
+        return
+    options = {"countdown": following.countdown_s} if following.countdown_s else {}
+    if following.sticky and self.request.hostname:
+        options["queue"] = worker_direct(self.request.hostname)
+    replicate_slice.apply_async((flow_id, task_index, chain, seq + 1), **options)
+
+
+@signals.worker_process_shutdown.connect
+@signals.worker_shutdown.connect
+def _flush_on_shutdown(**_: object) -> None:
+    """A stopping worker persists its tasks' positions and writes its buffered metric samples."""
+    replication.TASKS.close_all()
+    context.metrics_lake().flush()
