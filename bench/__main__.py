@@ -1,3 +1,37 @@
-from bench.engine_vs_raw import main
+"""`python -m bench [name ...] [-- args]`: run the benchmarks (all of them by default), each against the
+baseline it measures in the same run, and print their ratios. `make bench` runs them all.
 
-raise SystemExit(main())
+    python -m bench                      # engine, runtime, failover, reports
+    python -m bench engine --quick       # one benchmark with its own flags
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHMARKS = {
+    "engine": "bench.engine_vs_raw",  # replication engine vs a raw consume-produce copy loop
+    "runtime": "bench.runtime",  # Celery workers vs the engine run in one process
+    "failover": "bench.failover_plan",  # failover plan time for 1000 partitions x 20 groups
+    "reports": "bench.reports",  # Spark report job on a generated 10M-sample lake
+}
+
+
+def main(argv: list[str]) -> int:
+    if argv and argv[0] in BENCHMARKS:
+        return importlib.import_module(BENCHMARKS[argv[0]]).main(argv[1:])
+    if argv:
+        print(f"unknown benchmark {argv[0]!r}; choose from {', '.join(BENCHMARKS)}", file=sys.stderr)
+        return 2
+    failed = []
+    for name, module in BENCHMARKS.items():
+        print(f"\n=== bench {name} ({module}) ===", flush=True)
+        if importlib.import_module(module).main([]) != 0:
+            failed.append(name)
+    if failed:
+        print(f"\nbenchmarks that missed their target or failed: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+raise SystemExit(main(sys.argv[1:]))

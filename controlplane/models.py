@@ -261,6 +261,9 @@ class FlowPartitionStatus(models.Model):
     lag_seconds = models.FloatField(null=True, blank=True)
     record_age_ms = models.BigIntegerField(null=True, blank=True)
     replication_latency_ms = models.BigIntegerField(null=True, blank=True)
+    record_rate = models.FloatField(default=0.0, help_text="records/s replicated, over the engine's rate window")
+    byte_rate = models.FloatField(default=0.0, help_text="value bytes/s replicated, over the same window")
+    last_error = models.TextField(blank=True, default="", help_text="the task's last error; empty when healthy")
     state = models.CharField(max_length=10, choices=PartitionState.choices, default=PartitionState.OK)
     updated_at = models.DateTimeField()
 

@@ -99,6 +99,9 @@ STATUS_FIELDS = (
     "lag_seconds",
     "record_age_ms",
     "replication_latency_ms",
+    "record_rate",
+    "byte_rate",
+    "last_error",
     "state",
     "updated_at",
 )
@@ -109,10 +112,13 @@ def partition_statuses_save(
     flow_id: int,
     task_index: int,
     partitions: Iterable[PartitionMetrics],
-    failing: bool,
+    task_error: str | None,
     at: datetime,
 ) -> None:
-    """Upsert the latest status of each given source partition of the flow (one statement)."""
+    """Upsert the latest status of each given source partition of the flow (one statement).
+
+    `task_error` is the slice's error (the task is failing) or None; a partition's own last error wins.
+    """
     rows = [
         FlowPartitionStatus(
             flow_id=flow_id,
@@ -126,7 +132,10 @@ def partition_statuses_save(
             lag_seconds=lag_seconds(p),
             record_age_ms=_whole(p.record_age_ms),
             replication_latency_ms=_whole(p.replication_latency_ms),
-            state=partition_state(stopped=p.stopped, failing=failing),
+            record_rate=p.record_rate,
+            byte_rate=p.byte_rate,
+            last_error=p.last_error or task_error or "",
+            state=partition_state(stopped=p.stopped, failing=task_error is not None),
             updated_at=at,
         )
         for p in partitions

@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "controlplane.apps.ControlplaneConfig",
+    "controlplane.web.apps.WebConfig",
 ]
 
 MIDDLEWARE = [
@@ -159,3 +160,6 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
 }
+
+from controlplane.settings_runtime import *  # noqa: E402,F403
+from controlplane.settings_web import *  # noqa: E402,F403

@@ -213,7 +213,11 @@ def _record_slice(ref: TaskRef, entry: CachedTask, result: SliceResult, partitio
         if (p.source_topic, p.partition) not in assigned:
             entry.task.metrics.forget(topic=p.topic, partition=p.partition)
     runtime.partition_statuses_save(
-        flow_id=ref.flow_id, task_index=ref.task_index, partitions=mine, failing=not result.ok, at=at
+        flow_id=ref.flow_id,
+        task_index=ref.task_index,
+        partitions=mine,
+        task_error="; ".join(result.errors) if result.errors else None,
+        at=at,
     )
     _record_errors(ref, entry, result)
     policy = entry.task.policy

@@ -14,15 +14,17 @@ from replication.metrics import GapEvent, PartitionMetrics
 from workers.lake import Counts, MetricsLake, lake_rows
 
 
-def _metrics(partition: int, *, records: int, behind: int = 0, stopped: bool = False) -> PartitionMetrics:
+def _metrics(
+    partition: int, *, records: int, behind: int = 0, stopped: bool = False, rate: float = 0.0
+) -> PartitionMetrics:
     return PartitionMetrics(
         topic="A.orders",
         partition=partition,
         source_topic="orders",
         record_count=records,
-        record_rate=0.0,
+        record_rate=rate,
         byte_count=records * 10,
-        byte_rate=0.0,
+        byte_rate=rate * 10,
         record_age_ms=1500.0,
         replication_latency_ms=20.4,
         records_behind=behind,
@@ -101,24 +103,30 @@ def test_flow_spec_version_follows_every_change(flow):
 
 def test_partition_statuses_are_upserted_and_pruned(flow):
     runtime.partition_statuses_save(
-        flow_id=flow.pk, task_index=0, partitions=[_metrics(0, records=10, behind=5)], failing=False, at=AT
+        flow_id=flow.pk, task_index=0, partitions=[_metrics(0, records=10, behind=5)], task_error=None, at=AT
     )
     runtime.partition_statuses_save(
         flow_id=flow.pk,
         task_index=1,
-        partitions=[_metrics(0, records=12, behind=0), _metrics(1, records=3, stopped=True)],
-        failing=False,
+        partitions=[_metrics(0, records=12, behind=0, rate=40.0), _metrics(1, records=3, stopped=True)],
+        task_error=None,
         at=AT,
     )
     rows = {s.partition: s for s in FlowPartitionStatus.objects.filter(flow=flow)}
     assert rows[0].replicated_offset == 12 and rows[0].lag_records == 0 and rows[0].lag_seconds == 0.0
     assert rows[0].task_index == 1 and rows[0].replication_latency_ms == 20
+    assert rows[0].record_rate == 40.0 and rows[0].byte_rate == 400.0 and rows[0].last_error == ""
     assert rows[1].state == PartitionState.STOP
     runtime.partition_statuses_save(
-        flow_id=flow.pk, task_index=1, partitions=[_metrics(0, records=12, behind=7)], failing=True, at=AT
+        flow_id=flow.pk,
+        task_index=1,
+        partitions=[_metrics(0, records=12, behind=7)],
+        task_error="target B unreachable",
+        at=AT,
     )
     row = FlowPartitionStatus.objects.get(flow=flow, partition=0)
     assert row.state == PartitionState.ERR and row.lag_seconds == 1.5
+    assert row.last_error == "target B unreachable" and row.record_rate == 0.0
     assert runtime.partition_statuses_prune(flow_id=flow.pk, replicated=[("orders", 0)]) == 1
     assert list(FlowPartitionStatus.objects.filter(flow=flow).values_list("partition", flat=True)) == [0]
 
