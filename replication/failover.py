@@ -191,6 +191,34 @@ def _write_decision(*, translated: int | None, target: int | None, active: bool)
     return True, ""
 
 
+def _partition_plan(
+    where: tuple[str, int, str],
+    *,
+    source_offset: int,
+    origin: OffsetOrigin,
+    translated: int | None,
+    target_committed: Mapping[TopicPartition, CommittedOffset],
+    active: bool,
+    fallback_note: str = "",
+) -> GroupPartitionPlan:
+    """One plan row for (source topic, partition, remote topic): what to write and why (or why not)."""
+    topic, partition, remote_topic = where
+    current = target_committed.get((remote_topic, partition))
+    target_offset = None if current is None else current.offset
+    write, note = _write_decision(translated=translated, target=target_offset, active=active)
+    return GroupPartitionPlan(
+        topic=topic,
+        partition=partition,
+        remote_topic=remote_topic,
+        source_offset=source_offset,
+        origin=origin,
+        translated_offset=translated,
+        target_offset=target_offset,
+        write=write,
+        note=note or fallback_note,
+    )
+
+
 def group_plan_from_source(
     *,
     group: str,
@@ -211,21 +239,14 @@ def group_plan_from_source(
         remote_topic = remote_topics.get(topic)
         if remote_topic is None or position.offset < 0:
             continue
-        downstream = translated.get((remote_topic, partition))
-        current = target_committed.get((remote_topic, partition))
-        target_offset = None if current is None else current.offset
-        write, note = _write_decision(translated=downstream, target=target_offset, active=active)
         rows.append(
-            GroupPartitionPlan(
-                topic=topic,
-                partition=partition,
-                remote_topic=remote_topic,
+            _partition_plan(
+                (topic, partition, remote_topic),
                 source_offset=position.offset,
                 origin=OffsetOrigin.COMMITTED,
-                translated_offset=downstream,
-                target_offset=target_offset,
-                write=write,
-                note=note,
+                translated=translated.get((remote_topic, partition)),
+                target_committed=target_committed,
+                active=active,
             )
         )
     return GroupPlan(group, target_state, active, tuple(rows))
@@ -253,20 +274,15 @@ def group_plan_from_checkpoints(
         if store is not None:
             retranslated = store.translate_downstream(topic, partition, checkpoint.upstream_offset)
             downstream = downstream if retranslated is None else max(downstream, retranslated)
-        current = target_committed.get((remote_topic, partition))
-        target_offset = None if current is None else current.offset
-        write, note = _write_decision(translated=downstream, target=target_offset, active=active)
         rows.append(
-            GroupPartitionPlan(
-                topic=topic,
-                partition=partition,
-                remote_topic=remote_topic,
+            _partition_plan(
+                (topic, partition, remote_topic),
                 source_offset=checkpoint.upstream_offset,
                 origin=OffsetOrigin.CHECKPOINT,
-                translated_offset=downstream,
-                target_offset=target_offset,
-                write=write,
-                note=note or "from the newest checkpoint: records the group consumed after it are read again",
+                translated=downstream,
+                target_committed=target_committed,
+                active=active,
+                fallback_note="from the newest checkpoint: records the group consumed after it are read again",
             )
         )
     return GroupPlan(group, target_state, active, tuple(rows))

@@ -23,7 +23,7 @@ from confluent_kafka.admin import (
 
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic, TopicDescription
-from replication.kafka.clients import make_admin
+from replication.kafka.clients import kafka_error_code, kafka_error_reason, make_admin
 
 log = logging.getLogger(__name__)
 
@@ -65,18 +65,11 @@ def _apply(request: Callable[[], Mapping[object, Future]], *, what: str) -> None
         for future in request().values():
             future.result()
     except KafkaException as exc:
-        raise TopicAdminError(f"{what} failed: {_broker_message(exc)}") from exc
-
-
-def _broker_message(exc: KafkaException) -> str:
-    return exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else str(exc)
+        raise TopicAdminError(f"{what} failed: {kafka_error_reason(exc)}") from exc
 
 
 def _error_code(exc: BaseException) -> int | None:
-    cause = exc.__cause__ if isinstance(exc, TopicAdminError) else exc
-    if isinstance(cause, KafkaException) and cause.args and isinstance(cause.args[0], KafkaError):
-        return cause.args[0].code()
-    return None
+    return kafka_error_code(exc.__cause__ if isinstance(exc, TopicAdminError) else exc)
 
 
 class TopicAdmin:
@@ -93,7 +86,7 @@ class TopicAdmin:
         except KafkaException as exc:
             raise TopicAdminError(
                 f"cluster {self.cluster.alias} ({self.cluster.bootstrap_servers}) did not answer a "
-                f"metadata request within {self.timeout_s:g}s: {_broker_message(exc)}"
+                f"metadata request within {self.timeout_s:g}s: {kafka_error_reason(exc)}"
             ) from exc
 
     def partition_counts(self) -> dict[str, int]:
@@ -151,7 +144,7 @@ class TopicAdmin:
                     None
                     if already_exists
                     else TopicAdminError(
-                        f"creating topic {name} on cluster {self.cluster.alias} failed: {_broker_message(exc)}"
+                        f"creating topic {name} on cluster {self.cluster.alias} failed: {kafka_error_reason(exc)}"
                     )
                 )
         return outcome

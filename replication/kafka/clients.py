@@ -10,7 +10,7 @@ import logging
 import re
 from collections.abc import Mapping
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from replication.config import ClusterConfig
@@ -71,3 +71,17 @@ def make_producer(cluster: ClusterConfig, *, overrides: Mapping[str, object] | N
 def make_admin(cluster: ClusterConfig, *, overrides: Mapping[str, object] | None = None) -> AdminClient:
     properties: dict[str, object] = {**cluster.client_properties("admin"), **(overrides or {})}
     return AdminClient(_with_logger(properties))
+
+
+def kafka_error_reason(exc: BaseException) -> str:
+    """The broker's or librdkafka's own words for a failed request (`KafkaError.str()`), else str(exc)."""
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0].str()
+    return str(exc)
+
+
+def kafka_error_code(exc: BaseException) -> int | None:
+    """The `KafkaError` code of a failed request, or None when the exception carries none."""
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0].code()
+    return None

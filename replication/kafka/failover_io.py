@@ -30,7 +30,7 @@ from replication.checkpoint import ABSENT, CommittedOffset
 from replication.config import ClusterConfig, FlowConfig, OffsetSyncsTopicLocation
 from replication.filters import GroupFilter, TopicFilter
 from replication.formats import Checkpoint, Heartbeat, OffsetSync
-from replication.kafka.clients import make_admin, make_consumer
+from replication.kafka.clients import kafka_error_code, kafka_error_reason, make_admin, make_consumer
 from replication.kafka.cluster_check import check_cluster
 from replication.kafka.flow_tasks import offset_syncs_cluster
 from replication.kafka.groups import GroupOffsetsAdmin
@@ -50,18 +50,6 @@ HEARTBEAT_TAIL_RECORDS = 2000
 
 class FailoverIOError(RuntimeError):
     pass
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return exc.args[0].str()
-    return str(exc)
-
-
-def _code(exc: BaseException) -> int | None:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return exc.args[0].code()
-    return None
 
 
 class FailoverReader:
@@ -97,7 +85,9 @@ class FailoverReader:
         try:
             metadata = self._admin(cluster).list_topics(timeout=self.timeout_s)
         except KafkaException as exc:
-            raise FailoverIOError(f"cluster {cluster.alias}: listing topics failed: {_reason(exc)}") from exc
+            raise FailoverIOError(
+                f"cluster {cluster.alias}: listing topics failed: {kafka_error_reason(exc)}"
+            ) from exc
         return {name: len(topic.partitions) for name, topic in metadata.topics.items() if topic.error is None}
 
     def replicated_partitions(self) -> dict[TopicPartitionKey, str]:
@@ -152,9 +142,9 @@ class FailoverReader:
             try:
                 result = future.result()
             except KafkaException as exc:
-                if _code(exc) != KafkaError.GROUP_ID_NOT_FOUND:
+                if kafka_error_code(exc) != KafkaError.GROUP_ID_NOT_FOUND:
                     raise FailoverIOError(
-                        f"cluster {cluster.alias}: committed offsets of group {group}: {_reason(exc)}"
+                        f"cluster {cluster.alias}: committed offsets of group {group}: {kafka_error_reason(exc)}"
                     ) from exc
                 committed[group] = {}
                 continue
@@ -175,9 +165,9 @@ class FailoverReader:
             try:
                 states[group] = future.result().state.name
             except KafkaException as exc:
-                if _code(exc) != KafkaError.GROUP_ID_NOT_FOUND:
+                if kafka_error_code(exc) != KafkaError.GROUP_ID_NOT_FOUND:
                     raise FailoverIOError(
-                        f"cluster {cluster.alias}: describing group {group}: {_reason(exc)}"
+                        f"cluster {cluster.alias}: describing group {group}: {kafka_error_reason(exc)}"
                     ) from exc
                 states[group] = ABSENT
         return states

@@ -13,7 +13,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 
 from replication.checkpoint import ABSENT, CommittedOffset
 from replication.config import ClusterConfig
-from replication.kafka.clients import make_admin
+from replication.kafka.clients import kafka_error_code, kafka_error_reason, make_admin
 
 log = logging.getLogger(__name__)
 
@@ -22,18 +22,6 @@ TopicPartitionKey = tuple[str, int]
 
 class GroupAdminError(RuntimeError):
     pass
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return exc.args[0].str()
-    return str(exc)
-
-
-def _code(exc: BaseException) -> int | None:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return exc.args[0].code()
-    return None
 
 
 class GroupOffsetsAdmin:
@@ -45,7 +33,7 @@ class GroupOffsetsAdmin:
         self._admin = make_admin(cluster)
 
     def _fail(self, what: str, exc: BaseException) -> GroupAdminError:
-        return GroupAdminError(f"cluster {self.cluster.alias}: {what} failed: {_reason(exc)}")
+        return GroupAdminError(f"cluster {self.cluster.alias}: {what} failed: {kafka_error_reason(exc)}")
 
     def list_groups(self) -> list[str]:
         try:
@@ -65,7 +53,7 @@ class GroupOffsetsAdmin:
             ).values()
             result = future.result()
         except KafkaException as exc:
-            if _code(exc) == KafkaError.GROUP_ID_NOT_FOUND:
+            if kafka_error_code(exc) == KafkaError.GROUP_ID_NOT_FOUND:
                 return {}
             raise self._fail(f"reading committed offsets of group {group}", exc) from exc
         return {
@@ -79,7 +67,7 @@ class GroupOffsetsAdmin:
             (future,) = self._admin.describe_consumer_groups([group], request_timeout=self.timeout_s).values()
             description = future.result()
         except KafkaException as exc:
-            if _code(exc) == KafkaError.GROUP_ID_NOT_FOUND:
+            if kafka_error_code(exc) == KafkaError.GROUP_ID_NOT_FOUND:
                 return ABSENT
             raise self._fail(f"describing group {group}", exc) from exc
         return description.state.name
@@ -100,5 +88,5 @@ class GroupOffsetsAdmin:
             ).values()
             result = future.result()
         except KafkaException as exc:
-            return {key: _reason(exc) for key in offsets}
+            return {key: kafka_error_reason(exc) for key in offsets}
         return {(tp.topic, tp.partition): tp.error.str() for tp in result.topic_partitions if tp.error}
