@@ -13,9 +13,18 @@
 | MIRRORPLANE_BACKOFF_MAX_S | 5.0 | longest pause between failing slices (kept below the lease TTL) |
 | METRICS_FLUSH_INTERVAL_S | 30 | a worker writes its buffered metric samples to the lake at least this often |
 | METRICS_FLUSH_ROWS | 20000 | ... or when this many samples are buffered |
+| REPORTS_INTERVAL_S | 300 | beat queues a report run when the last one was requested this long ago |
+| REPORTS_RUN_TIMEOUT_S | 3600 | an active report run without progress this long is failed (its worker died) |
+| REPORTS_STATE_DIR | var/reports | the report job's ledger of lake partitions it has read |
+| REPORTS_WINDOW_S | 300 | report window (divides a day) |
+| REPORTS_WORKER_NIC_MBPS | 10000 | a worker's network capacity (megabits/s) for capacity plans |
+| REPORTS_RETENTION_HOURS | 168 | target topics' retention for the disk plan |
+| REPORTS_FLEET_WORKERS | 1 | replication workers the fleet capacity plan judges |
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import environ
 
@@ -29,6 +38,18 @@ MIRRORPLANE_REBALANCE_SLICES = _env.int("MIRRORPLANE_REBALANCE_SLICES", default=
 MIRRORPLANE_BACKOFF_MAX_S = _env.float("MIRRORPLANE_BACKOFF_MAX_S", default=5.0)
 METRICS_FLUSH_INTERVAL_S = _env.float("METRICS_FLUSH_INTERVAL_S", default=30.0)
 METRICS_FLUSH_ROWS = _env.int("METRICS_FLUSH_ROWS", default=20_000)
+
+REPORTS_INTERVAL_S = _env.float("REPORTS_INTERVAL_S", default=300.0)
+REPORTS_RUN_TIMEOUT_S = _env.float("REPORTS_RUN_TIMEOUT_S", default=3600.0)
+REPORTS_STATE_DIR = Path(
+    _env.str("REPORTS_STATE_DIR", default=str(Path(__file__).resolve().parent.parent / "var" / "reports"))
+)
+REPORTS_WINDOW_S = _env.int("REPORTS_WINDOW_S", default=300)
+REPORTS_WORKER_NIC_MBPS = _env.float("REPORTS_WORKER_NIC_MBPS", default=10_000.0)
+REPORTS_RETENTION_HOURS = _env.float("REPORTS_RETENTION_HOURS", default=168.0)
+REPORTS_FLEET_WORKERS = _env.int("REPORTS_FLEET_WORKERS", default=1)
+# The in-process runner `manage.py run_reports` calls: named, not imported (controlplane knows no workers).
+REPORTS_RUNNER = "workers.reports.run_report"
 
 REPLICATION_QUEUE = "replication"
 METADATA_QUEUE = "metadata"

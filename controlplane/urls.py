@@ -1,4 +1,5 @@
-"""URLs: the REST API under /api/v1/, its OpenAPI schema and Swagger UI, and the Django admin."""
+"""URLs: the REST API under /api/v1/, its OpenAPI schema and Swagger UI, the Django admin, the web UI and
+the report dashboards."""
 
 from django.contrib import admin
 from django.urls import include, path
@@ -9,5 +10,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("admin/", admin.site.urls),
+    # The report dashboards (charts from dashboards.figures): a dotted name, so no import of dashboards.
+    path("reports/", include("dashboards.urls")),
     path("", include("controlplane.web.urls")),
 ]

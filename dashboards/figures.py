@@ -17,7 +17,7 @@ VERDICT_COLOURS = {"UNDER_PROVISIONED": "#d62728", "RIGHT_SIZED": "#2ca02c", "OV
 
 
 def _partition_label(row: Row) -> str:
-    return f"{row['flow']} {row['remote_topic']}[{row['partition']}]"
+    return f"{row['flow_name']} {row['remote_topic']}[{row['partition']}]"
 
 
 def _series(rows: Iterable[Row], *, label, x: str, y: str) -> dict[str, tuple[list, list]]:
@@ -51,10 +51,13 @@ def throughput_figure(rows: Iterable[Row], *, unit: str = "mb") -> go.Figure:
     column = {"mb": "mb_per_s", "records": "records_per_s"}[unit]
     totals: dict[tuple, float] = defaultdict(float)
     for row in rows:
-        totals[(row["flow"], row["window_start"])] += row[column]
+        totals[(row["flow_name"], row["window_start"])] += row[column]
     series = _series(
-        ({"flow": flow, "window_start": start, column: value} for (flow, start), value in totals.items()),
-        label=lambda row: str(row["flow"]),
+        (
+            {"flow_name": flow, "window_start": start, column: value}
+            for (flow, start), value in totals.items()
+        ),
+        label=lambda row: str(row["flow_name"]),
         x="window_start",
         y=column,
     )
@@ -66,7 +69,7 @@ def latency_figure(rows: Iterable[Row], *, measure: str = "replication_latency_m
     """p50/p95/p99/max of a latency measure over time, worst partition per window (`latency_percentiles`)."""
     worst: dict[tuple, dict[str, float]] = {}
     for row in rows:
-        key = (row["flow"], row["window_start"])
+        key = (row["flow_name"], row["window_start"])
         current = worst.setdefault(key, {})
         for stat in ("p50", "p95", "p99", "max"):
             value = row[f"{measure}_{stat}"]
@@ -133,11 +136,11 @@ def capacity_figure(
     plan_rows: Sequence[Row], usage_rows: Sequence[Row] = (), *, flow: str = "overall"
 ) -> go.Figure:
     """Measured daily load, projected load at each horizon and capacity x threshold, with the verdict."""
-    plan = sorted((r for r in plan_rows if r["flow"] == flow), key=lambda r: r["horizon_days"])
+    plan = sorted((r for r in plan_rows if r["flow_name"] == flow), key=lambda r: r["horizon_days"])
     if not plan:
         raise ValueError(f"no capacity plan for {flow!r}")
     history = sorted(
-        (r for r in usage_rows if r["flow"] == flow or flow == "overall"), key=lambda r: r["date"]
+        (r for r in usage_rows if r["flow_name"] == flow or flow == "overall"), key=lambda r: r["date"]
     )
     daily: dict[object, float] = defaultdict(float)
     for row in history:

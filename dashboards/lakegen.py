@@ -109,7 +109,7 @@ def _flow_table(
     arrays = {
         "ts": pa.array(column(ts_us), type=schema.field("ts").type),
         "flow_id": pa.array(np.full(rows, flow_id, dtype=np.int64)),
-        "flow": pa.array(np.full(rows, f"dc1->dc2#{flow_id}", dtype=object)),
+        "flow_name": pa.array(np.full(rows, f"dc1->dc2#{flow_id}", dtype=object)),
         "source_topic": pa.array(np.full(rows, f"orders{flow_id}", dtype=object)),
         "remote_topic": pa.array(np.full(rows, f"dc1.orders{flow_id}", dtype=object)),
         "partition": pa.array(column(partition_ids).astype(np.int32)),

@@ -4,6 +4,10 @@ The supervisor runs in the beat process itself, every MIRRORPLANE_SUPERVISE_INTE
 a queued task: behind busy workers a queued supervisor run would wait for slices to finish, and a
 backlog of them would expire unprocessed. Beat is a singleton by design, so there is one supervisor.
 Failures (database or Redis briefly away) are logged and retried at the next interval.
+
+At the same cadence beat queues the periodic report run (every REPORTS_INTERVAL_S, measured from the
+last run requested, so a restarted beat does not run it early) and hands queued report runs, the API's
+and the UI's too, to the `reports` queue (`workers.reports.dispatch_report_runs`).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ class SupervisingScheduler(PersistentScheduler):
         return min(super().tick(*args, **kwargs), max(self._next_supervise - time.monotonic(), 0.0))
 
     def _supervise(self) -> None:
-        from workers import supervisor, tasks  # the tasks module needs the app configured first
+        from workers import reports, supervisor, tasks  # the tasks modules need the app configured first
 
         close_old_connections()  # the database may have restarted since the last run
         try:
@@ -43,3 +47,7 @@ class SupervisingScheduler(PersistentScheduler):
             )
         except Exception:
             log.exception("supervisor run failed; retrying in %gs", settings.MIRRORPLANE_SUPERVISE_INTERVAL_S)
+        try:
+            reports.dispatch_report_runs()
+        except Exception:
+            log.exception("report dispatch failed; retrying in %gs", settings.MIRRORPLANE_SUPERVISE_INTERVAL_S)

@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dashboards.spark.lake import LAKE_COLUMNS, arrow_schema
+from dashboards.spark.lake import LAKE_COLUMNS, arrow_schema, partition_path
 from replication.metrics import PartitionMetrics
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def lake_rows(
             {
                 "ts": at,
                 "flow_id": flow_id,
-                "flow": flow_name,
+                "flow_name": flow_name,
                 "source_topic": p.source_topic,
                 "remote_topic": p.topic,
                 "partition": p.partition,
@@ -116,7 +116,7 @@ class MetricsLake:
         return [self._write(date, flow_id, group) for (date, flow_id), group in sorted(groups.items())]
 
     def _write(self, date: str, flow_id: int, rows: list[dict]) -> Path:
-        folder = self.root / f"date={date}" / f"flow={flow_id}"
+        folder = partition_path(self.root, date=date, flow_id=flow_id)
         folder.mkdir(parents=True, exist_ok=True)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         name = f"part-{stamp}-{os.getpid()}-{uuid.uuid4().hex[:8]}.parquet"

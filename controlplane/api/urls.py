@@ -1,12 +1,13 @@
 from django.urls import path, re_path
 from rest_framework.routers import DefaultRouter
 
-from controlplane.api import failover, views
+from controlplane.api import failover, reports, views
 
 router = DefaultRouter()
 router.register("clusters", views.ClusterViewSet, basename="cluster")
 router.register("flows", views.FlowViewSet, basename="flow")
 router.register("audit", views.AuditEventViewSet, basename="audit")
+router.register("reports/runs", reports.ReportRunViewSet, basename="report-run")
 
 urlpatterns = [
     path("mm2/import/", views.Mm2ImportView.as_view(), name="mm2-import"),
@@ -14,5 +15,7 @@ urlpatterns = [
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/failover/plan/$", failover.FailoverPlanView.as_view()),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/failover/$", failover.FailoverExecuteView.as_view()),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/failback/$", failover.FailbackView.as_view()),
+    path("reports/run/", reports.ReportRunViewSet.as_view({"post": "run"}), name="report-run-request"),
     *router.urls,
+    re_path(r"^reports/(?P<dataset>[^/]+)/$", reports.ReportRowsView.as_view(), name="report-rows"),
 ]

@@ -34,4 +34,6 @@ urlpatterns = [
     path("mm2/export/", views.mm2_export, name="mm2-export"),
     path("audit/", views.audit, name="audit"),
     path("reports/", views.reports, name="reports"),
+    path("reports/run/", views.reports_run, name="reports-run"),
+    path("reports/run/status/", views.reports_run_status, name="reports-run-status"),
 ]

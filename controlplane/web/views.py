@@ -16,7 +16,8 @@ from controlplane import engine, selectors, services
 from controlplane import failover as flow_failover
 from controlplane.api.views import CHECK_TIMEOUT_S, AuditFilter
 from controlplane.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
-from controlplane.models import AuditAction, AuditOutcome, Flow
+from controlplane.models import AuditAction, AuditOutcome, Flow, ReportTrigger
+from controlplane.roles import Role
 from controlplane.web import summaries
 from controlplane.web.access import admin_required, operator_required, viewer_required
 from controlplane.web.forms import PREVIEW_FIELDS, ClusterForm, FlowForm, Mm2ImportForm
@@ -372,6 +373,51 @@ def audit(request):
     )
 
 
+# The report dashboards' pages (charts) live in dashboards.views; this is their index and the run controls.
+REPORT_PAGES = (
+    ("reports-lag", "Lag", "records and seconds behind, per flow and partition"),
+    ("reports-throughput", "Throughput", "records/s and MB/s with p50/p95/max"),
+    ("reports-latency", "Latency", "record age and replication latency percentiles"),
+    ("reports-status", "Status", "Burrow status per partition over time, and per flow"),
+    ("reports-capacity", "Capacity", "projected load, tasks and workers needed, the verdict"),
+)
+RECENT_REPORT_RUNS = 10
+
+
+def _report_run_context(request) -> dict:
+    return {
+        "run": selectors.report_run_latest(),
+        "can_run": request.web_role >= Role.OPERATOR,
+    }
+
+
 @viewer_required
 def reports(request):
-    return render(request, "web/reports.html")
+    plan = [row for row in selectors.report_rows(dataset="capacity_plan") if row.get("horizon_days") == 0]
+    return render(
+        request,
+        "web/reports.html",
+        {
+            **_report_run_context(request),
+            "pages": REPORT_PAGES,
+            "runs": selectors.report_run_list()[:RECENT_REPORT_RUNS],
+            "verdicts": sorted(plan, key=lambda row: (row["scope"] != "overall", row["flow_name"])),
+        },
+    )
+
+
+@viewer_required
+def reports_run_status(request):
+    return render(request, "web/_report_run.html", _report_run_context(request))
+
+
+@operator_required
+@require_POST
+def reports_run(request):
+    try:
+        services.report_run_request(actor=request.user, trigger=ReportTrigger.USER)
+    except services.ReportRunActive as exc:
+        messages.warning(request, str(exc))
+    else:
+        messages.success(request, "Report run queued: the reports worker picks it up within seconds.")
+    return redirect(_back(request, reverse("web:reports")))

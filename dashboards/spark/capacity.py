@@ -87,7 +87,7 @@ def daily_flow_usage(samples: DataFrame, window: timedelta = DEFAULT_USAGE_WINDO
 def _overall_usage(usage: DataFrame) -> DataFrame:
     return usage.groupBy("date").agg(
         F.lit(None).cast("long").alias("flow_id"),
-        F.lit(OVERALL).alias("flow"),
+        F.lit(OVERALL).alias("flow_name"),
         *(F.sum(c).alias(c) for c in ("avg_mb_per_s", "p95_mb_per_s", "max_mb_per_s", "partitions")),
         F.max("task_saturated_mb_per_s").alias("task_saturated_mb_per_s"),
         F.max("task_observed_mb_per_s").alias("task_observed_mb_per_s"),

@@ -7,7 +7,7 @@ from datetime import timedelta
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-FLOW_KEY = ("flow_id", "flow")
+FLOW_KEY = ("flow_id", "flow_name")
 # One mirrored partition: the source partition and the remote partition it is copied to (same number).
 PARTITION_KEY = (*FLOW_KEY, "source_topic", "remote_topic", "partition")
 WINDOW_COLUMNS = ("window_start", "window_end")

@@ -43,15 +43,18 @@ from dashboards.spark.status import DEFAULT_WINDOW_SAMPLES, flow_status, partiti
 from dashboards.spark.throughput import flow_throughput
 
 ProgressCallback = Callable[[str, float], None]
+RowsCallback = Callable[[dict[str, list[dict]]], None]
 
+# A mirrored partition by ids only: a flow's name ("A->B") changes when a cluster alias does.
+PARTITION_ID = ("flow_id", "source_topic", "remote_topic", "partition")
 # How the web app stores each dataset: upsert by these columns; capacity_plan replaces all its rows.
 REPORT_KEYS: dict[str, tuple[str, ...] | None] = {
-    "partition_lag": (*PARTITION_KEY, "window_start"),
-    "flow_throughput": (*PARTITION_KEY, "window_start"),
-    "latency_percentiles": (*PARTITION_KEY, "window_start"),
-    "partition_status": (*PARTITION_KEY, "window_start"),
-    "flow_status": (*FLOW_KEY, "window_start"),
-    "daily_flow_usage": (*FLOW_KEY, "date"),
+    "partition_lag": (*PARTITION_ID, "window_start"),
+    "flow_throughput": (*PARTITION_ID, "window_start"),
+    "latency_percentiles": (*PARTITION_ID, "window_start"),
+    "partition_status": (*PARTITION_ID, "window_start"),
+    "flow_status": ("flow_id", "window_start"),
+    "daily_flow_usage": ("flow_id", "date"),
     "capacity_plan": None,
 }
 
@@ -174,8 +177,13 @@ def run_reports(
     since: date | None = None,
     now: datetime | None = None,
     on_progress: ProgressCallback = lambda step, fraction: None,
+    store_rows: RowsCallback = lambda datasets: None,
 ) -> ReportResult:
-    """Read what is new in the lake, return the report rows it changes (see the module doc)."""
+    """Read what is new in the lake, return the report rows it changes (see the module doc).
+
+    `store_rows` gets the rows before the ledger records the partitions read: when it raises, nothing
+    is recorded and the next run reads the same partitions again (storing is an idempotent upsert).
+    """
     if DAY_SECONDS % window_seconds(options.window):
         raise ValueError("the report window must divide a day, so windows never span lake partitions")
     now = now or datetime.now(UTC)
@@ -218,7 +226,7 @@ def run_reports(
         new_usage = daily_flow_usage(new, options.window)
         datasets["daily_flow_usage"] = _rows(new_usage)
         if usage is not None:
-            new_usage = usage.join(new_usage, [*FLOW_KEY, "date"], "left_anti").unionByName(new_usage)
+            new_usage = usage.join(new_usage, ["flow_id", "date"], "left_anti").unionByName(new_usage)
         next_carry = _carry(
             everything.where("_sealed").drop("_sealed"),
             lookback=options.lag_lookback,
@@ -227,13 +235,15 @@ def run_reports(
         tables = {"usage": new_usage.toArrow(), "carry": next_carry.toArrow()}
         everything.unpersist()
         new.unpersist()
-        sealed = {**state.sealed, **{p.name: list(p.files) for p in newly_sealed}}
-        state.commit(sealed=sealed, tables=tables)
         usage = spark.createDataFrame(tables["usage"])
 
     on_progress("capacity plan", 0.9)
     if usage is not None:
         datasets["capacity_plan"] = _rows(capacity_plan_from_usage(usage, **asdict(options.capacity)))
+    on_progress("storing report rows", 0.95)
+    store_rows(datasets)
+    if to_read:
+        state.commit(sealed={**state.sealed, **{p.name: list(p.files) for p in newly_sealed}}, tables=tables)
     on_progress("done", 1.0)
     return ReportResult(
         datasets=datasets,

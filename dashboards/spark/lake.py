@@ -13,7 +13,7 @@ from pathlib import Path
 LAKE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("ts", "timestamp"),  # UTC instant the sample was taken
     ("flow_id", "long"),
-    ("flow", "string"),  # "A->B"
+    ("flow_name", "string"),  # "A->B" (not `flow`: that is the directory's flow id)
     ("source_topic", "string"),
     ("remote_topic", "string"),
     ("partition", "int"),
@@ -22,7 +22,8 @@ LAKE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("source_end_offset", "long"),  # source log end offset seen at the end of the slice
     ("next_offset", "long"),  # next source offset to replicate after the slice (the mirror's position)
     ("records", "long"),  # records replicated in this slice
-    ("bytes", "long"),  # key + value + header bytes replicated in this slice
+    # Value bytes the target acknowledged in this slice (as MM2's byte-count: keys and headers excluded).
+    ("bytes", "long"),
     ("interval_s", "double"),  # wall seconds the slice covered (rates = records / interval_s)
     ("record_age_ms", "double"),  # max over the slice of (poll time - record timestamp); null if no records
     ("replication_latency_ms", "double"),  # max over the slice of (ack time - record timestamp); null if none
@@ -53,8 +54,8 @@ def arrow_schema():
 def partition_path(root: Path, *, date: str, flow_id: int) -> Path:
     """The directory of one UTC day of one flow: `<root>/date=YYYY-MM-DD/flow=<flow_id>`.
 
-    The directory's `flow` is the flow id while the `flow` column holds its name ("A->B"): readers list
-    files and read them without partition discovery, which would overwrite the column.
+    Readers list files and read them without partition discovery: the directory names repeat the `ts` day
+    and the `flow_id` column, and discovery would add them as columns of another type.
     """
     return Path(root) / f"date={date}" / f"flow={flow_id}"
 

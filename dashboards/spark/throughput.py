@@ -1,4 +1,4 @@
-"""Replication throughput per mirrored partition and window, in records/s and MB/s (1 MB = 10^6 bytes).
+"""Replication throughput per mirrored partition and window, in records/s and MB/s (1 MB = 10^6 value bytes).
 
 The window rate is what was replicated over the time the slices covered (sum / sum of slice seconds),
 so a window only partly covered by slices is not diluted; p50/p95/max describe the per-slice rates.

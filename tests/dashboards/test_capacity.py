@@ -10,7 +10,7 @@ from dashboards.spark.capacity import capacity_plan_from_usage, daily_flow_usage
 from tests.dashboards.conftest import sample
 
 USAGE_SCHEMA = (
-    "flow_id long, flow string, date date, records long, bytes long, partitions long, tasks long, "
+    "flow_id long, flow_name string, date date, records long, bytes long, partitions long, tasks long, "
     "workers long, avg_mb_per_s double, p95_mb_per_s double, max_mb_per_s double, "
     "task_saturated_mb_per_s double, task_observed_mb_per_s double"
 )

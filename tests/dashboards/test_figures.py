@@ -20,7 +20,7 @@ T1, T2 = datetime(2026, 1, 1, 0, 0, tzinfo=UTC), datetime(2026, 1, 1, 0, 5, tzin
 
 def partition_row(partition: int, start: datetime, **values) -> dict:
     return {
-        "flow": "A->B",
+        "flow_name": "A->B",
         "remote_topic": "A.orders",
         "partition": partition,
         "window_start": start,
@@ -82,7 +82,7 @@ def test_status_heatmap_is_partition_by_time_coloured_by_status():
 def test_capacity_chart_projects_and_annotates_the_verdict():
     plan = [
         {
-            "flow": "overall",
+            "flow_name": "overall",
             "horizon_days": h,
             "projected_mb_per_s": p,
             "capacity_mb_per_s": 50.0,
@@ -95,7 +95,7 @@ def test_capacity_chart_projects_and_annotates_the_verdict():
         }
         for h, p, v, w in ((0, 15.0, "RIGHT_SIZED", 1), (30, 75.0, "UNDER_PROVISIONED", 2))
     ]
-    usage = [{"flow": "A->B", "date": date(2026, 1, 1), "p95_mb_per_s": 12.0}]
+    usage = [{"flow_name": "A->B", "date": date(2026, 1, 1), "p95_mb_per_s": 12.0}]
     figure = capacity_figure(plan, usage)
     measured, projected, capacity = figure.data
     assert list(measured.y) == [12.0] and list(projected.y) == [15.0, 75.0]

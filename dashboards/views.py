@@ -1,0 +1,218 @@
+"""The report dashboards: Plotly charts first (built by `dashboards.figures`), the rows behind them beneath.
+
+Read-only pages for every role (viewer and up); rows come from `controlplane.selectors.report_rows`.
+Each page shows the last `hours` of its dataset, counted back from its newest window (not from now: a
+lake may stop growing), for one flow or all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.http import Http404
+from django.shortcuts import render
+
+from controlplane import selectors
+from controlplane.roles import Role
+from controlplane.web.access import viewer_required
+from dashboards import figures
+
+HOUR_CHOICES = (1, 6, 24, 168, 720)
+DEFAULT_HOURS = 24
+TABLE_ROWS = 200
+Rows = list[dict]
+
+
+@dataclass(frozen=True)
+class Page:
+    title: str
+    dataset: str
+    charts: Callable[[Rows], list]  # rows -> Plotly figures
+    columns: Sequence[str]
+    about: str
+
+
+def _capacity_charts(plan: Rows) -> list:
+    usage = selectors.report_rows(dataset="daily_flow_usage")
+    scopes = sorted({row["flow_name"] for row in plan}, key=lambda name: (name != "overall", name))
+    return [figures.capacity_figure(plan, usage, flow=name) for name in scopes]
+
+
+def _status_charts(rows: Rows) -> list:
+    return [figures.status_heatmap(rows)]
+
+
+PAGES = {
+    "lag": Page(
+        title="Lag",
+        dataset="partition_lag",
+        charts=lambda rows: [
+            figures.lag_figure(rows, measure="records"),
+            figures.lag_figure(rows, measure="seconds"),
+        ],
+        columns=(
+            "window_start",
+            "flow_name",
+            "remote_topic",
+            "partition",
+            "records_behind_last",
+            "records_behind_max",
+            "seconds_behind_last",
+            "seconds_behind_max",
+            "samples",
+        ),
+        about="Records behind (source end offset - the mirror's position) and seconds behind (how long ago "
+        "the mirror's position was produced, interpolated between end-offset samples), max per window.",
+    ),
+    "throughput": Page(
+        title="Throughput",
+        dataset="flow_throughput",
+        charts=lambda rows: [
+            figures.throughput_figure(rows, unit="mb"),
+            figures.throughput_figure(rows, unit="records"),
+        ],
+        columns=(
+            "window_start",
+            "flow_name",
+            "remote_topic",
+            "partition",
+            "records_per_s",
+            "records_per_s_p50",
+            "records_per_s_p95",
+            "records_per_s_max",
+            "mb_per_s",
+            "mb_per_s_p50",
+            "mb_per_s_p95",
+            "mb_per_s_max",
+        ),
+        about="Per window: what was replicated over the time slices covered; p50/p95/max of the per-slice "
+        "rates. MB are 10^6 value bytes (as MM2's byte-rate).",
+    ),
+    "latency": Page(
+        title="Latency",
+        dataset="latency_percentiles",
+        charts=lambda rows: [
+            figures.latency_figure(rows, measure="replication_latency_ms"),
+            figures.latency_figure(rows, measure="record_age_ms"),
+        ],
+        columns=(
+            "window_start",
+            "flow_name",
+            "remote_topic",
+            "partition",
+            "replication_latency_ms_p50",
+            "replication_latency_ms_p95",
+            "replication_latency_ms_p99",
+            "replication_latency_ms_max",
+            "record_age_ms_p50",
+            "record_age_ms_p95",
+            "record_age_ms_p99",
+            "record_age_ms_max",
+        ),
+        about="Percentiles of each slice's worst record: replication latency at the target's ack, record "
+        "age at poll (both from the record's timestamp).",
+    ),
+    "status": Page(
+        title="Status",
+        dataset="partition_status",
+        charts=_status_charts,
+        columns=(
+            "window_start",
+            "flow_name",
+            "remote_topic",
+            "partition",
+            "status",
+            "records_behind",
+            "next_offset",
+            "last_sample_at",
+            "window_samples",
+        ),
+        about="Burrow's rules over the last samples of each partition at the end of every window: OK, WARN "
+        "(lag never decreased), STALL (position never moved), REWIND (position went back), STOP (silent).",
+    ),
+    "capacity": Page(
+        title="Capacity",
+        dataset="capacity_plan",
+        charts=_capacity_charts,
+        columns=(
+            "flow_name",
+            "horizon_days",
+            "verdict",
+            "current_mb_per_s",
+            "growth_mb_per_s_per_day",
+            "projected_mb_per_s",
+            "per_task_mb_per_s",
+            "per_task_saturated",
+            "per_worker_mb_per_s",
+            "capacity_mb_per_s",
+            "network_utilization",
+            "partitions",
+            "tasks",
+            "tasks_needed",
+            "workers",
+            "workers_needed",
+            "workers_to_add",
+            "disk_growth_gb_per_day",
+            "retention_disk_gb",
+        ),
+        about="Load is the daily p95 of 5-minute MB/s; per-task capacity the best MB/s one task reached while "
+        "behind; tasks and workers needed at Cruise Control's 0.8 network threshold, at most 150 partitions "
+        "per task and 20 tasks per worker.",
+    ),
+}
+
+
+def _int_param(request, name: str, choices: Sequence[int] | None = None) -> int | None:
+    try:
+        value = int(request.GET.get(name, ""))
+    except ValueError:
+        return None
+    return value if choices is None or value in choices else None
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 1e6 else f"{value:,.0f}"
+    return str(value)
+
+
+def _since(rows_newest: str | None, hours: int) -> datetime | None:
+    return datetime.fromisoformat(rows_newest) - timedelta(hours=hours) if rows_newest else None
+
+
+@viewer_required
+def dashboard(request, page: str):
+    spec = PAGES.get(page)
+    if spec is None:
+        raise Http404(f"no report page {page!r}")
+    flow_id = _int_param(request, "flow")
+    hours = _int_param(request, "hours", HOUR_CHOICES) or DEFAULT_HOURS
+    newest = selectors.report_rows(dataset=spec.dataset, flow_id=flow_id, limit=1)
+    since = _since(newest[0].get("window_start") if newest else None, hours)
+    rows = selectors.report_rows(dataset=spec.dataset, flow_id=flow_id, since=since)
+    charts = [figure.to_json() for figure in spec.charts(rows)] if rows else []
+    table = [[_cell(row.get(column)) for column in spec.columns] for row in reversed(rows[-TABLE_ROWS:])]
+    context = {
+        "page": page,
+        "spec": spec,
+        "pages": PAGES,
+        "charts": charts,
+        "columns": spec.columns,
+        "table": table,
+        "row_count": len(rows),
+        "flows": sorted(selectors.report_flow_names().items(), key=lambda item: item[1]),
+        "flow_id": flow_id,
+        "hours": hours,
+        "hour_choices": HOUR_CHOICES,
+        "run": selectors.report_run_latest(),
+        "can_run": request.web_role >= Role.OPERATOR,
+    }
+    if page == "status":
+        context["flow_statuses"] = selectors.report_rows(dataset="flow_status", flow_id=flow_id, since=since)[
+            -TABLE_ROWS:
+        ][::-1]
+    return render(request, "web/reports_dashboard.html", context)

@@ -1,0 +1,125 @@
+"""End to end on a generated lake: `manage.py run_reports` runs the Spark job, stores rows, the API and the
+dashboards show them; the pages for each role; a failing job fails its run."""
+
+from __future__ import annotations
+
+import html as html_entities
+import json
+import re
+from datetime import UTC, datetime
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+
+from controlplane import selectors, services
+from controlplane.models import ReportRow, ReportRun, ReportRunState, ReportTrigger
+from dashboards.lakegen import generate_lake
+from dashboards.views import PAGES
+from workers.reports import run_report
+
+pytestmark = pytest.mark.django_db
+
+DASHBOARDS = [f"reports-{page}" for page in PAGES]
+
+
+@pytest.fixture
+def lake_settings(settings, tmp_path):
+    """A two-day lake (2 flows x 5 partitions, a sample every 10 minutes, flow 1 with incidents)."""
+    generate_lake(
+        tmp_path / "lake",
+        flows=2,
+        partitions=5,
+        samples=2 * 144,
+        start=datetime(2026, 1, 1, tzinfo=UTC),
+        step_s=600,
+    )
+    settings.METRICS_DIR = tmp_path / "lake"
+    settings.REPORTS_STATE_DIR = tmp_path / "state"
+    settings.REPORTS_WINDOW_S = 1800
+    return settings
+
+
+def test_the_command_runs_the_job_stores_rows_and_every_role_sees_the_dashboards(
+    spark, lake_settings, capsys, api_as, web_as
+):
+    call_command("run_reports")
+
+    out = capsys.readouterr().out
+    run = ReportRun.objects.get()
+    assert run.state == ReportRunState.SUCCEEDED and not run.active and run.progress == 1.0
+    assert "[  0%] listing lake partitions" in out and "[100%] done" in out
+    assert f"report run {run.pk} succeeded: {run.samples_read} samples from 4 lake partition(s)" in out
+    assert run.samples_read > 0
+    assert run.rows_stored["partition_lag"] == ReportRow.objects.filter(dataset="partition_lag").count() > 0
+    statuses = {row["status"] for row in selectors.report_rows(dataset="partition_status", flow_id=1)}
+    assert {"OK", "STALL", "REWIND", "WARN", "STOP"} <= statuses  # the generated incidents
+    verdicts = selectors.report_rows(dataset="capacity_plan")
+    assert {(row["scope"], row["horizon_days"]) for row in verdicts} >= {("overall", 0), ("flow", 90)}
+
+    # Incremental: nothing new in the lake, nothing read, rows kept.
+    call_command("run_reports")
+    again = ReportRun.objects.first()
+    assert (again.state, again.samples_read, again.partitions_read) == (ReportRunState.SUCCEEDED, 0, 0)
+    assert ReportRow.objects.filter(dataset="partition_lag").count() == run.rows_stored["partition_lag"]
+
+    body = api_as("viewer").get("/api/v1/reports/flow_status/", {"flow": 1}).json()
+    assert body["count"] > 0 and {row["flow_name"] for row in body["rows"]} == {"dc1->dc2#1"}
+
+    for role in ("viewer", "operator", "admin"):
+        client = web_as(role)
+        index = client.get(reverse("web:reports")).content.decode()
+        assert "RIGHT_SIZED" in index or "PROVISIONED" in index
+        assert ("Run reports now" in index) == (role != "viewer")
+        for page in DASHBOARDS:
+            html = client.get(reverse(page), {"flow": 1, "hours": 168}).content.decode()
+            figures = [json.loads(_unescape(m)) for m in re.findall(r'data-figure="([^"]*)"', html)]
+            assert figures and all(f["data"] for f in figures), page
+            assert html.index("report-chart-1") < html.index("<table")  # charts first, tables beneath
+
+
+def _unescape(attribute: str) -> str:
+    return html_entities.unescape(attribute)
+
+
+@pytest.mark.parametrize("page", ["web:reports", *DASHBOARDS])
+def test_pages_render_empty_for_every_role_and_refuse_a_user_without_one(web_as, page):
+    for role in ("viewer", "operator", "admin"):
+        response = web_as(role).get(reverse(page))
+        assert response.status_code == 200, role
+        assert b"No report has run yet" in response.content
+    refused = web_as("norole").get(reverse(page))
+    assert refused.status_code == 403
+    assert b"needs the <strong>viewer</strong> role; you have no role" in refused.content
+    assert web_as("anonymous").get(reverse(page)).status_code == 302
+
+
+def test_the_run_button_queues_a_run_for_operators_only(web_as):
+    assert web_as("viewer").post(reverse("web:reports-run")).status_code == 403
+    assert not ReportRun.objects.exists()
+
+    response = web_as("operator").post(
+        reverse("web:reports-run"), {"next": reverse("reports-lag")}, follow=True
+    )
+
+    run = ReportRun.objects.get()
+    assert (run.state, run.requested_by.username) == (ReportRunState.QUEUED, "operator")
+    assert b"Report run queued" in response.content
+    assert b'hx-trigger="every 2s"' in response.content  # the status polls while the run is active
+    again = web_as("admin").post(reverse("web:reports-run"), follow=True)
+    assert f"report run {run.pk} is already queued".encode() in again.content
+
+
+def test_a_failing_job_fails_its_run_with_the_error(spark, settings, tmp_path):
+    (tmp_path / "lake" / "date=2026-01-01" / "flow=1").mkdir(parents=True)
+    (tmp_path / "lake" / "date=2026-01-01" / "flow=1" / "part-0.parquet").write_text("not parquet")
+    run = services.report_run_request(actor=None, trigger=ReportTrigger.COMMAND)
+
+    failed = run_report(run_id=run.pk, lake_dir=tmp_path / "lake", state_dir=tmp_path / "state")
+
+    assert (failed.state, failed.active) == (ReportRunState.FAILED, False)
+    assert failed.error and not ReportRow.objects.exists()
+    assert not (tmp_path / "state" / "ledger.json").exists()  # nothing recorded: read again next run
+    with pytest.raises(CommandError, match="failed"):
+        settings.METRICS_DIR, settings.REPORTS_STATE_DIR = tmp_path / "lake", tmp_path / "state"
+        call_command("run_reports")

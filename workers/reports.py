@@ -1,0 +1,106 @@
+"""Report runs: the Celery task on the `reports` queue, the in-process runner, and beat's dispatcher.
+
+A run is a `ReportRun` row (controlplane). The API, the web UI and `manage.py run_reports --async` queue
+one; beat queues one every REPORTS_INTERVAL_S and hands queued runs to the `reports` queue
+(`dispatch_report_runs`, called from `workers.beat` at the supervisor's cadence). The task claims the
+run, runs `dashboards.spark.jobs.run_reports` over METRICS_DIR with its ledger in REPORTS_STATE_DIR,
+reports progress on the run, and stores the rows through `controlplane.services.report_rows_store`
+before the ledger moves on (a failed store is read again next run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.db import close_old_connections
+from django.utils import timezone
+
+from controlplane import selectors, services
+from controlplane.models import ReportRun, ReportTrigger
+from dashboards.spark.jobs import REPORT_KEYS, CapacityOptions, ReportOptions, run_reports
+from dashboards.spark.session import spark_session
+from workers.app import app
+
+log = logging.getLogger(__name__)
+
+Echo = Callable[[str, float], None]
+
+
+def report_options() -> ReportOptions:
+    """The job's options from settings; a flow's tasks are at most the largest `tasks.max` configured."""
+    tasks_max = max(selectors.flow_list().values_list("tasks_max", flat=True), default=1)
+    return ReportOptions(
+        window=timedelta(seconds=settings.REPORTS_WINDOW_S),
+        capacity=CapacityOptions(
+            worker_nic_mbps=settings.REPORTS_WORKER_NIC_MBPS,
+            retention_hours=settings.REPORTS_RETENTION_HOURS,
+            tasks_max=tasks_max,
+            workers=settings.REPORTS_FLEET_WORKERS,
+        ),
+    )
+
+
+def run_report(
+    *,
+    run_id: int,
+    echo: Echo = lambda stage, fraction: None,
+    lake_dir: Path | None = None,
+    state_dir: Path | None = None,
+    options: ReportOptions | None = None,
+) -> ReportRun | None:
+    """Claim queued run `run_id` and run it here; None when it is not queued (another process has it).
+
+    A failing job fails the run with its error (logged with the traceback) instead of raising.
+    """
+    run = services.report_run_start(run_id=run_id)
+    if run is None:
+        log.info("report run %s is not queued any more: skipped", run_id)
+        return None
+
+    def progress(stage: str, fraction: float) -> None:
+        services.report_run_progress(run=run, stage=stage, fraction=fraction)
+        echo(stage, fraction)
+
+    try:
+        result = run_reports(
+            spark=spark_session(),
+            lake_dir=lake_dir or settings.METRICS_DIR,
+            state_dir=state_dir or settings.REPORTS_STATE_DIR,
+            options=options or report_options(),
+            on_progress=progress,
+            store_rows=lambda datasets: services.report_rows_store(
+                run=run, datasets=datasets, keys=REPORT_KEYS
+            ),
+        )
+    except Exception as exc:
+        log.exception("report run %s failed", run_id)
+        return services.report_run_finish(run=run, error=f"{type(exc).__name__}: {exc}")
+    return services.report_run_finish(
+        run=run, samples_read=result.samples_read, partitions_read=len(result.partitions_read)
+    )
+
+
+@app.task(name="workers.reports.run_reports", ignore_result=True, acks_late=False)
+def run_reports_task(run_id: int) -> None:
+    # acks_late off: a run a worker died in is failed by its staleness, not run twice over.
+    close_old_connections()
+    run_report(run_id=run_id)
+
+
+def dispatch_report_runs(*, send: Callable[[int], object] = run_reports_task.delay) -> list[int]:
+    """Queue the scheduled run when it is due, then send every undispatched queued run to the queue."""
+    if selectors.report_schedule_due(now=timezone.now(), interval_s=settings.REPORTS_INTERVAL_S):
+        # Someone asking at the same moment is refused or refuses this one: either run will do.
+        with contextlib.suppress(services.ReportRunActive):
+            services.report_run_request(actor=None, trigger=ReportTrigger.SCHEDULE)
+    sent = []
+    for run in selectors.report_runs_to_dispatch():
+        send(run.pk)
+        services.report_run_dispatched(run=run)
+        sent.append(run.pk)
+    return sent
