@@ -1,6 +1,6 @@
 """The on-call path through the web UI in a real Chromium: log in, add two clusters, create a flow
 with the live topic preview, watch a real worker bring records-behind to zero, pause and resume,
-import an MM2 file (dry run, then apply), and find all of it in the audit log."""
+read the failover plan, fail a consumer group over and fail back, import an MM2 file (dry run, then apply), and find all of it in the audit log."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from playwright.sync_api import Page, expect
 
 from controlplane import services
 from controlplane.roles import Role
+from replication.kafka.groups import GroupOffsetsAdmin
 from tests.workers.harness import create_topic, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.django_db(transaction=True)]
@@ -47,13 +48,16 @@ def _confirm(page: Page, opener: str, action: str) -> None:
 
 
 def test_on_call_path(
-    page: Page, live_server, celery_runtime, kafka_brokers, cluster_a, unique_name, screenshot
+    page: Page, live_server, celery_runtime, kafka_brokers, cluster_a, cluster_b, unique_name, screenshot
 ):
     services.user_create_with_role(username="oncall", role=Role.ADMIN, password=PASSWORD)
     topic, skipped = f"orders-{unique_name}", f"tmp-{unique_name}"
     create_topic(cluster_a, topic, PARTITIONS)
     create_topic(cluster_a, skipped, 1)
     produce(cluster_a, topic, RECORDS, partitions=PARTITIONS)
+    group = f"billing-{unique_name}"
+    committed = {(topic, 0): 100, (topic, 1): 40}
+    assert GroupOffsetsAdmin(cluster_a).alter_offsets(group, committed) == {}
     celery_runtime.start_worker("w1")
     celery_runtime.start_beat()
     base = live_server.url
@@ -115,6 +119,31 @@ def test_on_call_path(
     expect(page.get_by_label("Type A->B to confirm")).to_be_visible()
     screenshot("07-failover-plan")
 
+    # The failover itself, for one group: type the name, fail over, read the result per group; then
+    # the group's offsets on B are the ones it committed on A (a fresh topic keeps its offsets).
+    groups = page.locator("input[name=groups]")
+    for index in range(groups.count()):
+        groups.nth(index).uncheck()
+    page.get_by_label(group).check()
+    page.get_by_label("Type A->B to confirm").fill("A->B")
+    page.get_by_role("button", name="Fail over A->B").click()
+    result = page.locator("#failover-result")
+    expect(result.get_by_role("heading", name="A->B is failed_over")).to_be_visible(timeout=60_000)
+    expect(result.locator("table")).to_contain_text(group)
+    expect(result.locator("table")).to_contain_text("written")
+    screenshot("08-failover-result")
+    on_b = GroupOffsetsAdmin(cluster_b).committed_offsets(group)
+    assert {tp: c.offset for tp, c in on_b.items()} == {
+        (f"A.{topic}", p): o for (_, p), o in committed.items()
+    }
+
+    # Failback: the reverse flow B->A, mirrored topics excluded.
+    page.get_by_label("Type A->B to confirm").last.fill("A->B")
+    page.get_by_role("button", name="Fail back to A").click()
+    expect(result.get_by_role("heading", name="Failback set up")).to_be_visible(timeout=60_000)
+    expect(result).to_contain_text("B->A")
+    screenshot("09-failback")
+
     # MM2 import: a dry run first, then apply.
     page.goto(f"{base}/mm2/import/")
     page.get_by_label("mm2.properties").fill(
@@ -124,18 +153,19 @@ def test_on_call_path(
     page.get_by_role("button", name="Dry run", exact=True).click()
     expect(page.get_by_role("heading", name="Dry run: nothing changed yet")).to_be_visible()
     expect(page.locator("table.diff")).to_contain_text("X->Y")
-    screenshot("08-mm2-dry-run")
+    screenshot("10-mm2-dry-run")
     page.get_by_role("button", name="Apply these changes").click()
     expect(page.get_by_role("heading", name="Applied", exact=True)).to_be_visible()
 
     page.goto(f"{base}/audit/")
     audit = page.locator("table.audit")
-    for action in ("create", "pause", "resume", "import"):
+    for action in ("create", "pause", "resume", "failover", "failback", "import"):
         expect(audit).to_contain_text(action)
-    screenshot("09-audit")
-    page.get_by_label("Action").select_option("pause")
+    screenshot("11-audit")
+    page.get_by_label("Action").select_option("failover")
     page.get_by_role("button", name="Filter").click()
     expect(audit.locator("tbody tr")).to_have_count(1)
+    expect(audit.locator("tbody tr")).to_contain_text("A->B")
 
     page.goto(f"{base}/reports/")
-    screenshot("10-reports")
+    screenshot("12-reports")
