@@ -110,7 +110,7 @@ def _last_known_lag(flow: Flow) -> dict[tuple[str, int], int]:
 
 
 def _audit(*, actor, action: str, flow: Flow, outcome: str, detail: str = "", after: Any = None) -> None:
-    services._audit(
+    services.audit_record(
         actor=actor,
         action=action,
         object_type="flow",

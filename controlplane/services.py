@@ -58,7 +58,7 @@ def _actor_name(actor) -> str:
     return getattr(actor, "username", "") or "system"
 
 
-def _audit(
+def audit_record(
     *,
     actor,
     action: str,
@@ -70,6 +70,7 @@ def _audit(
     outcome: str = AuditOutcome.SUCCESS,
     detail: str = "",
 ) -> AuditEvent:
+    """Record who did what to which object, with its before/after (callers pass secret-free views)."""
     return AuditEvent.objects.create(
         actor=actor if getattr(actor, "pk", None) else None,
         actor_name=_actor_name(actor),
@@ -91,7 +92,7 @@ def _audited_attempt(*, actor, action: str, object_type: str, object_id: object 
         with transaction.atomic():
             yield
     except (ServiceValidationError, ServiceConflict) as exc:
-        _audit(
+        audit_record(
             actor=actor,
             action=action,
             object_type=object_type,
@@ -248,7 +249,7 @@ def cluster_create(
             },
             secrets=secret_values,
         )
-        _audit(
+        audit_record(
             actor=actor,
             action=AuditAction.CREATE,
             object_type="cluster",
@@ -288,7 +289,7 @@ def cluster_update(
             for name in set(current[scope]) | set(secret_values[scope])
             if current[scope].get(name) != secret_values[scope].get(name)
         )
-        _audit(
+        audit_record(
             actor=actor,
             action=AuditAction.UPDATE,
             object_type="cluster",
@@ -319,7 +320,7 @@ def cluster_delete(*, actor, cluster: Cluster) -> None:
         before = cluster_snapshot(cluster)
         pk = cluster.pk
         cluster.delete()
-        _audit(
+        audit_record(
             actor=actor,
             action=AuditAction.DELETE,
             object_type="cluster",
@@ -417,7 +418,7 @@ def flow_create(*, actor, source: Cluster, target: Cluster, **settings: Any) -> 
     name = f"{source.alias}->{target.alias}"
     with _audited_attempt(actor=actor, action=AuditAction.CREATE, object_type="flow", object_repr=name):
         flow = _save_flow(Flow(), source=source, target=target, settings=_default_flow_settings() | settings)
-        _audit(
+        audit_record(
             actor=actor,
             action=AuditAction.CREATE,
             object_type="flow",
@@ -443,7 +444,7 @@ def flow_update(
             target=target or flow.target,
             settings=engine.flow_settings(flow) | changes,
         )
-        _audit(
+        audit_record(
             actor=actor,
             action=AuditAction.UPDATE,
             object_type="flow",
@@ -461,7 +462,7 @@ def flow_delete(*, actor, flow: Flow) -> None:
     ):
         before, pk, name = flow_snapshot(flow), flow.pk, flow.name
         flow.delete()
-        _audit(
+        audit_record(
             actor=actor,
             action=AuditAction.DELETE,
             object_type="flow",
@@ -483,7 +484,7 @@ def _set_paused(*, actor, flow: Flow, paused: bool) -> Flow:
         flow.paused = paused
         flow.state = _lifecycle_state(enabled=flow.enabled, paused=paused)
         flow.save(update_fields=["paused", "state", "updated_at"])
-        _audit(
+        audit_record(
             actor=actor,
             action=action,
             object_type="flow",
@@ -577,7 +578,7 @@ def mm2_import(
             ],
         )
         if not dry_run:
-            _audit(
+            audit_record(
                 actor=actor,
                 action=AuditAction.IMPORT,
                 object_type="mm2",
@@ -651,7 +652,7 @@ def _apply_import(*, actor, parsed, apply: bool) -> list[ImportChange]:
         before = cluster_snapshot(stored) if stored else None
         cluster = _save_cluster(stored or Cluster(), fields=columns, secrets=secrets)
         clusters[cluster.alias] = cluster
-        _audit(
+        audit_record(
             actor=actor,
             action=AuditAction.IMPORT,
             object_type="cluster",
@@ -672,7 +673,7 @@ def _apply_import(*, actor, parsed, apply: bool) -> list[ImportChange]:
             setattr(flow, name, value)
         flow.state = _lifecycle_state(enabled=flow.enabled, paused=flow.paused)
         flow.save()
-        _audit(
+        audit_record(
             actor=actor,
             action=AuditAction.IMPORT,
             object_type="flow",
@@ -700,7 +701,7 @@ def secrets_key_rotate(*, actor, new_key: str | None = None) -> int:
             cluster.secrets_encrypted = crypto.reencrypt(cluster.secrets_encrypted, old=old, new=new)
             cluster.save(update_fields=["secrets_encrypted"])
             count += 1
-        _audit(
+        audit_record(
             actor=actor,
             action=AuditAction.ROTATE_SECRETS_KEY,
             object_type="secrets",
@@ -784,7 +785,7 @@ def report_run_request(*, actor, trigger: str) -> ReportRun:
         except IntegrityError:  # another request won the race for the one active slot
             raise ReportRunActive(ReportRun.objects.get(active=True)) from None
         if audited:
-            _audit(
+            audit_record(
                 actor=actor,
                 action=AuditAction.RUN_REPORTS,
                 object_type="report_run",
