@@ -44,7 +44,8 @@ demo: install
 	mkdir -p var/demo
 	$(PY) manage.py migrate --no-input
 	$(PY) manage.py create_admin demo --password demo-password >/dev/null
-	$(VENV)/bin/honcho -f Procfile.demo start
+	$(VENV)/bin/honcho -f Procfile.demo start; code=$$?; \
+	  if [ $$code -eq 130 ] || [ $$code -eq 0 ]; then echo "demo stopped"; else exit $$code; fi
 
 clean:
 	rm -rf $(VENV) var .pytest_cache
