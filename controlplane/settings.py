@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "controlplane.apps.ControlplaneConfig",
     "controlplane.web.apps.WebConfig",
+    "workers.apps.WorkersConfig",
 ]
 
 MIDDLEWARE = [

@@ -48,8 +48,6 @@ REPORTS_WINDOW_S = _env.int("REPORTS_WINDOW_S", default=300)
 REPORTS_WORKER_NIC_MBPS = _env.float("REPORTS_WORKER_NIC_MBPS", default=10_000.0)
 REPORTS_RETENTION_HOURS = _env.float("REPORTS_RETENTION_HOURS", default=168.0)
 REPORTS_FLEET_WORKERS = _env.int("REPORTS_FLEET_WORKERS", default=1)
-# The in-process runner `manage.py run_reports` calls: named, not imported (controlplane knows no workers).
-REPORTS_RUNNER = "workers.reports.run_report"
 
 REPLICATION_QUEUE = "replication"
 METADATA_QUEUE = "metadata"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -18,6 +19,8 @@ T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 
 @pytest.fixture(scope="session")
 def spark():
+    # py4j logs its shutdown at INFO from an atexit hook, after pytest closed the captured streams.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     session = spark_session(
         app_name="mirrorplane-tests",
         master="local[2]",

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.utils.module_loading import import_string
 
 from controlplane import services
 from controlplane.models import ReportRunState, ReportTrigger
+from workers.reports import run_report
 
 
 class Command(BaseCommand):
@@ -29,9 +28,7 @@ class Command(BaseCommand):
         if queue_only:
             self.stdout.write(f"report run {run.pk} queued")
             return
-        # Named in settings, not imported: the control plane does not depend on the workers' code.
-        runner = import_string(settings.REPORTS_RUNNER)
-        finished = runner(run_id=run.pk, echo=self._echo)
+        finished = run_report(run_id=run.pk, echo=self._echo)
         if finished is None or finished.state != ReportRunState.SUCCEEDED:
             raise CommandError(f"report run {run.pk} failed: {finished.error if finished else 'not run'}")
         counts = ", ".join(f"{name} {count}" for name, count in sorted(finished.rows_stored.items()))
