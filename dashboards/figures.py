@@ -156,7 +156,7 @@ def capacity_figure(
         go.Scatter(
             x=[f"+{h} d" for h in horizons],
             y=[r["projected_mb_per_s"] for r in plan],
-            name="projected",
+            name="projected (days ahead, top axis)",
             mode="lines+markers",
             xaxis="x2",
         )
@@ -181,14 +181,15 @@ def capacity_figure(
         xref="paper",
         yref="paper",
         x=0,
-        y=1.08,
+        y=1.3,  # above the projection axis on top, clear of its tick labels
         showarrow=False,
         font={"color": VERDICT_COLOURS.get(verdict, "black")},
     )
     figure.update_layout(
         title=f"Capacity plan: {flow}",
         xaxis={"title": "date (measured)"},
-        xaxis2={"title": "horizon (projected)", "overlaying": "x", "side": "top"},
+        xaxis2={"overlaying": "x", "side": "top"},  # days ahead; its ticks say so (+7 d)
         yaxis_title="MB/s",
+        margin={"t": 130},
     )
     return figure
