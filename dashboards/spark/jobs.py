@@ -147,17 +147,28 @@ class ReportState:
 def _carry(sealed_samples: DataFrame, *, lookback: timedelta, window_samples: int) -> DataFrame:
     """Per mirrored partition: sealed samples of the last lookback and the `window_samples - 1` before."""
     by_partition = Window.partitionBy(*PARTITION_KEY)
-    newest_first = by_partition.orderBy(F.col("ts").desc())
+    # Ranked from the newest by counting from the oldest: the samples are already sorted oldest first.
+    oldest_first = by_partition.orderBy("ts")
     lookback_s = int(lookback.total_seconds())
     return (
         sealed_samples.withColumn(
             "_cutoff", F.max("ts").over(by_partition) - F.expr(f"INTERVAL {lookback_s} SECONDS")
         )
         .withColumn("_recent", F.sum((F.col("ts") >= F.col("_cutoff")).cast("int")).over(by_partition))
-        .withColumn("_rank", F.row_number().over(newest_first))
+        .withColumn("_rank", F.count(F.lit(1)).over(by_partition) - F.row_number().over(oldest_first) + 1)
         .where(F.col("_rank") <= F.col("_recent") + (window_samples - 1))
         .drop("_cutoff", "_recent", "_rank")
     )
+
+
+def _clustered(samples: DataFrame) -> DataFrame:
+    """Samples hash-partitioned by mirrored partition and sorted by time within it.
+
+    Every transform groups or orders by the mirrored partition (and time): over this layout, cached
+    once, their aggregates, windows and grouped functions run without shuffling or sorting again.
+    """
+    partitions = int(samples.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    return samples.repartition(partitions, *PARTITION_KEY).sortWithinPartitions(*PARTITION_KEY, "ts")
 
 
 def _windows_with_new_samples(new: DataFrame, window: timedelta, key: Iterable[str]) -> DataFrame:
@@ -213,13 +224,20 @@ def run_reports(
             .withColumn("_sealed", partition_of_file.isin(*sealed_names) if sealed_names else F.lit(False))
         )
         carry = state.read(spark, "carry")
-        everything = new.unionByName(carry.withColumn("_sealed", F.lit(True))) if carry is not None else new
-        everything = everything.persist()
-        new = new.drop("_sealed").persist()
+        new = new.withColumn("_carried", F.lit(False))
+        if carry is not None:
+            carried = carry.withColumn("_sealed", F.lit(True)).withColumn("_carried", F.lit(True))
+            new = new.unionByName(carried)
+        everything = _clustered(new).persist()
+        new = everything.where(~F.col("_carried")).drop("_sealed", "_carried")
         samples_read = new.count()
         datasets.update(
             _windowed_reports(
-                samples=everything.drop("_sealed"), new=new, options=options, on_progress=on_progress
+                samples=everything.drop("_sealed", "_carried"),
+                new=new,
+                has_carry=carry is not None,
+                options=options,
+                on_progress=on_progress,
             )
         )
         on_progress("daily usage", 0.8)
@@ -228,13 +246,12 @@ def run_reports(
         if usage is not None:
             new_usage = usage.join(new_usage, ["flow_id", "date"], "left_anti").unionByName(new_usage)
         next_carry = _carry(
-            everything.where("_sealed").drop("_sealed"),
+            everything.where("_sealed").drop("_sealed", "_carried"),
             lookback=options.lag_lookback,
             window_samples=options.window_samples,
         )
         tables = {"usage": new_usage.toArrow(), "carry": next_carry.toArrow()}
         everything.unpersist()
-        new.unpersist()
         usage = spark.createDataFrame(tables["usage"])
 
     on_progress("capacity plan", 0.9)
@@ -255,14 +272,21 @@ def run_reports(
 
 
 def _windowed_reports(
-    *, samples: DataFrame, new: DataFrame, options: ReportOptions, on_progress: ProgressCallback
+    *,
+    samples: DataFrame,
+    new: DataFrame,
+    has_carry: bool,
+    options: ReportOptions,
+    on_progress: ProgressCallback,
 ) -> dict[str, list[dict]]:
+    """Report rows of the windows with new samples (without a carry, every sample is new)."""
     window = options.window
     partition_windows = _windows_with_new_samples(new, window, PARTITION_KEY)
     flow_windows = _windows_with_new_samples(new, window, FLOW_KEY)
-    touched = lambda frame, windows, key: frame.join(  # noqa: E731
-        windows, [*key, "window_start"], "left_semi"
-    )
+
+    def touched(frame: DataFrame, windows: DataFrame, key: Iterable[str]) -> DataFrame:
+        return frame.join(windows, [*key, "window_start"], "left_semi") if has_carry else frame
+
     reports = {}
     on_progress("lag", 0.1)
     reports["partition_lag"] = _rows(

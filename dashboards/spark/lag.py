@@ -23,7 +23,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from dashboards.spark.frames import PARTITION_KEY, WINDOW_COLUMNS, records_behind, with_window
+from dashboards.spark.frames import PARTITION_KEY, records_behind, window_seconds
 
 DEFAULT_LOOKBACK = timedelta(hours=1)
 SAMPLE_LAG_COLUMNS = (
@@ -102,17 +102,72 @@ def sample_lag(samples: DataFrame, *, lookback: timedelta = DEFAULT_LOOKBACK) ->
     ).select(*SAMPLE_LAG_COLUMNS)
 
 
+PARTITION_LAG_SCHEMA = (
+    "samples long, records_behind_last long, records_behind_max long, records_behind_avg double, "
+    "seconds_behind_last double, seconds_behind_max double, seconds_behind_avg double"
+)
+
+
+def _window_lag(*, window_s: int, lookback_s: float):
+    """One mirrored partition's samples (an Arrow table) in, its lag per window out.
+
+    The same aggregates as Spark's over `sample_lag` rows: count; the newest sample's value (as
+    max_by ts); max and average ignoring unknowns (null when all are unknown).
+    """
+    import pyarrow as pa
+
+    def apply(table: pa.Table) -> pa.Table:
+        micros = table.column("ts").cast(pa.int64()).to_numpy()
+        order = np.argsort(micros, kind="stable")
+        micros = micros[order]
+        end = table.column("source_end_offset").to_numpy()[order]
+        position = table.column("next_offset").to_numpy()[order]
+        behind_s = seconds_behind(t=micros / 1_000_000.0, end=end, position=position, lookback_s=lookback_s)
+        behind = np.maximum(end - position, 0)
+        seconds = micros // 1_000_000
+        starts = np.flatnonzero(np.diff(seconds - seconds % window_s, prepend=-1))  # first row of each window
+        lasts = np.append(starts[1:], len(micros)) - 1
+        counts = lasts - starts + 1
+        known = ~np.isnan(behind_s)
+        known_counts = np.add.reduceat(known.astype(np.int64), starts)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            seconds_avg = np.add.reduceat(np.where(known, behind_s, 0.0), starts) / known_counts
+        window_start = (seconds - seconds % window_s)[starts] * 1_000_000
+        first = table.slice(0, 1)
+        keys = {name: pa.repeat(first.column(name)[0], len(starts)) for name in PARTITION_KEY}
+        timestamp = table.schema.field("ts").type
+        return pa.table(
+            {
+                **keys,
+                "window_start": pa.array(window_start, timestamp),
+                "window_end": pa.array(window_start + window_s * 1_000_000, timestamp),
+                "samples": pa.array(counts, pa.int64()),
+                "records_behind_last": pa.array(behind[lasts], pa.int64()),
+                "records_behind_max": pa.array(np.maximum.reduceat(behind, starts), pa.int64()),
+                "records_behind_avg": pa.array(np.add.reduceat(behind.astype(float), starts) / counts),
+                # NaN (unknown) becomes null.
+                "seconds_behind_last": pa.array(behind_s[lasts], from_pandas=True),
+                "seconds_behind_max": pa.array(np.fmax.reduceat(behind_s, starts), from_pandas=True),
+                "seconds_behind_avg": pa.array(
+                    np.where(known_counts > 0, seconds_avg, np.nan), from_pandas=True
+                ),
+            }
+        )
+
+    return apply
+
+
 def partition_lag(
     samples: DataFrame, window: timedelta, *, lookback: timedelta = DEFAULT_LOOKBACK
 ) -> DataFrame:
-    """Lag per mirrored partition and window: records and seconds behind, last / max / average."""
-    lagged = with_window(sample_lag(samples, lookback=lookback), window)
-    return lagged.groupBy(*PARTITION_KEY, *WINDOW_COLUMNS).agg(
-        F.count(F.lit(1)).alias("samples"),
-        F.max_by("records_behind", "ts").alias("records_behind_last"),
-        F.max("records_behind").alias("records_behind_max"),
-        F.avg("records_behind").alias("records_behind_avg"),
-        F.max_by("seconds_behind", "ts").alias("seconds_behind_last"),
-        F.max("seconds_behind").alias("seconds_behind_max"),
-        F.avg("seconds_behind").alias("seconds_behind_avg"),
+    """Lag per mirrored partition and window: records and seconds behind, last / max / average.
+
+    The aggregates of `sample_lag` rows per window, computed in the same grouped function (Arrow in,
+    one row per window out) rather than shipping every sample's lag back to Spark to aggregate there.
+    """
+    narrow = samples.select(*PARTITION_KEY, "ts", "source_end_offset", "next_offset")
+    keys = ", ".join(f"`{field.name}` {field.dataType.simpleString()}" for field in narrow.schema[:5])
+    schema = f"{keys}, window_start timestamp, window_end timestamp, {PARTITION_LAG_SCHEMA}"
+    return narrow.groupBy(*PARTITION_KEY).applyInArrow(
+        _window_lag(window_s=window_seconds(window), lookback_s=lookback.total_seconds()), schema=schema
     )

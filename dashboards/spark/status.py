@@ -97,22 +97,21 @@ def partition_status(
     """Status per mirrored partition at the end of each report window (OK, WARN, STOP, STALL, REWIND)."""
     if window_samples < 1:
         raise ValueError("a Burrow window holds at least one sample")
-    features = _with_window_features(samples, window_samples).withColumn("_is_evaluation", F.lit(0))
-    points = (
-        _evaluation_points(samples, window)
-        .withColumn("ts", F.col("evaluated_at"))
-        .withColumn("_is_evaluation", F.lit(1))
+    # The newest sample at or before an evaluation point (the flow's newest in window W) is the
+    # partition's newest in W, or in the latest earlier window it reported in: all of its samples in W
+    # are at or before that instant, all later ones after it. So sample features are reduced to one per
+    # partition and window before meeting the evaluation points.
+    features = with_window(_with_window_features(samples, window_samples), window)
+    newest_per_window = features.groupBy(*PARTITION_KEY, "window_start").agg(
+        F.max_by("_window", "ts").alias("_window")
     )
-    # Samples taken at the evaluation instant count: they sort before the evaluation point.
     up_to_now = (
-        Window.partitionBy(*PARTITION_KEY)
-        .orderBy("ts", "_is_evaluation")
-        .rowsBetween(Window.unboundedPreceding, 0)
+        Window.partitionBy(*PARTITION_KEY).orderBy("window_start").rowsBetween(Window.unboundedPreceding, 0)
     )
     evaluated = (
-        features.unionByName(points, allowMissingColumns=True)
+        _evaluation_points(samples, window)
+        .join(newest_per_window, [*PARTITION_KEY, "window_start"], "left")
         .withColumn("_window", F.last("_window", ignorenulls=True).over(up_to_now))
-        .where(F.col("_is_evaluation") == 1)
     )
     return evaluated.select(
         *PARTITION_KEY,
