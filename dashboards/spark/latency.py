@@ -19,12 +19,25 @@ MEASURES = ("record_age_ms", "replication_latency_ms")
 
 
 def latency_percentiles(samples: DataFrame, window: timedelta) -> DataFrame:
+    # One exact percentile per measure, for all fractions: each fraction apart would collect it again.
+    fractions = [fraction for _, fraction in PERCENTILES]
     aggregates = [
         aggregate
         for measure in MEASURES
         for aggregate in (
-            *(F.percentile(measure, fraction).alias(f"{measure}_{name}") for name, fraction in PERCENTILES),
+            F.percentile(measure, fractions).alias(f"_{measure}_p"),
             F.max(measure).alias(f"{measure}_max"),
+        )
+    ]
+    columns = [
+        column
+        for measure in MEASURES
+        for column in (
+            *(
+                F.col(f"_{measure}_p")[i].alias(f"{measure}_{name}")
+                for i, (name, _) in enumerate(PERCENTILES)
+            ),
+            f"{measure}_max",
         )
     ]
     return (
@@ -32,4 +45,5 @@ def latency_percentiles(samples: DataFrame, window: timedelta) -> DataFrame:
         .where(F.col("record_age_ms").isNotNull() | F.col("replication_latency_ms").isNotNull())
         .groupBy(*PARTITION_KEY, *WINDOW_COLUMNS)
         .agg(F.count(F.lit(1)).alias("samples"), *aggregates)
+        .select(*PARTITION_KEY, *WINDOW_COLUMNS, "samples", *columns)
     )

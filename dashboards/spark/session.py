@@ -17,6 +17,9 @@ DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # The job caches the samples once and scans them once per dataset: building a compressed cache costs
+    # more CPU than the scans save, and the memory is there.
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
 }
 
 

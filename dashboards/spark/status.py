@@ -22,40 +22,69 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import numpy as np
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from dashboards.spark.frames import FLOW_KEY, PARTITION_KEY, WINDOW_COLUMNS, records_behind, with_window
+from dashboards.spark.frames import FLOW_KEY, PARTITION_KEY, WINDOW_COLUMNS, window_seconds, with_window
 
 DEFAULT_WINDOW_SAMPLES = 10  # Burrow's default window ("intervals")
 ERROR_CAUSES = ("STOP", "STALL", "REWIND")
 
 
-def _with_window_features(samples: DataFrame, window_samples: int) -> DataFrame:
-    """Each sample with what Burrow needs about the window of the last `window_samples` ending at it."""
-    by_time = Window.partitionBy(*PARTITION_KEY).orderBy("ts")
-    last_n = by_time.rowsBetween(-(window_samples - 1), 0)
-    # A window of N samples holds N-1 changes: those of all its samples but the first.
-    last_changes = by_time.rowsBetween(-(window_samples - 2), 0) if window_samples > 1 else None
-    lagged = samples.withColumn("_lag", records_behind())
-    change = F.col("_lag") - F.lag("_lag").over(by_time)
-    lagged = lagged.withColumn("_lag_change", change)
-    min_change = F.min("_lag_change").over(last_changes) if last_changes else F.lit(None).cast("long")
-    return lagged.select(
-        *PARTITION_KEY,
-        "ts",
-        F.struct(
-            F.col("ts").alias("last_sample_at"),
-            F.col("next_offset"),
-            F.col("_lag").alias("records_behind"),
-            F.min("ts").over(last_n).alias("first_sample_at"),
-            F.count(F.lit(1)).over(last_n).alias("samples"),
-            F.min("_lag").over(last_n).alias("min_lag"),
-            F.min("next_offset").over(last_n).alias("min_offset"),
-            F.max("next_offset").over(last_n).alias("max_offset"),
-            min_change.alias("min_lag_change"),
-        ).alias("_window"),
-    )
+WINDOW_FEATURES = (
+    "last_sample_at timestamp, next_offset long, records_behind long, first_sample_at timestamp, "
+    "samples long, min_lag long, min_offset long, max_offset long, min_lag_change long"
+)
+
+
+def _newest_window_features(*, window_s: int, window_samples: int):
+    """One mirrored partition's samples (an Arrow table) in; out, per report window it reported in, what
+    Burrow needs about the last `window_samples` samples ending at its newest sample in that window."""
+    import pyarrow as pa
+
+    def apply(table: pa.Table) -> pa.Table:
+        micros = table.column("ts").cast(pa.int64()).to_numpy()
+        order = np.argsort(micros, kind="stable")
+        micros = micros[order]
+        position = table.column("next_offset").to_numpy()[order]
+        lag = np.maximum(table.column("source_end_offset").to_numpy()[order] - position, 0)
+        seconds = micros // 1_000_000
+        starts = seconds - seconds % window_s
+        newest = np.flatnonzero(np.append(np.diff(starts) != 0, True))  # last row of each window
+        # The window of N samples ending at each newest row: rows newest-N+1 .. newest (those that exist).
+        rows = newest[:, None] - np.arange(window_samples)[None, :]
+        held = rows >= 0
+        rows = np.maximum(rows, 0)
+        big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+        # Its N-1 changes are those of its samples but the first (and a partition's first has none).
+        changes = rows[:, : window_samples - 1]
+        changed = changes >= 1
+        change = np.where(changed, lag[changes] - lag[np.maximum(changes - 1, 0)], big).min(
+            axis=1, initial=big
+        )
+        timestamp = table.schema.field("ts").type
+        window = pa.StructArray.from_arrays(
+            [
+                pa.array(micros[newest], timestamp),
+                pa.array(position[newest], pa.int64()),
+                pa.array(lag[newest], pa.int64()),
+                pa.array(micros[rows[np.arange(len(newest)), held.sum(axis=1) - 1]], timestamp),
+                pa.array(held.sum(axis=1), pa.int64()),
+                pa.array(np.where(held, lag[rows], big).min(axis=1), pa.int64()),
+                pa.array(np.where(held, position[rows], big).min(axis=1), pa.int64()),
+                pa.array(np.where(held, position[rows], small).max(axis=1), pa.int64()),
+                pa.array(change, pa.int64(), mask=~changed.any(axis=1)),
+            ],
+            names=[field.split()[0] for field in WINDOW_FEATURES.split(", ")],
+        )
+        first = table.slice(0, 1)
+        keys = {name: pa.repeat(first.column(name)[0], len(newest)) for name in PARTITION_KEY}
+        return pa.table(
+            {**keys, "window_start": pa.array(starts[newest] * 1_000_000, timestamp), "_window": window}
+        )
+
+    return apply
 
 
 def _evaluation_points(samples: DataFrame, window: timedelta) -> DataFrame:
@@ -101,9 +130,11 @@ def partition_status(
     # partition's newest in W, or in the latest earlier window it reported in: all of its samples in W
     # are at or before that instant, all later ones after it. So sample features are reduced to one per
     # partition and window before meeting the evaluation points.
-    features = with_window(_with_window_features(samples, window_samples), window)
-    newest_per_window = features.groupBy(*PARTITION_KEY, "window_start").agg(
-        F.max_by("_window", "ts").alias("_window")
+    narrow = samples.select(*PARTITION_KEY, "ts", "source_end_offset", "next_offset")
+    keys = ", ".join(f"`{field.name}` {field.dataType.simpleString()}" for field in narrow.schema[:5])
+    newest_per_window = narrow.groupBy(*PARTITION_KEY).applyInArrow(
+        _newest_window_features(window_s=window_seconds(window), window_samples=window_samples),
+        schema=f"{keys}, window_start timestamp, _window struct<{WINDOW_FEATURES}>",
     )
     up_to_now = (
         Window.partitionBy(*PARTITION_KEY).orderBy("window_start").rowsBetween(Window.unboundedPreceding, 0)
