@@ -73,12 +73,19 @@ def daily_flow_usage(samples: DataFrame, window: timedelta = DEFAULT_USAGE_WINDO
             F.max("_flow_mb_per_s").alias("max_mb_per_s"),
         )
     )
-    shape = windowed.groupBy(*FLOW_KEY, "date").agg(
-        F.sum("records").alias("records"),
-        F.sum("bytes").alias("bytes"),
-        F.count_distinct("remote_topic", "partition").alias("partitions"),
-        F.count_distinct("task_index").alias("tasks"),
-        F.count_distinct("worker").alias("workers"),
+    # Totals and distinct counts over a first reduction to one row per partition, task and worker a day
+    # (three distinct counts over the samples themselves would expand every sample three times).
+    shape = (
+        windowed.groupBy(*FLOW_KEY, "date", "remote_topic", "partition", "task_index", "worker")
+        .agg(F.sum("records").alias("records"), F.sum("bytes").alias("bytes"))
+        .groupBy(*FLOW_KEY, "date")
+        .agg(
+            F.sum("records").alias("records"),
+            F.sum("bytes").alias("bytes"),
+            F.count_distinct("remote_topic", "partition").alias("partitions"),
+            F.count_distinct("task_index").alias("tasks"),
+            F.count_distinct("worker").alias("workers"),
+        )
     )
     keys = [*FLOW_KEY, "date"]
     return shape.join(flow_load, keys).join(task_rates, keys)

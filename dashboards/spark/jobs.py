@@ -145,19 +145,26 @@ class ReportState:
 
 
 def _carry(sealed_samples: DataFrame, *, lookback: timedelta, window_samples: int) -> DataFrame:
-    """Per mirrored partition: sealed samples of the last lookback and the `window_samples - 1` before."""
-    by_partition = Window.partitionBy(*PARTITION_KEY)
-    # Ranked from the newest by counting from the oldest: the samples are already sorted oldest first.
-    oldest_first = by_partition.orderBy("ts")
+    """Per mirrored partition: sealed samples of the last lookback and the `window_samples - 1` before.
+
+    That is a partition's newest `recent + window_samples - 1` samples, `recent` being how many lie in
+    the lookback: counted per partition first, so the only window function left is a running row number.
+    """
     lookback_s = int(lookback.total_seconds())
+    newest = sealed_samples.groupBy(*PARTITION_KEY).agg(F.max("ts").alias("_newest"))
+    in_lookback = F.col("ts") >= F.col("_newest") - F.expr(f"INTERVAL {lookback_s} SECONDS")
+    kept = (
+        sealed_samples.join(F.broadcast(newest), list(PARTITION_KEY))
+        .groupBy(*PARTITION_KEY)
+        .agg(F.count(F.lit(1)).alias("_count"), F.sum(in_lookback.cast("int")).alias("_recent"))
+        .select(*PARTITION_KEY, (F.col("_count") - F.col("_recent") - (window_samples - 1)).alias("_older"))
+    )
+    oldest_first = Window.partitionBy(*PARTITION_KEY).orderBy("ts")
     return (
-        sealed_samples.withColumn(
-            "_cutoff", F.max("ts").over(by_partition) - F.expr(f"INTERVAL {lookback_s} SECONDS")
-        )
-        .withColumn("_recent", F.sum((F.col("ts") >= F.col("_cutoff")).cast("int")).over(by_partition))
-        .withColumn("_rank", F.count(F.lit(1)).over(by_partition) - F.row_number().over(oldest_first) + 1)
-        .where(F.col("_rank") <= F.col("_recent") + (window_samples - 1))
-        .drop("_cutoff", "_recent", "_rank")
+        sealed_samples.join(F.broadcast(kept), list(PARTITION_KEY))
+        .withColumn("_rank", F.row_number().over(oldest_first))
+        .where(F.col("_rank") > F.col("_older"))
+        .select(*sealed_samples.columns)
     )
 
 
