@@ -103,9 +103,23 @@ def _no_comma(value: str) -> None:
         raise serializers.ValidationError("MM2 lists are comma-separated: a pattern cannot contain ','")
 
 
+class ClusterAliasField(serializers.SlugRelatedField):
+    """A cluster named by its alias; text no alias can be (a NUL byte, too long) is refused before the
+    database sees it (PostgreSQL rejects NUL bytes outright)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(slug_field="alias", queryset=Cluster.objects.all(), **kwargs)
+
+    def to_internal_value(self, data):
+        max_length = Cluster._meta.get_field("alias").max_length
+        if not isinstance(data, str) or "\x00" in data or len(data) > max_length:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=str(data)[:max_length])
+        return super().to_internal_value(data)
+
+
 class FlowSerializer(serializers.ModelSerializer):
-    source = serializers.SlugRelatedField(slug_field="alias", queryset=Cluster.objects.all())
-    target = serializers.SlugRelatedField(slug_field="alias", queryset=Cluster.objects.all())
+    source = ClusterAliasField()
+    target = ClusterAliasField()
     name = serializers.CharField(read_only=True)
     topics = _pattern_list(required=False)
     topics_exclude = _pattern_list(required=False)

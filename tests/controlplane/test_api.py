@@ -239,6 +239,9 @@ def test_malformed_input_is_400(admin_client, two_clusters):
         "/api/v1/flows/", {"source": "A", "target": "B", "tasks_max": 2**40}, format="json"
     )
     assert response.status_code == 400 and "tasks_max" in response.json()
+    # A NUL byte reaches no query (PostgreSQL would refuse it with an error, not a 400).
+    response = admin_client.post("/api/v1/flows/", {"source": "A", "target": "\x00"}, format="json")
+    assert response.status_code == 400 and "target" in response.json()
 
 
 def test_swagger_ui_is_served_locally(client):
