@@ -45,3 +45,8 @@ def records_behind() -> Column:
     A broker may report an end offset below what it already served (DESIGN.md §4): never negative.
     """
     return F.greatest(F.col("source_end_offset") - F.col("next_offset"), F.lit(0)).cast("long")
+
+
+def partition_key_ddl(samples: DataFrame) -> str:
+    """`flow_id bigint, ...`: the PARTITION_KEY columns of `samples` as a schema, for grouped functions."""
+    return ", ".join(f"`{name}` {samples.schema[name].dataType.simpleString()}" for name in PARTITION_KEY)

@@ -35,11 +35,24 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from dashboards.spark.capacity import DEFAULT_HORIZON_DAYS, capacity_plan_from_usage, daily_flow_usage
-from dashboards.spark.frames import DAY_SECONDS, FLOW_KEY, PARTITION_KEY, window_seconds, with_window
-from dashboards.spark.lag import DEFAULT_LOOKBACK, partition_lag
+from dashboards.spark.frames import (
+    DAY_SECONDS,
+    FLOW_KEY,
+    PARTITION_KEY,
+    partition_key_ddl,
+    window_seconds,
+    with_window,
+)
+from dashboards.spark.lag import DEFAULT_LOOKBACK, PARTITION_LAG_SCHEMA, POINT_COLUMNS, window_lag_table
 from dashboards.spark.lake import spark_schema_ddl
 from dashboards.spark.latency import latency_percentiles
-from dashboards.spark.status import DEFAULT_WINDOW_SAMPLES, flow_status, partition_status
+from dashboards.spark.status import (
+    DEFAULT_WINDOW_SAMPLES,
+    WINDOW_FEATURES,
+    flow_status,
+    newest_window_features_table,
+    partition_status,
+)
 from dashboards.spark.throughput import flow_throughput
 
 ProgressCallback = Callable[[str, float], None]
@@ -178,6 +191,26 @@ def _clustered(samples: DataFrame) -> DataFrame:
     return samples.repartition(partitions, *PARTITION_KEY).sortWithinPartitions(*PARTITION_KEY, "ts")
 
 
+def _lag_and_status_features(samples: DataFrame, options: ReportOptions) -> DataFrame:
+    """`partition_lag` and `newest_window_features` side by side, from one grouped pass over the samples.
+
+    Both read the same columns of each mirrored partition's samples and give a row per report window
+    it reported in, in the same order: one pass ships the samples to Python once instead of twice.
+    """
+    window_s = window_seconds(options.window)
+    lag = window_lag_table(window_s=window_s, lookback_s=options.lag_lookback.total_seconds())
+    features = newest_window_features_table(window_s=window_s, window_samples=options.window_samples)
+
+    def apply(table):
+        return lag(table).append_column("_window", features(table).column("_window"))
+
+    schema = (
+        f"{partition_key_ddl(samples)}, window_start timestamp, window_end timestamp, "
+        f"{PARTITION_LAG_SCHEMA}, _window struct<{WINDOW_FEATURES}>"
+    )
+    return samples.select(*PARTITION_KEY, *POINT_COLUMNS).groupBy(*PARTITION_KEY).applyInArrow(apply, schema)
+
+
 def _windows_with_new_samples(new: DataFrame, window: timedelta, key: Iterable[str]) -> DataFrame:
     return with_window(new, window).select(*key, "window_start").distinct()
 
@@ -296,11 +329,9 @@ def _windowed_reports(
 
     reports = {}
     on_progress("lag", 0.1)
-    reports["partition_lag"] = _rows(
-        touched(
-            partition_lag(samples, window, lookback=options.lag_lookback), partition_windows, PARTITION_KEY
-        )
-    )
+    lag_and_features = _lag_and_status_features(samples, options).persist()
+    lag = lag_and_features.drop("_window")
+    reports["partition_lag"] = _rows(touched(lag, partition_windows, PARTITION_KEY))
     on_progress("throughput", 0.3)
     reports["flow_throughput"] = _rows(
         touched(flow_throughput(samples, window), partition_windows, PARTITION_KEY)
@@ -311,9 +342,17 @@ def _windowed_reports(
     )
     on_progress("status", 0.5)
     statuses = touched(
-        partition_status(samples, window, window_samples=options.window_samples), flow_windows, FLOW_KEY
+        partition_status(
+            samples,
+            window,
+            window_samples=options.window_samples,
+            features=lag_and_features,
+        ),
+        flow_windows,
+        FLOW_KEY,
     ).persist()
     reports["partition_status"] = _rows(statuses)
     reports["flow_status"] = _rows(flow_status(statuses))
     statuses.unpersist()
+    lag_and_features.unpersist()
     return reports

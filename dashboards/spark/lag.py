@@ -23,7 +23,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from dashboards.spark.frames import PARTITION_KEY, records_behind, window_seconds
+from dashboards.spark.frames import PARTITION_KEY, partition_key_ddl, records_behind, window_seconds
 
 DEFAULT_LOOKBACK = timedelta(hours=1)
 SAMPLE_LAG_COLUMNS = (
@@ -102,13 +102,14 @@ def sample_lag(samples: DataFrame, *, lookback: timedelta = DEFAULT_LOOKBACK) ->
     ).select(*SAMPLE_LAG_COLUMNS)
 
 
+POINT_COLUMNS = ("ts", "source_end_offset", "next_offset")  # what the grouped functions read of a sample
 PARTITION_LAG_SCHEMA = (
     "samples long, records_behind_last long, records_behind_max long, records_behind_avg double, "
     "seconds_behind_last double, seconds_behind_max double, seconds_behind_avg double"
 )
 
 
-def _window_lag(*, window_s: int, lookback_s: float):
+def window_lag_table(*, window_s: int, lookback_s: float):
     """One mirrored partition's samples (an Arrow table) in, its lag per window out.
 
     The same aggregates as Spark's over `sample_lag` rows: count; the newest sample's value (as
@@ -165,9 +166,8 @@ def partition_lag(
     The aggregates of `sample_lag` rows per window, computed in the same grouped function (Arrow in,
     one row per window out) rather than shipping every sample's lag back to Spark to aggregate there.
     """
-    narrow = samples.select(*PARTITION_KEY, "ts", "source_end_offset", "next_offset")
-    keys = ", ".join(f"`{field.name}` {field.dataType.simpleString()}" for field in narrow.schema[:5])
-    schema = f"{keys}, window_start timestamp, window_end timestamp, {PARTITION_LAG_SCHEMA}"
+    narrow = samples.select(*PARTITION_KEY, *POINT_COLUMNS)
     return narrow.groupBy(*PARTITION_KEY).applyInArrow(
-        _window_lag(window_s=window_seconds(window), lookback_s=lookback.total_seconds()), schema=schema
+        window_lag_table(window_s=window_seconds(window), lookback_s=lookback.total_seconds()),
+        schema=f"{partition_key_ddl(samples)}, window_start timestamp, window_end timestamp, {PARTITION_LAG_SCHEMA}",
     )

@@ -26,7 +26,14 @@ import numpy as np
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from dashboards.spark.frames import FLOW_KEY, PARTITION_KEY, WINDOW_COLUMNS, window_seconds, with_window
+from dashboards.spark.frames import (
+    FLOW_KEY,
+    PARTITION_KEY,
+    WINDOW_COLUMNS,
+    partition_key_ddl,
+    window_seconds,
+    with_window,
+)
 
 DEFAULT_WINDOW_SAMPLES = 10  # Burrow's default window ("intervals")
 ERROR_CAUSES = ("STOP", "STALL", "REWIND")
@@ -38,7 +45,7 @@ WINDOW_FEATURES = (
 )
 
 
-def _newest_window_features(*, window_s: int, window_samples: int):
+def newest_window_features_table(*, window_s: int, window_samples: int):
     """One mirrored partition's samples (an Arrow table) in; out, per report window it reported in, what
     Burrow needs about the last `window_samples` samples ending at its newest sample in that window."""
     import pyarrow as pa
@@ -120,28 +127,49 @@ def _burrow_status(w: str = "_window") -> F.Column:
     )
 
 
-def partition_status(
+def newest_window_features(
     samples: DataFrame, window: timedelta, *, window_samples: int = DEFAULT_WINDOW_SAMPLES
 ) -> DataFrame:
-    """Status per mirrored partition at the end of each report window (OK, WARN, STOP, STALL, REWIND)."""
+    """Per mirrored partition and report window it reported in: `_window`, Burrow's view at its newest sample."""
+    return (
+        samples.select(*PARTITION_KEY, "ts", "source_end_offset", "next_offset")
+        .groupBy(*PARTITION_KEY)
+        .applyInArrow(
+            newest_window_features_table(window_s=window_seconds(window), window_samples=window_samples),
+            schema=f"{partition_key_ddl(samples)}, window_start timestamp, _window struct<{WINDOW_FEATURES}>",
+        )
+    )
+
+
+def partition_status(
+    samples: DataFrame,
+    window: timedelta,
+    *,
+    window_samples: int = DEFAULT_WINDOW_SAMPLES,
+    features: DataFrame | None = None,
+) -> DataFrame:
+    """Status per mirrored partition at the end of each report window (OK, WARN, STOP, STALL, REWIND).
+
+    `features`: `newest_window_features(samples, window, window_samples=...)` when already computed.
+    """
     if window_samples < 1:
         raise ValueError("a Burrow window holds at least one sample")
     # The newest sample at or before an evaluation point (the flow's newest in window W) is the
     # partition's newest in W, or in the latest earlier window it reported in: all of its samples in W
     # are at or before that instant, all later ones after it. So sample features are reduced to one per
     # partition and window before meeting the evaluation points.
-    narrow = samples.select(*PARTITION_KEY, "ts", "source_end_offset", "next_offset")
-    keys = ", ".join(f"`{field.name}` {field.dataType.simpleString()}" for field in narrow.schema[:5])
-    newest_per_window = narrow.groupBy(*PARTITION_KEY).applyInArrow(
-        _newest_window_features(window_s=window_seconds(window), window_samples=window_samples),
-        schema=f"{keys}, window_start timestamp, _window struct<{WINDOW_FEATURES}>",
-    )
+    if features is None:
+        features = newest_window_features(samples, window, window_samples=window_samples)
     up_to_now = (
         Window.partitionBy(*PARTITION_KEY).orderBy("window_start").rowsBetween(Window.unboundedPreceding, 0)
     )
     evaluated = (
         _evaluation_points(samples, window)
-        .join(newest_per_window, [*PARTITION_KEY, "window_start"], "left")
+        .join(
+            features.select(*PARTITION_KEY, "window_start", "_window"),
+            [*PARTITION_KEY, "window_start"],
+            "left",
+        )
         .withColumn("_window", F.last("_window", ignorenulls=True).over(up_to_now))
     )
     return evaluated.select(
