@@ -281,8 +281,10 @@ def run_reports(
             )
         )
         on_progress("daily usage", 0.8)
-        new_usage = daily_flow_usage(new, options.window)
-        datasets["daily_flow_usage"] = _rows(new_usage)
+        # Computed once: the rows reported and the usage kept are the same table.
+        new_usage_table = daily_flow_usage(new, options.window).toArrow()
+        datasets["daily_flow_usage"] = new_usage_table.to_pylist()
+        new_usage = spark.createDataFrame(new_usage_table)
         if usage is not None:
             new_usage = usage.join(new_usage, ["flow_id", "date"], "left_anti").unionByName(new_usage)
         next_carry = _carry(
@@ -290,7 +292,10 @@ def run_reports(
             lookback=options.lag_lookback,
             window_samples=options.window_samples,
         )
-        tables = {"usage": new_usage.toArrow(), "carry": next_carry.toArrow()}
+        tables = {
+            "usage": new_usage.toArrow() if usage is not None else new_usage_table,
+            "carry": next_carry.toArrow(),
+        }
         everything.unpersist()
         usage = spark.createDataFrame(tables["usage"])
 
