@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from functools import reduce
 from pathlib import Path
 
 import pyarrow as pa
@@ -255,19 +256,30 @@ def run_reports(
     datasets: dict[str, list[dict]] = {name: [] for name in REPORT_KEYS}
     samples_read = 0
     if to_read:
-        files = [str(Path(lake_dir) / p.name / name) for p in to_read for name in p.files]
-        partition_of_file = F.regexp_extract(F.input_file_name(), r"(date=[^/]+/flow=[^/]+)/[^/]+$", 1)
-        new = (
-            spark.read.schema(spark_schema_ddl())
-            .option("recursiveFileLookup", "true")  # no partition discovery: see lake.partition_path
-            .parquet(*files)
-            .withColumn("_sealed", partition_of_file.isin(*sealed_names) if sealed_names else F.lit(False))
-        )
+
+        def lake_files(sealed: bool) -> DataFrame | None:
+            """The partitions to read that are (not) sealed, flagged so: one read each, no per-row test."""
+            files = [
+                str(Path(lake_dir) / p.name / name)
+                for p in to_read
+                if (p.name in sealed_names) == sealed
+                for name in p.files
+            ]
+            if not files:
+                return None
+            return (
+                spark.read.schema(spark_schema_ddl())
+                .option("recursiveFileLookup", "true")  # no partition discovery: see lake.partition_path
+                .parquet(*files)
+                .withColumn("_sealed", F.lit(sealed))
+                .withColumn("_carried", F.lit(False))
+            )
+
         carry = state.read(spark, "carry")
-        new = new.withColumn("_carried", F.lit(False))
         if carry is not None:
-            carried = carry.withColumn("_sealed", F.lit(True)).withColumn("_carried", F.lit(True))
-            new = new.unionByName(carried)
+            carry = carry.withColumn("_sealed", F.lit(True)).withColumn("_carried", F.lit(True))
+        parts = [frame for frame in (lake_files(True), lake_files(False), carry) if frame is not None]
+        new = reduce(DataFrame.unionByName, parts)
         everything = _clustered(new).persist()
         new = everything.where(~F.col("_carried")).drop("_sealed", "_carried")
         samples_read = new.count()
