@@ -61,6 +61,9 @@ class _TaskThread(threading.Thread):
         self._may_run.clear()
         try:
             with self._slice_lock:
+                if not self._retired:
+                    for error in self.task.settle():  # slices do not settle: records flow across them
+                        log.error("%s: %s", self.name, error)
                 yield
         finally:
             self._may_run.set()
@@ -77,7 +80,7 @@ class _TaskThread(threading.Thread):
                     continue
                 with self._slice_lock:
                     if not self._retired:
-                        self.task.run_slice(max_seconds=SLICE_SECONDS)
+                        self.task.run_slice(max_seconds=SLICE_SECONDS, settle=False)
         except Exception as exc:  # a task failure stops the run: dedicated mode must not limp on silently
             log.exception("%s failed", self.name)
             self._on_failure(f"{self.name} failed: {exc}")

@@ -244,7 +244,17 @@ class MirrorSourceTask:
         """The source partitions this task replicates; applied at the start of the next slice."""
         self._assigned = sorted(set(partitions))
 
-    def run_slice(self, *, max_records: int = 100_000, max_seconds: float = 1.0) -> SliceResult:
+    def run_slice(
+        self, *, max_records: int = 100_000, max_seconds: float = 1.0, settle: bool = True
+    ) -> SliceResult:
+        """Replicate for up to `max_seconds` / `max_records`, then emit offset syncs and persist positions.
+
+        `settle` waits for every record in flight first, so nothing of this task is pending when the slice
+        returns (what a caller needs before another process may take its partitions over). Without it,
+        records keep flowing across slice ends and the positions saved are the acknowledged prefix (the
+        first record still in flight); an owner that keeps the task calls `settle()` before handing
+        partitions to another task.
+        """
         if self._closed:
             raise RuntimeError("run_slice on a closed MirrorSourceTask")
         deadline = time.monotonic() + max_seconds
@@ -256,7 +266,10 @@ class MirrorSourceTask:
             self._pump(max_records=max_records, deadline=deadline, errors=errors)
         else:  # nothing to replicate: a slice still takes its time, so callers do not spin
             time.sleep(max(deadline - time.monotonic(), 0.0))
-        self._producer.flush(SLICE_FLUSH_TIMEOUT_S)
+        if settle:
+            self._producer.flush(SLICE_FLUSH_TIMEOUT_S)
+        else:
+            self._producer.poll(0)
         now = self._clock()
         self._observe_acks(now)
         self._check_deliveries(errors)
@@ -274,6 +287,19 @@ class MirrorSourceTask:
             gap_events=tuple(gaps),
             errors=tuple(errors),
         )
+
+    def settle(self) -> list[str]:
+        """Wait for every record in flight, emit the offset syncs and persist the positions; the errors."""
+        errors: list[str] = []
+        if self._closed:
+            return errors
+        self._producer.flush(SLICE_FLUSH_TIMEOUT_S)
+        now = self._clock()
+        self._observe_acks(now)
+        self._check_deliveries(errors)
+        self._commit(now=now, errors=errors)
+        self._report_metrics(now)
+        return errors
 
     def close(self) -> None:
         """Flush, emit offset syncs, persist positions and close the clients."""
