@@ -182,6 +182,45 @@ def _carry(sealed_samples: DataFrame, *, lookback: timedelta, window_samples: in
     )
 
 
+# Strings the job carries through every shuffle, cache and Arrow pass: each travels as an int code (its
+# rank among the values read) and is decoded on the small outputs.
+CODED_COLUMNS = ("flow_name", "source_topic", "remote_topic", "worker")
+
+
+def _string_codes(samples: DataFrame) -> dict[str, DataFrame]:
+    """Per coded column, its values read with their codes: (`_code` int, <column> string)."""
+    spark = samples.sparkSession
+    # Distinct combinations (few: flows x topics x workers) cost less to gather than per-column sets.
+    combinations = samples.select(*CODED_COLUMNS).distinct().collect()
+    return {
+        column: spark.createDataFrame(
+            list(enumerate(sorted({row[column] for row in combinations} - {None}))),
+            f"_code int, `{column}` string",
+        )
+        for column in CODED_COLUMNS
+    }
+
+
+def _encoded(frame: DataFrame, codes: dict[str, DataFrame]) -> DataFrame:
+    """`frame` with each coded column replaced by its code (null stays null)."""
+    for column, table in codes.items():
+        frame = (
+            frame.join(F.broadcast(table), column, "left").withColumn(column, F.col("_code")).drop("_code")
+        )
+    return frame
+
+
+def _decoded(frame: DataFrame, codes: dict[str, DataFrame]) -> DataFrame:
+    """The inverse of `_encoded` for the coded columns `frame` has, in its column order."""
+    columns = frame.columns
+    for column, table in codes.items():
+        if column in columns:
+            values = table.select(F.col("_code").alias(column), F.col(column).alias("_value"))
+            frame = frame.join(F.broadcast(values), column, "left").withColumn(column, F.col("_value"))
+            frame = frame.drop("_value")
+    return frame.select(*columns)
+
+
 def _clustered(samples: DataFrame) -> DataFrame:
     """Samples hash-partitioned by mirrored partition and sorted by time within it.
 
@@ -280,7 +319,8 @@ def run_reports(
             carry = carry.withColumn("_sealed", F.lit(True)).withColumn("_carried", F.lit(True))
         parts = [frame for frame in (lake_files(True), lake_files(False), carry) if frame is not None]
         new = reduce(DataFrame.unionByName, parts)
-        everything = _clustered(new).persist()
+        codes = _string_codes(new)
+        everything = _clustered(_encoded(new, codes).select(*new.columns)).persist()
         new = everything.where(~F.col("_carried")).drop("_sealed", "_carried")
         samples_read = new.count()
         datasets.update(
@@ -288,21 +328,25 @@ def run_reports(
                 samples=everything.drop("_sealed", "_carried"),
                 new=new,
                 has_carry=carry is not None,
+                codes=codes,
                 options=options,
                 on_progress=on_progress,
             )
         )
         on_progress("daily usage", 0.8)
         # Computed once: the rows reported and the usage kept are the same table.
-        new_usage_table = daily_flow_usage(new, options.window).toArrow()
+        new_usage_table = _decoded(daily_flow_usage(new, options.window), codes).toArrow()
         datasets["daily_flow_usage"] = new_usage_table.to_pylist()
         new_usage = spark.createDataFrame(new_usage_table)
         if usage is not None:
             new_usage = usage.join(new_usage, ["flow_id", "date"], "left_anti").unionByName(new_usage)
-        next_carry = _carry(
-            everything.where("_sealed").drop("_sealed", "_carried"),
-            lookback=options.lag_lookback,
-            window_samples=options.window_samples,
+        next_carry = _decoded(
+            _carry(
+                everything.where("_sealed").drop("_sealed", "_carried"),
+                lookback=options.lag_lookback,
+                window_samples=options.window_samples,
+            ),
+            codes,
         )
         tables = {
             "usage": new_usage.toArrow() if usage is not None else new_usage_table,
@@ -333,6 +377,7 @@ def _windowed_reports(
     samples: DataFrame,
     new: DataFrame,
     has_carry: bool,
+    codes: dict[str, DataFrame],
     options: ReportOptions,
     on_progress: ProgressCallback,
 ) -> dict[str, list[dict]]:
@@ -344,17 +389,20 @@ def _windowed_reports(
     def touched(frame: DataFrame, windows: DataFrame, key: Iterable[str]) -> DataFrame:
         return frame.join(windows, [*key, "window_start"], "left_semi") if has_carry else frame
 
+    def rows(frame: DataFrame) -> list[dict]:
+        return _rows(_decoded(frame, codes))
+
     reports = {}
     on_progress("lag", 0.1)
     lag_and_features = _lag_and_status_features(samples, options).persist()
     lag = lag_and_features.drop("_window")
-    reports["partition_lag"] = _rows(touched(lag, partition_windows, PARTITION_KEY))
+    reports["partition_lag"] = rows(touched(lag, partition_windows, PARTITION_KEY))
     on_progress("throughput", 0.3)
-    reports["flow_throughput"] = _rows(
+    reports["flow_throughput"] = rows(
         touched(flow_throughput(samples, window), partition_windows, PARTITION_KEY)
     )
     on_progress("latency", 0.4)
-    reports["latency_percentiles"] = _rows(
+    reports["latency_percentiles"] = rows(
         touched(latency_percentiles(samples, window), partition_windows, PARTITION_KEY)
     )
     on_progress("status", 0.5)
@@ -368,8 +416,8 @@ def _windowed_reports(
         flow_windows,
         FLOW_KEY,
     ).persist()
-    reports["partition_status"] = _rows(statuses)
-    reports["flow_status"] = _rows(flow_status(statuses))
+    reports["partition_status"] = rows(statuses)
+    reports["flow_status"] = rows(flow_status(statuses))
     statuses.unpersist()
     lag_and_features.unpersist()
     return reports
