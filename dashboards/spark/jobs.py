@@ -40,13 +40,14 @@ from dashboards.spark.frames import (
     DAY_SECONDS,
     FLOW_KEY,
     PARTITION_KEY,
+    WINDOW_COLUMNS,
     partition_key_ddl,
     window_seconds,
     with_window,
 )
 from dashboards.spark.lag import DEFAULT_LOOKBACK, PARTITION_LAG_SCHEMA, POINT_COLUMNS, window_lag_table
 from dashboards.spark.lake import spark_schema_ddl
-from dashboards.spark.latency import latency_percentiles
+from dashboards.spark.latency import latency_aggregates, latency_columns
 from dashboards.spark.status import (
     DEFAULT_WINDOW_SAMPLES,
     WINDOW_FEATURES,
@@ -54,7 +55,7 @@ from dashboards.spark.status import (
     newest_window_features_table,
     partition_status,
 )
-from dashboards.spark.throughput import flow_throughput
+from dashboards.spark.throughput import throughput_aggregates, throughput_columns
 
 ProgressCallback = Callable[[str, float], None]
 RowsCallback = Callable[[dict[str, list[dict]]], None]
@@ -251,6 +252,19 @@ def _lag_and_status_features(samples: DataFrame, options: ReportOptions) -> Data
     return samples.select(*PARTITION_KEY, *POINT_COLUMNS).groupBy(*PARTITION_KEY).applyInArrow(apply, schema)
 
 
+def _throughput_and_latency(samples: DataFrame, window: timedelta) -> DataFrame:
+    """`flow_throughput` and `latency_percentiles` measures side by side, from one aggregation pass.
+
+    Both group the samples by mirrored partition and window; latency columns are for the groups with
+    `_latency_samples > 0` (latency_percentiles leaves the others out).
+    """
+    return (
+        with_window(samples, window)
+        .groupBy(*PARTITION_KEY, *WINDOW_COLUMNS)
+        .agg(*throughput_aggregates(), *latency_aggregates())
+    )
+
+
 def _windows_with_new_samples(new: DataFrame, window: timedelta, key: Iterable[str]) -> DataFrame:
     return with_window(new, window).select(*key, "window_start").distinct()
 
@@ -397,14 +411,15 @@ def _windowed_reports(
     lag_and_features = _lag_and_status_features(samples, options).persist()
     lag = lag_and_features.drop("_window")
     reports["partition_lag"] = rows(touched(lag, partition_windows, PARTITION_KEY))
-    on_progress("throughput", 0.3)
-    reports["flow_throughput"] = rows(
-        touched(flow_throughput(samples, window), partition_windows, PARTITION_KEY)
-    )
-    on_progress("latency", 0.4)
+    on_progress("throughput and latency", 0.3)
+    measures = touched(_throughput_and_latency(samples, window), partition_windows, PARTITION_KEY).persist()
+    reports["flow_throughput"] = rows(measures.select(*PARTITION_KEY, *WINDOW_COLUMNS, *throughput_columns()))
     reports["latency_percentiles"] = rows(
-        touched(latency_percentiles(samples, window), partition_windows, PARTITION_KEY)
+        measures.where(F.col("_latency_samples") > 0).select(
+            *PARTITION_KEY, *WINDOW_COLUMNS, *latency_columns()
+        )
     )
+    measures.unpersist()
     on_progress("status", 0.5)
     statuses = touched(
         partition_status(
