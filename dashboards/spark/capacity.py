@@ -30,7 +30,7 @@ from datetime import timedelta
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from dashboards.spark.frames import DAY_SECONDS, FLOW_KEY, records_behind, with_window
+from dashboards.spark.frames import DAY_SECONDS, FLOW_KEY, PARTITION_KEY, records_behind, with_window
 from dashboards.spark.throughput import BYTES_PER_MB
 
 DEFAULT_USAGE_WINDOW = timedelta(minutes=5)
@@ -43,15 +43,24 @@ OVERALL = "overall"
 
 def daily_flow_usage(samples: DataFrame, window: timedelta = DEFAULT_USAGE_WINDOW) -> DataFrame:
     """Per flow and UTC day: load (average, p95 and max of window MB/s), totals, fleet shape, task speed."""
-    windowed = with_window(samples.withColumn("_behind", records_behind()), window).withColumn(
-        "date", F.to_date("window_start")
+    # First one row per mirrored partition, window, task and worker: grouped by a superset of the key the
+    # job clusters samples by, it needs no shuffle, and every aggregate below reads it, not the samples.
+    reduced = (
+        with_window(samples.withColumn("_behind", records_behind()), window)
+        .groupBy(*PARTITION_KEY, "window_start", "task_index", "worker")
+        .agg(
+            F.sum("records").alias("records"),
+            F.sum("bytes").alias("bytes"),
+            F.sum(F.when(F.col("interval_s") > 0, F.col("interval_s"))).alias("_covered_s"),
+            F.max("_behind").alias("_behind"),
+        )
+        .withColumn("date", F.to_date("window_start"))
     )
-    covered_s = F.sum(F.when(F.col("interval_s") > 0, F.col("interval_s")))
     # A partition's rate under one task in one window; tasks and flows add their partitions' rates.
-    partition_rates = windowed.groupBy(
+    partition_rates = reduced.groupBy(
         *FLOW_KEY, "date", "window_start", "task_index", "remote_topic", "partition"
     ).agg(
-        F.coalesce(F.sum("bytes") / covered_s / BYTES_PER_MB, F.lit(0.0)).alias("_mb_per_s"),
+        F.coalesce(F.sum("bytes") / F.sum("_covered_s") / BYTES_PER_MB, F.lit(0.0)).alias("_mb_per_s"),
         F.max("_behind").alias("_behind"),
     )
     task_rates = (
@@ -76,7 +85,7 @@ def daily_flow_usage(samples: DataFrame, window: timedelta = DEFAULT_USAGE_WINDO
     # Totals and distinct counts over a first reduction to one row per partition, task and worker a day
     # (three distinct counts over the samples themselves would expand every sample three times).
     shape = (
-        windowed.groupBy(*FLOW_KEY, "date", "remote_topic", "partition", "task_index", "worker")
+        reduced.groupBy(*FLOW_KEY, "date", "remote_topic", "partition", "task_index", "worker")
         .agg(F.sum("records").alias("records"), F.sum("bytes").alias("bytes"))
         .groupBy(*FLOW_KEY, "date")
         .agg(
