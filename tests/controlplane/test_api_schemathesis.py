@@ -90,7 +90,7 @@ def _linked_schema():
     return linked
 
 
-def no_failure_but_unreachable_clusters(response, case) -> None:
+def no_failure_but_unreachable_clusters(ctx, response, case) -> None:
     """No 5xx, except the designed 502 of an operation that reads clusters nobody runs (the seeded
     clusters point at closed ports: `ClusterUnavailable`), which must say what failed."""
     if response.status_code == 502 and response.json().get("detail"):
