@@ -31,7 +31,9 @@ def test_an_api_request_is_run_by_a_reports_worker_and_its_rows_stored(transacti
         start=datetime(2026, 1, 1, tzinfo=UTC),
         step_s=600,
     )
-    operator, _ = services.user_create_with_role(username="oncall", role=Role.OPERATOR, password="pw-oncall-1")
+    operator, _ = services.user_create_with_role(
+        username="oncall", role=Role.OPERATOR, password="pw-oncall-1"
+    )
     api = APIClient()
     api.force_authenticate(operator)
     try:
