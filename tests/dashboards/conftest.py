@@ -6,11 +6,8 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.test import Client
 from rest_framework.test import APIClient
 
-from controlplane import services
-from controlplane.roles import Role
 from dashboards.spark.lake import spark_schema_ddl
 from dashboards.spark.session import spark_session
 
@@ -75,19 +72,6 @@ def samples_df(spark):
 
 
 @pytest.fixture
-def users(db) -> dict:
-    """A user per role, plus `norole`: authenticated but holding no role."""
-    result = {
-        role.group_name: services.user_create_with_role(username=role.group_name, role=role)[0]
-        for role in Role
-    }
-    norole, _ = services.user_create_with_role(username="norole", role=Role.VIEWER)
-    norole.groups.clear()
-    result["norole"] = norole
-    return result
-
-
-@pytest.fixture
 def api_as(users):
     """api_as("operator") -> a DRF client authenticated as that role; "anonymous" is not."""
 
@@ -101,13 +85,6 @@ def api_as(users):
 
 
 @pytest.fixture
-def web_as(users):
-    """web_as("viewer") -> a Django test client logged in as that role; "anonymous" is not."""
-
-    def make(role: str) -> Client:
-        client = Client()
-        if role != "anonymous":
-            client.force_login(users[role])
-        return client
-
-    return make
+def web_as(client_as):
+    """web_as("viewer") -> a Django test client logged in as that role (tests/conftest.py's client_as)."""
+    return client_as
