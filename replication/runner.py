@@ -80,7 +80,9 @@ class _TaskThread(threading.Thread):
                     continue
                 with self._slice_lock:
                     if not self._retired:
-                        self.task.run_slice(max_seconds=SLICE_SECONDS, settle=False)
+                        self.task.run_slice(
+                            max_seconds=SLICE_SECONDS, settle=False, return_when_caught_up=True
+                        )
         except Exception as exc:  # a task failure stops the run: dedicated mode must not limp on silently
             log.exception("%s failed", self.name)
             self._on_failure(f"{self.name} failed: {exc}")

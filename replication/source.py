@@ -119,6 +119,7 @@ class SliceResult:
     stopped_partitions: tuple[TopicPartition, ...] = ()
     gap_events: tuple[GapEvent, ...] = ()
     errors: tuple[str, ...] = ()
+    caught_up: bool = False  # ended early: nothing more to fetch and nothing in flight
 
     @property
     def ok(self) -> bool:
@@ -245,7 +246,12 @@ class MirrorSourceTask:
         self._assigned = sorted(set(partitions))
 
     def run_slice(
-        self, *, max_records: int = 100_000, max_seconds: float = 1.0, settle: bool = True
+        self,
+        *,
+        max_records: int = 100_000,
+        max_seconds: float = 1.0,
+        settle: bool = True,
+        return_when_caught_up: bool = False,
     ) -> SliceResult:
         """Replicate for up to `max_seconds` / `max_records`, then emit offset syncs and persist positions.
 
@@ -254,6 +260,11 @@ class MirrorSourceTask:
         records keep flowing across slice ends and the positions saved are the acknowledged prefix (the
         first record still in flight); an owner that keeps the task calls `settle()` before handing
         partitions to another task.
+
+        `return_when_caught_up` ends the slice before its time once a fetch finds nothing new and every
+        record produced is acknowledged (`SliceResult.caught_up`), so progress is reported as soon as
+        the task has copied everything there is, and an idle task does not hold its caller for the
+        whole slice (a fetch still waits up to its timeout first, so calling again does not spin).
         """
         if self._closed:
             raise RuntimeError("run_slice on a closed MirrorSourceTask")
@@ -262,8 +273,14 @@ class MirrorSourceTask:
         gaps: list[GapEvent] = []
         self._apply_assignment(errors)
         records_before, bytes_before = self._acked_totals()
+        caught_up = False
         if any(not state.stopped for state in self._states.values()):
-            self._pump(max_records=max_records, deadline=deadline, errors=errors)
+            caught_up = self._pump(
+                max_records=max_records,
+                deadline=deadline,
+                errors=errors,
+                return_when_caught_up=return_when_caught_up,
+            )
         else:  # nothing to replicate: a slice still takes its time, so callers do not spin
             time.sleep(max(deadline - time.monotonic(), 0.0))
         if settle:
@@ -286,6 +303,7 @@ class MirrorSourceTask:
             stopped_partitions=tuple(key for key, state in self._states.items() if state.stopped),
             gap_events=tuple(gaps),
             errors=tuple(errors),
+            caught_up=caught_up,
         )
 
     def settle(self) -> list[str]:
@@ -436,7 +454,10 @@ class MirrorSourceTask:
         )
 
     # -- the hot loop -------------------------------------------------------------------------------
-    def _pump(self, *, max_records: int, deadline: float, errors: list[str]) -> None:
+    def _pump(
+        self, *, max_records: int, deadline: float, errors: list[str], return_when_caught_up: bool
+    ) -> bool:
+        """Consume and produce until the deadline or `max_records`; whether it ended caught up."""
         consume = self._consumer.consume
         produce = self._producer.produce
         poll = self._producer.poll
@@ -506,13 +527,16 @@ class MirrorSourceTask:
                             errors,
                         )
                         self._restart_needed = True
-                        return
+                        return False
                 in_flight.append(offset)
             poll(0)
             if messages:
                 now = self._clock()
                 self._observe_polls(now)
                 self._observe_acks(now)
+            elif return_when_caught_up and not any(state.in_flight for state in states.values()):
+                return True
+        return False
 
     def _on_consumer_error(self, message, errors: list[str]) -> None:
         error = message.error()
