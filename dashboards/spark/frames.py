@@ -27,11 +27,14 @@ def window_start(ts: Column, window: timedelta) -> Column:
     return F.timestamp_seconds(seconds - F.pmod(seconds, F.lit(window_seconds(window))))
 
 
+def window_end(start: Column, window: timedelta) -> Column:
+    """End (exclusive) of the fixed window starting at `start`."""
+    return F.timestamp_seconds(F.unix_seconds(start) + window_seconds(window))
+
+
 def with_window(samples: DataFrame, window: timedelta) -> DataFrame:
     start = window_start(F.col("ts"), window)
-    return samples.withColumn("window_start", start).withColumn(
-        "window_end", F.timestamp_seconds(F.unix_seconds(start) + window_seconds(window))
-    )
+    return samples.withColumn("window_start", start).withColumn("window_end", window_end(start, window))
 
 
 def epoch_seconds(column: str) -> Column:

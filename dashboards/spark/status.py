@@ -31,8 +31,8 @@ from dashboards.spark.frames import (
     PARTITION_KEY,
     WINDOW_COLUMNS,
     partition_key_ddl,
+    window_end,
     window_seconds,
-    with_window,
 )
 
 DEFAULT_WINDOW_SAMPLES = 10  # Burrow's default window ("intervals")
@@ -94,18 +94,22 @@ def newest_window_features_table(*, window_s: int, window_samples: int):
     return apply
 
 
-def _evaluation_points(samples: DataFrame, window: timedelta) -> DataFrame:
-    """(partition, window, now): every partition its flow has known, at each window the flow reported in."""
+def _evaluation_points(features: DataFrame, window: timedelta) -> DataFrame:
+    """(partition, window, now): every partition its flow has known, at each window the flow reported in.
+
+    From the window features, not the samples: a flow's newest sample in a window is the newest of its
+    partitions' newest there, and a partition is known at a window's "now" from its first window on.
+    """
     flow_windows = (
-        with_window(samples, window)
-        .groupBy(*FLOW_KEY, *WINDOW_COLUMNS)
-        .agg(F.max("ts").alias("evaluated_at"))
+        features.groupBy(*FLOW_KEY, "window_start")
+        .agg(F.max("_window.last_sample_at").alias("evaluated_at"))
+        .withColumn("window_end", window_end(F.col("window_start"), window))
     )
-    partitions = samples.groupBy(*PARTITION_KEY).agg(F.min("ts").alias("_first_seen"))
+    partitions = features.groupBy(*PARTITION_KEY).agg(F.min("window_start").alias("_first_window"))
     return (
         partitions.join(flow_windows, list(FLOW_KEY))
-        .where(F.col("_first_seen") <= F.col("evaluated_at"))
-        .drop("_first_seen")
+        .where(F.col("_first_window") <= F.col("window_start"))
+        .drop("_first_window")
     )
 
 
@@ -164,7 +168,7 @@ def partition_status(
         Window.partitionBy(*PARTITION_KEY).orderBy("window_start").rowsBetween(Window.unboundedPreceding, 0)
     )
     evaluated = (
-        _evaluation_points(samples, window)
+        _evaluation_points(features, window)
         .join(
             features.select(*PARTITION_KEY, "window_start", "_window"),
             [*PARTITION_KEY, "window_start"],
