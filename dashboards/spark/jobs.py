@@ -162,23 +162,17 @@ class ReportState:
 def _carry(sealed_samples: DataFrame, *, lookback: timedelta, window_samples: int) -> DataFrame:
     """Per mirrored partition: sealed samples of the last lookback and the `window_samples - 1` before.
 
-    That is a partition's newest `recent + window_samples - 1` samples, `recent` being how many lie in
-    the lookback: counted per partition first, so the only window function left is a running row number.
+    In time order, a sample is kept when the one `window_samples - 1` after it (the newest, when fewer
+    follow) lies in the lookback: one look-ahead window, not a count and then a rank of every sample.
     """
     lookback_s = int(lookback.total_seconds())
     newest = sealed_samples.groupBy(*PARTITION_KEY).agg(F.max("ts").alias("_newest"))
-    in_lookback = F.col("ts") >= F.col("_newest") - F.expr(f"INTERVAL {lookback_s} SECONDS")
-    kept = (
-        sealed_samples.join(F.broadcast(newest), list(PARTITION_KEY))
-        .groupBy(*PARTITION_KEY)
-        .agg(F.count(F.lit(1)).alias("_count"), F.sum(in_lookback.cast("int")).alias("_recent"))
-        .select(*PARTITION_KEY, (F.col("_count") - F.col("_recent") - (window_samples - 1)).alias("_older"))
-    )
-    oldest_first = Window.partitionBy(*PARTITION_KEY).orderBy("ts")
+    ahead = F.lead("ts", window_samples - 1).over(Window.partitionBy(*PARTITION_KEY).orderBy("ts"))
+    in_lookback = F.col("_ahead") >= F.col("_newest") - F.expr(f"INTERVAL {lookback_s} SECONDS")
     return (
-        sealed_samples.join(F.broadcast(kept), list(PARTITION_KEY))
-        .withColumn("_rank", F.row_number().over(oldest_first))
-        .where(F.col("_rank") > F.col("_older"))
+        sealed_samples.join(F.broadcast(newest), list(PARTITION_KEY))
+        .withColumn("_ahead", F.coalesce(ahead, F.col("_newest")))
+        .where(in_lookback)
         .select(*sealed_samples.columns)
     )
 
@@ -270,7 +264,19 @@ def _windows_with_new_samples(new: DataFrame, window: timedelta, key: Iterable[s
 
 
 def _rows(frame: DataFrame) -> list[dict]:
-    return frame.toArrow().to_pylist()
+    table = frame.toArrow()
+    columns = {}
+    for name in table.column_names:
+        column = table.column(name)
+        if pa.types.is_timestamp(column.type):
+            # Aware datetimes cost most of a row to build, and window bounds and sample times repeat
+            # across partitions: each distinct instant is built once.
+            encoded = column.combine_chunks().dictionary_encode()
+            instants = encoded.dictionary.to_pylist()
+            columns[name] = [None if i is None else instants[i] for i in encoded.indices.to_pylist()]
+        else:
+            columns[name] = column.to_pylist()
+    return [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)]
 
 
 def run_reports(
