@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from dashboards.spark import latency, throughput
 from dashboards.spark.capacity import DEFAULT_HORIZON_DAYS, capacity_plan_from_usage, daily_flow_usage
 from dashboards.spark.frames import (
     DAY_SECONDS,
@@ -47,7 +48,8 @@ from dashboards.spark.frames import (
 )
 from dashboards.spark.lag import DEFAULT_LOOKBACK, PARTITION_LAG_SCHEMA, POINT_COLUMNS, window_lag_table
 from dashboards.spark.lake import spark_schema_ddl
-from dashboards.spark.latency import latency_aggregates, latency_columns
+from dashboards.spark.latency import latency_aggregates, latency_columns, latency_percentiles_of
+from dashboards.spark.percentiles import report_windows
 from dashboards.spark.status import (
     DEFAULT_WINDOW_SAMPLES,
     WINDOW_FEATURES,
@@ -55,7 +57,7 @@ from dashboards.spark.status import (
     newest_window_features_table,
     partition_status,
 )
-from dashboards.spark.throughput import throughput_aggregates, throughput_columns
+from dashboards.spark.throughput import throughput_aggregates, throughput_columns, throughput_percentiles
 
 ProgressCallback = Callable[[str, float], None]
 RowsCallback = Callable[[dict[str, list[dict]]], None]
@@ -226,28 +228,47 @@ def _clustered(samples: DataFrame) -> DataFrame:
     return samples.repartition(partitions, *PARTITION_KEY).sortWithinPartitions(*PARTITION_KEY, "ts")
 
 
-def _lag_and_status_features(samples: DataFrame, options: ReportOptions) -> DataFrame:
-    """`partition_lag` and `newest_window_features` side by side, from one grouped pass over the samples.
+def _lag_status_features_and_percentiles(samples: DataFrame, options: ReportOptions) -> DataFrame:
+    """`partition_lag`, `newest_window_features` (`_window`) and the throughput and latency percentiles
+    (`_percentiles`) side by side, from one grouped pass over the samples.
 
-    Both read the same columns of each mirrored partition's samples and give a row per report window
-    it reported in, in the same order: one pass ships the samples to Python once instead of twice.
+    All read each mirrored partition's samples and give a row per report window it reported in, in the
+    same order: one pass ships the samples to Python once instead of three times.
     """
     window_s = window_seconds(options.window)
     lag = window_lag_table(window_s=window_s, lookback_s=options.lag_lookback.total_seconds())
     features = newest_window_features_table(window_s=window_s, window_samples=options.window_samples)
 
     def apply(table):
-        return lag(table).append_column("_window", features(table).column("_window"))
+        windows, starts = report_windows(table, window_s)
+        percentiles = {
+            **throughput_percentiles(table, windows, len(starts)),
+            **latency_percentiles_of(table, windows, len(starts)),
+        }
+        return (
+            lag(table)
+            .append_column("_window", features(table).column("_window"))
+            .append_column(
+                "_percentiles",
+                pa.StructArray.from_arrays(
+                    [pa.array(array, from_pandas=True) for array in percentiles.values()],
+                    names=list(percentiles),
+                ),
+            )
+        )
 
     schema = (
         f"{partition_key_ddl(samples)}, window_start timestamp, window_end timestamp, "
-        f"{PARTITION_LAG_SCHEMA}, _window struct<{WINDOW_FEATURES}>"
+        f"{PARTITION_LAG_SCHEMA}, _window struct<{WINDOW_FEATURES}>, "
+        f"_percentiles struct<{throughput.PERCENTILE_SCHEMA}, {latency.PERCENTILE_SCHEMA}>"
     )
-    return samples.select(*PARTITION_KEY, *POINT_COLUMNS).groupBy(*PARTITION_KEY).applyInArrow(apply, schema)
+    columns = dict.fromkeys((*POINT_COLUMNS, *throughput.SAMPLE_COLUMNS, *latency.SAMPLE_COLUMNS))
+    return samples.select(*PARTITION_KEY, *columns).groupBy(*PARTITION_KEY).applyInArrow(apply, schema)
 
 
-def _throughput_and_latency(samples: DataFrame, window: timedelta) -> DataFrame:
-    """`flow_throughput` and `latency_percentiles` measures side by side, from one aggregation pass.
+def _throughput_and_latency(samples: DataFrame, window: timedelta, percentiles: DataFrame) -> DataFrame:
+    """`flow_throughput` and `latency_percentiles` measures side by side, from one aggregation pass and
+    the `_percentiles` of `_lag_status_features_and_percentiles`.
 
     Both group the samples by mirrored partition and window; latency columns are for the groups with
     `_latency_samples > 0` (latency_percentiles leaves the others out).
@@ -256,6 +277,10 @@ def _throughput_and_latency(samples: DataFrame, window: timedelta) -> DataFrame:
         with_window(samples, window)
         .groupBy(*PARTITION_KEY, *WINDOW_COLUMNS)
         .agg(*throughput_aggregates(), *latency_aggregates())
+        .join(
+            percentiles.select(*PARTITION_KEY, "window_start", "_percentiles.*"),
+            [*PARTITION_KEY, "window_start"],
+        )
     )
 
 
@@ -414,11 +439,13 @@ def _windowed_reports(
 
     reports = {}
     on_progress("lag", 0.1)
-    lag_and_features = _lag_and_status_features(samples, options).persist()
-    lag = lag_and_features.drop("_window")
+    lag_and_features = _lag_status_features_and_percentiles(samples, options).persist()
+    lag = lag_and_features.drop("_window", "_percentiles")
     reports["partition_lag"] = rows(touched(lag, partition_windows, PARTITION_KEY))
     on_progress("throughput and latency", 0.3)
-    measures = touched(_throughput_and_latency(samples, window), partition_windows, PARTITION_KEY).persist()
+    measures = touched(
+        _throughput_and_latency(samples, window, lag_and_features), partition_windows, PARTITION_KEY
+    ).persist()
     reports["flow_throughput"] = rows(measures.select(*PARTITION_KEY, *WINDOW_COLUMNS, *throughput_columns()))
     reports["latency_percentiles"] = rows(
         measures.where(F.col("_latency_samples") > 0).select(

@@ -1,0 +1,90 @@
+"""Spark's exact `percentile` per report window, in numpy, for the grouped Arrow functions.
+
+Spark's exact percentile collects every value of a group and then sorts them; over the samples of a
+whole lake that is most of the throughput and latency aggregation. A grouped Arrow function already
+holds each mirrored partition's samples, so it sorts them there, by (window, value), once per measure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame
+
+from dashboards.spark.frames import PARTITION_KEY, partition_key_ddl, window_seconds
+
+# One measure's arrays per report window of a mirrored partition's samples: name -> float64 (NaN = null).
+WindowMeasures = Callable[[pa.Table, np.ndarray, int], dict[str, np.ndarray]]
+
+
+def doubles(table: pa.Table, column: str) -> np.ndarray:
+    """A numeric column as doubles, NaN for null (Spark casts longs to doubles the same way)."""
+    return table.column(column).to_numpy(zero_copy_only=False).astype(np.float64)
+
+
+def exact_percentiles(
+    values: np.ndarray, windows: np.ndarray, *, window_count: int, fractions: Sequence[float]
+) -> np.ndarray:
+    """Per window (0 .. window_count - 1) and fraction, what Spark's `percentile(value, fractions)` gives.
+
+    `values` are doubles with NaN for null, `windows` each value's window. As Spark 4.3
+    (catalyst.expressions.aggregate.PercentileBase): nulls are ignored and a window without values gives
+    null (NaN); otherwise, over its n values sorted, position = (n - 1) x fraction and the result is
+    low = value[floor(position)] when floor and ceil are equal or hold the same value, else
+    low + (position - floor) x (value[ceil(position)] - low), in that floating-point order (earlier
+    Sparks interpolated as (ceil - position) x low + (position - floor) x high: a last bit apart).
+    """
+    known = ~np.isnan(values)
+    values, windows = values[known], windows[known]
+    values = values[np.lexsort((values, windows))]
+    counts = np.bincount(windows, minlength=window_count)
+    present = np.flatnonzero(counts)
+    first = (np.cumsum(counts) - counts)[present]
+    last_index = counts[present] - 1
+    result = np.full((window_count, len(fractions)), np.nan)
+    for column, fraction in enumerate(fractions):
+        position = last_index * fraction
+        lower, higher = np.floor(position), np.ceil(position)
+        low = values[first + lower.astype(np.int64)]
+        high = values[first + higher.astype(np.int64)]
+        interpolated = low + (position - lower) * (high - low)
+        result[present, column] = np.where((lower == higher) | (low == high), low, interpolated)
+    return result
+
+
+def report_windows(table: pa.Table, window_s: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each sample's report window, as an index into the table's windows in time order; their starts (µs)."""
+    seconds = table.column("ts").cast(pa.int64()).to_numpy() // 1_000_000
+    starts, windows = np.unique(seconds - seconds % window_s, return_inverse=True)
+    return windows, starts * 1_000_000
+
+
+def window_percentiles(
+    samples: DataFrame, window: timedelta, *, columns: Sequence[str], measures: WindowMeasures, schema: str
+) -> DataFrame:
+    """Per mirrored partition and report window it reported in, the arrays of `measures` (`schema`, NaN
+    becoming null) from a grouped Arrow function over the sample `columns` they read ("ts" among them)."""
+    window_s = window_seconds(window)
+
+    def apply(table: pa.Table) -> pa.Table:
+        windows, starts = report_windows(table, window_s)
+        first = table.slice(0, 1)
+        return pa.table(
+            {
+                **{name: pa.repeat(first.column(name)[0], len(starts)) for name in PARTITION_KEY},
+                "window_start": pa.array(starts, table.schema.field("ts").type),
+                **{
+                    name: pa.array(array, from_pandas=True)
+                    for name, array in measures(table, windows, len(starts)).items()
+                },
+            }
+        )
+
+    return (
+        samples.select(*PARTITION_KEY, *columns)
+        .groupBy(*PARTITION_KEY)
+        .applyInArrow(apply, schema=f"{partition_key_ddl(samples)}, window_start timestamp, {schema}")
+    )
