@@ -41,11 +41,13 @@ MAX_TASKS_PER_WORKER = 20
 OVERALL = "overall"
 
 
-def daily_flow_usage(samples: DataFrame, window: timedelta = DEFAULT_USAGE_WINDOW) -> DataFrame:
-    """Per flow and UTC day: load (average, p95 and max of window MB/s), totals, fleet shape, task speed."""
-    # First one row per mirrored partition, window, task and worker: grouped by a superset of the key the
-    # job clusters samples by, it needs no shuffle, and every aggregate below reads it, not the samples.
-    reduced = (
+def window_usage(samples: DataFrame, window: timedelta = DEFAULT_USAGE_WINDOW) -> DataFrame:
+    """One row per mirrored partition, window, task and worker: what `daily_flow_usage_from_windows` reads.
+
+    Grouped by a superset of the key the job clusters samples by, it needs no shuffle; every aggregate
+    of the daily usage reads it (three times), not the samples: cache it when the samples are costly.
+    """
+    return (
         with_window(samples.withColumn("_behind", records_behind()), window)
         .groupBy(*PARTITION_KEY, "window_start", "task_index", "worker")
         .agg(
@@ -56,6 +58,15 @@ def daily_flow_usage(samples: DataFrame, window: timedelta = DEFAULT_USAGE_WINDO
         )
         .withColumn("date", F.to_date("window_start"))
     )
+
+
+def daily_flow_usage(samples: DataFrame, window: timedelta = DEFAULT_USAGE_WINDOW) -> DataFrame:
+    """Per flow and UTC day: load (average, p95 and max of window MB/s), totals, fleet shape, task speed."""
+    return daily_flow_usage_from_windows(window_usage(samples, window))
+
+
+def daily_flow_usage_from_windows(reduced: DataFrame) -> DataFrame:
+    """`daily_flow_usage` from `window_usage` rows."""
     # A partition's rate under one task in one window; tasks and flows add their partitions' rates.
     partition_rates = reduced.groupBy(
         *FLOW_KEY, "date", "window_start", "task_index", "remote_topic", "partition"
