@@ -39,7 +39,13 @@ def exact_percentiles(
     """
     known = ~np.isnan(values)
     values, windows = values[known], windows[known]
-    values = values[np.lexsort((values, windows))]
+    # By window, ascending within it: a sort by value, then a stable one by window, a radix sort when
+    # the window indices fit 16 bits (a lexsort of both is about twice as slow).
+    by_value = np.argsort(values)
+    window_keys = windows[by_value]
+    if window_count <= 1 << 16:
+        window_keys = window_keys.astype(np.uint16)
+    values = values[by_value[np.argsort(window_keys, kind="stable")]]
     counts = np.bincount(windows, minlength=window_count)
     present = np.flatnonzero(counts)
     first = (np.cumsum(counts) - counts)[present]
