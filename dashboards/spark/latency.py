@@ -16,13 +16,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from dashboards.spark.frames import PARTITION_KEY, WINDOW_COLUMNS, with_window
-from dashboards.spark.percentiles import doubles, exact_percentiles, window_percentiles
+from dashboards.spark.percentiles import doubles, named_percentiles, percentile_schema, window_percentiles
 
 PERCENTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
 MEASURES = ("record_age_ms", "replication_latency_ms")
 # What `latency_percentiles_of` reads of a sample, and the columns it gives per window.
 SAMPLE_COLUMNS = ("ts", *MEASURES)
-PERCENTILE_SCHEMA = ", ".join(f"{measure}_{name} double" for measure in MEASURES for name, _ in PERCENTILES)
+PERCENTILE_SCHEMA = percentile_schema(MEASURES, PERCENTILES)
 
 
 def has_latency() -> Column:
@@ -44,13 +44,12 @@ def latency_aggregates() -> list[Column]:
 def latency_percentiles_of(table: pa.Table, windows: np.ndarray, window_count: int) -> dict[str, np.ndarray]:
     """PERCENTILE_SCHEMA's arrays per window of one mirrored partition's samples (Spark's exact percentile,
     which ignores nulls: the same over every sample or over those with a latency)."""
-    fractions = [fraction for _, fraction in PERCENTILES]
-    arrays = {}
-    for measure in MEASURES:
-        values = doubles(table, measure)
-        percentiles = exact_percentiles(values, windows, window_count=window_count, fractions=fractions)
-        arrays.update({f"{measure}_{name}": percentiles[:, i] for i, (name, _) in enumerate(PERCENTILES)})
-    return arrays
+    return named_percentiles(
+        {measure: doubles(table, measure) for measure in MEASURES},
+        windows,
+        window_count=window_count,
+        percentiles=PERCENTILES,
+    )
 
 
 def latency_columns() -> list[Column]:

@@ -7,7 +7,7 @@ holds each mirrored partition's samples, so it sorts them there, by (window, val
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 
 import numpy as np
@@ -59,6 +59,27 @@ def exact_percentiles(
         interpolated = low + (position - lower) * (high - low)
         result[present, column] = np.where((lower == higher) | (low == high), low, interpolated)
     return result
+
+
+def named_percentiles(
+    measures: Mapping[str, np.ndarray],
+    windows: np.ndarray,
+    *,
+    window_count: int,
+    percentiles: Sequence[tuple[str, float]],
+) -> dict[str, np.ndarray]:
+    """`<measure>_<name>` -> its `exact_percentiles` per window, for every measure and (name, fraction)."""
+    fractions = [fraction for _, fraction in percentiles]
+    arrays = {}
+    for measure, values in measures.items():
+        result = exact_percentiles(values, windows, window_count=window_count, fractions=fractions)
+        arrays.update({f"{measure}_{name}": result[:, i] for i, (name, _) in enumerate(percentiles)})
+    return arrays
+
+
+def percentile_schema(measures: Sequence[str], percentiles: Sequence[tuple[str, float]]) -> str:
+    """The DDL of `named_percentiles`' columns (doubles)."""
+    return ", ".join(f"{measure}_{name} double" for measure in measures for name, _ in percentiles)
 
 
 def report_windows(table: pa.Table, window_s: int) -> tuple[np.ndarray, np.ndarray]:

@@ -16,14 +16,14 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from dashboards.spark.frames import PARTITION_KEY, WINDOW_COLUMNS, with_window
-from dashboards.spark.percentiles import doubles, exact_percentiles, window_percentiles
+from dashboards.spark.percentiles import doubles, named_percentiles, percentile_schema, window_percentiles
 
 BYTES_PER_MB = 1_000_000.0
 PERCENTILES = (("p50", 0.5), ("p95", 0.95))
 RATES = ("records_per_s", "mb_per_s")
 # What `throughput_percentiles` reads of a sample, and the columns it gives per window.
 SAMPLE_COLUMNS = ("ts", "records", "bytes", "interval_s")
-PERCENTILE_SCHEMA = ", ".join(f"{rate}_{name} double" for rate in RATES for name, _ in PERCENTILES)
+PERCENTILE_SCHEMA = percentile_schema(RATES, PERCENTILES)
 
 
 def _per_second(column: str) -> Column:
@@ -52,12 +52,12 @@ def throughput_percentiles(table: pa.Table, windows: np.ndarray, window_count: i
     with np.errstate(divide="ignore", invalid="ignore"):
         records_per_s = np.where(timed, doubles(table, "records") / interval_s, np.nan)
         mb_per_s = np.where(timed, doubles(table, "bytes") / interval_s, np.nan) / BYTES_PER_MB
-    fractions = [fraction for _, fraction in PERCENTILES]
-    arrays = {}
-    for rate, values in zip(RATES, (records_per_s, mb_per_s), strict=True):
-        percentiles = exact_percentiles(values, windows, window_count=window_count, fractions=fractions)
-        arrays.update({f"{rate}_{name}": percentiles[:, i] for i, (name, _) in enumerate(PERCENTILES)})
-    return arrays
+    return named_percentiles(
+        dict(zip(RATES, (records_per_s, mb_per_s), strict=True)),
+        windows,
+        window_count=window_count,
+        percentiles=PERCENTILES,
+    )
 
 
 def throughput_columns() -> list[Column]:

@@ -82,9 +82,3 @@ def api_as(users):
         return client
 
     return make
-
-
-@pytest.fixture
-def web_as(client_as):
-    """web_as("viewer") -> a Django test client logged in as that role (tests/conftest.py's client_as)."""
-    return client_as

@@ -41,7 +41,7 @@ def lake_settings(settings, tmp_path):
 
 
 def test_the_command_runs_the_job_stores_rows_and_every_role_sees_the_dashboards(
-    spark, lake_settings, capsys, api_as, web_as
+    spark, lake_settings, capsys, api_as, client_as
 ):
     call_command("run_reports")
 
@@ -67,7 +67,7 @@ def test_the_command_runs_the_job_stores_rows_and_every_role_sees_the_dashboards
     assert body["count"] > 0 and {row["flow_name"] for row in body["rows"]} == {"dc1->dc2#1"}
 
     for role in ("viewer", "operator", "admin"):
-        client = web_as(role)
+        client = client_as(role)
         index = client.get(reverse("web:reports")).content.decode()
         assert "RIGHT_SIZED" in index or "PROVISIONED" in index
         assert ("Run reports now" in index) == (role != "viewer")
@@ -83,22 +83,22 @@ def _unescape(attribute: str) -> str:
 
 
 @pytest.mark.parametrize("page", ["web:reports", *DASHBOARDS])
-def test_pages_render_empty_for_every_role_and_refuse_a_user_without_one(web_as, page):
+def test_pages_render_empty_for_every_role_and_refuse_a_user_without_one(client_as, page):
     for role in ("viewer", "operator", "admin"):
-        response = web_as(role).get(reverse(page))
+        response = client_as(role).get(reverse(page))
         assert response.status_code == 200, role
         assert b"No report has run yet" in response.content
-    refused = web_as("norole").get(reverse(page))
+    refused = client_as("norole").get(reverse(page))
     assert refused.status_code == 403
     assert b"needs the <strong>viewer</strong> role; you have no role" in refused.content
-    assert web_as("anonymous").get(reverse(page)).status_code == 302
+    assert client_as("anonymous").get(reverse(page)).status_code == 302
 
 
-def test_the_run_button_queues_a_run_for_operators_only(web_as):
-    assert web_as("viewer").post(reverse("web:reports-run")).status_code == 403
+def test_the_run_button_queues_a_run_for_operators_only(client_as):
+    assert client_as("viewer").post(reverse("web:reports-run")).status_code == 403
     assert not ReportRun.objects.exists()
 
-    response = web_as("operator").post(
+    response = client_as("operator").post(
         reverse("web:reports-run"), {"next": reverse("reports-lag")}, follow=True
     )
 
@@ -106,7 +106,7 @@ def test_the_run_button_queues_a_run_for_operators_only(web_as):
     assert (run.state, run.requested_by.username) == (ReportRunState.QUEUED, "operator")
     assert b"Report run queued" in response.content
     assert b'hx-trigger="every 2s"' in response.content  # the status polls while the run is active
-    again = web_as("admin").post(reverse("web:reports-run"), follow=True)
+    again = client_as("admin").post(reverse("web:reports-run"), follow=True)
     assert f"report run {run.pk} is already queued".encode() in again.content
 
 
