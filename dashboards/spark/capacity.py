@@ -27,11 +27,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from dashboards.spark.frames import DAY_SECONDS, FLOW_KEY, PARTITION_KEY, records_behind, with_window
+from dashboards.spark.frames import DAY_SECONDS, FLOW_KEY, PARTITION_KEY, partition_key_ddl, window_seconds
 from dashboards.spark.throughput import BYTES_PER_MB
+from dashboards.spark.windowed import (
+    doubles,
+    longs,
+    max_of_longs,
+    report_windows,
+    sum_of_doubles,
+    sum_of_longs,
+)
 
 DEFAULT_USAGE_WINDOW = timedelta(minutes=5)
 DEFAULT_HORIZON_DAYS = (7, 30, 90)
@@ -41,21 +52,85 @@ MAX_TASKS_PER_WORKER = 20
 OVERALL = "overall"
 
 
+# What `task_usage` reads of a sample, and the columns it gives per window, task and worker.
+USAGE_SAMPLE_COLUMNS = (
+    "ts",
+    "task_index",
+    "worker",
+    "source_end_offset",
+    "next_offset",
+    "records",
+    "bytes",
+    "interval_s",
+)
+USAGE_SCHEMA = "records long, bytes long, _covered_s double, _behind long"
+
+
+def _dense_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, int]:
+    """Each value's rank among the column's distinct values (null: -1), and how many there are."""
+    encoded = column.combine_chunks().dictionary_encode()
+    return pc.fill_null(encoded.indices, -1).to_numpy().astype(np.int64), len(encoded.dictionary)
+
+
+def task_usage(
+    table: pa.Table, windows: np.ndarray, window_count: int, *, by: Sequence[str] = ("task_index", "worker")
+) -> tuple[np.ndarray, pa.Table]:
+    """One mirrored partition's samples reduced to a row per window and task (`by`: its index and worker),
+    in that order: each row's window index, and (*by, USAGE_SCHEMA) as Spark's sum and max give them.
+
+    `_covered_s` sums the slice seconds (null without any), `_behind` is the most records behind.
+    """
+    key = windows.astype(np.int64)
+    for column in by:
+        codes, distinct = _dense_codes(table.column(column))
+        key = key * (distinct + 1) + codes + 1
+    groups, first, group_of_row = np.unique(key, return_index=True, return_inverse=True)
+    count = len(groups)
+    interval_s = doubles(table, "interval_s")
+    end, end_known = longs(table, "source_end_offset")
+    position, position_known = longs(table, "next_offset")
+    # greatest(end - position, 0): Spark's greatest skips the null a missing offset gives.
+    behind = np.where(end_known & position_known, np.maximum(end - position, 0), 0)
+    usage = {column: table.column(column).take(first) for column in by}
+    for column in ("records", "bytes"):
+        total, present = sum_of_longs(*longs(table, column), group_of_row, count)
+        usage[column] = pa.array(total, mask=~present)
+    usage["_covered_s"] = pa.array(
+        sum_of_doubles(np.where(interval_s > 0, interval_s, np.nan), group_of_row, count), from_pandas=True
+    )
+    usage["_behind"] = pa.array(max_of_longs(behind, group_of_row, count))
+    return windows[first], pa.table(usage)
+
+
 def window_usage(samples: DataFrame, window: timedelta = DEFAULT_USAGE_WINDOW) -> DataFrame:
     """One row per mirrored partition, window, task and worker: what `daily_flow_usage_from_windows` reads.
 
-    Grouped by a superset of the key the job clusters samples by, it needs no shuffle; every aggregate
-    of the daily usage reads it (three times), not the samples: cache it when the samples are costly.
+    Every aggregate of the daily usage reads it (three times), not the samples: cache it when the
+    samples are costly. The report job takes `task_usage` from its one grouped pass instead.
     """
-    return (
-        with_window(samples.withColumn("_behind", records_behind()), window)
-        .groupBy(*PARTITION_KEY, "window_start", "task_index", "worker")
-        .agg(
-            F.sum("records").alias("records"),
-            F.sum("bytes").alias("bytes"),
-            F.sum(F.when(F.col("interval_s") > 0, F.col("interval_s"))).alias("_covered_s"),
-            F.max("_behind").alias("_behind"),
+    window_s = window_seconds(window)
+
+    def apply(table: pa.Table) -> pa.Table:
+        windows, starts = report_windows(table, window_s)
+        window_of_row, usage = task_usage(table, windows, len(starts))
+        first = table.slice(0, 1)
+        return pa.table(
+            {
+                **{name: pa.repeat(first.column(name)[0], len(usage)) for name in PARTITION_KEY},
+                "window_start": pa.array(starts[window_of_row], table.schema.field("ts").type),
+                **{name: usage.column(name) for name in usage.column_names},
+            }
         )
+
+    kinds = {name: samples.schema[name].dataType.simpleString() for name in ("task_index", "worker")}
+    schema = (
+        f"{partition_key_ddl(samples)}, window_start timestamp, task_index {kinds['task_index']}, "
+        f"worker {kinds['worker']}, {USAGE_SCHEMA}"
+    )
+    return (
+        samples.select(*PARTITION_KEY, *USAGE_SAMPLE_COLUMNS)
+        .groupBy(*PARTITION_KEY)
+        .applyInArrow(apply, schema)
         .withColumn("date", F.to_date("window_start"))
     )
 

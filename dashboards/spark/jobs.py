@@ -30,31 +30,30 @@ from datetime import UTC, date, datetime, timedelta
 from functools import reduce
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from dashboards.spark import latency, throughput
 from dashboards.spark.capacity import (
     DEFAULT_HORIZON_DAYS,
+    USAGE_SCHEMA,
     capacity_plan_from_usage,
     daily_flow_usage_from_windows,
-    window_usage,
+    task_usage,
 )
 from dashboards.spark.frames import (
     DAY_SECONDS,
     FLOW_KEY,
     PARTITION_KEY,
     WINDOW_COLUMNS,
-    partition_key_ddl,
     window_seconds,
-    with_window,
 )
-from dashboards.spark.lag import DEFAULT_LOOKBACK, PARTITION_LAG_SCHEMA, POINT_COLUMNS, window_lag_table
-from dashboards.spark.lake import spark_schema_ddl
-from dashboards.spark.latency import latency_aggregates, latency_columns, latency_percentiles_of
-from dashboards.spark.percentiles import report_windows
+from dashboards.spark.lag import DEFAULT_LOOKBACK, PARTITION_LAG_SCHEMA, window_lag_table
+from dashboards.spark.lake import LAKE_COLUMNS, spark_schema_ddl
+from dashboards.spark.latency import latency_measures
 from dashboards.spark.status import (
     DEFAULT_WINDOW_SAMPLES,
     WINDOW_FEATURES,
@@ -62,7 +61,8 @@ from dashboards.spark.status import (
     newest_window_features_table,
     partition_status,
 )
-from dashboards.spark.throughput import throughput_aggregates, throughput_columns, throughput_percentiles
+from dashboards.spark.throughput import throughput_measures
+from dashboards.spark.windowed import arrow_columns, count_per_window, report_windows
 
 ProgressCallback = Callable[[str, float], None]
 RowsCallback = Callable[[dict[str, list[dict]]], None]
@@ -166,131 +166,159 @@ class ReportState:
                 stale.unlink()
 
 
-def _carry(sealed_samples: DataFrame, *, lookback: timedelta, window_samples: int) -> DataFrame:
-    """Per mirrored partition: sealed samples of the last lookback and the `window_samples - 1` before.
+def carried_rows(
+    micros: np.ndarray, sealed: np.ndarray, *, lookback_s: int, window_samples: int
+) -> np.ndarray:
+    """Which of one mirrored partition's samples the carry keeps: of its sealed samples (times in µs), those
+    of the last lookback and the `window_samples - 1` before them, as row indices in time order.
 
     In time order, a sample is kept when the one `window_samples - 1` after it (the newest, when fewer
-    follow) lies in the lookback: one look-ahead window, not a count and then a rank of every sample.
+    follow) lies in the lookback, i.e. at or after the newest minus the lookback.
     """
-    lookback_s = int(lookback.total_seconds())
-    newest = sealed_samples.groupBy(*PARTITION_KEY).agg(F.max("ts").alias("_newest"))
-    ahead = F.lead("ts", window_samples - 1).over(Window.partitionBy(*PARTITION_KEY).orderBy("ts"))
-    in_lookback = F.col("_ahead") >= F.col("_newest") - F.expr(f"INTERVAL {lookback_s} SECONDS")
-    return (
-        sealed_samples.join(F.broadcast(newest), list(PARTITION_KEY))
-        .withColumn("_ahead", F.coalesce(ahead, F.col("_newest")))
-        .where(in_lookback)
-        .select(*sealed_samples.columns)
-    )
+    order = np.argsort(micros, kind="stable")
+    rows = order[sealed[order]]
+    if not len(rows):
+        return rows
+    times = micros[rows]
+    ahead = times[np.minimum(np.arange(len(times)) + window_samples - 1, len(times) - 1)]
+    return rows[ahead >= times[-1] - lookback_s * 1_000_000]
 
 
-# Strings the job carries through every shuffle, cache and Arrow pass: each travels as an int code (its
-# rank among the values read) and is decoded on the small outputs.
-CODED_COLUMNS = ("flow_name", "source_topic", "remote_topic", "worker")
+# Where a sample read comes from: `_origin` in the grouped pass.
+UNSEALED, SEALED, CARRIED = 0, 1, 2
+# What the grouped pass reads of a sample: the job ships each column of every sample from the JVM to
+# Python, which costs per column, so identities travel as int codes (`_sample_codes`): `_pid` for the
+# mirrored partition (PARTITION_KEY), `_task` for (task_index, worker).
+TASK = ("task_index", "worker")
+CODED = (*PARTITION_KEY, *TASK)
+PASS_INPUT = (
+    "_pid",
+    "ts",
+    "_task",
+    "_origin",
+    *(name for name, _ in LAKE_COLUMNS if name not in CODED and name != "ts"),
+)
+# What the carry keeps of a sample besides its mirrored partition (its grouping key).
+CARRY_COLUMNS = tuple(name for name in PASS_INPUT if name not in ("_pid", "_origin"))
+# What `_partition_windows` adds to `partition_lag`'s columns.
+PASS_COLUMNS = ("_window", "_throughput", "_latency", "_new_samples", "_usage", "_carry")
 
 
-def _string_codes(samples: DataFrame) -> dict[str, DataFrame]:
-    """Per coded column, its values read with their codes: (`_code` int, <column> string)."""
+@dataclass(frozen=True)
+class SampleCodes:
+    partitions: DataFrame  # `_pid` int, *PARTITION_KEY
+    tasks: DataFrame  # `_task` int, *TASK
+
+
+def _sample_codes(samples: DataFrame) -> SampleCodes:
+    """Codes for the mirrored partitions and the tasks read: one pass over their distinct combinations
+    (few: partitions x tasks x workers)."""
     spark = samples.sparkSession
-    # Distinct combinations (few: flows x topics x workers) cost less to gather than per-column sets.
-    combinations = samples.select(*CODED_COLUMNS).distinct().collect()
-    return {
-        column: spark.createDataFrame(
-            list(enumerate(sorted({row[column] for row in combinations} - {None}))),
-            f"_code int, `{column}` string",
+    combinations = samples.select(*CODED).distinct().collect()
+
+    def coded(columns: tuple[str, ...], name: str) -> DataFrame:
+        values = sorted({tuple(row[c] for c in columns) for row in combinations}, key=repr)
+        fields = ", ".join(f"`{c}` {samples.schema[c].dataType.simpleString()}" for c in columns)
+        return spark.createDataFrame(
+            [(code, *value) for code, value in enumerate(values)], f"{name} int, {fields}"
         )
-        for column in CODED_COLUMNS
-    }
+
+    return SampleCodes(partitions=coded(PARTITION_KEY, "_pid"), tasks=coded(TASK, "_task"))
 
 
-def _encoded(frame: DataFrame, codes: dict[str, DataFrame]) -> DataFrame:
-    """`frame` with each coded column replaced by its code (null stays null)."""
-    for column, table in codes.items():
-        frame = (
-            frame.join(F.broadcast(table), column, "left").withColumn(column, F.col("_code")).drop("_code")
-        )
-    return frame
+def _encoded(samples: DataFrame, codes: SampleCodes) -> DataFrame:
+    """`samples` with their mirrored partition and task as codes (nulls are values: null-safe joins)."""
+    for table in (codes.partitions, codes.tasks):
+        code, *coded = table.columns
+        match = reduce(lambda a, b: a & b, (samples[c].eqNullSafe(table[c]) for c in coded))
+        kept = [samples[c] for c in samples.columns if c not in coded]
+        samples = samples.join(F.broadcast(table), match).select(*kept, table[code])
+    return samples
 
 
-def _decoded(frame: DataFrame, codes: dict[str, DataFrame]) -> DataFrame:
-    """The inverse of `_encoded` for the coded columns `frame` has, in its column order."""
-    columns = frame.columns
-    for column, table in codes.items():
-        if column in columns:
-            values = table.select(F.col("_code").alias(column), F.col(column).alias("_value"))
-            frame = frame.join(F.broadcast(values), column, "left").withColumn(column, F.col("_value"))
-            frame = frame.drop("_value")
-    return frame.select(*columns)
+def _with_partition_key(frame: DataFrame, codes: SampleCodes) -> DataFrame:
+    """`frame` with its `_pid` replaced by the mirrored partition's PARTITION_KEY columns, first."""
+    others = [c for c in frame.columns if c != "_pid"]
+    return frame.join(F.broadcast(codes.partitions), "_pid").select(*PARTITION_KEY, *others)
+
+
+def _exploded(
+    partition_windows: DataFrame, column: str, keep: Iterable[str], codes: SampleCodes
+) -> DataFrame:
+    """One row per element of a list column of `_partition_windows` (after its mirrored partition and
+    `keep`), with its `_task` code replaced by the task's columns."""
+    elements = partition_windows.select(*PARTITION_KEY, *keep, F.explode(column).alias("_element"))
+    elements = elements.select(*PARTITION_KEY, *keep, "_element.*")
+    others = [c for c in elements.columns if c != "_task"]
+    return elements.join(F.broadcast(codes.tasks), "_task").select(*others, *TASK)
 
 
 def _clustered(samples: DataFrame) -> DataFrame:
-    """Samples hash-partitioned by mirrored partition and sorted by time within it.
-
-    Every transform groups or orders by the mirrored partition (and time): over this layout, cached
-    once, their aggregates, windows and grouped functions run without shuffling or sorting again.
-    """
+    """Samples hash-partitioned by mirrored partition (`_pid`) and sorted by time within it: the grouped
+    pass reads each partition's samples in time order without another shuffle or sort."""
     partitions = int(samples.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    return samples.repartition(partitions, *PARTITION_KEY).sortWithinPartitions(*PARTITION_KEY, "ts")
+    return samples.repartition(partitions, "_pid").sortWithinPartitions("_pid", "ts")
 
 
-def _lag_status_features_and_percentiles(samples: DataFrame, options: ReportOptions) -> DataFrame:
-    """`partition_lag`, `newest_window_features` (`_window`) and the throughput and latency percentiles
-    (`_percentiles`) side by side, from one grouped pass over the samples.
+def _list_column(values: pa.Table, rows_per_window: np.ndarray) -> pa.ListArray:
+    """`values`' rows as one list per window, `rows_per_window[i]` of them for window i, in order."""
+    offsets = np.concatenate([[0], np.cumsum(rows_per_window)]).astype(np.int32)
+    return pa.ListArray.from_arrays(offsets, values.to_struct_array().combine_chunks())
 
-    All read each mirrored partition's samples and give a row per report window it reported in, in the
-    same order: one pass ships the samples to Python once instead of three times.
+
+def _partition_windows(samples: DataFrame, options: ReportOptions) -> DataFrame:
+    """Everything the reports need of the (coded, clustered) samples, from one grouped pass: per
+    mirrored partition (`_pid`) and report window it reported in, `partition_lag`'s columns, Burrow's
+    `_window` features, the `_throughput` and `_latency` measures, `_new_samples` (not carried), the
+    `_usage` of its new samples per task, and, on a partition's first window only, the `_carry` it leaves.
+
+    Each reads a mirrored partition's samples and gives a row per window in time order: the samples
+    go to Python once instead of once per report, and Spark aggregates only these rows.
     """
     window_s = window_seconds(options.window)
-    lag = window_lag_table(window_s=window_s, lookback_s=options.lag_lookback.total_seconds())
-    features = newest_window_features_table(window_s=window_s, window_samples=options.window_samples)
+    lookback_s = int(options.lag_lookback.total_seconds())
+    key = ("_pid",)
+    lag = window_lag_table(window_s=window_s, lookback_s=options.lag_lookback.total_seconds(), key=key)
+    features = newest_window_features_table(window_s=window_s, window_samples=options.window_samples, key=key)
 
-    def apply(table):
+    def struct(measures: dict) -> pa.StructArray:
+        columns = arrow_columns(measures)
+        return pa.StructArray.from_arrays(list(columns.values()), names=list(columns))
+
+    def apply(table: pa.Table) -> pa.Table:
         windows, starts = report_windows(table, window_s)
-        percentiles = {
-            **throughput_percentiles(table, windows, len(starts)),
-            **latency_percentiles_of(table, windows, len(starts)),
-        }
+        count = len(starts)
+        origin = table.column("_origin").to_numpy()
+        new = origin != CARRIED
+        new_samples = table if new.all() else table.filter(new)
+        window_of_usage, usage = task_usage(new_samples, windows[new], count, by=("_task",))
+        micros = table.column("ts").cast(pa.int64()).to_numpy()
+        carry = carried_rows(
+            micros, origin != UNSEALED, lookback_s=lookback_s, window_samples=options.window_samples
+        )
+        carry_per_window = np.zeros(count, np.int64)
+        carry_per_window[0] = len(carry)
         return (
             lag(table)
             .append_column("_window", features(table).column("_window"))
-            .append_column(
-                "_percentiles",
-                pa.StructArray.from_arrays(
-                    [pa.array(array, from_pandas=True) for array in percentiles.values()],
-                    names=list(percentiles),
-                ),
-            )
+            .append_column("_throughput", struct(throughput_measures(table, windows, count)))
+            .append_column("_latency", struct(latency_measures(table, windows, count)))
+            .append_column("_new_samples", pa.array(count_per_window(windows, count, new)))
+            .append_column("_usage", _list_column(usage, np.bincount(window_of_usage, minlength=count)))
+            .append_column("_carry", _list_column(table.select(CARRY_COLUMNS).take(carry), carry_per_window))
         )
+
+    def ddl(*names: str) -> str:
+        return ", ".join(f"`{name}` {samples.schema[name].dataType.simpleString()}" for name in names)
 
     schema = (
-        f"{partition_key_ddl(samples)}, window_start timestamp, window_end timestamp, "
+        f"_pid int, window_start timestamp, window_end timestamp, "
         f"{PARTITION_LAG_SCHEMA}, _window struct<{WINDOW_FEATURES}>, "
-        f"_percentiles struct<{throughput.PERCENTILE_SCHEMA}, {latency.PERCENTILE_SCHEMA}>"
+        f"_throughput struct<{throughput.MEASURE_SCHEMA}>, _latency struct<{latency.MEASURE_SCHEMA}>, "
+        f"_new_samples long, _usage array<struct<_task int, {USAGE_SCHEMA}>>, "
+        f"_carry array<struct<{ddl(*CARRY_COLUMNS)}>>"
     )
-    columns = dict.fromkeys((*POINT_COLUMNS, *throughput.SAMPLE_COLUMNS, *latency.SAMPLE_COLUMNS))
-    return samples.select(*PARTITION_KEY, *columns).groupBy(*PARTITION_KEY).applyInArrow(apply, schema)
-
-
-def _throughput_and_latency(samples: DataFrame, window: timedelta, percentiles: DataFrame) -> DataFrame:
-    """`flow_throughput` and `latency_percentiles` measures side by side, from one aggregation pass and
-    the `_percentiles` of `_lag_status_features_and_percentiles`.
-
-    Both group the samples by mirrored partition and window; latency columns are for the groups with
-    `_latency_samples > 0` (latency_percentiles leaves the others out).
-    """
-    return (
-        with_window(samples, window)
-        .groupBy(*PARTITION_KEY, *WINDOW_COLUMNS)
-        .agg(*throughput_aggregates(), *latency_aggregates())
-        .join(
-            percentiles.select(*PARTITION_KEY, "window_start", "_percentiles.*"),
-            [*PARTITION_KEY, "window_start"],
-        )
-    )
-
-
-def _windows_with_new_samples(new: DataFrame, window: timedelta, key: Iterable[str]) -> DataFrame:
-    return with_window(new, window).select(*key, "window_start").distinct()
+    return samples.select(*PASS_INPUT).groupBy("_pid").applyInArrow(apply, schema)
 
 
 def _rows(frame: DataFrame) -> list[dict]:
@@ -360,52 +388,38 @@ def run_reports(
                 spark.read.schema(spark_schema_ddl())
                 .option("recursiveFileLookup", "true")  # no partition discovery: see lake.partition_path
                 .parquet(*files)
-                .withColumn("_sealed", F.lit(sealed))
-                .withColumn("_carried", F.lit(False))
+                .withColumn("_origin", F.lit(SEALED if sealed else UNSEALED).cast("byte"))
             )
 
         carry = state.read(spark, "carry")
         if carry is not None:
-            carry = carry.withColumn("_sealed", F.lit(True)).withColumn("_carried", F.lit(True))
+            carry = carry.withColumn("_origin", F.lit(CARRIED).cast("byte"))
         parts = [frame for frame in (lake_files(True), lake_files(False), carry) if frame is not None]
-        new = reduce(DataFrame.unionByName, parts)
-        codes = _string_codes(new)
-        everything = _clustered(_encoded(new, codes).select(*new.columns)).persist()
-        new = everything.where(~F.col("_carried")).drop("_sealed", "_carried")
-        samples_read = new.count()
+        read = reduce(DataFrame.unionByName, parts)
+        codes = _sample_codes(read)
+        passed = _partition_windows(_clustered(_encoded(read, codes)), options)
+        partition_windows = _with_partition_key(passed, codes).persist()
+        samples_read = partition_windows.agg(F.sum("_new_samples")).first()[0] or 0
         datasets.update(
             _windowed_reports(
-                samples=everything.drop("_sealed", "_carried"),
-                new=new,
-                has_carry=carry is not None,
-                codes=codes,
-                options=options,
-                on_progress=on_progress,
+                partition_windows, has_carry=carry is not None, options=options, on_progress=on_progress
             )
         )
         on_progress("daily usage", 0.8)
-        # Computed once: the rows reported and the usage kept are the same table; its window reduction,
-        # which three aggregates read, is cached so it runs once too.
-        windows = window_usage(new, options.window).persist()
-        new_usage_table = _decoded(daily_flow_usage_from_windows(windows), codes).toArrow()
-        windows.unpersist()
+        # Computed once: the rows reported and the usage kept are the same table.
+        window_usage = _exploded(partition_windows, "_usage", ["window_start"], codes)
+        window_usage = window_usage.withColumn("date", F.to_date("window_start"))
+        new_usage_table = daily_flow_usage_from_windows(window_usage).toArrow()
         datasets["daily_flow_usage"] = new_usage_table.to_pylist()
         new_usage = spark.createDataFrame(new_usage_table)
         if usage is not None:
             new_usage = usage.join(new_usage, ["flow_id", "date"], "left_anti").unionByName(new_usage)
-        next_carry = _decoded(
-            _carry(
-                everything.where("_sealed").drop("_sealed", "_carried"),
-                lookback=options.lag_lookback,
-                window_samples=options.window_samples,
-            ),
-            codes,
-        )
+        next_carry = _exploded(partition_windows, "_carry", (), codes).select(*(n for n, _ in LAKE_COLUMNS))
         tables = {
             "usage": new_usage.toArrow() if usage is not None else new_usage_table,
             "carry": next_carry.toArrow(),
         }
-        everything.unpersist()
+        partition_windows.unpersist()
         usage = spark.createDataFrame(tables["usage"])
 
     on_progress("capacity plan", 0.9)
@@ -426,54 +440,34 @@ def run_reports(
 
 
 def _windowed_reports(
+    partition_windows: DataFrame,
     *,
-    samples: DataFrame,
-    new: DataFrame,
     has_carry: bool,
-    codes: dict[str, DataFrame],
     options: ReportOptions,
     on_progress: ProgressCallback,
 ) -> dict[str, list[dict]]:
     """Report rows of the windows with new samples (without a carry, every sample is new)."""
-    window = options.window
-    partition_windows = _windows_with_new_samples(new, window, PARTITION_KEY)
-    flow_windows = _windows_with_new_samples(new, window, FLOW_KEY)
+    new = F.col("_new_samples") > 0
+    touched = partition_windows.where(new) if has_carry else partition_windows
+    flow_windows = partition_windows.where(new).select(*FLOW_KEY, "window_start").distinct()
 
-    def touched(frame: DataFrame, windows: DataFrame, key: Iterable[str]) -> DataFrame:
-        return frame.join(windows, [*key, "window_start"], "left_semi") if has_carry else frame
-
-    def rows(frame: DataFrame) -> list[dict]:
-        return _rows(_decoded(frame, codes))
-
+    rows = _rows
     reports = {}
     on_progress("lag", 0.1)
-    lag_and_features = _lag_status_features_and_percentiles(samples, options).persist()
-    lag = lag_and_features.drop("_window", "_percentiles")
-    reports["partition_lag"] = rows(touched(lag, partition_windows, PARTITION_KEY))
+    reports["partition_lag"] = rows(touched.drop(*PASS_COLUMNS))
     on_progress("throughput and latency", 0.3)
-    measures = touched(
-        _throughput_and_latency(samples, window, lag_and_features), partition_windows, PARTITION_KEY
-    ).persist()
-    reports["flow_throughput"] = rows(measures.select(*PARTITION_KEY, *WINDOW_COLUMNS, *throughput_columns()))
+    reports["flow_throughput"] = rows(touched.select(*PARTITION_KEY, *WINDOW_COLUMNS, "_throughput.*"))
     reports["latency_percentiles"] = rows(
-        measures.where(F.col("_latency_samples") > 0).select(
-            *PARTITION_KEY, *WINDOW_COLUMNS, *latency_columns()
-        )
+        touched.where(F.col("_latency.samples") > 0).select(*PARTITION_KEY, *WINDOW_COLUMNS, "_latency.*")
     )
-    measures.unpersist()
     on_progress("status", 0.5)
-    statuses = touched(
-        partition_status(
-            samples,
-            window,
-            window_samples=options.window_samples,
-            features=lag_and_features,
-        ),
-        flow_windows,
-        FLOW_KEY,
-    ).persist()
+    statuses = partition_status(
+        partition_windows, options.window, window_samples=options.window_samples, features=partition_windows
+    )
+    if has_carry:
+        statuses = statuses.join(flow_windows, [*FLOW_KEY, "window_start"], "left_semi")
+    statuses = statuses.persist()
     reports["partition_status"] = rows(statuses)
     reports["flow_status"] = rows(flow_status(statuses))
     statuses.unpersist()
-    lag_and_features.unpersist()
     return reports

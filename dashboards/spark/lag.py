@@ -16,6 +16,7 @@ forward from the newest point is never needed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 import numpy as np
@@ -109,8 +110,8 @@ PARTITION_LAG_SCHEMA = (
 )
 
 
-def window_lag_table(*, window_s: int, lookback_s: float):
-    """One mirrored partition's samples (an Arrow table) in, its lag per window out.
+def window_lag_table(*, window_s: int, lookback_s: float, key: Sequence[str] = PARTITION_KEY):
+    """One mirrored partition's samples (an Arrow table) in, its lag per window out, after its `key`.
 
     The same aggregates as Spark's over `sample_lag` rows: count; the newest sample's value (as
     max_by ts); max and average ignoring unknowns (null when all are unknown).
@@ -135,7 +136,7 @@ def window_lag_table(*, window_s: int, lookback_s: float):
             seconds_avg = np.add.reduceat(np.where(known, behind_s, 0.0), starts) / known_counts
         window_start = (seconds - seconds % window_s)[starts] * 1_000_000
         first = table.slice(0, 1)
-        keys = {name: pa.repeat(first.column(name)[0], len(starts)) for name in PARTITION_KEY}
+        keys = {name: pa.repeat(first.column(name)[0], len(starts)) for name in key}
         timestamp = table.schema.field("ts").type
         return pa.table(
             {

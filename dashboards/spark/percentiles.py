@@ -7,22 +7,9 @@ holds each mirrored partition's samples, so it sorts them there, by (window, val
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from datetime import timedelta
+from collections.abc import Mapping, Sequence
 
 import numpy as np
-import pyarrow as pa
-from pyspark.sql import DataFrame
-
-from dashboards.spark.frames import PARTITION_KEY, partition_key_ddl, window_seconds
-
-# One measure's arrays per report window of a mirrored partition's samples: name -> float64 (NaN = null).
-WindowMeasures = Callable[[pa.Table, np.ndarray, int], dict[str, np.ndarray]]
-
-
-def doubles(table: pa.Table, column: str) -> np.ndarray:
-    """A numeric column as doubles, NaN for null (Spark casts longs to doubles the same way)."""
-    return table.column(column).to_numpy(zero_copy_only=False).astype(np.float64)
 
 
 def exact_percentiles(
@@ -80,38 +67,3 @@ def named_percentiles(
 def percentile_schema(measures: Sequence[str], percentiles: Sequence[tuple[str, float]]) -> str:
     """The DDL of `named_percentiles`' columns (doubles)."""
     return ", ".join(f"{measure}_{name} double" for measure in measures for name, _ in percentiles)
-
-
-def report_windows(table: pa.Table, window_s: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each sample's report window, as an index into the table's windows in time order; their starts (µs)."""
-    seconds = table.column("ts").cast(pa.int64()).to_numpy() // 1_000_000
-    starts, windows = np.unique(seconds - seconds % window_s, return_inverse=True)
-    return windows, starts * 1_000_000
-
-
-def window_percentiles(
-    samples: DataFrame, window: timedelta, *, columns: Sequence[str], measures: WindowMeasures, schema: str
-) -> DataFrame:
-    """Per mirrored partition and report window it reported in, the arrays of `measures` (`schema`, NaN
-    becoming null) from a grouped Arrow function over the sample `columns` they read ("ts" among them)."""
-    window_s = window_seconds(window)
-
-    def apply(table: pa.Table) -> pa.Table:
-        windows, starts = report_windows(table, window_s)
-        first = table.slice(0, 1)
-        return pa.table(
-            {
-                **{name: pa.repeat(first.column(name)[0], len(starts)) for name in PARTITION_KEY},
-                "window_start": pa.array(starts, table.schema.field("ts").type),
-                **{
-                    name: pa.array(array, from_pandas=True)
-                    for name, array in measures(table, windows, len(starts)).items()
-                },
-            }
-        )
-
-    return (
-        samples.select(*PARTITION_KEY, *columns)
-        .groupBy(*PARTITION_KEY)
-        .applyInArrow(apply, schema=f"{partition_key_ddl(samples)}, window_start timestamp, {schema}")
-    )

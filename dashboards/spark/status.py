@@ -20,6 +20,7 @@ report as ERR, with the causes listed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 import numpy as np
@@ -45,9 +46,10 @@ WINDOW_FEATURES = (
 )
 
 
-def newest_window_features_table(*, window_s: int, window_samples: int):
-    """One mirrored partition's samples (an Arrow table) in; out, per report window it reported in, what
-    Burrow needs about the last `window_samples` samples ending at its newest sample in that window."""
+def newest_window_features_table(*, window_s: int, window_samples: int, key: Sequence[str] = PARTITION_KEY):
+    """One mirrored partition's samples (an Arrow table) in; out, after its `key`, per report window it
+    reported in, what Burrow needs about the last `window_samples` samples ending at its newest sample
+    in that window."""
     import pyarrow as pa
 
     def apply(table: pa.Table) -> pa.Table:
@@ -86,7 +88,7 @@ def newest_window_features_table(*, window_s: int, window_samples: int):
             names=[field.split()[0] for field in WINDOW_FEATURES.split(", ")],
         )
         first = table.slice(0, 1)
-        keys = {name: pa.repeat(first.column(name)[0], len(newest)) for name in PARTITION_KEY}
+        keys = {name: pa.repeat(first.column(name)[0], len(newest)) for name in key}
         return pa.table(
             {**keys, "window_start": pa.array(starts[newest] * 1_000_000, timestamp), "_window": window}
         )

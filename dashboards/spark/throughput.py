@@ -2,8 +2,8 @@
 
 The window rate is what was replicated over the time the slices covered (sum / sum of slice seconds),
 so a window only partly covered by slices is not diluted; p50/p95/max describe the per-slice rates.
-The percentiles are Spark's exact `percentile`, computed in a grouped Arrow function
-(`dashboards.spark.percentiles`); the rest are Spark aggregates.
+Computed per mirrored partition in numpy (`dashboards.spark.windowed`, Spark's aggregates and exact
+`percentile` to the last bit), so the report job adds them to its one grouped pass over the samples.
 """
 
 from __future__ import annotations
@@ -12,80 +12,64 @@ from datetime import timedelta
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 
-from dashboards.spark.frames import PARTITION_KEY, WINDOW_COLUMNS, with_window
-from dashboards.spark.percentiles import doubles, named_percentiles, percentile_schema, window_percentiles
+from dashboards.spark.percentiles import named_percentiles
+from dashboards.spark.windowed import (
+    count_per_window,
+    doubles,
+    longs,
+    max_of_doubles,
+    sum_of_doubles,
+    sum_of_longs,
+    window_measures,
+)
 
 BYTES_PER_MB = 1_000_000.0
 PERCENTILES = (("p50", 0.5), ("p95", 0.95))
 RATES = ("records_per_s", "mb_per_s")
-# What `throughput_percentiles` reads of a sample, and the columns it gives per window.
+# What `throughput_measures` reads of a sample, and the columns it gives per window.
 SAMPLE_COLUMNS = ("ts", "records", "bytes", "interval_s")
-PERCENTILE_SCHEMA = percentile_schema(RATES, PERCENTILES)
-
-
-def _per_second(column: str) -> Column:
-    return F.when(F.col("interval_s") > 0, F.col(column) / F.col("interval_s"))
-
-
-def throughput_aggregates() -> list[Column]:
-    """The aggregates of a (mirrored partition, window) group of windowed samples `throughput_columns` reads."""
-    covered_s = F.sum(F.when(F.col("interval_s") > 0, F.col("interval_s")))
-    return [
-        F.count(F.lit(1)).alias("samples"),
-        F.sum("records").alias("records"),
-        F.sum("bytes").alias("bytes"),
-        F.coalesce(F.sum("records") / covered_s, F.lit(0.0)).alias("records_per_s"),
-        F.coalesce(F.sum("bytes") / covered_s / BYTES_PER_MB, F.lit(0.0)).alias("mb_per_s"),
-        F.max(_per_second("records")).alias("records_per_s_max"),
-        F.max(_per_second("bytes") / BYTES_PER_MB).alias("mb_per_s_max"),
+MEASURE_SCHEMA = ", ".join(
+    [
+        "samples long, records long, bytes long, records_per_s double, mb_per_s double",
+        *(f"{rate}_{name} double" for rate in RATES for name in (*(n for n, _ in PERCENTILES), "max")),
     ]
+)
 
 
-def throughput_percentiles(table: pa.Table, windows: np.ndarray, window_count: int) -> dict[str, np.ndarray]:
-    """PERCENTILE_SCHEMA's arrays per window of one mirrored partition's samples: the per-slice rates as
-    `throughput_aggregates` computes them (null without slice seconds), through Spark's exact percentile."""
+def throughput_measures(
+    table: pa.Table, windows: np.ndarray, window_count: int
+) -> dict[str, np.ndarray | pa.Array]:
+    """MEASURE_SCHEMA's arrays per window of one mirrored partition's samples, as Spark's aggregates give:
+
+    samples (count), records and bytes (sums), the covered rates coalesce(sum / sum(interval_s > 0), 0.0)
+    and, of the per-slice rates (null without slice seconds), the exact percentiles and the maximum.
+    """
     interval_s = doubles(table, "interval_s")
     timed = interval_s > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        records_per_s = np.where(timed, doubles(table, "records") / interval_s, np.nan)
-        mb_per_s = np.where(timed, doubles(table, "bytes") / interval_s, np.nan) / BYTES_PER_MB
-    return named_percentiles(
-        dict(zip(RATES, (records_per_s, mb_per_s), strict=True)),
-        windows,
-        window_count=window_count,
-        percentiles=PERCENTILES,
-    )
-
-
-def throughput_columns() -> list[Column]:
-    """`flow_throughput`'s measures from `throughput_aggregates` beside `throughput_percentiles`."""
-    return [
-        F.col(name)
-        for name in (
-            "samples",
-            "records",
-            "bytes",
-            "records_per_s",
-            "mb_per_s",
-            *(f"records_per_s_{name}" for name, _ in PERCENTILES),
-            "records_per_s_max",
-            *(f"mb_per_s_{name}" for name, _ in PERCENTILES),
-            "mb_per_s_max",
-        )
-    ]
+    covered_s = sum_of_doubles(np.where(timed, interval_s, np.nan), windows, window_count)
+    measures: dict[str, np.ndarray | pa.Array] = {"samples": count_per_window(windows, window_count)}
+    slice_rates, covered_rates = {}, {}
+    for column, rate, scale in (("records", "records_per_s", 1.0), ("bytes", "mb_per_s", BYTES_PER_MB)):
+        total, present = sum_of_longs(*longs(table, column), windows, window_count)
+        measures[column] = pa.array(total, mask=~present)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            covered = np.where(present, total.astype(np.float64), np.nan) / covered_s
+            slice_rates[rate] = np.where(timed, doubles(table, column) / interval_s, np.nan)
+        if scale != 1.0:
+            covered, slice_rates[rate] = covered / scale, slice_rates[rate] / scale
+        covered_rates[rate] = np.where(np.isnan(covered), 0.0, covered)
+    measures.update(covered_rates)
+    percentiles = named_percentiles(slice_rates, windows, window_count=window_count, percentiles=PERCENTILES)
+    for rate, values in slice_rates.items():
+        measures.update({f"{rate}_{name}": percentiles[f"{rate}_{name}"] for name, _ in PERCENTILES})
+        measures[f"{rate}_max"] = max_of_doubles(values, windows, window_count)
+    return measures
 
 
 def flow_throughput(samples: DataFrame, window: timedelta) -> DataFrame:
-    percentiles = window_percentiles(
-        samples, window, columns=SAMPLE_COLUMNS, measures=throughput_percentiles, schema=PERCENTILE_SCHEMA
-    )
-    return (
-        with_window(samples, window)
-        .groupBy(*PARTITION_KEY, *WINDOW_COLUMNS)
-        .agg(*throughput_aggregates())
-        .join(percentiles, [*PARTITION_KEY, "window_start"])
-        .select(*PARTITION_KEY, *WINDOW_COLUMNS, *throughput_columns())
+    """Per mirrored partition and window: MEASURE_SCHEMA after its key and window bounds."""
+    return window_measures(
+        samples, window, columns=SAMPLE_COLUMNS, measures=throughput_measures, schema=MEASURE_SCHEMA
     )

@@ -1,0 +1,122 @@
+"""Spark's aggregates per report window of one mirrored partition's samples, in numpy.
+
+The report job ships each mirrored partition's samples, in time order, to one grouped Arrow function
+and computes every per-window measure there (one pass over the samples instead of one Spark
+aggregation per report). These helpers give what Spark's aggregate over the same rows gives: sums add
+in row order (`ufunc.at` is unbuffered and ordered; `reduceat` and `sum` add pairwise, a last bit
+apart from Spark), nulls are ignored and a window without a value gives null. Doubles carry null as
+NaN, as Spark's `percentile` and `max` treat the samples' nulls (a NaN sample is not written).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+
+from dashboards.spark.frames import PARTITION_KEY, partition_key_ddl, window_seconds
+
+# Measures per report window of a mirrored partition's samples: name -> numpy array (NaN = null) or
+# Arrow array, from (the samples, each sample's window, the number of windows).
+WindowMeasures = Callable[[pa.Table, np.ndarray, int], Mapping[str, np.ndarray | pa.Array]]
+
+
+def report_windows(table: pa.Table, window_s: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each sample's report window, as an index into the table's windows in time order; their starts (µs)."""
+    seconds = table.column("ts").cast(pa.int64()).to_numpy() // 1_000_000
+    starts, windows = np.unique(seconds - seconds % window_s, return_inverse=True)
+    return windows, starts * 1_000_000
+
+
+def doubles(table: pa.Table, column: str) -> np.ndarray:
+    """A numeric column as doubles, NaN for null (Spark casts longs to doubles the same way)."""
+    return table.column(column).to_numpy(zero_copy_only=False).astype(np.float64)
+
+
+def longs(table: pa.Table, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """A long column as int64 with 0 for null, and which rows are not null."""
+    values = table.column(column)
+    return pc.fill_null(values, 0).to_numpy().astype(np.int64), values.is_valid().to_numpy()
+
+
+def count_per_window(windows: np.ndarray, window_count: int, where: np.ndarray | None = None) -> np.ndarray:
+    """Spark's `count` per window of the rows `where` holds (all rows without it)."""
+    return np.bincount(windows if where is None else windows[where], minlength=window_count)
+
+
+def sum_of_doubles(values: np.ndarray, windows: np.ndarray, window_count: int) -> np.ndarray:
+    """Spark's `sum` of a double column per window: in row order; NaN (null) for a window without values."""
+    known = ~np.isnan(values)
+    sums = np.zeros(window_count)
+    np.add.at(sums, windows[known], values[known])
+    return np.where(count_per_window(windows, window_count, known) > 0, sums, np.nan)
+
+
+def sum_of_longs(
+    values: np.ndarray, valid: np.ndarray, windows: np.ndarray, window_count: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Spark's `sum` of a long column per window, and which windows have one (Spark's sum is null else)."""
+    sums = np.zeros(window_count, np.int64)
+    np.add.at(sums, windows[valid], values[valid])
+    return sums, count_per_window(windows, window_count, valid) > 0
+
+
+def max_of_doubles(values: np.ndarray, windows: np.ndarray, window_count: int) -> np.ndarray:
+    """Spark's `max` per window, ignoring NaN (null); NaN for a window without values."""
+    maxima = np.full(window_count, np.nan)
+    np.fmax.at(maxima, windows, values)
+    return maxima
+
+
+def max_of_longs(values: np.ndarray, windows: np.ndarray, window_count: int) -> np.ndarray:
+    """Spark's `max` of a non-null long column per window (every window has a row)."""
+    maxima = np.full(window_count, np.iinfo(np.int64).min)
+    np.maximum.at(maxima, windows, values)
+    return maxima
+
+
+def arrow_columns(measures: Mapping[str, np.ndarray | pa.Array]) -> dict[str, pa.Array]:
+    """Measures as Arrow arrays: numpy doubles with NaN becoming null."""
+    return {
+        name: array if isinstance(array, pa.Array) else pa.array(array, from_pandas=True)
+        for name, array in measures.items()
+    }
+
+
+def window_measures(
+    samples: DataFrame,
+    window: timedelta,
+    *,
+    columns: Sequence[str],
+    measures: WindowMeasures,
+    schema: str,
+) -> DataFrame:
+    """Per mirrored partition and report window it reported in: its bounds and the arrays of `measures`
+    (`schema`), from a grouped Arrow function over the sample `columns` they read ("ts" among them)."""
+    window_s = window_seconds(window)
+
+    def apply(table: pa.Table) -> pa.Table:
+        windows, starts = report_windows(table, window_s)
+        first = table.slice(0, 1)
+        timestamp = table.schema.field("ts").type
+        return pa.table(
+            {
+                **{name: pa.repeat(first.column(name)[0], len(starts)) for name in PARTITION_KEY},
+                "window_start": pa.array(starts, timestamp),
+                "window_end": pa.array(starts + window_s * 1_000_000, timestamp),
+                **arrow_columns(measures(table, windows, len(starts))),
+            }
+        )
+
+    return (
+        samples.select(*PARTITION_KEY, *dict.fromkeys(columns))
+        .groupBy(*PARTITION_KEY)
+        .applyInArrow(
+            apply,
+            schema=f"{partition_key_ddl(samples)}, window_start timestamp, window_end timestamp, {schema}",
+        )
+    )
