@@ -208,32 +208,44 @@ PASS_COLUMNS = ("_window", "_throughput", "_latency", "_new_samples", "_usage", 
 class SampleCodes:
     partitions: DataFrame  # `_pid` int, *PARTITION_KEY
     tasks: DataFrame  # `_task` int, *TASK
+    combinations: DataFrame  # *CODED, `_pid`, `_task`: every combination read
 
 
 def _sample_codes(samples: DataFrame) -> SampleCodes:
     """Codes for the mirrored partitions and the tasks read: one pass over their distinct combinations
     (few: partitions x tasks x workers)."""
     spark = samples.sparkSession
-    combinations = samples.select(*CODED).distinct().collect()
+    combinations = [tuple(row) for row in samples.select(*CODED).distinct().collect()]
+    kinds = {c: samples.schema[c].dataType.simpleString() for c in CODED}
+    task_at = len(PARTITION_KEY)
 
-    def coded(columns: tuple[str, ...], name: str) -> DataFrame:
-        values = sorted({tuple(row[c] for c in columns) for row in combinations}, key=repr)
-        fields = ", ".join(f"`{c}` {samples.schema[c].dataType.simpleString()}" for c in columns)
+    def codes(values: set[tuple]) -> dict[tuple, int]:
+        return {value: code for code, value in enumerate(sorted(values, key=repr))}
+
+    def table(name: str, columns: tuple[str, ...], rows: list[tuple]) -> DataFrame:
         return spark.createDataFrame(
-            [(code, *value) for code, value in enumerate(values)], f"{name} int, {fields}"
+            rows, ", ".join([*(f"`{c}` {kinds[c]}" for c in columns), f"{name} int"])
         )
 
-    return SampleCodes(partitions=coded(PARTITION_KEY, "_pid"), tasks=coded(TASK, "_task"))
+    pids = codes({combination[:task_at] for combination in combinations})
+    tasks = codes({combination[task_at:] for combination in combinations})
+    return SampleCodes(
+        partitions=table("_pid", PARTITION_KEY, [(*value, code) for value, code in pids.items()]),
+        tasks=table("_task", TASK, [(*value, code) for value, code in tasks.items()]),
+        combinations=spark.createDataFrame(
+            [(*c, pids[c[:task_at]], tasks[c[task_at:]]) for c in combinations],
+            ", ".join([*(f"`{c}` {kinds[c]}" for c in CODED), "_pid int", "_task int"]),
+        ),
+    )
 
 
 def _encoded(samples: DataFrame, codes: SampleCodes) -> DataFrame:
-    """`samples` with their mirrored partition and task as codes (nulls are values: null-safe joins)."""
-    for table in (codes.partitions, codes.tasks):
-        code, *coded = table.columns
-        match = reduce(lambda a, b: a & b, (samples[c].eqNullSafe(table[c]) for c in coded))
-        kept = [samples[c] for c in samples.columns if c not in coded]
-        samples = samples.join(F.broadcast(table), match).select(*kept, table[code])
-    return samples
+    """`samples` with their mirrored partition and task as codes: one broadcast join on every coded
+    column (null-safe: a null is a value like any other)."""
+    table = codes.combinations
+    match = reduce(lambda a, b: a & b, (samples[c].eqNullSafe(table[c]) for c in CODED))
+    kept = [samples[c] for c in samples.columns if c not in CODED]
+    return samples.join(F.broadcast(table), match).select(*kept, table["_pid"], table["_task"])
 
 
 def _with_partition_key(frame: DataFrame, codes: SampleCodes) -> DataFrame:
