@@ -424,6 +424,7 @@ def run_reports(
         passed_samples, samples_read = partition_windows.agg(F.sum("samples"), F.sum("_new_samples")).first()
         if (passed_samples or 0) != codes.samples:
             # The join that codes the samples is an inner one: a sample it missed would vanish silently.
+            partition_windows.unpersist()
             raise RuntimeError(
                 f"the report job read {codes.samples} samples when coding them and {passed_samples} when "
                 "computing the reports: lake or state files changed during the run; run it again"
