@@ -37,6 +37,7 @@ from dashboards.spark.frames import DAY_SECONDS, FLOW_KEY, PARTITION_KEY, partit
 from dashboards.spark.throughput import BYTES_PER_MB
 from dashboards.spark.windowed import (
     doubles,
+    key_columns,
     longs,
     max_of_longs,
     report_windows,
@@ -105,18 +106,17 @@ def task_usage(
 def window_usage(samples: DataFrame, window: timedelta = DEFAULT_USAGE_WINDOW) -> DataFrame:
     """One row per mirrored partition, window, task and worker: what `daily_flow_usage_from_windows` reads.
 
-    Every aggregate of the daily usage reads it (three times), not the samples: cache it when the
-    samples are costly. The report job takes `task_usage` from its one grouped pass instead.
+    Every aggregate of the daily usage reads it (three times): cache it when the samples are costly.
+    The report job takes `task_usage` from its one grouped pass instead.
     """
     window_s = window_seconds(window)
 
     def apply(table: pa.Table) -> pa.Table:
         windows, starts = report_windows(table, window_s)
         window_of_row, usage = task_usage(table, windows, len(starts))
-        first = table.slice(0, 1)
         return pa.table(
             {
-                **{name: pa.repeat(first.column(name)[0], len(usage)) for name in PARTITION_KEY},
+                **key_columns(table, PARTITION_KEY, len(usage)),
                 "window_start": pa.array(starts[window_of_row], table.schema.field("ts").type),
                 **{name: usage.column(name) for name in usage.column_names},
             }

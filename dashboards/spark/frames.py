@@ -21,25 +21,9 @@ def window_seconds(window: timedelta) -> int:
     return int(seconds)
 
 
-def window_start(ts: Column, window: timedelta) -> Column:
-    """Start of the fixed window `ts` falls in; windows are aligned on the Unix epoch (so on UTC days)."""
-    seconds = F.unix_seconds(ts)
-    return F.timestamp_seconds(seconds - F.pmod(seconds, F.lit(window_seconds(window))))
-
-
 def window_end(start: Column, window: timedelta) -> Column:
     """End (exclusive) of the fixed window starting at `start`."""
     return F.timestamp_seconds(F.unix_seconds(start) + window_seconds(window))
-
-
-def with_window(samples: DataFrame, window: timedelta) -> DataFrame:
-    start = window_start(F.col("ts"), window)
-    return samples.withColumn("window_start", start).withColumn("window_end", window_end(start, window))
-
-
-def epoch_seconds(column: str) -> Column:
-    """Fractional Unix seconds of a timestamp column (microsecond precision)."""
-    return F.unix_micros(F.col(column)) / F.lit(1_000_000.0)
 
 
 def records_behind() -> Column:

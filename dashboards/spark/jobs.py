@@ -213,8 +213,8 @@ PASS_COLUMNS = ("_window", "_throughput", "_latency", "_new_samples", "_usage", 
 
 @dataclass(frozen=True)
 class SampleCodes:
-    partitions: DataFrame  # `_pid` int, *PARTITION_KEY
-    tasks: DataFrame  # `_task` int, *TASK
+    partitions: DataFrame  # *PARTITION_KEY, `_pid` int
+    tasks: DataFrame  # *TASK, `_task` int
     combinations: DataFrame  # *CODED, `_pid`, `_task`: every combination read
     samples: int  # rows read when the codes were made
 
@@ -225,25 +225,22 @@ def _sample_codes(samples: DataFrame) -> SampleCodes:
     spark = samples.sparkSession
     counted = samples.groupBy(*CODED).count().collect()
     combinations = [tuple(row)[:-1] for row in counted]
-    kinds = {c: samples.schema[c].dataType.simpleString() for c in CODED}
+    kinds = {**{c: samples.schema[c].dataType.simpleString() for c in CODED}, "_pid": "int", "_task": "int"}
     task_at = len(PARTITION_KEY)
 
     def codes(values: set[tuple]) -> dict[tuple, int]:
         return {value: code for code, value in enumerate(sorted(values, key=repr))}
 
-    def table(name: str, columns: tuple[str, ...], rows: list[tuple]) -> DataFrame:
-        return spark.createDataFrame(
-            rows, ", ".join([*(f"`{c}` {kinds[c]}" for c in columns), f"{name} int"])
-        )
+    def table(columns: tuple[str, ...], rows: list[tuple]) -> DataFrame:
+        return spark.createDataFrame(rows, ", ".join(f"`{c}` {kinds[c]}" for c in columns))
 
     pids = codes({combination[:task_at] for combination in combinations})
     tasks = codes({combination[task_at:] for combination in combinations})
     return SampleCodes(
-        partitions=table("_pid", PARTITION_KEY, [(*value, code) for value, code in pids.items()]),
-        tasks=table("_task", TASK, [(*value, code) for value, code in tasks.items()]),
-        combinations=spark.createDataFrame(
-            [(*c, pids[c[:task_at]], tasks[c[task_at:]]) for c in combinations],
-            ", ".join([*(f"`{c}` {kinds[c]}" for c in CODED), "_pid int", "_task int"]),
+        partitions=table((*PARTITION_KEY, "_pid"), [(*value, code) for value, code in pids.items()]),
+        tasks=table((*TASK, "_task"), [(*value, code) for value, code in tasks.items()]),
+        combinations=table(
+            (*CODED, "_pid", "_task"), [(*c, pids[c[:task_at]], tasks[c[task_at:]]) for c in combinations]
         ),
         samples=sum(row[-1] for row in counted),
     )

@@ -25,6 +25,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from dashboards.spark.frames import PARTITION_KEY, partition_key_ddl, records_behind, window_seconds
+from dashboards.spark.windowed import key_columns
 
 DEFAULT_LOOKBACK = timedelta(hours=1)
 SAMPLE_LAG_COLUMNS = (
@@ -135,8 +136,7 @@ def window_lag_table(*, window_s: int, lookback_s: float, key: Sequence[str] = P
         with np.errstate(invalid="ignore", divide="ignore"):
             seconds_avg = np.add.reduceat(np.where(known, behind_s, 0.0), starts) / known_counts
         window_start = (seconds - seconds % window_s)[starts] * 1_000_000
-        first = table.slice(0, 1)
-        keys = {name: pa.repeat(first.column(name)[0], len(starts)) for name in key}
+        keys = key_columns(table, key, len(starts))
         timestamp = table.schema.field("ts").type
         return pa.table(
             {

@@ -62,8 +62,3 @@ def named_percentiles(
         result = exact_percentiles(values, windows, window_count=window_count, fractions=fractions)
         arrays.update({f"{measure}_{name}": result[:, i] for i, (name, _) in enumerate(percentiles)})
     return arrays
-
-
-def percentile_schema(measures: Sequence[str], percentiles: Sequence[tuple[str, float]]) -> str:
-    """The DDL of `named_percentiles`' columns (doubles)."""
-    return ", ".join(f"{measure}_{name} double" for measure in measures for name, _ in percentiles)

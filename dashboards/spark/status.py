@@ -35,6 +35,7 @@ from dashboards.spark.frames import (
     window_end,
     window_seconds,
 )
+from dashboards.spark.windowed import key_columns
 
 DEFAULT_WINDOW_SAMPLES = 10  # Burrow's default window ("intervals")
 ERROR_CAUSES = ("STOP", "STALL", "REWIND")
@@ -87,8 +88,7 @@ def newest_window_features_table(*, window_s: int, window_samples: int, key: Seq
             ],
             names=[field.split()[0] for field in WINDOW_FEATURES.split(", ")],
         )
-        first = table.slice(0, 1)
-        keys = {name: pa.repeat(first.column(name)[0], len(newest)) for name in key}
+        keys = key_columns(table, key, len(newest))
         return pa.table(
             {**keys, "window_start": pa.array(starts[newest] * 1_000_000, timestamp), "_window": window}
         )

@@ -51,14 +51,13 @@ def throughput_measures(
     covered_s = sum_of_doubles(np.where(timed, interval_s, np.nan), windows, window_count)
     measures: dict[str, np.ndarray | pa.Array] = {"samples": count_per_window(windows, window_count)}
     slice_rates, covered_rates = {}, {}
+    # Records per second are divided by 1.0 (exact), MB per second by 10^6, as Spark's expressions do.
     for column, rate, scale in (("records", "records_per_s", 1.0), ("bytes", "mb_per_s", BYTES_PER_MB)):
         total, present = sum_of_longs(*longs(table, column), windows, window_count)
         measures[column] = pa.array(total, mask=~present)
         with np.errstate(divide="ignore", invalid="ignore"):
-            covered = np.where(present, total.astype(np.float64), np.nan) / covered_s
-            slice_rates[rate] = np.where(timed, doubles(table, column) / interval_s, np.nan)
-        if scale != 1.0:
-            covered, slice_rates[rate] = covered / scale, slice_rates[rate] / scale
+            covered = np.where(present, total.astype(np.float64), np.nan) / covered_s / scale
+            slice_rates[rate] = np.where(timed, doubles(table, column) / interval_s, np.nan) / scale
         covered_rates[rate] = np.where(np.isnan(covered), 0.0, covered)
     measures.update(covered_rates)
     percentiles = named_percentiles(slice_rates, windows, window_count=window_count, percentiles=PERCENTILES)

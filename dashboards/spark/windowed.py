@@ -79,6 +79,12 @@ def max_of_longs(values: np.ndarray, windows: np.ndarray, window_count: int) -> 
     return maxima
 
 
+def key_columns(table: pa.Table, key: Sequence[str], rows: int) -> dict[str, pa.Array]:
+    """A grouped function's output columns for its group's `key`: the first sample's values, `rows` times."""
+    first = table.slice(0, 1)
+    return {name: pa.repeat(first.column(name)[0], rows) for name in key}
+
+
 def arrow_columns(measures: Mapping[str, np.ndarray | pa.Array]) -> dict[str, pa.Array]:
     """Measures as Arrow arrays: numpy doubles with NaN becoming null."""
     return {
@@ -101,11 +107,10 @@ def window_measures(
 
     def apply(table: pa.Table) -> pa.Table:
         windows, starts = report_windows(table, window_s)
-        first = table.slice(0, 1)
         timestamp = table.schema.field("ts").type
         return pa.table(
             {
-                **{name: pa.repeat(first.column(name)[0], len(starts)) for name in PARTITION_KEY},
+                **key_columns(table, PARTITION_KEY, len(starts)),
                 "window_start": pa.array(starts, timestamp),
                 "window_end": pa.array(starts + window_s * 1_000_000, timestamp),
                 **arrow_columns(measures(table, windows, len(starts))),
