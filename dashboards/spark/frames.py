@@ -30,8 +30,10 @@ def records_behind() -> Column:
     """Records the source has that the mirror has not replicated, clamped at 0.
 
     A broker may report an end offset below what it already served (DESIGN.md §4): never negative.
+    Null (unknown) when the slice read no end offset.
     """
-    return F.greatest(F.col("source_end_offset") - F.col("next_offset"), F.lit(0)).cast("long")
+    behind = F.col("source_end_offset") - F.col("next_offset")
+    return F.when(behind.isNotNull(), F.greatest(behind, F.lit(0))).cast("long")
 
 
 def partition_key_ddl(samples: DataFrame) -> str:

@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from dashboards.spark.frames import PARTITION_KEY, partition_key_ddl, records_behind, window_seconds
-from dashboards.spark.windowed import key_columns
+from dashboards.spark.windowed import key_columns, longs
 
 DEFAULT_LOOKBACK = timedelta(hours=1)
 SAMPLE_LAG_COLUMNS = (
@@ -40,6 +40,23 @@ SAMPLE_LAG_COLUMNS = (
 
 def seconds_behind(*, t: np.ndarray, end: np.ndarray, position: np.ndarray, lookback_s: float) -> np.ndarray:
     """Seconds behind for one partition's samples sorted by time (t in seconds); NaN when unknown.
+
+    A sample whose source end offset is unknown (`end` NaN: the slice read no watermarks) is no point,
+    and its own seconds behind is unknown.
+    """
+    known = ~np.isnan(end) if np.issubdtype(end.dtype, np.floating) else np.ones(len(end), bool)
+    result = np.full(len(t), np.nan)
+    if known.any():
+        result[known] = _seconds_behind_of_points(
+            t=t[known], end=end[known].astype(np.int64), position=position[known], lookback_s=lookback_s
+        )
+    return result
+
+
+def _seconds_behind_of_points(
+    *, t: np.ndarray, end: np.ndarray, position: np.ndarray, lookback_s: float
+) -> np.ndarray:
+    """`seconds_behind` of samples that all know their end offset.
 
     Vectorised: within an epoch end offsets are sorted, so both brackets are binary searches.
     """
@@ -70,7 +87,7 @@ def _partition_seconds_behind(lookback_s: float):
         frame = frame.sort_values("_t", kind="stable")
         frame["seconds_behind"] = seconds_behind(
             t=frame["_t"].to_numpy(float),
-            end=frame["source_end_offset"].to_numpy(np.int64),
+            end=frame["source_end_offset"].to_numpy(float),  # NaN: unknown
             position=frame["next_offset"].to_numpy(np.int64),
             lookback_s=lookback_s,
         )
@@ -115,7 +132,8 @@ def window_lag_table(*, window_s: int, lookback_s: float, key: Sequence[str] = P
     """One mirrored partition's samples (an Arrow table) in, its lag per window out, after its `key`.
 
     The same aggregates as Spark's over `sample_lag` rows: count; the newest sample's value (as
-    max_by ts); max and average ignoring unknowns (null when all are unknown).
+    max_by ts); max and average ignoring unknowns (null when all are unknown). Records behind is
+    unknown for a sample without a source end offset.
     """
     import pyarrow as pa
 
@@ -123,18 +141,22 @@ def window_lag_table(*, window_s: int, lookback_s: float, key: Sequence[str] = P
         micros = table.column("ts").cast(pa.int64()).to_numpy()
         order = np.argsort(micros, kind="stable")
         micros = micros[order]
-        end = table.column("source_end_offset").to_numpy()[order]
+        end, known = (array[order] for array in longs(table, "source_end_offset"))
         position = table.column("next_offset").to_numpy()[order]
-        behind_s = seconds_behind(t=micros / 1_000_000.0, end=end, position=position, lookback_s=lookback_s)
+        behind_s = seconds_behind(
+            t=micros / 1_000_000.0, end=np.where(known, end, np.nan), position=position, lookback_s=lookback_s
+        )
         behind = np.maximum(end - position, 0)
         seconds = micros // 1_000_000
         starts = np.flatnonzero(np.diff(seconds - seconds % window_s, prepend=-1))  # first row of each window
         lasts = np.append(starts[1:], len(micros)) - 1
         counts = lasts - starts + 1
-        known = ~np.isnan(behind_s)
-        known_counts = np.add.reduceat(known.astype(np.int64), starts)
+        behind_counts = np.add.reduceat(known.astype(np.int64), starts)
+        seconds_known = ~np.isnan(behind_s)
+        known_counts = np.add.reduceat(seconds_known.astype(np.int64), starts)
         with np.errstate(invalid="ignore", divide="ignore"):
-            seconds_avg = np.add.reduceat(np.where(known, behind_s, 0.0), starts) / known_counts
+            seconds_avg = np.add.reduceat(np.where(seconds_known, behind_s, 0.0), starts) / known_counts
+            behind_avg = np.add.reduceat(np.where(known, behind, 0).astype(float), starts) / behind_counts
         window_start = (seconds - seconds % window_s)[starts] * 1_000_000
         keys = key_columns(table, key, len(starts))
         timestamp = table.schema.field("ts").type
@@ -144,9 +166,13 @@ def window_lag_table(*, window_s: int, lookback_s: float, key: Sequence[str] = P
                 "window_start": pa.array(window_start, timestamp),
                 "window_end": pa.array(window_start + window_s * 1_000_000, timestamp),
                 "samples": pa.array(counts, pa.int64()),
-                "records_behind_last": pa.array(behind[lasts], pa.int64()),
-                "records_behind_max": pa.array(np.maximum.reduceat(behind, starts), pa.int64()),
-                "records_behind_avg": pa.array(np.add.reduceat(behind.astype(float), starts) / counts),
+                "records_behind_last": pa.array(behind[lasts], pa.int64(), mask=~known[lasts]),
+                "records_behind_max": pa.array(
+                    np.maximum.reduceat(np.where(known, behind, -1), starts),
+                    pa.int64(),
+                    mask=behind_counts == 0,
+                ),
+                "records_behind_avg": pa.array(behind_avg, from_pandas=True),
                 # NaN (unknown) becomes null.
                 "seconds_behind_last": pa.array(behind_s[lasts], from_pandas=True),
                 "seconds_behind_max": pa.array(np.fmax.reduceat(behind_s, starts), from_pandas=True),

@@ -50,10 +50,31 @@ WINDOW_FEATURES = (
 def newest_window_features_table(*, window_s: int, window_samples: int, key: Sequence[str] = PARTITION_KEY):
     """One mirrored partition's samples (an Arrow table) in; out, after its `key`, per report window it
     reported in, what Burrow needs about the last `window_samples` samples ending at its newest sample
-    in that window."""
+    in that window.
+
+    Samples without a source end offset (the slice read no watermarks) have no lag: Burrow's samples are
+    the others, and a window with none of those gets a null `_window`.
+    """
     import pyarrow as pa
 
     def apply(table: pa.Table) -> pa.Table:
+        seconds = table.column("ts").cast(pa.int64()).to_numpy() // 1_000_000
+        all_starts = np.unique(seconds - seconds % window_s)
+        known = table.column("source_end_offset").is_valid().to_numpy(zero_copy_only=False)
+        point_starts, window = points_features(table if known.all() else table.filter(known))
+        # Each window's row of `window`, null for a window without points.
+        row = np.full(len(all_starts), -1)
+        row[np.searchsorted(all_starts, point_starts)] = np.arange(len(point_starts))
+        return pa.table(
+            {
+                **key_columns(table, key, len(all_starts)),
+                "window_start": pa.array(all_starts * 1_000_000, table.schema.field("ts").type),
+                "_window": window.take(pa.array(row, mask=row < 0)),
+            }
+        )
+
+    def points_features(table: pa.Table) -> tuple[np.ndarray, pa.StructArray]:
+        """The start (s) of each window with samples of `table`, all with an end offset, and its features."""
         micros = table.column("ts").cast(pa.int64()).to_numpy()
         order = np.argsort(micros, kind="stable")
         micros = micros[order]
@@ -61,7 +82,7 @@ def newest_window_features_table(*, window_s: int, window_samples: int, key: Seq
         lag = np.maximum(table.column("source_end_offset").to_numpy()[order] - position, 0)
         seconds = micros // 1_000_000
         starts = seconds - seconds % window_s
-        newest = np.flatnonzero(np.append(np.diff(starts) != 0, True))  # last row of each window
+        newest = np.flatnonzero(np.append(np.diff(starts) != 0, len(starts) > 0))  # last row of each window
         # The window of N samples ending at each newest row: rows newest-N+1 .. newest (those that exist).
         rows = newest[:, None] - np.arange(window_samples)[None, :]
         held = rows >= 0
@@ -88,10 +109,7 @@ def newest_window_features_table(*, window_s: int, window_samples: int, key: Seq
             ],
             names=[field.split()[0] for field in WINDOW_FEATURES.split(", ")],
         )
-        keys = key_columns(table, key, len(newest))
-        return pa.table(
-            {**keys, "window_start": pa.array(starts[newest] * 1_000_000, timestamp), "_window": window}
-        )
+        return starts[newest], window
 
     return apply
 
@@ -166,6 +184,7 @@ def partition_status(
     # partition and window before meeting the evaluation points.
     if features is None:
         features = newest_window_features(samples, window, window_samples=window_samples)
+    features = features.where(F.col("_window").isNotNull())  # windows without a lag sample
     up_to_now = (
         Window.partitionBy(*PARTITION_KEY).orderBy("window_start").rowsBetween(Window.unboundedPreceding, 0)
     )

@@ -7,6 +7,9 @@ import math
 import shutil
 from datetime import UTC, datetime, timedelta
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from dashboards.lakegen import generate_lake
@@ -139,3 +142,32 @@ def test_samples_the_coding_join_would_drop_fail_the_run_and_record_nothing(
     with pytest.raises(RuntimeError, match="changed during the run"):
         run_reports(spark=spark, lake_dir=lake, state_dir=state, options=OPTIONS, now=FULL_RUN_AT)
     assert not (state / "ledger.json").exists()
+
+
+def test_samples_without_an_end_offset_have_unknown_lag_and_still_count(spark, lake, full_run, tmp_path):
+    """Workers write a null end offset for a slice that read no watermarks (seen in `make demo`): the
+    job must not fail on it; those windows report unknown lag and their throughput as usual."""
+    copy = tmp_path / "lake"
+    shutil.copytree(lake, copy)
+    path = sorted(copy.glob("date=*/flow=1/*.parquet"))[0]
+    table = pq.read_table(path)
+    unknown = pc.and_(
+        pc.equal(table["partition"], 0), pc.less(table["ts"], table["ts"][0].as_py() + timedelta(hours=2))
+    )
+    ends = pc.if_else(unknown, pa.scalar(None, pa.int64()), table["source_end_offset"])
+    pq.write_table(
+        table.set_column(table.schema.get_field_index("source_end_offset"), "source_end_offset", ends), path
+    )
+
+    result = run_reports(
+        spark=spark, lake_dir=copy, state_dir=tmp_path / "state", options=OPTIONS, now=FULL_RUN_AT
+    )
+    first_hours = [
+        row
+        for row in result.datasets["partition_lag"]
+        if (row["flow_id"], row["partition"]) == (1, 0) and row["window_start"] < START + timedelta(hours=2)
+    ]
+    assert first_hours and all(row["records_behind_max"] is None for row in first_hours)
+    assert all(row["seconds_behind_max"] is None for row in first_hours)
+    assert len(result.datasets["flow_throughput"]) == len(full_run[0].datasets["flow_throughput"])
+    assert result.samples_read == full_run[0].samples_read

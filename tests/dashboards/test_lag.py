@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from dashboards.spark.lag import partition_lag, sample_lag
@@ -113,3 +114,36 @@ def test_partition_lag_aggregates_per_window_and_a_sample_on_the_edge_opens_the_
 
 def test_empty_input_gives_empty_lag(samples_df):
     assert partition_lag(samples_df([]), timedelta(minutes=5)).count() == 0
+
+
+def test_a_sample_without_an_end_offset_is_no_point_and_its_lag_is_unknown(spark, samples_df):
+    """A slice that read no watermarks writes a null end offset: its lag is unknown, not 0, and its
+    position is not a point to interpolate between."""
+    samples = samples_df(
+        [
+            sample(at_s=0, end=100, position=100),
+            sample(at_s=10, end=None, position=150),
+            sample(at_s=20, end=300, position=200),  # between the points at 0 (100) and 20 (300): 10 s
+            sample(at_s=40, end=None, position=250),  # a window with no known end offset
+        ]
+    )
+    per_sample = (
+        sample_lag(samples)
+        .where(F.col("ts") == T0 + timedelta(seconds=10))
+        .select("records_behind", "seconds_behind")
+    )
+    assert [tuple(row) for row in per_sample.collect()] == [(None, None)]
+    result = partition_lag(samples, timedelta(seconds=20)).select(
+        "samples",
+        "records_behind_last",
+        "records_behind_max",
+        "records_behind_avg",
+        "seconds_behind_last",
+        "seconds_behind_max",
+    )
+    expected = spark.createDataFrame(
+        [(2, None, 0, 0.0, None, 0.0), (1, 100, 100, 100.0, 10.0, 10.0), (1, None, None, None, None, None)],
+        "samples long, records_behind_last long, records_behind_max long, records_behind_avg double, "
+        "seconds_behind_last double, seconds_behind_max double",
+    )
+    assertDataFrameEqual(result, expected)

@@ -73,3 +73,17 @@ def test_a_silent_partition_is_evaluated_in_later_windows_of_its_flow(samples_df
 
 def test_empty_input_gives_no_status(samples_df):
     assert partition_status(samples_df([]), WINDOW).count() == 0
+
+
+def test_burrow_leaves_out_samples_without_an_end_offset(spark, samples_df):
+    """Lags 10, 20, (unknown), 30: never decreased, WARN. Read as lag 0, the unknown one would make it OK;
+    a window holding only such samples gets no status."""
+    rows = [
+        sample(at_s=0, end=110, position=100),
+        sample(at_s=10, end=125, position=105),
+        sample(at_s=20, end=None, position=110),
+        sample(at_s=30, end=145, position=115),
+        sample(at_s=3600, end=None, position=120),  # the next window: no lag sample
+    ]
+    result = partition_status(samples_df(rows), WINDOW, window_samples=10).select("window_start", "status")
+    assert [row.status for row in result.collect()] == ["WARN"]
