@@ -35,7 +35,7 @@ from dashboards.spark.frames import (
     window_end,
     window_seconds,
 )
-from dashboards.spark.windowed import key_columns
+from dashboards.spark.windowed import key_columns, report_windows
 
 DEFAULT_WINDOW_SAMPLES = 10  # Burrow's default window ("intervals")
 ERROR_CAUSES = ("STOP", "STALL", "REWIND")
@@ -58,17 +58,16 @@ def newest_window_features_table(*, window_s: int, window_samples: int, key: Seq
     import pyarrow as pa
 
     def apply(table: pa.Table) -> pa.Table:
-        seconds = table.column("ts").cast(pa.int64()).to_numpy() // 1_000_000
-        all_starts = np.unique(seconds - seconds % window_s)
+        _, all_starts = report_windows(table, window_s)
         known = table.column("source_end_offset").is_valid().to_numpy(zero_copy_only=False)
         point_starts, window = points_features(table if known.all() else table.filter(known))
         # Each window's row of `window`, null for a window without points.
         row = np.full(len(all_starts), -1)
-        row[np.searchsorted(all_starts, point_starts)] = np.arange(len(point_starts))
+        row[np.searchsorted(all_starts, point_starts * 1_000_000)] = np.arange(len(point_starts))
         return pa.table(
             {
                 **key_columns(table, key, len(all_starts)),
-                "window_start": pa.array(all_starts * 1_000_000, table.schema.field("ts").type),
+                "window_start": pa.array(all_starts, table.schema.field("ts").type),
                 "_window": window.take(pa.array(row, mask=row < 0)),
             }
         )
