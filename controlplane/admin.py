@@ -31,8 +31,8 @@ class ClusterAdmin(ReadOnlyAdmin):
 
 @admin.register(Flow)
 class FlowAdmin(ReadOnlyAdmin):
-    list_display = ["__str__", "enabled", "paused", "state", "replication_policy_class", "updated_at"]
-    list_filter = ["enabled", "paused", "state"]
+    list_display = ["__str__", "enabled", "state", "replication_policy_class", "updated_at"]
+    list_filter = ["enabled", "state"]
 
 
 @admin.register(AuditEvent)

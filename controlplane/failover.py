@@ -7,11 +7,11 @@ live in `replication.failover`; the Kafka reads and writes in `replication.kafka
 Execute, in the order of the runbook:
 1. build the plan; refuse without the exact confirmation (the flow's name) or with failed checks
    unless `force`;
-2. state FAILING_OVER. When the source answers, replication keeps running (the drain; a paused flow
-   is resumed for it) until every record that was on the source when the failover started is on the
-   target with its offset sync, so translation is exact. Progress is a FlowEvent row updated in place,
+2. state FAILING_OVER (controlplane.lifecycle; a runnable state). When the source answers, replication
+   keeps running (the drain; a paused flow replicates for it) until every record that was on the source
+   when the failover started is on the target with its offset sync, so translation is exact. Progress is a FlowEvent row updated in place,
    which the flow status API shows. On timeout the flow goes back to its previous state, unless `force`;
-3. pause the flow (the workers stop within one slice);
+3. (replication keeps running while the groups move: whatever it still copies only adds to the target);
 4. translate the chosen groups' offsets again (they may have committed during the drain) and write them
    on the target: never for a group active there, never backwards;
 5. state FAILED_OVER, audit event with the plan and the per-group outcome.
@@ -26,10 +26,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from django.utils import timezone
 
-from controlplane import engine, services
+from controlplane import engine, lifecycle, services
 from controlplane.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
 from controlplane.models import (
     AuditAction,
@@ -253,7 +252,7 @@ def _failover(
         already = Flow.objects.get(pk=flow.pk).state == FlowState.FAILED_OVER
         drain = None
         if not already:
-            previous = _begin(flow=flow, drain=plan.source_reachable)
+            previous = lifecycle.begin_failover(flow=flow)
             if plan.source_reachable:
                 drain = _drain(
                     reader,
@@ -264,12 +263,10 @@ def _failover(
                     force=force,
                     previous=previous,
                 )
-            services.flow_pause(actor=actor, flow=flow)
-            _set_state(flow=flow, state=FlowState.FAILING_OVER, paused=True)
         results = _move_groups(reader, plan=plan, groups=chosen, partitions=partitions)
     finally:
         reader.close()
-    _set_state(flow=flow, state=FlowState.FAILED_OVER, paused=True)
+    lifecycle.complete_failover(flow=flow)
     result = FailoverResult(
         flow=flow.name,
         state=FlowState.FAILED_OVER,
@@ -295,20 +292,6 @@ def _failover(
     return result
 
 
-def _set_state(*, flow: Flow, state: str, paused: bool) -> None:
-    Flow.objects.filter(pk=flow.pk).update(state=state, paused=paused, updated_at=timezone.now())
-    flow.state, flow.paused = state, paused
-
-
-def _begin(*, flow: Flow, drain: bool) -> tuple[str, bool]:
-    """FAILING_OVER; replication runs during a drain. Returns the previous (state, paused)."""
-    with transaction.atomic():
-        current = Flow.objects.select_for_update().get(pk=flow.pk)
-        previous = (current.state, current.paused)
-        _set_state(flow=flow, state=FlowState.FAILING_OVER, paused=current.paused and not drain)
-    return previous
-
-
 def _drain(
     reader: failover_io.FailoverReader,
     *,
@@ -317,7 +300,7 @@ def _drain(
     partitions: dict[tuple[str, int], str],
     timeout_s: float,
     force: bool,
-    previous: tuple[str, bool],
+    previous: str,
 ) -> dict:
     """Wait until every record on the source at the start is replicated; progress in a FlowEvent."""
     ends = {
@@ -353,10 +336,10 @@ def _drain(
         if elapsed >= timeout_s:
             if force:
                 return event.detail["failover"]
-            _set_state(flow=flow, state=previous[0], paused=previous[1])
+            lifecycle.abort_failover(flow=flow, previous=previous)
             raise DrainTimeout(
                 f"{progress.records_remaining} record(s) produced before the failover were not replicated "
-                f"within {timeout_s:g}s; the flow is back to {previous[0]}. Run the failover again, or "
+                f"within {timeout_s:g}s; the flow is back to {previous}. Run the failover again, or "
                 "use force to fail over without them"
             )
         time.sleep(DRAIN_POLL_S)
@@ -484,23 +467,17 @@ def _failback(
             f"mirrored to {flow.target.alias} carry no mark, so the reverse flow would copy them back as "
             "duplicates. Use force to accept that"
         )
-    existing = (
-        Flow.objects.filter(source=flow.target, target=flow.source).select_related("source", "target").first()
-    )
-    settings = _reverse_flow_settings(flow, existing)
-    if existing is None:
-        reverse = services.flow_create(actor=actor, source=flow.target, target=flow.source, **settings)
-    else:
-        reverse = services.flow_update(actor=actor, flow=existing, **settings)
-        if reverse.paused:
-            reverse = services.flow_resume(actor=actor, flow=reverse)
-    chosen = list(groups) if groups else _failed_over_groups(flow)
-    reader = _reader(flow)
+    reversing = flow.state == FlowState.FAILED_OVER
+    if reversing:
+        lifecycle.begin_failback(flow=flow)
     try:
-        source_topics = {remote: topic for (topic, _), remote in reader.replicated_partitions().items()}
-        results = [_fail_group_back(reader, group, source_topics=source_topics) for group in chosen]
-    finally:
-        reader.close()
+        reverse, existing, results = _reverse_and_move_groups(actor=actor, flow=flow, groups=groups)
+    except Exception:
+        if reversing:
+            lifecycle.abort_failback(flow=flow)
+        raise
+    if reversing:
+        lifecycle.complete_failback(flow=flow)
     result = FailbackResult(
         flow=flow.name,
         reverse_flow=reverse.name,
@@ -517,6 +494,29 @@ def _failback(
         after=result.to_dict(),
     )
     return result
+
+
+def _reverse_and_move_groups(
+    *, actor, flow: Flow, groups: Sequence[str] | None
+) -> tuple[Flow, Flow | None, list[GroupResult]]:
+    existing = (
+        Flow.objects.filter(source=flow.target, target=flow.source).select_related("source", "target").first()
+    )
+    settings = _reverse_flow_settings(flow, existing)
+    if existing is None:
+        reverse = services.flow_create(actor=actor, source=flow.target, target=flow.source, **settings)
+    else:
+        reverse = services.flow_update(actor=actor, flow=existing, **settings)
+        if "resume" in lifecycle.allowed_actions(reverse.state):
+            reverse = services.flow_resume(actor=actor, flow=reverse)
+    chosen = list(groups) if groups else _failed_over_groups(flow)
+    reader = _reader(flow)
+    try:
+        source_topics = {remote: topic for (topic, _), remote in reader.replicated_partitions().items()}
+        results = [_fail_group_back(reader, group, source_topics=source_topics) for group in chosen]
+    finally:
+        reader.close()
+    return reverse, existing, results
 
 
 def _fail_group_back(

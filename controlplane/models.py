@@ -96,6 +96,7 @@ class FlowState(models.TextChoices):
     FAULTED = "faulted"
     FAILING_OVER = "failing_over"
     FAILED_OVER = "failed_over"
+    FAILING_BACK = "failing_back"
 
 
 class Flow(models.Model):
@@ -104,8 +105,10 @@ class Flow(models.Model):
     source = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="outgoing_flows")
     target = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="incoming_flows")
     enabled = models.BooleanField(default=_DEFAULTS["enabled"])
-    paused = models.BooleanField(default=False)
+    # The lifecycle (controlplane.lifecycle is its only writer; settings edits never touch it).
     state = models.CharField(max_length=20, choices=FlowState.choices, default=FlowState.DISABLED)
+    state_reason = models.TextField(blank=True, default="", help_text="why the flow is in its state")
+    state_changed_at = models.DateTimeField(null=True, blank=True)
 
     topics = models.JSONField(default=default_topics)
     topics_exclude = models.JSONField(default=default_topics_exclude)

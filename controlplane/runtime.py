@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from controlplane import engine
+from controlplane import engine, lifecycle
 from controlplane.models import Cluster, Flow, FlowEvent, FlowEventKind, FlowPartitionStatus, PartitionState
 from replication.config import ClusterConfig, FlowConfig
 from replication.metrics import GapEvent, PartitionMetrics
@@ -31,7 +31,7 @@ class FlowSpec:
     source: ClusterConfig
     target: ClusterConfig
     known_aliases: tuple[str, ...]
-    runnable: bool  # enabled and not paused
+    runnable: bool  # the lifecycle state is one the workers replicate in
     config_version: str
 
 
@@ -50,7 +50,7 @@ def _spec(flow: Flow, aliases: tuple[str, ...]) -> FlowSpec:
         source=source,
         target=target,
         known_aliases=aliases,
-        runnable=flow.enabled and not flow.paused,
+        runnable=lifecycle.is_runnable(flow.state),
         config_version=_config_version(config, source, target, aliases),
     )
 
@@ -60,9 +60,9 @@ def _aliases() -> tuple[str, ...]:
 
 
 def runtime_flow_specs() -> list[FlowSpec]:
-    """Every flow that should replicate now (enabled and not paused)."""
+    """Every flow that should replicate now (its state is runnable: controlplane.lifecycle)."""
     aliases = _aliases()
-    flows = Flow.objects.filter(enabled=True, paused=False).select_related("source", "target")
+    flows = Flow.objects.filter(state__in=lifecycle.RUNNABLE_STATES).select_related("source", "target")
     return [_spec(flow, aliases) for flow in flows]
 
 

@@ -23,7 +23,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from controlplane import crypto, engine
+from controlplane import crypto, engine, lifecycle
 from controlplane.errors import NON_FIELD, ServiceConflict, ServiceValidationError
 from controlplane.models import (
     AuditAction,
@@ -335,15 +335,42 @@ def flow_snapshot(flow: Flow) -> dict[str, Any]:
     return {
         "source": flow.source.alias,
         "target": flow.target.alias,
-        "paused": flow.paused,
         "state": flow.state,
     } | engine.flow_settings(flow)
 
 
-def _lifecycle_state(*, enabled: bool, paused: bool) -> str:
-    if paused:
-        return FlowState.PAUSED
-    return FlowState.ACTIVE if enabled else FlowState.DISABLED
+def _enabled_transition(flow: Flow, *, enabled: bool) -> str | None:
+    """The lifecycle transition an edit of MM2's `enabled` asks for (None: none).
+
+    `enabled` is the one setting that moves the state (enable/disable); it is refused with a field
+    error, before anything is stored, while the state does not allow it (a failover owns the flow).
+    """
+    if flow.pk is None or enabled == (flow.state != FlowState.DISABLED):
+        return None
+    name = "enable" if enabled else "disable"
+    if lifecycle.next_state(state=flow.state, transition=name) is None:
+        allowed = ", ".join(sorted(lifecycle.allowed_actions(flow.state))) or "none"
+        raise ServiceValidationError.single(
+            "enabled",
+            f"flow {flow.name} is {flow.state}: it cannot be {name}d now; finish the failover or "
+            f"failback first (allowed now: {allowed})",
+        )
+    return name
+
+
+_LIFECYCLE_COLUMNS = {"id", "state", "state_reason", "state_changed_at", "created_at"}
+_SETTINGS_COLUMNS = [f.name for f in Flow._meta.concrete_fields if f.name not in _LIFECYCLE_COLUMNS]
+
+
+def _store_flow(flow: Flow, *, transition: str | None) -> None:
+    """Save a flow's settings; the state only through the lifecycle (a new flow starts in its initial one)."""
+    if flow.pk is None:
+        flow.state = lifecycle.initial_state(enabled=flow.enabled)
+        flow.save()
+        return
+    flow.save(update_fields=_SETTINGS_COLUMNS)
+    if transition:
+        lifecycle.transition(flow=flow, name=transition)
 
 
 def _default_flow_settings() -> dict[str, Any]:
@@ -394,13 +421,13 @@ def _save_flow(flow: Flow, *, source: Cluster, target: Cluster, settings: Mappin
     _raise_if(
         _flow_errors(source=source, target=target, settings=settings, instance=flow if flow.pk else None)
     )
+    transition = _enabled_transition(flow, enabled=settings.get("enabled", flow.enabled))
     flow.source, flow.target = source, target
     for name, value in settings.items():
         setattr(flow, name, value)
-    flow.state = _lifecycle_state(enabled=flow.enabled, paused=flow.paused)
     try:
         with transaction.atomic():
-            flow.save()
+            _store_flow(flow, transition=transition)
     except IntegrityError as exc:  # a concurrent request created the same pair
         raise ServiceValidationError.single(NON_FIELD, f"flow {flow.name} already exists") from exc
     return flow
@@ -472,18 +499,15 @@ def flow_delete(*, actor, flow: Flow) -> None:
         )
 
 
-def _set_paused(*, actor, flow: Flow, paused: bool) -> Flow:
-    action = AuditAction.PAUSE if paused else AuditAction.RESUME
+def _pause_or_resume(*, actor, flow: Flow, name: str) -> Flow:
+    action = AuditAction.PAUSE if name == "pause" else AuditAction.RESUME
     with _audited_attempt(
         actor=actor, action=action, object_type="flow", object_id=flow.pk, object_repr=flow.name
     ):
-        flow = Flow.objects.select_for_update().select_related("source", "target").get(pk=flow.pk)
-        if flow.paused == paused:
+        flow = Flow.objects.select_related("source", "target").get(pk=flow.pk)
+        before = {"state": flow.state}
+        if not lifecycle.transition(flow=flow, name=name):
             return flow  # pressing Pause twice is not a change: nothing to audit
-        before = {"paused": flow.paused, "state": flow.state}
-        flow.paused = paused
-        flow.state = _lifecycle_state(enabled=flow.enabled, paused=paused)
-        flow.save(update_fields=["paused", "state", "updated_at"])
         audit_record(
             actor=actor,
             action=action,
@@ -491,18 +515,18 @@ def _set_paused(*, actor, flow: Flow, paused: bool) -> Flow:
             object_id=flow.pk,
             object_repr=flow.name,
             before=before,
-            after={"paused": flow.paused, "state": flow.state},
+            after={"state": flow.state},
         )
     return flow
 
 
 def flow_pause(*, actor, flow: Flow) -> Flow:
     """Stop replicating (positions are kept; resume continues where it stopped). Idempotent."""
-    return _set_paused(actor=actor, flow=flow, paused=True)
+    return _pause_or_resume(actor=actor, flow=flow, name="pause")
 
 
 def flow_resume(*, actor, flow: Flow) -> Flow:
-    return _set_paused(actor=actor, flow=flow, paused=False)
+    return _pause_or_resume(actor=actor, flow=flow, name="resume")
 
 
 # -- MM2 import -------------------------------------------------------------------------------------------
@@ -669,10 +693,10 @@ def _apply_import(*, actor, parsed, apply: bool) -> list[ImportChange]:
         # the half-imported state.
         flow = stored or Flow(source=clusters[config.source], target=clusters[config.target])
         flow.source, flow.target = clusters[config.source], clusters[config.target]
+        transition = _enabled_transition(flow, enabled=settings["enabled"])
         for name, value in settings.items():
             setattr(flow, name, value)
-        flow.state = _lifecycle_state(enabled=flow.enabled, paused=flow.paused)
-        flow.save()
+        _store_flow(flow, transition=transition)
         audit_record(
             actor=actor,
             action=AuditAction.IMPORT,

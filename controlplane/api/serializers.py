@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from controlplane import engine
+from controlplane import engine, lifecycle
 from controlplane.models import AuditEvent, Cluster, Flow, FlowEvent, FlowPartitionStatus
 from replication.config import FLOW_PROPERTIES
 from replication.policy import ACCEPTED_POLICY_CLASSES
@@ -121,6 +122,9 @@ class FlowSerializer(serializers.ModelSerializer):
     source = ClusterAliasField()
     target = ClusterAliasField()
     name = serializers.CharField(read_only=True)
+    allowed_actions = serializers.SerializerMethodField(
+        help_text="operator actions the flow's state allows now (controlplane.lifecycle)"
+    )
     topics = _pattern_list(required=False)
     topics_exclude = _pattern_list(required=False)
     groups = _pattern_list(required=False)
@@ -140,16 +144,22 @@ class FlowSerializer(serializers.ModelSerializer):
             "name",
             "source",
             "target",
-            "paused",
             "state",
+            "state_reason",
+            "state_changed_at",
+            "allowed_actions",
             *(prop.field for prop in FLOW_PROPERTIES),
             "extra",
             "created_at",
             "updated_at",
         ]
-        read_only_fields = ["paused", "state", "created_at", "updated_at"]
+        read_only_fields = ["state", "state_reason", "state_changed_at", "created_at", "updated_at"]
         extra_kwargs = {prop.field: INT32 for prop in FLOW_PROPERTIES if prop.kind is int}
         validators = []  # one flow per pair and source != target are the service's rules
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_allowed_actions(self, flow: Flow) -> list[str]:
+        return sorted(lifecycle.allowed_actions(flow.state))
 
 
 class TopicSerializer(serializers.Serializer):
@@ -178,8 +188,8 @@ class FlowEventSerializer(serializers.ModelSerializer):
 class FlowStatusSerializer(serializers.Serializer):
     flow = serializers.CharField(source="flow.name")
     state = serializers.CharField(source="flow.state")
+    state_reason = serializers.CharField(source="flow.state_reason")
     enabled = serializers.BooleanField(source="flow.enabled")
-    paused = serializers.BooleanField(source="flow.paused")
     partitions = FlowPartitionStatusSerializer(many=True)
     events = FlowEventSerializer(many=True)
 

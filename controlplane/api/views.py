@@ -89,7 +89,7 @@ class FlowFilter(django_filters.FilterSet):
 
     class Meta:
         model = Flow
-        fields = ["source", "target", "enabled", "paused", "state"]
+        fields = ["source", "target", "enabled", "state"]
 
 
 @extend_schema_view(

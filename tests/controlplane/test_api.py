@@ -220,8 +220,8 @@ def test_pause_resume_and_status(client_as, flow):
     assert status == {
         "flow": "A->B",
         "state": "paused",
+        "state_reason": "",
         "enabled": True,
-        "paused": True,
         "partitions": [],
         "events": [],
     }

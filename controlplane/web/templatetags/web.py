@@ -8,6 +8,7 @@ from django import template
 from django.utils import timezone
 from django.utils.html import format_html
 
+from controlplane import lifecycle
 from controlplane.roles import Role
 
 register = template.Library()
@@ -17,6 +18,12 @@ register = template.Library()
 def at_least(role: Role | None, name: str) -> bool:
     """`{% if request.web_role|at_least:"operator" %}`: whether to show an action (the view enforces it)."""
     return role is not None and role >= Role.from_name(name)
+
+
+@register.filter
+def allows(flow, action: str) -> bool:
+    """`{% if flow|allows:"pause" %}`: whether the flow's state allows the action (controlplane.lifecycle)."""
+    return action in lifecycle.allowed_actions(flow.state)
 
 
 @register.filter
