@@ -25,10 +25,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
-from controlplane import engine, lifecycle, services
+from controlplane import engine, lifecycle, ratelimit, services
 from controlplane.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
 from controlplane.models import (
     AuditAction,
@@ -183,8 +184,18 @@ def failover_plan(
     flow: Flow,
     groups: Sequence[str] | None = None,
     arrival_window_s: float = failover_io.ARRIVAL_WINDOW_S,
+    actor=None,
 ) -> failover.FailoverPlan:
-    """The read-only plan (every group the flow selects when `groups` is None)."""
+    """The read-only plan (every group the flow selects when `groups` is None).
+
+    Rate-limited per `actor` (it opens clients on both clusters); the command line (None) is not.
+    """
+    ratelimit.hit(
+        scope="failover_plan",
+        user_id=getattr(actor, "pk", None),
+        limit=settings.FAILOVER_PLAN_RATE_PER_MINUTE,
+        window_s=60,
+    )
     reader = _reader(flow)
     try:
         plan, _ = failover_io.read_plan(
