@@ -1,96 +1,88 @@
-"""Failover and failback of a flow: the on-call engineer's services (plan, execute, failback).
+"""Failover and failback of a flow: the plan, and the phases of the `Operation` a worker runs.
 
-`failover_plan` reads (any role). `failover_execute` and `failback_execute` need the operator role (the
-command line runs as the system) and every attempt is audited, refused ones included. The decisions
-live in `replication.failover`; the Kafka reads and writes in `replication.kafka.failover_io`.
+A request queues an operation (`controlplane.operations`: role, confirmation, state, one per flow, all
+audited); `run_operation` claims it and runs its phases, recording each on the row before it starts, so
+a worker that takes over a dead one's operation resumes there. Every phase is idempotent: offsets are
+written only forward and only where they differ, the lifecycle transitions accept the state they lead
+to, and the drain waits for the end offsets recorded when the operation planned. The decisions live in
+`replication.failover`; the Kafka reads and writes in `replication.kafka.failover_io`.
 
-Execute, in the order of the runbook:
-1. build the plan; refuse without the exact confirmation (the flow's name) or with failed checks
-   unless `force`;
-2. state FAILING_OVER (controlplane.lifecycle; a runnable state). When the source answers, replication
-   keeps running (the drain; a paused flow replicates for it) until every record that was on the source
-   when the failover started is on the target with its offset sync, so translation is exact. Progress is a FlowEvent row updated in place,
-   which the flow status API shows. On timeout the flow goes back to its previous state, unless `force`;
-3. (replication keeps running while the groups move: whatever it still copies only adds to the target);
-4. translate the chosen groups' offsets again (they may have committed during the drain) and write them
-   on the target: never for a group active there, never backwards;
-5. state FAILED_OVER, audit event with the plan and the per-group outcome.
-A second run finds FAILED_OVER: it skips the drain and writes nothing that is already there.
+Failover, in the order of the runbook:
+1. planning: read the plan for the chosen groups; refuse (outcome `refused`) with failed checks unless
+   `force`; record the plan, each replicated partition's end offset now, and the flow's state; then
+   `lifecycle.begin_failover` (FAILING_OVER, a runnable state: the workers keep replicating);
+2. draining (when the source answers): until every record that was on the source at planning is on the
+   target with its offset sync, so translation is exact; progress on the operation. On timeout the flow
+   returns to its previous state (outcome `failed`), unless `force`;
+3. moving_groups: translate the groups' offsets again (they may have committed during the drain) and
+   write them on the target, never for a group active there, never backwards;
+   `lifecycle.complete_failover` (FAILED_OVER: the workers stop).
+
+Failback:
+1. planning: `lifecycle.begin_failback`; the reverse flow (target->source) is created or updated to
+   replicate every topic the failover moved consumers to (added to its topics, never narrowing them;
+   the topics mirrored from the source excluded), enabled and resumed; each of those topics' end offsets
+   on the target now;
+2. draining: the reverse flow copies every record written on the target up to then to the source;
+   on timeout the flow stays FAILED_OVER (outcome `failed`), unless `force`;
+3. moving_groups: each group's positions on the mirrored topics of the target translated back to the
+   source and written there; `lifecycle.complete_failback` (PAUSED: resume it once the consumers run on
+   the source again).
 """
 
 from __future__ import annotations
 
+import logging
+import re
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
-from django.core.exceptions import PermissionDenied
+from django.db import close_old_connections
 from django.utils import timezone
 
-from controlplane import engine, lifecycle, ratelimit, services
-from controlplane.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
+from controlplane import engine, lifecycle, operations, services
+from controlplane.errors import ClusterUnavailable, ServiceConflict
 from controlplane.models import (
-    AuditAction,
-    AuditEvent,
     AuditOutcome,
     Cluster,
     Flow,
-    FlowEvent,
-    FlowEventKind,
     FlowPartitionStatus,
     FlowState,
+    Operation,
+    OperationKind,
+    OperationOutcome,
+    OperationPhase,
 )
-from controlplane.roles import Role, role_of
 from replication import failover
 from replication.checkpoint import may_sync_group_offsets
 from replication.config import DEFAULT_TOPICS_EXCLUDE
+from replication.filters import TopicFilter
 from replication.kafka import failover_io
-from replication.kafka.internal_topics import InternalTopicError
 from replication.policy import is_identity_policy_class
 
-DEFAULT_DRAIN_TIMEOUT_S = 300.0
+log = logging.getLogger(__name__)
+
 DRAIN_POLL_S = 0.5
+Phase = OperationPhase
+Echo = Callable[[Operation], None]
+
+
+class ChecksFailed(ServiceConflict):
+    """The plan's checks failed and the operation was not forced: nothing changed."""
 
 
 class DrainTimeout(ServiceConflict):
-    """Records produced before the failover were still not on the target when the timeout came."""
+    """Records there when the operation started were still not copied when the timeout came."""
 
 
 @dataclass
 class GroupResult:
     group: str
-    outcome: str  # written | unchanged | refused
+    outcome: str  # written | unchanged | refused (models.GroupOutcome)
     written: dict[str, int] = field(default_factory=dict)  # "topic[partition]" -> offset
     detail: str = ""
-
-
-@dataclass
-class FailoverResult:
-    flow: str
-    state: str
-    already_failed_over: bool
-    records_at_risk: int | None
-    drain: dict | None
-    groups: list[GroupResult]
-    plan: dict
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class FailbackResult:
-    flow: str
-    reverse_flow: str
-    reverse_flow_id: int
-    reverse_flow_created: bool
-    topics_exclude: list[str]
-    groups: list[GroupResult]
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 # -- helpers ----------------------------------------------------------------------------------------------
@@ -109,93 +101,32 @@ def _last_known_lag(flow: Flow) -> dict[tuple[str, int], int]:
     return {(row.topic, row.partition): row.lag_records for row in rows}
 
 
-def _audit(*, actor, action: str, flow: Flow, outcome: str, detail: str = "", after: Any = None) -> None:
-    services.audit_record(
-        actor=actor,
-        action=action,
-        object_type="flow",
-        object_id=flow.pk,
-        object_repr=flow.name,
-        outcome=outcome,
-        detail=detail,
-        after=after,
-    )
-
-
-def _require_operator(*, actor, action: str, flow: Flow) -> None:
-    """Operators and admins only; the command line (no actor) runs as the system."""
-    if actor is None:
-        return
-    role = role_of(actor)
-    if role is None or role < Role.OPERATOR:
-        message = (
-            f"{action} needs the operator role; you have "
-            f"{'no role' if role is None else 'the ' + role.group_name + ' role'}"
-        )
-        _audit(actor=actor, action=action, flow=flow, outcome=AuditOutcome.REFUSED, detail=message)
-        raise PermissionDenied(message)
-
-
-def _check_confirmation(*, flow: Flow, confirm: str) -> None:
-    if confirm != flow.name:
-        raise ServiceValidationError.single(
-            "confirm", f"type the flow's name exactly ({flow.name}) to confirm; got {confirm!r}"
-        )
-
-
-def _check_groups(groups: Sequence[str]) -> list[str]:
-    chosen = sorted({group.strip() for group in groups if group.strip()})
-    if not chosen:
-        raise ServiceValidationError.single("groups", "name at least one consumer group to move")
-    return chosen
-
-
 def _plan_summary(plan: failover.FailoverPlan) -> dict:
-    """The plan as audited: every check and group, and only the partitions with records at risk."""
+    """The plan as recorded and audited: every check and group, only the partitions with records at risk."""
     summary = plan.to_dict()
     summary["partitions"] = [p for p in summary["partitions"] if p["records_at_risk"] != 0]
     return summary
+
+
+def _check_passed(plan: dict | None, check: failover.Check) -> bool:
+    return any(
+        item["check"] == check and item["status"] == failover.CheckStatus.PASS
+        for item in (plan or {}).get("checklist", [])
+    )
 
 
 def _key(topic: str, partition: int) -> str:
     return f"{topic}[{partition}]"
 
 
-def _attempt(*, actor, action: str, flow: Flow, run: Callable[[], Any]) -> Any:
-    """Run an execute; a refusal or failure is audited with its reason and re-raised."""
-    try:
-        return run()
-    except DrainTimeout as exc:
-        _audit(actor=actor, action=action, flow=flow, outcome=AuditOutcome.FAILURE, detail=str(exc))
-        raise
-    except (ServiceValidationError, ServiceConflict) as exc:
-        _audit(actor=actor, action=action, flow=flow, outcome=AuditOutcome.REFUSED, detail=str(exc))
-        raise
-    except (ClusterUnavailable, failover_io.FailoverIOError, InternalTopicError) as exc:
-        _audit(actor=actor, action=action, flow=flow, outcome=AuditOutcome.FAILURE, detail=str(exc))
-        if isinstance(exc, ClusterUnavailable):
-            raise
-        raise ClusterUnavailable(str(exc)) from exc
-
-
 # -- plan -------------------------------------------------------------------------------------------------
 def failover_plan(
     *,
     flow: Flow,
-    groups: Sequence[str] | None = None,
+    groups: list[str] | None = None,
     arrival_window_s: float = failover_io.ARRIVAL_WINDOW_S,
-    actor=None,
 ) -> failover.FailoverPlan:
-    """The read-only plan (every group the flow selects when `groups` is None).
-
-    Rate-limited per `actor` (it opens clients on both clusters); the command line (None) is not.
-    """
-    ratelimit.hit(
-        scope="failover_plan",
-        user_id=getattr(actor, "pk", None),
-        limit=settings.FAILOVER_PLAN_RATE_PER_MINUTE,
-        window_s=60,
-    )
+    """The read-only plan (every group the flow selects when `groups` is None)."""
     reader = _reader(flow)
     try:
         plan, _ = failover_io.read_plan(
@@ -208,170 +139,249 @@ def failover_plan(
     return plan
 
 
-# -- execute ----------------------------------------------------------------------------------------------
-def failover_execute(
-    *,
-    actor,
-    flow: Flow,
-    groups: Sequence[str],
-    confirm: str,
-    force: bool = False,
-    timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S,
-    arrival_window_s: float = failover_io.ARRIVAL_WINDOW_S,
-) -> FailoverResult:
-    """Fail `flow` over to its target for `groups` (see the module docstring for the steps)."""
-    _require_operator(actor=actor, action=AuditAction.FAILOVER, flow=flow)
-    return _attempt(
-        actor=actor,
-        action=AuditAction.FAILOVER,
-        flow=flow,
-        run=lambda: _failover(
-            actor=actor,
-            flow=flow,
-            groups=groups,
-            confirm=confirm,
-            force=force,
-            timeout_s=timeout_s,
-            arrival_window_s=arrival_window_s,
-        ),
-    )
+# -- running an operation ---------------------------------------------------------------------------------
+def run_operation(*, operation_id: int, worker: str, echo: Echo = lambda operation: None) -> Operation | None:
+    """Claim operation `operation_id` for `worker` and run it from its recorded phase to its end.
 
+    None when it is finished or another worker holds it. Failures end the operation (`failed`, the flow
+    back where it was) with the error, audited; they are not raised.
+    """
+    operation = operations.operation_claim(operation_id=operation_id, worker=worker)
+    if operation is None:
+        return None
 
-def _failover(
-    *,
-    actor,
-    flow: Flow,
-    groups: Sequence[str],
-    confirm: str,
-    force: bool,
-    timeout_s: float,
-    arrival_window_s: float,
-) -> FailoverResult:
-    _check_confirmation(flow=flow, confirm=confirm)
-    chosen = _check_groups(groups)
-    reader = _reader(flow)
+    def step(**fields: Any) -> None:
+        operations.operation_renew(operation=operation, **fields)
+        echo(operation)
+
+    run = _failover if operation.kind == OperationKind.FAILOVER else _failback
     try:
-        plan, partitions = failover_io.read_plan(
-            reader, groups=chosen, arrival_window_s=arrival_window_s, last_known_lag=_last_known_lag(flow)
-        )
-        failed = plan.failed_checks
-        if failed and not force:
-            raise ServiceValidationError(
-                {"force": [f"{len(failed)} check(s) failed; fix them or confirm with force"]},
-                details=[asdict(item) for item in plan.checklist],
-            )
-        already = Flow.objects.get(pk=flow.pk).state == FlowState.FAILED_OVER
-        drain = None
-        if not already:
-            previous = lifecycle.begin_failover(flow=flow)
-            if plan.source_reachable:
-                drain = _drain(
-                    reader,
-                    flow=flow,
-                    plan=plan,
-                    partitions=partitions,
-                    timeout_s=timeout_s,
-                    force=force,
-                    previous=previous,
-                )
-        results = _move_groups(reader, plan=plan, groups=chosen, partitions=partitions)
-    finally:
-        reader.close()
-    lifecycle.complete_failover(flow=flow)
-    result = FailoverResult(
-        flow=flow.name,
-        state=FlowState.FAILED_OVER,
-        already_failed_over=already,
-        records_at_risk=plan.records_at_risk,
-        drain=drain,
-        groups=results,
-        plan=_plan_summary(plan),
-    )
-    refused = [r.group for r in results if r.outcome == "refused"]
-    detail = f"groups refused: {', '.join(refused)}" if refused else ""
-    if force and plan.failed_checks:
-        forced = ", ".join(item.check.value for item in plan.failed_checks)
-        detail = f"forced past failed checks: {forced}. {detail}".strip()
-    _audit(
-        actor=actor,
-        action=AuditAction.FAILOVER,
+        step(message=f"{operation.phase}: taken by {worker}")
+        run(operation, step)
+    except operations.LeaseLost:
+        log.warning("operation %s: another worker took it over; this one stops", operation.pk)
+        return None
+    except ChecksFailed as exc:
+        _end(operation, OperationOutcome.REFUSED, error=str(exc))
+    except Exception as exc:
+        if not isinstance(exc, ServiceConflict | ClusterUnavailable | failover_io.FailoverIOError):
+            log.exception("operation %s failed", operation.pk)
+        close_old_connections()  # the database may be why it failed
+        _abort(operation)
+        _end(operation, OperationOutcome.FAILED, error=f"{exc}" or type(exc).__name__)
+    else:
+        _end(operation, OperationOutcome.SUCCEEDED)
+    echo(operation)
+    return operation
+
+
+def _abort(operation: Operation) -> None:
+    """Return the flow from FAILING_OVER (to its previous state) or FAILING_BACK (to FAILED_OVER)."""
+    flow = operation.flow
+    flow.refresh_from_db(fields=["state"])
+    if operation.kind == OperationKind.FAILOVER and flow.state == FlowState.FAILING_OVER:
+        lifecycle.abort_failover(flow=flow, previous=operation.previous_state)
+    elif operation.kind == OperationKind.FAILBACK and flow.state == FlowState.FAILING_BACK:
+        lifecycle.abort_failback(flow=flow)
+
+
+AUDIT_OUTCOMES = {
+    OperationOutcome.SUCCEEDED: AuditOutcome.SUCCESS,
+    OperationOutcome.FAILED: AuditOutcome.FAILURE,
+    OperationOutcome.REFUSED: AuditOutcome.REFUSED,
+}
+
+
+def _end(operation: Operation, outcome: str, *, error: str = "") -> None:
+    flow = operation.flow
+    flow.refresh_from_db(fields=["state"])
+    message = f"{flow.name} is {flow.state}"
+    if not operations.operation_finish(operation=operation, outcome=outcome, error=error, message=message):
+        return  # another worker holds it now and will end it
+    refused = [r.group for r in operation.group_results.all() if r.outcome == "refused"]
+    detail = error or (f"groups refused: {', '.join(refused)}" if refused else "")
+    if operation.force and outcome == OperationOutcome.SUCCEEDED:
+        failed = [i["check"] for i in (operation.plan or {}).get("checklist", []) if i["status"] == "fail"]
+        if failed:
+            detail = f"forced past failed checks: {', '.join(failed)}. {detail}".strip()
+    operations.audit(
+        actor=operation.requested_by,
+        kind=operation.kind,
         flow=flow,
-        outcome=AuditOutcome.SUCCESS,
+        outcome=AUDIT_OUTCOMES[outcome],
         detail=detail,
-        after=result.to_dict(),
+        after=operation_summary(operation),
     )
-    return result
+
+
+def operation_summary(operation: Operation) -> dict:
+    """What the audit log keeps of an operation: request, plan, drain, per-group results, outcome."""
+    return {
+        "operation": operation.pk,
+        "kind": operation.kind,
+        "outcome": operation.outcome,
+        "phase": operation.phase,
+        "groups": [
+            {
+                "group": r.group,
+                "outcome": r.outcome,
+                "written": r.written,
+                "topics": r.topics,
+                "detail": r.detail,
+            }
+            for r in operation.group_results.all()
+        ],
+        "force": operation.force,
+        "records_at_risk": operation.records_at_risk,
+        "drain": {
+            "done": operation.drain_done,
+            "records_remaining": operation.drain_records_remaining,
+            "partitions": len(operation.drain_partitions),
+        },
+        "topics_back": operation.topics_back,
+        "reverse_flow": operation.reverse_flow.name if operation.reverse_flow_id else None,
+        "plan": operation.plan,
+    }
+
+
+# -- the drain (both kinds) -------------------------------------------------------------------------------
+def _drain_rows(partitions: dict[tuple[str, int], str], ends: dict[tuple[str, int], int | None]) -> list:
+    return [
+        {"topic": topic, "partition": p, "remote_topic": remote, "end": ends.get((topic, p))}
+        for (topic, p), remote in sorted(partitions.items())
+    ]
 
 
 def _drain(
+    operation: Operation,
+    step: Callable[..., None],
     reader: failover_io.FailoverReader,
     *,
-    flow: Flow,
-    plan: failover.FailoverPlan,
-    partitions: dict[tuple[str, int], str],
-    timeout_s: float,
-    force: bool,
-    previous: str,
-) -> dict:
-    """Wait until every record on the source at the start is replicated; progress in a FlowEvent."""
-    ends = {
-        (p.topic, p.partition): max(p.source_end, (p.replicated_offset or 0))
-        for p in plan.partitions
-        if p.source_end is not None
-    }
-    producers_stopped = plan.check(failover.Check.PRODUCERS_STOPPED).status == failover.CheckStatus.PASS
-    event = FlowEvent.objects.create(
-        flow=flow,
-        kind=FlowEventKind.INFO,
-        at=timezone.now(),
-        message="failover: draining",
-        detail={"failover": {"phase": "draining", "timeout_s": timeout_s}},
-    )
-    started = time.monotonic()
+    producers_stopped: bool,
+) -> None:
+    """Wait until every record below the recorded end offsets is copied, with its offset sync; progress
+    on the operation at every look. Raises DrainTimeout after `timeout_s` unless forced."""
+    rows = operation.drain_partitions
+    partitions = {(row["topic"], row["partition"]): row["remote_topic"] for row in rows}
+    ends = {(row["topic"], row["partition"]): row["end"] for row in rows if row["end"] is not None}
+    if operation.drain_started_at is None:
+        step(drain_started_at=timezone.now())
     while True:
-        progress = failover_io.observe_drain(
-            reader, partitions=partitions, ends_at_start=ends, producers_stopped=producers_stopped
-        )
-        elapsed = time.monotonic() - started
-        phase = "drained" if progress.done else "draining"
-        if not progress.done and elapsed >= timeout_s:
-            phase = "timed out"
-        event.message = (
-            f"failover: {phase}: {progress.records_remaining} record(s) on "
-            f"{len(progress.partitions_remaining)} partition(s) still to replicate ({elapsed:.0f}s)"
-        )
-        event.detail = {"failover": {"phase": phase, "elapsed_s": round(elapsed, 1), **progress.to_dict()}}
-        event.save(update_fields=["message", "detail"])
-        if progress.done:
-            return event.detail["failover"]
-        if elapsed >= timeout_s:
-            if force:
-                return event.detail["failover"]
-            lifecycle.abort_failover(flow=flow, previous=previous)
-            raise DrainTimeout(
-                f"{progress.records_remaining} record(s) produced before the failover were not replicated "
-                f"within {timeout_s:g}s; the flow is back to {previous}. Run the failover again, or "
-                "use force to fail over without them"
+        if partitions:
+            progress = failover_io.observe_drain(
+                reader, partitions=partitions, ends_at_start=ends, producers_stopped=producers_stopped
             )
+        else:
+            progress = failover.DrainProgress(True, 0, ())
+        now = timezone.now()
+        elapsed = (now - operation.drain_started_at).total_seconds()
+        at_start = max(operation.drain_records_at_start or 0, progress.records_remaining)
+        fields: dict[str, Any] = {
+            "drain_records_at_start": at_start,
+            "drain_records_remaining": progress.records_remaining,
+            "drain_partitions_remaining": [_key(*key) for key in progress.partitions_remaining[:20]],
+            "drain_partition_count_remaining": len(progress.partitions_remaining),
+            "drain_observed_at": now,
+            "drain_done": progress.done,
+            "progress": 1.0 if progress.done else round(1 - progress.records_remaining / at_start, 4),
+        }
+        remaining = (
+            f"{progress.records_remaining} record(s) on {len(progress.partitions_remaining)} partition(s) "
+            f"still to copy to {reader.target.alias}"
+        )
+        if progress.done:
+            step(**fields, phase=Phase.MOVING_GROUPS, message=f"drained in {elapsed:.0f} s")
+            return
+        if elapsed >= operation.timeout_s:
+            if not operation.force:
+                step(**fields, message=f"drain timed out after {elapsed:.0f} s: {remaining}")
+                raise DrainTimeout(
+                    f"{remaining} after {operation.timeout_s:g} s (the drain timeout). "
+                    "Start the replication workers (or check the flow's errors) and run it again, "
+                    "or force it to go on without them"
+                )
+            step(**fields, phase=Phase.MOVING_GROUPS, message=f"forced on after {elapsed:.0f} s: {remaining}")
+            return
+        step(**fields, message=f"draining for {elapsed:.0f} s: {remaining}")
         time.sleep(DRAIN_POLL_S)
 
 
-def _move_groups(
-    reader: failover_io.FailoverReader,
-    *,
-    plan: failover.FailoverPlan,
-    groups: list[str],
-    partitions: dict[tuple[str, int], str],
-) -> list[GroupResult]:
-    """Translate again (after the drain and pause) and write the offsets on the target."""
-    if plan.source_reachable:
-        remote_topics = {topic: remote_topic for (topic, _), remote_topic in partitions.items()}
+# -- failover ---------------------------------------------------------------------------------------------
+def _failover(operation: Operation, step: Callable[..., None]) -> None:
+    flow = operation.flow
+    reader = _reader(flow)
+    try:
+        if operation.phase in (Phase.QUEUED, Phase.PLANNING):
+            _plan_failover(operation, step, reader)
+        if operation.phase == Phase.DRAINING:
+            producers_stopped = _check_passed(operation.plan, failover.Check.PRODUCERS_STOPPED)
+            _drain(operation, step, reader, producers_stopped=producers_stopped)
+        _move_groups_to_target(operation, step, reader)
+    finally:
+        reader.close()
+    lifecycle.complete_failover(flow=flow)
+
+
+def _plan_failover(
+    operation: Operation, step: Callable[..., None], reader: failover_io.FailoverReader
+) -> None:
+    flow = operation.flow
+    step(phase=Phase.PLANNING, message="reading both clusters: lag, consumer groups, checkpoints")
+    plan, partitions = failover_io.read_plan(
+        reader, groups=operation.groups, last_known_lag=_last_known_lag(flow)
+    )
+    summary = _plan_summary(plan)
+    step(plan=summary, records_at_risk=plan.records_at_risk, source_reachable=plan.source_reachable)
+    failed = plan.failed_checks
+    if failed and not operation.force:
+        reasons = "; ".join(f"{item.check.value}: {item.explanation}" for item in failed)
+        raise ChecksFailed(f"{len(failed)} check(s) failed ({reasons}); fix them, or fail over with force")
+    if not operation.previous_state:
+        flow.refresh_from_db(fields=["state"])
+        step(previous_state=flow.state)
+    lifecycle.begin_failover(flow=flow)
+    ends = {
+        (p.topic, p.partition): max(p.source_end, p.replicated_offset or 0)
+        for p in plan.partitions
+        if p.source_end is not None
+    }
+    drain = plan.source_reachable
+    step(
+        drain_partitions=_drain_rows(partitions, ends) if drain else [],
+        phase=Phase.DRAINING if drain else Phase.MOVING_GROUPS,
+        message="draining" if drain else f"{flow.source.alias} does not answer: no drain",
+    )
+
+
+def _move_groups_to_target(
+    operation: Operation, step: Callable[..., None], reader: failover_io.FailoverReader
+) -> None:
+    """Translate again (after the drain) and write the offsets on the target."""
+    step(phase=Phase.MOVING_GROUPS, message=f"writing the groups' offsets on {reader.target.alias}")
+    groups = operation.groups
+    if operation.source_reachable:
+        remote_topics = {topic: remote for (topic, _), remote in reader.replicated_partitions().items()}
         group_plans = failover_io.group_plans_from_source(reader, groups=groups, remote_topics=remote_topics)
     else:
         group_plans = failover_io.group_plans_from_checkpoints(
             reader, groups=groups, checkpoints=reader.latest_checkpoints(groups)
         )
-    return [_write_group(reader, reader.target, group_plan) for group_plan in group_plans]
+    for group_plan in group_plans:
+        result = _write_group(reader, reader.target, group_plan)
+        topics = sorted({row.topic for row in group_plan.partitions})
+        _store(operation, result, topics=topics)
+        step()
+
+
+def _store(operation: Operation, result: GroupResult, *, topics: list[str]) -> None:
+    operations.operation_store_group(
+        operation=operation,
+        group=result.group,
+        outcome=result.outcome,
+        written=result.written,
+        topics=topics,
+        detail=result.detail,
+    )
 
 
 def _write_group(reader: failover_io.FailoverReader, cluster, group_plan: failover.GroupPlan) -> GroupResult:
@@ -401,48 +411,39 @@ def _write_offsets(
 
 
 # -- failback ---------------------------------------------------------------------------------------------
-def _failed_over_groups(flow: Flow) -> list[str]:
-    """The groups the latest successful failover of `flow` moved."""
-    event = (
-        AuditEvent.objects.filter(
-            action=AuditAction.FAILOVER,
-            object_type="flow",
-            object_id=str(flow.pk),
-            outcome=AuditOutcome.SUCCESS,
-        )
-        .order_by("-at", "-id")
-        .first()
-    )
-    return [row["group"] for row in (event.after or {}).get("groups", [])] if event else []
-
-
-def failback_execute(
-    *,
-    actor,
-    flow: Flow,
-    confirm: str,
-    groups: Sequence[str] | None = None,
-    force: bool = False,
-) -> FailbackResult:
-    """Replicate what was written on the target back to the source (the reverse flow, created or
-    enabled, excluding the topics mirrored from the source) and move the groups' offsets back."""
-    _require_operator(actor=actor, action=AuditAction.FAILBACK, flow=flow)
-    return _attempt(
-        actor=actor,
-        action=AuditAction.FAILBACK,
-        flow=flow,
-        run=lambda: _failback(actor=actor, flow=flow, confirm=confirm, groups=groups, force=force),
+def topics_back(operation: Operation) -> list[str]:
+    """The topics a failback replicates back: every topic the failover moved its groups' consumers to."""
+    chosen = set(operation.groups)
+    return sorted(
+        {
+            topic
+            for result in operations.moved_groups(operation.failover)
+            if result.group in chosen
+            for topic in result.topics
+        }
     )
 
 
-def _reverse_flow_settings(flow: Flow, existing: Flow | None) -> dict[str, Any]:
+def reverse_flow_of(flow: Flow) -> Flow | None:
+    return (
+        Flow.objects.filter(source=flow.target, target=flow.source).select_related("source", "target").first()
+    )
+
+
+def reverse_flow_settings(flow: Flow, existing: Flow | None, *, topics: list[str]) -> dict[str, Any]:
+    """The reverse flow's settings for a failback: `topics` added to what it replicates (never
+    narrowed), the topics mirrored from the source excluded (they are there already), enabled."""
     exclude = failover.remote_topics_exclude(
         source_alias=flow.source.alias, separator=flow.replication_policy_separator
     )
-    current = list(existing.topics_exclude) if existing else list(DEFAULT_TOPICS_EXCLUDE)
+    current_exclude = list(existing.topics_exclude) if existing else list(DEFAULT_TOPICS_EXCLUDE)
+    current_topics = list(existing.topics) if existing else []
+    selected = TopicFilter(current_topics, current_exclude)
+    added = [re.escape(topic) for topic in topics if not selected.should_replicate_topic(topic)]
     settings: dict[str, Any] = {
         "enabled": True,
-        "topics_exclude": current if exclude in current else [*current, exclude],
+        "topics": current_topics + [pattern for pattern in added if pattern not in current_topics],
+        "topics_exclude": current_exclude if exclude in current_exclude else [*current_exclude, exclude],
         # Groups consuming the target's own topics follow the reverse flow's checkpoints to the source.
         "sync_group_offsets_enabled": True,
     }
@@ -450,7 +451,6 @@ def _reverse_flow_settings(flow: Flow, existing: Flow | None) -> dict[str, Any]:
         settings |= {
             "replication_policy_class": flow.replication_policy_class,
             "replication_policy_separator": flow.replication_policy_separator,
-            "topics": list(flow.topics),
         }
     if is_identity_policy_class(flow.replication_policy_class):
         # Identity names cannot tell a mirrored record from a new one: the provenance header does.
@@ -458,76 +458,78 @@ def _reverse_flow_settings(flow: Flow, existing: Flow | None) -> dict[str, Any]:
     return settings
 
 
-def _failback(
-    *, actor, flow: Flow, confirm: str, groups: Sequence[str] | None, force: bool
-) -> FailbackResult:
-    _check_confirmation(flow=flow, confirm=confirm)
-    flow = Flow.objects.select_related("source", "target").get(pk=flow.pk)
-    if flow.state != FlowState.FAILED_OVER and not force:
-        raise ServiceConflict(
-            f"flow {flow.name} is {flow.state}, not failed_over: failback reverses a failover "
-            "(use force to set up the reverse flow anyway)"
-        )
-    if (
-        is_identity_policy_class(flow.replication_policy_class)
-        and not flow.provenance_header_enabled
-        and not force
-    ):
-        raise ServiceConflict(
-            f"{flow.name} uses IdentityReplicationPolicy without provenance.header.enabled: the records it "
-            f"mirrored to {flow.target.alias} carry no mark, so the reverse flow would copy them back as "
-            "duplicates. Use force to accept that"
-        )
-    reversing = flow.state == FlowState.FAILED_OVER
-    if reversing:
-        lifecycle.begin_failback(flow=flow)
-    try:
-        reverse, existing, results = _reverse_and_move_groups(actor=actor, flow=flow, groups=groups)
-    except Exception:
-        if reversing:
-            lifecycle.abort_failback(flow=flow)
-        raise
-    if reversing:
-        lifecycle.complete_failback(flow=flow)
-    result = FailbackResult(
-        flow=flow.name,
-        reverse_flow=reverse.name,
-        reverse_flow_id=reverse.pk,
-        reverse_flow_created=existing is None,
-        topics_exclude=list(reverse.topics_exclude),
-        groups=results,
-    )
-    _audit(
-        actor=actor,
-        action=AuditAction.FAILBACK,
-        flow=flow,
-        outcome=AuditOutcome.SUCCESS,
-        after=result.to_dict(),
-    )
-    return result
-
-
-def _reverse_and_move_groups(
-    *, actor, flow: Flow, groups: Sequence[str] | None
-) -> tuple[Flow, Flow | None, list[GroupResult]]:
-    existing = (
-        Flow.objects.filter(source=flow.target, target=flow.source).select_related("source", "target").first()
-    )
-    settings = _reverse_flow_settings(flow, existing)
+def _set_up_reverse_flow(operation: Operation, *, topics: list[str]) -> tuple[Flow, bool]:
+    flow = operation.flow
+    actor = operation.requested_by
+    existing = reverse_flow_of(flow)
+    settings = reverse_flow_settings(flow, existing, topics=topics)
     if existing is None:
         reverse = services.flow_create(actor=actor, source=flow.target, target=flow.source, **settings)
     else:
-        reverse = services.flow_update(actor=actor, flow=existing, **settings)
+        changes = {name: value for name, value in settings.items() if getattr(existing, name) != value}
+        reverse = services.flow_update(actor=actor, flow=existing, **changes) if changes else existing
         if "resume" in lifecycle.allowed_actions(reverse.state):
             reverse = services.flow_resume(actor=actor, flow=reverse)
-    chosen = list(groups) if groups else _failed_over_groups(flow)
+    selected = TopicFilter(reverse.topics, reverse.topics_exclude)
+    excluded = [topic for topic in topics if not selected.should_replicate_topic(topic)]
+    if excluded:
+        raise ServiceConflict(
+            f"{reverse.name} excludes {', '.join(excluded)} (topics.exclude {reverse.topics_exclude}): "
+            "take them out of its topics.exclude so they can flow back, then fail back again"
+        )
+    return reverse, existing is None
+
+
+def _failback(operation: Operation, step: Callable[..., None]) -> None:
+    flow = operation.flow
+    if operation.phase in (Phase.QUEUED, Phase.PLANNING):
+        _plan_failback(operation, step)
+    if operation.phase == Phase.DRAINING:
+        reader = _reader(operation.reverse_flow)
+        try:
+            # Only what was written before the failback started is waited for: producers may still run.
+            _drain(operation, step, reader, producers_stopped=False)
+        finally:
+            reader.close()
+    _move_groups_to_source(operation, step)
+    lifecycle.complete_failback(flow=flow)
+
+
+def _plan_failback(operation: Operation, step: Callable[..., None]) -> None:
+    flow = operation.flow
+    step(phase=Phase.PLANNING, message="setting up the reverse flow")
+    lifecycle.begin_failback(flow=flow)
+    topics = topics_back(operation)
+    reverse, created = _set_up_reverse_flow(operation, topics=topics)
+    step(
+        reverse_flow=reverse,
+        reverse_flow_created=operation.reverse_flow_created or created,
+        topics_back=topics,
+        message=f"reading the end offsets of {len(topics)} topic(s) on {flow.target.alias}",
+    )
+    reader = _reader(reverse)
+    try:
+        partitions = {
+            key: remote for key, remote in reader.replicated_partitions().items() if key[0] in topics
+        }
+        ends = reader.end_offsets(reader.source, partitions)
+    finally:
+        reader.close()
+    step(drain_partitions=_drain_rows(partitions, ends), phase=Phase.DRAINING, message="draining")
+
+
+def _move_groups_to_source(operation: Operation, step: Callable[..., None]) -> None:
+    flow = operation.flow
+    step(phase=Phase.MOVING_GROUPS, message=f"writing the groups' offsets on {flow.source.alias}")
     reader = _reader(flow)
     try:
         source_topics = {remote: topic for (topic, _), remote in reader.replicated_partitions().items()}
-        results = [_fail_group_back(reader, group, source_topics=source_topics) for group in chosen]
+        for group in operation.groups:
+            result = _fail_group_back(reader, group, source_topics=source_topics)
+            _store(operation, result, topics=sorted({key.rpartition("[")[0] for key in result.written}))
+            step()
     finally:
         reader.close()
-    return reverse, existing, results
 
 
 def _fail_group_back(

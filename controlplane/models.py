@@ -213,6 +213,7 @@ class AuditOutcome(models.TextChoices):
     SUCCESS = "success"
     REFUSED = "refused"
     FAILURE = "failure"
+    ACCEPTED = "accepted"  # an operation was requested and queued; its outcome is audited when it ends
 
 
 class AuditEvent(models.Model):
@@ -306,6 +307,132 @@ class FlowEvent(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
+
+
+# -- operations (failover, failback: durable jobs run by workers.operations) -----------------------------
+class OperationKind(models.TextChoices):
+    FAILOVER = "failover"
+    FAILBACK = "failback"
+
+
+class OperationPhase(models.TextChoices):
+    """Where an operation is; a worker that takes it over resumes here (every phase is idempotent)."""
+
+    QUEUED = "queued"  # waiting for an operations worker
+    PLANNING = "planning"  # reading both clusters: checks, the drain's end offsets, the reverse flow
+    DRAINING = "draining"  # replication copies every record that was there when the operation started
+    MOVING_GROUPS = "moving_groups"  # writing the groups' translated offsets
+    DONE = "done"
+
+
+class OperationOutcome(models.TextChoices):
+    PENDING = "pending"  # queued or running
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # an error or a drain timeout; the flow is back where it was
+    REFUSED = "refused"  # failed checks (without force): nothing changed
+
+
+class Operation(models.Model):
+    """One failover or failback of a flow: its request, phase, progress, typed results and outcome.
+
+    At most one active operation per flow (`one_active_operation_per_flow`). The worker running it holds
+    a lease: `worker` and `heartbeat_at`, renewed while it runs; beat hands an operation whose heartbeat
+    is older than OPERATION_LEASE_S to another worker, which resumes at `phase`.
+    """
+
+    kind = models.CharField(max_length=10, choices=OperationKind.choices)
+    flow = models.ForeignKey(Flow, on_delete=models.CASCADE, related_name="operations")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # What was asked.
+    groups = models.JSONField(default=list, blank=True, help_text="consumer groups to move")
+    force = models.BooleanField(default=False, help_text="go on despite failed checks or a drain timeout")
+    timeout_s = models.FloatField(
+        help_text="longest drain before the operation gives up (or, forced, goes on)"
+    )
+    # Where it is.
+    phase = models.CharField(max_length=20, choices=OperationPhase.choices, default=OperationPhase.QUEUED)
+    outcome = models.CharField(
+        max_length=10, choices=OperationOutcome.choices, default=OperationOutcome.PENDING
+    )
+    active = models.BooleanField(default=True, help_text="queued or running (one per flow)")
+    progress = models.FloatField(default=0.0, help_text="0..1")
+    message = models.CharField(max_length=500, blank=True, default="", help_text="what is happening now")
+    error = models.TextField(blank=True, default="")
+    requested_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True, help_text="last handed to the queue")
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    worker = models.CharField(max_length=200, blank=True, default="", help_text="the lease holder")
+    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="the lease holder's last sign")
+    attempts = models.IntegerField(default=0, help_text="workers that took it (more than 1: resumed)")
+    # What the planning phase found.
+    previous_state = models.CharField(max_length=20, blank=True, default="", help_text="state to return to")
+    source_reachable = models.BooleanField(null=True, blank=True)
+    records_at_risk = models.BigIntegerField(null=True, blank=True)
+    plan = models.JSONField(null=True, blank=True, help_text="the failover plan as checked (audited)")
+    failover = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="failback: the failover it reverses",
+    )
+    reverse_flow = models.ForeignKey(
+        Flow,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="failback: the flow that replicates back",
+    )
+    reverse_flow_created = models.BooleanField(default=False)
+    topics_back = models.JSONField(default=list, blank=True, help_text="failback: topics replicated back")
+    # The drain: what must be copied (per partition: topic, partition, remote_topic, end) and how far.
+    drain_partitions = models.JSONField(default=list, blank=True)
+    drain_started_at = models.DateTimeField(null=True, blank=True)
+    drain_records_at_start = models.BigIntegerField(null=True, blank=True)
+    drain_records_remaining = models.BigIntegerField(null=True, blank=True)
+    drain_partitions_remaining = models.JSONField(default=list, blank=True, help_text="up to 20 of them")
+    drain_partition_count_remaining = models.IntegerField(null=True, blank=True)
+    drain_observed_at = models.DateTimeField(null=True, blank=True)
+    drain_done = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-requested_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["flow"], condition=Q(active=True), name="one_active_operation_per_flow"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.pk} of flow {self.flow_id} ({self.phase}, {self.outcome})"
+
+
+class GroupOutcome(models.TextChoices):
+    WRITTEN = "written"
+    UNCHANGED = "unchanged"
+    REFUSED = "refused"
+
+
+class OperationGroupResult(models.Model):
+    """What an operation did to one consumer group: the offsets written, and the topics it consumes."""
+
+    operation = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="group_results")
+    group = models.CharField(max_length=255)
+    outcome = models.CharField(max_length=10, choices=GroupOutcome.choices)
+    written = models.JSONField(default=dict, blank=True, help_text='"topic[partition]" -> offset written')
+    topics = models.JSONField(default=list, blank=True, help_text="the source topics the group consumes")
+    detail = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["group"]
+        constraints = [
+            models.UniqueConstraint(fields=["operation", "group"], name="one_result_per_operation_group")
+        ]
 
 
 # -- reports (computed by the Spark jobs in dashboards.spark, stored by workers.reports) ------------------

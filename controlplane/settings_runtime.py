@@ -11,11 +11,11 @@
 | MIRRORPLANE_SUPERVISE_INTERVAL_S | 2.0 | how often the supervisor (in beat) checks every flow |
 | MIRRORPLANE_REBALANCE_SLICES | 60 | a task chain stays on its worker this many slices, then any free worker may take it |
 | MIRRORPLANE_BACKOFF_MAX_S | 5.0 | longest pause between failing slices (kept below the lease TTL) |
-| MIRRORPLANE_PRESENCE_INTERVAL_S | 5 | workers and beat announce themselves this often (seen = within 3 intervals) |
 | METRICS_FLUSH_INTERVAL_S | 30 | a worker writes its buffered metric samples to the lake at least this often |
 | METRICS_FLUSH_ROWS | 20000 | ... or when this many samples are buffered |
 | REPORTS_INTERVAL_S | 300 | beat queues a report run when the last one was requested this long ago |
 | REPORTS_RUN_TIMEOUT_S | 3600 | an active report run without progress this long is failed (its worker died) |
+| MIRRORPLANE_OPERATION_LEASE_S | 30 | an operation (failover, failback) whose worker sent no heartbeat this long is resumed by another worker |
 | REPORTS_STATE_DIR | var/reports | the report job's ledger of lake partitions it has read |
 | REPORTS_WINDOW_S | 300 | report window (divides a day) |
 | REPORTS_WORKER_NIC_MBPS | 10000 | a worker's network capacity (megabits/s) for capacity plans |
@@ -37,9 +37,10 @@ MIRRORPLANE_SLICE_MAX_RECORDS = _env.int("MIRRORPLANE_SLICE_MAX_RECORDS", defaul
 MIRRORPLANE_SUPERVISE_INTERVAL_S = _env.float("MIRRORPLANE_SUPERVISE_INTERVAL_S", default=2.0)
 MIRRORPLANE_REBALANCE_SLICES = _env.int("MIRRORPLANE_REBALANCE_SLICES", default=60)
 MIRRORPLANE_BACKOFF_MAX_S = _env.float("MIRRORPLANE_BACKOFF_MAX_S", default=5.0)
-MIRRORPLANE_PRESENCE_INTERVAL_S = _env.float("MIRRORPLANE_PRESENCE_INTERVAL_S", default=5.0)
 METRICS_FLUSH_INTERVAL_S = _env.float("METRICS_FLUSH_INTERVAL_S", default=30.0)
 METRICS_FLUSH_ROWS = _env.int("METRICS_FLUSH_ROWS", default=20_000)
+
+MIRRORPLANE_OPERATION_LEASE_S = _env.float("MIRRORPLANE_OPERATION_LEASE_S", default=30.0)
 
 REPORTS_INTERVAL_S = _env.float("REPORTS_INTERVAL_S", default=300.0)
 REPORTS_RUN_TIMEOUT_S = _env.float("REPORTS_RUN_TIMEOUT_S", default=3600.0)
@@ -54,6 +55,7 @@ REPORTS_FLEET_WORKERS = _env.int("REPORTS_FLEET_WORKERS", default=1)
 REPLICATION_QUEUE = "replication"
 METADATA_QUEUE = "metadata"
 REPORTS_QUEUE = "reports"
+OPERATIONS_QUEUE = "operations"
 
 # Celery (read by workers.app with namespace "CELERY"); the broker URL is REDIS_URL.
 CELERY_TASK_DEFAULT_QUEUE = METADATA_QUEUE
@@ -62,6 +64,7 @@ CELERY_TASK_ROUTES = {
     "workers.tasks.flow_metadata": {"queue": METADATA_QUEUE},
     "dashboards.*": {"queue": REPORTS_QUEUE},
     "workers.reports.*": {"queue": REPORTS_QUEUE},
+    "workers.operations.*": {"queue": OPERATIONS_QUEUE},
 }
 # A slice's message is acknowledged after it ran: a killed worker's slice is not lost (its lease
 # expires and the supervisor starts the chain elsewhere; a redelivered stale message finds the lease

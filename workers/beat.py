@@ -7,20 +7,19 @@ Failures (database or Redis briefly away) are logged and retried at the next int
 
 At the same cadence beat queues the periodic report run (every REPORTS_INTERVAL_S, measured from the
 last run requested, so a restarted beat does not run it early) and hands queued report runs, the API's
-and the UI's too, to the `reports` queue (`workers.reports.dispatch_report_runs`).
+and the UI's too, to the `reports` queue (`workers.reports.dispatch_report_runs`), and sends operations
+(failover, failback) that no worker runs, new or abandoned by a dead worker, to the `operations` queue
+(`workers.operations.dispatch_operations`).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
 
 from celery.beat import PersistentScheduler
 from django.conf import settings
 from django.db import close_old_connections
-
-from controlplane import presence
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +37,10 @@ class SupervisingScheduler(PersistentScheduler):
         return min(super().tick(*args, **kwargs), max(self._next_supervise - time.monotonic(), 0.0))
 
     def _supervise(self) -> None:
-        from workers import reports, supervisor, tasks  # the tasks modules need the app configured first
+        # The tasks modules need the app configured first.
+        from workers import operations, reports, supervisor, tasks
 
         close_old_connections()  # the database may have restarted since the last run
-        try:
-            presence.announce(key=presence.BEAT_KEY, name="beat", queues=[], pid=os.getpid())
-        except Exception as exc:
-            log.warning("beat presence not announced (retrying): %s", exc)
         try:
             supervisor.supervise(
                 start_chain=lambda task, chain: tasks.replicate_slice.delay(
@@ -58,3 +54,9 @@ class SupervisingScheduler(PersistentScheduler):
             reports.dispatch_report_runs()
         except Exception:
             log.exception("report dispatch failed; retrying in %gs", settings.MIRRORPLANE_SUPERVISE_INTERVAL_S)
+        try:
+            operations.dispatch_operations()
+        except Exception:
+            log.exception(
+                "operation dispatch failed; retrying in %gs", settings.MIRRORPLANE_SUPERVISE_INTERVAL_S
+            )

@@ -1,23 +1,30 @@
-"""Failover API: the plan (any role), execute and failback (operator; the service checks and audits).
+"""Failover API: the plan (any role); failover and failback requests (operator), which queue an
+`Operation` and answer 202 with its URL; the operations themselves (any role).
 
-Execute and failback let every authenticated user reach the service, which refuses (403) anyone below
-operator and records the refusal: every attempt is in the audit log.
+Failover and failback let every authenticated user reach the service, which refuses (403) anyone below
+operator and records the refusal: every attempt is in the audit log. A flow with an active operation
+answers 409 with that operation.
 """
 
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
+from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from controlplane import failover, selectors
-from controlplane.models import Flow
-
-MAX_TIMEOUT_S = 3600
+from controlplane import failover, operations, selectors
+from controlplane.models import Flow, Operation, OperationGroupResult, OperationKind
 
 
 def _flow(pk: str) -> Flow:
@@ -27,9 +34,11 @@ def _flow(pk: str) -> Flow:
 class FailoverRequestSerializer(serializers.Serializer):
     groups = serializers.ListField(child=serializers.CharField(max_length=255), allow_empty=False)
     confirm = serializers.CharField(allow_blank=True, help_text="the flow's name, e.g. A->B")
-    force = serializers.BooleanField(default=False, help_text="go on despite failed checks")
+    force = serializers.BooleanField(
+        default=False, help_text="go on despite failed checks or a drain timeout"
+    )
     timeout_s = serializers.FloatField(
-        default=failover.DEFAULT_DRAIN_TIMEOUT_S, min_value=0, max_value=MAX_TIMEOUT_S
+        default=operations.DEFAULT_DRAIN_TIMEOUT_S, min_value=0, max_value=operations.MAX_DRAIN_TIMEOUT_S
     )
 
 
@@ -40,7 +49,127 @@ class FailbackRequestSerializer(serializers.Serializer):
         required=False,
         help_text="default: the groups the last failover moved",
     )
-    force = serializers.BooleanField(default=False)
+    force = serializers.BooleanField(default=False, help_text="go on despite a drain timeout")
+    timeout_s = serializers.FloatField(
+        default=operations.DEFAULT_DRAIN_TIMEOUT_S, min_value=0, max_value=operations.MAX_DRAIN_TIMEOUT_S
+    )
+
+
+class OperationGroupResultSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = OperationGroupResult
+        fields = ["group", "outcome", "written", "topics", "detail"]
+        read_only_fields = fields
+
+
+class DrainSerializer(serializers.Serializer):
+    partitions = serializers.SerializerMethodField(help_text="partitions the drain waits for")
+    started_at = serializers.DateTimeField(source="drain_started_at")
+    observed_at = serializers.DateTimeField(
+        source="drain_observed_at", help_text="when the figures were read"
+    )
+    records_at_start = serializers.IntegerField(source="drain_records_at_start")
+    records_remaining = serializers.IntegerField(source="drain_records_remaining")
+    partition_count_remaining = serializers.IntegerField(source="drain_partition_count_remaining")
+    partitions_remaining = serializers.ListField(
+        source="drain_partitions_remaining", child=serializers.CharField()
+    )
+    done = serializers.BooleanField(source="drain_done")
+
+    def get_partitions(self, operation: Operation) -> int:
+        return len(operation.drain_partitions)
+
+
+class OperationSerializer(serializers.ModelSerializer):
+    url = serializers.SerializerMethodField()
+    flow_name = serializers.CharField(source="flow.name", read_only=True)
+    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    reverse_flow_name = serializers.SerializerMethodField()
+    lease_stale = serializers.SerializerMethodField(
+        help_text="its worker stopped renewing: another resumes it"
+    )
+    drain = serializers.SerializerMethodField()
+    group_results = OperationGroupResultSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Operation
+        fields = [
+            "id",
+            "url",
+            "kind",
+            "flow",
+            "flow_name",
+            "requested_by",
+            "groups",
+            "force",
+            "timeout_s",
+            "phase",
+            "outcome",
+            "active",
+            "progress",
+            "message",
+            "error",
+            "requested_at",
+            "dispatched_at",
+            "started_at",
+            "finished_at",
+            "heartbeat_at",
+            "worker",
+            "attempts",
+            "lease_stale",
+            "previous_state",
+            "source_reachable",
+            "records_at_risk",
+            "plan",
+            "failover",
+            "reverse_flow",
+            "reverse_flow_name",
+            "reverse_flow_created",
+            "topics_back",
+            "drain",
+            "group_results",
+        ]
+        read_only_fields = fields
+
+    def get_url(self, operation: Operation) -> str:
+        return reverse("operation-detail", args=[operation.pk], request=self.context.get("request"))
+
+    def get_reverse_flow_name(self, operation: Operation) -> str | None:
+        return operation.reverse_flow.name if operation.reverse_flow_id else None
+
+    def get_lease_stale(self, operation: Operation) -> bool:
+        return operations.lease_stale(operation)
+
+    @extend_schema_field(DrainSerializer(allow_null=True))
+    def get_drain(self, operation: Operation) -> dict | None:
+        return DrainSerializer(operation).data if operation.drain_partitions else None
+
+
+def accepted(request, operation: Operation) -> Response:
+    """202 with the operation and its URL (the Location header too)."""
+    body = OperationSerializer(operation, context={"request": request}).data
+    return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
+
+
+def _request(request, pk: str, *, kind: str, serializer_class) -> Response:
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    try:
+        operation = operations.operation_request(
+            actor=request.user, kind=kind, flow=_flow(pk), **serializer.validated_data
+        )
+    except operations.OperationActive as exc:
+        body = OperationSerializer(exc.operation, context={"request": request}).data
+        return Response({"detail": str(exc), "operation": body}, status=status.HTTP_409_CONFLICT)
+    return accepted(request, operation)
+
+
+REQUEST_RESPONSES = {
+    202: OperationSerializer,
+    409: OpenApiResponse(
+        OpenApiTypes.OBJECT, description="the flow's state forbids it, or an operation runs"
+    ),
+}
 
 
 class FailoverPlanView(APIView):
@@ -54,7 +183,7 @@ class FailoverPlanView(APIView):
     def get(self, request, pk: str):
         raw = request.query_params.get("groups")
         groups = [g for g in raw.split(",") if g.strip()] if raw else None
-        plan = failover.failover_plan(flow=_flow(pk), groups=groups, actor=request.user)
+        plan = failover.failover_plan(flow=_flow(pk), groups=groups)
         return Response(plan.to_dict())
 
 
@@ -62,27 +191,34 @@ class FailoverExecuteView(APIView):
     permission_classes = [IsAuthenticated]
 
     @extend_schema(
-        summary="Fail the flow over (operator): drain, pause, write translated offsets on the target",
+        summary="Fail the flow over (operator): queues the operation (drain, write the groups' offsets on "
+        "the target); 202 with its URL",
         request=FailoverRequestSerializer,
-        responses=OpenApiTypes.OBJECT,
+        responses=REQUEST_RESPONSES,
     )
     def post(self, request, pk: str):
-        serializer = FailoverRequestSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        result = failover.failover_execute(actor=request.user, flow=_flow(pk), **serializer.validated_data)
-        return Response(result.to_dict())
+        return _request(request, pk, kind=OperationKind.FAILOVER, serializer_class=FailoverRequestSerializer)
 
 
 class FailbackView(APIView):
     permission_classes = [IsAuthenticated]
 
     @extend_schema(
-        summary="Fail back (operator): start the reverse flow, move the groups' offsets back to the source",
+        summary="Fail back (operator): queues the operation (reverse flow, drain back, move the groups' "
+        "offsets back to the source); 202 with its URL",
         request=FailbackRequestSerializer,
-        responses=OpenApiTypes.OBJECT,
+        responses=REQUEST_RESPONSES,
     )
     def post(self, request, pk: str):
-        serializer = FailbackRequestSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        result = failover.failback_execute(actor=request.user, flow=_flow(pk), **serializer.validated_data)
-        return Response(result.to_dict())
+        return _request(request, pk, kind=OperationKind.FAILBACK, serializer_class=FailbackRequestSerializer)
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Operations (failover, failback), newest first: phase, progress, outcome"),
+    retrieve=extend_schema(summary="One operation: phase, progress, drain, per-group results, outcome"),
+)
+class OperationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    queryset = operations.operation_list()
+    serializer_class = OperationSerializer
+    filterset_fields = ["flow", "kind", "phase", "outcome", "active"]
+    lookup_value_regex = r"[0-9]{1,18}"

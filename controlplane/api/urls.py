@@ -8,6 +8,7 @@ router.register("clusters", views.ClusterViewSet, basename="cluster")
 router.register("flows", views.FlowViewSet, basename="flow")
 router.register("audit", views.AuditEventViewSet, basename="audit")
 router.register("reports/runs", reports.ReportRunViewSet, basename="report-run")
+router.register("operations", failover.OperationViewSet, basename="operation")
 
 urlpatterns = [
     path("mm2/import/", views.Mm2ImportView.as_view(), name="mm2-import"),

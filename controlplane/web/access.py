@@ -40,3 +40,17 @@ def role_required(role: Role) -> Callable:
 viewer_required = role_required(Role.VIEWER)
 operator_required = role_required(Role.OPERATOR)
 admin_required = role_required(Role.ADMIN)
+
+
+def signed_in_required(view: Callable) -> Callable:
+    """Any signed-in user, whatever their role: for requests whose service checks the role itself and
+    audits a refusal (failover, failback), so that every attempt is on record."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path(), reverse("web:login"))
+        request.web_role = role_of(request.user)
+        return view(request, *args, **kwargs)
+
+    return wrapper

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -12,14 +13,14 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from controlplane import engine, selectors, services
+from controlplane import engine, lifecycle, operations, selectors, services
 from controlplane import failover as flow_failover
 from controlplane.api.views import CHECK_TIMEOUT_S, AuditFilter
-from controlplane.errors import ClusterUnavailable, RateLimited, ServiceConflict, ServiceValidationError
-from controlplane.models import AuditAction, AuditOutcome, Flow, ReportTrigger
+from controlplane.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
+from controlplane.models import AuditAction, AuditOutcome, Flow, OperationKind, ReportTrigger
 from controlplane.roles import Role
 from controlplane.web import summaries
-from controlplane.web.access import admin_required, operator_required, viewer_required
+from controlplane.web.access import admin_required, operator_required, signed_in_required, viewer_required
 from controlplane.web.forms import PREVIEW_FIELDS, ClusterForm, FlowForm, Mm2ImportForm
 from replication.kafka.cluster_check import check_cluster
 
@@ -248,10 +249,46 @@ def flow_delete(request, pk: int):
     return redirect("web:flows")
 
 
+def _failback_preview(flow: Flow) -> dict:
+    """What a failback would do: the groups the last failover moved, the topics that flow back, the
+    reverse flow (and what it gains: it is never narrowed)."""
+    failover = operations.last_failover(flow)
+    moved = operations.moved_groups(failover)
+    topics = sorted({topic for result in moved for topic in result.topics})
+    reverse = flow_failover.reverse_flow_of(flow)
+    merged = flow_failover.reverse_flow_settings(flow, reverse, topics=topics)["topics"]
+    return {
+        "failover": failover,
+        "groups": moved,
+        "topics": topics,
+        "reverse": reverse,
+        "reverse_name": f"{flow.target.alias}->{flow.source.alias}",
+        "added": [pattern for pattern in merged if reverse is None or pattern not in reverse.topics],
+    }
+
+
+def _failover_page_context(flow: Flow) -> dict:
+    active = operations.operation_active(flow)
+    latest = active or operations.operation_latest(flow)
+    allowed = lifecycle.allowed_actions(flow.state) if active is None else frozenset()
+    context = {
+        "flow": flow,
+        "active": active,
+        "latest": None if active else latest,
+        "allowed": allowed,
+        "stale": active is not None and operations.lease_stale(active),
+    }
+    if "failback" in allowed:
+        context["failback"] = _failback_preview(flow)
+    if latest and latest.kind == OperationKind.FAILBACK and latest.outcome == "succeeded" and "resume" in allowed:
+        context["next_step"] = latest
+    return context
+
+
 @operator_required
 def failover(request, pk: int):
     flow = get_object_or_404(selectors.flow_list(), pk=pk)
-    return render(request, "web/failover.html", {"flow": flow})
+    return render(request, "web/failover.html", _failover_page_context(flow))
 
 
 @operator_required
@@ -260,66 +297,66 @@ def failover_plan(request, pk: int):
     flow = get_object_or_404(selectors.flow_list(), pk=pk)
     context = {"flow": flow}
     try:
-        context["plan"] = flow_failover.failover_plan(flow=flow, actor=request.user)
+        context["plan"] = flow_failover.failover_plan(flow=flow)
     except ClusterUnavailable as exc:
         context["problem"] = f"The plan could not be read: {exc}. Check both clusters with Test connection."
-    except RateLimited as exc:
-        context["problem"] = f"The plan was not read: {exc}."
     return render(request, "web/_failover_plan.html", context)
 
 
-@operator_required
-def failover_progress(request, pk: int):
+@viewer_required
+def operation_status(request, pk: int, operation_id: int):
+    """The operation's card, polled while it runs; when it has ended the page reloads to show the
+    flow's new state and the actions it allows (one truthful state, no leftovers)."""
+    operation = get_object_or_404(operations.operation_list(), pk=operation_id, flow_id=pk)
+    context = {"operation": operation, "flow": operation.flow, "stale": operations.lease_stale(operation)}
+    response = render(request, "web/_operation.html", context)
+    if not operation.active and request.GET.get("polling"):
+        response["HX-Refresh"] = "true"
+    return response
+
+
+def _request_operation(request, pk: int, *, kind: str, groups: list[str]) -> HttpResponse:
+    """Queue the operation (202 and its polling card) or show why not; the service audits both."""
     flow = get_object_or_404(selectors.flow_list(), pk=pk)
-    event = flow.events.filter(message__startswith="failover:").first()
-    return render(request, "web/_failover_progress.html", {"flow": flow, "event": event})
-
-
-def _failover_outcome(request, flow: Flow, run) -> HttpResponse:
-    """Run an execute service; show its result, or what stopped it and how to go on."""
-    context: dict = {"flow": flow}
+    context: dict = {"flow": flow, "kind": kind}
     try:
-        context["result"] = run()
+        timeout_s = float(request.POST.get("timeout_s") or operations.DEFAULT_DRAIN_TIMEOUT_S)
+    except ValueError:
+        context["errors"] = ["timeout_s: give the drain timeout in seconds, e.g. 300"]
+        return render(request, "web/_operation_refused.html", context)
+    try:
+        operation = operations.operation_request(
+            actor=request.user,
+            kind=kind,
+            flow=flow,
+            confirm=request.POST.get("confirm", ""),
+            groups=groups,
+            force=bool(request.POST.get("force")),
+            timeout_s=timeout_s,
+        )
+    except operations.OperationActive as exc:
+        context |= {"errors": [str(exc)], "operation": exc.operation}
     except ServiceValidationError as exc:
-        context["errors"] = [message for messages_ in exc.errors.values() for message in messages_]
-        context["failed_checks"] = exc.details
-    except (ServiceConflict, ClusterUnavailable) as exc:
+        context["errors"] = [f"{name}: {text}" for name, texts in exc.errors.items() for text in texts]
+    except (ServiceConflict, PermissionDenied) as exc:
         context["errors"] = [str(exc)]
-    flow.refresh_from_db()
-    return render(request, "web/_failover_result.html", context)
+    else:
+        context["operation"] = operation
+        return render(request, "web/_operation_started.html", context, status=202)
+    return render(request, "web/_operation_refused.html", context)
 
 
+# Signed in is enough to reach the service: it refuses (and audits) anyone below operator.
 @require_POST
-@operator_required
+@signed_in_required
 def failover_execute(request, pk: int):
-    flow = get_object_or_404(selectors.flow_list(), pk=pk)
-    return _failover_outcome(
-        request,
-        flow,
-        lambda: flow_failover.failover_execute(
-            actor=request.user,
-            flow=flow,
-            groups=request.POST.getlist("groups"),
-            confirm=request.POST.get("confirm", ""),
-            force=bool(request.POST.get("force")),
-        ),
-    )
+    return _request_operation(request, pk, kind=OperationKind.FAILOVER, groups=request.POST.getlist("groups"))
 
 
 @require_POST
-@operator_required
+@signed_in_required
 def failback_execute(request, pk: int):
-    flow = get_object_or_404(selectors.flow_list(), pk=pk)
-    return _failover_outcome(
-        request,
-        flow,
-        lambda: flow_failover.failback_execute(
-            actor=request.user,
-            flow=flow,
-            confirm=request.POST.get("confirm", ""),
-            force=bool(request.POST.get("force")),
-        ),
-    )
+    return _request_operation(request, pk, kind=OperationKind.FAILBACK, groups=request.POST.getlist("groups"))
 
 
 # -- MM2 import / export ----------------------------------------------------------------------------------

@@ -8,13 +8,17 @@ restarted in between; also when the source cluster is gone (offsets from the las
 
 from __future__ import annotations
 
+import re
+import threading
+
 import pytest
 from confluent_kafka import TopicPartition
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.utils import timezone
 
-from controlplane import services
-from controlplane.models import AuditEvent, Flow, FlowEvent, FlowPartitionStatus, FlowState
+from controlplane import failover, services
+from controlplane.models import AuditEvent, Flow, FlowPartitionStatus, FlowState
 from replication.config import ClusterConfig
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_consumer
@@ -36,6 +40,7 @@ from tests.failover.conftest import (
 pytestmark = [pytest.mark.kafka, pytest.mark.django_db(transaction=True)]
 
 PARTITIONS = 3
+OUTAGE_RECORDS = 40
 
 
 def replicated(cluster, remote_topic: str, expected: dict[int, list[bytes]]) -> bool:
@@ -95,54 +100,58 @@ def test_failover_is_exact_across_gaps_and_a_restart_then_fails_back(
     assert {row["partition"] for row in group_plan["partitions"]} == set(range(PARTITIONS))
     assert {p["partition"] for p in body["partitions"]} == set(range(PARTITIONS))
 
-    # A consumer of the group running on the target: refused (and audited) without writing anything.
+    # A consumer of the group running on the target: the operation is refused (and audited) by its
+    # checks without writing anything.
     active = make_consumer(cluster_b, group_id=group, overrides={"session.timeout.ms": 6000})
     active.subscribe([remote_topic])
     wait_for(lambda: active.poll(0.2) is not None or active.assignment(), what="consumer joined on B")
-    refused = operator.post(
+    queued = operator.post(
         f"/api/v1/flows/{flow.pk}/failover/", {"groups": [group], "confirm": "A->B"}, format="json"
     )
+    assert queued.status_code == 202, queued.content
+    refused = run_queued(viewer, queued)
     active.close()
-    assert refused.status_code == 400, refused.content
-    failed = {d["check"]: d["status"] for d in refused.json()["details"]}
+    assert refused["outcome"] == "refused" and "groups_inactive_on_target" in refused["error"]
+    failed = {item["check"]: item["status"] for item in refused["plan"]["checklist"]}
     assert failed["groups_inactive_on_target"] == "fail"
     assert failover_events(flow, "refused") == 1
     assert Flow.objects.get(pk=flow.pk).state == FlowState.ACTIVE
 
     wait_for(lambda: group_state(cluster_b, group) == "EMPTY", what="the group to leave B")
-    # Produced just before the failover: the drain must bring them over before the flow pauses.
+    # Produced just before the failover: the drain must bring them over before the groups move.
     produce_transactions(cluster_a, topic, partitions=PARTITIONS, batches=1, tag="late")
     response = operator.post(
         f"/api/v1/flows/{flow.pk}/failover/",
         {"groups": [group], "confirm": "A->B", "timeout_s": 60},
         format="json",
     )
-    assert response.status_code == 200, response.content
-    result = response.json()
-    assert result["state"] == "failed_over" and not result["already_failed_over"]
-    assert result["drain"]["done"]
-    (outcome,) = result["groups"]
+    assert response.status_code == 202, response.content
+    assert response["Location"] == response.json()["url"]
+    assert response.json()["phase"] == "queued"
+    result = run_queued(viewer, response)
+    assert result["outcome"] == "succeeded" and result["phase"] == "done", result
+    assert result["drain"]["done"] and result["drain"]["records_remaining"] == 0
+    (outcome,) = result["group_results"]
     assert outcome["outcome"] == "written" and len(outcome["written"]) == PARTITIONS
-    stored = Flow.objects.get(pk=flow.pk)
-    assert stored.state == FlowState.FAILED_OVER
+    assert outcome["topics"] == [topic]
+    assert Flow.objects.get(pk=flow.pk).state == FlowState.FAILED_OVER
     late_values = {p: [v for _, v in read_partition(cluster_a, topic, p)] for p in range(PARTITIONS)}
     assert replicated(cluster_b, remote_topic, late_values)  # everything produced before it is on B
-    assert FlowEvent.objects.get(flow=flow, message__startswith="failover: drained").detail["failover"][
-        "done"
-    ]
-
     assert next_records(cluster_b, group, remote_topic, PARTITIONS) == expected_next
 
+    # Running it again (a worker that takes over a finished operation) changes nothing.
+    assert failover.run_operation(operation_id=result["id"], worker="another") is None
     again = operator.post(
         f"/api/v1/flows/{flow.pk}/failover/", {"groups": [group], "confirm": "A->B"}, format="json"
     )
-    assert again.status_code == 200, again.content
-    assert again.json()["already_failed_over"] and again.json()["groups"][0]["outcome"] == "unchanged"
+    assert again.status_code == 409 and "failed_over" in again.json()["detail"]
     assert next_records(cluster_b, group, remote_topic, PARTITIONS) == expected_next
-    assert failover_events(flow, "success") == 2
+    assert failover_events(flow, "success") == 1
 
-    # -- failback: consumers moved on on B, producers wrote to B's own topic during the outage --------
-    # The group reads two more records of every partition on B before failing back.
+    # -- failback: consumers moved on on B, producers wrote to B's own topic during the outage, and B->A
+    # already exists, replicating another topic: it gains the failed-over topic, loses nothing.
+    other = f"inventory-{unique_name}"
+    reverse = stored_flow(actor=admin_user, source=target, target=source, topic=other, group=group)
     unread_on_b = {
         p: read_partition(cluster_b, remote_topic, p, start=next_offset(cluster_b, group, remote_topic, p))
         for p in range(PARTITIONS)
@@ -150,26 +159,54 @@ def test_failover_is_exact_across_gaps_and_a_restart_then_fails_back(
     commit_after(cluster_b, group, remote_topic, {p: unread_on_b[p][:2] for p in range(PARTITIONS)})
     expected_back = {p: unread_on_b[p][2][1] for p in range(PARTITIONS)}
     create_topic(cluster_b, topic, PARTITIONS)
-    produce_plain(cluster_b, topic, partitions=PARTITIONS, count=2, tag="outage")
+    # One record per batch: the embedded broker's end offset is exact only for those (docs DESIGN 4).
+    for index in range(OUTAGE_RECORDS):
+        produce_plain(cluster_b, topic, partitions=PARTITIONS, count=1, tag=f"outage-{index}")
 
     viewer_back = viewer.post(f"/api/v1/flows/{flow.pk}/failback/", {"confirm": "A->B"}, format="json")
     assert viewer_back.status_code == 403
     back = operator.post(f"/api/v1/flows/{flow.pk}/failback/", {"confirm": "A->B"}, format="json")
-    assert back.status_code == 200, back.content
-    failback = back.json()
-    assert failback["reverse_flow"] == "B->A" and failback["reverse_flow_created"]
-    assert r"A\..*" in failback["topics_exclude"]
-    assert failback["groups"][0]["outcome"] == "written"
+    assert back.status_code == 202, back.content
+    assert back.json()["groups"] == [group]
+    worker = threading.Thread(target=run_in_thread, args=(back.json()["id"],))
+    worker.start()
+    # The operation resumes B->A (already enabled here) and waits for what B has: replication of the
+    # reverse flow starts while it drains.
+    wait_for(
+        lambda: Flow.objects.get(pk=reverse.pk).topics != [re.escape(other)], what="B->A to gain the topic"
+    )
+    mirrors(reverse.pk, topic, PARTITIONS)
+    worker.join(120)
+    failback = viewer.get(back["Location"]).json()
+    assert failback["outcome"] == "succeeded", failback
+    assert failback["topics_back"] == [topic] and failback["reverse_flow_name"] == "B->A"
+    assert not failback["reverse_flow_created"] and failback["drain"]["done"]
+    assert failback["drain"]["records_at_start"] == OUTAGE_RECORDS * PARTITIONS
+    assert failback["group_results"][0]["outcome"] == "written"
+    assert Flow.objects.get(pk=reverse.pk).topics == [re.escape(other), re.escape(topic)]
+    assert r"A\..*" in Flow.objects.get(pk=reverse.pk).topics_exclude
+    outage = {p: [f"outage-{i}-p{p}-0".encode() for i in range(OUTAGE_RECORDS)] for p in range(PARTITIONS)}
+    assert replicated(cluster_a, f"B.{topic}", outage)  # every record written on B during the outage
     assert next_records(cluster_a, group, topic, PARTITIONS) == expected_back
-
-    mirrors(failback["reverse_flow_id"], topic, PARTITIONS)
-    outage = {p: [f"outage-p{p}-{i}".encode() for i in range(2)] for p in range(PARTITIONS)}
-    wait_for(lambda: replicated(cluster_a, f"B.{topic}", outage), what="reverse replication")
     assert f"B.A.{topic}" not in TopicAdmin(cluster_a).partition_counts()  # mirrored topics stay on B
+    assert Flow.objects.get(pk=flow.pk).state == FlowState.PAUSED
     assert (
         AuditEvent.objects.filter(action="failback", outcome="success", object_id=str(flow.pk)).count() == 1
     )
     assert AuditEvent.objects.filter(action="failback", outcome="refused", actor_name="viewer").count() == 1
+
+
+def run_queued(client, response) -> dict:
+    """Run the queued operation here, as an operations worker does; its state as the API shows it."""
+    failover.run_operation(operation_id=response.json()["id"], worker="test-worker")
+    return client.get(response["Location"]).json()
+
+
+def run_in_thread(operation_id: int) -> None:
+    try:
+        failover.run_operation(operation_id=operation_id, worker="test-thread")
+    finally:
+        connection.close()
 
 
 def group_state(cluster, group: str) -> str:
@@ -236,22 +273,26 @@ def test_failover_with_the_source_cluster_stopped_uses_the_checkpoints(
     assert plan["records_at_risk"] == 4 and not plan["source_reachable"]
     assert {row["origin"] for row in plan["groups"][0]["partitions"]} == {"checkpoint"}
 
-    refused = operator.post(
+    unforced = operator.post(
         f"/api/v1/flows/{flow.pk}/failover/", {"groups": [group], "confirm": "A->B"}, format="json"
     )
-    assert refused.status_code == 400 and "force" in refused.json()
+    refused = run_queued(operator, unforced)
+    assert refused["outcome"] == "refused" and "fail over with force" in refused["error"]
+    assert Flow.objects.get(pk=flow.pk).state == FlowState.ACTIVE
     response = operator.post(
         f"/api/v1/flows/{flow.pk}/failover/",
         {"groups": [group], "confirm": "A->B", "force": True},
         format="json",
     )
-    assert response.status_code == 200, response.content
-    result = response.json()
+    assert response.status_code == 202, response.content
+    result = run_queued(operator, response)
+    assert result["outcome"] == "succeeded" and not result["source_reachable"]
     assert result["records_at_risk"] == 4 and result["drain"] is None
-    assert result["groups"][0]["outcome"] == "written"
+    assert result["group_results"][0]["outcome"] == "written"
     assert next_records(cluster_b, group, f"A.{topic}", PARTITIONS) == expected_next
     assert Flow.objects.get(pk=flow.pk).state == FlowState.FAILED_OVER
     event = AuditEvent.objects.get(action="failover", outcome="success", object_id=str(flow.pk))
+    assert event.after["operation"] == result["id"]
     assert "forced past failed checks: lag_zero" in event.detail
 
 

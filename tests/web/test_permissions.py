@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from controlplane.models import AuditEvent, Cluster, Flow, FlowState
+from controlplane.models import AuditEvent, Cluster, Flow, FlowState, Operation
 
 pytestmark = pytest.mark.django_db
 
@@ -107,9 +107,10 @@ def test_deleting_a_cluster_a_flow_uses_says_what_to_do(client_as, flow):
 def test_failover_needs_the_operator_role_and_the_flows_name(client_as, flow):
     viewer = client_as("viewer")
     assert viewer.get(reverse("web:failover", args=[flow.pk])).status_code == 403
-    assert (
-        viewer.post(reverse("web:failover-execute", args=[flow.pk]), {"confirm": "A->B"}).status_code == 403
-    )
+    # A viewer's request reaches the service, which refuses it and records the refusal.
+    refused = viewer.post(reverse("web:failover-execute", args=[flow.pk]), {"confirm": "A->B"})
+    assert b"failover needs the operator role; you have the viewer role" in refused.content
+    assert AuditEvent.objects.filter(action="failover", outcome="refused", actor_name="viewer").exists()
 
     operator = client_as("operator")
     assert (
@@ -119,8 +120,37 @@ def test_failover_needs_the_operator_role_and_the_flows_name(client_as, flow):
     response = operator.post(
         reverse("web:failover-execute", args=[flow.pk]), {"confirm": "A-B", "groups": ["orders"]}
     )
-    assert b"Nothing was failed over." in response.content
+    assert b"Not started: nothing changed." in response.content
     assert b"type the flow&#x27;s name exactly (A-&gt;B) to confirm" in response.content
     flow.refresh_from_db()
     assert flow.state == FlowState.ACTIVE
+    assert not Operation.objects.exists()
     assert AuditEvent.objects.filter(action="failover", outcome="refused", actor_name="operator").exists()
+
+
+def test_a_failover_request_is_queued_at_once_and_the_page_follows_it(client_as, flow):
+    operator = client_as("operator")
+    response = operator.post(
+        reverse("web:failover-execute", args=[flow.pk]), {"confirm": "A->B", "groups": ["orders"]}
+    )
+    assert response.status_code == 202
+    operation = Operation.objects.get(flow=flow)
+    assert (operation.phase, operation.active, operation.groups) == ("queued", True, ["orders"])
+    polling = reverse("web:operation", args=[flow.pk, operation.pk])
+    assert polling in response.content.decode() and b"waiting for a worker" in response.content
+    accepted = AuditEvent.objects.get(action="failover", outcome="accepted")
+    assert accepted.after["operation"] == operation.pk
+
+    # The page shows the running operation and no second "Fail over" (neither form nor plan).
+    page = operator.get(reverse("web:failover", args=[flow.pk])).content.decode()
+    assert polling in page and reverse("web:failover-plan", args=[flow.pk]) not in page
+    second = operator.post(
+        reverse("web:failover-execute", args=[flow.pk]), {"confirm": "A->B", "groups": ["orders"]}
+    )
+    assert f"failover {operation.pk} of this flow is already queued".encode() in second.content
+    assert Operation.objects.filter(flow=flow).count() == 1
+
+    # When it has ended, the polled card asks for a reload: the page then shows the flow's new state.
+    Operation.objects.filter(pk=operation.pk).update(active=False, outcome="failed", error="boom")
+    ended = operator.get(polling + "?polling=1")
+    assert ended["HX-Refresh"] == "true" and b"boom" in ended.content

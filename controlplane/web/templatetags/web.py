@@ -65,3 +65,11 @@ def seconds(value: float | None) -> str:
 @register.filter
 def millis(value: int | None) -> str:
     return "—" if value is None else f"{value:,} ms"
+
+
+@register.filter
+def ago(value: datetime | None) -> str:
+    """How long ago, e.g. `3.0 s ago` (a dash when never)."""
+    if value is None:
+        return "—"
+    return f"{seconds(max((timezone.now() - value).total_seconds(), 0.0))} ago"

@@ -1,0 +1,39 @@
+"""Operations (failover, failback): the Celery task on the `operations` queue and beat's dispatcher.
+
+The task claims the operation's lease and runs it (`controlplane.failover.run_operation`) from its
+recorded phase. Beat (`dispatch_operations`, at the supervisor's cadence) sends every active operation
+nobody runs: new ones, and those whose worker stopped renewing its lease (killed, machine lost), which
+another worker then resumes. A duplicate message is harmless: only the lease holder runs it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+
+from django.db import close_old_connections
+
+from controlplane import failover, operations
+from workers.app import app
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@app.task(name="workers.operations.run_operation", ignore_result=True, acks_late=False)
+def run_operation_task(operation_id: int) -> None:
+    # acks_late off: a killed worker's operation is resumed through its lease by beat, not redelivered.
+    close_old_connections()
+    failover.run_operation(operation_id=operation_id, worker=worker_name())
+
+
+def dispatch_operations(*, send: Callable[[int], object] = run_operation_task.delay) -> list[int]:
+    """Send every active operation without a live lease holder to the queue; their ids."""
+    sent = []
+    for operation in operations.operations_to_dispatch():
+        send(operation.pk)
+        operations.operation_dispatched(operation=operation)
+        sent.append(operation.pk)
+    return sent
