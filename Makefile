@@ -7,6 +7,17 @@ export DJANGO_SETTINGS_MODULE ?= controlplane.settings
 
 .PHONY: install test test-fast lint bench demo clean chromium
 
+# This machine's own keys for the demo and the benchmarks (the settings refuse the public development
+# key when DEBUG is false): generated once into var/dev.env, read by every process make starts.
+DEV_ENV := var/dev.env
+WITH_DEV_ENV := set -a && . ./$(DEV_ENV) && set +a &&
+
+$(DEV_ENV): | $(STAMP)
+	mkdir -p var
+	$(PY) -c "import secrets; from cryptography.fernet import Fernet; \
+	  print(f'SECRET_KEY={secrets.token_urlsafe(50)}'); \
+	  print(f'MIRRORPLANE_SECRETS_KEY={Fernet.generate_key().decode()}')" > $@.tmp && mv $@.tmp $@
+
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
@@ -35,16 +46,16 @@ lint: install
 	$(VENV)/bin/ruff format --check replication tests bench
 	$(VENV)/bin/lint-imports
 
-bench: install
-	$(PY) -m bench
+bench: install $(DEV_ENV)
+	$(WITH_DEV_ENV) $(PY) -m bench
 
 # The whole product on one machine: embedded Kafka dc1/dc2, web, Celery worker and beat, active-active
 # flows with traffic (Procfile.demo, run by honcho; Ctrl-C stops everything).
-demo: install
+demo: install $(DEV_ENV)
 	mkdir -p var/demo
-	$(PY) manage.py migrate --no-input
-	$(PY) manage.py create_admin demo --password demo-password >/dev/null
-	$(VENV)/bin/honcho -f Procfile.demo start; code=$$?; \
+	$(WITH_DEV_ENV) $(PY) manage.py migrate --no-input
+	$(WITH_DEV_ENV) $(PY) manage.py create_admin demo --password demo-password >/dev/null
+	$(VENV)/bin/honcho -e $(DEV_ENV) -f Procfile.demo start; code=$$?; \
 	  if [ $$code -eq 130 ] || [ $$code -eq 0 ]; then echo "demo stopped"; else exit $$code; fi
 
 clean:

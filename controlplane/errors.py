@@ -26,3 +26,11 @@ class ServiceConflict(Exception):
 
 class ClusterUnavailable(Exception):
     """A cluster the request needs did not answer (connection, authentication, timeout)."""
+
+
+class RateLimited(Exception):
+    """Too many requests of one user for something that costs the clusters (HTTP 429 with Retry-After)."""
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s

@@ -39,10 +39,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
-from controlplane import engine, lifecycle, operations, services
+from controlplane import engine, lifecycle, operations, ratelimit, services
 from controlplane.errors import ClusterUnavailable, ServiceConflict
 from controlplane.models import (
     AuditOutcome,
@@ -123,10 +124,20 @@ def _key(topic: str, partition: int) -> str:
 def failover_plan(
     *,
     flow: Flow,
+    actor=None,
     groups: list[str] | None = None,
     arrival_window_s: float = failover_io.ARRIVAL_WINDOW_S,
 ) -> failover.FailoverPlan:
-    """The read-only plan (every group the flow selects when `groups` is None)."""
+    """The read-only plan (every group the flow selects when `groups` is None).
+
+    Rate-limited per `actor` (it opens clients on both clusters); the command line (None) is not.
+    """
+    ratelimit.hit(
+        scope="failover_plan",
+        user_id=getattr(actor, "pk", None),
+        limit=settings.FAILOVER_PLAN_RATE_PER_MINUTE,
+        window_s=60,
+    )
     reader = _reader(flow)
     try:
         plan, _ = failover_io.read_plan(

@@ -35,8 +35,10 @@ class FlowSpec:
     config_version: str
 
 
-def _config_version(*parts: object) -> str:
-    # repr of the frozen configs is deterministic and covers every field, secrets included (hashed).
+def _config_version(flow: FlowConfig, source: ClusterConfig, target: ClusterConfig, aliases: tuple) -> str:
+    # Deterministic and covers every field, secrets included (hashed): a changed password rebuilds clients.
+    # ClusterConfig's repr masks its secrets, so the clusters contribute their `identity()`.
+    parts = (repr(flow), source.identity(), target.identity(), aliases)
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 

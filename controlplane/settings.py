@@ -5,10 +5,14 @@
 | DATABASE_URL | SQLite file var/mirrorplane.sqlite3 (PostgreSQL when set, e.g. postgres://user@host/db) |
 | REDIS_URL | redis://127.0.0.1:6379/0 |
 | METRICS_DIR | var/metrics (the metrics lake: Parquet files) |
-| SECRET_KEY | a development key (warned about: set it in production) |
+| SECRET_KEY | required unless DEBUG is true (then a development key, warned about) |
 | MIRRORPLANE_SECRETS_KEY | Fernet key(s) for secrets at rest, comma-separated, newest first; by default one derived from SECRET_KEY (warned about) |
 | DEBUG | false |
+
+With DEBUG false (production) the process refuses to start on the built-in development SECRET_KEY, and
+so on the secrets key derived from it: both are public, in this file.
 | ALLOWED_HOSTS | localhost, 127.0.0.1, [::1] |
+| FAILOVER_PLAN_RATE_PER_MINUTE | 12 (failover plans one user may read per minute; 0: no limit) |
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import logging
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -31,7 +36,16 @@ DEBUG = env.bool("DEBUG", default=False)
 _DEV_SECRET_KEY = "mirrorplane-development-key-do-not-use-in-production"
 SECRET_KEY = env.str("SECRET_KEY", default=_DEV_SECRET_KEY)
 if SECRET_KEY == _DEV_SECRET_KEY:
-    _log.warning("SECRET_KEY is not set: using the development key (set SECRET_KEY in production)")
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set (or is the public development key) and DEBUG is false: refusing to start. "
+            "Set SECRET_KEY to a long random value, e.g. "
+            "SECRET_KEY=$(python -c 'import secrets; print(secrets.token_urlsafe(50))'), and "
+            "MIRRORPLANE_SECRETS_KEY=$(python -c 'from cryptography.fernet import Fernet; "
+            "print(Fernet.generate_key().decode())') for secrets at rest; or set DEBUG=true on a development "
+            "machine"
+        )
+    _log.warning("SECRET_KEY is not set: using the development key (DEBUG only; set SECRET_KEY in production)")
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -53,6 +67,17 @@ if not MIRRORPLANE_SECRETS_KEYS:
     MIRRORPLANE_SECRETS_KEYS = [_derived_fernet_key(SECRET_KEY)]
 
 REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:6379/0")
+# Shared by every web process (rate limits): Redis, which the runtime needs anyway.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "mirrorplane",
+        "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
+    }
+}
+# Failover plans per user and minute (each opens clients on both clusters); 0 turns the limit off.
+FAILOVER_PLAN_RATE_PER_MINUTE = env.int("FAILOVER_PLAN_RATE_PER_MINUTE", default=12)
 METRICS_DIR = Path(env.str("METRICS_DIR", default=str(VAR_DIR / "metrics")))
 
 INSTALLED_APPS = [

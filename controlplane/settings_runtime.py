@@ -11,6 +11,7 @@
 | MIRRORPLANE_SUPERVISE_INTERVAL_S | 2.0 | how often the supervisor (in beat) checks every flow |
 | MIRRORPLANE_REBALANCE_SLICES | 60 | a task chain stays on its worker this many slices, then any free worker may take it |
 | MIRRORPLANE_BACKOFF_MAX_S | 5.0 | longest pause between failing slices (kept below the lease TTL) |
+| MIRRORPLANE_PRESENCE_INTERVAL_S | 5 | workers and beat announce themselves this often (seen = within 3 intervals) |
 | METRICS_FLUSH_INTERVAL_S | 30 | a worker writes its buffered metric samples to the lake at least this often |
 | METRICS_FLUSH_ROWS | 20000 | ... or when this many samples are buffered |
 | REPORTS_INTERVAL_S | 300 | beat queues a report run when the last one was requested this long ago |
@@ -37,6 +38,7 @@ MIRRORPLANE_SLICE_MAX_RECORDS = _env.int("MIRRORPLANE_SLICE_MAX_RECORDS", defaul
 MIRRORPLANE_SUPERVISE_INTERVAL_S = _env.float("MIRRORPLANE_SUPERVISE_INTERVAL_S", default=2.0)
 MIRRORPLANE_REBALANCE_SLICES = _env.int("MIRRORPLANE_REBALANCE_SLICES", default=60)
 MIRRORPLANE_BACKOFF_MAX_S = _env.float("MIRRORPLANE_BACKOFF_MAX_S", default=5.0)
+MIRRORPLANE_PRESENCE_INTERVAL_S = _env.float("MIRRORPLANE_PRESENCE_INTERVAL_S", default=5.0)
 METRICS_FLUSH_INTERVAL_S = _env.float("METRICS_FLUSH_INTERVAL_S", default=30.0)
 METRICS_FLUSH_ROWS = _env.int("METRICS_FLUSH_ROWS", default=20_000)
 

@@ -1,11 +1,15 @@
-"""URLs: the REST API under /api/v1/, its OpenAPI schema and Swagger UI, the Django admin, the web UI and
+"""URLs: liveness and readiness (/healthz, /readyz), the REST API under /api/v1/, its OpenAPI schema and Swagger UI, the Django admin, the web UI and
 the report dashboards."""
 
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from controlplane import health_views
+
 urlpatterns = [
+    path("healthz", health_views.healthz, name="healthz"),
+    path("readyz", health_views.readyz, name="readyz"),
     path("api/v1/", include("controlplane.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

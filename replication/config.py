@@ -13,6 +13,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+from replication.secrets import mask_secrets
+
 DEFAULT_REPLICATION_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
 IDENTITY_REPLICATION_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 
@@ -67,6 +69,25 @@ class ClusterConfig:
     def __post_init__(self) -> None:
         for name in ("client", "producer", "consumer", "admin"):
             object.__setattr__(self, name, _frozen_mapping(getattr(self, name)))
+
+    def __repr__(self) -> str:
+        """Secrets (passwords, JAAS lines, keys) masked: a config may reach a log line or a traceback."""
+        scopes = ", ".join(
+            f"{name}={mask_secrets(getattr(self, name))!r}"
+            for name in ("client", "producer", "consumer", "admin")
+        )
+        return f"ClusterConfig(alias={self.alias!r}, bootstrap_servers={self.bootstrap_servers!r}, {scopes})"
+
+    def identity(self) -> tuple:
+        """Every field, secrets included, as plain values: for change detection (hash it), never to show."""
+        return (
+            self.alias,
+            self.bootstrap_servers,
+            *(
+                tuple(sorted(getattr(self, name).items()))
+                for name in ("client", "producer", "consumer", "admin")
+            ),
+        )
 
     def client_properties(self, role: str) -> dict[str, str]:
         """librdkafka properties for a producer/consumer/admin client of this cluster."""

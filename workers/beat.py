@@ -15,11 +15,14 @@ and the UI's too, to the `reports` queue (`workers.reports.dispatch_report_runs`
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 from celery.beat import PersistentScheduler
 from django.conf import settings
 from django.db import close_old_connections
+
+from controlplane import presence
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +44,10 @@ class SupervisingScheduler(PersistentScheduler):
         from workers import operations, reports, supervisor, tasks
 
         close_old_connections()  # the database may have restarted since the last run
+        try:
+            presence.announce(key=presence.BEAT_KEY, name="beat", queues=[], pid=os.getpid())
+        except Exception as exc:
+            log.warning("beat presence not announced (retrying): %s", exc)
         try:
             supervisor.supervise(
                 start_chain=lambda task, chain: tasks.replicate_slice.delay(

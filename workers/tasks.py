@@ -8,7 +8,7 @@ from celery import signals
 from celery.utils.nodenames import worker_direct
 from django.conf import settings
 
-from workers import context, replication
+from workers import context, presence, replication
 from workers import metadata as flow_metadata_work
 from workers.app import app
 from workers.leases import task_lease_key
@@ -39,9 +39,17 @@ def replicate_slice(self, flow_id: int, task_index: int, chain: str, seq: int) -
     replicate_slice.apply_async((flow_id, task_index, chain, seq + 1), **options)
 
 
+@signals.worker_ready.connect
+def _announce_presence(sender=None, **_: object) -> None:
+    """From now on the worker is seen (controlplane.presence) with the queues it consumes."""
+    queues = sorted(queue.name for queue in sender.app.amqp.queues.consume_from.values())
+    presence.start(hostname=sender.hostname, queues=[q for q in queues if not q.endswith(".dq")])
+
+
 @signals.worker_process_shutdown.connect
 @signals.worker_shutdown.connect
 def _flush_on_shutdown(**_: object) -> None:
     """A stopping worker persists its tasks' positions and writes its buffered metric samples."""
+    presence.stop()
     replication.TASKS.close_all()
     context.metrics_lake().flush()

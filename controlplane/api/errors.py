@@ -1,4 +1,5 @@
-"""Service errors as HTTP: 400 with field messages, 409 for conflicts, 502 when a cluster does not answer."""
+"""Service errors as HTTP: 400 with field messages, 409 for conflicts, 429 past a rate limit, 502 when a
+cluster does not answer."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from controlplane.crypto import SecretsKeyError
-from controlplane.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
+from controlplane.errors import ClusterUnavailable, RateLimited, ServiceConflict, ServiceValidationError
 
 
 def exception_handler(exc, context):
@@ -20,6 +21,12 @@ def exception_handler(exc, context):
         return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, ClusterUnavailable):
         return Response({"detail": str(exc)}, status=status.HTTP_502_BAD_GATEWAY)
+    if isinstance(exc, RateLimited):
+        return Response(
+            {"detail": str(exc)},
+            status=status.HTTP_429_TOO_MANY_REQUESTS,
+            headers={"Retry-After": str(exc.retry_after_s)},
+        )
     if isinstance(exc, SecretsKeyError):
         return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
     return drf_exception_handler(exc, context)

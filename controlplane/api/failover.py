@@ -183,7 +183,7 @@ class FailoverPlanView(APIView):
     def get(self, request, pk: str):
         raw = request.query_params.get("groups")
         groups = [g for g in raw.split(",") if g.strip()] if raw else None
-        plan = failover.failover_plan(flow=_flow(pk), groups=groups)
+        plan = failover.failover_plan(flow=_flow(pk), groups=groups, actor=request.user)
         return Response(plan.to_dict())
 
 

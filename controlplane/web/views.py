@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 from controlplane import engine, lifecycle, operations, selectors, services
 from controlplane import failover as flow_failover
 from controlplane.api.views import CHECK_TIMEOUT_S, AuditFilter
-from controlplane.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
+from controlplane.errors import ClusterUnavailable, RateLimited, ServiceConflict, ServiceValidationError
 from controlplane.models import AuditAction, AuditOutcome, Flow, OperationKind, ReportTrigger
 from controlplane.roles import Role
 from controlplane.web import summaries
@@ -297,9 +297,11 @@ def failover_plan(request, pk: int):
     flow = get_object_or_404(selectors.flow_list(), pk=pk)
     context = {"flow": flow}
     try:
-        context["plan"] = flow_failover.failover_plan(flow=flow)
+        context["plan"] = flow_failover.failover_plan(flow=flow, actor=request.user)
     except ClusterUnavailable as exc:
         context["problem"] = f"The plan could not be read: {exc}. Check both clusters with Test connection."
+    except RateLimited as exc:
+        context["problem"] = f"The plan was not read: {exc}."
     return render(request, "web/_failover_plan.html", context)
 
 

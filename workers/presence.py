@@ -1,0 +1,61 @@
+"""This worker process announces itself (controlplane.presence) from start to a clean stop.
+
+A daemon thread writes the worker's presence every MIRRORPLANE_PRESENCE_INTERVAL_S; it keeps trying
+while Redis is away (the key simply expires meanwhile: the worker is not seen, which is the truth
+readers need).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from django.conf import settings
+
+from controlplane import presence
+
+log = logging.getLogger(__name__)
+
+
+class PresenceAnnouncer:
+    def __init__(self, *, hostname: str, queues: list[str]) -> None:
+        self.key = presence.worker_key(hostname)
+        self.hostname, self.queues = hostname, queues
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="mirrorplane-presence", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                presence.announce(key=self.key, name=self.hostname, queues=self.queues, pid=os.getpid())
+            except Exception as exc:  # Redis away: not seen until it is back
+                log.warning("presence not announced (retrying): %s", exc)
+            self._stop.wait(settings.MIRRORPLANE_PRESENCE_INTERVAL_S)
+
+    def stop(self) -> None:
+        self._stop.set()
+        try:
+            presence.withdraw(key=self.key)
+        except Exception as exc:
+            log.warning("presence not withdrawn (it expires on its own): %s", exc)
+
+
+_ANNOUNCER: PresenceAnnouncer | None = None
+
+
+def start(*, hostname: str, queues: list[str]) -> None:
+    global _ANNOUNCER
+    if _ANNOUNCER is None:
+        _ANNOUNCER = PresenceAnnouncer(hostname=hostname, queues=queues)
+        _ANNOUNCER.start()
+
+
+def stop() -> None:
+    global _ANNOUNCER
+    if _ANNOUNCER is not None:
+        _ANNOUNCER.stop()
+        _ANNOUNCER = None
