@@ -59,6 +59,7 @@ def test_on_call_path(
     committed = {(topic, 0): 100, (topic, 1): 40}
     assert GroupOffsetsAdmin(cluster_a).alter_offsets(group, committed) == {}
     celery_runtime.start_worker("w1")
+    celery_runtime.start_worker("ops", queues="operations", pool="threads", concurrency=2)
     celery_runtime.start_beat()
     base = live_server.url
 
@@ -119,30 +120,46 @@ def test_on_call_path(
     expect(page.get_by_label("Type A->B to confirm")).to_be_visible()
     screenshot("07-failover-plan")
 
-    # The failover itself, for one group: type the name, fail over, read the result per group; then
-    # the group's offsets on B are the ones it committed on A (a fresh topic keeps its offsets).
+    # The failover itself, for one group: type the name, fail over; the request returns at once and the
+    # page follows the operation on the operations worker until it ends, then shows the flow's new state.
     groups = page.locator("input[name=groups]")
     for index in range(groups.count()):
         groups.nth(index).uncheck()
     page.get_by_label(group).check()
     page.get_by_label("Type A->B to confirm").fill("A->B")
     page.get_by_role("button", name="Fail over A->B").click()
-    result = page.locator("#failover-result")
-    expect(result.get_by_role("heading", name="A->B is failed_over")).to_be_visible(timeout=60_000)
-    expect(result.locator("table")).to_contain_text(group)
-    expect(result.locator("table")).to_contain_text("written")
+    card = page.locator("#operation")
+    expect(card).to_be_visible()
+    expect(page.get_by_role("button", name="Fail over A->B")).to_have_count(0)  # no second failover
+    screenshot("08-failover-running")
+    expect(card).to_have_attribute("data-outcome", "succeeded", timeout=90_000)
+    expect(page.locator("#failover-state")).to_have_text("failed_over")
+    expect(card.locator("#drain")).to_contain_text("Done")
+    expect(card.locator("table")).to_contain_text(group)
+    expect(card.locator("table")).to_contain_text("written")
+    expect(page.get_by_role("alert")).to_have_count(0)  # no leftover error
     screenshot("08-failover-result")
     on_b = GroupOffsetsAdmin(cluster_b).committed_offsets(group)
     assert {tp: c.offset for tp, c in on_b.items()} == {
         (f"A.{topic}", p): o for (_, p), o in committed.items()
     }
 
-    # Failback: the reverse flow B->A, mirrored topics excluded.
-    page.get_by_label("Type A->B to confirm").last.fill("A->B")
-    page.get_by_role("button", name="Fail back to A").click()
-    expect(result.get_by_role("heading", name="Failback set up")).to_be_visible(timeout=60_000)
-    expect(result).to_contain_text("B->A")
+    # Failback: the page says which topics flow back and through which flow, then follows the operation
+    # (the drain back, the groups moved) and offers to resume A->B with a warning.
+    failback = page.locator("#failback-section")
+    expect(failback.locator("#topics-back")).to_have_text(topic)
+    expect(failback).to_contain_text("a new flow B->A")
+    failback.get_by_label("Type A->B to confirm").fill("A->B")
+    failback.get_by_role("button", name="Fail back to A").click()
+    expect(page.locator("#next-step")).to_be_visible(timeout=90_000)
+    card = page.locator("#operation")
+    expect(card).to_have_attribute("data-outcome", "succeeded")
+    expect(card).to_contain_text(f"through B->A (created): {topic}")
+    expect(page.locator("#failover-state")).to_have_text("paused")
+    expect(page.locator("#next-step")).to_contain_text("stop them on B")
     screenshot("09-failback")
+    page.get_by_role("button", name="Resume A->B").click()
+    expect(page.get_by_text("Flow A->B resumed.")).to_be_visible()
 
     # MM2 import: a dry run first, then apply.
     page.goto(f"{base}/mm2/import/")
@@ -164,8 +181,10 @@ def test_on_call_path(
     screenshot("11-audit")
     page.get_by_label("Action").select_option("failover")
     page.get_by_role("button", name="Filter").click()
-    expect(audit.locator("tbody tr")).to_have_count(1)
-    expect(audit.locator("tbody tr")).to_contain_text("A->B")
+    expect(audit.locator("tbody tr")).to_have_count(2)  # the request (accepted) and its outcome
+    expect(audit.locator("tbody tr").nth(0)).to_contain_text("success")
+    expect(audit.locator("tbody tr").nth(1)).to_contain_text("accepted")
+    expect(audit.locator("tbody tr").nth(1)).to_contain_text("A->B")
 
     page.goto(f"{base}/reports/")
     screenshot("12-reports")

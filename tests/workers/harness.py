@@ -89,12 +89,16 @@ class CeleryRuntime:
         self.processes[name] = process
         return process
 
-    def start_worker(self, name: str, *, queues: str = "replication,metadata") -> subprocess.Popen:
+    def start_worker(
+        self, name: str, *, queues: str = "replication,metadata", pool: str = "solo", concurrency: int = 1
+    ) -> subprocess.Popen:
+        """A worker as the docs run it; `operations` workers use the threads pool (docs/failover-operations.md)."""
         return self._start(
             name,
             [
                 "worker",
-                "--pool=solo",
+                f"--pool={pool}",
+                f"--concurrency={concurrency}",
                 "-n",
                 f"{name}@%h",
                 "-Q",
