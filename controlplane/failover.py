@@ -43,13 +43,12 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
-from controlplane import engine, lifecycle, operations, ratelimit, services
+from controlplane import engine, lifecycle, operations, ratelimit, selectors, services
 from controlplane.errors import ClusterUnavailable, ServiceConflict
 from controlplane.models import (
     AuditOutcome,
     Cluster,
     Flow,
-    FlowPartitionStatus,
     FlowState,
     Operation,
     OperationKind,
@@ -98,8 +97,7 @@ def _reader(flow: Flow) -> failover_io.FailoverReader:
 
 def _last_known_lag(flow: Flow) -> dict[tuple[str, int], int]:
     """The lag the workers last stored per source partition (what is known when the source is lost)."""
-    rows = FlowPartitionStatus.objects.filter(flow=flow, lag_records__isnull=False)
-    return {(row.topic, row.partition): row.lag_records for row in rows}
+    return selectors.last_known_records_behind(flow=flow)
 
 
 def _plan_summary(plan: failover.FailoverPlan) -> dict:

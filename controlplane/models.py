@@ -262,8 +262,12 @@ class FlowPartitionStatus(models.Model):
     task_index = models.IntegerField(default=0)
     source_end_offset = models.BigIntegerField(null=True, blank=True)
     replicated_offset = models.BigIntegerField(null=True, blank=True, help_text="next source offset to copy")
-    lag_records = models.BigIntegerField(null=True, blank=True)
-    lag_seconds = models.FloatField(null=True, blank=True)
+    records_behind = models.BigIntegerField(
+        null=True, blank=True, help_text="source end offset - next offset to replicate (docs/lag.md)"
+    )
+    seconds_behind = models.FloatField(
+        null=True, blank=True, help_text="age of the oldest source record not yet replicated (docs/lag.md)"
+    )
     record_age_ms = models.BigIntegerField(null=True, blank=True)
     replication_latency_ms = models.BigIntegerField(null=True, blank=True)
     record_rate = models.FloatField(
@@ -274,7 +278,7 @@ class FlowPartitionStatus(models.Model):
         blank=True, default="", help_text="the task's last error; empty when healthy"
     )
     state = models.CharField(max_length=10, choices=PartitionState.choices, default=PartitionState.OK)
-    updated_at = models.DateTimeField()
+    observed_at = models.DateTimeField(help_text="when the worker measured these figures (end of a slice)")
 
     class Meta:
         ordering = ["topic", "partition"]

@@ -81,13 +81,6 @@ def partition_state(*, stopped: bool, failing: bool) -> PartitionState:
     return PartitionState.ERR if failing else PartitionState.OK
 
 
-def lag_seconds(partition: PartitionMetrics) -> float | None:
-    """0 when caught up; else the age of the record the mirror is at (how late it is), when known."""
-    if partition.records_behind == 0:
-        return 0.0
-    return None if partition.record_age_ms is None else partition.record_age_ms / 1000
-
-
 def _whole(value: float | None) -> int | None:
     return None if value is None else round(value)
 
@@ -97,15 +90,15 @@ STATUS_FIELDS = (
     "task_index",
     "source_end_offset",
     "replicated_offset",
-    "lag_records",
-    "lag_seconds",
+    "records_behind",
+    "seconds_behind",
     "record_age_ms",
     "replication_latency_ms",
     "record_rate",
     "byte_rate",
     "last_error",
     "state",
-    "updated_at",
+    "observed_at",
 )
 
 
@@ -120,6 +113,8 @@ def partition_statuses_save(
     """Upsert the latest status of each given source partition of the flow (one statement).
 
     `task_error` is the slice's error (the task is failing) or None; a partition's own last error wins.
+    Every row carries `observed_at` = `at`. The lag is unknown (null) while the source end offset is:
+    a task that has read no watermarks yet cannot tell how far behind it is.
     """
     rows = [
         FlowPartitionStatus(
@@ -130,15 +125,15 @@ def partition_statuses_save(
             task_index=task_index,
             source_end_offset=p.source_end_offset,
             replicated_offset=p.next_offset,
-            lag_records=p.records_behind,
-            lag_seconds=lag_seconds(p),
+            records_behind=None if p.source_end_offset is None else p.records_behind,
+            seconds_behind=None if p.source_end_offset is None else p.seconds_behind,
             record_age_ms=_whole(p.record_age_ms),
             replication_latency_ms=_whole(p.replication_latency_ms),
             record_rate=p.record_rate,
             byte_rate=p.byte_rate,
             last_error=p.last_error or task_error or "",
             state=partition_state(stopped=p.stopped, failing=task_error is not None),
-            updated_at=at,
+            observed_at=at,
         )
         for p in partitions
     ]

@@ -1,14 +1,18 @@
-"""Every read of the control plane: querysets for lists, engine answers for topics, MM2 export text."""
+"""Every read of the control plane: querysets for lists, live status roll-ups, engine answers for topics,
+MM2 export text."""
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from django.db.models import QuerySet
+from django.conf import settings
+from django.db.models import Max, Prefetch, QuerySet
+from django.db.models.functions import Coalesce
+from django.utils import timezone
 
-from controlplane import engine
+from controlplane import engine, lifecycle
 from controlplane.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.models import (
     AuditEvent,
@@ -16,6 +20,8 @@ from controlplane.models import (
     Flow,
     FlowEvent,
     FlowPartitionStatus,
+    FlowState,
+    PartitionState,
     ReportDataset,
     ReportRow,
     ReportRun,
@@ -72,23 +78,187 @@ def flow_topics(*, flow: Flow, list_topics: TopicLister = live_partition_counts)
     ]
 
 
-@dataclass(frozen=True)
-class FlowStatus:
-    flow: Flow
-    partitions: QuerySet[FlowPartitionStatus]
-    events: QuerySet[FlowEvent]
-
-
+# -- live status ------------------------------------------------------------------------------------------
+# One rule for every page and API answer (docs/lag.md): a figure observed more than
+# MIRRORPLANE_STALE_AFTER_S ago is STALE, shown with its age; a partition never observed is UNKNOWN.
+STALE = "STALE"
+UNKNOWN = "UNKNOWN"
+# Burrow: a group is as bad as its worst partition; STOP, STALL and REWIND report as ERR. A partition
+# nobody reports on is worse than one that is behind, better than one that reports an error.
+_SEVERITY = {PartitionState.OK: 0, PartitionState.WARN: 1, STALE: 2}
+_STATUS_BY_SEVERITY = (PartitionState.OK, PartitionState.WARN, STALE, PartitionState.ERR)
+HEALTHS = ("ok", "lagging", "stale", "error", "paused", "disabled", "waiting")
 RECENT_EVENTS = 100
 
 
-def flow_status(*, flow: Flow) -> FlowStatus:
-    """Live per-partition state and the latest events (filled by the workers)."""
-    return FlowStatus(
+def stale_after_s() -> float:
+    return settings.MIRRORPLANE_STALE_AFTER_S
+
+
+def age_s(observed_at: datetime.datetime, *, now: datetime.datetime) -> float:
+    """Seconds since `observed_at` (0 for a clock slightly ahead of ours)."""
+    return max((now - observed_at).total_seconds(), 0.0)
+
+
+@dataclass(frozen=True)
+class PartitionLive:
+    """A status row as of `now`: the worker's figures with their age."""
+
+    row: FlowPartitionStatus
+    age_s: float
+    stale: bool
+
+    def __getattr__(self, name: str):
+        if name == "row":  # not set yet (copy, unpickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.row, name)  # the row's figures: topic, records_behind, observed_at, ...
+
+    @property
+    def state(self) -> str:
+        """The worker's Burrow state while fresh, STALE once nobody has reported for too long."""
+        return STALE if self.stale else self.row.state
+
+
+def partition_live(row: FlowPartitionStatus, *, now: datetime.datetime, stale_after: float) -> PartitionLive:
+    age = age_s(row.observed_at, now=now)
+    return PartitionLive(row=row, age_s=age, stale=age > stale_after)
+
+
+def group_status(states: Sequence[str]) -> str:
+    """The worst of the partitions' states; UNKNOWN when there are none."""
+    if not states:
+        return UNKNOWN
+    return _STATUS_BY_SEVERITY[max(_SEVERITY.get(state, 3) for state in states)]
+
+
+@dataclass(frozen=True)
+class FlowSummary:
+    """A flow's live roll-up, the same for the overview, the flow page and the API."""
+
+    flow: Flow
+    partitions: tuple[PartitionLive, ...]
+    records_behind: int | None  # sum over the partitions; None until a worker has measured it
+    seconds_behind: float | None  # the worst partition's
+    position: int  # sum of replicated offsets: its change between refreshes is the throughput
+    status: str  # the worst partition: OK, WARN, STALE or ERR; UNKNOWN when none reported
+    observed_at: datetime.datetime | None  # the newest observation
+    age_s: float | None  # of the newest observation
+
+    @property
+    def stale(self) -> bool:
+        return self.status == STALE
+
+    @property
+    def health(self) -> str:
+        """One word for colour: error, stale, lagging or ok while the flow should replicate; paused or
+        disabled when it should not; waiting before any report. Stale figures are never ok."""
+        state = self.flow.state
+        if state == FlowState.FAULTED:
+            return "error"
+        if not lifecycle.is_runnable(state):
+            return "disabled" if state == FlowState.DISABLED else "paused"
+        if self.status == UNKNOWN:
+            return "waiting"
+        if self.status == PartitionState.ERR:
+            return "error"
+        if self.status == STALE:
+            return "stale"
+        return "lagging" if self.records_behind else "ok"
+
+
+def summarize(
+    flow: Flow, rows: Sequence[FlowPartitionStatus], *, now: datetime.datetime, stale_after: float
+) -> FlowSummary:
+    partitions = tuple(partition_live(row, now=now, stale_after=stale_after) for row in rows)
+    behind = [row.records_behind for row in rows if row.records_behind is not None]
+    seconds = [row.seconds_behind for row in rows if row.seconds_behind is not None]
+    newest = max((row.observed_at for row in rows), default=None)
+    return FlowSummary(
         flow=flow,
-        partitions=flow.partition_statuses.all(),
-        events=flow.events.all()[:RECENT_EVENTS],
+        partitions=partitions,
+        records_behind=sum(behind) if behind else None,
+        seconds_behind=max(seconds) if seconds else None,
+        position=sum(row.replicated_offset or 0 for row in rows),
+        status=group_status([p.state for p in partitions]),
+        observed_at=newest,
+        age_s=None if newest is None else age_s(newest, now=now),
     )
+
+
+def flow_summaries(*, now: datetime.datetime | None = None) -> list[FlowSummary]:
+    """Every flow's live roll-up as of `now` (default: now)."""
+    now = now or timezone.now()
+    stale_after = stale_after_s()
+    flows = flow_list().prefetch_related(
+        Prefetch("partition_statuses", queryset=FlowPartitionStatus.objects.order_by("topic", "partition"))
+    )
+    return [
+        summarize(flow, list(flow.partition_statuses.all()), now=now, stale_after=stale_after)
+        for flow in flows
+    ]
+
+
+@dataclass(frozen=True)
+class FlowStatus:
+    summary: FlowSummary
+    events: list[FlowEvent]
+    stale_after_s: float
+
+    @property
+    def flow(self) -> Flow:
+        return self.summary.flow
+
+
+def flow_status(*, flow: Flow, now: datetime.datetime | None = None) -> FlowStatus:
+    """Live per-partition state with its age, the flow's roll-up and the latest events."""
+    stale_after = stale_after_s()
+    summary = summarize(
+        flow, list(flow.partition_statuses.all()), now=now or timezone.now(), stale_after=stale_after
+    )
+    return FlowStatus(
+        summary=summary, events=list(flow.events.all()[:RECENT_EVENTS]), stale_after_s=stale_after
+    )
+
+
+@dataclass(frozen=True)
+class ReplicationActivity:
+    """Whether any worker replicates: the newest slice report of any flow, while some flow should run."""
+
+    expected: bool  # a flow has been runnable for longer than the stale limit
+    last_report_at: datetime.datetime | None
+    age_s: float | None
+    stale_after_s: float
+
+    @property
+    def silent(self) -> bool:
+        """No worker has reported within the stale limit although flows should be replicating."""
+        return self.expected and (self.age_s is None or self.age_s > self.stale_after_s)
+
+
+def replication_activity(*, now: datetime.datetime | None = None) -> ReplicationActivity:
+    now = now or timezone.now()
+    stale_after = stale_after_s()
+    settled = now - datetime.timedelta(seconds=stale_after)
+    expected = (
+        Flow.objects.filter(state__in=lifecycle.RUNNABLE_STATES)
+        .annotate(runnable_since=Coalesce("state_changed_at", "created_at"))
+        .filter(runnable_since__lte=settled)
+        .exists()
+    )
+    newest = FlowPartitionStatus.objects.aggregate(newest=Max("observed_at"))["newest"]
+    return ReplicationActivity(
+        expected=expected,
+        last_report_at=newest,
+        age_s=None if newest is None else age_s(newest, now=now),
+        stale_after_s=stale_after,
+    )
+
+
+def last_known_records_behind(*, flow: Flow) -> dict[tuple[str, int], int]:
+    """`records_behind` per source partition as the workers last measured it (what the failover plan
+    knows when the source is lost); the plan says these are the values when last seen."""
+    rows = flow.partition_statuses.filter(records_behind__isnull=False)
+    return {(row.topic, row.partition): row.records_behind for row in rows}
 
 
 def mm2_export() -> str:

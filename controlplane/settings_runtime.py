@@ -12,6 +12,7 @@
 | MIRRORPLANE_REBALANCE_SLICES | 60 | a task chain stays on its worker this many slices, then any free worker may take it |
 | MIRRORPLANE_BACKOFF_MAX_S | 5.0 | longest pause between failing slices (kept below the lease TTL) |
 | MIRRORPLANE_PRESENCE_INTERVAL_S | 5 | workers and beat announce themselves this often (seen = within 3 intervals) |
+| MIRRORPLANE_STALE_AFTER_S | 3 x slice + supervise interval + backoff max (10 by default) | a live figure observed longer ago than this is STALE, shown with its age, never healthy (docs/lag.md) |
 | METRICS_FLUSH_INTERVAL_S | 30 | a worker writes its buffered metric samples to the lake at least this often |
 | METRICS_FLUSH_ROWS | 20000 | ... or when this many samples are buffered |
 | REPORTS_INTERVAL_S | 300 | beat queues a report run when the last one was requested this long ago |
@@ -39,6 +40,12 @@ MIRRORPLANE_SUPERVISE_INTERVAL_S = _env.float("MIRRORPLANE_SUPERVISE_INTERVAL_S"
 MIRRORPLANE_REBALANCE_SLICES = _env.int("MIRRORPLANE_REBALANCE_SLICES", default=60)
 MIRRORPLANE_BACKOFF_MAX_S = _env.float("MIRRORPLANE_BACKOFF_MAX_S", default=5.0)
 MIRRORPLANE_PRESENCE_INTERVAL_S = _env.float("MIRRORPLANE_PRESENCE_INTERVAL_S", default=5.0)
+# A running chain reports every slice, a failing one also waits its backoff, and the supervisor starts a
+# missing chain within its interval: three slices more than that without a report means nobody does.
+MIRRORPLANE_STALE_AFTER_S = _env.float(
+    "MIRRORPLANE_STALE_AFTER_S",
+    default=3 * MIRRORPLANE_SLICE_SECONDS + MIRRORPLANE_SUPERVISE_INTERVAL_S + MIRRORPLANE_BACKOFF_MAX_S,
+)
 METRICS_FLUSH_INTERVAL_S = _env.float("METRICS_FLUSH_INTERVAL_S", default=30.0)
 METRICS_FLUSH_ROWS = _env.int("METRICS_FLUSH_ROWS", default=20_000)
 

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 
+from replication import metrics
 from replication.checkpoint import CommittedOffset, checkpoints_for_group, may_sync_group_offsets
 from replication.formats import Checkpoint
 from replication.offset_sync_store import OffsetSyncStore
@@ -117,15 +118,15 @@ def records_at_risk(observation: PartitionObservation) -> int | None:
 
 
 def seconds_behind(observation: PartitionObservation, *, now: float) -> float | None:
-    """Age of the oldest record not yet replicated (0 when none)."""
+    """`seconds_behind` (docs/lag.md), exact: the age of the first unreplicated record, read from the source."""
     if observation.source_end is None:
         return None
     record = observation.first_unreplicated
-    if record is None:
-        return 0.0
-    if record.timestamp_ms is None or record.timestamp_ms <= 0:
-        return None
-    return max(now - record.timestamp_ms / 1000, 0.0)
+    return metrics.seconds_behind(
+        records_behind=records_at_risk(observation) or 0,
+        now=now,
+        oldest_unreplicated_timestamp_ms=None if record is None else record.timestamp_ms,
+    )
 
 
 def partition_plan(observation: PartitionObservation, *, now: float) -> PartitionPlan:

@@ -1,10 +1,11 @@
-"""MirrorMaker 2's per-partition replication metrics, plus records behind and the data-loss detector.
+"""MirrorMaker 2's per-partition replication metrics, plus lag and the data-loss detector.
 
 Per remote topic and partition: record-count, record-rate, byte-count, byte-rate, record-age-ms (at
 poll: now - record timestamp), replication-latency-ms (at target ack: now - record timestamp), and what
-MM2 lacks: records behind (source end offset - next offset to replicate, clamped at 0), gap events
-(records the source deleted before they were replicated) and the last error. Tasks report once per
-batch or slice, never per record; `snapshot()` is what workers store and the runner logs.
+MM2 lacks: the lag, `records_behind` and `seconds_behind` (defined once, in docs/lag.md, and computed
+by the two functions of that name below), gap events (records the source deleted before they were
+replicated) and the last error. Tasks report once per batch or slice, never per record; `snapshot()` is
+what workers store and the runner logs.
 Thread-safe: the tasks of a flow share one `MirrorMetrics`. Time is passed in (or read from `clock`).
 """
 
@@ -51,6 +52,7 @@ class PartitionMetrics:
     record_age_ms: float | None
     replication_latency_ms: float | None
     records_behind: int
+    seconds_behind: float | None  # None: unknown (see `seconds_behind`)
     source_end_offset: int | None
     next_offset: int | None  # next source offset to replicate (the replicated position)
     skipped_count: int  # records not replicated on purpose (the provenance header says they looped)
@@ -96,14 +98,42 @@ class MetricsSnapshot:
 def records_behind(
     *, source_end_offset: int | None, last_fetched_offset: int | None, next_offset: int
 ) -> int:
-    """Records the source has that are not replicated yet.
+    """Records the source has that are not replicated yet: source end offset - next offset to replicate.
 
     A broker may report an end offset below records it already served (the embedded broker does), so
-    the end is at least one past the last fetched offset; never negative.
+    the end is at least one past the last fetched offset; never negative. Transaction markers between
+    the position and the end count (offsets cannot tell them apart without reading them): an upper bound.
     """
     fetched_end = last_fetched_offset + 1 if last_fetched_offset is not None else 0
     end = max(source_end_offset if source_end_offset is not None else 0, fetched_end)
     return max(end - next_offset, 0)
+
+
+def seconds_behind(
+    *,
+    records_behind: int,
+    now: float,
+    oldest_unreplicated_timestamp_ms: float | None = None,
+    last_replicated_timestamp_ms: float | None = None,
+    caught_up_at: float | None = None,
+) -> float | None:
+    """Age of the oldest source record not yet replicated, in seconds; 0 when none is behind (the RPO).
+
+    Exact when that record's timestamp is known (it was read: `oldest_unreplicated_timestamp_ms`).
+    Otherwise a conservative estimate, never below the true age: the record was appended after the last
+    replicated record (its timestamp: exact for LogAppendTime, for CreateTime while producers' clocks
+    and order agree) and after the last time the partition was seen caught up (`caught_up_at`, epoch
+    seconds), so it is at most as old as the newer of the two. None (unknown) when neither is known: a
+    task that has neither replicated a record nor caught up since it started.
+    """
+    if records_behind <= 0:
+        return 0.0
+    if oldest_unreplicated_timestamp_ms is not None and oldest_unreplicated_timestamp_ms > 0:
+        return max(now - oldest_unreplicated_timestamp_ms / 1000, 0.0)
+    bounds = [caught_up_at] if caught_up_at is not None else []
+    if last_replicated_timestamp_ms is not None and last_replicated_timestamp_ms > 0:
+        bounds.append(last_replicated_timestamp_ms / 1000)
+    return max(now - max(bounds), 0.0) if bounds else None
 
 
 def windowed_rate(samples: deque[tuple[float, int]], *, now: float, window_s: float) -> float:
@@ -131,6 +161,8 @@ class _PartitionCounters:
     byte_samples: deque = field(default_factory=deque)
     record_age_ms: float | None = None
     replication_latency_ms: float | None = None
+    last_replicated_timestamp_ms: float | None = None
+    caught_up_at: float | None = None  # the last report that found nothing behind
     source_end_offset: int | None = None
     last_fetched_offset: int | None = None
     next_offset: int | None = None
@@ -139,6 +171,16 @@ class _PartitionCounters:
     lost_records: int = 0
     stopped: bool = False
     last_error: str | None = None
+
+
+def _behind(counters: _PartitionCounters) -> int:
+    if counters.next_offset is None:
+        return 0
+    return records_behind(
+        source_end_offset=counters.source_end_offset,
+        last_fetched_offset=counters.last_fetched_offset,
+        next_offset=counters.next_offset,
+    )
 
 
 class MirrorMetrics:
@@ -170,8 +212,10 @@ class MirrorMetrics:
         byte_count: int,
         replication_latency_ms: float | None,
         now: float,
+        last_timestamp_ms: float | None = None,
     ) -> None:
-        """`records` more records (`byte_count` bytes of values) acknowledged by the target."""
+        """`records` more records (`byte_count` bytes of values) acknowledged by the target; the last of
+        them has timestamp `last_timestamp_ms` (when known)."""
         with self._lock:
             counters = self._counters(topic, partition, source_topic, now)
             counters.record_count += records
@@ -180,6 +224,8 @@ class MirrorMetrics:
             counters.byte_samples.append((now, counters.byte_count))
             if replication_latency_ms is not None:
                 counters.replication_latency_ms = replication_latency_ms
+            if last_timestamp_ms is not None:
+                counters.last_replicated_timestamp_ms = last_timestamp_ms
 
     def record_polled(
         self, *, topic: str, partition: int, source_topic: str, record_age_ms: float, now: float
@@ -205,6 +251,8 @@ class MirrorMetrics:
             counters.source_end_offset = source_end_offset
             counters.last_fetched_offset = last_fetched_offset
             counters.skipped_count += skipped
+            if source_end_offset is not None and _behind(counters) == 0:
+                counters.caught_up_at = now
 
     def record_gap(self, event: GapEvent, *, topic: str, source_topic: str, stopped: bool) -> None:
         """A data-loss gap on remote `topic`'s partition `event.partition`."""
@@ -238,15 +286,7 @@ class MirrorMetrics:
     def _partition_metrics(
         self, topic: str, partition: int, counters: _PartitionCounters, now: float
     ) -> PartitionMetrics:
-        behind = (
-            records_behind(
-                source_end_offset=counters.source_end_offset,
-                last_fetched_offset=counters.last_fetched_offset,
-                next_offset=counters.next_offset,
-            )
-            if counters.next_offset is not None
-            else 0
-        )
+        behind = _behind(counters)
         return PartitionMetrics(
             topic=topic,
             partition=partition,
@@ -258,6 +298,12 @@ class MirrorMetrics:
             record_age_ms=counters.record_age_ms,
             replication_latency_ms=counters.replication_latency_ms,
             records_behind=behind,
+            seconds_behind=seconds_behind(
+                records_behind=behind,
+                now=now,
+                last_replicated_timestamp_ms=counters.last_replicated_timestamp_ms,
+                caught_up_at=counters.caught_up_at,
+            ),
             source_end_offset=counters.source_end_offset,
             next_offset=counters.next_offset,
             skipped_count=counters.skipped_count,

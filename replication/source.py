@@ -696,6 +696,7 @@ class MirrorSourceTask:
                     byte_count=state.acked_bytes - state.reported_bytes,
                     replication_latency_ms=state.latency_ms,
                     now=now,
+                    last_timestamp_ms=state.last_acked.timestamp()[1],
                 )
                 state.reported_records, state.reported_bytes = state.acked_records, state.acked_bytes
             watermarks = source_io.cached_watermarks(self._consumer, *state.key)

@@ -7,6 +7,7 @@ from rest_framework import serializers
 
 from controlplane import engine, lifecycle
 from controlplane.models import AuditEvent, Cluster, Flow, FlowEvent, FlowPartitionStatus
+from controlplane.selectors import HEALTHS
 from replication.config import FLOW_PROPERTIES
 from replication.policy import ACCEPTED_POLICY_CLASSES
 
@@ -173,7 +174,14 @@ class TopicSerializer(serializers.Serializer):
     detail = serializers.CharField(source="decision.detail", allow_null=True)
 
 
-class FlowPartitionStatusSerializer(serializers.ModelSerializer):
+class PartitionLiveSerializer(serializers.ModelSerializer):
+    """A status row (`selectors.PartitionLive`) with its age: `state` is STALE once it is too old."""
+
+    state = serializers.CharField(help_text="the worker's Burrow state (OK, STOP, ERR), or STALE")
+    reported_state = serializers.CharField(source="row.state", help_text="the state the worker last wrote")
+    age_s = serializers.FloatField(help_text="seconds since observed_at")
+    stale = serializers.BooleanField()
+
     class Meta:
         model = FlowPartitionStatus
         exclude = ["id", "flow"]
@@ -190,7 +198,22 @@ class FlowStatusSerializer(serializers.Serializer):
     state = serializers.CharField(source="flow.state")
     state_reason = serializers.CharField(source="flow.state_reason")
     enabled = serializers.BooleanField(source="flow.enabled")
-    partitions = FlowPartitionStatusSerializer(many=True)
+    health = serializers.ChoiceField(
+        source="summary.health", choices=HEALTHS, help_text="as the pages colour it"
+    )
+    status = serializers.CharField(
+        source="summary.status",
+        help_text="worst partition: OK, WARN, STALE or ERR; UNKNOWN before any report",
+    )
+    records_behind = serializers.IntegerField(source="summary.records_behind", allow_null=True)
+    seconds_behind = serializers.FloatField(source="summary.seconds_behind", allow_null=True)
+    observed_at = serializers.DateTimeField(
+        source="summary.observed_at", allow_null=True, help_text="the newest observation"
+    )
+    age_s = serializers.FloatField(source="summary.age_s", allow_null=True)
+    stale = serializers.BooleanField(source="summary.stale")
+    stale_after_s = serializers.FloatField()
+    partitions = PartitionLiveSerializer(source="summary.partitions", many=True)
     events = FlowEventSerializer(many=True)
 
 

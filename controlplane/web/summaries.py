@@ -1,7 +1,7 @@
-"""What the overview shows: each flow's live totals and the topology picture's geometry.
+"""The overview's topology picture and the flow page's latest error per partition (pure functions).
 
-Reads go through `controlplane.selectors`; this module only folds the per-partition rows the workers
-write into one line per flow and places clusters and flows on the SVG canvas (pure functions).
+The live roll-ups the pages show (flow health, worst partition, lag, staleness) are
+`controlplane.selectors.flow_summaries` / `flow_status`, the same the API answers with.
 """
 
 from __future__ import annotations
@@ -9,67 +9,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
-from django.db.models import Prefetch
-
-from controlplane import selectors
-from controlplane.models import Cluster, Flow, FlowPartitionStatus, FlowState, PartitionState
-
-# Burrow: a group is as bad as its worst partition; STOP, STALL and REWIND report as ERR.
-_SEVERITY = {PartitionState.OK: 0, PartitionState.WARN: 1}
-HEALTHS = ("ok", "lagging", "error", "paused", "disabled", "waiting")
-
-
-@dataclass(frozen=True)
-class FlowSummary:
-    flow: Flow
-    partitions: int
-    lag_records: int | None  # None until a worker has reported
-    lag_seconds: float | None
-    position: int  # sum of replicated offsets: its change between refreshes is the throughput
-    status: str  # OK, WARN or ERR over the partitions; "" when none reported
-    updated_at: datetime | None
-
-    @property
-    def health(self) -> str:
-        """One word for colour: error, paused, disabled, lagging, ok or waiting (no report yet)."""
-        if self.flow.state == FlowState.FAULTED or self.status == PartitionState.ERR:
-            return "error"
-        if self.flow.state in (FlowState.PAUSED, FlowState.DISABLED):
-            return str(self.flow.state)
-        if self.lag_records is None:
-            return "waiting"
-        return "lagging" if self.lag_records > 0 else "ok"
-
-
-def group_status(states: Sequence[str]) -> str:
-    if not states:
-        return ""
-    worst = max(_SEVERITY.get(state, 2) for state in states)
-    return [PartitionState.OK, PartitionState.WARN, PartitionState.ERR][worst]
-
-
-def summarize(flow: Flow, rows: Sequence[FlowPartitionStatus]) -> FlowSummary:
-    lags = [row.lag_records for row in rows if row.lag_records is not None]
-    seconds = [row.lag_seconds for row in rows if row.lag_seconds is not None]
-    return FlowSummary(
-        flow=flow,
-        partitions=len(rows),
-        lag_records=sum(lags) if lags else None,
-        lag_seconds=max(seconds) if seconds else None,
-        position=sum(row.replicated_offset or 0 for row in rows),
-        status=group_status([row.state for row in rows]),
-        updated_at=max((row.updated_at for row in rows), default=None),
-    )
-
-
-def flow_summaries() -> list[FlowSummary]:
-    flows = selectors.flow_list().prefetch_related(
-        Prefetch("partition_statuses", queryset=FlowPartitionStatus.objects.order_by())
-    )
-    return [summarize(flow, list(flow.partition_statuses.all())) for flow in flows]
-
+from controlplane.models import Cluster
+from controlplane.selectors import FlowSummary
 
 # -- topology picture --------------------------------------------------------------------------------------
 WIDTH, HEIGHT, NODE_RADIUS, PAIR_OFFSET = 720, 320, 38, 14

@@ -42,13 +42,14 @@ def _back(request, default: str) -> str:
 
 # -- overview ---------------------------------------------------------------------------------------------
 def _overview_context() -> dict:
-    flows = summaries.flow_summaries()
+    flows = selectors.flow_summaries()
     clusters = list(selectors.cluster_list())
     return {
         "summaries": flows,
         "clusters": clusters,
         "topology": summaries.topology(clusters=clusters, summaries=flows),
-        "healths": summaries.HEALTHS,
+        "healths": selectors.HEALTHS,
+        "activity": selectors.replication_activity(),
         "back": reverse("web:overview"),
     }
 
@@ -132,7 +133,11 @@ def flow_list(request):
     return render(
         request,
         "web/flows.html",
-        {"summaries": summaries.flow_summaries(), "has_clusters": selectors.cluster_list().count() >= 2},
+        {
+            "summaries": selectors.flow_summaries(),
+            "activity": selectors.replication_activity(),
+            "has_clusters": selectors.cluster_list().count() >= 2,
+        },
     )
 
 
@@ -199,14 +204,13 @@ def flow_preview(request):
 
 def _flow_detail_context(flow: Flow) -> dict:
     status = selectors.flow_status(flow=flow)
-    rows = list(status.partitions)
-    events = list(status.events)
-    errors = summaries.last_errors(events)
+    errors = summaries.last_errors(status.events)
     return {
         "flow": flow,
-        "summary": summaries.summarize(flow, rows),
-        "partitions": [(row, errors.get((row.topic, row.partition))) for row in rows],
-        "events": events,
+        "summary": status.summary,
+        "partitions": [(p, errors.get((p.row.topic, p.row.partition))) for p in status.summary.partitions],
+        "events": status.events,
+        "activity": selectors.replication_activity(),
         "back": reverse("web:flow", args=[flow.pk]),
     }
 

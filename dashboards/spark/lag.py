@@ -1,6 +1,8 @@
-"""Replication lag per mirrored partition: records behind and seconds behind.
+"""Replication lag per mirrored partition: `records_behind` and `seconds_behind` as docs/lag.md defines them.
 
-Seconds behind follows kafka-lag-exporter's time lag. Every sample is a point (source end offset, time)
+`seconds_behind` is the age of the oldest record not yet replicated: the sample time minus the produce
+time of the next offset to replicate. Samples do not carry that record's timestamp, so it is estimated
+as kafka-lag-exporter's time lag does. Every sample is a point (source end offset, time)
 of its partition. The time at which the mirror's position `next_offset` was produced is interpolated
 between the latest point whose end offset is <= the position and the first point past it; lag seconds is
 the sample time minus that time (0 when caught up). When no point inside the lookback lies at or below

@@ -37,7 +37,7 @@
     });
   }
 
-  var series = { at: [], rate: [], lagRecords: [], lagSeconds: [] };
+  var series = { at: [], rate: [], recordsBehind: [], secondsBehind: [] };
   var lastChartAt = null, lastPosition = null;
 
   function layout(title, extra) {
@@ -62,9 +62,9 @@
         series.at.push(when);
         series.rate.push((position - lastPosition) / (at - lastChartAt));
       }
-      if (live.dataset.chartLagRecords !== "") {
-        series.lagRecords.push({ x: when, y: Number(live.dataset.chartLagRecords) });
-        series.lagSeconds.push({ x: when, y: live.dataset.chartLagSeconds === "" ? null : Number(live.dataset.chartLagSeconds) });
+      if (live.dataset.chartRecordsBehind !== "") {
+        series.recordsBehind.push({ x: when, y: Number(live.dataset.chartRecordsBehind) });
+        series.secondsBehind.push({ x: when, y: live.dataset.chartSecondsBehind === "" ? null : Number(live.dataset.chartSecondsBehind) });
       }
       lastChartAt = at; lastPosition = position;
     }
@@ -72,8 +72,8 @@
     Plotly.react(throughput, [{ x: series.at, y: series.rate, name: "records/s", type: "scatter", mode: "lines+markers" }],
       layout("records/s"), config);
     Plotly.react(lag, [
-      { x: series.lagRecords.map(function (p) { return p.x; }), y: series.lagRecords.map(function (p) { return p.y; }), name: "records behind", mode: "lines+markers" },
-      { x: series.lagSeconds.map(function (p) { return p.x; }), y: series.lagSeconds.map(function (p) { return p.y; }), name: "seconds behind", mode: "lines", yaxis: "y2", line: { dash: "dot" } },
+      { x: series.recordsBehind.map(function (p) { return p.x; }), y: series.recordsBehind.map(function (p) { return p.y; }), name: "records behind", mode: "lines+markers" },
+      { x: series.secondsBehind.map(function (p) { return p.x; }), y: series.secondsBehind.map(function (p) { return p.y; }), name: "seconds behind", mode: "lines", yaxis: "y2", line: { dash: "dot" } },
     ], layout("records", { yaxis2: { title: { text: "seconds" }, overlaying: "y", side: "right", rangemode: "tozero", showgrid: false } }), config);
   }
 

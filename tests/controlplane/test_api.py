@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+from django.conf import settings
 
 from controlplane import services
 from controlplane.models import AuditEvent, Cluster, Flow
@@ -222,6 +223,14 @@ def test_pause_resume_and_status(client_as, flow):
         "state": "paused",
         "state_reason": "",
         "enabled": True,
+        "health": "paused",
+        "status": "UNKNOWN",
+        "records_behind": None,
+        "seconds_behind": None,
+        "observed_at": None,
+        "age_s": None,
+        "stale": False,
+        "stale_after_s": settings.MIRRORPLANE_STALE_AFTER_S,
         "partitions": [],
         "events": [],
     }

@@ -260,8 +260,8 @@ def test_failover_with_the_source_cluster_stopped_uses_the_checkpoints(
             topic=topic,
             partition=0,
             remote_topic=f"A.{topic}",
-            lag_records=4,
-            updated_at=timezone.now(),
+            records_behind=4,
+            observed_at=timezone.now(),
         )
     finally:
         broker.stop()

@@ -6,7 +6,7 @@ from collections import deque
 
 import pytest
 
-from replication.metrics import GapEvent, MirrorMetrics, records_behind, windowed_rate
+from replication.metrics import GapEvent, MirrorMetrics, records_behind, seconds_behind, windowed_rate
 
 
 @pytest.mark.parametrize(
@@ -81,3 +81,49 @@ def test_gaps_are_counted_with_their_events_and_errors_kept():
     p0 = snapshot.partition("A.orders", 0)
     assert (p0.gap_count, p0.lost_records, p0.stopped, p0.last_error) == (2, 30, True, "stopped")
     assert snapshot.gap_events == (retention, recreated)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"records_behind": 0, "last_replicated_timestamp_ms": 1_000.0}, 0.0),  # nothing behind: 0
+        ({"records_behind": 5, "oldest_unreplicated_timestamp_ms": 95_500.0}, 4.5),  # the record's own age
+        ({"records_behind": 5, "last_replicated_timestamp_ms": 90_000.0}, 10.0),  # bound: the last replicated
+        ({"records_behind": 5, "caught_up_at": 97.0}, 3.0),  # bound: the last time nothing was behind
+        ({"records_behind": 5, "last_replicated_timestamp_ms": 90_000.0, "caught_up_at": 97.0}, 3.0),
+        ({"records_behind": 5, "last_replicated_timestamp_ms": 101_000.0}, 0.0),  # a clock ahead: never < 0
+        ({"records_behind": 5}, None),  # neither known: unknown, not 0
+        ({"records_behind": 5, "oldest_unreplicated_timestamp_ms": -1}, None),  # a record without timestamp
+    ],
+)
+def test_seconds_behind_is_the_age_of_the_oldest_unreplicated_record(kwargs, expected):
+    assert seconds_behind(now=100.0, **kwargs) == (None if expected is None else pytest.approx(expected))
+
+
+def test_snapshot_seconds_behind_never_understates_the_age_of_what_is_not_replicated():
+    metrics = MirrorMetrics()
+    common = {"topic": "A.orders", "partition": 0, "source_topic": "orders"}
+    # End unknown: not proof of being caught up, so nothing bounds the age yet.
+    metrics.record_position(
+        next_offset=0, source_end_offset=None, last_fetched_offset=None, now=5.0, **common
+    )
+    metrics.record_position(next_offset=0, source_end_offset=3, last_fetched_offset=None, now=6.0, **common)
+    assert metrics.snapshot(now=6.0)[0].seconds_behind is None
+    metrics.record_replicated(
+        records=3, byte_count=30, replication_latency_ms=5.0, last_timestamp_ms=6_500.0, now=7.0, **common
+    )
+    metrics.record_position(next_offset=3, source_end_offset=3, last_fetched_offset=2, now=10.0, **common)
+    assert metrics.snapshot(now=10.0)[0].seconds_behind == 0.0  # caught up at 10
+    # 40 records arrive; the worker has not read them: they are younger than the moment it was caught up.
+    metrics.record_position(next_offset=3, source_end_offset=43, last_fetched_offset=2, now=14.0, **common)
+    behind = metrics.snapshot(now=14.0)[0]
+    assert (behind.records_behind, behind.seconds_behind) == (40, pytest.approx(4.0))
+    # Some of them replicated: the last one's timestamp (newer than the caught-up time) bounds the rest.
+    metrics.record_replicated(
+        records=10, byte_count=100, replication_latency_ms=9.0, last_timestamp_ms=12_000.0, now=20.0, **common
+    )
+    metrics.record_position(next_offset=13, source_end_offset=43, last_fetched_offset=12, now=20.0, **common)
+    assert metrics.snapshot(now=20.0)[0].seconds_behind == pytest.approx(8.0)  # 20 - 12 (newer than 10)
+    # record_age_ms (MM2's) is a different measure and keeps its own name.
+    metrics.record_polled(topic="A.orders", partition=0, source_topic="orders", record_age_ms=50.0, now=20.0)
+    assert metrics.snapshot(now=20.0)[0].record_age_ms == 50.0

@@ -28,6 +28,7 @@ def _metrics(
         record_age_ms=1500.0,
         replication_latency_ms=20.4,
         records_behind=behind,
+        seconds_behind=2.5 if behind else 0.0,
         source_end_offset=records + behind,
         next_offset=records,
         skipped_count=0,
@@ -113,7 +114,8 @@ def test_partition_statuses_are_upserted_and_pruned(flow):
         at=AT,
     )
     rows = {s.partition: s for s in FlowPartitionStatus.objects.filter(flow=flow)}
-    assert rows[0].replicated_offset == 12 and rows[0].lag_records == 0 and rows[0].lag_seconds == 0.0
+    assert rows[0].replicated_offset == 12 and rows[0].records_behind == 0 and rows[0].seconds_behind == 0.0
+    assert rows[0].observed_at == AT
     assert rows[0].task_index == 1 and rows[0].replication_latency_ms == 20
     assert rows[0].record_rate == 40.0 and rows[0].byte_rate == 400.0 and rows[0].last_error == ""
     assert rows[1].state == PartitionState.STOP
@@ -125,7 +127,7 @@ def test_partition_statuses_are_upserted_and_pruned(flow):
         at=AT,
     )
     row = FlowPartitionStatus.objects.get(flow=flow, partition=0)
-    assert row.state == PartitionState.ERR and row.lag_seconds == 1.5
+    assert row.state == PartitionState.ERR and (row.records_behind, row.seconds_behind) == (7, 2.5)
     assert row.last_error == "target B unreachable" and row.record_rate == 0.0
     assert runtime.partition_statuses_prune(flow_id=flow.pk, replicated=[("orders", 0)]) == 1
     assert list(FlowPartitionStatus.objects.filter(flow=flow).values_list("partition", flat=True)) == [0]

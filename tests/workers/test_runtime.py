@@ -76,7 +76,7 @@ def test_two_workers_share_a_flow_and_both_replicate(
     )
     assert {(s.topic, s.partition) for s in statuses} == {(unique_name, p) for p in range(PARTITIONS)}
     assert {s.task_index for s in statuses} == {0, 1}
-    assert all(s.lag_records == 0 and s.state == PartitionState.OK for s in statuses)
+    assert all(s.records_behind == 0 and s.state == PartitionState.OK for s in statuses)
 
 
 def test_pause_resume_config_edit_and_delete_take_effect(

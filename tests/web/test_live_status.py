@@ -1,0 +1,125 @@
+"""One staleness rule for the pages and the API: figures carry their age; stale is never shown healthy."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import override_settings
+from django.urls import reverse
+from django.utils import timezone
+
+from controlplane import lifecycle, selectors
+from controlplane.models import Flow, FlowPartitionStatus, PartitionState
+
+pytestmark = pytest.mark.django_db
+
+STALE_AFTER = 10.0
+
+
+def _row(flow, partition: int, *, age_s: float, behind: int | None = 0, state=PartitionState.OK):
+    return FlowPartitionStatus.objects.create(
+        flow=flow,
+        topic="orders",
+        partition=partition,
+        remote_topic="A.orders",
+        replicated_offset=100,
+        source_end_offset=None if behind is None else 100 + behind,
+        records_behind=behind,
+        seconds_behind=None if behind is None else (1.5 if behind else 0.0),
+        state=state,
+        observed_at=timezone.now() - timedelta(seconds=age_s),
+    )
+
+
+def _summary(flow) -> selectors.FlowSummary:
+    flow = Flow.objects.get(pk=flow.pk)
+    return selectors.summarize(
+        flow, list(flow.partition_statuses.all()), now=timezone.now(), stale_after=STALE_AFTER
+    )
+
+
+@pytest.mark.parametrize(
+    ("rows", "status", "health"),
+    [
+        ([], "UNKNOWN", "waiting"),
+        ([(1, 0, "OK"), (2, 0, "OK")], "OK", "ok"),
+        ([(1, 0, "OK"), (2, 7, "OK")], "OK", "lagging"),
+        ([(1, 0, "OK"), (60, 0, "OK")], "STALE", "stale"),  # one silent partition: the flow is stale
+        ([(60, 0, "OK"), (60, 0, "OK")], "STALE", "stale"),  # caught up when last seen: still not ok
+        ([(60, 0, "ERR"), (1, 0, "OK")], "STALE", "stale"),  # an old error is history, not the state now
+        ([(60, 0, "OK"), (1, 0, "ERR")], "ERR", "error"),  # a fresh error outranks staleness
+    ],
+)
+def test_flow_health_is_its_worst_partition_and_stale_is_never_ok(flow, rows, status, health):
+    for partition, (age, behind, state) in enumerate(rows):
+        _row(flow, partition, age_s=age, behind=behind, state=state)
+    summary = _summary(flow)
+    assert (summary.status, summary.health) == (status, health)
+    if rows:
+        assert summary.age_s == pytest.approx(min(age for age, _, _ in rows), abs=1.0)
+
+
+def test_a_paused_flow_with_old_figures_is_paused_not_ok(flow):
+    _row(flow, 0, age_s=600)
+    lifecycle.transition(flow=flow, name="pause")
+    summary = _summary(flow)
+    assert summary.health == "paused" and summary.stale and summary.partitions[0].state == "STALE"
+
+
+def test_lag_roll_up_sums_records_and_takes_the_worst_seconds(flow):
+    _row(flow, 0, age_s=1, behind=7)
+    _row(flow, 1, age_s=1, behind=3)
+    _row(flow, 2, age_s=1, behind=None)  # not measured yet: unknown, not zero
+    summary = _summary(flow)
+    assert (summary.records_behind, summary.seconds_behind) == (10, 1.5)
+
+
+@override_settings(MIRRORPLANE_STALE_AFTER_S=STALE_AFTER)
+def test_api_status_carries_observed_at_age_and_the_stale_state(client_as, flow):
+    _row(flow, 0, age_s=1, behind=4)
+    _row(flow, 1, age_s=45, behind=0)
+    body = client_as("viewer").get(f"/api/v1/flows/{flow.pk}/status/").json()
+    assert (body["health"], body["status"], body["stale"], body["stale_after_s"]) == (
+        "stale",
+        "STALE",
+        True,
+        STALE_AFTER,
+    )
+    assert body["records_behind"] == 4 and body["observed_at"] and body["age_s"] < STALE_AFTER
+    fresh, silent = body["partitions"]
+    assert (fresh["state"], fresh["reported_state"], fresh["stale"]) == ("OK", "OK", False)
+    assert (silent["state"], silent["reported_state"], silent["stale"]) == ("STALE", "OK", True)
+    assert silent["age_s"] == pytest.approx(45, abs=2) and silent["observed_at"]
+    assert fresh["records_behind"] == 4 and fresh["seconds_behind"] == 1.5
+
+
+@override_settings(MIRRORPLANE_STALE_AFTER_S=STALE_AFTER)
+def test_pages_show_the_age_of_stale_figures_and_a_banner_when_no_worker_reports(client_as, flow):
+    Flow.objects.filter(pk=flow.pk).update(state_changed_at=timezone.now() - timedelta(minutes=5))
+    _row(flow, 0, age_s=120)
+    viewer = client_as("viewer")
+    overview = viewer.get(reverse("web:overview-live")).content.decode()
+    assert "No replication worker has reported for 2 min" in overview
+    assert 'class="edge stale"' in overview and "last seen 2 min" in overview
+    page = viewer.get(reverse("web:flow-live", args=[flow.pk])).content.decode()
+    assert "No replication worker has reported" in page
+    assert '<span class="badge stale">STALE</span>' in page and "last seen 2 min" in page
+    assert 'class="badge ok"' not in page
+
+    _row(flow, 1, age_s=0)  # a worker reports again
+    overview = viewer.get(reverse("web:overview-live")).content.decode()
+    assert "No replication worker" not in overview
+
+
+@override_settings(MIRRORPLANE_STALE_AFTER_S=STALE_AFTER)
+def test_replication_activity_expects_reports_only_from_flows_that_should_replicate(flow):
+    now = timezone.now()
+    Flow.objects.filter(pk=flow.pk).update(state_changed_at=now - timedelta(minutes=5))
+    never = selectors.replication_activity(now=now)
+    assert never.silent and never.last_report_at is None
+    _row(flow, 0, age_s=2)
+    assert not selectors.replication_activity().silent
+    lifecycle.transition(flow=flow, name="pause")
+    Flow.objects.filter(pk=flow.pk).update(state_changed_at=now - timedelta(minutes=5))
+    assert not selectors.replication_activity(now=now + timedelta(minutes=10)).silent  # nothing should run

@@ -1,0 +1,116 @@
+"""Truthful live status with real workers: stop them while records keep arriving, and the API and pages
+say the flow is stale with its age (never OK); start them again, and the lag they report has grown."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.urls import reverse
+
+from replication.kafka.clients import make_producer
+from tests.workers.harness import PARTITIONS, create_topic, wait_until
+
+pytestmark = pytest.mark.kafka
+
+SLICE_S, SUPERVISE_S, BACKOFF_S = 0.5, 0.5, 1.0
+# The documented default rule: 3 slices + the supervise interval + the longest backoff.
+STALE_AFTER_S = 3 * SLICE_S + SUPERVISE_S + BACKOFF_S
+
+
+class SteadyProducer(threading.Thread):
+    """Produces `per_tick` records every 0.1 s, round robin over the partitions, until stopped."""
+
+    def __init__(self, cluster, topic: str, *, per_tick: int = 10) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.topic, self.per_tick = cluster, topic, per_tick
+        self.stopped = threading.Event()
+        self.produced = 0
+
+    def run(self) -> None:
+        producer = make_producer(self.cluster)
+        while not self.stopped.is_set():
+            for _ in range(self.per_tick):
+                producer.produce(
+                    self.topic, value=b"v%d" % self.produced, partition=self.produced % PARTITIONS
+                )
+                self.produced += 1
+            producer.poll(0)
+            time.sleep(0.1)
+        producer.flush(30)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(60)
+
+
+def test_stopped_workers_make_the_flow_stale_with_its_age_and_lag_grows_when_they_return(
+    celery_runtime, make_flow, cluster_a, unique_name, client_as, settings
+):
+    settings.MIRRORPLANE_STALE_AFTER_S = STALE_AFTER_S
+    celery_runtime.env.update(
+        MIRRORPLANE_SLICE_SECONDS=str(SLICE_S),
+        MIRRORPLANE_SUPERVISE_INTERVAL_S=str(SUPERVISE_S),
+        MIRRORPLANE_BACKOFF_MAX_S=str(BACKOFF_S),
+        # A slice copies at most 100 records: a backlog takes several slices, so reports show it.
+        MIRRORPLANE_SLICE_MAX_RECORDS="100",
+    )
+    create_topic(cluster_a, unique_name)
+    flow = make_flow(topics=[unique_name], tasks_max=1)
+    viewer = client_as("viewer")
+
+    def status() -> dict:
+        return viewer.get(f"/api/v1/flows/{flow.pk}/status/").json()
+
+    producer = SteadyProducer(cluster_a, unique_name)
+    producer.start()
+    try:
+        celery_runtime.start_worker("w1")
+        celery_runtime.start_beat()
+        fresh = wait_until(
+            lambda: (
+                (s := status())["health"] in ("ok", "lagging") and len(s["partitions"]) == PARTITIONS and s
+            ),
+            timeout_s=90,
+            what="fresh status of every partition",
+        )
+        assert fresh["stale"] is False and fresh["observed_at"] and fresh["age_s"] <= STALE_AFTER_S
+
+        celery_runtime.stop("w1")
+        stopped_at = time.monotonic()
+        last_seen = status()
+        stale = wait_until(
+            lambda: (s := status())["stale"] and s,
+            timeout_s=STALE_AFTER_S + 30,
+            what="the flow reported stale",
+        )
+        detected_s = time.monotonic() - stopped_at
+        print(f"stale reported {detected_s:.1f}s after the last worker stopped (limit {STALE_AFTER_S}s)")
+        assert (stale["health"], stale["status"]) == ("stale", "STALE")
+        assert stale["age_s"] > STALE_AFTER_S
+        assert {p["state"] for p in stale["partitions"]} == {"STALE"}
+        assert all(p["age_s"] > STALE_AFTER_S and p["observed_at"] for p in stale["partitions"])
+        # Frozen figures: what the workers last measured, not updated while records keep arriving.
+        assert stale["records_behind"] == last_seen["records_behind"]
+
+        overview = viewer.get(reverse("web:overview-live")).content.decode()
+        assert "No replication worker has reported for" in overview
+        assert 'class="edge stale"' in overview and "last seen" in overview
+        page = viewer.get(reverse("web:flow-live", args=[flow.pk])).content.decode()
+        assert "No replication worker has reported for" in page and "last seen" in page
+        assert 'class="badge ok"' not in page
+
+        time.sleep(2)  # more records arrive while nobody replicates
+        celery_runtime.start_worker("w2")
+        back = wait_until(
+            lambda: not (s := status())["stale"] and s["records_behind"] is not None and s,
+            timeout_s=60,
+            what="fresh status after the workers returned",
+        )
+        print(f"records_behind {last_seen['records_behind']} before the stop, {back['records_behind']} after")
+        assert back["records_behind"] > last_seen["records_behind"]
+        assert back["seconds_behind"] > 0 and back["health"] == "lagging"
+        assert "No replication worker" not in viewer.get(reverse("web:overview-live")).content.decode()
+    finally:
+        producer.stop()
