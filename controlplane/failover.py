@@ -95,9 +95,9 @@ def _reader(flow: Flow) -> failover_io.FailoverReader:
     )
 
 
-def _last_known_lag(flow: Flow) -> dict[tuple[str, int], int]:
+def _last_known_lag(flow: Flow) -> failover.LastKnownLag:
     """The lag the workers last stored per source partition (what is known when the source is lost)."""
-    return selectors.last_known_records_behind(flow=flow)
+    return selectors.last_known_lag(flow=flow)
 
 
 def _plan_summary(plan: failover.FailoverPlan) -> dict:

@@ -28,6 +28,7 @@ from controlplane.models import (
     ReportRunState,
 )
 from replication.config import ClusterConfig, Mm2Config
+from replication.failover import LastKnownLag
 from replication.filters import TopicFilter
 from replication.kafka.admin import TopicAdmin, TopicAdminError
 from replication.mm2file import write_mm2
@@ -254,11 +255,17 @@ def replication_activity(*, now: datetime.datetime | None = None) -> Replication
     )
 
 
-def last_known_records_behind(*, flow: Flow) -> dict[tuple[str, int], int]:
-    """`records_behind` per source partition as the workers last measured it (what the failover plan
-    knows when the source is lost); the plan says these are the values when last seen."""
-    rows = flow.partition_statuses.filter(records_behind__isnull=False)
-    return {(row.topic, row.partition): row.records_behind for row in rows}
+def last_known_lag(*, flow: Flow, now: datetime.datetime | None = None) -> LastKnownLag:
+    """`records_behind` per source partition as the workers last measured it, with the age of the oldest
+    measurement and the stale rule's verdict on it (what the failover plan knows when the source is lost)."""
+    rows = list(flow.partition_statuses.filter(records_behind__isnull=False))
+    oldest = min((row.observed_at for row in rows), default=None)
+    age = None if oldest is None else age_s(oldest, now=now or timezone.now())
+    return LastKnownLag(
+        records_behind={(row.topic, row.partition): row.records_behind for row in rows},
+        age_s=age,
+        stale=age is not None and age > stale_after_s(),
+    )
 
 
 def mm2_export() -> str:

@@ -105,6 +105,24 @@ class PartitionPlan:
     records_arriving: int | None  # records appended between the two samples of the source end
 
 
+@dataclass(frozen=True)
+class LastKnownLag:
+    """`records_behind` per source partition as the workers last measured it, and how old that is: all
+    the plan knows of the lag when the source does not answer (the live status's staleness rule)."""
+
+    records_behind: Mapping[TopicPartition, int]
+    age_s: float | None  # of the oldest measurement used; None when none was ever made
+    stale: bool
+
+    def note(self) -> str:
+        if self.age_s is None:
+            return "no worker has measured this flow's lag: the records at risk are unknown"
+        note = f"records at risk are the workers' last measurement, {self.age_s:.0f} s old"
+        if self.stale:
+            note += "; STALE: no worker has reported since, so records produced meanwhile are not counted"
+        return note
+
+
 def records_at_risk(observation: PartitionObservation) -> int | None:
     """Offsets from the first unreplicated record to the source end (markers inside count: an upper
     bound); the last known lag when the source does not answer."""

@@ -414,10 +414,11 @@ def read_plan(
     groups: Sequence[str] | None,
     clock: Callable[[], float] = time.time,
     arrival_window_s: float = ARRIVAL_WINDOW_S,
-    last_known_lag: Mapping[TopicPartitionKey, int] | None = None,
+    last_known_lag: failover.LastKnownLag | None = None,
 ) -> tuple[failover.FailoverPlan, dict[TopicPartitionKey, str]]:
     """The failover plan of the flow for `groups` (every group the flow selects when None), and the
-    replicated partitions (source partition -> remote topic) it covers."""
+    replicated partitions (source partition -> remote topic) it covers. `last_known_lag` (what the
+    workers last measured, with its age) is used when the source does not answer."""
     started = time.monotonic()
     source_ok, source_detail = reader.reachable(reader.source)
     target_ok, target_detail = reader.reachable(reader.target)
@@ -447,18 +448,21 @@ def read_plan(
         partitions = {
             (row.topic, row.partition): row.remote_topic for plan in group_plans for row in plan.partitions
         }
-        for topic, p in last_known_lag or {}:
+        known = last_known_lag.records_behind if last_known_lag is not None else {}
+        for topic, p in known:
             partitions.setdefault((topic, p), reader.policy.format_remote_topic(reader.flow.source, topic))
         observations = [
             failover.PartitionObservation(
                 topic=topic,
                 partition=p,
                 remote_topic=remote_topic,
-                last_known_lag=(last_known_lag or {}).get((topic, p)),
+                last_known_lag=known.get((topic, p)),
             )
             for (topic, p), remote_topic in sorted(partitions.items())
         ]
         notes = ("the source does not answer: offsets come from the newest checkpoints on the target",)
+        if last_known_lag is not None:
+            notes += (last_known_lag.note(),)
     missing = sorted({r for (_, p), r in partitions.items() if target_counts.get(r, 0) <= p})
     plan = failover.build_plan(
         flow=reader.flow.name,

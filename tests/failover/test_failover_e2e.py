@@ -271,6 +271,7 @@ def test_failover_with_the_source_cluster_stopped_uses_the_checkpoints(
     checks = {item["check"]: item["status"] for item in plan["checklist"]}
     assert checks["source_reachable"] == "warn" and checks["lag_zero"] == "fail"
     assert plan["records_at_risk"] == 4 and not plan["source_reachable"]
+    assert any("last measurement" in note for note in plan["notes"])  # the lag known, with its age
     assert {row["origin"] for row in plan["groups"][0]["partitions"]} == {"checkpoint"}
 
     unforced = operator.post(

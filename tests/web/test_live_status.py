@@ -123,3 +123,17 @@ def test_replication_activity_expects_reports_only_from_flows_that_should_replic
     lifecycle.transition(flow=flow, name="pause")
     Flow.objects.filter(pk=flow.pk).update(state_changed_at=now - timedelta(minutes=5))
     assert not selectors.replication_activity(now=now + timedelta(minutes=10)).silent  # nothing should run
+
+
+@override_settings(MIRRORPLANE_STALE_AFTER_S=STALE_AFTER)
+def test_the_failover_plan_gets_the_last_known_lag_with_its_age_by_the_same_rule(flow):
+    assert selectors.last_known_lag(flow=flow).note().startswith("no worker has measured")
+    _row(flow, 0, age_s=2, behind=4)
+    fresh = selectors.last_known_lag(flow=flow)
+    assert (fresh.records_behind, fresh.stale) == ({("orders", 0): 4}, False)
+    assert "last measurement, 2 s old" in fresh.note() and "STALE" not in fresh.note()
+    _row(flow, 1, age_s=90, behind=None)  # never measured: not a known lag
+    _row(flow, 2, age_s=60, behind=1)
+    old = selectors.last_known_lag(flow=flow)
+    assert old.records_behind == {("orders", 0): 4, ("orders", 2): 1} and old.stale
+    assert "60 s old; STALE" in old.note()
