@@ -1,0 +1,186 @@
+"""Failover as it runs in production: requested through the web served by gunicorn (its defaults, as the
+Dockerfile starts it), run by Celery workers on the `operations` queue handed over by beat, with a drain
+longer than gunicorn's 30 s worker timeout, a web restart and a kill -9 of the worker in the middle."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+
+from controlplane import services
+from controlplane.models import AuditEvent, Flow, FlowState, Operation
+from controlplane.roles import Role
+from replication.kafka.admin import TopicAdmin
+from replication.kafka.clients import make_producer
+from replication.kafka.groups import GroupOffsetsAdmin
+from tests.failover.conftest import read_partition
+from tests.workers.harness import REPO, create_topic, wait_until
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
+PARTITIONS = 2
+RECORDS = 60  # per partition
+PASSWORD = "oncall-password-1"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Gunicorn:
+    """`gunicorn controlplane.wsgi` with its default settings (1 sync worker, 30 s timeout)."""
+
+    def __init__(self, *, env: dict[str, str], log: Path) -> None:
+        self.env, self.log, self.process = env, log, None
+        self.url = ""
+
+    def start(self) -> Gunicorn:
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen(
+                [GUNICORN, "controlplane.wsgi", "--bind", f"127.0.0.1:{port}"],
+                env=self.env,
+                cwd=REPO,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        wait_until(self._answers, timeout_s=60, what="gunicorn to answer")
+        return self
+
+    def _answers(self) -> bool:
+        try:
+            return requests.get(f"{self.url}/login/", timeout=2).status_code == 200
+        except requests.ConnectionError:
+            return False
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+
+def produce_one_per_batch(cluster, topic: str) -> None:
+    """RECORDS per partition, each flushed alone (the embedded broker's end offsets are exact then)."""
+    producer = make_producer(cluster, overrides={"linger.ms": 0})
+    for index in range(RECORDS):
+        for partition in range(PARTITIONS):
+            producer.produce(topic, value=f"r{index}-p{partition}".encode(), partition=partition)
+            assert producer.flush(30) == 0
+
+
+def sign_in(url: str) -> requests.Session:
+    session = requests.Session()
+    session.get(f"{url}/login/", timeout=10)
+    response = session.post(
+        f"{url}/login/",
+        data={
+            "username": "oncall",
+            "password": PASSWORD,
+            "csrfmiddlewaretoken": session.cookies["csrftoken"],
+        },
+        headers={"Referer": f"{url}/login/"},
+        timeout=10,
+    )
+    assert response.ok and "sessionid" in session.cookies, response.text[:500]
+    return session
+
+
+def test_a_failover_requested_through_gunicorn_survives_a_web_restart_a_killed_worker_and_a_long_drain(
+    celery_runtime, make_flow, cluster_a, cluster_b, unique_name, tmp_path
+):
+    celery_runtime.env["MIRRORPLANE_OPERATION_LEASE_S"] = "3"
+    topic, group = f"orders-{unique_name}", f"billing-{unique_name}"
+    create_topic(cluster_a, topic, PARTITIONS)
+    flow = make_flow(topics=[topic], groups=[group], refresh_groups_interval_seconds=1)
+    remote_topic = f"A.{topic}"
+    services.user_create_with_role(username="oncall", role=Role.OPERATOR, password=PASSWORD)
+    committed = {(topic, p): 10 for p in range(PARTITIONS)}
+    assert GroupOffsetsAdmin(cluster_a).alter_offsets(group, committed) == {}
+
+    # Metadata runs (the remote topic exists on B), replication does not: every record waits.
+    celery_runtime.start_worker("metadata", queues="metadata")
+    celery_runtime.start_beat()
+    wait_until(
+        lambda: remote_topic in TopicAdmin(cluster_b).partition_counts(),
+        timeout_s=60,
+        what="the remote topic",
+    )
+    produce_one_per_batch(cluster_a, topic)
+
+    web = Gunicorn(env=celery_runtime.env, log=tmp_path / "gunicorn.log").start()
+    session = sign_in(web.url)
+    response = session.post(
+        f"{web.url}/flows/{flow.pk}/failover/execute/",
+        data={"confirm": "A->B", "groups": [group]},
+        headers={"X-CSRFToken": session.cookies["csrftoken"], "Referer": f"{web.url}/"},
+        timeout=10,
+    )
+    assert response.status_code == 202, response.text[:2000]
+    operation = Operation.objects.get(flow=flow)
+    assert f"/flows/{flow.pk}/operations/{operation.pk}/" in response.text
+    assert operation.active  # the request returned before anything ran
+    web.kill()  # the web restarts: the operation is a row, nothing of it lived in the web process
+
+    celery_runtime.start_worker("ops1", queues="operations", pool="threads", concurrency=2)
+
+    def phase() -> str:
+        operation.refresh_from_db()
+        return operation.phase
+
+    wait_until(
+        lambda: phase() == "draining" and operation.drain_observed_at, timeout_s=60, what="ops1 to drain"
+    )
+    assert operation.attempts == 1 and operation.drain_records_remaining == RECORDS * PARTITIONS
+    assert Flow.objects.get(pk=flow.pk).state == FlowState.FAILING_OVER
+    celery_runtime.kill("ops1")  # kill -9 mid-drain
+    celery_runtime.start_worker("ops2", queues="operations", pool="threads", concurrency=2)
+    wait_until(
+        lambda: phase() == "draining" and operation.attempts == 2, timeout_s=60, what="ops2 to resume it"
+    )
+    # Still draining more than 60 s after it started (twice gunicorn's worker timeout), then replication
+    # comes back.
+    wait_until(
+        lambda: (
+            (phase() == "draining")
+            and (operation.heartbeat_at - operation.drain_started_at).total_seconds() > 65
+        ),
+        timeout_s=120,
+        what="65 s of drain",
+    )
+    assert operation.drain_records_remaining == RECORDS * PARTITIONS
+    celery_runtime.start_worker("replication", queues="replication")
+    wait_until(lambda: not Operation.objects.get(pk=operation.pk).active, timeout_s=180, what="the end")
+
+    operation.refresh_from_db()
+    assert (operation.outcome, operation.phase, operation.attempts) == ("succeeded", "done", 2), (
+        operation.error,
+        celery_runtime.log("ops2")[-3000:],
+    )
+    assert operation.drain_done and operation.drain_records_remaining == 0
+    (result,) = operation.group_results.all()
+    assert result.outcome == "written"
+    assert result.written == {f"{remote_topic}[{p}]": 10 for p in range(PARTITIONS)}
+    assert Flow.objects.get(pk=flow.pk).state == FlowState.FAILED_OVER
+    # Every record on B exactly once, in order: nothing written twice across the kill.
+    for partition in range(PARTITIONS):
+        source = [value for _, value in read_partition(cluster_a, topic, partition)]
+        assert [value for _, value in read_partition(cluster_b, remote_topic, partition)] == source
+    audited = AuditEvent.objects.filter(action="failover", object_id=str(flow.pk), actor_name="oncall")
+    assert sorted(audited.values_list("outcome", flat=True)) == ["accepted", "success"]
+
+    # The restarted web shows it.
+    web = Gunicorn(env=celery_runtime.env, log=tmp_path / "gunicorn.log").start()
+    try:
+        shown = session.get(f"{web.url}/api/v1/operations/{operation.pk}/", timeout=10).json()
+        assert (shown["outcome"], shown["attempts"], shown["drain"]["done"]) == ("succeeded", 2, True)
+    finally:
+        web.kill()
