@@ -91,6 +91,11 @@ class MetricsSnapshot:
     def records_behind(self) -> int:
         return sum(p.records_behind for p in self.partitions)
 
+    @property
+    def seconds_behind(self) -> float | None:
+        """The worst partition's; None when no partition knows its own."""
+        return max((p.seconds_behind for p in self.partitions if p.seconds_behind is not None), default=None)
+
     def partition(self, topic: str, partition: int) -> PartitionMetrics | None:
         return next((p for p in self.partitions if (p.topic, p.partition) == (topic, partition)), None)
 

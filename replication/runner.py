@@ -187,11 +187,12 @@ class FlowRunner:
         rate = (records - self._progress.records) / max(now - self._progress.at, 1e-9)
         self._progress = _Progress(at=now, records=records)
         log.info(
-            "flow %s: %d records replicated (%.0f/s), %d records behind, %d task(s)",
+            "flow %s: %d records replicated (%.0f/s), %d records behind, %s seconds behind, %d task(s)",
             self.flow.name,
             records,
             rate,
             snapshot.records_behind,
+            "unknown" if snapshot.seconds_behind is None else f"{snapshot.seconds_behind:.1f}",
             len(self.threads),
         )
 

@@ -124,6 +124,7 @@ def test_snapshot_seconds_behind_never_understates_the_age_of_what_is_not_replic
     )
     metrics.record_position(next_offset=13, source_end_offset=43, last_fetched_offset=12, now=20.0, **common)
     assert metrics.snapshot(now=20.0)[0].seconds_behind == pytest.approx(8.0)  # 20 - 12 (newer than 10)
+    assert metrics.snapshot(now=20.0).seconds_behind == pytest.approx(8.0)  # the worst partition's
     # record_age_ms (MM2's) is a different measure and keeps its own name.
     metrics.record_polled(topic="A.orders", partition=0, source_topic="orders", record_age_ms=50.0, now=20.0)
     assert metrics.snapshot(now=20.0)[0].record_age_ms == 50.0
