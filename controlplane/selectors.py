@@ -7,12 +7,13 @@ import datetime
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import redis
 from django.conf import settings
 from django.db.models import Max, Prefetch, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from controlplane import engine, lifecycle
+from controlplane import engine, lifecycle, presence
 from controlplane.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.models import (
     AuditEvent,
@@ -223,35 +224,49 @@ def flow_status(*, flow: Flow, now: datetime.datetime | None = None) -> FlowStat
 
 @dataclass(frozen=True)
 class ReplicationActivity:
-    """Whether any worker replicates: the newest slice report of any flow, while some flow should run."""
+    """Whether replication runs: the newest slice report of any flow, and the replication workers that
+    announce themselves in Redis (`controlplane.presence`), while some flow should replicate."""
 
-    expected: bool  # a flow has been runnable for longer than the stale limit
+    runnable: bool  # some flow is in a state the workers replicate
+    expected: bool  # ... and has been for longer than the stale limit: its reports are due
     last_report_at: datetime.datetime | None
     age_s: float | None
     stale_after_s: float
+    replication_workers: int | None  # alive on the replication queue; None when Redis does not answer
 
     @property
     def silent(self) -> bool:
-        """No worker has reported within the stale limit although flows should be replicating."""
+        """No slice of any flow has reported within the stale limit although flows should replicate."""
         return self.expected and (self.age_s is None or self.age_s > self.stale_after_s)
+
+    @property
+    def no_workers(self) -> bool:
+        """Flows should replicate and no replication worker is alive."""
+        return self.runnable and self.replication_workers == 0
+
+    @property
+    def alarming(self) -> bool:
+        return self.silent or self.no_workers
 
 
 def replication_activity(*, now: datetime.datetime | None = None) -> ReplicationActivity:
     now = now or timezone.now()
     stale_after = stale_after_s()
-    settled = now - datetime.timedelta(seconds=stale_after)
-    expected = (
-        Flow.objects.filter(state__in=lifecycle.RUNNABLE_STATES)
-        .annotate(runnable_since=Coalesce("state_changed_at", "created_at"))
-        .filter(runnable_since__lte=settled)
-        .exists()
+    runnable = Flow.objects.filter(state__in=lifecycle.RUNNABLE_STATES).annotate(
+        runnable_since=Coalesce("state_changed_at", "created_at")
     )
     newest = FlowPartitionStatus.objects.aggregate(newest=Max("observed_at"))["newest"]
+    try:
+        workers = sum(settings.REPLICATION_QUEUE in w.queues for w in presence.workers_seen())
+    except redis.RedisError:
+        workers = None
     return ReplicationActivity(
-        expected=expected,
+        runnable=runnable.exists(),
+        expected=runnable.filter(runnable_since__lte=now - datetime.timedelta(seconds=stale_after)).exists(),
         last_report_at=newest,
         age_s=None if newest is None else age_s(newest, now=now),
         stale_after_s=stale_after,
+        replication_workers=workers,
     )
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
-from controlplane import lifecycle, selectors
+from controlplane import lifecycle, presence, selectors
 from controlplane.models import Flow, FlowPartitionStatus, PartitionState
 
 pytestmark = pytest.mark.django_db
@@ -109,7 +110,27 @@ def test_pages_show_the_age_of_stale_figures_and_a_banner_when_no_worker_reports
 
     _row(flow, 1, age_s=0)  # a worker reports again
     overview = viewer.get(reverse("web:overview-live")).content.decode()
-    assert "No replication worker" not in overview
+    assert "has reported" not in overview
+
+
+@override_settings(MIRRORPLANE_STALE_AFTER_S=STALE_AFTER)
+def test_the_banner_says_whether_workers_run_from_their_presence_in_redis(client_as, flow):
+    key = presence.worker_key("replicator@test")
+    viewer = client_as("viewer")
+    presence.withdraw(key=key)
+    if any(settings.REPLICATION_QUEUE in w.queues for w in presence.workers_seen()):
+        pytest.skip("a replication worker of another test is still announced in this Redis database")
+    banner = viewer.get(reverse("web:overview-live")).content.decode()
+    assert "No replication worker is running" in banner  # a new flow, no worker: said at once
+    presence.announce(key=key, name="replicator@test", queues=[settings.REPLICATION_QUEUE], pid=1)
+    try:
+        assert "workers-banner" not in viewer.get(reverse("web:overview-live")).content.decode()
+        Flow.objects.filter(pk=flow.pk).update(state_changed_at=timezone.now() - timedelta(minutes=5))
+        banner = viewer.get(reverse("web:overview-live")).content.decode()
+        assert "1 replication worker running, but none replicates" in banner
+        assert "No replication worker has reported yet" in banner
+    finally:
+        presence.withdraw(key=key)
 
 
 @override_settings(MIRRORPLANE_STALE_AFTER_S=STALE_AFTER)
@@ -117,12 +138,13 @@ def test_replication_activity_expects_reports_only_from_flows_that_should_replic
     now = timezone.now()
     Flow.objects.filter(pk=flow.pk).update(state_changed_at=now - timedelta(minutes=5))
     never = selectors.replication_activity(now=now)
-    assert never.silent and never.last_report_at is None
+    assert never.silent and never.alarming and never.last_report_at is None
     _row(flow, 0, age_s=2)
     assert not selectors.replication_activity().silent
     lifecycle.transition(flow=flow, name="pause")
     Flow.objects.filter(pk=flow.pk).update(state_changed_at=now - timedelta(minutes=5))
-    assert not selectors.replication_activity(now=now + timedelta(minutes=10)).silent  # nothing should run
+    paused = selectors.replication_activity(now=now + timedelta(minutes=10))
+    assert not paused.silent and not paused.no_workers and not paused.alarming  # nothing should run
 
 
 @override_settings(MIRRORPLANE_STALE_AFTER_S=STALE_AFTER)
