@@ -75,11 +75,14 @@ CELERY_TASK_ROUTES = {
     "workers.reports.*": {"queue": REPORTS_QUEUE},
     "workers.operations.*": {"queue": OPERATIONS_QUEUE},
 }
-# A slice's message is acknowledged after it ran: a killed worker's slice is not lost (its lease
-# expires and the supervisor starts the chain elsewhere; a redelivered stale message finds the lease
-# taken and stops).
-CELERY_TASK_ACKS_LATE = True
-CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# Work survives a dead worker through the leases, not through message redelivery: a killed worker's
+# chains are restarted by the supervisor once their leases expire. So messages are acknowledged when a
+# task starts, and the Redis transport's ack emulation (an `unacked` hash restored after a visibility
+# timeout) is off: with it, a worker of the threads pool that loses Redis while tasks run exits with
+# "AttributeError: 'NoneType' object has no attribute 'hostname'" (kombu restores the unacked messages
+# through a connection it already closed). docs/operations.md has the measurements.
+CELERY_TASK_ACKS_LATE = False
+CELERY_BROKER_TRANSPORT_OPTIONS = {"ack_emulation": False}
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 # Each worker also listens on its own queue: a chain's next slice goes there, so the clients it cached

@@ -4,6 +4,7 @@ test database (PostgreSQL), a Redis database, and the session's embedded Kafka c
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -76,9 +77,12 @@ class CeleryRuntime:
         self.processes: dict[str, subprocess.Popen] = {}
 
     def _start(self, name: str, args: list[str]) -> subprocess.Popen:
+        return self._run(name, [CELERY, "-A", "workers.app", *args])
+
+    def _run(self, name: str, argv: list[str]) -> subprocess.Popen:
         log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115 - the child writes to it
         process = subprocess.Popen(
-            [CELERY, "-A", "workers.app", *args],
+            argv,
             env=self.env,
             cwd=REPO,
             stdout=log,
@@ -90,9 +94,9 @@ class CeleryRuntime:
         return process
 
     def start_worker(
-        self, name: str, *, queues: str = "replication,metadata", pool: str = "solo", concurrency: int = 1
+        self, name: str, *, queues: str = "replication,metadata", pool: str = "threads", concurrency: int = 4
     ) -> subprocess.Popen:
-        """A worker as the docs run it; `operations` workers use the threads pool (docs/failover-operations.md)."""
+        """A worker with the pool and concurrency the docs tell operators to use (docs/operations.md)."""
         return self._start(
             name,
             [
@@ -109,13 +113,19 @@ class CeleryRuntime:
             ],
         )
 
+    def start_demo_workers(self) -> dict[str, subprocess.Popen]:
+        """The workers exactly as `make demo` runs them (Procfile.demo), restart wrapper included."""
+        return {name: self._run(name, argv) for name, argv in demo_worker_commands().items()}
+
     def start_beat(self) -> subprocess.Popen:
         return self._start(
             "beat", ["beat", "-s", str(self.workdir / "celerybeat-schedule"), "--loglevel=INFO"]
         )
 
     def kill(self, name: str) -> None:
+        """SIGKILL, to the process's children too (the restart wrapper's worker)."""
         process = self.processes.pop(name)
+        subprocess.run(["pkill", "-KILL", "-P", str(process.pid)], check=False)
         process.kill()
         process.wait(10)
 
@@ -131,6 +141,19 @@ class CeleryRuntime:
     def close(self) -> None:
         for name in list(self.processes):
             self.kill(name)
+
+
+def demo_worker_commands() -> dict[str, list[str]]:
+    """Procfile.demo's Celery worker processes by name, with this environment's executables."""
+    venv_bin = str(Path(sys.executable).parent)
+    commands = {}
+    for line in (REPO / "Procfile.demo").read_text().splitlines():
+        name, _, command = line.partition(": ")
+        if line.startswith("#") or " worker " not in command:
+            continue
+        argv = [token.replace(".venv/bin", venv_bin, 1) for token in shlex.split(command)]
+        commands[name] = argv
+    return commands
 
 
 def create_topic(cluster: ClusterConfig, topic: str, partitions: int = PARTITIONS) -> None:

@@ -56,3 +56,43 @@ def test_workers_consume_every_queue_the_tasks_are_routed_to():
         consumed.update(re.search(r"-Q (\S+)", command).group(1).split(","))
     routed = {route["queue"] for route in settings_runtime.CELERY_TASK_ROUTES.values()}
     assert routed | {settings_runtime.CELERY_TASK_DEFAULT_QUEUE} <= consumed
+
+
+def _procfile() -> dict[str, str]:
+    lines = (ROOT / "Procfile.demo").read_text().splitlines()
+    return dict(line.split(": ", 1) for line in lines if line and not line.startswith("#"))
+
+
+def test_the_demo_runs_workers_and_beat_under_a_restarter_with_metadata_apart():
+    processes = _procfile()
+    celery = {name: command for name, command in processes.items() if "celery -A workers.app" in command}
+    assert set(celery) == {"worker", "metadata", "beat"}
+    for name, command in celery.items():
+        assert command.startswith(".venv/bin/python -m workers.respawn "), name
+    queues = {
+        name: re.search(r"-Q (\S+)", command).group(1) for name, command in celery.items() if name != "beat"
+    }
+    assert queues == {"worker": "replication", "metadata": "metadata,reports,operations"}
+    for name in queues:
+        assert "--pool=threads" in celery[name]
+
+
+def test_compose_restarts_every_application_process():
+    services = _compose()["services"]
+    for name in APP_SERVICES:
+        assert services[name]["restart"] == "unless-stopped", name
+
+
+def test_systemd_units_run_the_compose_commands_and_restart_always():
+    """deploy/systemd: the same worker and beat commands as the compose file, restarted whatever the exit."""
+    import configparser
+
+    services = _compose()["services"]
+    units = {"worker": "mirrorplane-worker", "worker-metadata": "mirrorplane-worker-metadata"}
+    for service, unit in units.items():
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.read(ROOT / "deploy" / "systemd" / f"{unit}.service")
+        command = parser["Service"]["ExecStart"]
+        assert command.split("/.venv/bin/", 1)[1] == services[service]["command"], unit
+        assert parser["Service"]["Restart"] == "always"
+        assert parser["Service"]["KillSignal"] == "SIGTERM"  # Celery's warm shutdown
