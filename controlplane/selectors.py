@@ -151,6 +151,10 @@ class FlowSummary:
         return self.status == STALE
 
     @property
+    def partition_count(self) -> int:
+        return len(self.partitions)
+
+    @property
     def health(self) -> str:
         """One word for colour: error, stale, lagging or ok while the flow should replicate; paused or
         disabled when it should not; waiting before any report. Stale figures are never ok."""
@@ -201,14 +205,11 @@ def flow_summaries(*, now: datetime.datetime | None = None) -> list[FlowSummary]
 
 
 @dataclass(frozen=True)
-class FlowStatus:
-    summary: FlowSummary
+class FlowStatus(FlowSummary):
+    """A flow's roll-up with its latest events, as the flow page and its API endpoint show it."""
+
     events: list[FlowEvent]
     stale_after_s: float
-
-    @property
-    def flow(self) -> Flow:
-        return self.summary.flow
 
 
 def flow_status(*, flow: Flow, now: datetime.datetime | None = None) -> FlowStatus:
@@ -217,9 +218,7 @@ def flow_status(*, flow: Flow, now: datetime.datetime | None = None) -> FlowStat
     summary = summarize(
         flow, list(flow.partition_statuses.all()), now=now or timezone.now(), stale_after=stale_after
     )
-    return FlowStatus(
-        summary=summary, events=list(flow.events.all()[:RECENT_EVENTS]), stale_after_s=stale_after
-    )
+    return FlowStatus(**vars(summary), events=list(flow.events.all()[:RECENT_EVENTS]), stale_after_s=stale_after)
 
 
 @dataclass(frozen=True)
@@ -267,6 +266,24 @@ def replication_activity(*, now: datetime.datetime | None = None) -> Replication
         age_s=None if newest is None else age_s(newest, now=now),
         stale_after_s=stale_after,
         replication_workers=workers,
+    )
+
+
+@dataclass(frozen=True)
+class LiveStatus:
+    """What the overview shows and `GET /api/v1/status/` answers."""
+
+    stale_after_s: float
+    replication: ReplicationActivity
+    flows: list[FlowSummary]
+
+
+def live_status(*, now: datetime.datetime | None = None) -> LiveStatus:
+    now = now or timezone.now()
+    return LiveStatus(
+        stale_after_s=stale_after_s(),
+        replication=replication_activity(now=now),
+        flows=flow_summaries(now=now),
     )
 
 

@@ -193,28 +193,45 @@ class FlowEventSerializer(serializers.ModelSerializer):
         exclude = ["flow"]
 
 
-class FlowStatusSerializer(serializers.Serializer):
+class FlowSummarySerializer(serializers.Serializer):
+    """A flow's live roll-up (`selectors.FlowSummary`), by the pages' rule (docs/lag.md)."""
+
+    id = serializers.IntegerField(source="flow.pk")
     flow = serializers.CharField(source="flow.name")
     state = serializers.CharField(source="flow.state")
     state_reason = serializers.CharField(source="flow.state_reason")
     enabled = serializers.BooleanField(source="flow.enabled")
-    health = serializers.ChoiceField(
-        source="summary.health", choices=HEALTHS, help_text="as the pages colour it"
-    )
-    status = serializers.CharField(
-        source="summary.status",
-        help_text="worst partition: OK, WARN, STALE or ERR; UNKNOWN before any report",
-    )
-    records_behind = serializers.IntegerField(source="summary.records_behind", allow_null=True)
-    seconds_behind = serializers.FloatField(source="summary.seconds_behind", allow_null=True)
-    observed_at = serializers.DateTimeField(
-        source="summary.observed_at", allow_null=True, help_text="the newest observation"
-    )
-    age_s = serializers.FloatField(source="summary.age_s", allow_null=True)
-    stale = serializers.BooleanField(source="summary.stale")
+    health = serializers.ChoiceField(choices=HEALTHS, help_text="as the pages colour it")
+    status = serializers.CharField(help_text="worst partition: OK, WARN, STALE or ERR; UNKNOWN before any report")
+    records_behind = serializers.IntegerField(allow_null=True, help_text="sum over the partitions")
+    seconds_behind = serializers.FloatField(allow_null=True, help_text="the worst partition's")
+    observed_at = serializers.DateTimeField(allow_null=True, help_text="the newest observation")
+    age_s = serializers.FloatField(allow_null=True, help_text="seconds since observed_at")
+    stale = serializers.BooleanField()
+    partition_count = serializers.IntegerField(help_text="partitions reported")
+
+
+class FlowStatusSerializer(FlowSummarySerializer):
     stale_after_s = serializers.FloatField()
-    partitions = PartitionLiveSerializer(source="summary.partitions", many=True)
+    partitions = PartitionLiveSerializer(many=True)
     events = FlowEventSerializer(many=True)
+
+
+class ReplicationActivitySerializer(serializers.Serializer):
+    runnable = serializers.BooleanField(help_text="some flow is in a state the workers replicate")
+    last_report_at = serializers.DateTimeField(allow_null=True, help_text="the newest slice report of any flow")
+    age_s = serializers.FloatField(allow_null=True)
+    replication_workers = serializers.IntegerField(
+        allow_null=True, help_text="workers alive on the replication queue; null when Redis does not answer"
+    )
+    silent = serializers.BooleanField(help_text="flows should replicate, no slice reported within stale_after_s")
+    no_workers = serializers.BooleanField(help_text="flows should replicate, no replication worker is alive")
+
+
+class LiveStatusSerializer(serializers.Serializer):
+    stale_after_s = serializers.FloatField()
+    replication = ReplicationActivitySerializer()
+    flows = FlowSummarySerializer(many=True)
 
 
 class ClusterCheckSerializer(serializers.Serializer):

@@ -11,6 +11,7 @@ router.register("reports/runs", reports.ReportRunViewSet, basename="report-run")
 router.register("operations", failover.OperationViewSet, basename="operation")
 
 urlpatterns = [
+    path("status/", views.LiveStatusView.as_view(), name="live-status"),
     path("mm2/import/", views.Mm2ImportView.as_view(), name="mm2-import"),
     path("mm2/export/", views.Mm2ExportView.as_view(), name="mm2-export"),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/failover/plan/$", failover.FailoverPlanView.as_view()),

@@ -157,6 +157,15 @@ class FlowViewSet(viewsets.ModelViewSet):
         return Response(s.FlowStatusSerializer(selectors.flow_status(flow=self.get_object())).data)
 
 
+class LiveStatusView(APIView):
+    @extend_schema(
+        summary="Every flow's live roll-up with its age (stale is never ok), and whether workers replicate",
+        responses=s.LiveStatusSerializer,
+    )
+    def get(self, request):
+        return Response(s.LiveStatusSerializer(selectors.live_status()).data)
+
+
 class Mm2ImportView(APIView):
     @extend_schema(
         summary="Import an mm2.properties text (admin); dry_run shows the changes without applying them",

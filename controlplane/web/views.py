@@ -42,14 +42,14 @@ def _back(request, default: str) -> str:
 
 # -- overview ---------------------------------------------------------------------------------------------
 def _overview_context() -> dict:
-    flows = selectors.flow_summaries()
+    live = selectors.live_status()
     clusters = list(selectors.cluster_list())
     return {
-        "summaries": flows,
+        "summaries": live.flows,
         "clusters": clusters,
-        "topology": summaries.topology(clusters=clusters, summaries=flows),
+        "topology": summaries.topology(clusters=clusters, summaries=live.flows),
         "healths": selectors.HEALTHS,
-        "activity": selectors.replication_activity(),
+        "activity": live.replication,
         "back": reverse("web:overview"),
     }
 
@@ -207,8 +207,8 @@ def _flow_detail_context(flow: Flow) -> dict:
     errors = summaries.last_errors(status.events)
     return {
         "flow": flow,
-        "summary": status.summary,
-        "partitions": [(p, errors.get((p.row.topic, p.row.partition))) for p in status.summary.partitions],
+        "summary": status,
+        "partitions": [(p, errors.get((p.row.topic, p.row.partition))) for p in status.partitions],
         "events": status.events,
         "activity": selectors.replication_activity(),
         "back": reverse("web:flow", args=[flow.pk]),

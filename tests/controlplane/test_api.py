@@ -219,6 +219,7 @@ def test_pause_resume_and_status(client_as, flow):
     assert operator.post(f"/api/v1/flows/{flow.pk}/pause/").json()["state"] == "paused"
     status = operator.get(f"/api/v1/flows/{flow.pk}/status/").json()
     assert status == {
+        "id": flow.pk,
         "flow": "A->B",
         "state": "paused",
         "state_reason": "",
@@ -230,6 +231,7 @@ def test_pause_resume_and_status(client_as, flow):
         "observed_at": None,
         "age_s": None,
         "stale": False,
+        "partition_count": 0,
         "stale_after_s": settings.MIRRORPLANE_STALE_AFTER_S,
         "partitions": [],
         "events": [],

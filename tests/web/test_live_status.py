@@ -94,6 +94,18 @@ def test_api_status_carries_observed_at_age_and_the_stale_state(client_as, flow)
     assert silent["age_s"] == pytest.approx(45, abs=2) and silent["observed_at"]
     assert fresh["records_behind"] == 4 and fresh["seconds_behind"] == 1.5
 
+    overview = client_as("viewer").get("/api/v1/status/").json()  # every flow, by the same rule
+    assert overview["stale_after_s"] == STALE_AFTER and overview["replication"]["runnable"]
+    (row,) = overview["flows"]
+    assert {key: row[key] for key in ("id", "health", "status", "stale", "records_behind")} == {
+        "id": flow.pk,
+        "health": "stale",
+        "status": "STALE",
+        "stale": True,
+        "records_behind": 4,
+    }
+    assert row["partition_count"] == 2 and row["observed_at"] == body["observed_at"]
+
 
 @override_settings(MIRRORPLANE_STALE_AFTER_S=STALE_AFTER)
 def test_pages_show_the_age_of_stale_figures_and_a_banner_when_no_worker_reports(client_as, flow):
@@ -102,6 +114,7 @@ def test_pages_show_the_age_of_stale_figures_and_a_banner_when_no_worker_reports
     viewer = client_as("viewer")
     overview = viewer.get(reverse("web:overview-live")).content.decode()
     assert "No replication worker has reported for 2 min" in overview
+    assert "<td>1</td>" in overview  # the flow table counts the partitions reported
     assert 'class="edge stale"' in overview and "last seen 2 min" in overview
     page = viewer.get(reverse("web:flow-live", args=[flow.pk])).content.decode()
     assert "No replication worker has reported" in page

@@ -94,6 +94,9 @@ def test_stopped_workers_make_the_flow_stale_with_its_age_and_lag_grows_when_the
         # Frozen figures: what the workers last measured, not updated while records keep arriving.
         assert stale["records_behind"] == last_seen["records_behind"]
 
+        live = viewer.get("/api/v1/status/").json()
+        assert live["replication"]["silent"] and live["replication"]["no_workers"]
+        assert [(f["id"], f["health"], f["stale"]) for f in live["flows"]] == [(flow.pk, "stale", True)]
         overview = viewer.get(reverse("web:overview-live")).content.decode()
         assert "No replication worker has reported for" in overview
         assert 'class="edge stale"' in overview and "last seen" in overview
