@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 import re
-import time
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +71,15 @@ Echo = Callable[[Operation], None]
 
 class ChecksFailed(ServiceConflict):
     """The plan's checks failed and the operation was not forced: nothing changed."""
+
+
+class HandedOver(Exception):
+    """This process is stopping (a warm shutdown, a rolling upgrade): leave the operation to another."""
+
+
+# Set when the worker process shuts down warm (workers.operations): a drain hands its operation over at
+# its next look instead of holding the shutdown for up to its timeout.
+STOPPING = threading.Event()
 
 
 class DrainTimeout(ServiceConflict):
@@ -155,6 +164,8 @@ def run_operation(*, operation_id: int, worker: str, echo: Echo = lambda operati
     None when it is finished or another worker holds it. Failures end the operation (`failed`, the flow
     back where it was) with the error, audited; they are not raised.
     """
+    if STOPPING.is_set():  # a message that reached a stopping worker: beat sends it again
+        return None
     operation = operations.operation_claim(operation_id=operation_id, worker=worker)
     if operation is None:
         return None
@@ -170,7 +181,12 @@ def run_operation(*, operation_id: int, worker: str, echo: Echo = lambda operati
     except operations.LeaseLost:
         log.warning("operation %s: another worker took it over; this one stops", operation.pk)
         return None
+    except HandedOver:
+        operations.operation_release(operation=operation)
+        log.info("operation %s: this worker stops; another resumes it at %s", operation.pk, operation.phase)
+        return None
     except ChecksFailed as exc:
+        _abort(operation)  # a resumed planning may find failed checks after begin_failover
         _end(operation, OperationOutcome.REFUSED, error=str(exc))
     except Exception as exc:
         if not isinstance(exc, ServiceConflict | ClusterUnavailable | failover_io.FailoverIOError):
@@ -312,7 +328,8 @@ def _drain(
             step(**fields, phase=Phase.MOVING_GROUPS, message=f"forced on after {elapsed:.0f} s: {remaining}")
             return
         step(**fields, message=f"draining for {elapsed:.0f} s: {remaining}")
-        time.sleep(DRAIN_POLL_S)
+        if STOPPING.wait(DRAIN_POLL_S):
+            raise HandedOver()
 
 
 # -- failover ---------------------------------------------------------------------------------------------

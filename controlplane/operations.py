@@ -274,6 +274,14 @@ def operation_finish(*, operation: Operation, outcome: str, error: str = "", mes
     return bool(updated)
 
 
+def operation_release(*, operation: Operation) -> None:
+    """Give the lease up at once (this worker stops): beat sends the operation to another worker, which
+    resumes it at its phase."""
+    Operation.objects.filter(pk=operation.pk, worker=operation.worker, active=True).update(
+        worker="", heartbeat_at=None, dispatched_at=None, message=f"{operation.phase}: handed over"
+    )
+
+
 # -- beat's side ------------------------------------------------------------------------------------------
 def operations_to_dispatch(*, now: datetime.datetime | None = None) -> QuerySet[Operation]:
     """Active operations nobody runs: never taken, or their worker stopped renewing the lease; and not

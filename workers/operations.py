@@ -3,7 +3,9 @@
 The task claims the operation's lease and runs it (`controlplane.failover.run_operation`) from its
 recorded phase. Beat (`dispatch_operations`, at the supervisor's cadence) sends every active operation
 nobody runs: new ones, and those whose worker stopped renewing its lease (killed, machine lost), which
-another worker then resumes. A duplicate message is harmless: only the lease holder runs it.
+another worker then resumes. A duplicate message is harmless: only the lease holder runs it. A worker
+stopping warm (SIGTERM) hands its running operation over at the drain's next look instead of holding
+the shutdown until the drain ends.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import socket
 from collections.abc import Callable
 
+from celery import signals
 from django.db import close_old_connections
 
 from controlplane import failover, operations
@@ -27,6 +30,12 @@ def run_operation_task(operation_id: int) -> None:
     # acks_late off: a killed worker's operation is resumed through its lease by beat, not redelivered.
     close_old_connections()
     failover.run_operation(operation_id=operation_id, worker=worker_name())
+
+
+@signals.worker_shutting_down.connect
+def _hand_over_on_shutdown(**_: object) -> None:
+    """A warm shutdown does not wait for a drain: the running operation goes to another worker."""
+    failover.STOPPING.set()
 
 
 def dispatch_operations(*, send: Callable[[int], object] = run_operation_task.delay) -> list[int]:
