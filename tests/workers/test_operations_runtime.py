@@ -5,6 +5,7 @@ the next one in the middle."""
 
 from __future__ import annotations
 
+import re
 import signal
 import socket
 import subprocess
@@ -14,13 +15,13 @@ from pathlib import Path
 import pytest
 import requests
 
-from controlplane import services
+from controlplane import operations, services
 from controlplane.models import AuditEvent, Flow, FlowState, Operation
 from controlplane.roles import Role
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_producer
 from replication.kafka.groups import GroupOffsetsAdmin
-from tests.failover.conftest import read_partition
+from tests.failover.conftest import commit_after, next_records, read_partition
 from tests.workers.harness import REPO, create_topic, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -191,3 +192,63 @@ def test_a_failover_through_gunicorn_survives_a_web_restart_a_killed_worker_a_wa
         assert (shown["outcome"], shown["attempts"], shown["drain"]["done"]) == ("succeeded", 3, True)
     finally:
         web.kill()
+
+
+OUTAGE_RECORDS = 250  # per partition, written on B while A was away
+
+
+def test_failback_on_the_workers_brings_home_everything_written_during_the_outage(
+    celery_runtime, make_flow, cluster_a, cluster_b, unique_name
+):
+    """The active-active shape: B->A already replicates another topic. Failback adds the failed-over
+    topic to it (keeping the other), waits until every record written on B during the outage is on A,
+    and the group resumes on A at exactly the record it would have read next on B."""
+    topic, other, group = f"orders-{unique_name}", f"inventory-{unique_name}", f"billing-{unique_name}"
+    create_topic(cluster_a, topic, PARTITIONS)
+    forward = make_flow(topics=[topic], groups=[group], refresh_groups_interval_seconds=1)
+    reverse = services.flow_create(
+        actor=None, source=forward.target, target=forward.source, enabled=True, topics=[other]
+    )
+    produce_one_per_batch(cluster_a, topic)
+    assert (
+        GroupOffsetsAdmin(cluster_a).alter_offsets(group, {(topic, p): 10 for p in range(PARTITIONS)}) == {}
+    )
+    celery_runtime.start_worker("w1", queues="replication,metadata")
+    celery_runtime.start_worker("ops", queues="operations", pool="threads", concurrency=2)
+    celery_runtime.start_beat()
+
+    def ended(operation: Operation) -> Operation:
+        wait_until(lambda: not Operation.objects.get(pk=operation.pk).active, timeout_s=180, what="its end")
+        operation.refresh_from_db()
+        assert operation.outcome == "succeeded", (operation.error, celery_runtime.log("ops")[-3000:])
+        return operation
+
+    ended(
+        operations.operation_request(
+            actor=None, kind="failover", flow=forward, confirm="A->B", groups=[group]
+        )
+    )
+    assert Flow.objects.get(pk=forward.pk).state == FlowState.FAILED_OVER
+
+    # The outage: the group reads on on B; producers write B's own topic.
+    remote_topic = f"A.{topic}"
+    read_on_b = {p: read_partition(cluster_b, remote_topic, p)[:25] for p in range(PARTITIONS)}
+    commit_after(cluster_b, group, remote_topic, read_on_b)
+    expected_next = next_records(cluster_b, group, remote_topic, PARTITIONS)
+    create_topic(cluster_b, topic, PARTITIONS)
+    producer = make_producer(cluster_b, overrides={"linger.ms": 0})
+    for index in range(OUTAGE_RECORDS):
+        for partition in range(PARTITIONS):
+            producer.produce(topic, value=f"outage-{index}-p{partition}".encode(), partition=partition)
+            assert producer.flush(30) == 0
+
+    failback = ended(operations.operation_request(actor=None, kind="failback", flow=forward, confirm="A->B"))
+    assert failback.topics_back == [topic] and failback.reverse_flow_id == reverse.pk
+    assert failback.drain_done and failback.drain_records_at_start == OUTAGE_RECORDS * PARTITIONS
+    reverse.refresh_from_db()
+    assert reverse.topics == [other, re.escape(topic)]  # gained the topic, kept what it replicated
+    for partition in range(PARTITIONS):
+        written_on_b = [value for _, value in read_partition(cluster_b, topic, partition)]
+        assert [value for _, value in read_partition(cluster_a, f"B.{topic}", partition)] == written_on_b
+    assert next_records(cluster_a, group, topic, PARTITIONS) == expected_next
+    assert Flow.objects.get(pk=forward.pk).state == FlowState.PAUSED
