@@ -15,6 +15,7 @@ BENCHMARKS = {
     "runtime": "bench.runtime",  # Celery workers vs the engine run in one process
     "failover": "bench.failover_plan",  # failover plan time for 1000 partitions x 20 groups
     "reports": "bench.reports",  # Spark report job on a generated 10M-sample lake
+    "takeover": "bench.takeover",  # exactly_once takeover of a task of 64 and 100 partitions
 }
 
 

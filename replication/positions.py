@@ -41,3 +41,22 @@ class InMemoryPositionStore:
         with self._lock:
             for (topic, partition), offset in positions.items():
                 self._positions[(flow, topic, partition)] = offset
+
+
+class PersistCadence:
+    """When a running slice persists its positions: once `interval_s` passed or `records` more records were
+    acknowledged since the last time, whichever comes first (time passed in, so it is tested without I/O).
+
+    What a crash can make a restart write again is what was acknowledged since the last persist (plus
+    what was in flight), so this bounds at_least_once duplicates and the exactly_once tail re-read.
+    """
+
+    def __init__(self, *, interval_s: float, records: int, now: float) -> None:
+        self.interval_s, self.records = interval_s, records
+        self._at, self._acked = now, 0
+
+    def due(self, *, now: float, acked: int) -> bool:
+        return now - self._at >= self.interval_s or acked - self._acked >= self.records
+
+    def persisted(self, *, now: float, acked: int) -> None:
+        self._at, self._acked = now, acked

@@ -5,7 +5,10 @@ Each source partition is consumed by `assign()` and produced to the remote topic
 and its timestamp, by an idempotent producer, in order. A slice is bounded in records and time; it
 ends with the producer flushed, the offset syncs emitted and acknowledged, and only then the positions
 (next source offset per partition) persisted: a position never covers a record the target did not
-acknowledge, nor a record whose offset sync is not durable.
+acknowledge, nor a record whose offset sync is not durable. During a slice the same commit runs at
+least every `PERSIST_INTERVAL_S` / `PERSIST_RECORDS`, and at most `MAX_IN_FLIGHT` records are
+unacknowledged, which bounds what a crash leaves in doubt. Partitions a slice starts are started
+together (one batched read of their offsets and remote tails).
 
 Delivery (docs/delivery-guarantees.md has the exact guarantee and its limits):
 
@@ -41,7 +44,7 @@ from replication.kafka import source_io
 from replication.metrics import GapEvent, MirrorMetrics
 from replication.offset_syncs import OffsetSyncEmitter, OffsetSyncWriter
 from replication.policy import ReplicationPolicy, has_visited, provenance_after_hop
-from replication.positions import PositionStore, TopicPartition
+from replication.positions import PersistCadence, PositionStore, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,13 @@ SLICE_FLUSH_TIMEOUT_S = 30.0
 # A partition whose end stays below its position this long is checked for data loss (on Apache Kafka
 # the broker reports such an offset as out of range at once; some brokers only return nothing).
 GAP_CONFIRM_S = 2.0
+# During a slice, positions (and offset syncs) are persisted at least this often: a crash makes a restart
+# write again at most what was acknowledged since (at_least_once duplicates, exactly_once tail re-read).
+PERSIST_INTERVAL_S = 0.2
+PERSIST_RECORDS = 10_000
+# Records produced and not yet acknowledged at most: what a crash leaves in doubt besides what was
+# acknowledged since the last persist (a full producer queue would be 100,000 records in doubt).
+MAX_IN_FLIGHT = 10_000
 
 _OFFSET = struct.Struct(">q")
 Headers = list[tuple[str, bytes | None]] | None
@@ -239,6 +249,9 @@ class MirrorSourceTask:
         self._restart_needed = False  # a delivery failed: restart every partition from its position
         self._reassign_needed = False
         self._closed = False
+        self._cadence = PersistCadence(
+            interval_s=PERSIST_INTERVAL_S, records=PERSIST_RECORDS, now=time.monotonic()
+        )
 
     # -- public API ---------------------------------------------------------------------------------
     def assign(self, partitions: Sequence[TopicPartition]) -> None:
@@ -373,69 +386,84 @@ class MirrorSourceTask:
         self._producer = source_io.mirror_producer(self.flow, self.target)
 
     def _start_partitions(self, keys: list[TopicPartition], errors: list[str]) -> None:
+        """Start these partitions together: every offset and tail read is one request for all of them."""
         unknown = [key for key in keys if key not in self._looked_up]
         if unknown:
             self._known_positions.update(self._store.load(flow=self.flow.name, partitions=unknown))
             self._looked_up.update(unknown)
-        for topic, partition in keys:
-            remote_topic = self.policy.format_remote_topic(self.flow.source, topic)
-            try:
-                stored = self._known_positions.get((topic, partition))
-                if stored is None:
-                    stored, _ = self._reader("source").watermarks(topic, partition)
-                state = _PartitionState(
-                    topic=topic,
-                    partition=partition,
-                    remote_topic=remote_topic,
-                    start=stored,
-                    offset_lag_max=self.flow.offset_lag_max,
-                )
-                if self._exactly_once:
-                    state.next_offset = self._recover_from_target(state, stored=stored)
-            except source_io.PartitionReadError as exc:  # e.g. the remote topic is not created yet
-                self._record_error((topic, partition), remote_topic, f"cannot start: {exc}", errors)
-                continue
-            state.persisted = self._known_positions.get((topic, partition))
-            self._states[(topic, partition)] = state
+        remote_topics = {key: self.policy.format_remote_topic(self.flow.source, key[0]) for key in keys}
+        starts = {key: self._known_positions[key] for key in keys if key in self._known_positions}
+        failures: dict[TopicPartition, source_io.PartitionReadError] = {}
+        if len(starts) < len(keys):  # never replicated: start at the earliest source offset
+            earliest, failures = self._reader("source").watermarks_all([k for k in keys if k not in starts])
+            starts.update({key: low for key, (low, _) in earliest.items()})
+        states = {
+            key: _PartitionState(
+                topic=key[0],
+                partition=key[1],
+                remote_topic=remote_topics[key],
+                start=starts[key],
+                offset_lag_max=self.flow.offset_lag_max,
+            )
+            for key in keys
+            if key in starts
+        }
+        if self._exactly_once:
+            failures.update(self._recover_from_target(states))
+        for key, exc in failures.items():  # e.g. the remote topic is not created yet: retried next slice
+            states.pop(key, None)
+            self._record_error(key, remote_topics[key], f"cannot start: {exc}", errors)
+        for key, state in states.items():
+            state.persisted = self._known_positions.get(key)
+            self._states[key] = state
             log.info(
                 "flow %s task %d: replicating %s[%d] -> %s from offset %d",
                 self.flow.name,
                 self.task_index,
-                topic,
-                partition,
-                remote_topic,
+                *key,
+                state.remote_topic,
                 state.next_offset,
             )
 
-    def _recover_from_target(self, state: _PartitionState, *, stored: int) -> int:
-        """exactly_once: where to resume, from the source offsets the remote partition's tail carries.
+    def _recover_from_target(
+        self, states: Mapping[TopicPartition, _PartitionState]
+    ) -> dict[TopicPartition, source_io.PartitionReadError]:
+        """exactly_once: resume each partition after the last source offset its remote partition holds.
 
         Everything written before the last record there is there too (gapless producer, one writer),
         so resuming right after its source offset neither skips nor repeats a record. The records
         written after the stored position are re-read to derive their offset syncs, which the crash
-        may have prevented.
+        may have prevented. All partitions are read together; the ones that fail are returned.
         """
         reader = self._reader("target")
-        low, _, last = reader.tail(state.remote_topic, state.partition)
-        last_source_offset = source_offset_of(last[1]) if last else None
-        if last is None or last_source_offset is None or last_source_offset < stored:
-            return stored
-        # Each source record is at most one target record, so [stored, last] lies in the last offsets.
-        start = max(low, last[0] - (last_source_offset - stored))
-        for downstream, headers in reader.read_to_end(state.remote_topic, state.partition, start=start):
-            upstream = source_offset_of(headers)
-            if upstream is not None and upstream >= stored:
-                state.syncs.on_ack(upstream, downstream)
-        log.info(
-            "flow %s: %s[%d] already holds source offsets up to %d: resuming at %d (stored %d)",
-            self.flow.name,
-            state.remote_topic,
-            state.partition,
-            last_source_offset,
-            last_source_offset + 1,
-            stored,
-        )
-        return last_source_offset + 1
+        by_remote = {(state.remote_topic, state.partition): state for state in states.values()}
+        tails, failures = reader.tails(list(by_remote))
+        rereads: dict[TopicPartition, int] = {}
+        for remote, tail in tails.items():
+            stored = by_remote[remote].next_offset
+            last_source_offset = source_offset_of(tail.last[1]) if tail.last else None
+            if tail.last is not None and last_source_offset is not None and last_source_offset >= stored:
+                # Each source record is at most one target record, so [stored, last] lies in the last offsets.
+                rereads[remote] = max(tail.low, tail.last[0] - (last_source_offset - stored))
+        written, reread_failures = reader.read_all_to_end(rereads)
+        failures.update(reread_failures)
+        for remote, records in written.items():
+            state = by_remote[remote]
+            stored = state.next_offset
+            for downstream, headers in records:
+                upstream = source_offset_of(headers)
+                if upstream is not None and upstream >= stored:
+                    state.syncs.on_ack(upstream, downstream)
+                    state.next_offset = upstream + 1
+            log.info(
+                "flow %s: %s[%d] already holds source offsets up to %d: resuming at %d (stored %d)",
+                self.flow.name,
+                *remote,
+                state.next_offset - 1,
+                state.next_offset,
+                stored,
+            )
+        return {(by_remote[remote].topic, remote[1]): exc for remote, exc in failures.items()}
 
     def _reader(self, side: str) -> source_io.PartitionReader:
         if side == "source":
@@ -468,8 +496,13 @@ class MirrorSourceTask:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
+            room = MAX_IN_FLIGHT - len(self._producer)
+            if room <= 0:  # the target is behind: serve acknowledgements, consume nothing more
+                poll(min(remaining, 0.05))
+                self._persist_if_due()
+                continue
             messages = consume(
-                num_messages=min(CONSUME_BATCH, max_records - taken), timeout=min(remaining, 0.2)
+                num_messages=min(CONSUME_BATCH, max_records - taken, room), timeout=min(remaining, 0.2)
             )
             taken += len(messages)
             last_topic, last_partition, state = None, -1, None
@@ -496,12 +529,12 @@ class MirrorSourceTask:
                 offset = message.offset()
                 timestamp_type, timestamp = message.timestamp()
                 headers = message.headers()
-                state.next_offset = offset + 1
                 state.last_polled_timestamp_ms = timestamp
                 if rewrite is not None:
                     headers = rewrite(headers, offset)
                     if headers is SKIP:
                         state.skipped += 1
+                        state.next_offset = offset + 1
                         continue
                 while True:
                     try:
@@ -518,6 +551,7 @@ class MirrorSourceTask:
                         break
                     except BufferError:  # the target is behind: serve acks, consume nothing more
                         poll(0.05)
+                        self._persist_if_due()  # the position stays before this record: not sent yet
                     except Exception as exc:  # too large, or the producer failed fatally
                         state.fail(offset, str(exc))
                         self._record_error(
@@ -529,6 +563,7 @@ class MirrorSourceTask:
                         self._restart_needed = True
                         return False
                 in_flight.append(offset)
+                state.next_offset = offset + 1  # only now: a position may be persisted in between
             poll(0)
             if messages:
                 now = self._clock()
@@ -536,7 +571,14 @@ class MirrorSourceTask:
                 self._observe_acks(now)
             elif return_when_caught_up and not any(state.in_flight for state in states.values()):
                 return True
+            self._persist_if_due()
         return False
+
+    def _persist_if_due(self) -> None:
+        """Persist mid-slice on the cadence; a failure is logged and retried, the slice end reports it."""
+        due = self._cadence.due(now=time.monotonic(), acked=self._acked_totals()[0])
+        if due and not self._commit(now=self._clock(), errors=[]):
+            self._cadence.persisted(now=time.monotonic(), acked=self._acked_totals()[0])
 
     def _on_consumer_error(self, message, errors: list[str]) -> None:
         error = message.error()
@@ -652,8 +694,12 @@ class MirrorSourceTask:
         self._reassign_needed = True
         return event
 
-    def _commit(self, *, now: float, errors: list[str], final: bool = False) -> None:
-        """Emit the decided offset syncs, then persist positions: a position never outruns its syncs."""
+    def _commit(self, *, now: float, errors: list[str], final: bool = False) -> bool:
+        """Emit the decided offset syncs, then persist positions: a position never outruns its syncs.
+
+        Positions are the acknowledged prefix of each partition, so this may run with records in flight.
+        Whether it succeeded.
+        """
         drained = [(state, state.syncs.drain(now=now, final=final)) for state in self._states.values()]
         syncs = [sync for _, batch in drained for sync in batch]
         if syncs:
@@ -668,21 +714,23 @@ class MirrorSourceTask:
                     state.syncs.requeue(batch)
                 errors.append(f"emitting {len(syncs)} offset sync(s) failed: {exc}")
                 log.error("flow %s task %d: %s", self.flow.name, self.task_index, errors[-1])
-                return
+                return False
+        acked = self._acked_totals()[0]  # before reading the positions: they cover at least these
         changed = {
             key: state.position for key, state in self._states.items() if state.position != state.persisted
         }
-        if not changed:
-            return
-        try:
-            self._store.save(flow=self.flow.name, positions=changed)
-        except Exception as exc:
-            errors.append(f"persisting positions failed: {exc}")
-            log.error("flow %s task %d: %s", self.flow.name, self.task_index, errors[-1])
-            return
-        for key, offset in changed.items():
-            self._states[key].persisted = offset
-        self._known_positions.update(changed)
+        if changed:
+            try:
+                self._store.save(flow=self.flow.name, positions=changed)
+            except Exception as exc:
+                errors.append(f"persisting positions failed: {exc}")
+                log.error("flow %s task %d: %s", self.flow.name, self.task_index, errors[-1])
+                return False
+            for key, offset in changed.items():
+                self._states[key].persisted = offset
+            self._known_positions.update(changed)
+        self._cadence.persisted(now=time.monotonic(), acked=acked)
+        return True
 
     def _report_metrics(self, now: float) -> None:
         for state in self._states.values():

@@ -15,8 +15,17 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple, TypeVar
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig
 from replication.kafka.clients import make_consumer, make_producer
@@ -28,6 +37,7 @@ from replication.policy import ReplicationPolicy
 log = logging.getLogger(__name__)
 
 Headers = list[tuple[str, bytes | None]] | None
+T = TypeVar("T")
 
 # librdkafka's message.timeout.ms bounds how long a record can stay unacknowledged; flushing this long
 # (plus a margin) leaves no record in doubt, which restarts of a partition rely on.
@@ -147,11 +157,24 @@ class PartitionReadError(RuntimeError):
     pass
 
 
+PartitionKey = tuple[str, int]
+Record = tuple[int, Headers]  # (offset, headers)
+
+
+class Tail(NamedTuple):
+    low: int  # earliest offset
+    end: int  # true end offset
+    last: Record | None  # None when the partition holds no record
+
+
 class PartitionReader:
     """Reads partitions of one cluster to their true end (restart recovery and the data-loss check).
 
     The end is where the broker says "end of partition" while fetching, not the listed high
     watermark: some brokers list it too low (the embedded one, by the size of the last batch - 1).
+    The `*_all` methods read many partitions at once (one offsets request per kind, one consumer
+    fetching them together), so reading 100 partitions costs about what reading one does; a partition
+    that fails is reported on its own, the others are read.
     """
 
     def __init__(self, cluster: ClusterConfig, *, timeout_s: float = 30.0) -> None:
@@ -163,61 +186,129 @@ class PartitionReader:
                 "enable.partition.eof": True,
                 "isolation.level": "read_uncommitted",
                 "auto.offset.reset": "earliest",
+                # The end of a partition is known from an empty fetch: do not let the broker hold it.
+                "fetch.wait.max.ms": 50,
             },
         )
 
     def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
         """(earliest offset, listed high watermark) asked from the broker now."""
-        try:
-            return self._consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=self.timeout_s, cached=False
-            )
-        except KafkaException as exc:
-            raise PartitionReadError(
-                f"cluster {self.cluster.alias}: offsets of {topic}[{partition}] unavailable: {exc}"
-            ) from exc
+        return _one(self.watermarks_all([(topic, partition)]), (topic, partition))
 
-    def read_to_end(self, topic: str, partition: int, *, start: int) -> list[tuple[int, Headers]]:
+    def watermarks_all(
+        self, keys: Sequence[PartitionKey]
+    ) -> tuple[dict[PartitionKey, tuple[int, int]], dict[PartitionKey, PartitionReadError]]:
+        """(earliest offset, listed high watermark) of each partition, and the partitions that failed."""
+        found: dict[PartitionKey, list[int]] = {key: [] for key in keys}
+        failures: dict[PartitionKey, PartitionReadError] = {}
+        for which in (OFFSET_BEGINNING, OFFSET_END):  # ListOffsets "earliest", then "latest"
+            asked = [TopicPartition(topic, partition, which) for topic, partition in found]
+            if not asked:
+                break
+            try:
+                answers = [
+                    (answer.topic, answer.partition, answer.offset, answer.error)
+                    for answer in self._consumer.offsets_for_times(asked, timeout=self.timeout_s)
+                ]
+            except KafkaException as exc:  # e.g. none of the partitions exists
+                answers = [(tp.topic, tp.partition, -1, exc.args[0]) for tp in asked]
+            for topic, partition, offset, error in answers:
+                if error is not None or offset < 0:
+                    failures[(topic, partition)] = PartitionReadError(
+                        f"cluster {self.cluster.alias}: offsets of {topic}[{partition}] unavailable: "
+                        f"{error or 'no offset returned'}"
+                    )
+                    found.pop((topic, partition), None)
+                else:
+                    found[(topic, partition)].append(offset)
+        return {key: (low, high) for key, (low, high) in found.items()}, failures
+
+    def read_to_end(self, topic: str, partition: int, *, start: int) -> list[Record]:
         """(offset, headers) of every record from `start` to the end of the partition, in order."""
-        self._consumer.assign([TopicPartition(topic, partition, start)])
-        records: list[tuple[int, Headers]] = []
+        return _one(self.read_all_to_end({(topic, partition): start}), (topic, partition))
+
+    def read_all_to_end(
+        self, starts: Mapping[PartitionKey, int]
+    ) -> tuple[dict[PartitionKey, list[Record]], dict[PartitionKey, PartitionReadError]]:
+        """Each partition's records from its start to its end, in order, and the partitions that failed."""
+        records: dict[PartitionKey, list[Record]] = {key: [] for key in starts}
+        failures: dict[PartitionKey, PartitionReadError] = {}
+        pending = set(starts)
+        if not pending:
+            return records, failures
+        self._consumer.assign([TopicPartition(topic, p, offset) for (topic, p), offset in starts.items()])
         deadline = time.monotonic() + self.timeout_s
         try:
-            while time.monotonic() < deadline:
-                for message in self._consumer.consume(num_messages=10_000, timeout=0.5):
+            while pending and time.monotonic() < deadline:
+                # consume() waits its whole timeout unless the batch fills: keep it short.
+                for message in self._consumer.consume(num_messages=10_000, timeout=0.05):
                     error = message.error()
-                    if error is None:
-                        records.append((message.offset(), message.headers()))
+                    key = (message.topic(), message.partition())
+                    if error is not None and message.topic() is None:  # not about one partition
+                        failed = list(pending)
+                    elif key not in pending:
+                        continue  # past its end already
+                    elif error is None:
+                        records[key].append((message.offset(), message.headers()))
+                        continue
                     elif is_benign_consumer_event(error):
-                        return records
+                        pending.discard(key)
+                        continue
                     else:
-                        raise PartitionReadError(
-                            f"cluster {self.cluster.alias}: reading {topic}[{partition}] from {start}: {error}"
+                        failed = [key]
+                    for topic, partition in failed:
+                        failures[(topic, partition)] = PartitionReadError(
+                            f"cluster {self.cluster.alias}: reading {topic}[{partition}] from "
+                            f"{starts[(topic, partition)]}: {error}"
                         )
+                        pending.discard((topic, partition))
         finally:
             self._consumer.unassign()
-        raise PartitionReadError(
-            f"cluster {self.cluster.alias}: {topic}[{partition}] did not reach its end within "
-            f"{self.timeout_s:g}s (read {len(records)} records from {start})"
-        )
+        for topic, partition in pending:
+            failures[(topic, partition)] = PartitionReadError(
+                f"cluster {self.cluster.alias}: {topic}[{partition}] did not reach its end within "
+                f"{self.timeout_s:g}s (read {len(records[(topic, partition)])} records from "
+                f"{starts[(topic, partition)]})"
+            )
+        return {key: found for key, found in records.items() if key not in failures}, failures
 
-    def tail(self, topic: str, partition: int) -> tuple[int, int, tuple[int, Headers] | None]:
-        """(earliest offset, true end offset, last record or None when the partition has none)."""
-        low, high = self.watermarks(topic, partition)
+    def tail(self, topic: str, partition: int) -> Tail:
+        """The partition's earliest offset, true end offset and last record."""
+        return _one(self.tails([(topic, partition)]), (topic, partition))
+
+    def tails(
+        self, keys: Sequence[PartitionKey]
+    ) -> tuple[dict[PartitionKey, Tail], dict[PartitionKey, PartitionReadError]]:
+        """`tail` of each partition, all read together, and the partitions that failed."""
+        watermarks, failures = self.watermarks_all(keys)
+        tails: dict[PartitionKey, Tail] = {}
+        starts = {key: max(low, high - 1) for key, (low, high) in watermarks.items()}
         step = 1
-        start = max(low, high - 1)
-        while True:
-            records = self.read_to_end(topic, partition, start=start)
-            if records:
-                return low, records[-1][0] + 1, records[-1]
-            if start <= low:
-                return low, max(low, high), None
-            # The listed end may sit on offsets without records (transaction markers, compaction).
+        while starts:
+            records, failed = self.read_all_to_end(starts)
+            failures.update(failed)
             step *= 2
-            start = max(low, start - step)
+            going_back: dict[PartitionKey, int] = {}
+            for key, found in records.items():
+                low, high = watermarks[key]
+                if found:
+                    tails[key] = Tail(low, found[-1][0] + 1, found[-1])
+                elif starts[key] <= low:
+                    tails[key] = Tail(low, max(low, high), None)
+                else:  # the listed end may sit on offsets without records (transaction markers, compaction)
+                    going_back[key] = max(low, starts[key] - step)
+            starts = going_back
+        return tails, failures
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def _one(outcome: tuple[Mapping[PartitionKey, T], Mapping[PartitionKey, PartitionReadError]], key) -> T:
+    found, failures = outcome
+    if key in failures:
+        raise failures[key]
+    return found[key]
 
 
 def close_quietly(clients: Sequence[object]) -> None:

@@ -164,7 +164,14 @@ def create_topic(cluster: ClusterConfig, topic: str, partitions: int = PARTITION
 def produce(cluster: ClusterConfig, topic: str, count: int, *, partitions: int = PARTITIONS) -> None:
     producer = make_producer(cluster)
     for index in range(count):
-        producer.produce(topic, key=b"k%d" % index, value=b"v%d" % index, partition=index % partitions)
+        while True:
+            try:
+                producer.produce(
+                    topic, key=b"k%d" % index, value=b"v%d" % index, partition=index % partitions
+                )
+                break
+            except BufferError:  # the local queue is full: wait for acknowledgements
+                producer.poll(0.05)
         if index % 1000 == 0:
             producer.poll(0)
     assert producer.flush(30) == 0
@@ -176,13 +183,15 @@ def mirrored_offsets(
     """Per remote partition, the source offsets its records carry (exactly_once header), in order."""
     reader = PartitionReader(cluster)
     try:
-        result = {}
-        for partition in range(partitions):
-            records = reader.read_to_end(topic, partition, start=0)
-            result[partition] = [source_offset_of(headers) for _, headers in records]
-        return result
+        records, failures = reader.read_all_to_end({(topic, partition): 0 for partition in range(partitions)})
     finally:
         reader.close()
+    if failures:
+        raise next(iter(failures.values()))
+    return {
+        partition: [source_offset_of(headers) for _, headers in found]
+        for (_, partition), found in records.items()
+    }
 
 
 def count_records(cluster: ClusterConfig, topic: str, partitions: int = PARTITIONS) -> int:

@@ -1,0 +1,113 @@
+"""Takeover after kill -9 of the worker running a task, with the documented pool (`--pool=threads`):
+exactly_once resumes a task of 64 partitions with nothing lost or duplicated; at_least_once duplicates
+at most what was acknowledged since the last periodic persist."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from replication.kafka.source_io import PartitionReader
+from replication.source import MAX_IN_FLIGHT, PERSIST_RECORDS
+from tests.replication.test_kill9 import lost_or_out_of_order, read_values
+from tests.workers.harness import CeleryRuntime, create_topic, mirrored_offsets, produce, wait_until
+from workers.leases import RedisLeases, task_lease_key
+from workers.plans import TaskRef
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+
+def _remote_records(cluster, topic: str, partitions: int) -> int:
+    """Records in the remote topic as its listed end offsets say (0 while it does not exist)."""
+    reader = PartitionReader(cluster)
+    try:
+        found, _ = reader.watermarks_all([(topic, partition) for partition in range(partitions)])
+    finally:
+        reader.close()
+    return sum(high for _, high in found.values())
+
+
+def test_exactly_once_takeover_of_a_task_of_64_partitions_resumes_without_loss_or_duplicates(
+    celery_runtime, make_flow, cluster_a, cluster_b, unique_name, redis_url
+):
+    partitions, rounds, per_round = 64, 12, 64 * 20
+    create_topic(cluster_a, unique_name, partitions)
+    flow = make_flow(topics=[unique_name], tasks_max=1, delivery_guarantee="exactly_once")
+    remote = f"A.{unique_name}"
+    celery_runtime.start_worker("w1")
+    celery_runtime.start_beat()
+    leases = RedisLeases.from_url(redis_url)
+    key = task_lease_key(TaskRef(flow.pk, 0))
+
+    def traffic() -> None:
+        for _ in range(rounds):
+            produce(cluster_a, unique_name, per_round, partitions=partitions)
+            time.sleep(0.5)
+
+    producer = threading.Thread(target=traffic, daemon=True)
+    producer.start()
+    wait_until(lambda: _remote_records(cluster_b, remote, partitions) > 0, timeout_s=90, what="replication")
+    holder = leases.holders([key])
+    celery_runtime.kill("w1")  # mid-flow: the target holds records the stored positions do not cover
+    celery_runtime.start_worker("w2")
+    producer.join()
+    total = rounds * per_round
+
+    def all_replicated() -> bool:
+        return (
+            sum(len(offsets) for offsets in mirrored_offsets(cluster_b, remote, partitions).values()) >= total
+        )
+
+    wait_until(all_replicated, timeout_s=120, what=f"{total} records replicated after the takeover")
+    assert leases.holders([key]) != holder  # another chain (on w2) took the task over
+    per_partition = total // partitions
+    offsets = mirrored_offsets(cluster_b, remote, partitions)
+    for partition in range(partitions):
+        assert offsets[partition] == list(range(per_partition)), (
+            f"partition {partition}: {len(offsets[partition])} records, "
+            f"{len(set(offsets[partition]))} distinct, expected {per_partition}"
+        )
+
+
+def test_at_least_once_kill9_mid_catch_up_duplicates_at_most_the_persist_cadence(
+    transactional_db, make_flow, cluster_a, cluster_b, unique_name, redis_url, tmp_path
+):
+    # One slice could copy the whole backlog, so without the periodic persist a kill would make the
+    # next worker write everything before it again.
+    runtime = CeleryRuntime(
+        workdir=tmp_path,
+        redis_url=redis_url,
+        env={"MIRRORPLANE_SLICE_SECONDS": "60", "MIRRORPLANE_SLICE_MAX_RECORDS": "10000000"},
+    )
+    records = 200_000
+    create_topic(cluster_a, unique_name)
+    produce(cluster_a, unique_name, records)
+    make_flow(topics=[unique_name], tasks_max=1, delivery_guarantee="at_least_once")
+    remote = f"A.{unique_name}"
+    try:
+        runtime.start_worker("w1")
+        runtime.start_beat()
+        wait_until(
+            lambda: _remote_records(cluster_b, remote, 4) > records // 3,
+            timeout_s=120,
+            what="a third of the backlog replicated",
+            poll_s=0.05,
+        )
+        runtime.kill("w1")  # mid catch-up, mid-slice
+        at_kill = _remote_records(cluster_b, remote, 4)
+        assert at_kill < records, "the backlog was copied before the kill: nothing was tested"
+        runtime.start_worker("w2")
+        got = read_values(cluster_b, remote, until_unique=records, timeout_s=180)
+    finally:
+        runtime.close()
+    for partition in range(4):
+        expected = [b"v%d" % index for index in range(partition, records, 4)]
+        assert lost_or_out_of_order(expected, got[partition]) is None
+    duplicates = sum(len(values) for values in got.values()) - records
+    # What a kill leaves to write again: records acknowledged since the last persist (it happens once
+    # PERSIST_RECORDS more were acknowledged) and records in flight (MAX_IN_FLIGHT at most); one task.
+    bound = PERSIST_RECORDS + MAX_IN_FLIGHT
+    print(f"at_least_once kill -9 at {at_kill} of {records} records: {duplicates} duplicates (bound {bound})")
+    assert duplicates <= bound
