@@ -101,17 +101,27 @@ class MetricsSnapshot:
 
 
 def records_behind(
-    *, source_end_offset: int | None, last_fetched_offset: int | None, next_offset: int
+    *,
+    source_end_offset: int | None,
+    last_fetched_offset: int | None,
+    next_offset: int,
+    consumer_position: int | None = None,
 ) -> int:
-    """Records the source has that are not replicated yet: source end offset - next offset to replicate.
+    """Records the source has that are not replicated yet: source end offset - next offset to replicate,
+    less the offsets known to hold no record.
 
-    A broker may report an end offset below records it already served (the embedded broker does), so
-    the end is at least one past the last fetched offset; never negative. Transaction markers between
-    the position and the end count (offsets cannot tell them apart without reading them): an upper bound.
+    Records read but not acknowledged yet count; so does every offset from the first one not read to the
+    end. `consumer_position` is the consumer's position: offsets below it that the task was not given
+    are no records to replicate (transaction markers, aborted or compacted-away records), so a
+    transactional partition that is caught up reads 0 and not 1. Without it, markers past the position
+    count (an upper bound). A broker may report an end offset below records it already served (the
+    embedded broker does), so the end is at least one past the last fetched offset; never negative.
     """
     fetched_end = last_fetched_offset + 1 if last_fetched_offset is not None else 0
     end = max(source_end_offset if source_end_offset is not None else 0, fetched_end)
-    return max(end - next_offset, 0)
+    first_unread = max(consumer_position or 0, fetched_end, next_offset)
+    read_unacknowledged = max(fetched_end - next_offset, 0)
+    return read_unacknowledged + max(end - first_unread, 0)
 
 
 def seconds_behind(
@@ -170,6 +180,7 @@ class _PartitionCounters:
     caught_up_at: float | None = None  # the last report that found nothing behind
     source_end_offset: int | None = None
     last_fetched_offset: int | None = None
+    consumer_position: int | None = None
     next_offset: int | None = None
     skipped_count: int = 0
     gap_count: int = 0
@@ -185,6 +196,7 @@ def _behind(counters: _PartitionCounters) -> int:
         source_end_offset=counters.source_end_offset,
         last_fetched_offset=counters.last_fetched_offset,
         next_offset=counters.next_offset,
+        consumer_position=counters.consumer_position,
     )
 
 
@@ -247,6 +259,7 @@ class MirrorMetrics:
         next_offset: int,
         source_end_offset: int | None,
         last_fetched_offset: int | None,
+        consumer_position: int | None = None,
         skipped: int = 0,
         now: float,
     ) -> None:
@@ -255,6 +268,7 @@ class MirrorMetrics:
             counters.next_offset = next_offset
             counters.source_end_offset = source_end_offset
             counters.last_fetched_offset = last_fetched_offset
+            counters.consumer_position = consumer_position
             counters.skipped_count += skipped
             if source_end_offset is not None and _behind(counters) == 0:
                 counters.caught_up_at = now

@@ -755,6 +755,7 @@ class MirrorSourceTask:
                 next_offset=state.position,
                 source_end_offset=watermarks[1] if watermarks else None,
                 last_fetched_offset=state.next_offset - 1,
+                consumer_position=source_io.consumer_position(self._consumer, *state.key),
                 skipped=state.skipped - state.reported_skipped,
                 now=now,
             )

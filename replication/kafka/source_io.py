@@ -140,6 +140,16 @@ def cached_watermarks(consumer: Consumer, topic: str, partition: int) -> tuple[i
     return (low, high) if high >= 0 else None
 
 
+def consumer_position(consumer: Consumer, topic: str, partition: int) -> int | None:
+    """The offset the consumer gives next: past transaction markers and aborted records it skipped.
+    None before it has given anything since its assignment."""
+    try:
+        (position,) = consumer.position([TopicPartition(topic, partition)])
+    except KafkaException:
+        return None
+    return position.offset if position.offset >= 0 else None
+
+
 def is_offset_out_of_range(error: KafkaError) -> bool:
     """The fetch offset does not exist (any more): with auto.offset.reset=error librdkafka says so."""
     return error.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET)

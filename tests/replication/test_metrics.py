@@ -10,19 +10,28 @@ from replication.metrics import GapEvent, MirrorMetrics, records_behind, seconds
 
 
 @pytest.mark.parametrize(
-    ("end", "last_fetched", "next_offset", "behind"),
+    ("end", "last_fetched", "next_offset", "position", "behind"),
     [
-        (100, 49, 50, 50),
-        (100, None, 100, 0),
-        (40, 59, 50, 10),  # the broker reports an end below what it served: use the fetched offset
-        (10, None, 50, 0),  # never negative
-        (None, None, 0, 0),
-        (None, 0, 0, 1),
+        (100, 49, 50, None, 50),
+        (100, None, 100, None, 0),
+        (40, 59, 50, None, 10),  # the broker reports an end below what it served: use the fetched offset
+        (10, None, 50, None, 0),  # never negative
+        (None, None, 0, None, 0),
+        (None, 0, 0, None, 1),
+        (4, 2, 3, None, 1),  # a commit marker at 3, unknown as such: counted (an upper bound)
+        (4, 2, 3, 4, 0),  # the consumer went past it: no record is behind
+        (12, 2, 3, 4, 8),  # ... records after the marker are
+        (12, 5, 3, 8, 3 + 4),  # 3 read, not acknowledged yet; markers at 6 and 7; 8..11 not read
     ],
 )
-def test_records_behind(end, last_fetched, next_offset, behind):
+def test_records_behind(end, last_fetched, next_offset, position, behind):
     assert (
-        records_behind(source_end_offset=end, last_fetched_offset=last_fetched, next_offset=next_offset)
+        records_behind(
+            source_end_offset=end,
+            last_fetched_offset=last_fetched,
+            next_offset=next_offset,
+            consumer_position=position,
+        )
         == behind
     )
 
