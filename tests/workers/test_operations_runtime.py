@@ -127,6 +127,9 @@ def test_a_failover_through_gunicorn_survives_a_web_restart_a_killed_worker_a_wa
         timeout=10,
     )
     assert response.status_code == 202, response.text[:2000]
+    print(
+        f"failover request through gunicorn answered 202 in {response.elapsed.total_seconds() * 1000:.0f} ms"
+    )
     operation = Operation.objects.get(flow=flow)
     assert f"/flows/{flow.pk}/operations/{operation.pk}/" in response.text
     assert operation.active  # the request returned before anything ran
@@ -169,6 +172,10 @@ def test_a_failover_through_gunicorn_survives_a_web_restart_a_killed_worker_a_wa
     wait_until(lambda: not Operation.objects.get(pk=operation.pk).active, timeout_s=180, what="the end")
 
     operation.refresh_from_db()
+    drained_s = (operation.finished_at - operation.drain_started_at).total_seconds()
+    print(
+        f"drain {drained_s:.0f} s over 3 workers; operation {operation.finished_at - operation.requested_at}"
+    )
     assert (operation.outcome, operation.phase, operation.attempts) == ("succeeded", "done", 3), (
         operation.error,
         celery_runtime.log("ops3")[-3000:],
