@@ -10,12 +10,21 @@ data-loss gaps.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from controlplane import engine, lifecycle
-from controlplane.models import Cluster, Flow, FlowEvent, FlowEventKind, FlowPartitionStatus, PartitionState
+from controlplane.models import (
+    Cluster,
+    Flow,
+    FlowEvent,
+    FlowEventKind,
+    FlowPartitionStatus,
+    FlowState,
+    PartitionState,
+)
 from replication.config import ClusterConfig, FlowConfig
 from replication.metrics import GapEvent, PartitionMetrics
 
@@ -180,6 +189,39 @@ def flow_event_record(
         partition=partition,
         detail=detail or {},
     )
+
+
+_UNREACHABLE_REASON = re.compile(r"^(source|target) cluster \S+ unreachable: ")
+
+
+def cluster_unreachable_reason(*, role: str, alias: str, error: str) -> str:
+    """The fault reason and error event of a flow whose `role` ("source"/"target") cluster does not answer."""
+    return f"{role} cluster {alias} unreachable: {error}"
+
+
+def flow_fault_cluster_unreachable(*, flow_id: int, reason: str, at: datetime) -> None:
+    """A cluster of the flow does not answer: ACTIVE -> FAULTED with `reason` (a FAULTED flow takes the
+    newer reason), and an error event saying so. Other states (paused, failing over) keep their state and
+    get the event only."""
+    lifecycle.fault(flow_id=flow_id, reason=reason)
+    flow_event_record(flow_id=flow_id, kind=FlowEventKind.ERROR, message=reason, at=at)
+
+
+def flow_recover_clusters_reachable(*, flow_id: int, at: datetime) -> bool:
+    """Both clusters answer again: a flow FAULTED because one did not is ACTIVE again (with an info
+    event). A flow faulted for another reason stays faulted. True when it recovered."""
+    current = Flow.objects.filter(pk=flow_id).values_list("state", "state_reason").first()
+    if current is None or current[0] != FlowState.FAULTED or not _UNREACHABLE_REASON.match(current[1]):
+        return False
+    if not lifecycle.recover(flow_id=flow_id):
+        return False
+    flow_event_record(
+        flow_id=flow_id,
+        kind=FlowEventKind.INFO,
+        message=f"clusters answer again: replicating (was: {current[1]})",
+        at=at,
+    )
+    return True
 
 
 def flow_gap_record(*, flow_id: int, gap: GapEvent, remote_topic: str, stopped: bool, at: datetime) -> None:

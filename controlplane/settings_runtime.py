@@ -11,6 +11,10 @@
 | MIRRORPLANE_SUPERVISE_INTERVAL_S | 2.0 | how often the supervisor (in beat) checks every flow |
 | MIRRORPLANE_REBALANCE_SLICES | 60 | a task chain stays on its worker this many slices, then any free worker may take it |
 | MIRRORPLANE_BACKOFF_MAX_S | 5.0 | longest pause between failing slices (kept below the lease TTL) |
+| MIRRORPLANE_CLUSTER_TIMEOUT_S | 5.0 | bound of each metadata/admin request and reachability probe of a cluster |
+| MIRRORPLANE_CLUSTER_PROBE_INTERVAL_S | 5.0 | a cluster that answered this recently is not probed again |
+| MIRRORPLANE_CLUSTER_FAILURES_TO_FAULT | 2 | failed probes in a row that open a cluster's breaker and fault its flows |
+| MIRRORPLANE_CLUSTER_BACKOFF_MAX_S | 60 | longest pause between trial probes of an unreachable cluster (5 s, doubling) |
 | MIRRORPLANE_PRESENCE_INTERVAL_S | 5 | workers and beat announce themselves this often (seen = within 3 intervals) |
 | MIRRORPLANE_STALE_AFTER_S | 3 x slice + supervise interval + backoff max (10 by default) | a live figure observed longer ago than this is STALE, shown with its age, never healthy (docs/lag.md) |
 | METRICS_FLUSH_INTERVAL_S | 30 | a worker writes its buffered metric samples to the lake at least this often |
@@ -39,6 +43,10 @@ MIRRORPLANE_SLICE_MAX_RECORDS = _env.int("MIRRORPLANE_SLICE_MAX_RECORDS", defaul
 MIRRORPLANE_SUPERVISE_INTERVAL_S = _env.float("MIRRORPLANE_SUPERVISE_INTERVAL_S", default=2.0)
 MIRRORPLANE_REBALANCE_SLICES = _env.int("MIRRORPLANE_REBALANCE_SLICES", default=60)
 MIRRORPLANE_BACKOFF_MAX_S = _env.float("MIRRORPLANE_BACKOFF_MAX_S", default=5.0)
+MIRRORPLANE_CLUSTER_TIMEOUT_S = _env.float("MIRRORPLANE_CLUSTER_TIMEOUT_S", default=5.0)
+MIRRORPLANE_CLUSTER_PROBE_INTERVAL_S = _env.float("MIRRORPLANE_CLUSTER_PROBE_INTERVAL_S", default=5.0)
+MIRRORPLANE_CLUSTER_FAILURES_TO_FAULT = _env.int("MIRRORPLANE_CLUSTER_FAILURES_TO_FAULT", default=2)
+MIRRORPLANE_CLUSTER_BACKOFF_MAX_S = _env.float("MIRRORPLANE_CLUSTER_BACKOFF_MAX_S", default=60.0)
 MIRRORPLANE_PRESENCE_INTERVAL_S = _env.float("MIRRORPLANE_PRESENCE_INTERVAL_S", default=5.0)
 # A running chain reports every slice, a failing one also waits its backoff, and the supervisor starts a
 # missing chain within its interval: three slices more than that without a report means nobody does.

@@ -8,6 +8,8 @@ import socket
 
 from django.conf import settings
 
+from replication.circuit_breaker import BreakerPolicy
+from workers.clusters import ClusterHealth
 from workers.lake import MetricsLake
 from workers.leases import RedisLeases
 
@@ -23,6 +25,18 @@ def metrics_lake() -> MetricsLake:
         settings.METRICS_DIR,
         flush_interval_s=settings.METRICS_FLUSH_INTERVAL_S,
         flush_rows=settings.METRICS_FLUSH_ROWS,
+    )
+
+
+@functools.cache
+def cluster_health() -> ClusterHealth:
+    return ClusterHealth(
+        timeout_s=settings.MIRRORPLANE_CLUSTER_TIMEOUT_S,
+        probe_interval_s=settings.MIRRORPLANE_CLUSTER_PROBE_INTERVAL_S,
+        policy=BreakerPolicy(
+            failure_threshold=settings.MIRRORPLANE_CLUSTER_FAILURES_TO_FAULT,
+            max_backoff_s=settings.MIRRORPLANE_CLUSTER_BACKOFF_MAX_S,
+        ),
     )
 
 

@@ -1,8 +1,15 @@
 """A flow's metadata work on a worker: topic sync (the flow's plan), heartbeats, checkpoints, group sync.
 
-Each run ticks the flow's `TopicMetadataSync` and `periodic_tasks_for_flow` (cached per process and
-config version; each does its work when its own interval says so), then stores the flow's plan (the
-source partitions whose remote partitions exist) for the supervisor and the slices.
+Each run first asks this process's `ClusterHealth` whether the flow's source and target answer (a
+probe and a circuit breaker per cluster, `workers.clusters`). When one does not, the run does nothing
+else: once the breaker opens, the flow is FAULTED with "source cluster C unreachable: <reason>" (an
+error event too) and its plan is withdrawn, so its chains wait instead of holding replication threads.
+When both answer again, a flow faulted that way is recovered (ACTIVE) and the plan comes back.
+
+Then it ticks the flow's `TopicMetadataSync` and `periodic_tasks_for_flow` (cached per process and
+config version; each does its work when its own interval says so, every request bounded by
+MIRRORPLANE_CLUSTER_TIMEOUT_S), and stores the flow's plan (the source partitions whose remote
+partitions exist) for the supervisor and the slices.
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+
+from django.conf import settings
 
 from controlplane import runtime
 from controlplane.models import FlowEventKind
@@ -36,18 +45,24 @@ class CachedMetadata:
     synced: bool = False  # the topic sync succeeded once: its partition list is real
     partitions: tuple[TopicPartition, ...] | None = None
     errors: tuple[str, ...] = ()
+    fault_reason: str | None = None  # the unreachable cluster this process last reported for the flow
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def build(cls, spec: FlowSpec) -> CachedMetadata:
         policy = replication_policy_for(spec.flow, known_aliases=spec.known_aliases)
+        timeout_s = settings.MIRRORPLANE_CLUSTER_TIMEOUT_S
         return cls(
             spec=spec,
             topic_sync=TopicMetadataSync(
-                flow=spec.flow, source=spec.source, target=spec.target, policy=policy
+                flow=spec.flow, source=spec.source, target=spec.target, policy=policy, timeout_s=timeout_s
             ),
             periodic=periodic_tasks_for_flow(
-                flow=spec.flow, source=spec.source, target=spec.target, known_aliases=spec.known_aliases
+                flow=spec.flow,
+                source=spec.source,
+                target=spec.target,
+                known_aliases=spec.known_aliases,
+                timeout_s=timeout_s,
             ),
         )
 
@@ -85,11 +100,38 @@ def flow_metadata(*, flow_id: int, token: str) -> None:
         entry = _entry(spec, flow_id)
         if spec is None:
             leases.delete_plan(flow_id)
-        if entry is not None:
-            with entry.lock:
-                _tick(flow_id, entry)
+        # A run of the same flow still going (waiting on a cluster) is not waited for: this one ends.
+        if entry is not None and entry.lock.acquire(blocking=False):
+            try:
+                if _clusters_answer(flow_id, entry):
+                    _tick(flow_id, entry)
+            finally:
+                entry.lock.release()
     finally:
         leases.release(metadata_lease_key(flow_id), token)
+
+
+def _clusters_answer(flow_id: int, entry: CachedMetadata) -> bool:
+    """Both clusters of the flow answer (their breakers are closed); otherwise report which does not."""
+    now = time.time()
+    at = datetime.fromtimestamp(now, UTC)
+    health = context.cluster_health()
+    for role, cluster in (("source", entry.spec.source), ("target", entry.spec.target)):
+        verdict = health.check(cluster, now=now)
+        if verdict.reachable:
+            continue
+        if verdict.confirmed:
+            context.leases().delete_plan(flow_id)  # its chains wait instead of failing slice after slice
+            reason = runtime.cluster_unreachable_reason(role=role, alias=cluster.alias, error=verdict.error)
+            if reason != entry.fault_reason:
+                log.error("flow %s: %s", entry.spec.flow.name, reason)
+                runtime.flow_fault_cluster_unreachable(flow_id=flow_id, reason=reason, at=at)
+                entry.fault_reason = reason
+        return False
+    if runtime.flow_recover_clusters_reachable(flow_id=flow_id, at=at):
+        log.info("flow %s: its clusters answer again; replicating", entry.spec.flow.name)
+    entry.fault_reason = None
+    return True
 
 
 def _tick(flow_id: int, entry: CachedMetadata) -> None:

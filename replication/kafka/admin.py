@@ -33,6 +33,11 @@ log = logging.getLogger(__name__)
 _FULL_DESCRIPTION_MIN_ENTRIES = 20
 
 
+# Default request timeout of the admin adapters: short, so a cluster that does not answer holds a
+# metadata worker thread seconds, not minutes (workers pass MIRRORPLANE_CLUSTER_TIMEOUT_S).
+ADMIN_TIMEOUT_S = 10.0
+
+
 class TopicAdminError(RuntimeError):
     pass
 
@@ -75,7 +80,7 @@ def _error_code(exc: BaseException) -> int | None:
 class TopicAdmin:
     """Admin operations on one cluster, with a fixed request timeout."""
 
-    def __init__(self, cluster: ClusterConfig, *, timeout_s: float = 30.0) -> None:
+    def __init__(self, cluster: ClusterConfig, *, timeout_s: float = ADMIN_TIMEOUT_S) -> None:
         self.cluster = cluster
         self.timeout_s = timeout_s
         self._admin = make_admin(cluster)

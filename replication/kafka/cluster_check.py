@@ -140,3 +140,25 @@ def check_cluster(cluster: ClusterConfig, *, timeout_s: float = 5.0) -> ClusterC
         latency_ms=round(latency_ms, 1),
         message=f"{len(metadata.brokers)} broker(s), {len(metadata.topics)} topic(s)",
     )
+
+
+class ClusterProbe:
+    """Asks one cluster for metadata through a client kept between calls (cheap while it answers); when it
+    does not, `check_cluster` finds the precise reason (DNS, refused, TLS, authentication, timeout)."""
+
+    def __init__(self, cluster: ClusterConfig, *, timeout_s: float) -> None:
+        self.cluster, self.timeout_s = cluster, timeout_s
+        self._admin = make_admin(cluster)
+
+    def check(self) -> ClusterCheck:
+        started = time.monotonic()
+        try:
+            metadata = self._admin.list_topics(timeout=self.timeout_s)
+        except KafkaException:
+            return check_cluster(self.cluster, timeout_s=self.timeout_s)
+        return ClusterCheck(
+            ok=True,
+            brokers=len(metadata.brokers),
+            topic_count=len(metadata.topics),
+            latency_ms=round((time.monotonic() - started) * 1000, 1),
+        )

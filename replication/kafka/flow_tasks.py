@@ -13,6 +13,7 @@ from replication.checkpoint import MirrorCheckpointTask
 from replication.config import ClusterConfig, FlowConfig, OffsetSyncsTopicLocation
 from replication.formats import OffsetSync
 from replication.heartbeat import MirrorHeartbeatTask
+from replication.kafka.admin import ADMIN_TIMEOUT_S
 from replication.kafka.groups import GroupOffsetsAdmin
 from replication.kafka.internal_topics import InternalTopicReader, InternalTopicWriter
 from replication.policy import ReplicationPolicy, replication_policy_for
@@ -50,44 +51,66 @@ def offset_syncs_cluster(flow: FlowConfig, *, source: ClusterConfig, target: Clu
 
 
 def checkpoint_task_for_flow(
-    *, flow: FlowConfig, source: ClusterConfig, target: ClusterConfig, policy: ReplicationPolicy
+    *,
+    flow: FlowConfig,
+    source: ClusterConfig,
+    target: ClusterConfig,
+    policy: ReplicationPolicy,
+    timeout_s: float = ADMIN_TIMEOUT_S,
 ) -> MirrorCheckpointTask:
     syncs_cluster = offset_syncs_cluster(flow, source=source, target=target)
     return MirrorCheckpointTask(
         flow=flow,
         policy=policy,
-        source_groups=GroupOffsetsAdmin(source),
-        target_groups=GroupOffsetsAdmin(target),
+        source_groups=GroupOffsetsAdmin(source, timeout_s=timeout_s),
+        target_groups=GroupOffsetsAdmin(target, timeout_s=timeout_s),
         offset_syncs=InternalTopicReader(
-            syncs_cluster, policy.offset_syncs_topic(flow.target), decode=OffsetSync.decode
+            syncs_cluster,
+            policy.offset_syncs_topic(flow.target),
+            decode=OffsetSync.decode,
+            timeout_s=timeout_s,
         ),
         checkpoint_sink=InternalTopicSink(
             InternalTopicWriter(
                 target,
                 policy.checkpoints_topic(flow.source),
                 replication_factor=flow.checkpoints_topic_replication_factor,
+                timeout_s=timeout_s,
             )
         ),
     )
 
 
 def heartbeat_task_for_flow(
-    *, flow: FlowConfig, target: ClusterConfig, policy: ReplicationPolicy
+    *, flow: FlowConfig, target: ClusterConfig, policy: ReplicationPolicy, timeout_s: float = ADMIN_TIMEOUT_S
 ) -> MirrorHeartbeatTask:
     writer = InternalTopicWriter(
-        target, policy.heartbeats_topic(), replication_factor=flow.heartbeats_topic_replication_factor
+        target,
+        policy.heartbeats_topic(),
+        replication_factor=flow.heartbeats_topic_replication_factor,
+        timeout_s=timeout_s,
     )
     return MirrorHeartbeatTask(flow=flow, sink=InternalTopicSink(writer))
 
 
 def periodic_tasks_for_flow(
-    *, flow: FlowConfig, source: ClusterConfig, target: ClusterConfig, known_aliases: Sequence[str]
+    *,
+    flow: FlowConfig,
+    source: ClusterConfig,
+    target: ClusterConfig,
+    known_aliases: Sequence[str],
+    timeout_s: float = ADMIN_TIMEOUT_S,
 ) -> list[PeriodicTask]:
-    """The enabled periodic tasks of `flow` (none when heartbeats, checkpoints and group sync are off)."""
+    """The enabled periodic tasks of `flow` (none when heartbeats, checkpoints and group sync are off);
+    `timeout_s` bounds each of their requests to a cluster."""
     policy = replication_policy_for(flow, known_aliases=known_aliases)
     tasks: list[PeriodicTask] = []
     if flow.emit_heartbeats_enabled:
-        tasks.append(heartbeat_task_for_flow(flow=flow, target=target, policy=policy))
+        tasks.append(heartbeat_task_for_flow(flow=flow, target=target, policy=policy, timeout_s=timeout_s))
     if flow.emit_checkpoints_enabled or flow.sync_group_offsets_enabled:
-        tasks.append(checkpoint_task_for_flow(flow=flow, source=source, target=target, policy=policy))
+        tasks.append(
+            checkpoint_task_for_flow(
+                flow=flow, source=source, target=target, policy=policy, timeout_s=timeout_s
+            )
+        )
     return tasks

@@ -13,6 +13,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 
 from replication.checkpoint import ABSENT, CommittedOffset
 from replication.config import ClusterConfig
+from replication.kafka.admin import ADMIN_TIMEOUT_S
 from replication.kafka.clients import kafka_error_code, kafka_error_reason, make_admin
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ class GroupAdminError(RuntimeError):
 class GroupOffsetsAdmin:
     """Consumer group operations on one cluster, with a fixed request timeout."""
 
-    def __init__(self, cluster: ClusterConfig, *, timeout_s: float = 30.0) -> None:
+    def __init__(self, cluster: ClusterConfig, *, timeout_s: float = ADMIN_TIMEOUT_S) -> None:
         self.cluster = cluster
         self.timeout_s = timeout_s
         self._admin = make_admin(cluster)

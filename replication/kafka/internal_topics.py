@@ -17,7 +17,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic, clamp_replication_factor
 from replication.formats import RecordFormatError
-from replication.kafka.admin import TopicAdmin
+from replication.kafka.admin import ADMIN_TIMEOUT_S, TopicAdmin
 from replication.kafka.clients import make_consumer, make_producer
 
 log = logging.getLogger(__name__)
@@ -31,9 +31,11 @@ class InternalTopicError(RuntimeError):
     pass
 
 
-def ensure_internal_topic(cluster: ClusterConfig, topic: str, *, replication_factor: int) -> None:
+def ensure_internal_topic(
+    cluster: ClusterConfig, topic: str, *, replication_factor: int, timeout_s: float = ADMIN_TIMEOUT_S
+) -> None:
     """Create `topic` (1 partition, compacted) unless it exists; the factor is lowered to the broker count."""
-    admin = TopicAdmin(cluster)
+    admin = TopicAdmin(cluster, timeout_s=timeout_s)
     if topic in admin.partition_counts():
         return
     factor, warning = clamp_replication_factor(
@@ -58,9 +60,16 @@ class InternalTopicReader(Generic[T]):
     """Reads partition 0 of `topic` from its beginning; each `read_new()` returns what came since."""
 
     def __init__(
-        self, cluster: ClusterConfig, topic: str, *, decode: Callable[[bytes, bytes], T], batch: int = 1000
+        self,
+        cluster: ClusterConfig,
+        topic: str,
+        *,
+        decode: Callable[[bytes, bytes], T],
+        batch: int = 1000,
+        timeout_s: float = ADMIN_TIMEOUT_S,
     ) -> None:
         self.cluster, self.topic = cluster, topic
+        self.timeout_s = timeout_s
         self._decode = decode
         self._batch = batch
         self._partition = TopicPartition(topic, 0)
@@ -78,8 +87,10 @@ class InternalTopicReader(Generic[T]):
             log.debug("cluster %s: %s has no end offset yet: %s", self.cluster.alias, self.topic, exc)
             return None
 
-    def read_new(self, *, timeout_s: float = 10.0) -> list[T]:
-        """Records up to the current end of the topic (none if it does not exist yet)."""
+    def read_new(self, *, timeout_s: float | None = None) -> list[T]:
+        """Records up to the current end of the topic (none if it does not exist yet), within `timeout_s`
+        (the reader's own timeout by default)."""
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout_s
         end = self._high_watermark(timeout_s)
         if end is None:
@@ -139,16 +150,23 @@ class InternalTopicReader(Generic[T]):
 class InternalTopicWriter:
     """Writes records to partition 0 of `topic`, creating the topic on first use."""
 
-    def __init__(self, cluster: ClusterConfig, topic: str, *, replication_factor: int) -> None:
+    def __init__(
+        self, cluster: ClusterConfig, topic: str, *, replication_factor: int, timeout_s: float = 30.0
+    ) -> None:
         self.cluster, self.topic = cluster, topic
         self._replication_factor = replication_factor
+        self.timeout_s = timeout_s
         self._producer = make_producer(cluster)
         self._ready = False
 
-    def write(self, records: Sequence[tuple[bytes, bytes]], *, timeout_s: float = 30.0) -> None:
-        """Write and wait until the cluster acknowledged every record; raise InternalTopicError if not."""
+    def write(self, records: Sequence[tuple[bytes, bytes]], *, timeout_s: float | None = None) -> None:
+        """Write and wait until the cluster acknowledged every record (within `timeout_s`, the writer's own
+        timeout by default); raise InternalTopicError if not."""
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
         if not self._ready:
-            ensure_internal_topic(self.cluster, self.topic, replication_factor=self._replication_factor)
+            ensure_internal_topic(
+                self.cluster, self.topic, replication_factor=self._replication_factor, timeout_s=timeout_s
+            )
             self._ready = True
         failures: list[str] = []
 

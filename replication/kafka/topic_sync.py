@@ -20,7 +20,7 @@ from replication.connector import (
     replicated_partitions,
 )
 from replication.filters import ConfigPropertyFilter, TopicFilter
-from replication.kafka.admin import TopicAdmin, TopicAdminError
+from replication.kafka.admin import ADMIN_TIMEOUT_S, TopicAdmin, TopicAdminError
 from replication.policy import ReplicationPolicy
 from replication.scheduler import PeriodicJob, Scheduler
 
@@ -32,12 +32,19 @@ SYNC_TOPIC_CONFIGS = "sync.topic.configs"
 
 class TopicMetadataSync:
     def __init__(
-        self, *, flow: FlowConfig, source: ClusterConfig, target: ClusterConfig, policy: ReplicationPolicy
+        self,
+        *,
+        flow: FlowConfig,
+        source: ClusterConfig,
+        target: ClusterConfig,
+        policy: ReplicationPolicy,
+        timeout_s: float = ADMIN_TIMEOUT_S,
     ) -> None:
+        """`timeout_s` bounds each admin request to either cluster."""
         self.flow = flow
         self.policy = policy
-        self._source_admin = TopicAdmin(source)
-        self._target_admin = TopicAdmin(target)
+        self._source_admin = TopicAdmin(source, timeout_s=timeout_s)
+        self._target_admin = TopicAdmin(target, timeout_s=timeout_s)
         self._topic_filter = TopicFilter.for_flow(flow)
         self._config_filter = ConfigPropertyFilter.for_flow(flow)
         self._scheduler = Scheduler(
