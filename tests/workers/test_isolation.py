@@ -1,6 +1,7 @@
 """Isolation: a flow from a cluster nothing listens on, beside a healthy flow, on the workers exactly as
 `make demo` runs them (Procfile.demo: a replication worker and a metadata/reports worker, threads pool,
-under workers.respawn). The healthy flow keeps replicating; the broken one is FAULTED with its reason."""
+under workers.respawn). The healthy flow keeps replicating; the broken one is FAULTED with its reason,
+and ACTIVE again once the cluster answers."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from django.urls import reverse
 
 from controlplane import services
 from controlplane.models import Flow, FlowEvent, FlowEventKind, FlowState
-from replication.kafka.embedded import free_port
+from replication.kafka.embedded import EmbeddedBroker, free_port
 from replication.kafka.source_io import PartitionReader, PartitionReadError
 from tests.workers.harness import PARTITIONS, count_records, create_topic, produce, wait_until
 
@@ -54,6 +55,8 @@ def test_an_unreachable_cluster_faults_its_flow_and_costs_the_healthy_flow_nothi
     dead_port = free_port()  # nothing listens there
     dead = services.cluster_create(actor=None, alias="C", bootstrap_servers=f"127.0.0.1:{dead_port}")
     broken = services.flow_create(actor=None, source=dead, target=target, enabled=True, topics=[".*"])
+    # Trial probes of the dead cluster at most every 10 s (60 s by default), so its recovery below is quick.
+    celery_runtime.env["MIRRORPLANE_CLUSTER_BACKOFF_MAX_S"] = "10"
     celery_runtime.start_demo_workers()
     celery_runtime.start_beat()
     remote = f"A.{unique_name}"
@@ -102,3 +105,17 @@ def test_an_unreachable_cluster_faults_its_flow_and_costs_the_healthy_flow_nothi
     status = client_as("viewer").get(f"/api/v1/flows/{broken.pk}/status/").json()
     assert status["state_reason"] == broken.state_reason
     assert any(e["message"] == broken.state_reason for e in status["events"])
+
+    # The cluster comes back (a broker starts on that port): the flow recovers by itself.
+    revived = EmbeddedBroker(name="C", port=dead_port).start()
+    try:
+        wait_until(
+            lambda: Flow.objects.get(pk=broken.pk).state == FlowState.ACTIVE,
+            timeout_s=60,
+            what="the flow recovered",
+        )
+        assert FlowEvent.objects.filter(
+            flow=broken, kind=FlowEventKind.INFO, message__startswith="clusters answer again"
+        ).exists()
+    finally:
+        revived.stop(kill=True)
