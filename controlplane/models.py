@@ -274,6 +274,12 @@ class FlowPartitionStatus(models.Model):
         default=0.0, help_text="records/s replicated, over the engine's rate window"
     )
     byte_rate = models.FloatField(default=0.0, help_text="value bytes/s replicated, over the same window")
+    record_count = models.BigIntegerField(
+        default=0, help_text="records the owning task replicated since it started (MM2 record-count)"
+    )
+    byte_count = models.BigIntegerField(
+        default=0, help_text="value bytes the owning task replicated since it started (MM2 byte-count)"
+    )
     last_error = models.TextField(
         blank=True, default="", help_text="the task's last error; empty when healthy"
     )

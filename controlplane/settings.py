@@ -12,6 +12,8 @@
 With DEBUG false (production) the process refuses to start on the built-in development SECRET_KEY, and
 so on the secrets key derived from it: both are public, in this file.
 | ALLOWED_HOSTS | localhost, 127.0.0.1, [::1] |
+| METRICS_BEARER_TOKEN | unset (a Prometheus scrape sends `Authorization: Bearer <token>`) |
+| METRICS_OPEN | false (true: /metrics needs no token) |
 | FAILOVER_PLAN_RATE_PER_MINUTE | 12 (failover plans one user may read per minute; 0: no limit) |
 """
 
@@ -45,7 +47,9 @@ if SECRET_KEY == _DEV_SECRET_KEY:
             "print(Fernet.generate_key().decode())') for secrets at rest; or set DEBUG=true on a development "
             "machine"
         )
-    _log.warning("SECRET_KEY is not set: using the development key (DEBUG only; set SECRET_KEY in production)")
+    _log.warning(
+        "SECRET_KEY is not set: using the development key (DEBUG only; set SECRET_KEY in production)"
+    )
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -76,6 +80,9 @@ CACHES = {
         "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
     }
 }
+# /metrics: a scrape's bearer token (Prometheus `authorization`), or open to anyone who reaches it.
+METRICS_BEARER_TOKEN = env.str("METRICS_BEARER_TOKEN", default="")
+METRICS_OPEN = env.bool("METRICS_OPEN", default=False)
 # Failover plans per user and minute (each opens clients on both clusters); 0 turns the limit off.
 FAILOVER_PLAN_RATE_PER_MINUTE = env.int("FAILOVER_PLAN_RATE_PER_MINUTE", default=12)
 METRICS_DIR = Path(env.str("METRICS_DIR", default=str(VAR_DIR / "metrics")))

@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import requests
 from django.db import connection
 
 from replication.config import ClusterConfig
@@ -22,6 +24,7 @@ from replication.kafka.source_io import PartitionReader
 from replication.source import source_offset_of
 
 CELERY = str(Path(sys.executable).with_name("celery"))
+GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
 REPO = Path(__file__).resolve().parents[2]
 PARTITIONS = 4
 
@@ -196,3 +199,42 @@ def mirrored_offsets(
 
 def count_records(cluster: ClusterConfig, topic: str, partitions: int = PARTITIONS) -> int:
     return sum(len(offsets) for offsets in mirrored_offsets(cluster, topic, partitions).values())
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Gunicorn:
+    """`gunicorn controlplane.wsgi` as the Dockerfile runs it: its default settings (1 sync worker, 30 s
+    timeout) unless `args` adds the production flags (e.g. `--workers 3`, as docker-compose.yml)."""
+
+    def __init__(self, *, env: dict[str, str], log: Path, args: tuple[str, ...] = ()) -> None:
+        self.env, self.log, self.args, self.process = env, log, args, None
+        self.url = ""
+
+    def start(self) -> Gunicorn:
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen(
+                [GUNICORN, "controlplane.wsgi", "--bind", f"127.0.0.1:{port}", *self.args],
+                env=self.env,
+                cwd=REPO,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        wait_until(self._answers, timeout_s=60, what="gunicorn to answer")
+        return self
+
+    def _answers(self) -> bool:
+        try:
+            return requests.get(f"{self.url}/login/", timeout=10).status_code == 200
+        except requests.RequestException:  # not listening yet, or still importing Django
+            return False
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)

@@ -6,11 +6,6 @@ the next one in the middle."""
 from __future__ import annotations
 
 import re
-import signal
-import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import requests
@@ -22,52 +17,13 @@ from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_producer
 from replication.kafka.groups import GroupOffsetsAdmin
 from tests.failover.conftest import commit_after, next_records, read_partition
-from tests.workers.harness import REPO, create_topic, wait_until
+from tests.workers.harness import Gunicorn, create_topic, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
 PARTITIONS = 2
 RECORDS = 60  # per partition
 PASSWORD = "oncall-password-1"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Gunicorn:
-    """`gunicorn controlplane.wsgi` with its default settings (1 sync worker, 30 s timeout)."""
-
-    def __init__(self, *, env: dict[str, str], log: Path) -> None:
-        self.env, self.log, self.process = env, log, None
-        self.url = ""
-
-    def start(self) -> Gunicorn:
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        with open(self.log, "ab") as out:
-            self.process = subprocess.Popen(
-                [GUNICORN, "controlplane.wsgi", "--bind", f"127.0.0.1:{port}"],
-                env=self.env,
-                cwd=REPO,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        wait_until(self._answers, timeout_s=60, what="gunicorn to answer")
-        return self
-
-    def _answers(self) -> bool:
-        try:
-            return requests.get(f"{self.url}/login/", timeout=10).status_code == 200
-        except requests.RequestException:  # not listening yet, or still importing Django
-            return False
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(10)
 
 
 def produce_one_per_batch(cluster, topic: str) -> None:

@@ -1,0 +1,103 @@
+"""How long a /metrics scrape takes: `python -m bench.metrics_scrape [--flows 500] [--partitions 10]`.
+
+Creates a throw-away test database (Django's test database machinery, next to DATABASE_URL's), stores
+`--flows` flows between generated clusters with `--partitions` fresh status rows each, and times the whole
+exposition (`controlplane.prometheus.exposition`: the selectors' queries, the roll-ups, the text format)
+against, as the baseline in the same run, reading the same status rows raw (`values_list`). The issue's
+target: under 1 s for 500 flows x 10 partitions (exit 1 when missed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import statistics
+import time
+
+TARGET_S = 1.0
+
+
+def _seed(*, flows: int, partitions: int) -> None:
+    from django.utils import timezone
+
+    from controlplane.models import Cluster, Flow, FlowPartitionStatus, FlowState
+
+    clusters_needed = next(n for n in itertools.count(2) if n * (n - 1) >= flows)
+    clusters = Cluster.objects.bulk_create(
+        Cluster(alias=f"dc{index:03d}", bootstrap_servers=f"dc{index:03d}:9092")
+        for index in range(clusters_needed)
+    )
+    pairs = itertools.islice(((a, b) for a in clusters for b in clusters if a.pk != b.pk), flows)
+    stored = Flow.objects.bulk_create(
+        Flow(source=a, target=b, enabled=True, state=FlowState.ACTIVE, topics=["orders"]) for a, b in pairs
+    )
+    now = timezone.now()
+    FlowPartitionStatus.objects.bulk_create(
+        FlowPartitionStatus(
+            flow=flow,
+            topic="orders",
+            partition=p,
+            remote_topic=f"{flow.source.alias}.orders",
+            source_end_offset=1000 + p,
+            replicated_offset=990,
+            records_behind=10 + p,
+            seconds_behind=0.5,
+            record_age_ms=120,
+            replication_latency_ms=30,
+            record_count=5000,
+            byte_count=500_000,
+            state="OK",
+            observed_at=now,
+        )  # fmt: skip
+        for flow in stored
+        for p in range(partitions)
+    )
+
+
+def _time(run, repeat: int) -> float:
+    timings = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        run()
+        timings.append(time.perf_counter() - started)
+    return statistics.median(timings)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench metrics_scrape")
+    parser.add_argument("--flows", type=int, default=500)
+    parser.add_argument("--partitions", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    import django
+
+    django.setup()
+    from django.db import connection
+    from django.test.utils import setup_test_environment
+
+    from controlplane import prometheus
+    from controlplane.models import FlowPartitionStatus
+
+    setup_test_environment()
+    database = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
+    try:
+        _seed(flows=args.flows, partitions=args.partitions)
+        raw_s = _time(lambda: list(FlowPartitionStatus.objects.values_list()), args.repeat)
+        scrape_s = _time(prometheus.exposition, args.repeat)
+        size = len(prometheus.exposition())
+    finally:
+        connection.creation.destroy_test_db(database, verbosity=0)
+    rows = args.flows * args.partitions
+    print(
+        f"/metrics scrape, {args.flows} flows x {args.partitions} partitions ({rows} status rows, {size} bytes)"
+    )
+    print(
+        f"  exposition: {scrape_s * 1000:.0f} ms (median of {args.repeat}); raw read of the rows: {raw_s * 1000:.0f} ms"
+    )
+    print(
+        f"  ratio scrape / raw read: {scrape_s / raw_s:.1f}; target under {TARGET_S:g} s: {'met' if scrape_s < TARGET_S else 'MISSED'}"
+    )
+    return 0 if scrape_s < TARGET_S else 1

@@ -1,0 +1,210 @@
+"""Prometheus metrics (`/metrics`): the live status every page shows, in Prometheus's vocabulary.
+
+The families are computed at scrape time from what the workers stored (status rows with their
+`observed_at`, flow events, operations) and what the runtime announces in Redis (presence), through
+the same selectors as the pages and the API, so `records_behind` on a dashboard is the figure of the flow
+page. Computing them from shared state is what makes the endpoint safe under gunicorn's several worker
+processes: whichever process answers a scrape returns the same values; no per-process counters exist to
+be merged. When PROMETHEUS_MULTIPROC_DIR is set, process-local metrics of the web processes are merged in
+with prometheus-client's multiprocess collector as well.
+
+Names follow Prometheus conventions (base units, `_total` for counters); docs/metrics.md maps each to
+MM2's JMX name where MM2 has one.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+from django.db.models import Count, F, Sum
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from controlplane import presence, selectors
+from controlplane.models import FlowEvent, FlowEventKind, Operation
+
+# Per partition, the labels MM2's JMX names carry (flow = source->target; topic = the source topic): fewer
+# labels per series keeps a scrape of 5,000 partitions well under a second.
+PARTITION_LABELS = ["flow", "topic", "partition"]
+FLOW_LABELS = ["flow", "source", "target"]
+
+
+def _gauge(name: str, doc: str, labels: list[str], unit: str = "") -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"mirrorplane_{name}", doc, labels=labels, unit=unit)
+
+
+def _counter(name: str, doc: str, labels: list[str]) -> CounterMetricFamily:
+    return CounterMetricFamily(f"mirrorplane_{name}", doc, labels=labels)
+
+
+class MirrorplaneCollector:
+    """Yields every Mirrorplane family from the database and Redis as of the scrape."""
+
+    def collect(self) -> Iterator[Metric]:
+        summaries = selectors.flow_summaries()
+        yield from self._partition_families(summaries)
+        yield from self._flow_families(summaries)
+        yield from self._event_families(summaries)
+        yield from self._operation_families()
+        yield from self._worker_families()
+
+    # -- per partition ----------------------------------------------------------------------------------
+    def _partition_families(self, summaries) -> Iterator[Metric]:
+        records_behind = _gauge(
+            "records_behind",
+            "Source end offset minus the next offset to replicate (docs/lag.md)",
+            PARTITION_LABELS,
+        )
+        seconds_behind = _gauge(
+            "seconds_behind",
+            "Age of the oldest source record not yet replicated: the RPO in time",
+            PARTITION_LABELS,
+        )
+        record_age = _gauge(
+            "record_age_seconds",
+            "Age of the last record polled from the source (MM2 record-age-ms)",
+            PARTITION_LABELS,
+        )
+        latency = _gauge(
+            "replication_latency_seconds",
+            "Record timestamp to target acknowledgement of the last record (MM2 replication-latency-ms)",
+            PARTITION_LABELS,
+        )
+        records = _counter(
+            "records_replicated",
+            "Records replicated by the partition's task (MM2 record-count)",
+            PARTITION_LABELS,
+        )
+        bytes_ = _counter(
+            "bytes_replicated",
+            "Value bytes replicated by the partition's task (MM2 byte-count)",
+            PARTITION_LABELS,
+        )
+        state = _gauge(
+            "partition_state",
+            "The partition's Burrow state (STALE when its report is too old), as a label of a series valued 1",
+            [*PARTITION_LABELS, "state"],
+        )
+        for summary in summaries:
+            flow = summary.flow
+            for p in summary.partitions:
+                labels = [flow.name, p.topic, str(p.partition)]
+                if p.records_behind is not None:
+                    records_behind.add_metric(labels, p.records_behind)
+                if p.seconds_behind is not None:
+                    seconds_behind.add_metric(labels, p.seconds_behind)
+                if p.record_age_ms is not None:
+                    record_age.add_metric(labels, p.record_age_ms / 1000)
+                if p.replication_latency_ms is not None:
+                    latency.add_metric(labels, p.replication_latency_ms / 1000)
+                records.add_metric(labels, p.record_count)
+                bytes_.add_metric(labels, p.byte_count)
+                state.add_metric([*labels, p.state], 1)
+        yield from (records_behind, seconds_behind, record_age, latency, records, bytes_, state)
+
+    # -- per flow ---------------------------------------------------------------------------------------
+    def _flow_families(self, summaries) -> Iterator[Metric]:
+        state = _gauge(
+            "flow_state",
+            "The flow's lifecycle state, as a label of a series valued 1",
+            [*FLOW_LABELS, "state"],
+        )
+        behind = _gauge(
+            "flow_records_behind", "Records behind, summed over the flow's partitions", FLOW_LABELS
+        )
+        seconds = _gauge("flow_seconds_behind", "The flow's worst partition's seconds_behind", FLOW_LABELS)
+        age = _gauge(
+            "flow_status_age_seconds", "Seconds since the flow's newest partition report", FLOW_LABELS
+        )
+        stale = _gauge(
+            "flow_stale", "1 when a partition of a flow that should replicate has not reported", FLOW_LABELS
+        )
+        for summary in summaries:
+            flow = summary.flow
+            labels = [flow.name, flow.source.alias, flow.target.alias]
+            state.add_metric([*labels, flow.state], 1)
+            if summary.records_behind is not None:
+                behind.add_metric(labels, summary.records_behind)
+            if summary.seconds_behind is not None:
+                seconds.add_metric(labels, summary.seconds_behind)
+            if summary.age_s is not None:
+                age.add_metric(labels, summary.age_s)
+            stale.add_metric(labels, 1 if summary.health == "stale" else 0)
+        yield from (state, behind, seconds, age, stale)
+
+    def _event_families(self, summaries) -> Iterator[Metric]:
+        names = {summary.flow.pk: summary.flow for summary in summaries}
+        gaps = _counter(
+            "data_loss_gaps", "Source offsets gone before they were replicated, as gaps", FLOW_LABELS
+        )
+        lost = _counter(
+            "lost_records", "Source offsets in data-loss gaps (records lost to retention)", FLOW_LABELS
+        )
+        errors = _counter("flow_errors", "Error events recorded for the flow", FLOW_LABELS)
+        counted = (
+            FlowEvent.objects.filter(kind__in=[FlowEventKind.DATA_LOSS_GAP, FlowEventKind.ERROR])
+            .values("flow_id", "kind")
+            .annotate(events=Count("id"), offsets=Sum(F("last_offset") - F("first_offset") + 1))
+        )
+        by_flow: dict[int, dict[str, tuple[int, int]]] = {}
+        for row in counted:
+            by_flow.setdefault(row["flow_id"], {})[row["kind"]] = (row["events"], row["offsets"] or 0)
+        for flow_id, flow in names.items():
+            labels = [flow.name, flow.source.alias, flow.target.alias]
+            kinds = by_flow.get(flow_id, {})
+            gap_events, gap_offsets = kinds.get(FlowEventKind.DATA_LOSS_GAP, (0, 0))
+            gaps.add_metric(labels, gap_events)
+            lost.add_metric(labels, gap_offsets)
+            errors.add_metric(labels, kinds.get(FlowEventKind.ERROR, (0, 0))[0])
+        yield from (gaps, lost, errors)
+
+    # -- operations and workers -------------------------------------------------------------------------
+    def _operation_families(self) -> Iterator[Metric]:
+        operations = _counter(
+            "operations",
+            "Failover and failback operations by outcome (pending: running)",
+            ["flow", "kind", "outcome"],
+        )
+        rows = (
+            Operation.objects.values("flow__source__alias", "flow__target__alias", "kind", "outcome")
+            .annotate(count=Count("id"))
+            .order_by()
+        )
+        for row in rows:
+            flow = f"{row['flow__source__alias']}->{row['flow__target__alias']}"
+            operations.add_metric([flow, row["kind"], row["outcome"]], row["count"])
+        yield operations
+
+    def _worker_families(self) -> Iterator[Metric]:
+        up = _gauge(
+            "worker_up", "1 for each worker seen recently, by the queues it consumes", ["worker", "queues"]
+        )
+        seen = _gauge("worker_last_seen_seconds", "Seconds since the worker announced itself", ["worker"])
+        beat = _gauge("beat_last_seen_seconds", "Seconds since beat (the supervisor) announced itself", [])
+        redis_up = _gauge("redis_up", "1 when Redis (broker, leases, presence) answered this scrape", [])
+        now = time.time()
+        try:
+            workers, beat_presence = presence.workers_seen(), presence.beat_seen()
+        except Exception:
+            redis_up.add_metric([], 0)
+            yield redis_up
+            return
+        redis_up.add_metric([], 1)
+        for worker in workers:
+            up.add_metric([worker.name, ",".join(worker.queues)], 1)
+            seen.add_metric([worker.name], worker.age_s(now))
+        if beat_presence is not None:
+            beat.add_metric([], beat_presence.age_s(now))
+        yield from (up, seen, beat, redis_up)
+
+
+def exposition() -> bytes:
+    """The text exposition of every family (plus the web processes' own when multiprocess is on)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(MirrorplaneCollector())
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        MultiProcessCollector(registry)
+    return generate_latest(registry)
