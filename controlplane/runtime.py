@@ -157,6 +157,23 @@ def partition_statuses_save(
             unique_fields=["flow", "topic", "partition"],
             update_fields=list(STATUS_FIELDS),
         )
+    if rows and not any(row.state == PartitionState.STOP for row in rows):
+        _recover_from_data_loss_stop(flow_id=flow_id, at=at)
+
+
+def _recover_from_data_loss_stop(*, flow_id: int, at: datetime) -> None:
+    """A flow FAULTED by a data-loss stop is ACTIVE again once none of its partitions is stopped."""
+    faulted = Flow.objects.filter(
+        pk=flow_id, state=FlowState.FAULTED, state_reason__startswith=DATA_LOSS_REASON_PREFIX
+    )
+    if not faulted.exists():
+        return
+    if FlowPartitionStatus.objects.filter(flow_id=flow_id, state=PartitionState.STOP).exists():
+        return
+    if lifecycle.recover(flow_id=flow_id):
+        flow_event_record(
+            flow_id=flow_id, kind=FlowEventKind.INFO, message="no partition is stopped any more: replicating", at=at
+        )
 
 
 def partition_statuses_prune(*, flow_id: int, replicated: Sequence[TopicPartition]) -> int:
@@ -228,11 +245,26 @@ def flow_recover_clusters_reachable(*, flow_id: int, at: datetime) -> bool:
     return True
 
 
+DATA_LOSS_REASON_PREFIX = "data loss stopped "
+
+
 def flow_gap_record(*, flow_id: int, gap: GapEvent, remote_topic: str, stopped: bool, at: datetime) -> None:
-    """A data-loss gap: source offsets that were gone before they were replicated."""
+    """A data-loss gap: source offsets that were gone before they were replicated.
+
+    When it stopped the partition (`data.loss.policy = stop`) the flow is FAULTED with the reason, until
+    no partition of it is stopped any more (`partition_statuses_save`).
+    """
     known = gap.lost_records is not None
     lost = f"{gap.lost_records} records" if known else "an unknown number of records"
     action = "partition stopped" if stopped else f"replication resumed at offset {gap.resumed_offset}"
+    if stopped:
+        lifecycle.fault(
+            flow_id=flow_id,
+            reason=f"{DATA_LOSS_REASON_PREFIX}{gap.topic}[{gap.partition}]: {lost} gone from the source "
+            f"before they were replicated ({gap.reason}); data.loss.policy = stop. Decide what to do with the "
+            "gap (restore the records, or accept the loss by setting data.loss.policy to skip), then the "
+            "partition resumes",
+        )
     FlowEvent.objects.create(
         flow_id=flow_id,
         kind=FlowEventKind.DATA_LOSS_GAP,

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from django.test import Client
+from django.utils import timezone
 
-from controlplane import lifecycle, services
+from controlplane import lifecycle, runtime, services
 from controlplane.errors import ServiceValidationError
 from controlplane.models import AuditEvent, Flow, FlowState
+from replication.metrics import GapEvent, PartitionMetrics
 from tests.controlplane.test_mm2_import_export import ACTIVE_ACTIVE, ENV, _import
 
 S = FlowState
@@ -119,3 +122,53 @@ def test_reimport_leaves_paused_and_failed_over_flows_alone(admin_user):
     _import(admin_user, changed.replace("tasks.max = 8", "tasks.max = 6"), environ=ENV)
     assert Flow.objects.get(pk=paused.pk).state == S.PAUSED
     assert Flow.objects.get(pk=failed_over.pk).state == S.FAILED_OVER
+
+
+def _partition(topic: str, *, stopped: bool) -> PartitionMetrics:
+    return PartitionMetrics(
+        topic=f"A.{topic}", partition=0, source_topic=topic, record_count=5, record_rate=0.0, byte_count=50,
+        byte_rate=0.0, record_age_ms=None, replication_latency_ms=None, records_behind=0, seconds_behind=0.0,
+        source_end_offset=10, next_offset=10, skipped_count=0, gap_count=1, lost_records=3, stopped=stopped,
+        last_error=None,
+    )  # fmt: skip
+
+
+def test_a_data_loss_stop_faults_the_flow_with_why_until_no_partition_is_stopped(client_as, admin_user, flow):
+    now = timezone.now()
+    gap = GapEvent(
+        "orders", 0, expected_offset=4, resumed_offset=4, lost_records=3, detected_at=0, reason="retention"
+    )
+    runtime.partition_statuses_save(
+        flow_id=flow.pk,
+        task_index=0,
+        partitions=[_partition("orders", stopped=True)],
+        task_error=None,
+        at=now,
+    )
+    runtime.flow_gap_record(flow_id=flow.pk, gap=gap, remote_topic="A.orders", stopped=True, at=now)
+    stored = Flow.objects.get(pk=flow.pk)
+    assert stored.state == S.FAULTED
+    assert stored.state_reason.startswith("data loss stopped orders[0]: 3 records gone from the source")
+    browser = Client()
+    browser.force_login(admin_user)
+    page = browser.get(f"/flows/{flow.pk}/").content.decode()
+    assert "faulted" in page and "data loss stopped orders[0]" in page
+    api = client_as("viewer").get(f"/api/v1/flows/{flow.pk}/").json()
+    assert api["state"] == "faulted" and "data.loss.policy = stop" in api["state_reason"]
+    # still stopped: the flow stays faulted; once the partition runs again it recovers
+    runtime.partition_statuses_save(
+        flow_id=flow.pk,
+        task_index=0,
+        partitions=[_partition("orders", stopped=True)],
+        task_error=None,
+        at=now,
+    )
+    assert Flow.objects.get(pk=flow.pk).state == S.FAULTED
+    runtime.partition_statuses_save(
+        flow_id=flow.pk,
+        task_index=0,
+        partitions=[_partition("orders", stopped=False)],
+        task_error=None,
+        at=now,
+    )
+    assert Flow.objects.get(pk=flow.pk).state == S.ACTIVE
