@@ -115,7 +115,12 @@ def test_target_outage_backs_off_reports_and_resumes_without_loss(
             timeout_s=60,
             what="the error in the partition status",
         )
-        assert FlowEvent.objects.filter(flow=flow, kind=FlowEventKind.ERROR).exists()
+        # The slice stores the status, then the event: wait for it rather than race the worker.
+        wait_until(
+            lambda: FlowEvent.objects.filter(flow=flow, kind=FlowEventKind.ERROR).exists(),
+            timeout_s=30,
+            what="the error event",
+        )
         failing = FlowPartitionStatus.objects.filter(flow=flow, state=PartitionState.ERR).first()
         assert failing is not None and failing.last_error, "a failing partition shows the task's error"
     finally:
