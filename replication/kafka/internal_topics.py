@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Generic, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -32,7 +32,12 @@ class InternalTopicError(RuntimeError):
 
 
 def ensure_internal_topic(
-    cluster: ClusterConfig, topic: str, *, replication_factor: int, timeout_s: float = ADMIN_TIMEOUT_S
+    cluster: ClusterConfig,
+    topic: str,
+    *,
+    replication_factor: int,
+    timeout_s: float = ADMIN_TIMEOUT_S,
+    configs: Mapping[str, str] = INTERNAL_TOPIC_CONFIGS,
 ) -> None:
     """Create `topic` (1 partition, compacted) unless it exists; the factor is lowered to the broker count."""
     admin = TopicAdmin(cluster, timeout_s=timeout_s)
@@ -48,7 +53,7 @@ def ensure_internal_topic(
         source_topic=topic,
         partitions=1,
         replication_factor=factor,
-        configs=INTERNAL_TOPIC_CONFIGS,
+        configs=dict(configs),
     )
     error = admin.create_topics([new_topic]).get(topic)
     if error is not None:
@@ -151,10 +156,17 @@ class InternalTopicWriter:
     """Writes records to partition 0 of `topic`, creating the topic on first use."""
 
     def __init__(
-        self, cluster: ClusterConfig, topic: str, *, replication_factor: int, timeout_s: float = 30.0
+        self,
+        cluster: ClusterConfig,
+        topic: str,
+        *,
+        replication_factor: int,
+        timeout_s: float = 30.0,
+        configs: Mapping[str, str] = INTERNAL_TOPIC_CONFIGS,
     ) -> None:
         self.cluster, self.topic = cluster, topic
         self._replication_factor = replication_factor
+        self._configs = configs
         self.timeout_s = timeout_s
         self._producer = make_producer(cluster)
         self._ready = False
@@ -165,7 +177,11 @@ class InternalTopicWriter:
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
         if not self._ready:
             ensure_internal_topic(
-                self.cluster, self.topic, replication_factor=self._replication_factor, timeout_s=timeout_s
+                self.cluster,
+                self.topic,
+                replication_factor=self._replication_factor,
+                timeout_s=timeout_s,
+                configs=self._configs,
             )
             self._ready = True
         failures: list[str] = []

@@ -14,10 +14,22 @@ from collections.abc import Mapping, Sequence
 
 from replication.config import ClusterConfig
 from replication.formats import RecordFormatError
-from replication.kafka.internal_topics import InternalTopicReader, InternalTopicWriter
+from replication.kafka.internal_topics import (
+    INTERNAL_TOPIC_CONFIGS,
+    InternalTopicReader,
+    InternalTopicWriter,
+)
 from replication.positions import TopicPartition
 
 POSITIONS_REPLICATION_FACTOR = 3
+# Positions are written up to 5 times a second per busy partition (at_least_once's 200 ms cadence), and a
+# task taking over reads the topic from its start: roll segments every 10 minutes and clean them early,
+# so compaction keeps the topic near one record per partition (it only compacts closed segments).
+POSITIONS_TOPIC_CONFIGS = {
+    **INTERNAL_TOPIC_CONFIGS,
+    "segment.ms": "600000",
+    "min.cleanable.dirty.ratio": "0.1",
+}
 
 
 def positions_topic(source_alias: str) -> str:
@@ -43,7 +55,10 @@ class KafkaPositionStore:
         self.target = target
         self.topic = positions_topic(source_alias)
         self._writer = InternalTopicWriter(
-            target, self.topic, replication_factor=POSITIONS_REPLICATION_FACTOR
+            target,
+            self.topic,
+            replication_factor=POSITIONS_REPLICATION_FACTOR,
+            configs=POSITIONS_TOPIC_CONFIGS,
         )
         self._lock = threading.Lock()
 
