@@ -220,12 +220,13 @@ def cluster_unreachable_reason(*, role: str, alias: str, error: str) -> str:
     return f"{role} cluster {alias} unreachable: {error}"
 
 
-def flow_fault_cluster_unreachable(*, flow_id: int, reason: str, at: datetime) -> None:
+def flow_fault_cluster_unreachable(*, flow_id: int, reason: str, at: datetime) -> bool:
     """A cluster of the flow does not answer: ACTIVE -> FAULTED with `reason` (a FAULTED flow takes the
-    newer reason), and an error event saying so. Other states (paused, failing over) keep their state and
-    get the event only."""
+    newer reason), and an error event saying so. Other states (failing over) keep their state and get
+    the event only. True when the flow is FAULTED now."""
     lifecycle.fault(flow_id=flow_id, reason=reason)
     flow_event_record(flow_id=flow_id, kind=FlowEventKind.ERROR, message=reason, at=at)
+    return Flow.objects.filter(pk=flow_id, state=FlowState.FAULTED).exists()
 
 
 def flow_recover_clusters_reachable(*, flow_id: int, at: datetime) -> bool:
@@ -239,7 +240,7 @@ def flow_recover_clusters_reachable(*, flow_id: int, at: datetime) -> bool:
     flow_event_record(
         flow_id=flow_id,
         kind=FlowEventKind.INFO,
-        message=f"clusters answer again: replicating (was: {current[1]})",
+        message=f"recovered: its clusters answer again, replicating (was: {current[1]})",
         at=at,
     )
     return True

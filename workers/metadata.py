@@ -46,6 +46,7 @@ class CachedMetadata:
     partitions: tuple[TopicPartition, ...] | None = None
     errors: tuple[str, ...] = ()
     fault_reason: str | None = None  # the unreachable cluster this process last reported for the flow
+    faulted: bool = False  # ... and the flow is FAULTED for it (a failing-over flow is not: its drain runs)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -121,16 +122,17 @@ def _clusters_answer(flow_id: int, entry: CachedMetadata) -> bool:
         if verdict.reachable:
             continue
         if verdict.confirmed:
-            context.leases().delete_plan(flow_id)  # its chains wait instead of failing slice after slice
             reason = runtime.cluster_unreachable_reason(role=role, alias=cluster.alias, error=verdict.error)
             if reason != entry.fault_reason:
                 log.error("flow %s: %s", entry.spec.flow.name, reason)
-                runtime.flow_fault_cluster_unreachable(flow_id=flow_id, reason=reason, at=at)
+                entry.faulted = runtime.flow_fault_cluster_unreachable(flow_id=flow_id, reason=reason, at=at)
                 entry.fault_reason = reason
+            if entry.faulted:  # its chains wait instead of failing slice after slice
+                context.leases().delete_plan(flow_id)
         return False
     if runtime.flow_recover_clusters_reachable(flow_id=flow_id, at=at):
         log.info("flow %s: its clusters answer again; replicating", entry.spec.flow.name)
-    entry.fault_reason = None
+    entry.fault_reason, entry.faulted = None, False
     return True
 
 

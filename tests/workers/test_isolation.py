@@ -115,7 +115,7 @@ def test_an_unreachable_cluster_faults_its_flow_and_costs_the_healthy_flow_nothi
             what="the flow recovered",
         )
         assert FlowEvent.objects.filter(
-            flow=broken, kind=FlowEventKind.INFO, message__startswith="clusters answer again"
+            flow=broken, kind=FlowEventKind.INFO, message__startswith="recovered: its clusters answer again"
         ).exists()
     finally:
         revived.stop(kill=True)

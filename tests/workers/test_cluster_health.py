@@ -1,0 +1,73 @@
+"""A cluster's reachability as a metadata worker sees it (probe + breaker against real brokers and a dead
+port), and the fault/recover writes it drives."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from controlplane import lifecycle, runtime
+from controlplane.models import Flow, FlowEvent, FlowEventKind, FlowState
+from replication.circuit_breaker import BreakerPolicy
+from replication.config import ClusterConfig
+from replication.kafka.embedded import free_port
+from workers.clusters import ClusterHealth
+
+pytestmark = [pytest.mark.kafka]
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _health() -> ClusterHealth:
+    return ClusterHealth(
+        timeout_s=1.0, probe_interval_s=60.0, policy=BreakerPolicy(failure_threshold=2, base_backoff_s=30.0)
+    )
+
+
+def test_a_cluster_that_answers_is_reachable(cluster_a):
+    assert _health().check(cluster_a, now=0).reachable
+
+
+def test_a_dead_cluster_opens_its_breaker_after_two_probes_and_is_refused_while_open(cluster_a):
+    port = free_port()
+    dead = ClusterConfig(alias="C", bootstrap_servers=f"127.0.0.1:{port}")
+    health = _health()
+    first = health.check(dead, now=0)
+    assert not first.reachable and not first.confirmed  # one failed probe is not an outage yet
+    assert f"127.0.0.1:{port}: connection refused" in first.error
+    second = health.check(dead, now=1)
+    assert not second.reachable and second.confirmed
+    refused = health.check(dead, now=2)  # open: refused without a probe until the backoff ends
+    assert refused.confirmed and refused.error == second.error
+    assert health.check(cluster_a, now=2).reachable  # another cluster is not affected
+
+
+def test_unreachable_cluster_faults_the_flow_and_its_return_recovers_it(make_flow):
+    flow = make_flow(topics=["orders"])
+    reason = runtime.cluster_unreachable_reason(role="source", alias="A", error="127.0.0.1:1: refused")
+    assert runtime.flow_fault_cluster_unreachable(flow_id=flow.pk, reason=reason, at=NOW)
+    stored = Flow.objects.get(pk=flow.pk)
+    assert (stored.state, stored.state_reason) == (
+        FlowState.FAULTED,
+        "source cluster A unreachable: 127.0.0.1:1: refused",
+    )
+    assert FlowEvent.objects.filter(flow=flow, kind=FlowEventKind.ERROR, message=reason).exists()
+    assert runtime.flow_recover_clusters_reachable(flow_id=flow.pk, at=NOW)
+    assert Flow.objects.get(pk=flow.pk).state == FlowState.ACTIVE
+    assert FlowEvent.objects.filter(flow=flow, kind=FlowEventKind.INFO, message__contains=reason).exists()
+
+
+def test_a_flow_faulted_for_another_reason_is_not_recovered_by_reachable_clusters(make_flow):
+    flow = make_flow(topics=["orders"])
+    lifecycle.fault(flow_id=flow.pk, reason="data loss on orders[0]: partition stopped")
+    assert not runtime.flow_recover_clusters_reachable(flow_id=flow.pk, at=NOW)
+    assert Flow.objects.get(pk=flow.pk).state == FlowState.FAULTED
+
+
+def test_a_paused_flow_gets_the_event_but_keeps_its_state(make_flow):
+    flow = make_flow(topics=["orders"])
+    lifecycle.pause(flow=flow)
+    reason = runtime.cluster_unreachable_reason(role="target", alias="B", error="timed out")
+    assert not runtime.flow_fault_cluster_unreachable(flow_id=flow.pk, reason=reason, at=NOW)
+    assert Flow.objects.get(pk=flow.pk).state == FlowState.PAUSED
