@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 export DJANGO_SETTINGS_MODULE ?= controlplane.settings
 
-.PHONY: install test test-fast lint bench demo clean chromium prometheus
+.PHONY: install test test-fast lint bench demo clean chromium prometheus alertmanager
 
 # This machine's own keys for the demo and the benchmarks (the settings refuse the public development
 # key when DEBUG is false): generated once into var/dev.env, read by every process make starts.
@@ -40,8 +40,15 @@ prometheus:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
 	  else sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null; fi; }
 
+# Alertmanager's amtool checks deploy/alertmanager/alertmanager.yml (tests/deploy), also from Debian.
+alertmanager:
+	@command -v amtool >/dev/null 2>&1 || { \
+	  echo "installing Debian prometheus-alertmanager (amtool) for the deploy tests"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus-alertmanager >/dev/null; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends prometheus-alertmanager >/dev/null; fi; }
+
 # pytest exits 5 when it collected no tests: that is a failure here, as any other non-zero code.
-test: install chromium prometheus
+test: install chromium prometheus alertmanager
 	$(PY) -m pytest -p no:cacheprovider --durations=15 $(PYTEST_ARGS); \
 	  code=$$?; if [ $$code -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$code
 

@@ -96,3 +96,70 @@ def test_systemd_units_run_the_compose_commands_and_restart_always():
         assert command.split("/.venv/bin/", 1)[1] == services[service]["command"], unit
         assert parser["Service"]["Restart"] == "always"
         assert parser["Service"]["KillSignal"] == "SIGTERM"  # Celery's warm shutdown
+
+
+def _bind_mounts(service: dict) -> dict[str, Path]:
+    """Container path -> repository path of the service's `./...` bind mounts (which must exist)."""
+    mounts = {}
+    for volume in service.get("volumes", []):
+        source, target = volume.split(":")[:2]
+        if source.startswith("./"):
+            path = ROOT / source
+            assert path.exists(), f"{volume}: {source} is not in the repository"
+            mounts[target] = path
+    return mounts
+
+
+def _in_container(mounts: dict[str, Path], container_path: str) -> Path:
+    """The repository file a container path comes from."""
+    for target, source in mounts.items():
+        if container_path.startswith(target + "/"):
+            return source / container_path.removeprefix(target + "/")
+    raise AssertionError(f"{container_path} is not mounted from the repository")
+
+
+def test_prometheus_scrapes_the_web_with_the_token_the_web_requires():
+    compose = _compose()
+    services = compose["services"]
+    prometheus = services["prometheus"]
+    mounts = _bind_mounts(prometheus)
+    config_flag = next(arg for arg in prometheus["command"] if arg.startswith("--config.file="))
+    config_path = _in_container(mounts, config_flag.split("=", 1)[1])
+    assert config_path == ROOT / "deploy" / "prometheus" / "prometheus.yml"
+    config = yaml.safe_load(config_path.read_text())
+    for rule_file in config["rule_files"]:
+        assert (config_path.parent / rule_file).is_file(), rule_file
+    job = next(job for job in config["scrape_configs"] if job["job_name"] == "mirrorplane")
+    web_port = re.search(r"--bind 0\.0\.0\.0:(\d+)", services["web"]["command"]).group(1)
+    assert job["static_configs"][0]["targets"] == [f"web:{web_port}"]
+    # The token: a compose secret from METRICS_BEARER_TOKEN, which the web requires too.
+    (secret,) = prometheus["secrets"]
+    assert compose["secrets"][secret] == {"environment": "METRICS_BEARER_TOKEN"}
+    assert job["authorization"]["credentials_file"] == f"/run/secrets/{secret}"
+    assert services["web"]["environment"]["METRICS_BEARER_TOKEN"].startswith("${METRICS_BEARER_TOKEN:?")
+    (alertmanagers,) = config["alerting"]["alertmanagers"]
+    assert alertmanagers["static_configs"][0]["targets"] == ["alertmanager:9093"]
+    assert "9093:9093" in services["alertmanager"]["ports"]
+
+
+def test_alertmanager_and_grafana_read_the_deploy_files():
+    services = _compose()["services"]
+    alertmanager = services["alertmanager"]
+    config_flag = next(arg for arg in alertmanager["command"] if arg.startswith("--config.file="))
+    config_path = _in_container(_bind_mounts(alertmanager), config_flag.split("=", 1)[1])
+    assert config_path == ROOT / "deploy" / "alertmanager" / "alertmanager.yml"
+    grafana = services["grafana"]
+    mounts = _bind_mounts(grafana)
+    assert mounts["/etc/grafana/provisioning"] == ROOT / "deploy" / "grafana" / "provisioning"
+    provider = yaml.safe_load((ROOT / "deploy/grafana/provisioning/dashboards/mirrorplane.yml").read_text())
+    dashboards = _in_container(mounts, provider["providers"][0]["options"]["path"] + "/mirrorplane.json")
+    assert dashboards == ROOT / "deploy" / "grafana" / "dashboards" / "mirrorplane.json"
+    home = grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert _in_container(mounts, home) == dashboards
+    datasources = yaml.safe_load(
+        (ROOT / "deploy/grafana/provisioning/datasources/mirrorplane.yml").read_text()
+    )
+    assert datasources["datasources"][0]["url"] == "http://prometheus:9090"
+    assert grafana["environment"]["GF_SECURITY_ADMIN_PASSWORD"].startswith("${GRAFANA_ADMIN_PASSWORD:?")
+    for name in ("prometheus", "alertmanager", "grafana"):
+        assert services[name]["restart"] == "unless-stopped", name
