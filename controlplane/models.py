@@ -207,6 +207,9 @@ class AuditAction(models.TextChoices):
     FAILOVER = "failover"
     FAILBACK = "failback"
     RUN_REPORTS = "run_reports"
+    SILENCE = "silence"
+    UNSILENCE = "unsilence"
+    TEST_CHANNEL = "test_channel"
 
 
 class AuditOutcome(models.TextChoices):
@@ -518,3 +521,163 @@ class ReportRow(models.Model):
             models.UniqueConstraint(fields=["dataset", "key"], name="one_report_row_per_key"),
         ]
         indexes = [models.Index(fields=["dataset", "flow_id", "window_start"])]
+
+
+# -- RPO budgets, runtime signals and alerts (controlplane.alerts, controlplane.notifications) ------------
+DEFAULT_RPO_SECONDS = 60.0
+
+
+class FlowRpoBudget(models.Model):
+    """A flow's recovery point objective: how far behind it may be before an alert fires (docs/alerts.md).
+
+    Kept apart from `Flow`, whose columns are MM2's flow properties. A flow without a row has the
+    defaults: DEFAULT_RPO_SECONDS seconds behind, no records budget.
+    """
+
+    flow = models.OneToOneField(Flow, on_delete=models.CASCADE, primary_key=True, related_name="rpo_budget")
+    seconds_behind = models.FloatField(
+        default=DEFAULT_RPO_SECONDS, help_text="largest seconds_behind allowed (the RPO in time)"
+    )
+    records_behind = models.BigIntegerField(
+        null=True, blank=True, help_text="largest records_behind allowed; empty: no records budget"
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class FlowSignals(models.Model):
+    """What the runtime last did for a flow, with when: written by the metadata task (heartbeats,
+    checkpoints), the slices (offset syncs, records replicated) and the alert evaluation (task leases)."""
+
+    flow = models.OneToOneField(Flow, on_delete=models.CASCADE, primary_key=True, related_name="signals")
+    heartbeat_emitted_at = models.DateTimeField(null=True, blank=True)
+    checkpoint_emitted_at = models.DateTimeField(null=True, blank=True)
+    offset_sync_emitted_at = models.DateTimeField(null=True, blank=True)
+    records_replicated_at = models.DateTimeField(
+        null=True, blank=True, help_text="the last slice that replicated records"
+    )
+    tasks_planned = models.IntegerField(null=True, blank=True, help_text="tasks of the flow's current plan")
+    tasks_leased = models.IntegerField(null=True, blank=True, help_text="of them, tasks whose lease is held")
+    tasks_observed_at = models.DateTimeField(null=True, blank=True)
+
+
+class AlertRule(models.TextChoices):
+    """The rules Mirrorplane evaluates itself (controlplane.alert_rules); deploy/ ships the same ones."""
+
+    RPO_SECONDS = "rpo_seconds_exceeded", "RPO budget exceeded (seconds behind)"
+    RPO_RECORDS = "rpo_records_exceeded", "RPO budget exceeded (records behind)"
+    STALE_STATUS = "stale_status", "status stale"
+    HEARTBEAT_MISSING = "heartbeat_missing", "heartbeat missing"
+    DATA_LOSS_GAP = "data_loss_gap", "data-loss gap"
+    FLOW_FAULTED = "flow_faulted", "flow faulted"
+    NO_LEASE_HOLDER = "no_lease_holder", "no worker holds the flow's tasks"
+    OFFSET_SYNCS_STOPPED = "offset_syncs_stopped", "offset syncs stopped (failover would be inexact)"
+
+
+class AlertState(models.TextChoices):
+    FIRING = "firing"
+    RESOLVED = "resolved"
+
+
+class Alert(models.Model):
+    """One firing of a rule for a flow, from when it fired until it resolved (then it is history)."""
+
+    flow = models.ForeignKey(Flow, on_delete=models.CASCADE, related_name="alerts")
+    rule = models.CharField(max_length=30, choices=AlertRule.choices)
+    state = models.CharField(max_length=10, choices=AlertState.choices, default=AlertState.FIRING)
+    fired_at = models.DateTimeField(db_index=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    figure = models.FloatField(null=True, blank=True, help_text="the measured figure, last evaluated")
+    fired_figure = models.FloatField(null=True, blank=True, help_text="the figure when it fired")
+    threshold = models.FloatField(null=True, blank=True)
+    unit = models.CharField(max_length=20, blank=True, default="")
+    observed_at = models.DateTimeField(null=True, blank=True, help_text="when the figure was measured")
+    message = models.TextField(blank=True, default="")
+    silenced = models.BooleanField(default=False, help_text="a silence covered it when it fired")
+
+    class Meta:
+        ordering = ["-fired_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["flow", "rule"], condition=Q(state="firing"), name="one_firing_alert_per_flow_rule"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rule} of flow {self.flow_id} ({self.state})"
+
+
+class AlertSilence(models.Model):
+    """No notification for matching alerts until `expires_at` (they still fire and show, marked)."""
+
+    flow = models.ForeignKey(
+        Flow, null=True, blank=True, on_delete=models.CASCADE, related_name="silences", help_text="empty: all"
+    )
+    rule = models.CharField(max_length=30, choices=AlertRule.choices, blank=True, default="")
+    expires_at = models.DateTimeField(db_index=True)
+    reason = models.CharField(max_length=500, blank=True, default="")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-expires_at", "-id"]
+
+
+class ChannelKind(models.TextChoices):
+    WEBHOOK = "webhook", "webhook (generic JSON)"
+    SLACK = "slack", "Slack-compatible incoming webhook"
+    EMAIL = "email", "email"
+
+
+class NotificationChannel(models.Model):
+    """Where alert notifications go. A webhook URL may hold a token: it is encrypted at rest
+    (controlplane.crypto) and never returned, logged or audited, only a masked form of it."""
+
+    name = models.CharField(max_length=100, unique=True)
+    kind = models.CharField(max_length=10, choices=ChannelKind.choices)
+    enabled = models.BooleanField(default=True)
+    url_encrypted = models.TextField(blank=True, default="")
+    url_hint = models.CharField(
+        max_length=300, blank=True, default="", help_text="scheme://host/... (masked)"
+    )
+    email_to = models.JSONField(default=list, blank=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    failing = models.BooleanField(default=False, help_text="its last delivery attempt failed")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class NotificationState(models.TextChoices):
+    PENDING = "pending"  # queued or being retried
+    SENT = "sent"
+    FAILED = "failed"  # retries exhausted
+
+
+class AlertNotification(models.Model):
+    """One message to one channel: an alert firing or resolving, or a channel test (no alert)."""
+
+    channel = models.ForeignKey(NotificationChannel, on_delete=models.CASCADE, related_name="notifications")
+    alert = models.ForeignKey(
+        Alert, null=True, blank=True, on_delete=models.CASCADE, related_name="notifications"
+    )
+    event = models.CharField(max_length=10, help_text="firing, resolved or test")
+    state = models.CharField(
+        max_length=10, choices=NotificationState.choices, default=NotificationState.PENDING
+    )
+    attempts = models.IntegerField(default=0)
+    last_error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True, help_text="handed to the delivery task")
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]

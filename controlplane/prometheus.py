@@ -24,7 +24,16 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from controlplane import presence, selectors
-from controlplane.models import FlowEvent, FlowEventKind, Operation
+from controlplane.models import (
+    DEFAULT_RPO_SECONDS,
+    Alert,
+    AlertState,
+    FlowEvent,
+    FlowEventKind,
+    FlowRpoBudget,
+    FlowSignals,
+    Operation,
+)
 
 # Per partition, the labels MM2's JMX names carry (flow = source->target; topic = the source topic): fewer
 # labels per series keeps a scrape of 5,000 partitions well under a second.
@@ -48,6 +57,7 @@ class MirrorplaneCollector:
         yield from self._partition_families(summaries)
         yield from self._flow_families(summaries)
         yield from self._event_families(summaries)
+        yield from self._alert_families(summaries)
         yield from self._operation_families()
         yield from self._worker_families()
 
@@ -160,6 +170,55 @@ class MirrorplaneCollector:
             lost.add_metric(labels, gap_offsets)
             errors.add_metric(labels, kinds.get(FlowEventKind.ERROR, (0, 0))[0])
         yield from (gaps, lost, errors)
+
+    def _alert_families(self, summaries) -> Iterator[Metric]:
+        """Runtime signals, RPO budgets and firing alerts (docs/alerts.md)."""
+        now = time.time()
+        ages = {
+            "heartbeat_emitted_at": _gauge(
+                "heartbeat_age_seconds", "Seconds since the flow last emitted a heartbeat", FLOW_LABELS
+            ),
+            "offset_sync_emitted_at": _gauge(
+                "offset_sync_age_seconds", "Seconds since the flow last emitted an offset sync", FLOW_LABELS
+            ),
+            "checkpoint_emitted_at": _gauge(
+                "checkpoint_age_seconds", "Seconds since the flow last emitted a checkpoint", FLOW_LABELS
+            ),
+        }
+        tasks = _gauge("flow_tasks", "Tasks of the flow's current plan", FLOW_LABELS)
+        leased = _gauge("flow_tasks_leased", "Tasks of the flow whose lease a worker holds", FLOW_LABELS)
+        budget_s = _gauge("rpo_budget_seconds", "The flow's RPO budget in seconds behind", FLOW_LABELS)
+        budget_r = _gauge(
+            "rpo_budget_records", "The flow's RPO budget in records behind (when set)", FLOW_LABELS
+        )
+        firing = _gauge(
+            "alerts_firing",
+            "1 for each rule firing for the flow (Mirrorplane's evaluation)",
+            ["flow", "rule"],
+        )
+        signals = {row.flow_id: row for row in FlowSignals.objects.all()}
+        budgets = {row.flow_id: row for row in FlowRpoBudget.objects.all()}
+        for summary in summaries:
+            flow = summary.flow
+            labels = [flow.name, flow.source.alias, flow.target.alias]
+            row = signals.get(flow.pk)
+            if row is not None:
+                for field, family in ages.items():
+                    at = getattr(row, field)
+                    if at is not None:
+                        family.add_metric(labels, max(now - at.timestamp(), 0.0))
+                if row.tasks_planned is not None:
+                    tasks.add_metric(labels, row.tasks_planned)
+                    leased.add_metric(labels, row.tasks_leased or 0)
+            budget = budgets.get(flow.pk)
+            budget_s.add_metric(labels, budget.seconds_behind if budget else DEFAULT_RPO_SECONDS)
+            if budget is not None and budget.records_behind is not None:
+                budget_r.add_metric(labels, budget.records_behind)
+        names = {summary.flow.pk: summary.flow.name for summary in summaries}
+        for flow_id, rule in Alert.objects.filter(state=AlertState.FIRING).values_list("flow_id", "rule"):
+            if flow_id in names:
+                firing.add_metric([names[flow_id], rule], 1)
+        yield from (*ages.values(), tasks, leased, budget_s, budget_r, firing)
 
     # -- operations and workers -------------------------------------------------------------------------
     def _operation_families(self) -> Iterator[Metric]:

@@ -15,6 +15,8 @@ so on the secrets key derived from it: both are public, in this file.
 | METRICS_BEARER_TOKEN | unset (a Prometheus scrape sends `Authorization: Bearer <token>`) |
 | METRICS_OPEN | false (true: /metrics needs no token) |
 | FAILOVER_PLAN_RATE_PER_MINUTE | 12 (failover plans one user may read per minute; 0: no limit) |
+| MIRRORPLANE_BASE_URL | http://localhost:8000 (the links in alert notifications) |
+| EMAIL_BACKEND, EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS, EMAIL_USE_SSL, DEFAULT_FROM_EMAIL | Django's (SMTP on localhost:25); email alert channels use them |
 """
 
 from __future__ import annotations
@@ -85,6 +87,17 @@ METRICS_BEARER_TOKEN = env.str("METRICS_BEARER_TOKEN", default="")
 METRICS_OPEN = env.bool("METRICS_OPEN", default=False)
 # Failover plans per user and minute (each opens clients on both clusters); 0 turns the limit off.
 FAILOVER_PLAN_RATE_PER_MINUTE = env.int("FAILOVER_PLAN_RATE_PER_MINUTE", default=12)
+# Alert notifications link to the flow page here; email channels use Django's mail settings.
+MIRRORPLANE_BASE_URL = env.str("MIRRORPLANE_BASE_URL", default="http://localhost:8000").rstrip("/")
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+EMAIL_USE_SSL = env.bool("EMAIL_USE_SSL", default=False)
+EMAIL_TIMEOUT = env.float("EMAIL_TIMEOUT", default=10.0)
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="mirrorplane@localhost")
 METRICS_DIR = Path(env.str("METRICS_DIR", default=str(VAR_DIR / "metrics")))
 
 INSTALLED_APPS = [

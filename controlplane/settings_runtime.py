@@ -22,6 +22,13 @@
 | REPORTS_INTERVAL_S | 300 | beat queues a report run when the last one was requested this long ago |
 | REPORTS_RUN_TIMEOUT_S | 3600 | an active report run without progress this long is failed (its worker died) |
 | MIRRORPLANE_OPERATION_LEASE_S | 30 | an operation (failover, failback) whose worker sent no heartbeat this long is resumed by another worker |
+| ALERTS_EVALUATE_INTERVAL_S | 10 | beat queues an evaluation of the alert rules this often (docs/alerts.md) |
+| ALERTS_HEARTBEAT_MIN_AGE_S | 30 | heartbeat missing: none emitted within max(3 heartbeat intervals, this) |
+| ALERTS_OFFSET_SYNC_MAX_LAG_S | 60 | offset syncs stopped: records replicated this long after the newest sync |
+| ALERTS_DATA_LOSS_WINDOW_S | 3600 | a data-loss gap alert fires for this long after the gap |
+| ALERTS_NOTIFY_TIMEOUT_S | 5 | bound of one notification request (webhook, Slack, SMTP) |
+| ALERTS_NOTIFY_RETRIES | 5 | retries of a failed notification, with exponential backoff |
+| ALERTS_NOTIFY_BACKOFF_S | 5 | first retry's delay; doubled each retry up to ALERTS_NOTIFY_BACKOFF_MAX_S (300) |
 | REPORTS_STATE_DIR | var/reports | the report job's ledger of lake partitions it has read |
 | REPORTS_WINDOW_S | 300 | report window (divides a day) |
 | REPORTS_WORKER_NIC_MBPS | 10000 | a worker's network capacity (megabits/s) for capacity plans |
@@ -59,6 +66,15 @@ METRICS_FLUSH_ROWS = _env.int("METRICS_FLUSH_ROWS", default=20_000)
 
 MIRRORPLANE_OPERATION_LEASE_S = _env.float("MIRRORPLANE_OPERATION_LEASE_S", default=30.0)
 
+ALERTS_EVALUATE_INTERVAL_S = _env.float("ALERTS_EVALUATE_INTERVAL_S", default=10.0)
+ALERTS_HEARTBEAT_MIN_AGE_S = _env.float("ALERTS_HEARTBEAT_MIN_AGE_S", default=30.0)
+ALERTS_OFFSET_SYNC_MAX_LAG_S = _env.float("ALERTS_OFFSET_SYNC_MAX_LAG_S", default=60.0)
+ALERTS_DATA_LOSS_WINDOW_S = _env.float("ALERTS_DATA_LOSS_WINDOW_S", default=3600.0)
+ALERTS_NOTIFY_TIMEOUT_S = _env.float("ALERTS_NOTIFY_TIMEOUT_S", default=5.0)
+ALERTS_NOTIFY_RETRIES = _env.int("ALERTS_NOTIFY_RETRIES", default=5)
+ALERTS_NOTIFY_BACKOFF_S = _env.float("ALERTS_NOTIFY_BACKOFF_S", default=5.0)
+ALERTS_NOTIFY_BACKOFF_MAX_S = _env.float("ALERTS_NOTIFY_BACKOFF_MAX_S", default=300.0)
+
 REPORTS_INTERVAL_S = _env.float("REPORTS_INTERVAL_S", default=300.0)
 REPORTS_RUN_TIMEOUT_S = _env.float("REPORTS_RUN_TIMEOUT_S", default=3600.0)
 REPORTS_STATE_DIR = Path(
@@ -82,6 +98,7 @@ CELERY_TASK_ROUTES = {
     "dashboards.*": {"queue": REPORTS_QUEUE},
     "workers.reports.*": {"queue": REPORTS_QUEUE},
     "workers.operations.*": {"queue": OPERATIONS_QUEUE},
+    "workers.alerts.*": {"queue": METADATA_QUEUE},
 }
 # Work survives a dead worker through the leases, not through message redelivery: a killed worker's
 # chains are restarted by the supervisor once their leases expire. So messages are acknowledged when a

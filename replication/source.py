@@ -239,6 +239,7 @@ class MirrorSourceTask:
         self._consumer = source_io.source_consumer(flow, source, task_index=task_index)
         self._producer = source_io.mirror_producer(flow, target)
         self._emitter: OffsetSyncEmitter | None = None
+        self.last_offset_sync_at: float | None = None  # when offset syncs were last acknowledged (clock)
         self._source_reader: source_io.PartitionReader | None = None
         self._target_reader: source_io.PartitionReader | None = None
         self._assigned: list[TopicPartition] = []
@@ -709,6 +710,7 @@ class MirrorSourceTask:
                         self.flow, source=self.source, target=self.target, policy=self.policy
                     )
                 self._emitter.emit(syncs)
+                self.last_offset_sync_at = now
             except Exception as exc:  # the positions wait for the syncs: retried next slice
                 for state, batch in drained:
                     state.syncs.requeue(batch)

@@ -18,4 +18,4 @@ from django.conf import settings
 app = Celery("mirrorplane")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.broker_url = settings.REDIS_URL
-app.conf.include = ["workers.tasks", "workers.reports", "workers.operations"]
+app.conf.include = ["workers.tasks", "workers.reports", "workers.operations", "workers.alerts"]

@@ -9,7 +9,8 @@ At the same cadence beat queues the periodic report run (every REPORTS_INTERVAL_
 last run requested, so a restarted beat does not run it early) and hands queued report runs, the API's
 and the UI's too, to the `reports` queue (`workers.reports.dispatch_report_runs`), and sends operations
 (failover, failback) that no worker runs, new or abandoned by a dead worker, to the `operations` queue
-(`workers.operations.dispatch_operations`).
+(`workers.operations.dispatch_operations`), and queues an evaluation of the alert rules every
+ALERTS_EVALUATE_INTERVAL_S (`workers.alerts.dispatch_evaluation`).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class SupervisingScheduler(PersistentScheduler):
 
     def _supervise(self) -> None:
         # The tasks modules need the app configured first.
-        from workers import operations, reports, supervisor, tasks
+        from workers import alerts, operations, reports, supervisor, tasks
 
         close_old_connections()  # the database may have restarted since the last run
         try:
@@ -66,4 +67,10 @@ class SupervisingScheduler(PersistentScheduler):
         except Exception:
             log.exception(
                 "operation dispatch failed; retrying in %gs", settings.MIRRORPLANE_SUPERVISE_INTERVAL_S
+            )
+        try:
+            alerts.dispatch_evaluation()
+        except Exception:
+            log.exception(
+                "alert evaluation not queued; retrying in %gs", settings.MIRRORPLANE_SUPERVISE_INTERVAL_S
             )

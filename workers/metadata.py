@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 
-from controlplane import runtime
+from controlplane import alerts, runtime
 from controlplane.models import FlowEventKind
 from controlplane.runtime import FlowSpec
 from replication.connector import TopicPartition
@@ -47,12 +47,14 @@ class CachedMetadata:
     errors: tuple[str, ...] = ()
     fault_reason: str | None = None  # the unreachable cluster this process last reported for the flow
     faulted: bool = False  # ... and the flow is FAULTED for it (a failing-over flow is not: its drain runs)
+    emitted: dict[str, float] = field(default_factory=dict)  # kind -> newest emission not yet recorded
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def build(cls, spec: FlowSpec) -> CachedMetadata:
         policy = replication_policy_for(spec.flow, known_aliases=spec.known_aliases)
         timeout_s = settings.MIRRORPLANE_CLUSTER_TIMEOUT_S
+        emitted: dict[str, float] = {}
         return cls(
             spec=spec,
             topic_sync=TopicMetadataSync(
@@ -64,7 +66,9 @@ class CachedMetadata:
                 target=spec.target,
                 known_aliases=spec.known_aliases,
                 timeout_s=timeout_s,
+                on_emit=emitted.__setitem__,
             ),
+            emitted=emitted,
         )
 
     def close(self) -> None:
@@ -161,3 +165,16 @@ def _tick(flow_id: int, entry: CachedMetadata) -> None:
             task.tick(now=now)
         except Exception:
             log.exception("flow %s: %s failed; retrying at its next interval", flow.name, type(task).__name__)
+    _record_emitted(flow_id, entry)
+
+
+def _record_emitted(flow_id: int, entry: CachedMetadata) -> None:
+    """The newest heartbeat and checkpoint emitted, for the alert rules and /metrics."""
+    if not entry.emitted:
+        return
+    emitted = {f"{kind}_emitted_at": datetime.fromtimestamp(at, UTC) for kind, at in entry.emitted.items()}
+    entry.emitted.clear()
+    try:
+        alerts.flow_signals_record(flow_id=flow_id, **emitted)
+    except Exception:
+        log.exception("flow %s: recording heartbeat/checkpoint times failed", entry.spec.flow.name)

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 
-from controlplane import runtime
+from controlplane import alerts, runtime
 from controlplane.models import FlowEventKind
 from controlplane.runtime import FlowSpec
 from replication.kafka.positions import KafkaPositionStore
@@ -55,6 +55,7 @@ class CachedTask:
     last_slice_at: float = field(default_factory=time.time)
     failures: int = 0
     last_error: str | None = None
+    recorded_sync_at: float | None = None  # the task's last offset sync time already recorded
     used_at: float = field(default_factory=time.monotonic)
 
     @classmethod
@@ -241,6 +242,19 @@ def _record_slice(ref: TaskRef, entry: CachedTask, result: SliceResult, partitio
     )
     entry.last_slice_at = now
     context.metrics_lake().append(rows)
+    _record_signals(ref, entry, result, at=at)
+
+
+def _record_signals(ref: TaskRef, entry: CachedTask, result: SliceResult, *, at: datetime) -> None:
+    """When records were last replicated and offset syncs last emitted (the offset-syncs-stopped rule)."""
+    signals = {}
+    if result.records:
+        signals["records_replicated_at"] = at
+    synced = entry.task.last_offset_sync_at
+    if synced is not None and synced != entry.recorded_sync_at:
+        signals["offset_sync_emitted_at"] = datetime.fromtimestamp(synced, UTC)
+        entry.recorded_sync_at = synced
+    alerts.flow_signals_record(flow_id=ref.flow_id, **signals)
 
 
 def _record_errors(ref: TaskRef, entry: CachedTask, result: SliceResult) -> None:

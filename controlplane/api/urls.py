@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 from rest_framework.routers import DefaultRouter
 
-from controlplane.api import failover, reports, views
+from controlplane.api import alerts, failover, reports, views
 
 router = DefaultRouter()
 router.register("clusters", views.ClusterViewSet, basename="cluster")
@@ -9,6 +9,9 @@ router.register("flows", views.FlowViewSet, basename="flow")
 router.register("audit", views.AuditEventViewSet, basename="audit")
 router.register("reports/runs", reports.ReportRunViewSet, basename="report-run")
 router.register("operations", failover.OperationViewSet, basename="operation")
+router.register("alerts/silences", alerts.SilenceViewSet, basename="silence")
+router.register("alerts", alerts.AlertViewSet, basename="alert")
+router.register("notification-channels", alerts.ChannelViewSet, basename="notification-channel")
 
 urlpatterns = [
     path("status/", views.LiveStatusView.as_view(), name="live-status"),
@@ -17,6 +20,7 @@ urlpatterns = [
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/failover/plan/$", failover.FailoverPlanView.as_view()),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/failover/$", failover.FailoverExecuteView.as_view()),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/failback/$", failover.FailbackView.as_view()),
+    re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/rpo-budget/$", alerts.RpoBudgetView.as_view()),
     path("reports/run/", reports.ReportRunViewSet.as_view({"post": "run"}), name="report-run-request"),
     *router.urls,
     re_path(r"^reports/(?P<dataset>[^/]+)/$", reports.ReportRowsView.as_view(), name="report-rows"),

@@ -9,9 +9,9 @@ from typing import Any
 
 from django import forms
 
-from controlplane import engine, selectors
+from controlplane import alerts, engine, selectors
 from controlplane.errors import NON_FIELD, ServiceValidationError
-from controlplane.models import Cluster, Flow, SaslMechanism, SecurityProtocol
+from controlplane.models import AlertRule, ChannelKind, Cluster, Flow, SaslMechanism, SecurityProtocol
 from replication.config import FLOW_PROPERTIES, FlowProperty
 from replication.filters import PatternError, parse_pattern_list
 from replication.mm2file import CLIENT_ROLES
@@ -232,10 +232,25 @@ class FlowForm(forms.Form):
         label="Flow client overrides",
         help_text="e.g. producer.linger.ms=20 (written as source->target.producer.linger.ms). One per line.",
     )
+    # The RPO budget (controlplane.alerts; not an MM2 property): an alert fires past it.
+    rpo_seconds_behind = forms.FloatField(
+        min_value=0.001,
+        required=False,
+        label="RPO budget: seconds behind",
+        help_text="an alert fires when the flow is further behind than this (seconds_behind); empty: 60",
+    )
+    rpo_records_behind = forms.IntegerField(
+        min_value=0,
+        required=False,
+        label="RPO budget: records behind",
+        help_text="an alert fires past this many records behind; empty: no records budget",
+    )
 
     def __init__(self, *args, flow: Flow | None = None, **kwargs) -> None:
         settings = engine.flow_settings(flow or Flow())
         initial = {prop.field: settings[prop.field] for prop in FLOW_PROPERTIES}
+        budget = alerts.rpo_budget_of(flow=flow) if flow is not None else alerts.DEFAULT_BUDGET
+        initial |= {"rpo_seconds_behind": budget.seconds_behind, "rpo_records_behind": budget.records_behind}
         initial["extra"] = "\n".join(f"{name}={value}" for name, value in sorted(settings["extra"].items()))
         if flow is not None:
             initial |= {"source": flow.source_id, "target": flow.target_id}
@@ -265,6 +280,12 @@ class FlowForm(forms.Form):
     def settings(self) -> dict[str, Any]:
         return {prop.field: self.cleaned_data[prop.field] for prop in FLOW_PROPERTIES} | {
             "extra": self.cleaned_data["extra"]
+        }
+
+    def rpo_budget(self) -> dict[str, Any]:
+        return {
+            "seconds_behind": self.cleaned_data["rpo_seconds_behind"] or alerts.DEFAULT_BUDGET.seconds_behind,
+            "records_behind": self.cleaned_data["rpo_records_behind"],
         }
 
     def add_service_errors(self, error: ServiceValidationError) -> None:
@@ -311,3 +332,51 @@ class Mm2ImportForm(forms.Form):
         if not cleaned.get("text", "").strip():
             raise forms.ValidationError("paste an mm2.properties file or choose one to upload")
         return cleaned
+
+
+# -- alerts -----------------------------------------------------------------------------------------------
+class SilenceForm(forms.Form):
+    flow = forms.ModelChoiceField(queryset=Flow.objects.none(), required=False, empty_label="every flow")
+    rule = forms.ChoiceField(choices=[("", "every rule"), *AlertRule.choices], required=False)
+    duration_h = forms.FloatField(
+        min_value=0.01, max_value=720, initial=2, label="For (hours)", help_text="the silence expires then"
+    )
+    reason = forms.CharField(
+        max_length=500, required=False, help_text="e.g. planned maintenance of cluster A"
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["flow"].queryset = selectors.flow_list()
+
+    def add_service_errors(self, error: ServiceValidationError) -> None:
+        add_service_errors(self, error, aliases={"duration_s": "duration_h", "expires_at": "duration_h"})
+
+
+class ChannelForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    kind = forms.ChoiceField(choices=ChannelKind.choices)
+    url = forms.CharField(
+        required=False,
+        max_length=2000,
+        label="URL",
+        widget=forms.PasswordInput(render_value=False),
+        help_text="webhook or Slack incoming-webhook URL (kept secret; leave empty to keep the stored one)",
+    )
+    email_to = forms.CharField(
+        required=False, label="Email to", help_text="addresses, comma-separated (email channels)"
+    )
+    enabled = forms.BooleanField(required=False, initial=True)
+
+    def values(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        return {
+            "name": data["name"],
+            "kind": data["kind"],
+            "url": data["url"] or None,
+            "email_to": [a.strip() for a in data["email_to"].split(",") if a.strip()],
+            "enabled": data["enabled"],
+        }
+
+    def add_service_errors(self, error: ServiceValidationError) -> None:
+        add_service_errors(self, error, aliases={})

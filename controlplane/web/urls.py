@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from controlplane.web import views
+from controlplane.web import alerts, views
 
 app_name = "web"
 
@@ -33,6 +33,14 @@ urlpatterns = [
     path("mm2/import/", views.mm2_import, name="mm2-import"),
     path("mm2/export/", views.mm2_export, name="mm2-export"),
     path("audit/", views.audit, name="audit"),
+    path("alerts/", alerts.alert_page, name="alerts"),
+    path("alerts/live/", alerts.alert_live, name="alerts-live"),
+    path("alerts/silences/new/", alerts.silence_create, name="silence-create"),
+    path("alerts/silences/<int:pk>/expire/", alerts.silence_expire, name="silence-expire"),
+    path("alerts/channels/new/", alerts.channel_create, name="channel-create"),
+    path("alerts/channels/<int:pk>/edit/", alerts.channel_edit, name="channel-edit"),
+    path("alerts/channels/<int:pk>/delete/", alerts.channel_delete, name="channel-delete"),
+    path("alerts/channels/<int:pk>/test/", alerts.channel_test, name="channel-test"),
     path("reports/", views.reports, name="reports"),
     path("reports/run/", views.reports_run, name="reports-run"),
     path("reports/run/status/", views.reports_run_status, name="reports-run-status"),

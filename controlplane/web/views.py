@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from controlplane import engine, lifecycle, operations, selectors, services
+from controlplane import alerts, engine, lifecycle, operations, selectors, services
 from controlplane import failover as flow_failover
 from controlplane.api.views import CHECK_TIMEOUT_S, AuditFilter
 from controlplane.errors import ClusterUnavailable, RateLimited, ServiceConflict, ServiceValidationError
@@ -41,11 +41,19 @@ def _back(request, default: str) -> str:
 
 
 # -- overview ---------------------------------------------------------------------------------------------
+def _firing_first(flow_summaries: list) -> tuple[list, dict]:
+    """The summaries with flows that have firing alerts first, and flow id -> its firing alerts."""
+    firing = alerts.firing_by_flow()
+    return sorted(flow_summaries, key=lambda summary: summary.flow.pk not in firing), firing
+
+
 def _overview_context() -> dict:
     live = selectors.live_status()
     clusters = list(selectors.cluster_list())
+    ordered, firing = _firing_first(live.flows)
     return {
-        "summaries": live.flows,
+        "summaries": ordered,
+        "firing": firing,
         "clusters": clusters,
         "topology": summaries.topology(clusters=clusters, summaries=live.flows),
         "healths": selectors.HEALTHS,
@@ -130,11 +138,13 @@ def cluster_delete(request, pk: int):
 # -- flows ------------------------------------------------------------------------------------------------
 @viewer_required
 def flow_list(request):
+    ordered, firing = _firing_first(selectors.flow_summaries())
     return render(
         request,
         "web/flows.html",
         {
-            "summaries": selectors.flow_summaries(),
+            "summaries": ordered,
+            "firing": firing,
             "activity": selectors.replication_activity(),
             "has_clusters": selectors.cluster_list().count() >= 2,
         },
@@ -156,6 +166,8 @@ def _flow_form_page(request, *, flow=None):
             else:
                 flow = services.flow_update(actor=request.user, flow=flow, **form.settings())
                 messages.success(request, f"Flow {flow.name} saved.")
+            if form.rpo_budget() != vars(alerts.rpo_budget_of(flow=flow)):
+                alerts.rpo_budget_set(actor=request.user, flow=flow, **form.rpo_budget())
             return redirect("web:flow", pk=flow.pk)
         except ServiceValidationError as exc:
             form.add_service_errors(exc)
@@ -211,6 +223,8 @@ def _flow_detail_context(flow: Flow) -> dict:
         "partitions": [(p, errors.get((p.row.topic, p.row.partition))) for p in status.partitions],
         "events": status.events,
         "activity": selectors.replication_activity(),
+        "budget": alerts.rpo_budget_of(flow=flow),
+        "flow_alerts": list(alerts.alerts_firing().filter(flow=flow)),
         "back": reverse("web:flow", args=[flow.pk]),
     }
 

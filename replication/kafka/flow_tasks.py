@@ -1,12 +1,15 @@
 """A flow's periodic tasks on real clusters: `MirrorHeartbeatTask` and `MirrorCheckpointTask`.
 
 The runner (dedicated mode or a worker) calls `tick(now=time.time())` often; each task does its work
-when its intervals say so and is cheap otherwise. `close()` releases the clients.
+when its intervals say so and is cheap otherwise. `close()` releases the clients. An `on_emit(kind, at)` callback hears each acknowledged write
+("heartbeat" or "checkpoint", epoch seconds): the workers record it for the heartbeat and checkpoint age
+alerts and metrics.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from replication.checkpoint import MirrorCheckpointTask
@@ -32,14 +35,21 @@ class KeyedRecord(Protocol):
     def value(self) -> bytes: ...
 
 
+EmitListener = Callable[[str, float], None]
+
+
 class InternalTopicSink:
     """`HeartbeatSink` / `CheckpointSink`: MM2 records written to an internal topic, acks awaited."""
 
-    def __init__(self, writer: InternalTopicWriter) -> None:
-        self._writer = writer
+    def __init__(
+        self, writer: InternalTopicWriter, *, kind: str = "", on_emit: EmitListener | None = None
+    ) -> None:
+        self._writer, self._kind, self._on_emit = writer, kind, on_emit
 
     def emit(self, records: Sequence[KeyedRecord]) -> None:
         self._writer.write([(record.key(), record.value()) for record in records])
+        if self._on_emit is not None and records:
+            self._on_emit(self._kind, time.time())
 
     def close(self) -> None:
         self._writer.close()
@@ -57,6 +67,7 @@ def checkpoint_task_for_flow(
     target: ClusterConfig,
     policy: ReplicationPolicy,
     timeout_s: float = ADMIN_TIMEOUT_S,
+    on_emit: EmitListener | None = None,
 ) -> MirrorCheckpointTask:
     syncs_cluster = offset_syncs_cluster(flow, source=source, target=target)
     return MirrorCheckpointTask(
@@ -76,13 +87,20 @@ def checkpoint_task_for_flow(
                 policy.checkpoints_topic(flow.source),
                 replication_factor=flow.checkpoints_topic_replication_factor,
                 timeout_s=timeout_s,
-            )
+            ),
+            kind="checkpoint",
+            on_emit=on_emit,
         ),
     )
 
 
 def heartbeat_task_for_flow(
-    *, flow: FlowConfig, target: ClusterConfig, policy: ReplicationPolicy, timeout_s: float = ADMIN_TIMEOUT_S
+    *,
+    flow: FlowConfig,
+    target: ClusterConfig,
+    policy: ReplicationPolicy,
+    timeout_s: float = ADMIN_TIMEOUT_S,
+    on_emit: EmitListener | None = None,
 ) -> MirrorHeartbeatTask:
     writer = InternalTopicWriter(
         target,
@@ -90,7 +108,7 @@ def heartbeat_task_for_flow(
         replication_factor=flow.heartbeats_topic_replication_factor,
         timeout_s=timeout_s,
     )
-    return MirrorHeartbeatTask(flow=flow, sink=InternalTopicSink(writer))
+    return MirrorHeartbeatTask(flow=flow, sink=InternalTopicSink(writer, kind="heartbeat", on_emit=on_emit))
 
 
 def periodic_tasks_for_flow(
@@ -100,17 +118,22 @@ def periodic_tasks_for_flow(
     target: ClusterConfig,
     known_aliases: Sequence[str],
     timeout_s: float = ADMIN_TIMEOUT_S,
+    on_emit: EmitListener | None = None,
 ) -> list[PeriodicTask]:
     """The enabled periodic tasks of `flow` (none when heartbeats, checkpoints and group sync are off);
     `timeout_s` bounds each of their requests to a cluster."""
     policy = replication_policy_for(flow, known_aliases=known_aliases)
     tasks: list[PeriodicTask] = []
     if flow.emit_heartbeats_enabled:
-        tasks.append(heartbeat_task_for_flow(flow=flow, target=target, policy=policy, timeout_s=timeout_s))
+        tasks.append(
+            heartbeat_task_for_flow(
+                flow=flow, target=target, policy=policy, timeout_s=timeout_s, on_emit=on_emit
+            )
+        )
     if flow.emit_checkpoints_enabled or flow.sync_group_offsets_enabled:
         tasks.append(
             checkpoint_task_for_flow(
-                flow=flow, source=source, target=target, policy=policy, timeout_s=timeout_s
+                flow=flow, source=source, target=target, policy=policy, timeout_s=timeout_s, on_emit=on_emit
             )
         )
     return tasks

@@ -83,3 +83,9 @@ def ago(value: datetime | None) -> str:
     if value is None:
         return "—"
     return f"{seconds(max((timezone.now() - value).total_seconds(), 0.0))} ago"
+
+
+@register.filter
+def get(mapping, key):
+    """`mapping[key]`, or None (the firing alerts of a flow in the flow table)."""
+    return mapping.get(key) if mapping else None

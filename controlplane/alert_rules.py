@@ -1,0 +1,223 @@
+"""The alert rules Mirrorplane evaluates itself: pure decisions over one flow's facts, time passed in.
+
+Each rule is a function `(facts, limits, now) -> Verdict`: whether it fires, the figure it judged (with
+when that figure was observed), the threshold, and a sentence an on-call engineer can act on. No I/O:
+`controlplane.alerts` gathers the facts (the live status selectors, budgets, runtime signals, leases)
+and turns verdicts into alert instances. deploy/prometheus ships the same rules over the same figures
+(docs/alerts.md lists both side by side).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from controlplane.models import AlertRule
+
+STALE = "STALE"
+UNKNOWN = "UNKNOWN"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The thresholds that are not per flow (settings ALERTS_*)."""
+
+    stale_after_s: float
+    heartbeat_min_age_s: float = 30.0  # heartbeats missing: older than max(3 intervals, this)
+    offset_sync_max_lag_s: float = 60.0  # records replicated this long after the newest offset sync
+    data_loss_window_s: float = 3600.0  # a gap fires for this long after it happened
+
+
+@dataclass(frozen=True)
+class FlowFacts:
+    """One flow as the evaluation sees it; times are epoch seconds, None when never observed."""
+
+    runnable: bool  # a state the workers replicate (active, faulted, failing over)
+    runnable_since: float  # when it entered its state (or was created)
+    state: str
+    state_reason: str
+    status: str  # the live roll-up: OK, WARN, STALE, ERR or UNKNOWN
+    records_behind: int | None
+    seconds_behind: float | None
+    observed_at: float | None  # of the newest status report
+    budget_seconds: float
+    budget_records: int | None
+    heartbeats_enabled: bool = False
+    heartbeat_interval_s: float = 1.0
+    heartbeat_at: float | None = None
+    offset_sync_at: float | None = None
+    records_replicated_at: float | None = None
+    tasks_planned: int | None = None  # None: not observed (Redis away)
+    tasks_leased: int | None = None
+    tasks_observed_at: float | None = None
+    replication_workers: int | None = None  # alive on the replication queue; None: Redis away
+    gaps_recent: int = 0  # data-loss gaps within the window
+    lost_records_recent: int = 0
+    last_gap_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    firing: bool
+    figure: float | None = None
+    threshold: float | None = None
+    unit: str = ""
+    observed_at: float | None = None
+    message: str = ""
+
+
+QUIET = Verdict(False)
+
+
+def _fresh(facts: FlowFacts) -> bool:
+    return facts.status not in (STALE, UNKNOWN) and facts.observed_at is not None
+
+
+def rpo_seconds(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
+    """seconds_behind (fresh) above the flow's budget."""
+    if not facts.runnable or not _fresh(facts) or facts.seconds_behind is None:
+        return QUIET
+    figure, budget = facts.seconds_behind, facts.budget_seconds
+    return Verdict(
+        figure > budget,
+        figure,
+        budget,
+        "seconds",
+        facts.observed_at,
+        f"{figure:.1f} s behind, over the RPO budget of {budget:g} s",
+    )
+
+
+def rpo_records(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
+    """records_behind (fresh) above the flow's records budget, when it has one."""
+    if (
+        facts.budget_records is None
+        or not facts.runnable
+        or not _fresh(facts)
+        or facts.records_behind is None
+    ):
+        return QUIET
+    figure, budget = facts.records_behind, facts.budget_records
+    return Verdict(
+        figure > budget,
+        figure,
+        budget,
+        "records",
+        facts.observed_at,
+        f"{figure} records behind, over the RPO budget of {budget} records",
+    )
+
+
+def stale_status(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
+    """A flow that should replicate has no fresh report (STALE), or none ever although it has tasks."""
+    if not facts.runnable or now - facts.runnable_since <= limits.stale_after_s:
+        return QUIET
+    never = facts.status == UNKNOWN and (facts.tasks_planned or 0) > 0
+    if facts.status != STALE and not never:
+        return QUIET
+    age = None if facts.observed_at is None else max(now - facts.observed_at, 0.0)
+    said = "no status report ever" if age is None else f"newest status report is {age:.0f} s old"
+    return Verdict(True, age, limits.stale_after_s, "seconds", now, f"{said}: nobody replicates the flow")
+
+
+def heartbeat_max_age_s(facts: FlowFacts, limits: Limits) -> float:
+    return max(3 * facts.heartbeat_interval_s, limits.heartbeat_min_age_s)
+
+
+def heartbeat_missing(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
+    """emit.heartbeats.enabled, and no heartbeat emitted within max(3 intervals, the minimum)."""
+    if not facts.runnable or not facts.heartbeats_enabled:
+        return QUIET
+    threshold = heartbeat_max_age_s(facts, limits)
+    age = now - (facts.heartbeat_at if facts.heartbeat_at is not None else facts.runnable_since)
+    if age <= threshold:
+        return QUIET
+    said = "no heartbeat emitted" if facts.heartbeat_at is None else "last heartbeat emitted"
+    return Verdict(True, age, threshold, "seconds", now, f"{said} {age:.0f} s ago (limit {threshold:g} s)")
+
+
+def data_loss_gap(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
+    """Source offsets were deleted before replication within the window (retention outran the flow)."""
+    if facts.gaps_recent == 0:
+        return QUIET
+    return Verdict(
+        True,
+        facts.lost_records_recent,
+        0,
+        "records",
+        facts.last_gap_at,
+        f"{facts.gaps_recent} data-loss gap(s), {facts.lost_records_recent} records lost in the last "
+        f"{limits.data_loss_window_s:g} s",
+    )
+
+
+def flow_faulted(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
+    if facts.state != "faulted":
+        return QUIET
+    age = max(now - facts.runnable_since, 0.0)
+    return Verdict(True, age, None, "seconds", now, facts.state_reason or "the flow is faulted")
+
+
+def no_lease_holder(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
+    """The flow has planned tasks and no replication worker is alive, or some task has no lease holder."""
+    if not facts.runnable or not facts.tasks_planned or facts.replication_workers is None:
+        return QUIET
+    if now - facts.runnable_since <= limits.stale_after_s:
+        return QUIET
+    if facts.replication_workers == 0:
+        return Verdict(
+            True,
+            facts.tasks_planned,
+            0,
+            "tasks",
+            facts.tasks_observed_at,
+            f"no replication worker is running: {facts.tasks_planned} task(s) wait",
+        )
+    unheld = facts.tasks_planned - (facts.tasks_leased or 0)
+    if unheld <= 0:
+        return QUIET
+    return Verdict(
+        True,
+        unheld,
+        0,
+        "tasks",
+        facts.tasks_observed_at,
+        f"{unheld} of {facts.tasks_planned} task(s) have no lease holder",
+    )
+
+
+def offset_syncs_stopped(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
+    """Records were replicated well after the newest offset sync: a failover would translate inexactly."""
+    if not facts.runnable or facts.records_replicated_at is None:
+        return QUIET
+    since = facts.offset_sync_at if facts.offset_sync_at is not None else facts.runnable_since
+    lag = facts.records_replicated_at - since
+    if lag <= limits.offset_sync_max_lag_s:
+        return QUIET
+    age = now - since
+    return Verdict(
+        True,
+        age,
+        limits.offset_sync_max_lag_s,
+        "seconds",
+        facts.records_replicated_at,
+        f"records replicated {lag:.0f} s after the newest offset sync: a failover now would translate "
+        "consumer offsets inexactly",
+    )
+
+
+RULES: dict[str, Callable[[FlowFacts, Limits, float], Verdict]] = {
+    AlertRule.RPO_SECONDS: rpo_seconds,
+    AlertRule.RPO_RECORDS: rpo_records,
+    AlertRule.STALE_STATUS: stale_status,
+    AlertRule.HEARTBEAT_MISSING: heartbeat_missing,
+    AlertRule.DATA_LOSS_GAP: data_loss_gap,
+    AlertRule.FLOW_FAULTED: flow_faulted,
+    AlertRule.NO_LEASE_HOLDER: no_lease_holder,
+    AlertRule.OFFSET_SYNCS_STOPPED: offset_syncs_stopped,
+}
+
+
+def evaluate(facts: FlowFacts, limits: Limits, *, now: float) -> dict[str, Verdict]:
+    """Every rule's verdict on the flow at `now`."""
+    return {rule: decide(facts, limits, now) for rule, decide in RULES.items()}

@@ -1,0 +1,206 @@
+"""Alerts on the database: evaluation opens and resolves instances, silences, budgets and channels in the
+API (secrets write-only, field errors), and one delivery to a real local HTTP receiver."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from django.utils import timezone
+
+from controlplane import alerts, notifications, services
+from controlplane.models import (
+    Alert,
+    AlertNotification,
+    AlertRule,
+    AuditEvent,
+    FlowPartitionStatus,
+    NotificationChannel,
+    NotificationState,
+)
+from tests.receiver import Receiver
+
+TOKEN = "T000/B000/SECRET-token-xyz"
+
+
+@pytest.fixture
+def flow(two_clusters, admin_user):
+    a, b = two_clusters
+    flow = services.flow_create(
+        actor=admin_user, source=a, target=b, enabled=True, emit_heartbeats_enabled=False
+    )
+    flow.state_changed_at = flow.created_at = timezone.now() - datetime.timedelta(hours=1)
+    flow.save(update_fields=["state_changed_at", "created_at"])
+    return flow
+
+
+def report(flow, *, seconds_behind: float, records_behind: int = 10) -> None:
+    FlowPartitionStatus.objects.update_or_create(
+        flow=flow,
+        topic="t",
+        partition=0,
+        defaults={
+            "remote_topic": "A.t",
+            "records_behind": records_behind,
+            "seconds_behind": seconds_behind,
+            "observed_at": timezone.now(),
+        },
+    )
+
+
+def test_a_flow_over_its_budget_fires_once_notifies_and_resolves_when_back(flow, admin_user, settings):
+    settings.MIRRORPLANE_STALE_AFTER_S = 60
+    channel = notifications.channel_save(
+        actor=admin_user, name="hook", kind="webhook", url="http://h.example/x"
+    )
+    alerts.rpo_budget_set(actor=admin_user, flow=flow, seconds_behind=30, records_behind=None)
+    report(flow, seconds_behind=45)
+    first = alerts.alerts_evaluate()
+    assert [a.rule for a in first.fired] == [AlertRule.RPO_SECONDS]
+    alert = first.fired[0]
+    assert (alert.fired_figure, alert.threshold, alert.unit) == (45, 30, "seconds")
+    assert alerts.alerts_evaluate().fired == []  # still firing: one instance, no second notification
+    pending = AlertNotification.objects.filter(channel=channel)
+    assert [(n.event, n.alert_id) for n in pending] == [("firing", alert.pk)]
+
+    report(flow, seconds_behind=0)
+    assert [a.pk for a in alerts.alerts_evaluate().resolved] == [alert.pk]
+    alert.refresh_from_db()
+    assert alert.state == "resolved" and alert.resolved_at is not None
+    assert sorted(pending.values_list("event", flat=True)) == ["firing", "resolved"]
+    assert list(alerts.alert_list().values_list("state", flat=True)) == ["resolved"]
+
+
+def test_a_silence_marks_the_alert_and_sends_nothing_and_is_audited(flow, admin_user, settings):
+    settings.MIRRORPLANE_STALE_AFTER_S = 60
+    notifications.channel_save(actor=admin_user, name="hook", kind="webhook", url="http://h.example/x")
+    silence = alerts.silence_create(actor=admin_user, flow=flow, duration_s=600, reason="maintenance")
+    report(flow, seconds_behind=500)
+    fired = alerts.alerts_evaluate().fired
+    assert fired and all(a.silenced for a in fired)
+    assert not AlertNotification.objects.exists()
+    audit = AuditEvent.objects.get(action="silence", object_type="silence")
+    assert audit.object_id == str(silence.pk) and audit.after["reason"] == "maintenance"
+
+
+def test_silence_input_errors_name_the_field(flow, client_as):
+    operator = client_as("operator")
+    assert client_as("viewer").post("/api/v1/alerts/silences/", {"duration_s": 60}).status_code == 403
+    bad = operator.post("/api/v1/alerts/silences/", {"rule": "nope", "duration_s": -1}, format="json")
+    assert bad.status_code == 400 and set(bad.json()) == {"rule", "duration_s"}
+    ok = operator.post("/api/v1/alerts/silences/", {"flow": flow.pk, "duration_s": 60}, format="json")
+    assert ok.status_code == 201 and ok.json()["active"] is True
+    expired = operator.post(f"/api/v1/alerts/silences/{ok.json()['id']}/expire/")
+    assert expired.status_code == 200 and expired.json()["active"] is False
+
+
+def test_rpo_budget_api_admin_writes_viewer_reads_bad_values_are_field_errors(flow, client_as):
+    url = f"/api/v1/flows/{flow.pk}/rpo-budget/"
+    assert client_as("viewer").get(url).json() == {"seconds_behind": 60.0, "records_behind": None}
+    assert client_as("operator").put(url, {"seconds_behind": 5}, format="json").status_code == 403
+    bad = client_as("admin").put(url, {"seconds_behind": 0, "records_behind": -3}, format="json")
+    assert bad.status_code == 400 and set(bad.json()) == {"seconds_behind", "records_behind"}
+    assert alerts.rpo_budget_of(flow=flow) == alerts.DEFAULT_BUDGET  # unchanged
+    ok = client_as("admin").put(url, {"seconds_behind": 5, "records_behind": 1000}, format="json")
+    assert ok.json() == {"seconds_behind": 5.0, "records_behind": 1000}
+    assert AuditEvent.objects.filter(object_type="rpo_budget", after__records_behind=1000).exists()
+
+
+def test_channel_url_is_a_write_only_secret_and_bad_input_changes_nothing(client_as, db, caplog):
+    admin = client_as("admin")
+    created = admin.post(
+        "/api/v1/notification-channels/",
+        {"name": "slack", "kind": "slack", "url": f"https://hooks.example.com/services/{TOKEN}"},
+        format="json",
+    )
+    assert created.status_code == 201, created.json()
+    body = created.json()
+    assert "url" not in body and body["url_hint"] == "https://hooks.example.com/***"
+    stored = NotificationChannel.objects.get()
+    assert TOKEN not in stored.url_encrypted and notifications.channel_url(stored).endswith(TOKEN)
+    assert TOKEN not in str(list(AuditEvent.objects.values("before", "after", "detail")))
+
+    for change, field in (
+        ({"url": "ftp://x/y"}, "url"),
+        ({"url": "javascript:alert(1)"}, "url"),
+        ({"kind": "pager"}, "kind"),
+    ):
+        bad = admin.patch(f"/api/v1/notification-channels/{stored.pk}/", change, format="json")
+        assert bad.status_code == 400 and field in bad.json(), bad.json()
+    stored.refresh_from_db()
+    assert stored.kind == "slack" and notifications.channel_url(stored).endswith(TOKEN)
+    assert client_as("viewer").post("/api/v1/notification-channels/", {"name": "x"}).status_code == 403
+    assert TOKEN not in caplog.text
+
+
+def test_delivery_to_a_real_receiver_carries_flow_figure_and_link_and_failures_hide_the_token(
+    flow, admin_user, settings
+):
+    settings.MIRRORPLANE_STALE_AFTER_S = 60
+    settings.MIRRORPLANE_BASE_URL = "https://mirrorplane.example"
+    with Receiver() as ok, Receiver(status=500) as broken:
+        good = notifications.channel_save(actor=admin_user, name="ok", kind="webhook", url=f"{ok.url}/hook")
+        bad = notifications.channel_save(
+            actor=admin_user, name="bad", kind="slack", url=f"{broken.url}/{TOKEN}"
+        )
+        report(flow, seconds_behind=120)
+        alerts.alerts_evaluate()
+        ids = notifications.notifications_to_dispatch()
+        assert len(ids) == 2 and notifications.notifications_to_dispatch() == []  # handed over once
+        for notification in AlertNotification.objects.filter(pk__in=ids):
+            try:
+                notifications.notification_deliver(notification_id=notification.pk)
+            except notifications.DeliveryFailed:
+                assert notification.channel_id == bad.pk
+        [body] = ok.bodies("/hook")
+        assert (
+            body["flow"] == flow.name and body["state"] == "firing" and body["rule"] == "rpo_seconds_exceeded"
+        )
+        assert body["figure"] == 120 and body["threshold"] == 60 and body["observed_at"]
+        assert body["link"] == f"https://mirrorplane.example/flows/{flow.pk}/"
+        [slack] = broken.bodies()
+        assert "text" in slack and "blocks" in slack and flow.name in slack["text"]
+    bad.refresh_from_db()
+    good.refresh_from_db()
+    assert bad.failing and "HTTP 500" in bad.last_error and TOKEN not in bad.last_error
+    assert not good.failing and good.last_success_at
+    assert AlertNotification.objects.get(channel=good).state == NotificationState.SENT
+
+
+def test_scrub_masks_the_url_path_in_error_text():
+    url = f"https://hooks.example.com/services/{TOKEN}?key=abc"
+    text = f"HTTPSConnectionPool: Max retries exceeded with url: /services/{TOKEN}?key=abc ({url})"
+    assert TOKEN not in notifications.scrub(text, url) and "abc" not in notifications.scrub(text, url)
+    assert notifications.retry_delay_s(0) < notifications.retry_delay_s(1) < notifications.retry_delay_s(2)
+
+
+def test_email_channel_sends_through_django_mail(flow, admin_user, settings, mailoutbox):
+    settings.MIRRORPLANE_STALE_AFTER_S = 60
+    channel = notifications.channel_save(
+        actor=admin_user, name="mail", kind="email", email_to=["oncall@example.com"]
+    )
+    with pytest.raises(Exception) as bad:
+        notifications.channel_save(actor=admin_user, name="mail2", kind="email", email_to=["not-an-address"])
+    assert "email_to" in bad.value.errors
+    report(flow, seconds_behind=99)
+    alerts.alerts_evaluate()
+    [notification_id] = notifications.notifications_to_dispatch()
+    notifications.notification_deliver(notification_id=notification_id)
+    [mail] = mailoutbox
+    assert (
+        mail.to == ["oncall@example.com"] and flow.name in mail.subject and f"/flows/{flow.pk}/" in mail.body
+    )
+    assert channel.pk and Alert.objects.filter(state="firing").count() == 1
+
+
+def test_alert_page_lists_firing_first_with_failing_channels(flow, admin_user, settings, client):
+    settings.MIRRORPLANE_STALE_AFTER_S = 60
+    report(flow, seconds_behind=200)
+    alerts.alerts_evaluate()
+    NotificationChannel.objects.create(name="down", kind="webhook", failing=True, last_error="HTTP 500 boom")
+    client.force_login(admin_user)
+    page = client.get("/alerts/").content.decode()
+    assert page.index("Firing (1)") < page.index("Resolved (history)")
+    assert "failing" in page and "HTTP 500 boom" in page
+    flows_page = client.get("/flows/").content.decode()
+    assert "1 alert firing" in flows_page

@@ -1,0 +1,57 @@
+"""A local HTTP receiver for alert notifications, started by the tests: records every POST (when, path,
+JSON body) and answers with `status`, or never answers (`hang`), as a broken webhook endpoint does."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass(frozen=True)
+class Received:
+    at: float
+    path: str
+    body: dict
+
+
+class Receiver:
+    def __init__(self, *, status: int = 200, hang: bool = False) -> None:
+        self.status, self.hang = status, hang
+        self.received: list[Received] = []
+        self._release = threading.Event()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                receiver.received.append(Received(time.time(), self.path, body))
+                if receiver.hang:
+                    receiver._release.wait(60)
+                    return
+                self.send_response(receiver.status)
+                self.end_headers()
+                self.wfile.write(b"ok" if receiver.status < 400 else b"broken")
+
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Receiver:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+    def bodies(self, path: str | None = None) -> list[dict]:
+        return [r.body for r in self.received if path is None or r.path == path]
