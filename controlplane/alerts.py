@@ -284,7 +284,7 @@ def alerts_evaluate(
                 elif alert is not None:
                     _resolve(alert, now=now)
                     resolved.append(alert)
-                    if not alert.silenced:
+                    if not alert.silenced and not _silenced(silences, flow_id=flow_id, rule=rule):
                         notifications += _notify(alert, event=AlertState.RESOLVED, channels=channels)
         for alert in open_alerts.values():  # its flow is gone or the rule no longer exists
             _resolve(alert, now=now)

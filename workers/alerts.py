@@ -12,10 +12,12 @@ receiver that answers 500 or not at all costs its own retries, never an evaluati
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections import Counter
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import close_old_connections
 
 from controlplane import alerts, notifications, presence, runtime
@@ -27,6 +29,7 @@ from workers.plans import RunnableFlow, desired_tasks
 log = logging.getLogger(__name__)
 
 _next_evaluation = 0.0
+EVALUATING_KEY = "alerts:evaluating"
 
 
 def dispatch_evaluation(*, now: float | None = None) -> bool:
@@ -63,7 +66,18 @@ def _replication_workers() -> int | None:
 
 @app.task(name="workers.alerts.evaluate_alerts", ignore_result=True)
 def evaluate_alerts() -> None:
+    """One evaluation at a time (several metadata workers may hold queued ones): the others skip."""
     close_old_connections()
+    if not cache.add(EVALUATING_KEY, os.getpid(), timeout=max(60, 6 * settings.ALERTS_EVALUATE_INTERVAL_S)):
+        log.info("an alert evaluation is running elsewhere; skipping this one")
+        return
+    try:
+        _evaluate()
+    finally:
+        cache.delete(EVALUATING_KEY)
+
+
+def _evaluate() -> None:
     try:
         tasks = task_leases()
     except Exception as exc:  # Redis away: the lease rule keeps its last observation
