@@ -3,7 +3,9 @@ the embedded Kafka clusters, and local HTTP receivers started here.
 
 1. A flow pushed over its RPO budget fires within one evaluation interval; the receiver gets the webhook
    with the flow, the figure and a link; the alert resolves when the flow catches up; a silence (made on
-   the alert page, audited) stops the next notification.
+   the alert page, audited) stops the next notification. The runtime records heartbeats, offset syncs and
+   task leases, /metrics exports them; a replication worker killed leaves the flow's task without a
+   holder, and `no_lease_holder` fires.
 2. A receiver that answers 500, and one that never answers, are retried with exponential backoff and
    shown failing on the alert page, while evaluation goes on (a good channel hears firing and resolved).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 
 from controlplane import alerts, notifications, services
@@ -22,6 +25,8 @@ from controlplane.models import (
     AuditEvent,
     FlowEvent,
     FlowEventKind,
+    FlowSignals,
+    NotificationChannel,
     NotificationState,
 )
 from tests.receiver import Receiver
@@ -36,8 +41,10 @@ BACKLOG = 2000
 def test_over_budget_fires_notifies_with_figure_and_link_resolves_and_a_silence_stops_it(
     celery_runtime, make_flow, cluster_a, unique_name, client_as, users, settings
 ):
+    settings.METRICS_OPEN = True
     celery_runtime.env.update(
         ALERTS_EVALUATE_INTERVAL_S=str(EVALUATE_S),
+        MIRRORPLANE_PRESENCE_INTERVAL_S="1",  # a killed worker's presence expires after 3 s
         MIRRORPLANE_BASE_URL="https://mirrorplane.test",
         MIRRORPLANE_SLICE_MAX_RECORDS="20",  # a backlog drains over many slices: the lag is seen
     )
@@ -57,7 +64,8 @@ def test_over_budget_fires_notifies_with_figure_and_link_resolves_and_a_silence_
         notifications.channel_save(
             actor=users["admin"], name="hook", kind="webhook", url=f"{receiver.url}/alerts"
         )
-        celery_runtime.start_worker("w1")
+        celery_runtime.start_worker("metadata", queues="metadata")
+        celery_runtime.start_worker("w1", queues="replication")
         celery_runtime.start_beat()
         wait_until(lambda: (behind() or 0) > BUDGET_RECORDS, timeout_s=90, what="the flow over its budget")
         over_at = time.time()
@@ -107,6 +115,28 @@ def test_over_budget_fires_notifies_with_figure_and_link_resolves_and_a_silence_
         page = viewer.get("/alerts/").content.decode()
         assert "silenced" in page and "bulk load" in page
 
+        signals = FlowSignals.objects.get(flow=flow)
+        assert (
+            signals.heartbeat_emitted_at and signals.offset_sync_emitted_at and signals.records_replicated_at
+        )
+        assert (signals.tasks_planned, signals.tasks_leased) == (1, 1)
+        labels = f'{{flow="{flow.name}",source="A",target="B"}}'
+        exported = Client().get("/metrics").content.decode()
+        for name in ("heartbeat_age_seconds", "offset_sync_age_seconds", "flow_tasks", "flow_tasks_leased"):
+            assert f"mirrorplane_{name}{labels}" in exported, name
+        assert f"mirrorplane_rpo_budget_records{labels} {BUDGET_RECORDS}.0" in exported
+
+        celery_runtime.kill("w1")
+        no_holder = wait_until(
+            lambda: Alert.objects.filter(flow=flow, rule="no_lease_holder", state="firing").first(),
+            timeout_s=30,
+            what="no_lease_holder once the replication worker is gone",
+        )
+        assert "no replication worker" in no_holder.message
+        assert f'mirrorplane_alerts_firing{{flow="{flow.name}",rule="no_lease_holder"}} 1.0' in (
+            Client().get("/metrics").content.decode()
+        )
+
 
 def test_failing_receivers_are_retried_with_backoff_and_shown_failing_while_evaluation_goes_on(
     celery_runtime, transactional_db, client_as, users
@@ -133,11 +163,18 @@ def test_failing_receivers_are_retried_with_backoff_and_shown_failing_while_eval
         celery_runtime.start_beat()
         wait_until(lambda: good.bodies(), timeout_s=60, what="the good channel's notification")
         assert good.bodies()[0]["rule"] == "data_loss_gap" and good.bodies()[0]["figure"] == 10
+        admin_client = Client()
+        admin_client.force_login(admin)
+        good_id = NotificationChannel.objects.get(name="good").pk
+        assert admin_client.post(f"/api/v1/notification-channels/{good_id}/test/").status_code == 202
+        wait_until(
+            lambda: "test" in [b["state"] for b in good.bodies()], timeout_s=30, what="the test message"
+        )
 
         # Evaluation goes on while the broken channels are retried: the alert resolves and is notified.
         gap.delete()
         wait_until(
-            lambda: [b["state"] for b in good.bodies()] == ["firing", "resolved"],
+            lambda: [b["state"] for b in good.bodies()] == ["firing", "test", "resolved"],
             timeout_s=30,
             what="the resolution while the failing channels retry",
         )
@@ -168,5 +205,5 @@ def test_failing_receivers_are_retried_with_backoff_and_shown_failing_while_eval
             AlertNotification.objects.filter(channel__name="broken").values_list("attempts", flat=True)
         ) == {retries + 1}
         assert (
-            AlertNotification.objects.filter(channel__name="good", state=NotificationState.SENT).count() == 2
+            AlertNotification.objects.filter(channel__name="good", state=NotificationState.SENT).count() == 3
         )
