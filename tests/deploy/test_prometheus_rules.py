@@ -177,6 +177,17 @@ def test_the_dashboard_has_a_flow_variable_and_the_figures_operators_need():
     assert len(ids) == len(set(ids))
 
 
+def test_the_dashboard_panels_do_not_overlap():
+    taken: dict[tuple[int, int], str] = {}
+    for panel in json.loads(DASHBOARD.read_text())["panels"]:
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24, panel["title"]
+        for x in range(grid["x"], grid["x"] + grid["w"]):
+            for y in range(grid["y"], grid["y"] + grid["h"]):
+                assert (x, y) not in taken, f"{panel['title']} overlaps {taken[x, y]}"
+                taken[x, y] = panel["title"]
+
+
 def test_promtool_accepts_the_prometheus_config_with_its_rules(tmp_path):
     """The shipped config as compose mounts it: the token file is the compose secret."""
     config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
