@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -205,6 +206,22 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def start_prometheus(*, config: Path, workdir: Path, port: int) -> subprocess.Popen:
+    """Debian's `prometheus` (`make prometheus`) on 127.0.0.1:`port`; its data and log go to `workdir`."""
+    binary = shutil.which("prometheus")
+    assert binary, "Debian's prometheus is missing: `make test` installs it (make prometheus)"
+    return subprocess.Popen(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={workdir / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=(workdir / "prometheus.log").open("wb"),
+        stderr=subprocess.STDOUT,
+    )
 
 
 class Gunicorn:

@@ -4,7 +4,6 @@ Prometheus server (Debian's `prometheus`, installed by `make test`)."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import pytest
 import requests
@@ -14,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from controlplane import services
 from controlplane.models import FlowPartitionStatus
-from tests.workers.harness import Gunicorn, create_topic, free_port, produce, wait_until
+from tests.workers.harness import Gunicorn, create_topic, free_port, produce, start_prometheus, wait_until
 
 TOKEN = "scrape-token-0123456789"
 PARTITIONS = 4
@@ -92,8 +91,9 @@ def test_metrics_carry_the_live_status_with_its_age(settings, make_flow, unique_
 def test_prometheus_scrapes_records_behind_of_a_replicating_flow_from_gunicorn_workers(
     celery_runtime, make_flow, cluster_a, unique_name, tmp_path
 ):
-    prometheus = shutil.which("prometheus")
-    assert prometheus, "Debian's prometheus is missing: `make test` installs it (make prometheus)"
+    assert shutil.which("prometheus"), (
+        "Debian's prometheus is missing: `make test` installs it (make prometheus)"
+    )
     create_topic(cluster_a, unique_name, PARTITIONS)
     make_flow(topics=[unique_name])
     celery_runtime.start_worker("w1", queues="replication,metadata,operations")
@@ -122,16 +122,7 @@ def test_prometheus_scrapes_records_behind_of_a_replicating_flow_from_gunicorn_w
         f"    authorization: {{credentials_file: {tmp_path / 'token'}}}\n"
         f"    static_configs: [{{targets: ['{web.url.removeprefix('http://')}']}}]\n"
     )
-    server = subprocess.Popen(
-        [
-            prometheus,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=(tmp_path / "prometheus.log").open("wb"),
-        stderr=subprocess.STDOUT,
-    )
+    server = start_prometheus(config=config, workdir=tmp_path, port=port)
     try:
 
         def series() -> list[dict]:
