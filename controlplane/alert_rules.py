@@ -67,6 +67,7 @@ class Verdict:
 
 
 QUIET = Verdict(False)
+NEVER_REPORTED_GRACE = 3  # stale limits a flow with tasks may go without its first report
 
 
 def _fresh(facts: FlowFacts) -> bool:
@@ -109,10 +110,16 @@ def rpo_records(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
 
 
 def stale_status(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
-    """A flow that should replicate has no fresh report (STALE), or none ever although it has tasks."""
+    """A flow that should replicate has no fresh report (STALE), or none ever although it has had tasks
+    for three stale limits."""
     if not facts.runnable or now - facts.runnable_since <= limits.stale_after_s:
         return QUIET
-    never = facts.status == UNKNOWN and (facts.tasks_planned or 0) > 0
+    # A new flow's first report waits for its topic sync (remote topics created) too: longer grace.
+    never = (
+        facts.status == UNKNOWN
+        and (facts.tasks_planned or 0) > 0
+        and now - facts.runnable_since > NEVER_REPORTED_GRACE * limits.stale_after_s
+    )
     if facts.status != STALE and not never:
         return QUIET
     age = None if facts.observed_at is None else max(now - facts.observed_at, 0.0)

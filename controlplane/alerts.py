@@ -411,7 +411,7 @@ def silence_description(silence: AlertSilence) -> str:
 
 # -- reads ------------------------------------------------------------------------------------------------
 def alert_list() -> QuerySet[Alert]:
-    """Firing first (newest first), then resolved history (newest first)."""
+    """Firing first (newest first), then resolved history (newest first): "firing" sorts before "resolved"."""
     return Alert.objects.select_related("flow__source", "flow__target").order_by("state", "-fired_at", "-id")
 
 

@@ -55,3 +55,55 @@ class Receiver:
 
     def bodies(self, path: str | None = None) -> list[dict]:
         return [r.body for r in self.received if path is None or r.path == path]
+
+
+class SmtpReceiver:
+    """A minimal SMTP server (HELO/EHLO, MAIL, RCPT, DATA, QUIT) that keeps each message it accepts, so
+    Django's SMTP backend talks to a real socket; `messages` holds (recipients, raw text)."""
+
+    def __init__(self) -> None:
+        import socketserver
+
+        self.messages: list[tuple[list[str], str]] = []
+        receiver = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def reply(self, line: str) -> None:
+                self.wfile.write(f"{line}\r\n".encode())
+
+            def handle(self) -> None:
+                self.reply("220 localhost test SMTP")
+                recipients: list[str] = []
+                while line := self.rfile.readline().decode(errors="replace").strip():
+                    verb = line.split(" ", 1)[0].upper()
+                    if verb in ("EHLO", "HELO"):
+                        self.reply("250 localhost")
+                    elif verb == "RCPT":
+                        recipients.append(line.split(":", 1)[1].strip(" <>"))
+                        self.reply("250 OK")
+                    elif verb == "DATA":
+                        self.reply("354 end with <CRLF>.<CRLF>")
+                        lines = []
+                        while (data := self.rfile.readline().decode(errors="replace")).rstrip("\r\n") != ".":
+                            lines.append(data)
+                        receiver.messages.append((recipients, "".join(lines)))
+                        recipients = []
+                        self.reply("250 OK queued")
+                    elif verb == "QUIT":
+                        self.reply("221 bye")
+                        return
+                    else:  # MAIL, RSET, NOOP
+                        self.reply("250 OK")
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> SmtpReceiver:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -70,6 +70,7 @@ def test_stale_status_fires_after_the_stale_limit_and_reports_the_age():
     assert AlertRule.STALE_STATUS not in firing(status="STALE", runnable_since=NOW - 5)
     # Never reported although it has tasks: stale too; no tasks (no topic matches): nothing to report.
     assert AlertRule.STALE_STATUS in firing(status="UNKNOWN", observed_at=None)
+    assert AlertRule.STALE_STATUS not in firing(status="UNKNOWN", observed_at=None, runnable_since=NOW - 25)
     assert AlertRule.STALE_STATUS not in firing(status="UNKNOWN", observed_at=None, tasks_planned=0)
 
 

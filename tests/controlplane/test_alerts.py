@@ -8,9 +8,9 @@ import datetime
 import pytest
 from django.utils import timezone
 
-from controlplane import alerts, notifications, services
+from controlplane import alerts, crypto, notifications, services
+from controlplane.errors import ServiceValidationError
 from controlplane.models import (
-    Alert,
     AlertNotification,
     AlertRule,
     AuditEvent,
@@ -18,7 +18,7 @@ from controlplane.models import (
     NotificationChannel,
     NotificationState,
 )
-from tests.receiver import Receiver
+from tests.receiver import Receiver, SmtpReceiver
 
 TOKEN = "T000/B000/SECRET-token-xyz"
 
@@ -174,23 +174,22 @@ def test_scrub_masks_the_url_path_in_error_text():
     assert notifications.retry_delay_s(0) < notifications.retry_delay_s(1) < notifications.retry_delay_s(2)
 
 
-def test_email_channel_sends_through_django_mail(flow, admin_user, settings, mailoutbox):
+def test_email_channel_sends_through_djangos_smtp_settings_to_a_real_smtp_server(flow, admin_user, settings):
     settings.MIRRORPLANE_STALE_AFTER_S = 60
-    channel = notifications.channel_save(
-        actor=admin_user, name="mail", kind="email", email_to=["oncall@example.com"]
-    )
-    with pytest.raises(Exception) as bad:
+    notifications.channel_save(actor=admin_user, name="mail", kind="email", email_to=["oncall@example.com"])
+    with pytest.raises(ServiceValidationError) as bad:
         notifications.channel_save(actor=admin_user, name="mail2", kind="email", email_to=["not-an-address"])
     assert "email_to" in bad.value.errors
     report(flow, seconds_behind=99)
     alerts.alerts_evaluate()
     [notification_id] = notifications.notifications_to_dispatch()
-    notifications.notification_deliver(notification_id=notification_id)
-    [mail] = mailoutbox
-    assert (
-        mail.to == ["oncall@example.com"] and flow.name in mail.subject and f"/flows/{flow.pk}/" in mail.body
-    )
-    assert channel.pk and Alert.objects.filter(state="firing").count() == 1
+    with SmtpReceiver() as smtp:
+        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", smtp.port
+        notifications.notification_deliver(notification_id=notification_id)
+    [(recipients, message)] = smtp.messages
+    assert recipients == ["oncall@example.com"]
+    assert flow.name in message and f"/flows/{flow.pk}/" in message and "rpo_seconds_exceeded" in message
 
 
 def test_alert_page_lists_firing_first_with_failing_channels(flow, admin_user, settings, client):
@@ -204,3 +203,14 @@ def test_alert_page_lists_firing_first_with_failing_channels(flow, admin_user, s
     assert "failing" in page and "HTTP 500 boom" in page
     flows_page = client.get("/flows/").content.decode()
     assert "1 alert firing" in flows_page
+
+
+def test_rotating_the_secrets_key_re_encrypts_channel_urls(admin_user, settings):
+    channel = notifications.channel_save(
+        actor=admin_user, name="slack", kind="slack", url=f"https://hooks.example.com/{TOKEN}"
+    )
+    new_key = crypto.generate_key()
+    services.secrets_key_rotate(actor=admin_user, new_key=new_key)
+    settings.MIRRORPLANE_SECRETS_KEYS = [new_key]  # the old key is gone
+    channel.refresh_from_db()
+    assert notifications.channel_url(channel) == f"https://hooks.example.com/{TOKEN}"
