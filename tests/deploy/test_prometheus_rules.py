@@ -99,6 +99,27 @@ def test_the_shipped_alerts():
     assert {alert["alert"] for alert in _alerts()} == FLOW_ALERTS | RUNTIME_ALERTS
 
 
+def test_every_rule_mirrorplane_evaluates_itself_ships_as_a_prometheus_alert():
+    """A new embedded rule (controlplane.models.AlertRule) fails this until deploy/ ships its alert."""
+    from controlplane.models import AlertRule
+
+    embedded = {
+        AlertRule.RPO_SECONDS: "MirrorplaneRpoSecondsExceeded",
+        AlertRule.RPO_RECORDS: "MirrorplaneRpoRecordsExceeded",
+        AlertRule.STALE_STATUS: "MirrorplaneFlowStale",
+        AlertRule.HEARTBEAT_MISSING: "MirrorplaneHeartbeatMissing",
+        AlertRule.DATA_LOSS_GAP: "MirrorplaneDataLossGap",
+        AlertRule.FLOW_FAULTED: "MirrorplaneFlowFaulted",
+        AlertRule.NO_LEASE_HOLDER: "MirrorplaneTasksWithoutLease",
+        AlertRule.OFFSET_SYNCS_STOPPED: "MirrorplaneOffsetSyncsStopped",
+    }
+    assert set(embedded) == set(AlertRule.values)
+    assert set(embedded.values()) <= FLOW_ALERTS
+    runbook = RUNBOOK.read_text()
+    for rule, alert in embedded.items():
+        assert re.search(rf"^\| {alert} \|.*`{rule}`", runbook, flags=re.MULTILINE), (alert, rule)
+
+
 def test_alerts_carry_severity_summary_description_and_a_runbook_section_that_exists():
     runbook = RUNBOOK.read_text()
     anchors = {_anchor(heading) for heading in re.findall(r"^#+ (.+)$", runbook, flags=re.MULTILINE)}
