@@ -225,6 +225,25 @@ RULES: dict[str, Callable[[FlowFacts, Limits, float], Verdict]] = {
 }
 
 
+# The cause pages, not its consequences (as deploy/alertmanager's inhibitions): a faulted flow is stale,
+# misses heartbeats and syncs because it is faulted; with no replication worker nobody reports.
+INHIBITS: dict[str, frozenset[str]] = {
+    AlertRule.FLOW_FAULTED: frozenset(
+        {
+            AlertRule.STALE_STATUS,
+            AlertRule.HEARTBEAT_MISSING,
+            AlertRule.NO_LEASE_HOLDER,
+            AlertRule.OFFSET_SYNCS_STOPPED,
+        }
+    ),
+    AlertRule.NO_LEASE_HOLDER: frozenset({AlertRule.STALE_STATUS}),
+}
+
+
 def evaluate(facts: FlowFacts, limits: Limits, *, now: float) -> dict[str, Verdict]:
-    """Every rule's verdict on the flow at `now`."""
-    return {rule: decide(facts, limits, now) for rule, decide in RULES.items()}
+    """Every rule's verdict on the flow at `now`; a rule another firing rule inhibits is quiet."""
+    verdicts = {rule: decide(facts, limits, now) for rule, decide in RULES.items()}
+    for cause, consequences in INHIBITS.items():
+        if verdicts[cause].firing:
+            verdicts.update(dict.fromkeys(consequences, QUIET))
+    return verdicts

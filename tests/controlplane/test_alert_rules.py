@@ -111,3 +111,9 @@ def test_offset_syncs_stopped_when_records_outrun_the_newest_sync():
     assert AlertRule.OFFSET_SYNCS_STOPPED not in firing(
         offset_sync_at=NOW - 900, records_replicated_at=NOW - 890
     )
+
+
+def test_the_cause_fires_not_its_consequences():
+    faulted = firing(state="faulted", status="STALE", heartbeat_at=NOW - 300, replication_workers=0)
+    assert faulted == {AlertRule.FLOW_FAULTED}
+    assert firing(status="STALE", observed_at=NOW - 60, replication_workers=0) == {AlertRule.NO_LEASE_HOLDER}
