@@ -308,6 +308,10 @@ def notification_deliver(*, notification_id: int) -> bool:
         return True
     channel = notification.channel
     now = timezone.now()
+    if not channel.enabled and notification.event != TEST_EVENT:  # disabled since it was queued
+        notification.state, notification.last_error = NotificationState.FAILED, "channel disabled; not sent"
+        notification.save(update_fields=["state", "last_error"])
+        return True
     notification.attempts += 1
     notification.last_attempt_at = channel.last_attempt_at = now
     try:

@@ -214,3 +214,16 @@ def test_rotating_the_secrets_key_re_encrypts_channel_urls(admin_user, settings)
     settings.MIRRORPLANE_SECRETS_KEYS = [new_key]  # the old key is gone
     channel.refresh_from_db()
     assert notifications.channel_url(channel) == f"https://hooks.example.com/{TOKEN}"
+
+
+def test_a_channel_disabled_after_queueing_sends_nothing(flow, admin_user, settings):
+    settings.MIRRORPLANE_STALE_AFTER_S = 60
+    with Receiver() as receiver:
+        channel = notifications.channel_save(actor=admin_user, name="hook", kind="webhook", url=receiver.url)
+        report(flow, seconds_behind=300)
+        alerts.alerts_evaluate()
+        [notification_id] = notifications.notifications_to_dispatch()
+        notifications.channel_save(actor=admin_user, channel=channel, enabled=False)
+        notifications.notification_deliver(notification_id=notification_id)
+    assert receiver.received == []
+    assert AlertNotification.objects.get(pk=notification_id).state == NotificationState.FAILED
