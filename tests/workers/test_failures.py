@@ -12,7 +12,7 @@ import time
 import pytest
 import redis
 
-from controlplane.models import FlowEvent, FlowEventKind, FlowPartitionStatus, PartitionState
+from controlplane.models import Flow, FlowEvent, FlowEventKind, FlowPartitionStatus, FlowState, PartitionState
 from replication.kafka.embedded import free_port
 from tests.workers.harness import (
     PARTITIONS,
@@ -110,27 +110,39 @@ def test_target_outage_backs_off_reports_and_resumes_without_loss(
     target.send_signal(signal.SIGSTOP)  # the target hangs: connections open, nothing answers
     try:
         produce(cluster_a, unique_name, 800)
-        wait_until(
-            lambda: FlowPartitionStatus.objects.filter(flow=flow, state=PartitionState.ERR).exists(),
-            timeout_s=60,
-            what="the error in the partition status",
+
+        def outage_shown() -> str:
+            """Whichever comes first says why: the slices' delivery timeouts (the partitions turn ERR with
+            the task's error), or the metadata probe (the flow turns FAULTED, target unreachable)."""
+            failing = FlowPartitionStatus.objects.filter(flow=flow, state=PartitionState.ERR).first()
+            if failing is not None:
+                return failing.last_error
+            stored = Flow.objects.get(pk=flow.pk)
+            unreachable = (
+                stored.state == FlowState.FAULTED and "target cluster B unreachable" in stored.state_reason
+            )
+            return stored.state_reason if unreachable else ""
+
+        assert wait_until(
+            outage_shown, timeout_s=60, what="the outage in the partition status or the flow state"
         )
-        # The slice stores the status, then the event: wait for it rather than race the worker.
+        # The status or state is stored, then the event: wait for it rather than race the worker.
         wait_until(
             lambda: FlowEvent.objects.filter(flow=flow, kind=FlowEventKind.ERROR).exists(),
             timeout_s=30,
             what="the error event",
         )
-        failing = FlowPartitionStatus.objects.filter(flow=flow, state=PartitionState.ERR).first()
-        assert failing is not None and failing.last_error, "a failing partition shows the task's error"
     finally:
         target.send_signal(signal.SIGCONT)
     wait_until(_all_replicated(cluster_b, remote, 1200), timeout_s=120, what="replication after the outage")
     _assert_exactly_once(cluster_b, remote, 1200 // PARTITIONS)
     wait_until(
-        lambda: not FlowPartitionStatus.objects.filter(flow=flow).exclude(state=PartitionState.OK).exists(),
-        timeout_s=30,
-        what="statuses back to OK",
+        lambda: (
+            not FlowPartitionStatus.objects.filter(flow=flow).exclude(state=PartitionState.OK).exists()
+            and Flow.objects.get(pk=flow.pk).state == FlowState.ACTIVE
+        ),
+        timeout_s=60,
+        what="statuses back to OK and the flow active",
     )
     assert FlowEvent.objects.filter(
         flow=flow, kind=FlowEventKind.INFO, message__contains="recovered"
