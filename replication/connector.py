@@ -2,8 +2,10 @@
 
 `assign_partitions` splits source partitions over `tasks.max` tasks the way MM2 does. `plan_topic_sync`
 compares the source's topics with the target's and says which remote topics to create, which to grow and
-which config properties to set. Unlike MM2's config sync it never deletes or resets a target-side
-override: it only sets properties the source sets explicitly on the topic, and only when they differ.
+which config properties to set or reset. It sets properties the source sets explicitly on the topic, when
+they differ, and resets (deletes the target override of) a synced property the source stopped setting,
+as MM2's incremental config sync does; `config_resets` says which. Excluded properties and overrides
+set only on the target are never touched.
 """
 
 from __future__ import annotations
@@ -60,11 +62,12 @@ class PartitionGrowth:
 
 @dataclass(frozen=True)
 class ConfigUpdate:
-    """Properties to SET on a remote topic (never a delete: target-side overrides stay)."""
+    """Properties to SET on a remote topic, and synced properties to reset (DELETE) back to the default."""
 
     topic: str
     source_topic: str
     changes: Mapping[str, str]
+    resets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,24 @@ def replicated_configs(configs: Mapping[str, str], *, config_filter: ConfigPrope
     return {
         name: value for name, value in configs.items() if config_filter.should_replicate_config_property(name)
     }
+
+
+def config_resets(
+    *, previous: Mapping[str, str] | None, current: Mapping[str, str], target: Mapping[str, str]
+) -> tuple[str, ...]:
+    """Synced properties the source went back to its default for: their target overrides are deleted.
+
+    `previous` and `current` are the source topic's replicated configs (`replicated_configs`) at the
+    last config sync and now (None: no earlier sync seen, nothing is reset). A property is reset when
+    the source set it before, sets it no more, and the target still holds the value synced from the
+    source. A property the source never set (a target-only override), an excluded one (absent from
+    both) and one changed on the target since are left alone.
+    """
+    if previous is None:
+        return ()
+    return tuple(
+        sorted(name for name, value in previous.items() if name not in current and target.get(name) == value)
+    )
 
 
 def clamp_replication_factor(*, requested: int, broker_count: int) -> tuple[int, str | None]:
@@ -113,6 +134,7 @@ def plan_topic_sync(
     config_filter: ConfigPropertyFilter,
     target_broker_count: int,
     sync_configs: bool = True,
+    previous_configs: Mapping[str, Mapping[str, str]] | None = None,
 ) -> TopicSyncPlan:
     """What to change on the target so every mirrored source topic has its remote topic.
 
@@ -120,7 +142,8 @@ def plan_topic_sync(
 
     New remote topics get the source's partition count and filtered configs; existing ones with fewer
     partitions are grown; with `sync_configs`, properties the source sets and the target lacks or holds
-    at another value are set. Nothing is ever removed from the target.
+    at another value are set, and those the source stopped setting are reset (`config_resets`;
+    `previous_configs` maps each source topic to its replicated configs at the last config sync).
     """
     replication_factor, factor_warning = clamp_replication_factor(
         requested=flow.replication_factor, broker_count=target_broker_count
@@ -151,8 +174,13 @@ def plan_topic_sync(
                 )
             )
         changes = {key: value for key, value in wanted_configs.items() if remote.configs.get(key) != value}
-        if sync_configs and changes:
-            update_configs.append(ConfigUpdate(topic=remote.name, source_topic=name, changes=changes))
+        resets = config_resets(
+            previous=(previous_configs or {}).get(name), current=wanted_configs, target=remote.configs
+        )
+        if sync_configs and (changes or resets):
+            update_configs.append(
+                ConfigUpdate(topic=remote.name, source_topic=name, changes=changes, resets=resets)
+            )
     warnings = (factor_warning,) if create and factor_warning else ()
     return TopicSyncPlan(
         mirrored=tuple(mirrored),

@@ -77,6 +77,17 @@ def _error_code(exc: BaseException) -> int | None:
     return kafka_error_code(exc.__cause__ if isinstance(exc, TopicAdminError) else exc)
 
 
+def _config_change_description(
+    *, topic: str, alias: str, changes: Mapping[str, str], resets: tuple[str, ...]
+) -> str:
+    parts = []
+    if changes:
+        parts.append(f"setting {', '.join(sorted(changes))}")
+    if resets:
+        parts.append(f"resetting {', '.join(sorted(resets))} to the default")
+    return f"{' and '.join(parts) or 'changing nothing'} on topic {topic} of cluster {alias}"
+
+
 class TopicAdmin:
     """Admin operations on one cluster, with a fixed request timeout."""
 
@@ -155,22 +166,29 @@ class TopicAdmin:
         return outcome
 
     def set_topic_configs(
-        self, topic: str, changes: Mapping[str, str], *, current: Mapping[str, str]
+        self,
+        topic: str,
+        changes: Mapping[str, str],
+        *,
+        current: Mapping[str, str],
+        resets: Iterable[str] = (),
     ) -> None:
-        """SET `changes` on `topic`, leaving every other override in place.
+        """SET `changes` and DELETE the overrides named in `resets` on `topic`, leaving the others in place.
 
-        Uses IncrementalAlterConfigs; only a broker without it (Kafka < 2.3) gets the legacy
-        AlterConfigs, which replaces the whole set, so it is sent `current` overrides plus `changes`.
+        Uses IncrementalAlterConfigs (a DELETE puts the property back to the broker's default, as MM2's
+        incremental config sync does); only a broker without it (Kafka < 2.3) gets the legacy
+        AlterConfigs, which replaces the whole set, so it is sent `current` overrides plus `changes`
+        minus `resets`.
         """
-        incremental = ConfigResource(
-            ConfigResource.Type.TOPIC,
-            topic,
-            incremental_configs=[
-                ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
-                for name, value in changes.items()
-            ],
+        resets = tuple(resets)
+        operations = [
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+            for name, value in changes.items()
+        ] + [ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE) for name in resets]
+        incremental = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=operations)
+        what = _config_change_description(
+            topic=topic, alias=self.cluster.alias, changes=changes, resets=resets
         )
-        what = f"setting {', '.join(sorted(changes))} on topic {topic} of cluster {self.cluster.alias}"
         try:
             _apply(
                 lambda: self._admin.incremental_alter_configs([incremental], request_timeout=self.timeout_s),
@@ -183,7 +201,8 @@ class TopicAdmin:
         log.info(
             "cluster %s lacks IncrementalAlterConfigs: using AlterConfigs for %s", self.cluster.alias, topic
         )
-        legacy = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config={**current, **changes})
+        replacement = {name: value for name, value in {**current, **changes}.items() if name not in resets}
+        legacy = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config=replacement)
         _apply(lambda: self._admin.alter_configs([legacy], request_timeout=self.timeout_s), what=what)
 
     def create_partitions(self, topic: str, *, current: int, desired: int) -> None:

@@ -2,7 +2,10 @@
 
 Each `tick` asks the `Scheduler` whether `refresh.topics` or `sync.topic.configs` is due (the first tick
 does both), lists both clusters, plans with `connector.plan_topic_sync` and applies the plan: create
-remote topics, grow partitions, set changed configs. A failure is logged as an ERROR naming the topic and
+remote topics, grow partitions, set changed configs and reset (delete the target override of) synced
+configs the source stopped setting. The source configs seen at the last config sync are kept in memory
+for that (`previous_configs`); a reset made on the source while no process held this flow's metadata
+task is not seen (the first sync after a start has nothing to compare with). A failure is logged as an ERROR naming the topic and
 the broker's reason and kept in `last_errors`; the rest of the plan still applies, and the partitions
 that exist on the target keep replicating.
 """
@@ -17,6 +20,7 @@ from replication.connector import (
     TopicSyncPlan,
     mirrored_topics,
     plan_topic_sync,
+    replicated_configs,
     replicated_partitions,
 )
 from replication.filters import ConfigPropertyFilter, TopicFilter
@@ -61,6 +65,7 @@ class TopicMetadataSync:
         )
         self._synced_once = False
         self._replicated: list[TopicPartition] = []
+        self._source_configs: dict[str, dict[str, str]] = {}  # replicated configs at the last sync
         self.last_errors: tuple[str, ...] = ()
 
     def tick(self, *, now: float) -> bool:
@@ -101,15 +106,31 @@ class TopicMetadataSync:
             config_filter=self._config_filter,
             target_broker_count=self._target_admin.broker_count(),
             sync_configs=sync_configs,
+            previous_configs=self._source_configs,
         )
-        errors = self._apply(plan, target_topics=target_topics)
+        errors, failed = self._apply(plan, target_topics=target_topics)
+        self._remember_configs(plan, source_topics=source_topics, synced=sync_configs, failed=failed)
         self.last_errors = tuple(errors)
         return replicated_partitions(
             plan, source_topics=source_topics, remote_partitions=self._target_admin.partition_counts()
         )
 
-    def _apply(self, plan: TopicSyncPlan, *, target_topics) -> list[str]:
+    def _remember_configs(
+        self, plan: TopicSyncPlan, *, source_topics, synced: bool, failed: set[str]
+    ) -> None:
+        """Keep the source configs the target now reflects: every mirrored topic after a config sync,
+        new remote topics after a refresh; a topic whose create or update failed keeps the last one."""
+        remembered = {t.source_topic for t in plan.create} if not synced else {d.topic for d in plan.mirrored}
+        mirrored = {d.topic for d in plan.mirrored}
+        configs = {name: c for name, c in self._source_configs.items() if name in mirrored}
+        for name in remembered - failed:
+            configs[name] = replicated_configs(source_topics[name].configs, config_filter=self._config_filter)
+        self._source_configs = configs
+
+    def _apply(self, plan: TopicSyncPlan, *, target_topics) -> tuple[list[str], set[str]]:
+        """Apply `plan`: the errors, and the source topics whose create or config update failed."""
         errors: list[str] = []
+        failed: set[str] = set()
         for warning in plan.warnings:
             log.warning("flow %s: %s", self.flow.name, warning)
         for name, error in self._target_admin.create_topics(plan.create).items():
@@ -117,6 +138,7 @@ class TopicMetadataSync:
                 log.info("flow %s: created remote topic %s", self.flow.name, name)
             else:
                 errors.append(str(error))
+                failed.update(t.source_topic for t in plan.create if t.name == name)
         for growth in plan.grow:
             try:
                 self._target_admin.create_partitions(
@@ -138,12 +160,19 @@ class TopicMetadataSync:
         for update in plan.update_configs:
             try:
                 current = target_topics[update.topic].configs
-                self._target_admin.set_topic_configs(update.topic, update.changes, current=current)
+                self._target_admin.set_topic_configs(
+                    update.topic, update.changes, current=current, resets=update.resets
+                )
                 log.info(
-                    "flow %s: synced configs %s of %s", self.flow.name, dict(update.changes), update.topic
+                    "flow %s: synced configs %s of %s%s",
+                    self.flow.name,
+                    dict(update.changes),
+                    update.topic,
+                    f", reset {', '.join(update.resets)} to the default" if update.resets else "",
                 )
             except TopicAdminError as exc:
                 errors.append(str(exc))
+                failed.add(update.source_topic)
         for error in errors:
             log.error("flow %s: %s", self.flow.name, error)
-        return errors
+        return errors, failed

@@ -7,8 +7,10 @@ from replication.connector import (
     TopicDescription,
     assign_partitions,
     clamp_replication_factor,
+    config_resets,
     mirrored_topics,
     plan_topic_sync,
+    replicated_configs,
     replicated_partitions,
 )
 from replication.filters import ConfigPropertyFilter, TopicFilter
@@ -18,7 +20,9 @@ from replication.scheduler import PeriodicJob, Scheduler
 FLOW = FlowConfig(source="A", target="B", enabled=True)
 
 
-def _plan(source_topics, target_topics, *, flow=FLOW, broker_count=3, sync_configs=True):
+def _plan(
+    source_topics, target_topics, *, flow=FLOW, broker_count=3, sync_configs=True, previous_configs=None
+):
     policy = replication_policy_for(flow, known_aliases=("A", "B"))
     mirrored = mirrored_topics(
         source_topics, flow=flow, policy=policy, topic_filter=TopicFilter.for_flow(flow)
@@ -31,6 +35,7 @@ def _plan(source_topics, target_topics, *, flow=FLOW, broker_count=3, sync_confi
         config_filter=ConfigPropertyFilter.for_flow(flow),
         target_broker_count=broker_count,
         sync_configs=sync_configs,
+        previous_configs=previous_configs,
     )
 
 
@@ -181,3 +186,42 @@ def test_scheduler_interval_counts_from_the_last_run():
     assert scheduler.due(now=7.0) == ("job",)
     assert scheduler.due(now=11.0) == ()
     assert scheduler.due(now=12.0) == ("job",)
+
+
+# --- config resets (MM2's incremental config sync deletes a synced override the source dropped) ------
+
+
+def test_config_reset_is_only_for_a_synced_property_the_source_dropped():
+    previous = {"retention.ms": "1000", "cleanup.policy": "compact"}
+    current = {"cleanup.policy": "compact"}
+    target = {"retention.ms": "1000", "cleanup.policy": "compact", "segment.ms": "60000"}
+    # segment.ms is set only on the target: left alone.
+    assert config_resets(previous=previous, current=current, target=target) == ("retention.ms",)
+
+
+def test_no_reset_without_an_earlier_sync_or_when_the_target_changed_it_since():
+    target = {"retention.ms": "1000"}
+    assert config_resets(previous=None, current={}, target=target) == ()
+    assert config_resets(previous={"retention.ms": "1000"}, current={}, target={"retention.ms": "5"}) == ()
+    assert config_resets(previous={"retention.ms": "1000"}, current={}, target={}) == ()
+
+
+def test_plan_resets_synced_property_and_leaves_excluded_and_target_only_overrides():
+    source = _topics(TopicDescription("orders", 1, {"min.insync.replicas": "1"}))
+    target = _topics(
+        TopicDescription(
+            "A.orders", 1, {"retention.ms": "1000", "segment.ms": "60000", "min.insync.replicas": "2"}
+        )
+    )
+    flow_filter = ConfigPropertyFilter.for_flow(FLOW)
+    previous = {
+        "orders": replicated_configs(
+            {"retention.ms": "1000", "min.insync.replicas": "1"}, config_filter=flow_filter
+        )
+    }
+    plan = _plan(source, target, previous_configs=previous)
+    assert [(u.topic, dict(u.changes), u.resets) for u in plan.update_configs] == [
+        ("A.orders", {}, ("retention.ms",))
+    ]
+    # Without config sync due, nothing is reset.
+    assert _plan(source, target, previous_configs=previous, sync_configs=False).update_configs == ()

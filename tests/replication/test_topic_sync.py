@@ -130,3 +130,25 @@ def test_overrides_are_the_topic_level_entries_only():
     # A broker that lists only the topic's own configs, labelled DEFAULT_CONFIG (tansu).
     short = {"retention.ms": entry("retention.ms", ConfigSource.DEFAULT_CONFIG, is_default=True)}
     assert topic_overrides(short) == {"retention.ms": "v"}
+
+
+def test_source_config_reset_deletes_the_synced_target_override_only(cluster_a, cluster_b, unique_name):
+    """MM2's incremental config sync: a synced property back at its default on the source is deleted on
+    the target; a target-only override and an excluded property stay."""
+    topic = f"{unique_name}-reset"
+    _create(cluster_a, topic, 1, {"retention.ms": "100000", "min.insync.replicas": "1"})
+    sync = _sync(cluster_a, cluster_b, unique_name, sync_topic_configs_interval_seconds=10)
+    sync.tick(now=1000.0)
+    target = TopicAdmin(cluster_b)
+    target.set_topic_configs(f"A.{topic}", {"segment.ms": "3600000", "min.insync.replicas": "1"}, current={})
+    source = TopicAdmin(cluster_a)
+    source.set_topic_configs(topic, {}, current={}, resets=("retention.ms", "min.insync.replicas"))
+    assert dict(_describe(cluster_a, topic).configs) == {}
+
+    sync.tick(now=1010.0)
+
+    assert sync.last_errors == ()
+    assert dict(_describe(cluster_b, f"A.{topic}").configs) == {
+        "segment.ms": "3600000",
+        "min.insync.replicas": "1",
+    }
