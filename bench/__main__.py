@@ -1,7 +1,7 @@
 """`python -m bench [name ...] [-- args]`: run the benchmarks (all of them by default), each against the
 baseline it measures in the same run, and print their ratios. `make bench` runs them all.
 
-    python -m bench                      # engine, runtime, failover, reports
+    python -m bench                      # engine, latency, runtime, failover, reports, ...
     python -m bench engine --quick       # one benchmark with its own flags
 """
 
@@ -12,6 +12,7 @@ import sys
 
 BENCHMARKS = {
     "engine": "bench.engine_vs_raw",  # replication engine vs a raw consume-produce copy loop
+    "latency": "bench.latency",  # end-to-end latency at fixed rates: engine, Celery runtime, raw loop
     "runtime": "bench.runtime",  # Celery workers vs the engine run in one process
     "failover": "bench.failover_plan",  # failover plan time for 1000 partitions x 20 groups
     "reports": "bench.reports",  # Spark report job on a generated 10M-sample lake

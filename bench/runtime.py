@@ -36,11 +36,11 @@ def _setup_django(workdir: Path) -> None:
     call_command("migrate", verbosity=0)
 
 
-def _redis_url() -> str:
+def _redis_url(db: int = BENCH_REDIS_DB) -> str:
     import redis
     from django.conf import settings
 
-    url = settings.REDIS_URL.rsplit("/", 1)[0] + f"/{BENCH_REDIS_DB}"
+    url = settings.REDIS_URL.rsplit("/", 1)[0] + f"/{db}"
     redis.Redis.from_url(url).flushdb()
     return url
 

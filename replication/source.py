@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from replication.config import ClusterConfig, DataLossPolicy, DeliveryGuarantee, FlowConfig
+from replication.fetching import fetch_plan
 from replication.kafka import source_io
 from replication.metrics import GapEvent, MirrorMetrics
 from replication.offset_syncs import OffsetSyncEmitter, OffsetSyncWriter
@@ -49,7 +50,6 @@ from replication.positions import PersistCadence, PositionStore, TopicPartition
 log = logging.getLogger(__name__)
 
 SOURCE_OFFSET_HEADER = "mirrorplane.source-offset"
-CONSUME_BATCH = 10_000
 # A slice waits this long at most for acknowledgements; what is still unacknowledged stays in flight
 # and the position stays before it.
 SLICE_FLUSH_TIMEOUT_S = 30.0
@@ -497,14 +497,20 @@ class MirrorSourceTask:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            room = MAX_IN_FLIGHT - len(self._producer)
+            in_flight_now = len(self._producer)
+            room = MAX_IN_FLIGHT - in_flight_now
             if room <= 0:  # the target is behind: serve acknowledgements, consume nothing more
                 poll(min(remaining, 0.05))
                 self._persist_if_due()
                 continue
-            messages = consume(
-                num_messages=min(CONSUME_BATCH, max_records - taken, room), timeout=min(remaining, 0.2)
+            plan = fetch_plan(
+                remaining_s=remaining, records_left=max_records - taken, room=room, in_flight=in_flight_now
             )
+            # The first record as soon as there is one, then what is fetched already: no waiting for a
+            # batch to fill (replication.fetching).
+            messages = consume(num_messages=1, timeout=plan.first_wait_s)
+            if messages and plan.batch > 1:
+                messages += consume(num_messages=plan.batch - 1, timeout=0)
             taken += len(messages)
             last_topic, last_partition, state = None, -1, None
             remote_topic = on_delivery = in_flight = None

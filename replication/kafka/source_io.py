@@ -55,6 +55,11 @@ PRODUCER_DEFAULTS: Mapping[str, object] = {
 CONSUMER_DEFAULTS: Mapping[str, object] = {
     "isolation.level": "read_committed",  # records of aborted transactions are never mirrored
     "queued.max.messages.kbytes": 65_536,
+    # How long the broker may hold a fetch that found nothing. Apache Kafka answers as soon as a record
+    # arrives (fetch.min.bytes = 1), whatever this is; brokers that hold every fetch this long (the
+    # embedded tansu broker) add up to this much to every record's latency. An idle task costs one
+    # fetch request per broker per this interval.
+    "fetch.wait.max.ms": 10,
 }
 
 

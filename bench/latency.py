@@ -1,0 +1,500 @@
+"""End-to-end replication latency: records produced at a fixed rate, read on the target, per method.
+
+Two embedded clusters. First the maximum throughput is measured quickly (`bench.engine_vs_raw.compare`
+on a pre-filled 100 B topic: the raw loop's records/s is the maximum, and the engine must keep at least
+`TARGET_RATIO` of it). Then, per method and rate, a load process produces 100 B records over 4
+partitions at a fixed rate (10%, 50% and 90% of that maximum, and the fixed points below), the method
+copies them, and a reader process (a plain consumer on the target) takes, for every record, its
+produce timestamp (CreateTime, kept by the copy) to the time it was consumed. The first second is
+warm-up and not counted. Load and reader are separate processes, so the copy does not share its GIL.
+
+Methods, all in the same run:
+- `raw`: the baseline, a consume-produce loop tuned for latency (wait for one record, take what is
+  already fetched, produce, serve delivery reports);
+- `engine`: a `MirrorSourceTask` run as dedicated mode runs it (`replication.runner`);
+- `runtime`: a stored flow run by one real `celery worker --pool=threads` with production slice
+  settings, and beat.
+
+Targets (exit 1 when one is missed): engine p99 < 50 ms at 20,000 rec/s, runtime p99 < 100 ms at
+10,000 rec/s, engine throughput >= `TARGET_RATIO` x raw. The machine is shared: `--repeat` runs
+everything again and the report gives each figure's range.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import multiprocessing
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+from bench.engine_vs_raw import TARGET_RATIO, Scenario, compare
+from replication.config import ClusterConfig, FlowConfig
+from replication.connector import NewRemoteTopic
+from replication.kafka.admin import TopicAdmin
+from replication.kafka.clients import make_consumer, make_producer
+from replication.kafka.embedded import embedded_clusters
+from replication.kafka.positions import KafkaPositionStore
+from replication.policy import replication_policy_for
+from replication.runner import SLICE_SECONDS
+from replication.source import MirrorSourceTask
+
+PARTITIONS = 4
+VALUE_BYTES = 100
+ENGINE_RATE, ENGINE_P99_MS = 20_000, 50.0
+RUNTIME_RATE, RUNTIME_P99_MS = 10_000, 100.0
+WARMUP_S = 1.0
+# The raw loop's fetch.wait.max.ms, as the engine's consumer default (replication.kafka.source_io): the
+# embedded broker holds a fetch that long, Apache Kafka answers as soon as a record is there.
+FETCH_WAIT_MAX_MS = 10
+FRACTIONS = (0.1, 0.5, 0.9)
+
+
+@dataclass(frozen=True)
+class Latency:
+    method: str
+    rate: int
+    records: int  # counted (after the warm-up)
+    p50: float
+    p99: float
+    p999: float
+    max: float
+
+    def line(self) -> str:
+        return (
+            f"{self.method:<9}{self.rate:>9,}{self.records:>9,}"
+            f"{self.p50:>9.1f}{self.p99:>9.1f}{self.p999:>9.1f}{self.max:>9.1f}"
+        )
+
+
+HEADER = f"{'method':<9}{'rec/s':>9}{'records':>9}{'p50 ms':>9}{'p99 ms':>9}{'p99.9 ms':>9}{'max ms':>9}"
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """The nearest-rank percentile of already sorted values."""
+    if not sorted_values:
+        return math.nan
+    return sorted_values[min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values)) - 1))]
+
+
+# -- the load and the reader (child processes) -----------------------------------------------------
+def _load(bootstrap: str, topic: str, rate: int, seconds: float, started_ms, produced) -> None:
+    """Produce `rate` records/s for `seconds`, paced every millisecond, once the producer is connected
+    (`started_ms` is set then); the count goes to `produced`."""
+    producer = make_producer(
+        ClusterConfig(alias="load", bootstrap_servers=bootstrap), overrides={"linger.ms": 1}
+    )
+    for partition in range(
+        PARTITIONS
+    ):  # connected, producer id assigned: the load's first records wait for nothing
+        producer.produce(topic, value=b"warm-up", partition=partition)
+    producer.flush(30)
+    value = b"v" * VALUE_BYTES
+    sent = 0
+    started = time.monotonic()
+    started_ms.value = time.time() * 1000
+    while (elapsed := time.monotonic() - started) < seconds:
+        due = int(elapsed * rate)
+        while sent < due:
+            try:
+                producer.produce(topic, value=value, key=b"%d" % sent, partition=sent % PARTITIONS)
+            except BufferError:
+                producer.poll(0.01)
+                continue
+            sent += 1
+        producer.poll(0)
+        time.sleep(0.001)
+    producer.flush(60)
+    produced.value = sent
+
+
+def _read(bootstrap: str, topic: str, started_ms, produced, results, timeout_s: float) -> None:
+    """Consume `topic` until every record of the load (produced since `started_ms`) arrived; the
+    latencies of those after the warm-up to `results`."""
+    consumer = make_consumer(
+        ClusterConfig(alias="reader", bootstrap_servers=bootstrap),
+        overrides={"fetch.wait.max.ms": 10, "isolation.level": "read_uncommitted"},
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    latencies: list[float] = []
+    seen = 0
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not (produced.value >= 0 and seen >= produced.value):
+        first = consumer.poll(0.05)
+        if first is None:
+            continue
+        messages = [first, *consumer.consume(num_messages=10_000, timeout=0)]
+        now_ms = time.time() * 1000
+        counted_from = (started_ms.value or now_ms) + WARMUP_S * 1000
+        for message in messages:
+            if message.error() is not None:
+                continue
+            if message.key() is None:
+                continue  # priming and warm-up records
+            timestamp = message.timestamp()[1]
+            seen += 1
+            if timestamp >= counted_from:
+                latencies.append(now_ms - timestamp)
+    consumer.close()
+    latencies.sort()
+    results.put((seen, [percentile(latencies, q) for q in (0.5, 0.99, 0.999, 1.0)], len(latencies)))
+
+
+# -- the copies (in this process, in a thread, until stopped) ----------------------------------------
+class Copy:
+    """A method copying `topic` from source to target; `start()`, then `stop()`."""
+
+    def __init__(self, source: ClusterConfig, target: ClusterConfig, topic: str) -> None:
+        self.source, self.target, self.topic = source, target, topic
+        self.stopping = threading.Event()
+        self._thread = threading.Thread(target=self.run, daemon=True)
+        self.failure: BaseException | None = None
+
+    remote_topic: str
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self._thread.join(60)
+        if self.failure is not None:
+            raise RuntimeError(f"{type(self).__name__} failed") from self.failure
+
+    def run(self) -> None:
+        try:
+            self.copy()
+        except BaseException as exc:
+            self.failure = exc
+
+    def copy(self) -> None:
+        raise NotImplementedError
+
+
+class RawCopy(Copy):
+    """The baseline tuned for latency: wait for one record, take what is fetched already, produce."""
+
+    def __init__(self, source: ClusterConfig, target: ClusterConfig, topic: str) -> None:
+        super().__init__(source, target, topic)
+        self.remote_topic = f"raw.{topic}"
+        TopicAdmin(target).create_topics([NewRemoteTopic(self.remote_topic, topic, PARTITIONS, 1, {})])
+
+    def copy(self) -> None:
+        consumer = make_consumer(self.source, overrides={"fetch.wait.max.ms": FETCH_WAIT_MAX_MS})
+        producer = make_producer(self.target, overrides={"linger.ms": 1})
+        consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        while not self.stopping.is_set():
+            first = consumer.poll(0.05)
+            if first is None:
+                producer.poll(0)
+                continue
+            for message in (first, *consumer.consume(num_messages=10_000, timeout=0)):
+                if message.error():
+                    raise RuntimeError(f"raw loop consume error: {message.error()}")
+                while True:
+                    try:
+                        producer.produce(
+                            self.remote_topic,
+                            key=message.key(),
+                            value=message.value(),
+                            headers=message.headers(),
+                            timestamp=message.timestamp()[1],
+                            partition=message.partition(),
+                        )
+                        break
+                    except BufferError:
+                        producer.poll(0.01)
+            producer.poll(0)
+        producer.flush(60)
+        consumer.close()
+
+
+class EngineCopy(Copy):
+    """One MirrorSourceTask owning the 4 partitions, its slices run as dedicated mode runs them."""
+
+    def __init__(self, source: ClusterConfig, target: ClusterConfig, topic: str) -> None:
+        super().__init__(source, target, topic)
+        flow = FlowConfig(source=source.alias, target=target.alias, enabled=True, topics=(topic,))
+        policy = replication_policy_for(flow, known_aliases=(source.alias, target.alias))
+        self.remote_topic = policy.format_remote_topic(source.alias, topic)
+        TopicAdmin(target).create_topics([NewRemoteTopic(self.remote_topic, topic, PARTITIONS, 1, {})])
+        self.task = MirrorSourceTask(
+            flow=flow,
+            source=source,
+            target=target,
+            policy=policy,
+            task_index=0,
+            position_store=KafkaPositionStore(target, source_alias=source.alias),
+        )
+        self.task.assign([(topic, p) for p in range(PARTITIONS)])
+
+    def copy(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                self.task.run_slice(max_seconds=SLICE_SECONDS, settle=False, return_when_caught_up=True)
+        finally:
+            self.task.close()
+
+
+class RuntimeCopy(Copy):
+    """A stored flow run by one Celery worker (threads pool, production slice settings) and beat."""
+
+    def __init__(
+        self, source: ClusterConfig, target: ClusterConfig, topic: str, *, workdir: Path, redis_db: int
+    ) -> None:
+        super().__init__(source, target, topic)
+        from bench.runtime import _redis_url
+        from controlplane import services
+        from controlplane.models import Cluster
+        from tests.workers.harness import CeleryRuntime
+
+        clusters = {
+            config.alias: Cluster.objects.filter(alias=config.alias).first()
+            or services.cluster_create(
+                actor=None, alias=config.alias, bootstrap_servers=config.bootstrap_servers
+            )
+            for config in (source, target)
+        }
+        self.flow = services.flow_create(
+            actor=None,
+            source=clusters[source.alias],
+            target=clusters[target.alias],
+            enabled=True,
+            topics=[topic],
+        )
+        self.remote_topic = f"{source.alias}.{topic}"
+        run_dir = workdir / f"runtime-{topic}"
+        run_dir.mkdir()
+        # Production slice settings (settings.py defaults); the supervisor as the tests run it.
+        self.runtime = CeleryRuntime(
+            workdir=run_dir,
+            redis_url=_redis_url(redis_db),
+            lease_ttl_s=15,
+            env={"MIRRORPLANE_SLICE_SECONDS": "1.0", "MIRRORPLANE_SUPERVISE_INTERVAL_S": "1.0"},
+        )
+
+    def start(self) -> None:
+        self.runtime.start_worker("latency0", queues="replication,metadata")  # --pool=threads -c 4
+        self.runtime.start_beat()
+
+    def stop(self) -> None:
+        from controlplane import services
+
+        self.runtime.close()
+        services.flow_delete(actor=None, flow=self.flow)
+
+
+# -- one measurement ------------------------------------------------------------------------------------
+def _wait_for_priming(target: ClusterConfig, topic: str, *, timeout_s: float) -> None:
+    """Until the copy has carried the priming records (one per partition) to the target."""
+    consumer = make_consumer(target)
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    seen: set[int] = set()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(seen) < PARTITIONS:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the copy did not carry the priming records to {topic} in {timeout_s}s")
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                seen.add(message.partition())
+    finally:
+        consumer.close()
+
+
+def measure(
+    *,
+    make_copy: Callable[[str], Copy],
+    method: str,
+    source: ClusterConfig,
+    target: ClusterConfig,
+    topic: str,
+    rate: int,
+    seconds: float,
+    start_timeout_s: float = 20.0,
+) -> Latency:
+    TopicAdmin(source).create_topics([NewRemoteTopic(topic, topic, PARTITIONS, 1, {})])
+    copy = make_copy(topic)
+    copy.start()
+    try:
+        primer = make_producer(source)
+        for partition in range(PARTITIONS):
+            primer.produce(topic, value=b"prime", partition=partition)
+        primer.flush(30)
+        _wait_for_priming(target, copy.remote_topic, timeout_s=start_timeout_s)
+        spawn = multiprocessing.get_context("spawn")
+        produced = spawn.Value("q", -1)
+        started_ms = spawn.Value("d", 0.0)
+        results = spawn.Queue()
+        reader = spawn.Process(
+            target=_read,
+            args=(target.bootstrap_servers, copy.remote_topic, started_ms, produced, results, seconds + 60),
+        )
+        load = spawn.Process(
+            target=_load, args=(source.bootstrap_servers, topic, rate, seconds, started_ms, produced)
+        )
+        reader.start()
+        load.start()
+        load.join()
+        seen, (p50, p99, p999, worst), counted = results.get(timeout=seconds + 90)
+        reader.join()
+    finally:
+        copy.stop()
+    if seen < produced.value:
+        raise RuntimeError(f"{method}: only {seen} of {produced.value} records reached the target")
+    return Latency(method, rate, counted, p50, p99, p999, worst)
+
+
+def max_throughput(
+    source: ClusterConfig, target: ClusterConfig, *, records: int, rounds: int, number: int
+) -> tuple[float, float]:
+    """Records/s of the raw loop and of the engine copying a pre-filled 100 B topic (best of rounds)."""
+    raw, engine = compare(
+        source,
+        target,
+        Scenario(records, VALUE_BYTES),
+        number=number,
+        rounds=rounds,
+        print_line=lambda line: print("  " + line, flush=True),
+    )
+    return raw.records_per_s, engine.records_per_s
+
+
+def _setup_django(workdir: Path) -> None:
+    from bench.runtime import _setup_django as setup
+
+    setup(workdir)
+
+
+def run_once(
+    source: ClusterConfig,
+    target: ClusterConfig,
+    *,
+    number: int,
+    seconds: float,
+    quick: bool,
+    workdir: Path,
+    redis_db: int,
+) -> tuple[list[Latency], float]:
+    """One pass over every point; the latencies and the engine/raw throughput ratio."""
+    raw_max, engine_max = max_throughput(
+        source, target, records=100_000 if quick else 500_000, rounds=2, number=number
+    )
+    ratio = engine_max / raw_max
+    print(f"max throughput: raw {raw_max:,.0f} rec/s, engine {engine_max:,.0f} rec/s (ratio {ratio:.2f})")
+    rates = [ENGINE_RATE] if quick else sorted({ENGINE_RATE, *(int(raw_max * f) for f in FRACTIONS)})
+    copies: dict[str, Callable[[str], Copy]] = {
+        "raw": lambda topic: RawCopy(source, target, topic),
+        "engine": lambda topic: EngineCopy(source, target, topic),
+    }
+    results: list[Latency] = []
+    print(HEADER, flush=True)
+    for rate in rates:
+        for method, make_copy in copies.items():
+            latency = measure(
+                make_copy=make_copy,
+                method=method,
+                source=source,
+                target=target,
+                topic=f"latency-{number}-{method}-{rate}",
+                rate=rate,
+                seconds=seconds,
+            )
+            print(latency.line(), flush=True)
+            results.append(latency)
+    latency = measure(
+        make_copy=lambda topic: RuntimeCopy(source, target, topic, workdir=workdir, redis_db=redis_db),
+        method="runtime",
+        source=source,
+        target=target,
+        topic=f"latency-{number}-runtime",
+        rate=RUNTIME_RATE,
+        seconds=seconds * 2,  # a few slices and their hand-overs
+        start_timeout_s=60,
+    )
+    print(latency.line(), flush=True)
+    results.append(latency)
+    return results, ratio
+
+
+def _range(values: Sequence[float]) -> str:
+    low, high = min(values), max(values)
+    return f"{low:.1f}" if len(values) == 1 or low == high else f"{low:.1f}-{high:.1f}"
+
+
+def summarize(passes: list[list[Latency]], ratios: list[float]) -> list[str]:
+    """Print each point's range over the passes; the targets missed."""
+    points: dict[tuple[str, int], list[Latency]] = {}
+    for results in passes:
+        for latency in results:
+            points.setdefault((latency.method, latency.rate), []).append(latency)
+    print(f"\nover {len(passes)} pass(es), min-max:")
+    print(f"{'method':<9}{'rec/s':>9}{'p50 ms':>14}{'p99 ms':>14}{'p99.9 ms':>14}{'max ms':>14}")
+    for (method, rate), found in sorted(points.items()):
+        print(
+            f"{method:<9}{rate:>9,}"
+            + "".join(
+                f"{_range([getattr(latency, field) for latency in found]):>14}"
+                for field in ("p50", "p99", "p999", "max")
+            )
+        )
+    print(f"engine/raw throughput ratio: {_range(ratios)}")
+    missed = []
+    # A target is missed when the median pass misses it: one pass disturbed by other load is not a verdict.
+    for method, rate, limit in (
+        ("engine", ENGINE_RATE, ENGINE_P99_MS),
+        ("runtime", RUNTIME_RATE, RUNTIME_P99_MS),
+    ):
+        p99s = sorted(latency.p99 for latency in points[(method, rate)])
+        if p99s[len(p99s) // 2] >= limit:
+            missed.append(f"{method} p99 at {rate:,} rec/s {_range(p99s)} ms (target < {limit:g} ms)")
+    if sorted(ratios)[len(ratios) // 2] < TARGET_RATIO:
+        missed.append(f"engine/raw throughput {_range(ratios)} (target >= {TARGET_RATIO})")
+    return missed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench latency", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fixed points only, 3 s loads (a smoke run)")
+    parser.add_argument("--seconds", type=float, help="load duration per point (default 6, quick 3)")
+    parser.add_argument("--repeat", type=int, default=1, help="passes over every point (ranges reported)")
+    parser.add_argument(
+        "--redis-db", type=int, default=13, help="Redis database of REDIS_URL's server used and FLUSHED"
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    seconds = args.seconds or (3.0 if args.quick else 6.0)
+    passes: list[list[Latency]] = []
+    ratios: list[float] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="mirrorplane-latency-") as tmp,
+        embedded_clusters(["A", "B"]) as brokers,
+    ):
+        workdir = Path(tmp)
+        _setup_django(workdir)
+        source = ClusterConfig(alias="A", bootstrap_servers=brokers["A"].bootstrap_servers)
+        target = ClusterConfig(alias="B", bootstrap_servers=brokers["B"].bootstrap_servers)
+        for number in range(args.repeat):
+            print(f"\n--- pass {number + 1} of {args.repeat} ---", flush=True)
+            results, ratio = run_once(
+                source,
+                target,
+                number=number,
+                seconds=seconds,
+                quick=args.quick,
+                workdir=workdir,
+                redis_db=args.redis_db,
+            )
+            passes.append(results)
+            ratios.append(ratio)
+    missed = summarize(passes, ratios)
+    for line in missed:
+        print(f"MISSED: {line}")
+    return 1 if missed else 0
