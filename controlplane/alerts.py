@@ -41,8 +41,7 @@ from controlplane.models import (
     FlowSignals,
     NotificationChannel,
 )
-from controlplane.services import _audited_attempt as audited_attempt
-from controlplane.services import audit_record
+from controlplane.services import audit_record, audited_attempt
 
 EVALUATED_AT_KEY = "alerts:evaluated_at"
 

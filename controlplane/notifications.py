@@ -38,8 +38,7 @@ from controlplane.models import (
     NotificationChannel,
     NotificationState,
 )
-from controlplane.services import _audited_attempt as audited_attempt
-from controlplane.services import audit_record
+from controlplane.services import audit_record, audited_attempt
 
 log = logging.getLogger(__name__)
 

@@ -160,7 +160,7 @@ def operation_request(
     is below operator, the confirmation or the groups are wrong, the flow's state does not allow it, or
     another operation of the flow is active (OperationActive, with that operation)."""
     _require_operator(actor=actor, kind=kind, flow=flow)
-    with services._audited_attempt(
+    with services.audited_attempt(
         actor=actor, action=kind, object_type="flow", object_id=flow.pk, object_repr=flow.name
     ):
         flow = Flow.objects.select_for_update().select_related("source", "target").get(pk=flow.pk)

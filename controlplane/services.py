@@ -87,7 +87,7 @@ def audit_record(
 
 
 @contextlib.contextmanager
-def _audited_attempt(*, actor, action: str, object_type: str, object_id: object = "", object_repr: str = ""):
+def audited_attempt(*, actor, action: str, object_type: str, object_id: object = "", object_repr: str = ""):
     """Run a change atomically; when it is refused, roll it back and record the refusal."""
     try:
         with transaction.atomic():
@@ -237,7 +237,7 @@ def cluster_create(
     secrets: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Cluster:
     """A new cluster; `secrets` holds SASL credentials, TLS material and other secret properties by scope."""
-    with _audited_attempt(actor=actor, action=AuditAction.CREATE, object_type="cluster", object_repr=alias):
+    with audited_attempt(actor=actor, action=AuditAction.CREATE, object_type="cluster", object_repr=alias):
         secret_values = _merge_secrets(engine.empty_scopes(), secrets)
         cluster = _save_cluster(
             Cluster(),
@@ -272,7 +272,7 @@ def cluster_update(
     unknown = set(changes or {}) - CLUSTER_FIELD_NAMES
     if unknown:
         raise ValueError(f"not cluster fields: {', '.join(sorted(unknown))}")
-    with _audited_attempt(
+    with audited_attempt(
         actor=actor,
         action=AuditAction.UPDATE,
         object_type="cluster",
@@ -304,7 +304,7 @@ def cluster_update(
 
 
 def cluster_delete(*, actor, cluster: Cluster) -> None:
-    with _audited_attempt(
+    with audited_attempt(
         actor=actor,
         action=AuditAction.DELETE,
         object_type="cluster",
@@ -444,7 +444,7 @@ def flow_create(*, actor, source: Cluster, target: Cluster, **settings: Any) -> 
     """A new flow `source->target`; unset settings take MM2's defaults (a new flow is disabled by default)."""
     _check_setting_names(settings)
     name = f"{source.alias}->{target.alias}"
-    with _audited_attempt(actor=actor, action=AuditAction.CREATE, object_type="flow", object_repr=name):
+    with audited_attempt(actor=actor, action=AuditAction.CREATE, object_type="flow", object_repr=name):
         flow = _save_flow(Flow(), source=source, target=target, settings=_default_flow_settings() | settings)
         audit_record(
             actor=actor,
@@ -461,7 +461,7 @@ def flow_update(
     *, actor, flow: Flow, source: Cluster | None = None, target: Cluster | None = None, **changes: Any
 ) -> Flow:
     _check_setting_names(changes)
-    with _audited_attempt(
+    with audited_attempt(
         actor=actor, action=AuditAction.UPDATE, object_type="flow", object_id=flow.pk, object_repr=flow.name
     ):
         flow = Flow.objects.select_for_update().select_related("source", "target").get(pk=flow.pk)
@@ -485,7 +485,7 @@ def flow_update(
 
 
 def flow_delete(*, actor, flow: Flow) -> None:
-    with _audited_attempt(
+    with audited_attempt(
         actor=actor, action=AuditAction.DELETE, object_type="flow", object_id=flow.pk, object_repr=flow.name
     ):
         before, pk, name = flow_snapshot(flow), flow.pk, flow.name
@@ -502,7 +502,7 @@ def flow_delete(*, actor, flow: Flow) -> None:
 
 def _pause_or_resume(*, actor, flow: Flow, name: str) -> Flow:
     action = AuditAction.PAUSE if name == "pause" else AuditAction.RESUME
-    with _audited_attempt(
+    with audited_attempt(
         actor=actor, action=action, object_type="flow", object_id=flow.pk, object_repr=flow.name
     ):
         flow = Flow.objects.select_related("source", "target").get(pk=flow.pk)
@@ -615,7 +615,7 @@ def mm2_import(
         with transaction.atomic():
             changes = _apply_import(actor=actor, parsed=parsed.config, apply=False)
         return Mm2ImportResult(dry_run=True, applied=False, changes=changes, warnings=list(parsed.warnings))
-    with _audited_attempt(actor=actor, action=AuditAction.IMPORT, object_type="mm2", object_repr=source_name):
+    with audited_attempt(actor=actor, action=AuditAction.IMPORT, object_type="mm2", object_repr=source_name):
         changes = _apply_import(actor=actor, parsed=parsed.config, apply=True)
     return Mm2ImportResult(dry_run=False, applied=True, changes=changes, warnings=list(parsed.warnings))
 
@@ -720,7 +720,7 @@ def secrets_key_rotate(*, actor, new_key: str | None = None) -> int:
     configured = list(django_settings.MIRRORPLANE_SECRETS_KEYS)
     new = crypto.fernet_for([new_key] if new_key else configured)
     old = crypto.fernet_for([new_key, *configured] if new_key else configured)
-    with _audited_attempt(actor=actor, action=AuditAction.ROTATE_SECRETS_KEY, object_type="secrets"):
+    with audited_attempt(actor=actor, action=AuditAction.ROTATE_SECRETS_KEY, object_type="secrets"):
         count = 0
         for cluster in Cluster.objects.select_for_update().exclude(secrets_encrypted=""):
             cluster.secrets_encrypted = crypto.reencrypt(cluster.secrets_encrypted, old=old, new=new)
@@ -800,7 +800,7 @@ def report_run_request(*, actor, trigger: str) -> ReportRun:
     _fail_stale_report_runs()
     audited = trigger != ReportTrigger.SCHEDULE
     attempt = (
-        _audited_attempt(actor=actor, action=AuditAction.RUN_REPORTS, object_type="report_run")
+        audited_attempt(actor=actor, action=AuditAction.RUN_REPORTS, object_type="report_run")
         if audited
         else transaction.atomic()
     )
