@@ -1,7 +1,8 @@
 """MM2's internal-topic record formats (Kafka protocol struct encoding, big-endian).
 
 STRING = int16 length + UTF-8 bytes. Byte-compatible with MirrorMaker 2 so MM2 tooling can read what we
-write and we can read what MM2 wrote.
+write and we can read what MM2 wrote. Every malformed input (truncated, a bad length or version, a string
+that is not UTF-8) raises `RecordFormatError`, nothing else.
 """
 
 from __future__ import annotations
@@ -32,7 +33,12 @@ class _Reader:
         length = self.take(">h")
         if length < 0 or self.pos + length > len(self.data):
             raise RecordFormatError(f"{self.what}: bad string length {length} at byte {self.pos}")
-        value = self.data[self.pos : self.pos + length].decode("utf-8")
+        try:
+            value = self.data[self.pos : self.pos + length].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RecordFormatError(
+                f"{self.what}: string at byte {self.pos} is not UTF-8 ({exc.reason})"
+            ) from exc
         self.pos += length
         return value
 

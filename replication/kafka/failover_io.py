@@ -29,7 +29,7 @@ from replication import failover, remote
 from replication.checkpoint import ABSENT, CommittedOffset
 from replication.config import ClusterConfig, FlowConfig, OffsetSyncsTopicLocation
 from replication.filters import GroupFilter, TopicFilter
-from replication.formats import Checkpoint, Heartbeat, OffsetSync
+from replication.formats import Checkpoint, Heartbeat, OffsetSync, RecordFormatError
 from replication.kafka.clients import kafka_error_code, kafka_error_reason, make_admin, make_consumer
 from replication.kafka.cluster_check import check_cluster
 from replication.kafka.flow_tasks import offset_syncs_cluster
@@ -227,7 +227,11 @@ class FailoverReader:
                         if message.error().code() == KafkaError._PARTITION_EOF:
                             return newest
                         continue
-                    heartbeat = Heartbeat.decode(message.key() or b"", message.value() or b"")
+                    try:
+                        heartbeat = Heartbeat.decode(message.key() or b"", message.value() or b"")
+                    except RecordFormatError as exc:  # a foreign or malformed record: skipped
+                        log.warning("flow %s: heartbeat record skipped: %s", self.flow.name, exc)
+                        continue
                     if (heartbeat.source_cluster_alias, heartbeat.target_cluster_alias) == (
                         self.flow.source,
                         self.flow.target,

@@ -2,7 +2,8 @@
 
 `InternalTopicReader` reads a topic incrementally (the offset-syncs topic for `OffsetSyncStore`, a
 checkpoints topic for `translate_offsets`), `InternalTopicWriter` writes records and waits for acks.
-Records that do not decode are logged and skipped, never fatal: a foreign writer must not stop a flow.
+Records that do not decode (any exception of the decoder: truncated, bad version, invalid UTF-8, ...) are
+logged, counted in `skipped_records` and skipped, never fatal: a foreign writer must not stop a flow.
 """
 
 from __future__ import annotations
@@ -137,14 +138,14 @@ class InternalTopicReader(Generic[T]):
                 continue  # a tombstone: nothing to apply
             try:
                 records.append(self._decode(message.key() or b"", message.value()))
-            except RecordFormatError as exc:
+            except Exception as exc:  # a malformed record, whatever the decoder raises for it
                 self.skipped_records += 1
                 log.warning(
-                    "cluster %s: %s offset %d skipped: %s",
+                    "cluster %s: %s offset %d skipped (malformed record): %s",
                     self.cluster.alias,
                     self.topic,
                     message.offset(),
-                    exc,
+                    exc if isinstance(exc, RecordFormatError) else f"{type(exc).__name__}: {exc}",
                 )
         return bool(messages)
 

@@ -1,0 +1,64 @@
+"""Internal-topic records that do not decode (invalid UTF-8, truncated, foreign) are skipped and counted."""
+
+from __future__ import annotations
+
+import pytest
+
+from replication.formats import Checkpoint, Heartbeat, OffsetSync, RecordFormatError
+from replication.kafka.internal_topics import InternalTopicReader, InternalTopicWriter
+
+INVALID_UTF8 = b"\x00\x02\xc3\x28"  # STRING of length 2 whose bytes are not UTF-8
+
+
+@pytest.mark.parametrize(
+    ("decode", "key", "value"),
+    [
+        (OffsetSync.decode, INVALID_UTF8 + b"\x00\x00\x00\x00", OffsetSync("t", 0, 1, 1).value()),
+        (
+            Checkpoint.decode,
+            INVALID_UTF8 + b"\x00\x01t\x00\x00\x00\x00",
+            Checkpoint("g", "t", 0, 1, 1).value(),
+        ),
+        (Checkpoint.decode, Checkpoint("g", "t", 0, 1, 1).key(), b"\x00\x00" + bytes(16) + INVALID_UTF8),
+        (Heartbeat.decode, b"\x00\x01A" + INVALID_UTF8, Heartbeat("A", "B", 5).value()),
+    ],
+)
+def test_invalid_utf8_is_a_record_format_error(decode, key, value):
+    with pytest.raises(RecordFormatError, match="not UTF-8"):
+        decode(key, value)
+
+
+@pytest.mark.kafka
+def test_reader_skips_and_counts_malformed_records(cluster_a, unique_name):
+    topic = f"{unique_name}.offset-syncs"
+    good = [OffsetSync("t", 0, 10, 5), OffsetSync("t", 0, 20, 15)]
+    writer = InternalTopicWriter(cluster_a, topic, replication_factor=1)
+    try:
+        writer.write(
+            [
+                (good[0].key(), good[0].value()),
+                (INVALID_UTF8 + b"\x00\x00\x00\x00", good[0].value()),  # invalid UTF-8 topic name
+                (good[0].key(), b"\x00\x01"),  # truncated value
+                (b"", b"not an offset sync"),  # foreign writer
+                (good[1].key(), good[1].value()),
+            ]
+        )
+    finally:
+        writer.close()
+
+    reader = InternalTopicReader(cluster_a, topic, decode=OffsetSync.decode)
+    try:
+        assert reader.read_new() == good
+        assert reader.skipped_records == 3
+    finally:
+        reader.close()
+
+    def failing_decoder(key: bytes, value: bytes):
+        raise KeyError("a decoder bug or an unexpected shape")
+
+    reader = InternalTopicReader(cluster_a, topic, decode=failing_decoder)
+    try:
+        assert reader.read_new() == []
+        assert reader.skipped_records == 5
+    finally:
+        reader.close()
