@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -266,6 +267,7 @@ class MirrorSourceTask:
         max_seconds: float = 1.0,
         settle: bool = True,
         return_when_caught_up: bool = False,
+        interrupt: threading.Event | None = None,
     ) -> SliceResult:
         """Replicate for up to `max_seconds` / `max_records`, then emit offset syncs and persist positions.
 
@@ -279,6 +281,9 @@ class MirrorSourceTask:
         record produced is acknowledged (`SliceResult.caught_up`), so progress is reported as soon as
         the task has copied everything there is, and an idle task does not hold its caller for the
         whole slice (a fetch still waits up to its timeout first, so calling again does not spin).
+
+        `interrupt` ends the slice early once set (noticed within one fetch wait), as if its time had
+        run out: another thread may stop a slice it started (`workers.bridge`).
         """
         if self._closed:
             raise RuntimeError("run_slice on a closed MirrorSourceTask")
@@ -294,8 +299,11 @@ class MirrorSourceTask:
                 deadline=deadline,
                 errors=errors,
                 return_when_caught_up=return_when_caught_up,
+                interrupt=interrupt,
             )
-        else:  # nothing to replicate: a slice still takes its time, so callers do not spin
+        elif interrupt is not None:  # nothing to replicate: a slice still takes its time (no spinning)
+            interrupt.wait(max(deadline - time.monotonic(), 0.0))
+        else:
             time.sleep(max(deadline - time.monotonic(), 0.0))
         if settle:
             self._producer.flush(SLICE_FLUSH_TIMEOUT_S)
@@ -484,7 +492,13 @@ class MirrorSourceTask:
 
     # -- the hot loop -------------------------------------------------------------------------------
     def _pump(
-        self, *, max_records: int, deadline: float, errors: list[str], return_when_caught_up: bool
+        self,
+        *,
+        max_records: int,
+        deadline: float,
+        errors: list[str],
+        return_when_caught_up: bool,
+        interrupt: threading.Event | None,
     ) -> bool:
         """Consume and produce until the deadline or `max_records`; whether it ended caught up."""
         consume = self._consumer.consume
@@ -495,7 +509,7 @@ class MirrorSourceTask:
         taken = 0
         while taken < max_records:
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or (interrupt is not None and interrupt.is_set()):
                 break
             in_flight_now = len(self._producer)
             room = MAX_IN_FLIGHT - in_flight_now

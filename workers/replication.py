@@ -26,6 +26,7 @@ from replication.kafka.positions import KafkaPositionStore
 from replication.policy import replication_policy_for
 from replication.source import MirrorSourceTask, SliceResult
 from workers import context
+from workers.bridge import SliceBridge, bridge_max_s, merge_results
 from workers.lake import Counts, RemotePartition, lake_rows
 from workers.leases import LeaseKeeper, task_lease_key
 from workers.plans import (
@@ -57,6 +58,7 @@ class CachedTask:
     last_error: str | None = None
     recorded_sync_at: float | None = None  # the task's last offset sync time already recorded
     used_at: float = field(default_factory=time.monotonic)
+    bridge: SliceBridge | None = None  # replicating until the chain's next slice takes the task
 
     @classmethod
     def build(cls, spec: FlowSpec, task_index: int) -> CachedTask:
@@ -71,10 +73,18 @@ class CachedTask:
         )
         return cls(spec=spec, task=task, position_store=store)
 
+    def stop_bridge(self) -> SliceResult | None:
+        """Stop replicating between slices; what it did (None without a bridge)."""
+        bridge, self.bridge = self.bridge, None
+        return bridge.stop() if bridge is not None else None
+
     def close(self) -> None:
-        """Flush and persist what was acknowledged, then release the clients."""
+        """Stop the bridge, flush and persist what was acknowledged, then release the clients."""
         try:
-            self.task.close()
+            try:
+                self.stop_bridge()
+            finally:
+                self.task.close()
         finally:
             self.position_store.close()
 
@@ -163,15 +173,21 @@ def replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
     ):
         _close_quietly(entry)  # stale: positions may have moved elsewhere since it last ran
         entry = None
+    sticky = stays_on_worker(seq=seq, rebalance_slices=settings.MIRRORPLANE_REBALANCE_SLICES)
     try:
         if entry is None:
             entry = CachedTask.build(spec, ref.task_index)
+        carried = entry.stop_bridge()
         entry.task.assign(decision.partitions)
         with LeaseKeeper(leases, key, chain, ttl_s=ttl_s) as keeper:
             result = entry.task.run_slice(
                 max_records=settings.MIRRORPLANE_SLICE_MAX_RECORDS,
                 max_seconds=settings.MIRRORPLANE_SLICE_SECONDS,
+                # Settled (nothing in flight) when the next slice may run on another worker; else records
+                # flow across the slice end, as in dedicated mode (positions: the acknowledged prefix).
+                settle=not sticky,
             )
+        result = merge_results(carried, result)
     except Exception as exc:  # a broken client: rebuild it next slice, after a pause
         log.exception("task %s: slice failed", ref)
         if entry is not None:
@@ -184,12 +200,33 @@ def replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
         return None
     entry.ran = ChainPosition(spec.config_version, chain, seq)
     entry.failures = 0 if result.ok else entry.failures + 1
-    _record_quietly(ref, lambda: _record_slice(ref, entry, result, decision.partitions))
-    TASKS.put(ref, entry)
-    return NextSlice(
+    following = NextSlice(
         countdown_s=backoff_s(consecutive_failures=entry.failures, cap_s=settings.MIRRORPLANE_BACKOFF_MAX_S),
-        sticky=stays_on_worker(seq=seq, rebalance_slices=settings.MIRRORPLANE_REBALANCE_SLICES),
+        sticky=sticky,
     )
+    now, mine = _metrics_snapshot(entry, decision.partitions)  # before the bridge uses the task
+    if following.sticky and not following.countdown_s:
+        # Records keep flowing while this slice stores its status and the next one is enqueued and
+        # started (workers.bridge): that hand-over is no gap they wait in.
+        entry.bridge = SliceBridge(
+            entry.task,
+            max_s=bridge_max_s(slice_s=settings.MIRRORPLANE_SLICE_SECONDS, lease_ttl_s=ttl_s),
+            name=f"bridge-{ref.flow_id}-{ref.task_index}",
+            leases=leases,
+            lease_key=key,
+            chain=chain,
+            lease_ttl_s=ttl_s,
+        )
+    _record_quietly(ref, lambda: _record_slice(ref, entry, result, now=now, mine=mine))
+    TASKS.put(ref, entry)
+    return following
+
+
+def chain_ended(ref: TaskRef) -> None:
+    """The chain of `ref` will not run another slice here: close its cached task (and its bridge)."""
+    entry = TASKS.take(ref)
+    if entry is not None:
+        _close_quietly(entry)
 
 
 def _record_quietly(ref: TaskRef, record) -> None:
@@ -204,15 +241,19 @@ def _event(ref: TaskRef, kind: FlowEventKind, message: str) -> None:
     runtime.flow_event_record(flow_id=ref.flow_id, kind=kind, message=message, at=datetime.now(UTC))
 
 
-def _record_slice(ref: TaskRef, entry: CachedTask, result: SliceResult, partitions) -> None:
+def _metrics_snapshot(entry: CachedTask, partitions) -> tuple[float, list]:
+    """(now, the metrics of the partitions assigned to the slice); the others are forgotten."""
     now = time.time()
-    at = datetime.fromtimestamp(now, UTC)
     assigned = set(partitions)
     snapshot = entry.task.metrics.snapshot(now=now)
-    mine = [p for p in snapshot if (p.source_topic, p.partition) in assigned]
     for p in snapshot:
         if (p.source_topic, p.partition) not in assigned:
             entry.task.metrics.forget(topic=p.topic, partition=p.partition)
+    return now, [p for p in snapshot if (p.source_topic, p.partition) in assigned]
+
+
+def _record_slice(ref: TaskRef, entry: CachedTask, result: SliceResult, *, now: float, mine: list) -> None:
+    at = datetime.fromtimestamp(now, UTC)
     runtime.partition_statuses_save(
         flow_id=ref.flow_id,
         task_index=ref.task_index,

@@ -32,6 +32,7 @@ def replicate_slice(self, flow_id: int, task_index: int, chain: str, seq: int) -
     # The lease must outlive the wait before the next slice starts.
     ttl_s = settings.MIRRORPLANE_LEASE_TTL_S + following.countdown_s
     if not context.leases().hold(task_lease_key(ref), chain, ttl_s=ttl_s):
+        replication.chain_ended(ref)
         return
     options = {"countdown": following.countdown_s} if following.countdown_s else {}
     if following.sticky and self.request.hostname:

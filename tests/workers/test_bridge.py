@@ -1,0 +1,101 @@
+"""SliceBridge: a cached task keeps replicating between two slices of its chain, holding the lease, and
+settles when the next slice does not come; merge_results reports it with the next slice."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from replication.positions import InMemoryPositionStore
+from replication.source import SliceResult
+from tests.replication.test_source_task import create_topics, make_task, produce, read_partition
+from tests.workers.harness import wait_until
+from workers.bridge import SliceBridge, bridge_max_s, merge_results
+from workers.leases import RedisLeases, new_token, task_lease_key
+from workers.plans import TaskRef
+
+
+def test_merged_results_add_counts_keep_both_events_and_errors_and_the_later_state():
+    earlier = SliceResult(records=3, bytes=30, positions={("t", 0): 3}, errors=("e1",), caught_up=True)
+    later = SliceResult(records=2, bytes=20, positions={("t", 0): 5}, errors=("e2",), stopped_partitions=())
+    assert merge_results(earlier, later) == SliceResult(
+        records=5, bytes=50, positions={("t", 0): 5}, errors=("e1", "e2"), caught_up=False
+    )
+    assert merge_results(None, later) is later
+
+
+def test_a_bridge_runs_at_most_one_slice_and_a_third_of_the_lease():
+    assert bridge_max_s(slice_s=1.0, lease_ttl_s=15) == 1.0
+    assert bridge_max_s(slice_s=1.0, lease_ttl_s=1.5) == 0.5
+
+
+def _records(count: int) -> dict[int, list]:
+    return {p: [(b"k%d" % i, b"v%d" % i, None, 1_700_000_000_000 + i) for i in range(count)] for p in (0, 1)}
+
+
+@pytest.fixture
+def lease(redis_url):
+    leases = RedisLeases.from_url(redis_url)
+    key, token = task_lease_key(TaskRef(1, 0)), new_token()
+    assert leases.try_acquire(key, token, ttl_s=1.0)
+    return leases, key, token
+
+
+@pytest.mark.kafka
+def test_records_arriving_after_a_slice_are_replicated_by_the_bridge_which_holds_the_lease(
+    cluster_a, cluster_b, unique_name, lease
+):
+    leases, key, token = lease
+    create_topics(cluster_a, [unique_name], 2)
+    create_topics(cluster_b, [f"A.{unique_name}"], 2)
+    task = make_task(cluster_a, cluster_b, [unique_name])
+    task.assign([(unique_name, 0), (unique_name, 1)])
+    try:
+        task.run_slice(max_seconds=0.5, settle=False)
+        bridge = SliceBridge(
+            task, max_s=30, name="bridge-test", leases=leases, lease_key=key, chain=token, lease_ttl_s=1.0
+        )
+        produce(cluster_a, unique_name, _records(50))
+        wait_until(
+            lambda: all(len(read_partition(cluster_b, f"A.{unique_name}", p)) == 50 for p in (0, 1)),
+            timeout_s=30,
+            what="the bridge to replicate the records produced after the slice",
+        )
+        time.sleep(1.5)  # longer than the lease TTL: only renewals keep it
+        assert leases.holders([key]) == [token]
+        result = bridge.stop()
+        assert result is not None and result.records == 100 and result.ok
+        assert task.run_slice(max_seconds=0.3).records == 0  # the next slice goes on from there
+    finally:
+        task.close()
+
+
+@pytest.mark.kafka
+def test_a_bridge_the_next_slice_does_not_stop_settles_and_persists_the_positions(
+    cluster_a, cluster_b, unique_name, lease
+):
+    leases, key, token = lease
+    create_topics(cluster_a, [unique_name], 2)
+    create_topics(cluster_b, [f"A.{unique_name}"], 2)
+    store = InMemoryPositionStore()
+    task = make_task(cluster_a, cluster_b, [unique_name], store=store)
+    task.assign([(unique_name, 0), (unique_name, 1)])
+    try:
+        task.run_slice(max_seconds=0.3, settle=False)
+        produce(cluster_a, unique_name, _records(20))
+        bridge = SliceBridge(
+            task, max_s=2.0, name="bridge-test", leases=leases, lease_key=key, chain=token, lease_ttl_s=1.0
+        )
+        wait_until(
+            lambda: (
+                store.load(flow="A->B", partitions=[(unique_name, 0), (unique_name, 1)])
+                == {(unique_name, 0): 20, (unique_name, 1): 20}
+            ),
+            timeout_s=30,
+            what="the settled bridge's positions",
+        )
+        result = bridge.stop()
+        assert result is not None and result.records == 40 and result.ok
+    finally:
+        task.close()
