@@ -114,8 +114,8 @@ def raw_copy(source: ClusterConfig, target: ClusterConfig, topic: str, scenario:
     return Measurement("raw loop", scenario, seconds)
 
 
-def engine_copy(source: ClusterConfig, target: ClusterConfig, topic: str, scenario: Scenario) -> Measurement:
-    """The engine: one MirrorSourceTask owning the 4 partitions, run in slices until all are copied."""
+def engine_task(source: ClusterConfig, target: ClusterConfig, topic: str) -> tuple[MirrorSourceTask, str]:
+    """One MirrorSourceTask assigned the topic's 4 partitions, and its remote topic (created)."""
     flow = FlowConfig(source=source.alias, target=target.alias, enabled=True, topics=(topic,))
     policy = replication_policy_for(flow, known_aliases=(source.alias, target.alias))
     remote = policy.format_remote_topic(source.alias, topic)
@@ -129,6 +129,12 @@ def engine_copy(source: ClusterConfig, target: ClusterConfig, topic: str, scenar
         position_store=KafkaPositionStore(target, source_alias=source.alias),
     )
     task.assign([(topic, p) for p in range(PARTITIONS)])
+    return task, remote
+
+
+def engine_copy(source: ClusterConfig, target: ClusterConfig, topic: str, scenario: Scenario) -> Measurement:
+    """The engine: one MirrorSourceTask owning the 4 partitions, run in slices until all are copied."""
+    task, _ = engine_task(source, target, topic)
     started = time.perf_counter()
     copied = 0
     while copied < scenario.records:

@@ -35,16 +35,13 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from bench.engine_vs_raw import TARGET_RATIO, Scenario, compare
-from replication.config import ClusterConfig, FlowConfig
+from bench.engine_vs_raw import TARGET_RATIO, Scenario, compare, engine_task
+from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_consumer, make_producer
 from replication.kafka.embedded import embedded_clusters
-from replication.kafka.positions import KafkaPositionStore
-from replication.policy import replication_policy_for
 from replication.runner import SLICE_SECONDS
-from replication.source import MirrorSourceTask
 
 PARTITIONS = 4
 VALUE_BYTES = 100
@@ -221,19 +218,7 @@ class EngineCopy(Copy):
 
     def __init__(self, source: ClusterConfig, target: ClusterConfig, topic: str) -> None:
         super().__init__(source, target, topic)
-        flow = FlowConfig(source=source.alias, target=target.alias, enabled=True, topics=(topic,))
-        policy = replication_policy_for(flow, known_aliases=(source.alias, target.alias))
-        self.remote_topic = policy.format_remote_topic(source.alias, topic)
-        TopicAdmin(target).create_topics([NewRemoteTopic(self.remote_topic, topic, PARTITIONS, 1, {})])
-        self.task = MirrorSourceTask(
-            flow=flow,
-            source=source,
-            target=target,
-            policy=policy,
-            task_index=0,
-            position_store=KafkaPositionStore(target, source_alias=source.alias),
-        )
-        self.task.assign([(topic, p) for p in range(PARTITIONS)])
+        self.task, self.remote_topic = engine_task(source, target, topic)
 
     def copy(self) -> None:
         try:

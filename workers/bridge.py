@@ -64,6 +64,11 @@ class SliceBridge:
         except BaseException as exc:  # reported by stop(), in the slice that takes the task
             self._failure = exc
 
+    @property
+    def ended(self) -> bool:
+        """It stopped by itself (its time ran out) or was stopped."""
+        return not self._thread.is_alive()
+
     def stop(self) -> SliceResult | None:
         """Stop replicating (within one fetch wait) and report what was done; a failure is raised here."""
         self._interrupt.set()

@@ -42,60 +42,56 @@ def lease(redis_url):
     return leases, key, token
 
 
-@pytest.mark.kafka
-def test_records_arriving_after_a_slice_are_replicated_by_the_bridge_which_holds_the_lease(
-    cluster_a, cluster_b, unique_name, lease
-):
-    leases, key, token = lease
-    create_topics(cluster_a, [unique_name], 2)
-    create_topics(cluster_b, [f"A.{unique_name}"], 2)
-    task = make_task(cluster_a, cluster_b, [unique_name])
-    task.assign([(unique_name, 0), (unique_name, 1)])
-    try:
-        task.run_slice(max_seconds=0.5, settle=False)
-        bridge = SliceBridge(
-            task, max_s=30, name="bridge-test", leases=leases, lease_key=key, chain=token, lease_ttl_s=1.0
-        )
-        produce(cluster_a, unique_name, _records(50))
-        wait_until(
-            lambda: all(len(read_partition(cluster_b, f"A.{unique_name}", p)) == 50 for p in (0, 1)),
-            timeout_s=30,
-            what="the bridge to replicate the records produced after the slice",
-        )
-        time.sleep(1.5)  # longer than the lease TTL: only renewals keep it
-        assert leases.holders([key]) == [token]
-        result = bridge.stop()
-        assert result is not None and result.records == 100 and result.ok
-        assert task.run_slice(max_seconds=0.3).records == 0  # the next slice goes on from there
-    finally:
-        task.close()
-
-
-@pytest.mark.kafka
-def test_a_bridge_the_next_slice_does_not_stop_settles_and_persists_the_positions(
-    cluster_a, cluster_b, unique_name, lease
-):
-    leases, key, token = lease
+@pytest.fixture
+def store_and_task(cluster_a, cluster_b, unique_name):
+    """A task of the 2 partitions of topic `unique_name` (and A.<it> on B), with its position store."""
     create_topics(cluster_a, [unique_name], 2)
     create_topics(cluster_b, [f"A.{unique_name}"], 2)
     store = InMemoryPositionStore()
     task = make_task(cluster_a, cluster_b, [unique_name], store=store)
     task.assign([(unique_name, 0), (unique_name, 1)])
-    try:
-        task.run_slice(max_seconds=0.3, settle=False)
-        produce(cluster_a, unique_name, _records(20))
-        bridge = SliceBridge(
-            task, max_s=2.0, name="bridge-test", leases=leases, lease_key=key, chain=token, lease_ttl_s=1.0
-        )
-        wait_until(
-            lambda: (
-                store.load(flow="A->B", partitions=[(unique_name, 0), (unique_name, 1)])
-                == {(unique_name, 0): 20, (unique_name, 1): 20}
-            ),
-            timeout_s=30,
-            what="the settled bridge's positions",
-        )
-        result = bridge.stop()
-        assert result is not None and result.records == 40 and result.ok
-    finally:
-        task.close()
+    yield store, task
+    task.close()
+
+
+@pytest.mark.kafka
+def test_records_arriving_after_a_slice_are_replicated_by_the_bridge_which_holds_the_lease(
+    cluster_a, cluster_b, unique_name, lease, store_and_task
+):
+    leases, key, token = lease
+    _, task = store_and_task
+    task.run_slice(max_seconds=0.5, settle=False)
+    bridge = SliceBridge(
+        task, max_s=30, name="bridge-test", leases=leases, lease_key=key, chain=token, lease_ttl_s=1.0
+    )
+    produce(cluster_a, unique_name, _records(50))
+    wait_until(
+        lambda: all(len(read_partition(cluster_b, f"A.{unique_name}", p)) == 50 for p in (0, 1)),
+        timeout_s=30,
+        what="the bridge to replicate the records produced after the slice",
+    )
+    time.sleep(1.5)  # longer than the lease TTL: only renewals keep it
+    assert leases.holders([key]) == [token]
+    result = bridge.stop()
+    assert result is not None and result.records == 100 and result.ok
+    assert task.run_slice(max_seconds=0.3).records == 0  # the next slice goes on from there
+
+
+@pytest.mark.kafka
+def test_a_bridge_no_slice_stops_ends_by_itself_settled_with_its_positions_persisted(
+    cluster_a, unique_name, lease, store_and_task
+):
+    leases, key, token = lease
+    store, task = store_and_task
+    task.run_slice(max_seconds=0.3, settle=False)
+    produce(cluster_a, unique_name, _records(20))
+    bridge = SliceBridge(
+        task, max_s=2.0, name="bridge-test", leases=leases, lease_key=key, chain=token, lease_ttl_s=1.0
+    )
+    wait_until(lambda: bridge.ended, timeout_s=30, what="the bridge to end by itself after its 2 s")
+    assert store.load(flow="A->B", partitions=[(unique_name, 0), (unique_name, 1)]) == {
+        (unique_name, 0): 20,
+        (unique_name, 1): 20,
+    }
+    result = bridge.stop()
+    assert result is not None and result.records == 40 and result.ok
