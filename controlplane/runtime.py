@@ -172,7 +172,10 @@ def _recover_from_data_loss_stop(*, flow_id: int, at: datetime) -> None:
         return
     if lifecycle.recover(flow_id=flow_id):
         flow_event_record(
-            flow_id=flow_id, kind=FlowEventKind.INFO, message="no partition is stopped any more: replicating", at=at
+            flow_id=flow_id,
+            kind=FlowEventKind.INFO,
+            message="no partition is stopped any more: replicating",
+            at=at,
         )
 
 

@@ -218,7 +218,9 @@ def flow_status(*, flow: Flow, now: datetime.datetime | None = None) -> FlowStat
     summary = summarize(
         flow, list(flow.partition_statuses.all()), now=now or timezone.now(), stale_after=stale_after
     )
-    return FlowStatus(**vars(summary), events=list(flow.events.all()[:RECENT_EVENTS]), stale_after_s=stale_after)
+    return FlowStatus(
+        **vars(summary), events=list(flow.events.all()[:RECENT_EVENTS]), stale_after_s=stale_after
+    )
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from controlplane.models import (
     SecurityProtocol,
 )
 from controlplane.roles import Role
+from replication.client_properties import client_property_problem, not_applicable_reason
 from replication.config import FLOW_PROPERTIES, FlowConfig
 from replication.mm2file import Mm2FileError, parse_mm2
 from replication.secrets import MASK
@@ -148,6 +149,10 @@ def _scoped_errors(value: Any, *, field_name: str, secret: bool) -> Errors:
                 _add(errors, field_name, f"{where}: set {engine.COLUMN_PROPERTIES[name]} instead")
             elif not secret and engine.is_stored_as_secret(name):
                 _add(errors, field_name, f"{where} is a secret: set it in secret_properties (write-only)")
+            elif scope == "client" and (reason := not_applicable_reason(name)):
+                _add(errors, field_name, f"{where}: {reason}; remove it")
+            elif problem := client_property_problem(name, prop_value):
+                _add(errors, field_name, f"{where}: {problem[0]}; {problem[1]}")
     return errors
 
 

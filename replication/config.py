@@ -13,6 +13,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+from replication.client_properties import not_applicable_reason
 from replication.secrets import mask_secrets
 
 DEFAULT_REPLICATION_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
@@ -90,9 +91,14 @@ class ClusterConfig:
         )
 
     def client_properties(self, role: str) -> dict[str, str]:
-        """librdkafka properties for a producer/consumer/admin client of this cluster."""
+        """librdkafka properties for a producer/consumer/admin client of this cluster.
+
+        Cluster-wide Connect worker and MM2 connector properties (`not_applicable_reason`) are never
+        passed to a client, however the config was built (the file reader and the services refuse or
+        drop them already)."""
         overrides = {"producer": self.producer, "consumer": self.consumer, "admin": self.admin}[role]
-        return {"bootstrap.servers": self.bootstrap_servers, **self.client, **overrides}
+        shared = {name: value for name, value in self.client.items() if not_applicable_reason(name) is None}
+        return {"bootstrap.servers": self.bootstrap_servers, **shared, **overrides}
 
 
 @dataclass(frozen=True)

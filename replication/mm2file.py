@@ -29,6 +29,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from replication.client_properties import client_property_problem, not_applicable_reason
 from replication.config import (
     FLOW_PROPERTIES,
     FLOW_PROPERTIES_BY_NAME,
@@ -315,7 +316,8 @@ class _Mm2Reader:
         if rest == "bootstrap.servers":
             cluster.bootstrap_servers = value
         elif role in CLIENT_ROLES and role_property:
-            cluster.roles[role][role_property] = value
+            if self.client_property(entry, role_property, value, role=True):
+                cluster.roles[role][role_property] = value
         elif rest in FLOW_PROPERTIES_BY_NAME or rest in _DEPRECATED:
             self.error(
                 entry.line,
@@ -323,8 +325,20 @@ class _Mm2Reader:
                 "flow properties cannot be scoped to one cluster",
                 f"scope it to a flow ({alias}->TARGET.{rest}) or set it at the top level ({rest})",
             )
-        else:
+        elif self.client_property(entry, rest, value):
             cluster.client[rest] = value
+
+    def client_property(self, entry: PropertyLine, name: str, value: str, *, role: bool = False) -> bool:
+        """Whether client property `name` goes to the clients: a not-applicable one (a Connect worker
+        property, unless scoped to a client `role`) is reported (warning) and dropped, an invalid
+        enumerated value is an error."""
+        if not role and (reason := not_applicable_reason(name)):
+            self.warn(entry.line, f"{entry.key}: {reason}; ignored")
+            return False
+        if problem := client_property_problem(name, value):
+            self.error(entry.line, entry.key, *problem)
+            return False
+        return True
 
     # -- flow properties -----------------------------------------------------------------------------------
     def convert(self, prop: FlowProperty, value: str, *, key: str, line: int) -> tuple[bool, Any]:
@@ -384,7 +398,14 @@ class _Mm2Reader:
         if rest in FLOW_PROPERTIES_BY_NAME or rest in _DEPRECATED:
             self.flow_setting(flow.settings, entry, rest, value, entry.key)
             return
-        if rest.partition(".")[0] not in CLIENT_ROLES:
+        role, _, role_property = rest.partition(".")
+        if role in CLIENT_ROLES:
+            if not self.client_property(entry, role_property, value, role=True):
+                return
+        elif reason := not_applicable_reason(rest):
+            self.warn(entry.line, f"{entry.key}: {reason}; ignored")
+            return
+        else:
             self.warn(
                 entry.line, f"{entry.key}: {_unknown_property_hint(rest)}; kept with the flow but unused"
             )
@@ -399,7 +420,10 @@ class _Mm2Reader:
         elif key in FLOW_PROPERTIES_BY_NAME or key in _DEPRECATED:
             self.flow_setting(self.defaults, entry, key, value, key)
         elif _SHARED_CLIENT_PROPERTY.fullmatch(key):
-            self.shared_client[key] = value
+            if self.client_property(entry, key, value):
+                self.shared_client[key] = value
+        elif reason := not_applicable_reason(key):
+            self.warn(entry.line, f"{key}: {reason}; ignored")
         else:
             prefix, _, rest = key.partition(".")
             if rest == "bootstrap.servers" or rest.partition(".")[0] in CLIENT_ROLES:

@@ -202,7 +202,9 @@ class FlowSummarySerializer(serializers.Serializer):
     state_reason = serializers.CharField(source="flow.state_reason")
     enabled = serializers.BooleanField(source="flow.enabled")
     health = serializers.ChoiceField(choices=HEALTHS, help_text="as the pages colour it")
-    status = serializers.CharField(help_text="worst partition: OK, WARN, STALE or ERR; UNKNOWN before any report")
+    status = serializers.CharField(
+        help_text="worst partition: OK, WARN, STALE or ERR; UNKNOWN before any report"
+    )
     records_behind = serializers.IntegerField(allow_null=True, help_text="sum over the partitions")
     seconds_behind = serializers.FloatField(allow_null=True, help_text="the worst partition's")
     observed_at = serializers.DateTimeField(allow_null=True, help_text="the newest observation")
@@ -219,12 +221,16 @@ class FlowStatusSerializer(FlowSummarySerializer):
 
 class ReplicationActivitySerializer(serializers.Serializer):
     runnable = serializers.BooleanField(help_text="some flow is in a state the workers replicate")
-    last_report_at = serializers.DateTimeField(allow_null=True, help_text="the newest slice report of any flow")
+    last_report_at = serializers.DateTimeField(
+        allow_null=True, help_text="the newest slice report of any flow"
+    )
     age_s = serializers.FloatField(allow_null=True)
     replication_workers = serializers.IntegerField(
         allow_null=True, help_text="workers alive on the replication queue; null when Redis does not answer"
     )
-    silent = serializers.BooleanField(help_text="flows should replicate, no slice reported within stale_after_s")
+    silent = serializers.BooleanField(
+        help_text="flows should replicate, no slice reported within stale_after_s"
+    )
     no_workers = serializers.BooleanField(help_text="flows should replicate, no replication worker is alive")
 
 

@@ -298,7 +298,12 @@ def _failover_page_context(flow: Flow) -> dict:
     }
     if "failback" in allowed:
         context["failback"] = _failback_preview(flow)
-    if latest and latest.kind == OperationKind.FAILBACK and latest.outcome == "succeeded" and "resume" in allowed:
+    if (
+        latest
+        and latest.kind == OperationKind.FAILBACK
+        and latest.outcome == "succeeded"
+        and "resume" in allowed
+    ):
         context["next_step"] = latest
     return context
 

@@ -23,7 +23,8 @@ _JAAS_ESCAPE = re.compile(r"\\(.)")
 
 
 def librdkafka_properties(properties: Mapping[str, object]) -> dict[str, object]:
-    """Java client properties as librdkafka reads them: the JAAS line becomes username/password."""
+    """Java client properties as librdkafka reads them: the JAAS line becomes username/password, Java's
+    auto.offset.reset=none is librdkafka's `error`."""
     translated = {key: value for key, value in properties.items() if key != "sasl.jaas.config"}
     jaas = properties.get("sasl.jaas.config")
     if isinstance(jaas, str):
@@ -31,6 +32,8 @@ def librdkafka_properties(properties: Mapping[str, object]) -> dict[str, object]
         for option in ("username", "password"):
             if option in options:
                 translated.setdefault(f"sasl.{option}", options[option])
+    if str(properties.get("auto.offset.reset", "")).lower() == "none":
+        translated["auto.offset.reset"] = "error"  # Java's "none": fail rather than reset
     if properties.get("ssl.endpoint.identification.algorithm") == "":
         translated["ssl.endpoint.identification.algorithm"] = "none"  # Java's "" means no verification
     return translated

@@ -183,3 +183,33 @@ def test_management_commands(admin_user, tmp_path: Path, monkeypatch):
     key = io.StringIO()
     call_command("rotate_secrets_key", "--generate", stdout=key, stderr=io.StringIO())
     assert len(key.getvalue().strip()) == 44
+
+
+def test_import_refuses_an_invalid_enumerated_client_value_and_reports_worker_properties(admin_user):
+    text = "clusters = A, B\nA.bootstrap.servers = a.example:9092\nB.bootstrap.servers = b.example:9092\n"
+    text += "A->B.enabled = true\nB.status.storage.replication.factor = 1\nB.key.converter = x.Converter\n"
+    with pytest.raises(ServiceValidationError) as caught:
+        _import(admin_user, text + "A.security.protocol = abc\n")
+    message = caught.value.errors["text"][0]
+    assert "A.security.protocol: 'abc' is not a valid security.protocol" in message
+    assert "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL" in message
+    assert not Cluster.objects.exists()
+
+    result = _import(admin_user, text)
+    assert sum("not applicable" in warning for warning in result.warnings) == 2
+    assert Cluster.objects.get(alias="B").client_properties["client"] == {}
+
+
+def test_cluster_api_refuses_worker_properties_and_bad_enumerated_values(admin_user):
+    with pytest.raises(ServiceValidationError) as caught:
+        services.cluster_create(
+            actor=admin_user,
+            alias="C",
+            bootstrap_servers="c.example:9092",
+            client_properties={"client": {"offset.storage.topic": "x"}, "producer": {"acks": "most"}},
+        )
+    messages = caught.value.errors["client_properties"]
+    assert any("client.offset.storage.topic: a Kafka Connect worker property" in m for m in messages)
+    assert any(
+        "producer.acks: 'most' is not a valid acks; set acks to one of all, -1, 0, 1" in m for m in messages
+    )

@@ -73,3 +73,27 @@ def test_validate_missing_file_exits_2(tmp_path: Path) -> None:
     result = run_validate(tmp_path / "absent.properties")
     assert result.returncode == 2
     assert "absent.properties" in result.stderr
+
+
+def test_validate_refuses_an_unknown_security_protocol_and_reports_worker_properties(tmp_path: Path) -> None:
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
+        "A->B.enabled = true\nB.status.storage.replication.factor = 1\nA.security.protocol = abc\n",
+        encoding="utf-8",
+    )
+    result = run_validate(path)
+    assert result.returncode == 2
+    assert (
+        f"{path} line 6: A.security.protocol: 'abc' is not a valid security.protocol. Fix: set "
+        "security.protocol to one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"
+    ) in result.stderr
+
+    path.write_text(path.read_text().replace("= abc", "= SSL"), encoding="utf-8")
+    result = run_validate(path)
+    assert result.returncode == 0, result.stderr
+    assert (
+        "B.status.storage.replication.factor: a Kafka Connect worker property, not applicable"
+        in result.stderr
+    )
+    assert "status.storage" not in result.stdout

@@ -426,10 +426,16 @@ _PATTERNS = st.lists(
     ),
     max_size=3,
 ).map(tuple)
-_CLIENT_KEYS = st.sampled_from(
-    ["security.protocol", "sasl.mechanism", "sasl.jaas.config", "ssl.key.password", "x"]
-)
-_ROLE_KEYS = st.sampled_from(["linger.ms", "acks", "fetch.min.bytes", "request.timeout.ms"])
+_CLIENT_KEYS = st.sampled_from(["sasl.jaas.config", "ssl.key.password", "x"])
+_ROLE_KEYS = st.sampled_from(["linger.ms", "fetch.min.bytes", "request.timeout.ms"])
+# Enumerated client properties take one of their values (any other is an error when read).
+_ENUMERATED = st.lists(
+    st.sampled_from(
+        [("security.protocol", "SASL_SSL"), ("security.protocol", "plaintext"), ("sasl.mechanism", "PLAIN")]
+    ),
+    max_size=2,
+).map(dict)
+_ROLE_ENUMERATED = st.lists(st.sampled_from([("acks", "all"), ("acks", "1")]), max_size=1).map(dict)
 
 
 @st.composite
@@ -439,8 +445,8 @@ def _clusters(draw) -> tuple[ClusterConfig, ...]:
         ClusterConfig(
             alias=alias,
             bootstrap_servers=draw(st.sampled_from(["h:9092", "h1:9092,h2:9092"])),
-            client=draw(st.dictionaries(_CLIENT_KEYS, _VALUE, max_size=3)),
-            producer=draw(st.dictionaries(_ROLE_KEYS, _VALUE, max_size=2)),
+            client=draw(st.dictionaries(_CLIENT_KEYS, _VALUE, max_size=3)) | draw(_ENUMERATED),
+            producer=draw(st.dictionaries(_ROLE_KEYS, _VALUE, max_size=2)) | draw(_ROLE_ENUMERATED),
             consumer=draw(st.dictionaries(_ROLE_KEYS, _VALUE, max_size=2)),
             admin=draw(st.dictionaries(_ROLE_KEYS, _VALUE, max_size=2)),
         )
@@ -468,7 +474,7 @@ _FLOW_VALUES = {
     "provenance_header_enabled": st.booleans(),
     "data_loss_policy": st.sampled_from(list(DataLossPolicy)),
     "extra": st.dictionaries(
-        st.sampled_from(["producer.acks", "consumer.x", "custom.prop"]), _VALUE, max_size=2
+        st.sampled_from(["producer.linger.ms", "consumer.x", "custom.prop"]), _VALUE, max_size=2
     ),
 }
 
@@ -495,3 +501,91 @@ def test_writing_then_reading_gives_the_same_config(config: Mm2Config, include_d
     assume(not detect_replication_loops(config.flows, aliases=config.aliases))
     text = write_mm2(config, include_defaults=include_defaults)
     assert parse_mm2(text, environ={}).config == config
+
+
+# -- client properties: enumerated values, Connect worker properties -----------------------------------------
+def test_invalid_security_protocol_names_the_property_and_the_allowed_values() -> None:
+    errors = errors_of(
+        """\
+        clusters = A, B
+        A.bootstrap.servers = a:9092
+        B.bootstrap.servers = b:9092
+        A.security.protocol = abc
+        sasl.mechanism = plain
+        B.producer.acks = most
+        A->B.enabled = true
+        A->B.consumer.isolation.level = read_everything
+        """
+    )
+    assert [(e.line, e.property_name) for e in errors] == [
+        (4, "A.security.protocol"),
+        (5, "sasl.mechanism"),
+        (6, "B.producer.acks"),
+        (8, "A->B.consumer.isolation.level"),
+    ]
+    assert str(errors[0]) == (
+        "mm2.properties line 4: A.security.protocol: 'abc' is not a valid security.protocol. "
+        "Fix: set security.protocol to one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"
+    )
+    assert "PLAIN, SCRAM-SHA-256" in errors[1].fix and "exactly as written" in errors[1].fix
+
+
+def test_enumerated_client_values_accept_what_java_clients_accept() -> None:
+    parsed = parse(
+        """\
+        clusters = A, B
+        A.bootstrap.servers = a:9092
+        B.bootstrap.servers = b:9092
+        security.protocol = sasl_ssl
+        A.sasl.mechanism = SCRAM-SHA-512
+        A.producer.acks = all
+        A.producer.compression.type = ZSTD
+        A.consumer.auto.offset.reset = none
+        B.ssl.endpoint.identification.algorithm =
+        A->B.enabled = true
+        """
+    )
+    assert parsed.config.cluster("A").client["security.protocol"] == "sasl_ssl"
+
+
+def test_connect_worker_properties_are_accepted_reported_and_never_client_properties() -> None:
+    parsed = parse(
+        """\
+        clusters = A, B
+        A.bootstrap.servers = a:9092
+        B.bootstrap.servers = b:9092
+        B.status.storage.replication.factor = 1
+        B.config.storage.replication.factor = 1
+        B.offset.storage.replication.factor = 1
+        A.key.converter = org.apache.kafka.connect.converters.ByteArrayConverter
+        offset.flush.timeout.ms = 10000
+        forwarding.admin.class = org.example.ForwardingAdmin
+        A->B.enabled = true
+        A->B.group.id = mm2
+        A->B.producer.acks = 1
+        """
+    )
+    cluster_b, cluster_a = parsed.config.cluster("B"), parsed.config.cluster("A")
+    assert dict(cluster_b.client) == {} and dict(cluster_a.client) == {}
+    assert dict(parsed.config.flows[0].extra) == {"producer.acks": "1"}
+    not_applicable = [w for w in parsed.warnings if "not applicable" in w]
+    assert len(not_applicable) == 7
+    assert (
+        "mm2.properties line 4: B.status.storage.replication.factor: a Kafka Connect worker property, not "
+        "applicable (Mirrorplane runs no Connect workers); ignored"
+    ) in not_applicable
+    assert any("forwarding.admin.class: an MM2 connector setting" in w for w in not_applicable)
+
+
+def test_worker_properties_never_reach_a_client_whatever_built_the_config() -> None:
+    cluster = ClusterConfig(
+        alias="A",
+        bootstrap_servers="a:9092",
+        client={"status.storage.replication.factor": "1", "security.protocol": "SSL"},
+        consumer={"group.id": "g"},
+    )
+    assert cluster.client_properties("consumer") == {
+        "bootstrap.servers": "a:9092",
+        "security.protocol": "SSL",
+        "group.id": "g",
+    }
