@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import redis
 from django.conf import settings
@@ -28,6 +28,7 @@ class Presence:
     queues: tuple[str, ...]
     pid: int
     observed_at: float  # epoch seconds
+    stats: Mapping[str, int] = field(default_factory=dict)  # a worker's slices, slice_errors, leases_held
 
     def age_s(self, now: float) -> float:
         return max(0.0, now - self.observed_at)
@@ -41,13 +42,22 @@ def _ttl_s() -> int:
     return max(1, round(settings.MIRRORPLANE_PRESENCE_INTERVAL_S * 3))
 
 
-def announce(*, key: str, name: str, queues: Sequence[str], pid: int, now: float | None = None) -> None:
+def announce(
+    *,
+    key: str,
+    name: str,
+    queues: Sequence[str],
+    pid: int,
+    stats: Mapping[str, int] | None = None,
+    now: float | None = None,
+) -> None:
     """Record that `name` is alive now (the key expires after three intervals without news)."""
     value = {
         "name": name,
         "queues": list(queues),
         "pid": pid,
         "observed_at": time.time() if now is None else now,
+        "stats": dict(stats or {}),
     }
     client = _client()
     try:
@@ -73,7 +83,13 @@ def _parse(raw: bytes | None) -> Presence | None:
     if raw is None:
         return None
     value = json.loads(raw)
-    return Presence(value["name"], tuple(value["queues"]), int(value["pid"]), float(value["observed_at"]))
+    return Presence(
+        value["name"],
+        tuple(value["queues"]),
+        int(value["pid"]),
+        float(value["observed_at"]),
+        {name: int(count) for name, count in value.get("stats", {}).items()},
+    )
 
 
 def workers_seen() -> list[Presence]:

@@ -252,12 +252,21 @@ class MirrorplaneCollector:
             yield redis_up
             return
         redis_up.add_metric([], 1)
+        slices = _counter(
+            "worker_slices", "Replication slices the worker process ran since it started", ["worker"]
+        )
+        slice_errors = _counter("worker_slice_errors", "Slices that failed or reported errors", ["worker"])
+        leases = _gauge("worker_leases_held", "Replication tasks whose lease the worker holds", ["worker"])
         for worker in workers:
             up.add_metric([worker.name, ",".join(worker.queues)], 1)
             seen.add_metric([worker.name], worker.age_s(now))
+            if "slices" in worker.stats:
+                slices.add_metric([worker.name], worker.stats["slices"])
+                slice_errors.add_metric([worker.name], worker.stats.get("slice_errors", 0))
+                leases.add_metric([worker.name], worker.stats.get("leases_held", 0))
         if beat_presence is not None:
             beat.add_metric([], beat_presence.age_s(now))
-        yield from (up, seen, beat, redis_up)
+        yield from (up, seen, slices, slice_errors, leases, beat, redis_up)
 
 
 def exposition() -> bytes:

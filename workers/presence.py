@@ -14,6 +14,7 @@ import threading
 from django.conf import settings
 
 from controlplane import presence
+from workers import replication
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,13 @@ class PresenceAnnouncer:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                presence.announce(key=self.key, name=self.hostname, queues=self.queues, pid=os.getpid())
+                presence.announce(
+                    key=self.key,
+                    name=self.hostname,
+                    queues=self.queues,
+                    pid=os.getpid(),
+                    stats=replication.STATS.snapshot(),
+                )
             except Exception as exc:  # Redis away: not seen until it is back
                 log.warning("presence not announced (retrying): %s", exc)
             self._stop.wait(settings.MIRRORPLANE_PRESENCE_INTERVAL_S)

@@ -138,8 +138,44 @@ class NextSlice:
     sticky: bool  # to this worker's own queue (keeps the cached clients) or the shared one
 
 
+class WorkerStats:
+    """What this worker process did, for its presence announcement (controlplane.presence, /metrics)."""
+
+    def __init__(self) -> None:
+        self.slices = 0
+        self.slice_errors = 0
+        self._chains: set[TaskRef] = set()  # tasks whose chain continues here (this process holds the lease)
+        self._lock = threading.Lock()
+
+    def slice_ran(self, *, ok: bool) -> None:
+        with self._lock:
+            self.slices += 1
+            self.slice_errors += 0 if ok else 1
+
+    def chain_step(self, ref: TaskRef, *, continues: bool) -> None:
+        with self._lock:
+            (self._chains.add if continues else self._chains.discard)(ref)
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return {
+                "slices": self.slices,
+                "slice_errors": self.slice_errors,
+                "leases_held": len(self._chains),
+            }
+
+
+STATS = WorkerStats()
+
+
 def replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
     """Run slice `seq` of `chain`; what to enqueue next, or None when the chain ends."""
+    following = _replicate_slice(ref=ref, chain=chain, seq=seq)
+    STATS.chain_step(ref, continues=following is not None)
+    return following
+
+
+def _replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
     leases = context.leases()
     key = task_lease_key(ref)
     ttl_s = settings.MIRRORPLANE_LEASE_TTL_S
@@ -190,6 +226,7 @@ def replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
         result = merge_results(carried, result)
     except Exception as exc:  # a broken client: rebuild it next slice, after a pause
         log.exception("task %s: slice failed", ref)
+        STATS.slice_ran(ok=False)
         if entry is not None:
             _close_quietly(entry)
         message = f"task {ref.task_index}: slice failed: {exc}"
@@ -200,6 +237,7 @@ def replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
         return None
     entry.ran = ChainPosition(spec.config_version, chain, seq)
     entry.failures = 0 if result.ok else entry.failures + 1
+    STATS.slice_ran(ok=result.ok)
     following = NextSlice(
         countdown_s=backoff_s(consecutive_failures=entry.failures, cap_s=settings.MIRRORPLANE_BACKOFF_MAX_S),
         sticky=sticky,

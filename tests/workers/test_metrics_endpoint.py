@@ -111,6 +111,22 @@ def test_prometheus_scrapes_records_behind_of_a_replicating_flow_from_gunicorn_w
     # Several gunicorn processes answer these scrapes: every one reports the same counters.
     assert {replicated() for _ in range(12)} == {400}
 
+    def worker_figures() -> dict:
+        samples = _samples(requests.get(f"{web.url}/metrics", headers=auth, timeout=10).text)
+        return {
+            n: v
+            for (n, ls), v in samples.items()
+            if n.startswith("mirrorplane_worker_") and "w1@" in dict(ls)["worker"]
+        }
+
+    # The worker's own figures come with its presence (every 5 s): its slices and the one task it holds.
+    figures = wait_until(
+        lambda: (f := worker_figures()).get("mirrorplane_worker_slices_total", 0) > 0 and f,
+        timeout_s=30,
+        what="the worker's slice count in /metrics",
+    )
+    assert figures["mirrorplane_worker_leases_held"] == 1 and figures["mirrorplane_worker_up"] == 1
+
     port = free_port()
     config = tmp_path / "prometheus.yml"
     (tmp_path / "token").write_text(TOKEN)
