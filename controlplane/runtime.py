@@ -215,6 +215,18 @@ def flow_event_record(
     )
 
 
+def flow_event_record_once(*, flow_id: int, kind: FlowEventKind, message: str, at: datetime) -> bool:
+    """Record the event unless the flow already has one of that kind with that message; True if recorded.
+
+    For conditions reported once per flow (such as "ACL sync unsupported by cluster X"), whichever
+    worker process or restart notices them again.
+    """
+    if FlowEvent.objects.filter(flow_id=flow_id, kind=kind, message=message).exists():
+        return False
+    flow_event_record(flow_id=flow_id, kind=kind, message=message, at=at)
+    return True
+
+
 _UNREACHABLE_REASON = re.compile(r"^(source|target) cluster \S+ unreachable: ")
 
 

@@ -8,8 +8,9 @@ When both answer again, a flow faulted that way is recovered (ACTIVE) and the pl
 
 Then it ticks the flow's `TopicMetadataSync` and `periodic_tasks_for_flow` (cached per process and
 config version; each does its work when its own interval says so, every request bounded by
-MIRRORPLANE_CLUSTER_TIMEOUT_S), and stores the flow's plan (the source partitions whose remote
-partitions exist) for the supervisor and the slices.
+MIRRORPLANE_CLUSTER_TIMEOUT_S); the topic sync's errors become error events, its warnings (such as "ACL
+sync unsupported by cluster X") warning events recorded once per flow. Then it stores the flow's plan
+(the source partitions whose remote partitions exist) for the supervisor and the slices.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class CachedMetadata:
     synced: bool = False  # the topic sync succeeded once: its partition list is real
     partitions: tuple[TopicPartition, ...] | None = None
     errors: tuple[str, ...] = ()
+    warned: set[str] = field(default_factory=set)  # warnings of the topic sync already reported
     fault_reason: str | None = None  # the unreachable cluster this process last reported for the flow
     faulted: bool = False  # ... and the flow is FAULTED for it (a failing-over flow is not: its drain runs)
     emitted: dict[str, float] = field(default_factory=dict)  # kind -> newest emission not yet recorded
@@ -160,12 +162,23 @@ def _tick(flow_id: int, entry: CachedMetadata) -> None:
         for error in errors:
             runtime.flow_event_record(flow_id=flow_id, kind=FlowEventKind.ERROR, message=error, at=at)
         entry.errors = errors
+    _report_warnings_once(flow_id, entry, now=now)
     for task in entry.periodic:
         try:
             task.tick(now=now)
         except Exception:
             log.exception("flow %s: %s failed; retrying at its next interval", flow.name, type(task).__name__)
     _record_emitted(flow_id, entry)
+
+
+def _report_warnings_once(flow_id: int, entry: CachedMetadata, *, now: float) -> None:
+    """The topic sync's warnings (ACL sync unsupported by a cluster) as flow warning events, each once."""
+    for warning in entry.topic_sync.warnings:
+        if warning in entry.warned:
+            continue
+        at = datetime.fromtimestamp(now, UTC)
+        runtime.flow_event_record_once(flow_id=flow_id, kind=FlowEventKind.WARNING, message=warning, at=at)
+        entry.warned.add(warning)
 
 
 def _record_emitted(flow_id: int, entry: CachedMetadata) -> None:

@@ -1,19 +1,25 @@
 """`TopicMetadataSync`: MirrorSourceConnector's metadata work for one flow, against real clusters.
 
-Each `tick` asks the `Scheduler` whether `refresh.topics` or `sync.topic.configs` is due (the first tick
-does both), lists both clusters, plans with `connector.plan_topic_sync` and applies the plan: create
+Each `tick` asks the `Scheduler` whether `refresh.topics`, `sync.topic.configs` or `sync.topic.acls` is
+due (the first tick does all three), lists both clusters, plans with `connector.plan_topic_sync` and applies the plan: create
 remote topics, grow partitions, set changed configs and reset (delete the target override of) synced
 configs the source stopped setting. The source configs seen at the last config sync are kept in memory
 for that (`previous_configs`); a reset made on the source while no process held this flow's metadata
-task is not seen (the first sync after a start has nothing to compare with). A failure is logged as an ERROR naming the topic and
-the broker's reason and kept in `last_errors`; the rest of the plan still applies, and the partitions
-that exist on the target keep replicating.
+task is not seen (the first sync after a start has nothing to compare with). A failure is logged as an
+ERROR naming the topic and the broker's reason and kept in `last_errors`; the rest of the plan still
+applies, and the partitions that exist on the target keep replicating.
+
+ACL sync (`acls.plan_topic_acls`, MM2's rule) copies the source's topic ACLs of the replicated topics onto
+the remote topics, adding only the missing ones. A cluster without an authorizer cannot take part: the
+sync then does nothing and `warnings` holds "ACL sync unsupported by cluster X: <reason>" (the metadata
+worker reports it once as a flow warning), never silently nothing.
 """
 
 from __future__ import annotations
 
 import logging
 
+from replication.acls import TopicAcl, acl_sync_unsupported_message, missing_acls, plan_topic_acls
 from replication.config import ClusterConfig, FlowConfig
 from replication.connector import (
     TopicPartition,
@@ -24,14 +30,16 @@ from replication.connector import (
     replicated_partitions,
 )
 from replication.filters import ConfigPropertyFilter, TopicFilter
+from replication.kafka.acls import AclSyncUnsupported, TopicAclAdmin
 from replication.kafka.admin import ADMIN_TIMEOUT_S, TopicAdmin, TopicAdminError
-from replication.policy import ReplicationPolicy
+from replication.policy import ReplicationPolicy, TopicDecision
 from replication.scheduler import PeriodicJob, Scheduler
 
 log = logging.getLogger(__name__)
 
 REFRESH_TOPICS = "refresh.topics"
 SYNC_TOPIC_CONFIGS = "sync.topic.configs"
+SYNC_TOPIC_ACLS = "sync.topic.acls"
 
 
 class TopicMetadataSync:
@@ -49,6 +57,8 @@ class TopicMetadataSync:
         self.policy = policy
         self._source_admin = TopicAdmin(source, timeout_s=timeout_s)
         self._target_admin = TopicAdmin(target, timeout_s=timeout_s)
+        self._source_acls = TopicAclAdmin(source, timeout_s=timeout_s)
+        self._target_acls = TopicAclAdmin(target, timeout_s=timeout_s)
         self._topic_filter = TopicFilter.for_flow(flow)
         self._config_filter = ConfigPropertyFilter.for_flow(flow)
         self._scheduler = Scheduler(
@@ -61,24 +71,73 @@ class TopicMetadataSync:
                     flow.sync_topic_configs_interval_seconds,
                     flow.sync_topic_configs_enabled,
                 ),
+                PeriodicJob(
+                    SYNC_TOPIC_ACLS, flow.sync_topic_acls_interval_seconds, flow.sync_topic_acls_enabled
+                ),
             ]
         )
         self._synced_once = False
         self._replicated: list[TopicPartition] = []
         self._source_configs: dict[str, dict[str, str]] = {}  # replicated configs at the last sync
-        self.last_errors: tuple[str, ...] = ()
+        self._mirrored: tuple[TopicDecision, ...] = ()
+        self._topic_errors: tuple[str, ...] = ()
+        self._acl_errors: tuple[str, ...] = ()
+        self.warnings: tuple[str, ...] = ()  # conditions to report once (ACL sync unsupported)
+
+    @property
+    def last_errors(self) -> tuple[str, ...]:
+        """The failures of the last topic sync and of the last ACL sync."""
+        return self._topic_errors + self._acl_errors
 
     def tick(self, *, now: float) -> bool:
         """Run the due jobs; True when the set of replicated partitions changed."""
         due = set(self._scheduler.due(now=now))
         if not self._synced_once:
-            due = {REFRESH_TOPICS, SYNC_TOPIC_CONFIGS}
-        if not due:
-            return False
-        previous = self._replicated
-        self._replicated = self._sync(sync_configs=SYNC_TOPIC_CONFIGS in due)
-        self._synced_once = True
-        return self._replicated != previous
+            due |= {REFRESH_TOPICS, SYNC_TOPIC_CONFIGS}
+        changed = False
+        if due & {REFRESH_TOPICS, SYNC_TOPIC_CONFIGS}:
+            previous = self._replicated
+            self._replicated = self._sync(sync_configs=SYNC_TOPIC_CONFIGS in due)
+            self._synced_once = True
+            changed = self._replicated != previous
+        if SYNC_TOPIC_ACLS in due:
+            self._sync_acls()
+        return changed
+
+    def _sync_acls(self) -> None:
+        """Create the missing target ACLs for the source's topic ACLs of the replicated topics."""
+        unsupported: list[str] = []
+        errors: list[str] = []
+        source_acls = self._read_acls(self._source_acls, unsupported=unsupported, errors=errors)
+        target_acls = self._read_acls(self._target_acls, unsupported=unsupported, errors=errors)
+        self.warnings = tuple(unsupported)
+        if source_acls is not None and target_acls is not None:
+            wanted = plan_topic_acls(source_acls, mirrored=self._mirrored)
+            missing = missing_acls(wanted, existing=target_acls)
+            try:
+                self._target_acls.create(missing)
+                if missing:
+                    log.info("flow %s: created %d topic ACL(s) on the target", self.flow.name, len(missing))
+            except TopicAdminError as exc:
+                errors.append(str(exc))
+        for warning in unsupported:
+            log.warning("flow %s: %s", self.flow.name, warning)
+        for error in errors:
+            log.error("flow %s: ACL sync: %s", self.flow.name, error)
+        self._acl_errors = tuple(errors)
+
+    @staticmethod
+    def _read_acls(
+        admin: TopicAclAdmin, *, unsupported: list[str], errors: list[str]
+    ) -> list[TopicAcl] | None:
+        """The cluster's topic ACLs; None (and the reason added to `unsupported` or `errors`) if unreadable."""
+        try:
+            return admin.topic_acls()
+        except AclSyncUnsupported as exc:
+            unsupported.append(acl_sync_unsupported_message(alias=admin.cluster.alias, reason=str(exc)))
+        except TopicAdminError as exc:
+            errors.append(str(exc))
+        return None
 
     def replicated_partitions(self) -> list[TopicPartition]:
         """Source topic-partitions whose remote topic-partition exists on the target."""
@@ -110,7 +169,8 @@ class TopicMetadataSync:
         )
         errors, failed = self._apply(plan, target_topics=target_topics)
         self._remember_configs(plan, source_topics=source_topics, synced=sync_configs, failed=failed)
-        self.last_errors = tuple(errors)
+        self._mirrored = plan.mirrored
+        self._topic_errors = tuple(errors)
         return replicated_partitions(
             plan, source_topics=source_topics, remote_partitions=self._target_admin.partition_counts()
         )
