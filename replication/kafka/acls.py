@@ -18,6 +18,7 @@ from confluent_kafka.admin import (
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
+    AdminClient,
     ResourcePatternType,
     ResourceType,
 )
@@ -60,12 +61,19 @@ def _binding(acl: TopicAcl) -> AclBinding:
 
 
 class TopicAclAdmin:
-    """Topic ACLs of one cluster, with a fixed request timeout."""
+    """Topic ACLs of one cluster, with a fixed request timeout; the admin client is made on first use (a
+    flow with ACL sync disabled holds none)."""
 
     def __init__(self, cluster: ClusterConfig, *, timeout_s: float = ADMIN_TIMEOUT_S) -> None:
         self.cluster = cluster
         self.timeout_s = timeout_s
-        self._admin = make_admin(cluster)
+        self._client: AdminClient | None = None
+
+    @property
+    def _admin(self) -> AdminClient:
+        if self._client is None:
+            self._client = make_admin(self.cluster)
+        return self._client
 
     def _failed(self, what: str, exc: KafkaException) -> TopicAdminError:
         return TopicAdminError(f"{what} on cluster {self.cluster.alias} failed: {kafka_error_reason(exc)}")
