@@ -277,8 +277,9 @@ class MirrorSourceTask:
         first record still in flight); an owner that keeps the task calls `settle()` before handing
         partitions to another task.
 
-        `return_when_caught_up` ends the slice before its time once a fetch finds nothing new and every
-        record produced is acknowledged (`SliceResult.caught_up`), so progress is reported as soon as
+        `return_when_caught_up` ends the slice before its time once a fetch finds nothing new, every
+        record produced is acknowledged and the positions are persisted or due (`PERSIST_INTERVAL_S`)
+        (`SliceResult.caught_up`), so progress is reported as soon as
         the task has copied everything there is, and an idle task does not hold its caller for the
         whole slice (a fetch still waits up to its timeout first, so calling again does not spin).
 
@@ -590,10 +591,22 @@ class MirrorSourceTask:
                 now = self._clock()
                 self._observe_polls(now)
                 self._observe_acks(now)
-            elif return_when_caught_up and not any(state.in_flight for state in states.values()):
+            elif (
+                return_when_caught_up
+                and not any(state.in_flight for state in states.values())
+                and (
+                    self._persisted_all()
+                    or self._cadence.due(now=time.monotonic(), acked=self._acked_totals()[0])
+                )
+            ):
+                # Caught up. A stream that merely paused for a moment goes on until its positions are due
+                # anyway: each slice end persists, which blocks this loop for a round trip.
                 return True
             self._persist_if_due()
         return False
+
+    def _persisted_all(self) -> bool:
+        return all(state.position == state.persisted for state in self._states.values())
 
     def _persist_if_due(self) -> None:
         """Persist mid-slice on the cadence; a failure is logged and retried, the slice end reports it."""
