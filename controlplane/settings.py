@@ -16,6 +16,8 @@ so on the secrets key derived from it: both are public, in this file.
 | METRICS_OPEN | false (true: /metrics needs no token) |
 | FAILOVER_PLAN_RATE_PER_MINUTE | 12 (failover plans one user may read per minute; 0: no limit) |
 | MIRRORPLANE_BASE_URL | http://localhost:8000 (the links in alert notifications) |
+| LOG_LEVEL | INFO (the root logger) |
+| CELERY_TASK_LOG_LEVEL | WARNING (Celery's per-task "received"/"succeeded" lines are INFO; failures stay visible) |
 | EMAIL_BACKEND, EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS, EMAIL_USE_SSL, DEFAULT_FROM_EMAIL | Django's (SMTP on localhost:25); email alert channels use them |
 """
 
@@ -205,6 +207,13 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    # INFO tells a story a person can read: Celery's per-task "received" / "succeeded" lines (thousands a
+    # minute: every replication slice is a task) go below it; failures ("raised unexpected", "retry")
+    # are WARNING/ERROR on the same loggers and stay visible. CELERY_TASK_LOG_LEVEL=INFO brings them back.
+    "loggers": {
+        name: {"level": env.str("CELERY_TASK_LOG_LEVEL", default="WARNING")}
+        for name in ("celery.app.trace", "celery.worker.strategy")
+    },
 }
 
 from controlplane.settings_runtime import *  # noqa: E402,F403

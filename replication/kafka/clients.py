@@ -14,8 +14,33 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from replication.config import ClusterConfig
+from replication.logonce import first_time
 
 _librdkafka_log = logging.getLogger("replication.kafka.librdkafka")
+
+# Properties we set on purpose that librdkafka calls experimental (a CONFWARN per client otherwise).
+# enable.gapless.guarantee is the exactly_once producer's guarantee (docs/delivery-guarantees.md).
+INTENDED_EXPERIMENTAL_PROPERTIES = ("enable.gapless.guarantee",)
+_CONFWARN_EXPERIMENTAL = re.compile(r"CONFWARN .*Configuration property (\S+) is experimental")
+
+
+class IntendedExperimentalFilter(logging.Filter):
+    """librdkafka's "property X is experimental" warning, for a property in
+    INTENDED_EXPERIMENTAL_PROPERTIES, becomes one INFO line per process; every other warning passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        match = _CONFWARN_EXPERIMENTAL.search(record.getMessage())
+        if match is None or match.group(1) not in INTENDED_EXPERIMENTAL_PROPERTIES:
+            return True
+        if not first_time(logger_name=record.name, text=match.group(1)):
+            return False
+        record.msg = "clients set %s on purpose (librdkafka calls it experimental; logged once per process)"
+        record.args = (match.group(1),)
+        record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+_librdkafka_log.addFilter(IntendedExperimentalFilter())
 
 # MM2 (Java) files configure SASL with a JAAS line; librdkafka wants sasl.username / sasl.password.
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')

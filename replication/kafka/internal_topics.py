@@ -20,6 +20,7 @@ from replication.connector import NewRemoteTopic, clamp_replication_factor
 from replication.formats import RecordFormatError
 from replication.kafka.admin import ADMIN_TIMEOUT_S, TopicAdmin
 from replication.kafka.clients import make_consumer, make_producer
+from replication.logonce import warn_once
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def ensure_internal_topic(
         requested=replication_factor, broker_count=admin.broker_count()
     )
     if warning:
-        log.warning("cluster %s: topic %s: %s", cluster.alias, topic, warning)
+        warn_once(log, "cluster %s: topic %s: %s", cluster.alias, topic, warning)
     new_topic = NewRemoteTopic(
         name=topic,
         source_topic=topic,

@@ -32,6 +32,7 @@ from replication.connector import (
 from replication.filters import ConfigPropertyFilter, TopicFilter
 from replication.kafka.acls import AclSyncUnsupported, TopicAclAdmin
 from replication.kafka.admin import ADMIN_TIMEOUT_S, TopicAdmin, TopicAdminError
+from replication.logonce import warn_once
 from replication.policy import ReplicationPolicy, TopicDecision
 from replication.scheduler import PeriodicJob, Scheduler
 
@@ -121,7 +122,7 @@ class TopicMetadataSync:
             except TopicAdminError as exc:
                 errors.append(str(exc))
         for warning in unsupported:
-            log.warning("flow %s: %s", self.flow.name, warning)
+            warn_once(log, "flow %s: %s", self.flow.name, warning)
         for error in errors:
             log.error("flow %s: ACL sync: %s", self.flow.name, error)
         self._acl_errors = tuple(errors)
@@ -192,7 +193,7 @@ class TopicMetadataSync:
         errors: list[str] = []
         failed: set[str] = set()
         for warning in plan.warnings:
-            log.warning("flow %s: %s", self.flow.name, warning)
+            warn_once(log, "flow %s: %s", self.flow.name, warning)
         for name, error in self._target_admin.create_topics(plan.create).items():
             if error is None:
                 log.info("flow %s: created remote topic %s", self.flow.name, name)

@@ -83,7 +83,7 @@ def test_embedded_broker_without_authorizer_is_reported_not_written(
     flow = FlowConfig(source="A", target="B", enabled=True, topics=(f"{unique_name}.*",))
     policy = replication_policy_for(flow, known_aliases=("A", "B"))
     sync = TopicMetadataSync(flow=flow, source=cluster_a, target=cluster_b, policy=policy)
-    with caplog.at_level(logging.WARNING, logger="replication.kafka.topic_sync"):
+    with caplog.at_level(logging.DEBUG, logger="replication.kafka.topic_sync"):
         sync.tick(now=1000.0)
     assert sync.last_errors == ()
     assert sync.warnings == (
@@ -92,6 +92,7 @@ def test_embedded_broker_without_authorizer_is_reported_not_written(
         "ACL sync unsupported by cluster B: it has no authorizer (DescribeCluster returns no authorized "
         "operations); topic ACLs are not synced",
     )
+    # warned once per process (replication.logonce): an earlier test may have logged it at WARNING
     assert any("ACL sync unsupported by cluster A" in r.getMessage() for r in caplog.records)
 
     disabled = TopicMetadataSync(

@@ -1,0 +1,29 @@
+"""`make demo`'s log at INFO tells a story: a worker process started as the docs say does not log a line
+per task received / succeeded (every replication slice is a task), but a failing task stays visible."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.workers.harness import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_worker_logs_task_failures_but_not_every_task(celery_runtime):
+    from workers.app import app
+
+    celery_runtime.start_worker("story", queues="metadata", concurrency=1)
+    # One worker thread: the task that succeeds (no such flow: nothing to do) runs before the one that fails.
+    app.send_task("workers.tasks.flow_metadata", args=[987654, "token"], queue="metadata")
+    app.send_task("workers.tasks.flow_metadata", args=[], queue="metadata")  # TypeError: missing arguments
+
+    log = wait_until(
+        lambda: (text := celery_runtime.log("story")) and "raised unexpected" in text and text,
+        timeout_s=60,
+        what="the failing task in the worker's log",
+    )
+    assert "TypeError" in log
+    assert "succeeded in" not in log
+    assert "] received" not in log
+    assert "INFO" in log  # the worker's own INFO lines (ready, presence) are still there
