@@ -23,6 +23,7 @@ def role_required(role: Role) -> Callable:
             current = role_of(request.user)
             if current is None or current < role:
                 held = "no role" if current is None else f"the {current.group_name} role"
+                request.web_role = current  # the navigation bar, as on every page they may see
                 return render(
                     request,
                     "web/forbidden.html",
