@@ -254,6 +254,8 @@ class FlowForm(forms.Form):
         initial["extra"] = "\n".join(f"{name}={value}" for name, value in sorted(settings["extra"].items()))
         if flow is not None:
             initial |= {"source": flow.source_id, "target": flow.target_id}
+        else:  # a flow made in the form is meant to run (the API keeps MM2's enabled=false: docs/api.md)
+            initial["enabled"] = True
         kwargs.setdefault("initial", initial)
         super().__init__(*args, **kwargs)
         clusters = selectors.cluster_list()
@@ -262,7 +264,7 @@ class FlowForm(forms.Form):
             self.fields["source"].disabled = self.fields["target"].disabled = True
         for prop in FLOW_PROPERTIES:
             self.fields[prop.field] = _flow_field(prop)
-        for name in ("source", "target", *PREVIEW_FIELDS):  # the preview follows these as they change
+        for name in ("source", "target", "enabled", *PREVIEW_FIELDS):  # the preview follows these
             self.fields[name].widget.attrs["class"] = "previewed"
 
     def primary_fields(self) -> list[forms.BoundField]:

@@ -191,7 +191,7 @@ def flow_preview(request):
     stored = selectors.flow_list().filter(pk=request.POST.get("flow") or None).first()
     form = FlowForm(request.POST, flow=stored)
     form.is_valid()
-    context = {"form": form}
+    context = {"form": form, "enabled": form.cleaned_data.get("enabled", False), "stored": stored}
     source, target = form.cleaned_data.get("source"), form.cleaned_data.get("target")
     invalid = [name for name in PREVIEW_FIELDS if name in form.errors]
     if source is None or target is None:

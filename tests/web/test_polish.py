@@ -31,3 +31,44 @@ def test_not_allowed_page_keeps_the_navigation_and_names_a_real_command(client_a
 def test_not_allowed_page_for_a_user_without_a_role_still_has_the_navigation(client_as):
     page = client_as("norole").get(reverse("web:flows")).content.decode()
     assert 'aria-label="Main"' in page and "no role" in page and "Log out" in page
+
+
+def test_a_new_flow_defaults_to_enabled_and_the_preview_says_saving_starts_it(
+    client_as, cluster_a, cluster_b
+):
+    from controlplane import services
+    from controlplane.models import Flow
+
+    a = services.cluster_create(actor=None, alias="A", bootstrap_servers=cluster_a.bootstrap_servers)
+    b = services.cluster_create(actor=None, alias="B", bootstrap_servers=cluster_b.bootstrap_servers)
+    admin = client_as("admin")
+
+    form = admin.get(reverse("web:flow-create")).context["form"]
+    assert form["enabled"].value() is True
+    assert 'name="enabled"' in str(form["enabled"]) and "checked" in str(form["enabled"])
+
+    fields = {
+        "source": a.pk,
+        "target": b.pk,
+        "topics": ".*",
+        "replication_policy_class": "DefaultReplicationPolicy",
+    }
+    fields["replication_policy_separator"] = "."
+    enabled = admin.post(reverse("web:flow-preview"), fields | {"enabled": "on"}).content.decode()
+    assert "replication of these topics starts when you create the flow" in enabled
+    disabled = admin.post(reverse("web:flow-preview"), fields).content.decode()
+    assert "nothing replicates until you enable it" in disabled
+    assert not Flow.objects.exists()  # a preview stores nothing
+
+
+def test_the_api_keeps_mm2s_default_a_new_flow_is_disabled(client_as, flow):
+    from controlplane import services
+
+    services.cluster_create(actor=None, alias="C", bootstrap_servers="c.invalid:9092")
+    response = client_as("admin").post(
+        "/api/v1/flows/",
+        {"source": "A", "target": "C", "topics": ["orders.*"]},
+        content_type="application/json",
+    )
+    assert response.status_code == 201, response.content
+    assert response.json()["enabled"] is False
