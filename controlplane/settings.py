@@ -210,9 +210,13 @@ LOGGING = {
     # INFO tells a story a person can read: Celery's per-task "received" / "succeeded" lines (thousands a
     # minute: every replication slice is a task) go below it; failures ("raised unexpected", "retry")
     # are WARNING/ERROR on the same loggers and stay visible. CELERY_TASK_LOG_LEVEL=INFO brings them back.
+    # py4j (the reports worker's Spark gateway) logs a line per closed gateway connection at INFO.
     "loggers": {
-        name: {"level": env.str("CELERY_TASK_LOG_LEVEL", default="WARNING")}
-        for name in ("celery.app.trace", "celery.worker.strategy")
+        **{
+            name: {"level": env.str("CELERY_TASK_LOG_LEVEL", default="WARNING")}
+            for name in ("celery.app.trace", "celery.worker.strategy")
+        },
+        "py4j": {"level": "WARNING"},
     },
 }
 

@@ -2,13 +2,17 @@
 the report dashboards."""
 
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from controlplane import health_views, metrics_view
 
 urlpatterns = [
     path("healthz", health_views.healthz, name="healthz"),
+    # Browsers ask for /favicon.ico on every page (pages without the <link rel="icon"> too: API docs, errors).
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True), name="favicon"),
     path("readyz", health_views.readyz, name="readyz"),
     path("metrics", metrics_view.metrics, name="metrics"),
     path("api/v1/", include("controlplane.api.urls")),

@@ -73,6 +73,19 @@ def store_demo_flows(*, servers: dict[str, str]) -> list:
     return flows
 
 
+def banner(*, args: argparse.Namespace, flow_names: list[str]) -> str:
+    """What `make demo` prints once everything runs: where to look first (the flows page, where the demo
+    admin sees the replication), the login, the API docs."""
+    user, password = args.login.split(":", 1)
+    return (
+        "\nMirrorplane demo is running\n"
+        f"  web:   {args.url}flows/   (login {user} / {password}; API: {args.url}api/docs/)\n"
+        f"  flows: {', '.join(flow_names)} (exactly_once, 2 tasks each)\n"
+        f"  kafka: dc1 {args.dc1}, dc2 {args.dc2}; traffic {args.rate:g}/s on dc1, {args.rate / 2:g}/s on dc2\n"
+        "  Ctrl-C stops everything\n"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workers.demo", description=__doc__)
     parser.add_argument("--dc1", default="127.0.0.1:19092")
@@ -102,15 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for generator in generators:
         generator.start()
-    user, password = args.login.split(":", 1)
-    print(
-        "\nMirrorplane demo is running\n"
-        f"  web:   {args.url}   (login {user} / {password}; admin: {args.url}admin/, API: {args.url}api/docs/)\n"
-        f"  flows: {', '.join(flow.name for flow in flows)} (exactly_once, 2 tasks each)\n"
-        f"  kafka: dc1 {args.dc1}, dc2 {args.dc2}; traffic {args.rate:g}/s on dc1, {args.rate / 2:g}/s on dc2\n"
-        "  Ctrl-C stops everything\n",
-        flush=True,
-    )
+    print(banner(args=args, flow_names=[flow.name for flow in flows]), flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

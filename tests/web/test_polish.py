@@ -72,3 +72,35 @@ def test_the_api_keeps_mm2s_default_a_new_flow_is_disabled(client_as, flow):
     )
     assert response.status_code == 201, response.content
     assert response.json()["enabled"] is False
+
+
+def test_favicon_is_served_and_linked_from_every_page(client_as, flow):
+    response = client_as("anonymous").get("/favicon.ico", follow=True)
+    assert response.status_code == 200
+    assert response.redirect_chain and response.redirect_chain[-1][0].endswith("favicon.svg")
+    assert response["Content-Type"].startswith("image/svg+xml")
+    body = b"".join(response.streaming_content) if response.streaming else response.content
+    assert body.startswith(b"<svg")
+    page = client_as("viewer").get(reverse("web:overview")).content.decode()
+    assert '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">' in page
+    login = client_as("anonymous").get(reverse("web:login")).content.decode()
+    assert 'rel="icon"' in login
+
+
+def test_demo_banner_links_a_page_the_demo_admin_sees(client):
+    import argparse
+    from urllib.parse import urlsplit
+
+    from workers.demo import banner
+
+    args = argparse.Namespace(
+        url="http://127.0.0.1:8000/", login="demo:demo-password", dc1="d1:1", dc2="d2:2", rate=10.0
+    )
+    text = banner(args=args, flow_names=["dc1->dc2"])
+    assert "/admin/" not in text
+    web_line = next(line for line in text.splitlines() if line.strip().startswith("web:"))
+    url = web_line.split()[1]
+    call_command("create_admin", "demo", "--password", "demo-password")  # as `make demo` does
+    assert client.login(username="demo", password="demo-password")
+    response = client.get(urlsplit(url).path)
+    assert response.status_code == 200 and b"Flows" in response.content

@@ -27,3 +27,11 @@ def test_worker_logs_task_failures_but_not_every_task(celery_runtime):
     assert "succeeded in" not in log
     assert "] received" not in log
     assert "INFO" in log  # the worker's own INFO lines (ready, presence) are still there
+
+
+def test_chatty_library_loggers_are_below_info_by_default():
+    """The levels the settings give every process (workers configure logging from them too)."""
+    import logging
+
+    for name in ("celery.app.trace", "celery.worker.strategy", "py4j"):
+        assert logging.getLogger(name).getEffectiveLevel() == logging.WARNING, name
