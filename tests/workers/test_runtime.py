@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pyarrow.dataset as ds
 import pytest
 
@@ -43,11 +45,17 @@ def test_two_workers_share_a_flow_and_both_replicate(
 ):
     create_topic(cluster_a, unique_name)
     flow = make_flow(topics=[unique_name], tasks_max=2, delivery_guarantee="exactly_once")
+    # With the threads pool one worker may take both chains' first slices; chains go back to the shared
+    # queue every 2 slices here (production: every 60), so the second worker gets one soon.
+    celery_runtime.env["MIRRORPLANE_REBALANCE_SLICES"] = "2"
     celery_runtime.start_worker("w1")
     celery_runtime.start_worker("w2")
     celery_runtime.start_beat()
-    produce(cluster_a, unique_name, 2000)
     remote = f"A.{unique_name}"
+    produce(cluster_a, unique_name, 1000)
+    wait_until(_replicated(cluster_b, remote, 1000), timeout_s=90, what="1000 records replicated")
+    time.sleep(3)  # chains move between the workers meanwhile
+    produce(cluster_a, unique_name, 1000)
     wait_until(_replicated(cluster_b, remote, 2000), timeout_s=90, what="2000 records replicated")
     assert _exactly_once(cluster_b, remote, 500)
 
@@ -69,11 +77,21 @@ def test_two_workers_share_a_flow_and_both_replicate(
         )
         == 2
     )
-    statuses = wait_until(
-        lambda: list(FlowPartitionStatus.objects.filter(flow=flow, replicated_offset=500)),
-        timeout_s=30,
-        what="partition statuses",
-    )
+    try:
+        statuses = wait_until(
+            lambda: (
+                len(s := list(FlowPartitionStatus.objects.filter(flow=flow, replicated_offset=500)))
+                == PARTITIONS
+                and s
+            ),
+            timeout_s=30,
+            what="partition statuses",
+        )
+    except AssertionError:
+        rows = FlowPartitionStatus.objects.filter(flow=flow).values_list(
+            "partition", "task_index", "replicated_offset", "records_behind", "state", "observed_at"
+        )
+        raise AssertionError(f"statuses: {list(rows)}") from None
     assert {(s.topic, s.partition) for s in statuses} == {(unique_name, p) for p in range(PARTITIONS)}
     assert {s.task_index for s in statuses} == {0, 1}
     assert all(s.records_behind == 0 and s.state == PartitionState.OK for s in statuses)
