@@ -1,4 +1,5 @@
-"""The overview's topology picture and the flow page's latest error per partition (pure functions).
+"""The overview's topology picture, the flow page's latest error per partition and the audit log's
+before/after diff (pure functions).
 
 The live roll-ups the pages show (flow health, worst partition, lag, staleness) are
 `controlplane.selectors.flow_summaries` / `flow_status`, the same the API answers with.
@@ -6,8 +7,9 @@ The live roll-ups the pages show (flow health, worst partition, lag, staleness) 
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from controlplane.models import Cluster
@@ -84,3 +86,44 @@ def last_errors(events: Sequence) -> dict[tuple[str, int], object]:
         if event.kind in ("error", "data_loss_gap") and event.partition is not None:
             latest.setdefault((event.topic, event.partition), event)
     return latest
+
+
+# -- audit diff --------------------------------------------------------------------------------------------
+ABSENT = "—"
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    field: str  # dotted path into nested objects: client_properties.linger.ms
+    before: str  # ABSENT when the field was not there
+    after: str
+
+
+def audit_changes(before: object, after: object) -> list[FieldChange]:
+    """The fields that differ between an audit event's `before` and `after`, by path, values shown
+    compactly (strings as they are, the rest as JSON). Shows only what the audit stored, where secrets
+    are already masked: it never reveals more than the event holds."""
+    old, new = _flat(before), _flat(after)
+    return [
+        FieldChange(field, _shown(old, field), _shown(new, field))
+        for field in sorted(old.keys() | new.keys())
+        if old.get(field, ABSENT) != new.get(field, ABSENT) or (field in old) != (field in new)
+    ]
+
+
+def _flat(value: object, prefix: str = "") -> dict[str, object]:
+    if value is None and not prefix:
+        return {}
+    if isinstance(value, Mapping):  # an empty object has no fields
+        flat: dict[str, object] = {}
+        for key, item in value.items():
+            flat |= _flat(item, f"{prefix}{key}.")
+        return flat
+    return {prefix.rstrip(".") or "value": value}
+
+
+def _shown(values: Mapping[str, object], field: str) -> str:
+    if field not in values:
+        return ABSENT
+    value = values[field]
+    return value if isinstance(value, str) and value else json.dumps(value, sort_keys=True, default=str)

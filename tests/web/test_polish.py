@@ -104,3 +104,40 @@ def test_demo_banner_links_a_page_the_demo_admin_sees(client):
     assert client.login(username="demo", password="demo-password")
     response = client.get(urlsplit(url).path)
     assert response.status_code == 200 and b"Flows" in response.content
+
+
+def test_audit_log_shows_changed_fields_before_and_after_with_secrets_masked(client_as, users, flow):
+    from controlplane import services
+
+    services.flow_update(actor=users["admin"], flow=flow, topics=["orders.*"], tasks_max=3)
+    services.cluster_update(
+        actor=users["admin"],
+        cluster=flow.source,
+        changes={"bootstrap_servers": "a2.invalid:9092"},
+        secret_changes={"client": {"sasl.password": "hunter2-very-secret"}},
+    )
+
+    page = client_as("viewer").get(reverse("web:audit")).content.decode()
+    assert "hunter2-very-secret" not in page
+    assert "{&#x27;" not in page and "{'" not in page  # no Python dict dump
+    updates = " ".join(row for row in re.findall(r"<tr>.*?</tr>", page, re.S) if "<td>update</td>" in row)
+    rows = re.findall(r"<li><code>([^<]+)</code>: <del>([^<]*)</del> → <ins>([^<]*)</ins></li>", updates)
+    assert ("topics", "[&quot;.*&quot;]", "[&quot;orders.*&quot;]") in rows
+    assert ("tasks_max", "1", "3") in rows
+    assert ("bootstrap_servers", "a.invalid:9092", "a2.invalid:9092") in rows
+    assert ("secrets.client.sasl.password", "—", "******") in rows
+    assert len(rows) == 4, rows  # unchanged fields are not listed
+
+
+def test_audit_changes_of_a_create_a_delete_and_nested_settings():
+    from controlplane.web.summaries import ABSENT, FieldChange, audit_changes
+
+    assert audit_changes(None, {"alias": "A", "secrets": {}}) == [FieldChange("alias", ABSENT, "A")]
+    assert audit_changes({"alias": "A"}, None) == [FieldChange("alias", "A", ABSENT)]
+    assert audit_changes(
+        {"client_properties": {"linger.ms": "5"}, "sasl_mechanism": None, "enabled": False},
+        {"client_properties": {"linger.ms": "20"}, "sasl_mechanism": "PLAIN", "enabled": False},
+    ) == [
+        FieldChange("client_properties.linger.ms", "5", "20"),
+        FieldChange("sasl_mechanism", "null", "PLAIN"),
+    ]

@@ -10,6 +10,7 @@ from django.utils.html import format_html
 
 from controlplane import lifecycle
 from controlplane.roles import Role
+from controlplane.web.summaries import FieldChange, audit_changes
 
 register = template.Library()
 
@@ -89,3 +90,9 @@ def ago(value: datetime | None) -> str:
 def get(mapping, key):
     """`mapping[key]`, or None (the firing alerts of a flow in the flow table)."""
     return mapping.get(key) if mapping else None
+
+
+@register.filter
+def changes(event) -> list[FieldChange]:
+    """An audit event's changed fields (field, before -> after); secrets stay as masked as stored."""
+    return audit_changes(event.before, event.after)
