@@ -558,6 +558,24 @@ def _convert_flow_value(prop: FlowProperty, value: str, *, key: str) -> Any:
     return value
 
 
+def missing_placeholders(text: str, *, environ: Mapping[str, str]) -> list[str]:
+    """The environment variables `${env:VAR}` placeholders of `text` read that `environ` lacks and that
+    have no `:-default`, in file order, each once. A text that cannot be read lists none (parse_mm2
+    reports its problems)."""
+    try:
+        entries = read_properties(text)
+    except Mm2FileError:
+        return []
+    missing: dict[str, None] = {}
+    for entry in entries:
+        for match in _PLACEHOLDER.finditer(entry.value):
+            variable, has_default, _ = match.group(2).partition(":-")
+            wanted = match.group(1) == "env" and _ENV_NAME.fullmatch(variable) and not has_default
+            if wanted and variable not in environ:
+                missing[variable] = None
+    return list(missing)
+
+
 def parse_mm2(
     text: str, *, source_name: str = "mm2.properties", environ: Mapping[str, str] | None = None
 ) -> ParsedMm2:

@@ -307,13 +307,19 @@ def _flatten(scoped: engine.ScopedProperties) -> dict[str, str]:
 MAX_MM2_BYTES = 1_000_000
 
 
+PLACEHOLDER_FIELD_PREFIX = "env_"
+
+
 class Mm2ImportForm(forms.Form):
     text = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false"}),
         required=False,
         strip=False,
         label="mm2.properties",
-        help_text="Paste the file, or upload it below. ${env:VAR} placeholders resolve on the server.",
+        help_text=(
+            "Paste the file, or upload it below. ${env:VAR} placeholders resolve on the server; "
+            "the ones it does not have are asked for (write-only)."
+        ),
     )
     upload = forms.FileField(required=False, label="…or upload a file")
 
@@ -334,6 +340,26 @@ class Mm2ImportForm(forms.Form):
         if not cleaned.get("text", "").strip():
             raise forms.ValidationError("paste an mm2.properties file or choose one to upload")
         return cleaned
+
+    def ask_for_placeholders(self, names: list[str]) -> dict[str, str]:
+        """Adds a write-only field per `${env:VAR}` the server lacks (`names`); returns the values typed
+        for them (only the filled ones). The fields never render a value: a page shows them empty."""
+        typed: dict[str, str] = {}
+        for name in names:
+            field_name = f"{PLACEHOLDER_FIELD_PREFIX}{name}"
+            self.fields[field_name] = forms.CharField(
+                required=False,
+                strip=False,
+                label=f"${{env:{name}}}",
+                widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+                help_text="not set on the server: type its value (write-only, used for this import only)",
+            )
+            if self.data.get(field_name):
+                typed[name] = self.data[field_name]
+        return typed
+
+    def placeholder_fields(self) -> list[forms.BoundField]:
+        return [self[name] for name in self.fields if name.startswith(PLACEHOLDER_FIELD_PREFIX)]
 
 
 # -- alerts -----------------------------------------------------------------------------------------------

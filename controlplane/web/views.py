@@ -3,6 +3,8 @@ operators also pause, resume and test connections, admins change configuration."
 
 from __future__ import annotations
 
+import os
+
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.core.exceptions import PermissionDenied
@@ -23,6 +25,7 @@ from controlplane.web import summaries
 from controlplane.web.access import admin_required, operator_required, signed_in_required, viewer_required
 from controlplane.web.forms import PREVIEW_FIELDS, ClusterForm, FlowForm, Mm2ImportForm
 from replication.kafka.cluster_check import check_cluster
+from replication.mm2file import missing_placeholders
 
 AUDIT_PAGE_SIZE = 50
 
@@ -390,12 +393,25 @@ def mm2_import(request):
     form = Mm2ImportForm(request.POST or None, request.FILES or None)
     context = {"form": form}
     if request.method == "POST" and form.is_valid():
+        text = form.cleaned_data["text"]
+        missing = missing_placeholders(text, environ=os.environ)
+        typed = form.ask_for_placeholders(missing)
+        unfilled = [name for name in missing if name not in typed]
+        if unfilled:  # ask, keeping the text (an upload too) in the form; typed values are not shown again
+            form.data = form.data.copy()
+            form.data["text"] = text
+            context["unfilled"] = unfilled
+            return render(request, "web/mm2_import.html", context)
         dry_run = "apply" not in request.POST
         try:
             result = services.mm2_import(
-                actor=request.user, text=form.cleaned_data["text"], dry_run=dry_run, source_name="web import"
+                actor=request.user,
+                text=text,
+                dry_run=dry_run,
+                environ={**os.environ, **typed},
+                source_name="web import",
             )
-            context |= {"result": result, "text": form.cleaned_data["text"]}
+            context |= {"result": result, "text": text}
             if result.applied:
                 messages.success(request, "Import applied. The audit log lists every change.")
         except ServiceValidationError as exc:

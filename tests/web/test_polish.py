@@ -141,3 +141,53 @@ def test_audit_changes_of_a_create_a_delete_and_nested_settings():
         FieldChange("client_properties.linger.ms", "5", "20"),
         FieldChange("sasl_mechanism", "null", "PLAIN"),
     ]
+
+
+README = __import__("pathlib").Path(__file__).resolve().parents[2] / "README.md"
+SECRET = "s3cret-typed-in-the-browser"
+
+
+def _readme_mm2_example() -> str:
+    text = README.read_text(encoding="utf-8")
+    return re.search(r"A minimal `mm2.properties`:\s*```properties\n(.*?)```", text, re.S).group(1)
+
+
+def test_mm2_import_asks_for_a_missing_placeholder_write_only_and_imports_the_readme_example(
+    client_as, monkeypatch
+):
+    from controlplane import engine
+    from controlplane.models import AuditEvent, Cluster
+
+    monkeypatch.delenv("B_PASSWORD", raising=False)
+    example = _readme_mm2_example()
+    assert "${env:B_PASSWORD}" in example
+    admin = client_as("admin")
+    url = reverse("web:mm2-import")
+
+    asked = admin.post(url, {"text": example, "dry_run": "1"})
+    page = asked.content.decode()
+    assert asked.status_code == 200 and "<code>${env:B_PASSWORD}</code>, not set on the server" in page
+    assert 'type="password" name="env_B_PASSWORD"' in page
+    assert not Cluster.objects.exists()
+
+    dry = admin.post(url, {"text": example, "dry_run": "1", "env_B_PASSWORD": SECRET})
+    assert "Dry run: nothing changed yet" in dry.content.decode()
+    assert SECRET not in dry.content.decode()
+    assert not Cluster.objects.exists()
+
+    applied = admin.post(url, {"text": example, "apply": "1", "env_B_PASSWORD": SECRET})
+    assert applied.status_code == 200 and SECRET not in applied.content.decode()
+    assert sorted(Cluster.objects.values_list("alias", flat=True)) == ["A", "B"]
+    b_secrets = engine.cluster_secrets(Cluster.objects.get(alias="B"))
+    assert f'password="{SECRET}";' in b_secrets["client"]["sasl.jaas.config"]  # stored encrypted
+    for event in AuditEvent.objects.all():
+        assert SECRET not in f"{event.before} {event.after} {event.detail} {event.object_repr}"
+    assert SECRET not in admin.get(reverse("web:audit")).content.decode()
+
+
+def test_missing_placeholders_lists_variables_without_a_default_that_the_environment_lacks():
+    from replication.mm2file import missing_placeholders
+
+    text = "a = ${env:ONE}\nb = x${env:TWO:-d}${env:THREE}\nc = ${env:ONE}\nd = ${file:/x:y}\n"
+    assert missing_placeholders(text, environ={"THREE": "3"}) == ["ONE"]
+    assert missing_placeholders(text, environ={}) == ["ONE", "THREE"]
