@@ -442,6 +442,7 @@ def audit(request):
         {
             "filter": filtered,
             "page": page,
+            "absent": summaries.ABSENT,  # a created field shows only its value
             "query": query.urlencode(),
             "actions": AuditAction.choices,
             "outcomes": AuditOutcome.choices,
