@@ -179,6 +179,18 @@ def test_failback_on_the_workers_brings_home_everything_written_during_the_outag
     celery_runtime.start_worker("w1", queues="replication,metadata")
     celery_runtime.start_worker("ops", queues="operations", pool="threads", concurrency=2)
     celery_runtime.start_beat()
+    remote_topic = f"A.{topic}"
+
+    def mirrored() -> bool:
+        """The flow replicated everything (as an operator waits for, before failing over a flow)."""
+        if remote_topic not in TopicAdmin(cluster_b).partition_counts():
+            return False
+        return (
+            sum(len(read_partition(cluster_b, remote_topic, p)) for p in range(PARTITIONS))
+            == PARTITIONS * RECORDS
+        )
+
+    wait_until(mirrored, timeout_s=120, what="the forward flow to replicate everything before the failover")
 
     def ended(operation: Operation) -> Operation:
         wait_until(lambda: not Operation.objects.get(pk=operation.pk).active, timeout_s=180, what="its end")
@@ -194,7 +206,6 @@ def test_failback_on_the_workers_brings_home_everything_written_during_the_outag
     assert Flow.objects.get(pk=forward.pk).state == FlowState.FAILED_OVER
 
     # The outage: the group reads on on B; producers write B's own topic.
-    remote_topic = f"A.{topic}"
     read_on_b = {p: read_partition(cluster_b, remote_topic, p)[:25] for p in range(PARTITIONS)}
     commit_after(cluster_b, group, remote_topic, read_on_b)
     expected_next = next_records(cluster_b, group, remote_topic, PARTITIONS)
