@@ -242,6 +242,7 @@ class Gunicorn:
                 cwd=REPO,
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                start_new_session=True,  # kill() takes its workers down too
             )
         wait_until(self._answers, timeout_s=60, what="gunicorn to answer")
         return self
@@ -253,5 +254,6 @@ class Gunicorn:
             return False
 
     def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
+        """kill -9 of the whole web: the master and its workers (a crashed host, not a graceful stop)."""
+        os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(10)
