@@ -4,6 +4,7 @@ per task received / succeeded (every replication slice is a task), but a failing
 from __future__ import annotations
 
 import pytest
+from celery import Celery
 
 from tests.workers.harness import wait_until
 
@@ -11,7 +12,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_worker_logs_task_failures_but_not_every_task(celery_runtime):
-    from workers.app import app
+    # A sender on the worker's broker (workers.app keeps the broker of the first test that imported it).
+    app = Celery("log-story-sender", broker=celery_runtime.env["REDIS_URL"])
 
     celery_runtime.start_worker("story", queues="metadata", concurrency=1)
     # One worker thread: the task that succeeds (no such flow: nothing to do) runs before the one that fails.
