@@ -70,13 +70,19 @@ def test_stopped_workers_make_the_flow_stale_with_its_age_and_lag_grows_when_the
     try:
         celery_runtime.start_worker("w1")
         celery_runtime.start_beat()
-        fresh = wait_until(
-            lambda: (
-                (s := status())["health"] in ("ok", "lagging") and len(s["partitions"]) == PARTITIONS and s
-            ),
-            timeout_s=90,
-            what="fresh status of every partition",
-        )
+        seen: list[dict] = []
+
+        def fresh_status() -> dict | bool:
+            seen[:] = [status()]
+            s = seen[0]
+            # The flow also mirrors cluster A's `heartbeats` when an earlier test's flow wrote some there.
+            mine = [p for p in s["partitions"] if p["topic"] == unique_name]
+            return s["health"] in ("ok", "lagging") and len(mine) == PARTITIONS and s
+
+        try:
+            fresh = wait_until(fresh_status, timeout_s=90, what="fresh status of every partition")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; last status: {seen}") from None
         assert fresh["stale"] is False and fresh["observed_at"] and fresh["age_s"] <= STALE_AFTER_S
 
         celery_runtime.stop("w1")

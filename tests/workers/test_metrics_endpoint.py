@@ -105,7 +105,12 @@ def test_prometheus_scrapes_records_behind_of_a_replicating_flow_from_gunicorn_w
 
     def replicated() -> float:
         samples = _samples(requests.get(f"{web.url}/metrics", headers=auth, timeout=10).text)
-        return sum(v for (n, _), v in samples.items() if n == "mirrorplane_records_replicated_total")
+        # Only this test's topic: the flow also mirrors A's `heartbeats` if an earlier test's flow wrote there.
+        return sum(
+            v
+            for (n, labels), v in samples.items()
+            if n == "mirrorplane_records_replicated_total" and dict(labels)["topic"] == unique_name
+        )
 
     wait_until(lambda: replicated() == 400, timeout_s=90, what="400 records counted in /metrics")
     # Several gunicorn processes answer these scrapes: every one reports the same counters.
