@@ -178,14 +178,12 @@ def summarize(
     partitions = tuple(partition_live(row, now=now, stale_after=stale_after) for row in rows)
     behind = [row.records_behind for row in rows if row.records_behind is not None]
     seconds = [row.seconds_behind for row in rows if row.seconds_behind is not None]
-    # A partition behind whose age is not known yet makes the flow's unknown too: never a 0 s that hides it.
-    undated = any(row.seconds_behind is None and (row.records_behind or 0) > 0 for row in rows)
     newest = max((row.observed_at for row in rows), default=None)
     return FlowSummary(
         flow=flow,
         partitions=partitions,
         records_behind=sum(behind) if behind else None,
-        seconds_behind=max(seconds) if seconds and not undated else None,
+        seconds_behind=max(seconds) if seconds else None,
         position=sum(row.replicated_offset or 0 for row in rows),
         status=group_status([p.state for p in partitions]),
         observed_at=newest,
