@@ -55,7 +55,7 @@ def _string(value: str) -> bytes:
 
 @dataclass(frozen=True)
 class OffsetSync:
-    """`mm2-offset-syncs.<target>.internal`: source offset `upstream_offset` is at `downstream_offset`."""
+    """A record of the offset-syncs topic: source offset `upstream_offset` is at `downstream_offset`."""
 
     topic: str
     partition: int

@@ -13,7 +13,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from replication.config import DEFAULT_REPLICATION_POLICY, IDENTITY_REPLICATION_POLICY
+from replication.config import (
+    DEFAULT_REPLICATION_POLICY,
+    IDENTITY_REPLICATION_POLICY,
+    OffsetSyncsTopicLocation,
+)
 
 if TYPE_CHECKING:
     from replication.config import FlowConfig
@@ -62,8 +66,20 @@ class ReplicationPolicy(ABC):
         return self.separator + INTERNAL_SUFFIX_NAME
 
     def offset_syncs_topic(self, cluster_alias: str) -> str:
-        """`mm2-offset-syncs.<alias>.internal`; MM2 names it after the target alias of the flow."""
+        """`mm2-offset-syncs.<alias>.internal` (MM2's `ReplicationPolicy.offsetSyncsTopic`)."""
         return OFFSET_SYNCS_TOPIC_PREFIX + self.separator + cluster_alias + self._internal_suffix()
+
+    def flow_offset_syncs_topic(self, flow: FlowConfig) -> str:
+        """The offset-syncs topic of `flow`, named as MM2's `MirrorSourceConfig.offsetSyncsTopic()` does:
+        after the cluster it does NOT live on. On the source (the default) that is the target alias; on the
+        target (`offset-syncs.topic.location = target`) the source alias, so that the flows of a fan-in
+        (A->C and B->C) each have their own topic on C and syncs of same-named topics never mix."""
+        return self.offset_syncs_topic(flow.target if _syncs_on_source(flow) else flow.source)
+
+    def legacy_flow_offset_syncs_topic(self, flow: FlowConfig) -> str | None:
+        """The name Mirrorplane used before it named the topic as MM2 does (always after the target alias),
+        when it differs from `flow_offset_syncs_topic`: only with `offset-syncs.topic.location = target`."""
+        return None if _syncs_on_source(flow) else self.offset_syncs_topic(flow.target)
 
     def checkpoints_topic(self, cluster_alias: str) -> str:
         """`<alias>.checkpoints.internal` on the target, named after the source alias of the flow."""
@@ -96,6 +112,10 @@ class ReplicationPolicy(ABC):
             if topic.startswith(prefix) and len(topic) > len(prefix):
                 return alias
         return None
+
+
+def _syncs_on_source(flow: FlowConfig) -> bool:
+    return flow.offset_syncs_topic_location != OffsetSyncsTopicLocation.TARGET
 
 
 class DefaultReplicationPolicy(ReplicationPolicy):

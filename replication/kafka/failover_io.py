@@ -187,7 +187,7 @@ class FailoverReader:
         if self._sync_reader is None:
             self._sync_reader = InternalTopicReader(
                 offset_syncs_cluster(self.flow, source=self.source, target=self.target),
-                self.policy.offset_syncs_topic(self.flow.target),
+                self.policy.flow_offset_syncs_topic(self.flow),
                 decode=OffsetSync.decode,
                 batch=10_000,
             )

@@ -77,7 +77,7 @@ def checkpoint_task_for_flow(
         target_groups=GroupOffsetsAdmin(target, timeout_s=timeout_s),
         offset_syncs=InternalTopicReader(
             syncs_cluster,
-            policy.offset_syncs_topic(flow.target),
+            policy.flow_offset_syncs_topic(flow),
             decode=OffsetSync.decode,
             timeout_s=timeout_s,
         ),

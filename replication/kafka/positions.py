@@ -1,14 +1,22 @@
 """`KafkaPositionStore`: source task positions in a compacted topic on the target (dedicated mode).
 
-Topic `mm2-offsets.<source>.internal` on the target, one partition, compacted; one record per flow and
-source partition: key `["<flow>", {"partition": p, "topic": t}]`, value `{"next_offset": n}` (JSON,
-keys sorted so compaction sees identical keys). Like MM2's Connect offsets topic, it lives next to the
-data it describes, so a target restored from backup brings its positions along.
+Topic `mirrorplane-positions.<source>.internal` on the target, one partition, compacted; one record per
+flow and source partition: key `["<flow>", {"partition": p, "topic": t}]`, value `{"next_offset": n}`
+(JSON, keys sorted so compaction sees identical keys). Like MM2's Connect offsets topic, it lives next to
+the data it describes, so a target restored from backup brings its positions along.
+
+Versions before 2026-11 wrote the same records to `mm2-offsets.<source>.internal`, which is the name of
+MM2's own Connect offsets topic in dedicated mode: a Mirrorplane taking over from MM2 shared MM2's topic.
+A partition with no position in the new topic takes the one it has in the old topic, and that position is
+written to the new topic at once (read old, write new: once per partition, idempotent, as the values are
+the same), so a deployment upgraded in place resumes exactly where it stood. The old topic is never
+written again; MM2's own records in it are not positions and are ignored here (see `replication.takeover`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 
@@ -20,6 +28,8 @@ from replication.kafka.internal_topics import (
     InternalTopicWriter,
 )
 from replication.positions import TopicPartition
+
+log = logging.getLogger(__name__)
 
 POSITIONS_REPLICATION_FACTOR = 3
 # Positions are written up to 5 times a second per busy partition (at_least_once's 200 ms cadence), and a
@@ -33,6 +43,11 @@ POSITIONS_TOPIC_CONFIGS = {
 
 
 def positions_topic(source_alias: str) -> str:
+    return f"mirrorplane-positions.{source_alias}.internal"
+
+
+def legacy_positions_topic(source_alias: str) -> str:
+    """Where versions before 2026-11 kept positions: MM2's Connect offsets topic name."""
     return f"mm2-offsets.{source_alias}.internal"
 
 
@@ -54,6 +69,8 @@ class KafkaPositionStore:
     def __init__(self, target: ClusterConfig, *, source_alias: str) -> None:
         self.target = target
         self.topic = positions_topic(source_alias)
+        self.legacy_topic = legacy_positions_topic(source_alias)
+        self._legacy: dict[tuple[str, str, int], int] | None = None  # read once, on first need
         self._writer = InternalTopicWriter(
             target,
             self.topic,
@@ -63,17 +80,47 @@ class KafkaPositionStore:
         self._lock = threading.Lock()
 
     def load(self, *, flow: str, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        positions = self._read(self.topic, flow=flow, partitions=partitions)
+        missing = [key for key in partitions if key not in positions]
+        if missing:
+            migrated = self._migrate(flow=flow, partitions=missing)
+            positions.update(migrated)
+        return positions
+
+    def _read(
+        self, topic: str, *, flow: str, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, int]:
         wanted = set(partitions)
-        reader = InternalTopicReader(self.target, self.topic, decode=_decode)
+        return {
+            (record_topic, partition): offset
+            for (record_flow, record_topic, partition), offset in self._read_all(topic).items()
+            if record_flow == flow and (record_topic, partition) in wanted
+        }
+
+    def _read_all(self, topic: str) -> dict[tuple[str, str, int], int]:
+        reader = InternalTopicReader(self.target, topic, decode=_decode)
         try:
             records = reader.read_new()
         finally:
             reader.close()
-        positions: dict[TopicPartition, int] = {}
-        for record_flow, topic, partition, next_offset in records:  # later records win
-            if record_flow == flow and (topic, partition) in wanted:
-                positions[(topic, partition)] = next_offset
-        return positions
+        return {(flow, topic, partition): offset for flow, topic, partition, offset in records}  # later win
+
+    def _migrate(self, *, flow: str, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        """The positions these partitions have in the legacy topic, written to the new topic first."""
+        if self._legacy is None:
+            self._legacy = self._read_all(self.legacy_topic)
+        found = {key: self._legacy[(flow, *key)] for key in partitions if (flow, *key) in self._legacy}
+        if found:
+            self.save(flow=flow, positions=found)
+            log.info(
+                "flow %s: %d positions moved from %s to %s on cluster %s",
+                flow,
+                len(found),
+                self.legacy_topic,
+                self.topic,
+                self.target.alias,
+            )
+        return found
 
     def save(self, *, flow: str, positions: Mapping[TopicPartition, int]) -> None:
         records = [

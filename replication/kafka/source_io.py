@@ -120,10 +120,10 @@ def mirror_producer(flow: FlowConfig, target: ClusterConfig) -> Producer:
 def offset_sync_emitter(
     flow: FlowConfig, *, source: ClusterConfig, target: ClusterConfig, policy: ReplicationPolicy
 ) -> OffsetSyncEmitter:
-    """Writes `mm2-offset-syncs.<target>.internal` where offset-syncs.topic.location says, creating it."""
+    """Writes the flow's offset-syncs topic where offset-syncs.topic.location says, creating it."""
     writer = InternalTopicWriter(
         offset_syncs_cluster(flow, source=source, target=target),
-        policy.offset_syncs_topic(flow.target),
+        policy.flow_offset_syncs_topic(flow),
         replication_factor=flow.offset_syncs_topic_replication_factor,
     )
     return InternalTopicSink(writer)

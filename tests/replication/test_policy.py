@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from replication.config import DEFAULT_REPLICATION_POLICY, IDENTITY_REPLICATION_POLICY, FlowConfig
+from replication.config import (
+    DEFAULT_REPLICATION_POLICY,
+    IDENTITY_REPLICATION_POLICY,
+    FlowConfig,
+    OffsetSyncsTopicLocation,
+)
 from replication.filters import TopicFilter
 from replication.policy import (
     PROVENANCE_HEADER,
@@ -300,3 +305,27 @@ def test_classify_topic_identity_policy_keeps_names() -> None:
     assert _decide("orders", flow).remote_topic == "orders"
     assert _decide("heartbeats", flow).remote_topic == "B.heartbeats"
     assert _decide("A.heartbeats", flow).reason == "cycle"
+
+
+@pytest.mark.parametrize(
+    ("location", "topic", "legacy"),
+    [
+        # MM2's MirrorSourceConfig.offsetSyncsTopic(): named after the cluster the topic does not live on.
+        (OffsetSyncsTopicLocation.SOURCE, "mm2-offset-syncs.C.internal", None),
+        (OffsetSyncsTopicLocation.TARGET, "mm2-offset-syncs.A.internal", "mm2-offset-syncs.C.internal"),
+    ],
+)
+def test_the_offset_syncs_topic_is_named_after_the_cluster_it_does_not_live_on(
+    default: DefaultReplicationPolicy, location, topic: str, legacy: str | None
+) -> None:
+    flow = FlowConfig(source="A", target="C", offset_syncs_topic_location=location)
+    assert default.flow_offset_syncs_topic(flow) == topic
+    assert default.legacy_flow_offset_syncs_topic(flow) == legacy
+
+
+def test_fan_in_flows_with_syncs_on_the_target_have_a_topic_each(default: DefaultReplicationPolicy) -> None:
+    a_to_c, b_to_c = (
+        FlowConfig(source=source, target="C", offset_syncs_topic_location=OffsetSyncsTopicLocation.TARGET)
+        for source in ("A", "B")
+    )
+    assert default.flow_offset_syncs_topic(a_to_c) != default.flow_offset_syncs_topic(b_to_c)

@@ -233,10 +233,12 @@ def test_exactly_once_after_an_abrupt_stop_writes_no_duplicates(cluster_a, clust
         assert [source_offset_of(m.headers()) for m in got] == list(range(2000))
 
 
-def read_offset_syncs(cluster: ClusterConfig, topic: str) -> list[OffsetSync]:
+def read_offset_syncs(
+    cluster: ClusterConfig, topic: str, syncs_topic: str = "mm2-offset-syncs.B.internal"
+) -> list[OffsetSync]:
     return [
         OffsetSync.decode(m.key(), m.value())
-        for m in read_partition(cluster, "mm2-offset-syncs.B.internal", 0)
+        for m in read_partition(cluster, syncs_topic, 0)
         if OffsetSync.decode(m.key(), m.value()).topic == topic
     ]
 
@@ -271,8 +273,14 @@ def test_offset_syncs_translate_exactly_across_a_transaction_marker_gap(
     task.assign([(topic, 0)])
     run_until(task, replicated(task, {(topic, 0): source_offsets[-1] + 1}))
     task.close()
-    syncs_cluster = cluster_a if location == OffsetSyncsTopicLocation.SOURCE else cluster_b
-    syncs = read_offset_syncs(syncs_cluster, topic)
+    # As MM2 names it: after the cluster it does not live on.
+    on_source = location == OffsetSyncsTopicLocation.SOURCE
+    syncs_cluster, syncs_topic = (
+        (cluster_a, "mm2-offset-syncs.B.internal")
+        if on_source
+        else (cluster_b, "mm2-offset-syncs.A.internal")
+    )
+    syncs = read_offset_syncs(syncs_cluster, topic, syncs_topic)
     remote = read_partition(cluster_b, f"A.{topic}", 0)
     assert [m.value() for m in remote] == [m.value() for m in source_records]
     for source_message in source_records:  # every record's offset translates to its own copy
