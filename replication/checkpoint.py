@@ -9,6 +9,14 @@ translated offsets on the target, every `sync.group.offsets.interval.seconds`, f
 or absent there, and never moves a committed offset backwards. Unlike MM2, a group skipped because it is
 active on the target is logged and counted, not silently ignored.
 
+Topics that came from the target (`B.orders` on A, for flow A->B) are checkpointed under their name on
+the target (`orders`), as MM2's `renameTopicPartition` does, instead of being dropped as cycles. MM2
+translates them with the flow's own offset syncs, which never cover them (the flow does not replicate
+cycles), so MM2 emits none in practice; here they are translated back with the reverse flow's syncs
+(B->A, `OffsetSyncStore.translate_upstream`), exact as forward translation, so a group that failed over
+to A gets its position on B's `orders` for failback. Without the reverse flow's syncs they are counted
+as untranslatable.
+
 Committed offsets are read before the offset syncs, so the syncs cover at least as much of the mirror
 as existed when the group committed (what translation can prove: `replication.offset_sync_store`).
 """
@@ -79,6 +87,35 @@ class CheckpointSink(Protocol):
 
 # -- pure decisions ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class CheckpointTopic:
+    """The name a source topic's checkpoints carry on the target; `from_target` when the source topic is
+    a replica of that topic (translated back with the reverse flow's offset syncs)."""
+
+    name: str
+    from_target: bool = False
+
+
+def checkpoint_topic(
+    *, topic: str, flow: FlowConfig, policy: ReplicationPolicy, topic_filter: TopicFilter
+) -> CheckpointTopic | None:
+    """Where a group's offsets on source topic `topic` are checkpointed, or None when they are not.
+
+    MM2's `renameTopicPartition`: a topic whose source is the target (`B.orders` for A->B) is checkpointed
+    under its upstream name (`orders`); any other topic under its remote name, when the flow replicates it.
+    MM2 uses the original name (the first hop's); the upstream one is the name on the target, which differs
+    only for a topic that came to the target from a third cluster (`B.C.orders` is `C.orders` on B).
+    """
+    if policy.topic_source(topic) == flow.target:
+        upstream = policy.upstream_topic(topic)
+        excluded = policy.is_internal_topic(topic) or topic_filter.exclusion_reason(topic) is not None
+        if upstream is None or upstream == topic or excluded:
+            return None
+        return CheckpointTopic(upstream, from_target=True)
+    decision = classify_topic(topic=topic, flow=flow, policy=policy, topic_filter=topic_filter)
+    return CheckpointTopic(decision.remote_topic) if decision.replicate and decision.remote_topic else None
+
+
+@dataclass(frozen=True)
 class GroupTranslation:
     group: str
     checkpoints: tuple[Checkpoint, ...]
@@ -91,20 +128,35 @@ def checkpoints_for_group(
     committed: Mapping[TopicPartition, CommittedOffset],
     remote_topics: Mapping[str, str],
     store: OffsetSyncStore,
+    from_target_topics: Mapping[str, str] | None = None,
+    reverse_store: OffsetSyncStore | None = None,
 ) -> GroupTranslation:
-    """The group's checkpoints for the source topics in `remote_topics` (source topic -> remote topic)."""
+    """The group's checkpoints for the source topics in `remote_topics` (source topic -> remote topic),
+    translated with `store`, and for those in `from_target_topics` (a replica of a target topic -> that
+    topic), translated back with `reverse_store`, the reverse flow's syncs (untranslatable without)."""
+    from_target_topics = from_target_topics or {}
     checkpoints: list[Checkpoint] = []
     untranslatable: list[TopicPartition] = []
     for (topic, partition), position in sorted(committed.items()):
-        remote_topic = remote_topics.get(topic)
-        if remote_topic is None or position.offset < 0:
+        if position.offset < 0:
             continue
-        downstream = store.translate_downstream(topic, partition, position.offset)
+        if topic in remote_topics:
+            target_topic = remote_topics[topic]
+            downstream = store.translate_downstream(topic, partition, position.offset)
+        elif topic in from_target_topics:
+            target_topic = from_target_topics[topic]
+            downstream = (
+                None
+                if reverse_store is None
+                else reverse_store.translate_upstream(target_topic, partition, position.offset)
+            )
+        else:
+            continue
         if downstream is None:
             untranslatable.append((topic, partition))
             continue
         checkpoints.append(
-            Checkpoint(group, remote_topic, partition, position.offset, downstream, position.metadata)
+            Checkpoint(group, target_topic, partition, position.offset, downstream, position.metadata)
         )
     return GroupTranslation(group, tuple(checkpoints), tuple(untranslatable))
 
@@ -157,12 +209,17 @@ class MirrorCheckpointTask:
         target_groups: TargetGroups,
         offset_syncs: OffsetSyncFeed,
         checkpoint_sink: CheckpointSink,
+        reverse_offset_syncs: OffsetSyncFeed | None = None,
         store: OffsetSyncStore | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`reverse_offset_syncs`: the offset syncs of the reverse flow (target->source), which translate
+        the offsets of topics that came from the target (see the module docstring)."""
         self.flow = flow
         self.policy = policy
         self.store = store if store is not None else OffsetSyncStore()
+        self.reverse_store = OffsetSyncStore()
+        self._reverse_offset_syncs = reverse_offset_syncs
         self._topic_filter = TopicFilter.for_flow(flow)
         self._group_filter = GroupFilter.for_flow(flow)
         self._source_groups = source_groups
@@ -186,7 +243,7 @@ class MirrorCheckpointTask:
             ]
         )
         self._groups: tuple[str, ...] | None = None
-        self._remote_topics: dict[str, str | None] = {}
+        self._checkpoint_topics: dict[str, CheckpointTopic | None] = {}
         self._emitted: dict[tuple[str, str, int], Checkpoint] = {}
         self._metrics: dict[str, GroupCheckpointMetrics] = {}
 
@@ -210,26 +267,29 @@ class MirrorCheckpointTask:
         self._groups = tuple(sorted(g for g in listed if self._group_filter.should_replicate_group(g)))
         return self._groups
 
-    def _remote_topic(self, topic: str) -> str | None:
-        if topic not in self._remote_topics:
-            decision = classify_topic(
+    def _checkpoint_topic(self, topic: str) -> CheckpointTopic | None:
+        if topic not in self._checkpoint_topics:
+            self._checkpoint_topics[topic] = checkpoint_topic(
                 topic=topic, flow=self.flow, policy=self.policy, topic_filter=self._topic_filter
             )
-            self._remote_topics[topic] = decision.remote_topic if decision.replicate else None
-        return self._remote_topics[topic]
+        return self._checkpoint_topics[topic]
 
     def translate_groups(self) -> _Translations:
         """Every selected group's committed offsets, translated (reads in the order the docstring says)."""
         groups = self._groups if self._groups is not None else self.refresh_groups()
         read_at = self._clock()
         committed = {group: self._source_groups.committed_offsets(group) for group in groups}
-        remote_topics = {
-            topic: remote
+        checkpoint_topics = {
+            topic: target_topic
             for offsets in committed.values()
             for topic, _ in offsets
-            if (remote := self._remote_topic(topic)) is not None
+            if (target_topic := self._checkpoint_topic(topic)) is not None
         }
+        remote_topics = {t: c.name for t, c in checkpoint_topics.items() if not c.from_target}
+        from_target_topics = {t: c.name for t, c in checkpoint_topics.items() if c.from_target}
         self.store.update_all(self._offset_syncs.read_new())
+        if self._reverse_offset_syncs is not None:
+            self.reverse_store.update_all(self._reverse_offset_syncs.read_new())
         translations = _Translations(read_at=read_at)
         for group, offsets in committed.items():
             translation = checkpoints_for_group(
@@ -237,16 +297,20 @@ class MirrorCheckpointTask:
                 committed=offsets,
                 remote_topics=remote_topics,
                 store=self.store,
+                from_target_topics=from_target_topics,
+                reverse_store=self.reverse_store,
             )
             if translation.checkpoints or translation.untranslatable:
                 translations.groups[group] = translation
                 self._group_metrics(group).untranslatable_partitions = len(translation.untranslatable)
             if translation.untranslatable:
                 log.info(
-                    "flow %s: group %s: offsets of %s are older than the oldest offset sync; no checkpoint",
+                    "flow %s: group %s: no offset sync covers the offsets of %s (older than the oldest "
+                    "sync, or, for a topic from %s, the reverse flow wrote none); no checkpoint",
                     self.flow.name,
                     group,
                     ", ".join(f"{topic}-{partition}" for topic, partition in translation.untranslatable),
+                    self.flow.target,
                 )
         return translations
 
@@ -323,6 +387,8 @@ class MirrorCheckpointTask:
 
     def close(self) -> None:
         self._offset_syncs.close()
+        if self._reverse_offset_syncs is not None:
+            self._reverse_offset_syncs.close()
         self._checkpoint_sink.close()
 
 

@@ -117,7 +117,13 @@ class FlowRunner:
         self.metrics = MirrorMetrics()
         self.position_store = KafkaPositionStore(self.target, source_alias=flow.source)
         self.periodic = periodic_tasks_for_flow(
-            flow=flow, source=self.source, target=self.target, known_aliases=config.aliases
+            flow=flow,
+            source=self.source,
+            target=self.target,
+            known_aliases=config.aliases,
+            reverse=next(
+                (f for f in config.flows if (f.source, f.target) == (flow.target, flow.source)), None
+            ),
         )
         self.threads: list[_TaskThread] = []
         self._progress = _Progress(at=time.monotonic(), records=0)

@@ -60,16 +60,26 @@ def offset_syncs_cluster(flow: FlowConfig, *, source: ClusterConfig, target: Clu
     return target if flow.offset_syncs_topic_location == OffsetSyncsTopicLocation.TARGET else source
 
 
+def reverse_flow(flow: FlowConfig) -> FlowConfig:
+    """The flow target->source as `flow`'s checkpoint task assumes it is configured when it is not known
+    (the workers run one flow at a time): `flow`'s settings with the aliases swapped."""
+    return flow.replace(source=flow.target, target=flow.source)
+
+
 def checkpoint_task_for_flow(
     *,
     flow: FlowConfig,
     source: ClusterConfig,
     target: ClusterConfig,
     policy: ReplicationPolicy,
+    reverse: FlowConfig | None = None,
     timeout_s: float = ADMIN_TIMEOUT_S,
     on_emit: EmitListener | None = None,
 ) -> MirrorCheckpointTask:
+    """`reverse`: the flow target->source, whose offset syncs translate the offsets of topics that came
+    from the target (`reverse_flow(flow)` when not given)."""
     syncs_cluster = offset_syncs_cluster(flow, source=source, target=target)
+    reverse = reverse if reverse is not None else reverse_flow(flow)
     return MirrorCheckpointTask(
         flow=flow,
         policy=policy,
@@ -78,6 +88,12 @@ def checkpoint_task_for_flow(
         offset_syncs=InternalTopicReader(
             syncs_cluster,
             policy.flow_offset_syncs_topic(flow),
+            decode=OffsetSync.decode,
+            timeout_s=timeout_s,
+        ),
+        reverse_offset_syncs=InternalTopicReader(
+            offset_syncs_cluster(reverse, source=target, target=source),
+            policy.offset_syncs_topic(reverse.target),
             decode=OffsetSync.decode,
             timeout_s=timeout_s,
         ),
@@ -117,11 +133,13 @@ def periodic_tasks_for_flow(
     source: ClusterConfig,
     target: ClusterConfig,
     known_aliases: Sequence[str],
+    reverse: FlowConfig | None = None,
     timeout_s: float = ADMIN_TIMEOUT_S,
     on_emit: EmitListener | None = None,
 ) -> list[PeriodicTask]:
     """The enabled periodic tasks of `flow` (none when heartbeats, checkpoints and group sync are off);
-    `timeout_s` bounds each of their requests to a cluster."""
+    `timeout_s` bounds each of their requests to a cluster; `reverse` is the flow target->source when
+    known (see `checkpoint_task_for_flow`)."""
     policy = replication_policy_for(flow, known_aliases=known_aliases)
     tasks: list[PeriodicTask] = []
     if flow.emit_heartbeats_enabled:
@@ -133,7 +151,13 @@ def periodic_tasks_for_flow(
     if flow.emit_checkpoints_enabled or flow.sync_group_offsets_enabled:
         tasks.append(
             checkpoint_task_for_flow(
-                flow=flow, source=source, target=target, policy=policy, timeout_s=timeout_s, on_emit=on_emit
+                flow=flow,
+                source=source,
+                target=target,
+                policy=policy,
+                reverse=reverse,
+                timeout_s=timeout_s,
+                on_emit=on_emit,
             )
         )
     return tasks

@@ -11,13 +11,16 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from replication.checkpoint import (
+    CheckpointTopic,
     CommittedOffset,
     MirrorCheckpointTask,
+    checkpoint_topic,
     checkpoints_for_group,
     may_sync_group_offsets,
     offsets_to_sync,
 )
 from replication.config import DeliveryGuarantee, FlowConfig
+from replication.filters import TopicFilter
 from replication.formats import Checkpoint, OffsetSync
 from replication.kafka.flow_tasks import checkpoint_task_for_flow
 from replication.kafka.groups import GroupOffsetsAdmin
@@ -54,6 +57,52 @@ def test_checkpoints_cover_replicated_topics_with_remote_names_and_metadata():
     )
     assert translation.checkpoints == (Checkpoint("billing", "A.orders", 0, 25, 15, "app-meta"),)
     assert translation.untranslatable == (("orders", 1),)
+
+
+@pytest.mark.parametrize(
+    ("topic", "expected"),
+    [
+        ("orders", CheckpointTopic("A.orders")),
+        ("B.orders", CheckpointTopic("orders", from_target=True)),  # came from the target: MM2's rename
+        ("B.C.orders", CheckpointTopic("C.orders", from_target=True)),  # its name on B, one hop up
+        ("C.B.orders", None),  # a cycle through B: not replicated, not from B directly
+        ("B.heartbeats", CheckpointTopic("heartbeats", from_target=True)),
+        ("B.x.internal", None),  # internal topics never
+        ("B.skipped", None),  # the topic filter applies to it, as MM2's shouldCheckpointTopic
+    ],
+)
+def test_checkpoint_topic_renames_topics_that_came_from_the_target(topic, expected):
+    flow = FlowConfig(source="A", target="B", topics_exclude=(r"B\.skipped",))
+    policy = replication_policy_for(flow, known_aliases=("A", "B", "C"))
+    found = checkpoint_topic(topic=topic, flow=flow, policy=policy, topic_filter=TopicFilter.for_flow(flow))
+    assert found == expected
+
+
+def test_topics_from_the_target_translate_back_with_the_reverse_flows_syncs():
+    # Flow B->A mirrored B's `orders` to A's `B.orders` from downstream offset 2, with an upstream gap at 4.
+    reverse = _store(
+        OffsetSync("orders", 0, 0, 2), OffsetSync("orders", 0, 5, 6), OffsetSync("orders", 0, 9, 10)
+    )
+    committed = {("B.orders", 0): CommittedOffset(5, "m"), ("B.orders", 1): CommittedOffset(1)}
+    translation = checkpoints_for_group(
+        group="billing",
+        committed=committed,
+        remote_topics={},
+        store=_store(),
+        from_target_topics={"B.orders": "orders"},
+        reverse_store=reverse,
+    )
+    assert translation.checkpoints == (Checkpoint("billing", "orders", 0, 5, 3, "m"),)
+    assert translation.untranslatable == (("B.orders", 1),)
+    # Without the reverse flow's syncs nothing proves where the group resumes: no checkpoint.
+    without = checkpoints_for_group(
+        group="billing",
+        committed=committed,
+        remote_topics={},
+        store=_store(),
+        from_target_topics={"B.orders": "orders"},
+    )
+    assert (without.checkpoints, without.untranslatable) == ((), (("B.orders", 0), ("B.orders", 1)))
 
 
 def test_group_offsets_never_move_backwards():
@@ -137,7 +186,11 @@ class MemorySink:
 
 
 def _task(
-    source: MemoryGroups, target: MemoryGroups, sink: MemorySink, **flow_changes
+    source: MemoryGroups,
+    target: MemoryGroups,
+    sink: MemorySink,
+    reverse_syncs: Sequence[OffsetSync] = (),
+    **flow_changes,
 ) -> MirrorCheckpointTask:
     flow = FlowConfig(source="A", target="B", enabled=True, sync_group_offsets_enabled=True).replace(
         emit_checkpoints_interval_seconds=60, sync_group_offsets_interval_seconds=60, **flow_changes
@@ -151,6 +204,7 @@ def _task(
             [OffsetSync("orders", 0, 0, 0), OffsetSync("orders", 0, 20, 10), OffsetSync("orders", 0, 30, 20)]
         ),
         checkpoint_sink=sink,
+        reverse_offset_syncs=MemoryFeed(reverse_syncs),
     )
 
 
@@ -190,6 +244,18 @@ def test_task_checkpoints_selected_groups_and_syncs_only_idle_ones_forward():
     task.tick(now=1060.0)
     assert sink.emitted[3:] == [Checkpoint("billing", "A.orders", 0, 27, 17)]
     assert target.committed["billing"] == {("A.orders", 0): CommittedOffset(17)}
+
+
+def test_task_checkpoints_topics_from_the_target_under_their_target_name():
+    """A group that failed over from B to A reads `B.orders` there; its position goes back to B's `orders`."""
+    source = MemoryGroups({"failed-over": {("B.orders", 0): CommittedOffset(7)}})
+    target, sink = MemoryGroups(), MemorySink()
+    task = _task(
+        source, target, sink, reverse_syncs=[OffsetSync("orders", 0, 0, 2), OffsetSync("orders", 0, 9, 11)]
+    )
+    task.tick(now=0.0)
+    assert sink.emitted == [Checkpoint("failed-over", "orders", 0, 7, 5)]
+    assert target.committed["failed-over"] == {("orders", 0): CommittedOffset(5)}
 
 
 def test_task_counts_partitions_the_target_refuses():
@@ -459,3 +525,31 @@ def test_end_to_end_with_the_source_task(cluster_a, cluster_b, unique_name, deli
     )
     last_mirrored = _read_from(cluster_b, remote_topic, 0, count=len(upstream))[-1][0]
     assert last_mirrored < caught_up[(remote_topic, 0)] <= last_mirrored + 2  # + a transaction marker
+
+
+@pytest.mark.kafka
+def test_a_group_failed_over_to_the_source_gets_its_position_back_on_the_target(
+    cluster_a, cluster_b, unique_name
+):
+    """Flow B->A mirrored B's topic to A's `B.<topic>` from downstream offset 2 (hand-written syncs, as its
+    source task writes them); flow A->B's checkpoint task puts the group's A position back on B's topic."""
+    topic = unique_name
+    _create_topic(cluster_b, topic)
+    _create_topic(cluster_a, f"B.{topic}")
+    syncs = [OffsetSync(topic, 0, 0, 2), OffsetSync(topic, 0, 5, 8), OffsetSync(topic, 0, 9, 12)]
+    writer = InternalTopicWriter(cluster_b, "mm2-offset-syncs.A.internal", replication_factor=1)
+    writer.write([(sync.key(), sync.value()) for sync in syncs])
+    writer.close()
+    group = f"{topic}-failed-over"
+    _commit(cluster_a, group, {(f"B.{topic}", 0): 10})
+    flow = _flow(f"B\\.{topic}")
+    policy = replication_policy_for(flow, known_aliases=ALIASES)
+    task = checkpoint_task_for_flow(flow=flow, source=cluster_a, target=cluster_b, policy=policy)
+    try:
+        task.tick(now=time.time())
+    finally:
+        task.close()
+
+    checkpoints = latest_group_checkpoints(target=cluster_b, source_alias="A", group=group, policy=policy)
+    assert checkpoints == {(topic, 0): Checkpoint(group, topic, 0, 10, 7)}
+    assert GroupOffsetsAdmin(cluster_b).committed_offsets(group)[(topic, 0)].offset == 7
