@@ -93,7 +93,7 @@ def checkpoint_task_for_flow(
         ),
         reverse_offset_syncs=InternalTopicReader(
             offset_syncs_cluster(reverse, source=target, target=source),
-            policy.offset_syncs_topic(reverse.target),
+            policy.flow_offset_syncs_topic(reverse),
             decode=OffsetSync.decode,
             timeout_s=timeout_s,
         ),
