@@ -1,0 +1,252 @@
+"""Failover readiness: would a failover of this flow work now, and how well? A score 0-100 with reasons.
+
+`readiness_score` is a pure function of a flow's facts (time passed in). Each check gives a reason with
+its status (ok, warn, fail, unknown, n/a) and the points it costs; the score is 100 minus the points,
+at least 0. The checks are what careful failover runbooks ask before the button is pressed:
+
+| check | costs | why |
+|---|---|---|
+| offset_sync_coverage | up to 30 (10 while unknown) | a partition without an offset sync has no exact translation: its groups re-read or skip |
+| offset_sync_freshness | 25 | records replicated long after the newest sync: offsets after it translate inexactly |
+| verification | 30 on a mismatch; 10 never verified; 5 partly verified or stale | the target's data differs from the source's |
+| rpo | 25 over the seconds budget, 15 over the records budget; 20 when stale | what a failover now would lose |
+| target_groups_inactive | 10 per group active on the target, up to 20 | offsets are only written for inactive groups |
+| checkpoint_freshness | 10 stale, 5 disabled | consumers that read checkpoints (MM2's RemoteClusterUtils) get old offsets |
+| reverse_flow | 10 when it would not bring every topic home, 5 when absent (failback creates it) | failback |
+| topic_parity | 20 for missing or smaller remote topics, 5 for differing configs | consumers on the target see other partitions or configs |
+| acl_parity | 5 when ACL sync is off; n/a where a cluster has no authorizer | clients refused on the target |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+OK, WARN, FAIL, UNKNOWN, NOT_APPLICABLE = "ok", "warn", "fail", "unknown", "n/a"
+
+
+@dataclass(frozen=True)
+class ReadinessLimits:
+    offset_sync_max_lag_s: float = 60.0  # as the offset_syncs_stopped alert rule
+    verification_max_age_s: float = 300.0  # a verification older than this is stale
+    checkpoint_min_age_s: float = 60.0  # checkpoints are stale past max(3 intervals, this)
+
+
+@dataclass(frozen=True)
+class ReadinessFacts:
+    """One flow; times are epoch seconds, None when never observed or unknown."""
+
+    partitions: int  # replicated partitions (status rows)
+    partitions_with_sync: int | None = None  # None: the verifier has not read the offset syncs yet
+    offset_sync_at: float | None = None
+    records_replicated_at: float | None = None
+    partitions_verified: int = 0  # with a verified range
+    mismatches: Sequence[str] = ()  # one line per partition in mismatch
+    verified_at: float | None = None  # the newest verification check
+    status_fresh: bool = True  # the live figures are not STALE / UNKNOWN
+    seconds_behind: float | None = None
+    records_behind: int | None = None
+    budget_seconds: float = 60.0
+    budget_records: int | None = None
+    groups_active_on_target: Sequence[str] | None = None  # None: not observed
+    checkpoints_enabled: bool = True
+    checkpoint_interval_s: float = 60.0
+    checkpoint_at: float | None = None
+    reverse_flow: str | None = None  # the reverse flow's name, None when there is none
+    topics_not_brought_home: Sequence[str] = ()  # source topics the reverse flow would not replicate back
+    partition_problems: Sequence[str] | None = None  # None: not observed
+    config_problems: Sequence[str] | None = None
+    acl_sync_enabled: bool = True
+    acl_unsupported: str | None = None  # a cluster's "ACL sync unsupported" reason
+
+
+@dataclass(frozen=True)
+class Reason:
+    check: str
+    status: str
+    points: int  # what it costs the score
+    message: str
+
+
+@dataclass(frozen=True)
+class Readiness:
+    score: int
+    reasons: tuple[Reason, ...]
+
+    @property
+    def problems(self) -> tuple[Reason, ...]:
+        """The reasons that cost points, worst first."""
+        return tuple(sorted((r for r in self.reasons if r.points), key=lambda r: -r.points))
+
+
+def _listing(items: Sequence[str], limit: int = 3) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def offset_sync_coverage(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> Reason:
+    check = "offset_sync_coverage"
+    if facts.partitions == 0:
+        return Reason(check, NOT_APPLICABLE, 0, "no partition replicated yet")
+    if facts.partitions_with_sync is None:
+        return Reason(check, UNKNOWN, 10, "offset syncs not read yet: exact translation unproven")
+    missing = facts.partitions - facts.partitions_with_sync
+    if missing <= 0:
+        return Reason(
+            check, OK, 0, f"every partition ({facts.partitions}) has an offset sync: exact translation"
+        )
+    points = max(1, round(30 * missing / facts.partitions))
+    return Reason(
+        check,
+        FAIL,
+        points,
+        f"{missing} of {facts.partitions} partitions have no offset sync: no exact translation",
+    )
+
+
+def offset_sync_freshness(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> Reason:
+    check = "offset_sync_freshness"
+    if facts.records_replicated_at is None:
+        return Reason(check, OK, 0, "nothing replicated since the newest offset sync")
+    if facts.offset_sync_at is None:
+        return Reason(check, FAIL, 25, "records replicated and no offset sync ever emitted")
+    lag = facts.records_replicated_at - facts.offset_sync_at
+    if lag > limits.offset_sync_max_lag_s:
+        return Reason(
+            check,
+            FAIL,
+            25,
+            f"records replicated {lag:.0f} s after the newest offset sync (limit "
+            f"{limits.offset_sync_max_lag_s:g} s): newer offsets translate inexactly",
+        )
+    return Reason(check, OK, 0, f"newest offset sync {max(now - facts.offset_sync_at, 0):.0f} s old")
+
+
+def verification(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> Reason:
+    check = "verification"
+    if facts.mismatches:
+        return Reason(check, FAIL, 30, f"target differs from source: {_listing(facts.mismatches)}")
+    if facts.partitions == 0:
+        return Reason(check, NOT_APPLICABLE, 0, "no partition replicated yet")
+    if facts.partitions_verified == 0 or facts.verified_at is None:
+        return Reason(check, UNKNOWN, 10, "no range verified yet")
+    age = max(now - facts.verified_at, 0.0)
+    if age > limits.verification_max_age_s:
+        return Reason(check, WARN, 5, f"last verified {age:.0f} s ago (the verifier is not running?)")
+    if facts.partitions_verified < facts.partitions:
+        return Reason(
+            check,
+            WARN,
+            5,
+            f"{facts.partitions - facts.partitions_verified} of {facts.partitions} partitions not verified yet",
+        )
+    return Reason(check, OK, 0, f"every partition verified, last {age:.0f} s ago")
+
+
+def rpo(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> Reason:
+    check = "rpo"
+    if not facts.status_fresh or facts.seconds_behind is None:
+        return Reason(check, FAIL, 20, "live figures stale or unknown: what a failover would lose is unknown")
+    if facts.seconds_behind > facts.budget_seconds:
+        return Reason(
+            check,
+            FAIL,
+            25,
+            f"{facts.seconds_behind:.1f} s behind, over the RPO budget of {facts.budget_seconds:g} s",
+        )
+    if (
+        facts.budget_records is not None
+        and facts.records_behind is not None
+        and facts.records_behind > facts.budget_records
+    ):
+        return Reason(
+            check,
+            FAIL,
+            15,
+            f"{facts.records_behind} records behind, over the RPO budget of {facts.budget_records} records",
+        )
+    return Reason(
+        check, OK, 0, f"{facts.seconds_behind:.1f} s behind, within the budget of {facts.budget_seconds:g} s"
+    )
+
+
+def target_groups_inactive(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> Reason:
+    check = "target_groups_inactive"
+    if facts.groups_active_on_target is None:
+        return Reason(check, UNKNOWN, 0, "consumer groups on the target not observed yet")
+    active = list(facts.groups_active_on_target)
+    if active:
+        return Reason(
+            check,
+            FAIL,
+            min(20, 10 * len(active)),
+            f"{len(active)} group(s) active on the target, their offsets cannot be written: {_listing(active)}",
+        )
+    return Reason(check, OK, 0, "no replicated group is active on the target")
+
+
+def checkpoint_freshness(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> Reason:
+    check = "checkpoint_freshness"
+    if not facts.checkpoints_enabled:
+        return Reason(
+            check, WARN, 5, "emit.checkpoints.enabled is off: MM2 tools reading checkpoints get none"
+        )
+    limit = max(3 * facts.checkpoint_interval_s, limits.checkpoint_min_age_s)
+    if facts.checkpoint_at is None:
+        return Reason(check, WARN, 10, "no checkpoint emitted yet")
+    age = max(now - facts.checkpoint_at, 0.0)
+    if age > limit:
+        return Reason(check, WARN, 10, f"newest checkpoint {age:.0f} s old (limit {limit:g} s)")
+    return Reason(check, OK, 0, f"newest checkpoint {age:.0f} s old")
+
+
+def reverse_flow(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> Reason:
+    check = "reverse_flow"
+    if facts.reverse_flow is None:
+        return Reason(check, WARN, 5, "no reverse flow: failback will create one")
+    if facts.topics_not_brought_home:
+        return Reason(
+            check,
+            FAIL,
+            10,
+            f"reverse flow {facts.reverse_flow} would not bring home: {_listing(facts.topics_not_brought_home)}",
+        )
+    return Reason(check, OK, 0, f"reverse flow {facts.reverse_flow} would bring every topic home")
+
+
+def topic_parity(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> Reason:
+    check = "topic_parity"
+    if facts.partition_problems is None or facts.config_problems is None:
+        return Reason(check, UNKNOWN, 0, "topic partitions and configs not compared yet")
+    if facts.partition_problems:
+        return Reason(check, FAIL, 20, f"partition counts differ: {_listing(facts.partition_problems)}")
+    if facts.config_problems:
+        return Reason(check, WARN, 5, f"topic configs differ: {_listing(facts.config_problems)}")
+    return Reason(check, OK, 0, "remote topics have the source's partition counts and configs")
+
+
+def acl_parity(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> Reason:
+    check = "acl_parity"
+    if facts.acl_unsupported:
+        return Reason(check, NOT_APPLICABLE, 0, facts.acl_unsupported)
+    if not facts.acl_sync_enabled:
+        return Reason(check, WARN, 5, "sync.topic.acls.enabled is off: clients may be refused on the target")
+    return Reason(check, OK, 0, "topic ACLs synced by the flow")
+
+
+CHECKS = (
+    offset_sync_coverage,
+    offset_sync_freshness,
+    verification,
+    rpo,
+    target_groups_inactive,
+    checkpoint_freshness,
+    reverse_flow,
+    topic_parity,
+    acl_parity,
+)
+
+
+def readiness_score(facts: ReadinessFacts, limits: ReadinessLimits, *, now: float) -> Readiness:
+    reasons = tuple(check(facts, limits, now) for check in CHECKS)
+    return Readiness(max(0, 100 - sum(reason.points for reason in reasons)), reasons)

@@ -1,0 +1,415 @@
+"""Continuous verification: is the target's copy of a source partition the same records, in order?
+
+Pure decisions, no I/O (`replication.kafka.verification_io` reads the records and the offset syncs):
+
+* **what to verify** (`plan_ranges`): ranges of source offsets already replicated *and* covered by an
+  offset sync (`verifiable_end`), continuing from where the partition is verified up to, at most
+  `hot_records` behind the verifiable end; what is older (cold) is sampled, a few ranges per run;
+* **what a record is** (`record_digest`): key, value, headers without ours (the provenance and
+  source-offset headers the mirror adds) and the timestamp (when both sides carry CreateTime: a target
+  topic with LogAppendTime stamps its own);
+* **whether a range matches** (`compare_range`): offsets are exact, so each source record is expected at
+  one target offset (the offset syncs' translation). A record there with other content, no record
+  there, or a target record in the range that no source record maps to (a rogue producer's write) is a
+  mismatch, named by the first differing source offset with both records. Gaps are not mismatches:
+  source offsets without a record (compaction, transaction markers, aborted transactions) map to
+  nothing, and target offsets without a record (the exactly_once producer's markers) are never read.
+  Target records no source record maps to that repeat a source record of the range or of the records
+  just after it are the duplicates an at-least-once mirror writes when it restarts (its offset syncs
+  rewind past them): not mismatches either;
+* **how much it may read** (`ByteBudget`): a bytes/s setting turned into an allowance per run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from replication.policy import PROVENANCE_HEADER
+from replication.source import SOURCE_OFFSET_HEADER
+
+# Headers the mirror itself adds or rewrites on the target: not part of what is compared.
+OUR_HEADERS = frozenset({PROVENANCE_HEADER, SOURCE_OFFSET_HEADER})
+
+Headers = tuple[tuple[str, bytes | None], ...]
+
+
+@dataclass(frozen=True)
+class MirroredRecord:
+    """One record as read from either cluster. `timestamp_ms` is None when the broker stamped it
+    (LogAppendTime): such a timestamp is not the source's and is not compared."""
+
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = ()
+    timestamp_ms: int | None = None
+    size: int = 0  # bytes read for it (key + value + headers)
+
+    def as_evidence(self) -> dict:
+        """The record for an event and the side-by-side page (bytes shown as text where they are)."""
+        return {
+            "offset": self.offset,
+            "key": _text(self.key),
+            "value": _text(self.value),
+            "headers": [[name, _text(value)] for name, value in self.headers],
+            "timestamp_ms": self.timestamp_ms,
+        }
+
+
+def _text(data: bytes | None, limit: int = 2000) -> str | None:
+    if data is None:
+        return None
+    shown = data[:limit]
+    try:
+        text = shown.decode("utf-8")
+    except UnicodeDecodeError:
+        text = "0x" + shown.hex()
+    return text + (f"... ({len(data)} bytes)" if len(data) > limit else "")
+
+
+def _field(data: bytes | None) -> bytes:
+    return b"\xff\xff\xff\xff" if data is None else struct.pack(">i", len(data)) + data
+
+
+def record_digest(record: MirroredRecord) -> bytes:
+    """sha256 of key, value and headers without ours, in order (the timestamp is compared apart, since
+    only CreateTime timestamps are the source's)."""
+    digest = hashlib.sha256()
+    digest.update(_field(record.key))
+    digest.update(_field(record.value))
+    for name, value in record.headers:
+        if name not in OUR_HEADERS:
+            digest.update(_field(name.encode("utf-8")))
+            digest.update(_field(value))
+    return digest.digest()
+
+
+def _same(source: MirroredRecord, target: MirroredRecord) -> bool:
+    if record_digest(source) != record_digest(target):
+        return False
+    return (
+        source.timestamp_ms is None
+        or target.timestamp_ms is None
+        or source.timestamp_ms == target.timestamp_ms
+    )
+
+
+def range_digest(records: Sequence[MirroredRecord]) -> str:
+    """One digest of a range's records in order (contents and comparable timestamps), shown as evidence."""
+    digest = hashlib.sha256()
+    for record in records:
+        digest.update(record_digest(record))
+        digest.update(struct.pack(">q", -1 if record.timestamp_ms is None else record.timestamp_ms))
+    return digest.hexdigest()
+
+
+# -- planning ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True, order=True)
+class OffsetRange:
+    """Source offsets [start, end)."""
+
+    start: int
+    end: int
+
+    def __post_init__(self) -> None:
+        if self.end <= self.start:
+            raise ValueError(f"empty range [{self.start}, {self.end})")
+
+
+@dataclass(frozen=True)
+class VerificationLimits:
+    range_records: int = 1000  # source offsets per range
+    hot_records: int = 100_000  # continuous verification starts at most this far behind the end
+    cold_samples_per_run: int = 1  # ranges sampled per run from older (cold) data
+
+    def __post_init__(self) -> None:
+        if self.range_records < 1 or self.hot_records < 1 or self.cold_samples_per_run < 0:
+            raise ValueError("range_records and hot_records must be at least 1, cold samples 0 or more")
+
+
+@dataclass(frozen=True)
+class PartitionProgress:
+    """What is known of one partition: verified from `verified_from` up to `verified_up_to` (exclusive),
+    continuously; `recheck` is the range of an unresolved mismatch."""
+
+    verified_from: int | None = None
+    verified_up_to: int | None = None
+    recheck: OffsetRange | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    verified_from: int | None  # where continuous verification starts (kept, or set now)
+    ranges: tuple[OffsetRange, ...] = ()  # continuous, in order: each one verified moves verified_up_to
+    samples: tuple[OffsetRange, ...] = ()  # cold ranges: verified, counted, never move verified_up_to
+
+
+def verifiable_end(*, replicated_position: int | None, newest_sync_upstream: int | None) -> int | None:
+    """The end (exclusive) of what can be verified now: replicated (before the position) and translated
+    exactly (at or before the newest offset sync). None when either is unknown."""
+    if replicated_position is None or newest_sync_upstream is None:
+        return None
+    return min(replicated_position, newest_sync_upstream + 1)
+
+
+def plan_ranges(
+    *,
+    progress: PartitionProgress,
+    low: int,
+    end: int,
+    limits: VerificationLimits,
+    seed: int = 0,
+) -> Plan:
+    """The ranges to verify now, in the order to verify them (a byte budget may stop the run early).
+
+    `low` is the first source offset that can be verified: the later of the source's log start and the
+    oldest offset sync held (nothing proves where older records went). An unresolved mismatch is
+    re-checked alone until it is clean, so `verified_up_to` never passes a mismatch.
+    """
+    if progress.recheck is not None:
+        return Plan(progress.verified_from, (progress.recheck,))
+    if end <= low:
+        return Plan(progress.verified_from)
+    verified_from, start = progress.verified_from, progress.verified_up_to
+    if start is None or verified_from is None or start < low or start > end:
+        # First run, or retention removed what followed the verified part: start over near the end.
+        verified_from = start = max(low, end - limits.hot_records)
+    ranges = tuple(
+        OffsetRange(offset, min(offset + limits.range_records, end))
+        for offset in range(start, end, limits.range_records)
+    )
+    return Plan(verified_from, ranges, _samples(low, verified_from, limits, seed))
+
+
+def _samples(low: int, high: int, limits: VerificationLimits, seed: int) -> tuple[OffsetRange, ...]:
+    """Ranges drawn from cold data [low, high), reproducibly for a seed."""
+    if high <= low or limits.cold_samples_per_run == 0:
+        return ()
+    draw = random.Random(seed)
+    starts = {draw.randrange(low, high) for _ in range(limits.cold_samples_per_run)}
+    return tuple(sorted(OffsetRange(s, min(s + limits.range_records, high)) for s in starts))
+
+
+@dataclass
+class ByteBudget:
+    """Bytes a run may read: the bytes/s setting times the run interval. A range is only started while
+    some allowance is left, so a run overshoots by at most one range."""
+
+    allowance: int
+    spent: int = 0
+
+    @classmethod
+    def for_run(cls, *, bytes_per_s: float, interval_s: float) -> ByteBudget:
+        return cls(int(bytes_per_s * interval_s))
+
+    def spend(self, size: int) -> None:
+        self.spent += size
+
+    @property
+    def exhausted(self) -> bool:
+        return self.spent >= self.allowance
+
+
+# -- comparison -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Mismatch:
+    """The first difference in a range. `source_offset` is the first differing source offset (for a
+    target record no source record maps to: the source record that follows it, None past the range)."""
+
+    reason: str  # "content differs", "missing on target", "not on the source"
+    source_offset: int | None
+    target_offset: int | None
+    source: MirroredRecord | None
+    target: MirroredRecord | None
+
+    def message(self, *, topic: str, partition: int, remote_topic: str) -> str:
+        where = f"{topic}[{partition}]"
+        if self.reason == "not on the source":
+            before = (
+                ""
+                if self.source_offset is None
+                else f", before the copy of source offset {self.source_offset}"
+            )
+            return (
+                f"{remote_topic}[{partition}] offset {self.target_offset} holds a record that is not on the "
+                f"source {where}{before}: written by another producer"
+            )
+        if self.reason == "missing on target":
+            return (
+                f"{where} offset {self.source_offset} is missing on the target "
+                f"(expected at {remote_topic}[{partition}] offset {self.target_offset})"
+            )
+        return (
+            f"{where} offset {self.source_offset} differs from its copy at "
+            f"{remote_topic}[{partition}] offset {self.target_offset}"
+        )
+
+
+@dataclass(frozen=True)
+class RangeVerdict:
+    range: OffsetRange
+    source_count: int
+    target_count: int  # target records the source records map to
+    duplicates: int  # target records that repeat source records (at-least-once restarts)
+    source_digest: str
+    target_digest: str
+    bytes_read: int
+    mismatch: Mismatch | None = None
+    target_end: int | None = field(default=None, compare=False)
+
+    @property
+    def clean(self) -> bool:
+        return self.mismatch is None
+
+
+def compare_range(
+    *,
+    offsets: OffsetRange,
+    source: Sequence[MirroredRecord],
+    target: Sequence[MirroredRecord],
+    translate: Callable[[int], int | None],
+    lookahead: Sequence[MirroredRecord] = (),
+) -> RangeVerdict:
+    """Compare the source records of `offsets` with the target records read over their translation
+    [translate(start), translate(end)).
+
+    `translate` is the offset syncs' exact upstream -> downstream translation; `lookahead` are the source
+    records right after the range (as many as the target has unmapped records), so the duplicates a
+    restarted at-least-once mirror wrote are told from foreign records.
+    """
+    by_offset = {record.offset: record for record in target}
+    expected: list[tuple[MirroredRecord, int | None]] = [(r, translate(r.offset)) for r in source]
+    mapped = {at for _, at in expected if at is not None}
+    known = {record_digest(r) for r in (*source, *lookahead)}
+    candidates: list[tuple[int, int, Mismatch]] = []  # (source offset order, tie, mismatch)
+    matched: list[MirroredRecord] = []
+    for record, at in expected:
+        copy = by_offset.get(at) if at is not None else None
+        if copy is None:
+            candidates.append(
+                (record.offset, 1, Mismatch("missing on target", record.offset, at, record, None))
+            )
+            break
+        matched.append(copy)
+        if not _same(record, copy):
+            candidates.append(
+                (record.offset, 1, Mismatch("content differs", record.offset, at, record, copy))
+            )
+            break
+    duplicates = 0
+    for record in target:
+        if record.offset in mapped:
+            continue
+        if record_digest(record) in known:
+            duplicates += 1
+            continue
+        following = next(((r, at) for r, at in expected if at is not None and at > record.offset), None)
+        source_offset = following[0].offset if following else None
+        order = source_offset if source_offset is not None else offsets.end
+        candidates.append(
+            (
+                order,
+                0,
+                Mismatch(
+                    "not on the source", source_offset, record.offset, following and following[0], record
+                ),
+            )
+        )
+        break
+    first = min(candidates, key=lambda c: (c[0], c[1]))[2] if candidates else None
+    return RangeVerdict(
+        range=offsets,
+        source_count=len(source),
+        target_count=len(matched),
+        duplicates=duplicates,
+        source_digest=range_digest(source),
+        target_digest=range_digest(matched),
+        bytes_read=sum(r.size for r in (*source, *target, *lookahead)),
+        mismatch=first,
+    )
+
+
+# -- one partition's run ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PartitionOutcome:
+    """What one run found for one partition (counts are this run's, added to the stored ones)."""
+
+    topic: str
+    partition: int
+    remote_topic: str
+    status: str  # pending, ok, mismatch, unverifiable
+    reason: str = ""
+    verified_from: int | None = None
+    verified_up_to: int | None = None
+    recheck: OffsetRange | None = None  # the range of the mismatch, checked again next run
+    mismatch: Mismatch | None = None
+    records_verified: int = 0
+    ranges_verified: int = 0
+    ranges_sampled: int = 0
+    bytes_read: int = 0
+    last_digest: str = ""
+    sync: tuple[int, int] | None = None  # the newest offset sync (upstream, downstream)
+    verified_clean: bool = False  # some range was verified clean in this run
+
+
+def fold_verdicts(
+    *,
+    topic: str,
+    partition: int,
+    remote_topic: str,
+    progress: PartitionProgress,
+    plan: Plan,
+    hot: Sequence[RangeVerdict],
+    samples: Sequence[RangeVerdict],
+    sync: tuple[int, int] | None,
+) -> PartitionOutcome:
+    """The partition's new state after verifying (a prefix of) the plan's ranges in order.
+
+    `verified_up_to` moves over the continuous ranges verified clean, up to the first mismatch, which is
+    kept to re-check; a clean re-check resolves it. A mismatch in a cold sample is a mismatch too.
+    """
+    verified_up_to = progress.verified_up_to
+    if plan.verified_from != progress.verified_from:  # started (over) at plan.verified_from
+        verified_up_to = plan.verified_from
+    mismatch: RangeVerdict | None = None
+    for verdict in hot:
+        if not verdict.clean:
+            mismatch = verdict
+            break
+        if verified_up_to is not None and verdict.range.start <= verified_up_to < verdict.range.end:
+            verified_up_to = verdict.range.end
+    mismatch = mismatch or next((v for v in samples if not v.clean), None)
+    checked = [*hot, *samples]
+    clean = [v for v in checked if v.clean]
+    last = checked[-1].source_digest if checked else ""
+    common = {
+        "topic": topic,
+        "partition": partition,
+        "remote_topic": remote_topic,
+        "verified_from": plan.verified_from,
+        "verified_up_to": verified_up_to,
+        "records_verified": sum(v.source_count for v in clean),
+        "ranges_verified": sum(1 for v in hot if v.clean),
+        "ranges_sampled": sum(1 for v in samples if v.clean),
+        "bytes_read": sum(v.bytes_read for v in checked),
+        "last_digest": last,
+        "sync": sync,
+        "verified_clean": bool(clean),
+    }
+    if mismatch is not None:
+        return PartitionOutcome(
+            status="mismatch",
+            reason=mismatch.mismatch.message(topic=topic, partition=partition, remote_topic=remote_topic),
+            recheck=mismatch.range,
+            mismatch=mismatch.mismatch,
+            **common,
+        )
+    if verified_up_to is None:
+        return PartitionOutcome(
+            status="pending", reason="nothing replicated and synced to verify yet", **common
+        )
+    return PartitionOutcome(status="ok", **common)

@@ -1,0 +1,255 @@
+"""Continuous verification's pure decisions: digests, range planning, the byte budget, comparison."""
+
+from __future__ import annotations
+
+import pytest
+
+from replication.formats import OffsetSync
+from replication.offset_sync_store import OffsetSyncStore
+from replication.policy import PROVENANCE_HEADER
+from replication.source import SOURCE_OFFSET_HEADER
+from replication.verification import (
+    ByteBudget,
+    MirroredRecord,
+    OffsetRange,
+    PartitionProgress,
+    VerificationLimits,
+    compare_range,
+    fold_verdicts,
+    plan_ranges,
+    record_digest,
+    verifiable_end,
+)
+
+
+def rec(offset: int, value: bytes = b"", *, key: bytes = b"k", headers=(), ts: int | None = 1000):
+    return MirroredRecord(offset, key, value or b"v%d" % offset, tuple(headers), ts, 10)
+
+
+def translator(*syncs: tuple[int, int]):
+    """The exact translation the mirror's syncs give (the last one is its progress sync)."""
+    store = OffsetSyncStore()
+    store.update_all(OffsetSync("t", 0, u, d) for u, d in syncs)
+    return lambda offset: store.translate_downstream("t", 0, offset)
+
+
+# -- digest -----------------------------------------------------------------------------------------------
+def test_digest_ignores_our_headers_but_not_others():
+    plain = rec(0, b"x", headers=[("trace", b"1")])
+    ours = rec(
+        9, b"x", headers=[("trace", b"1"), (PROVENANCE_HEADER, b"A"), (SOURCE_OFFSET_HEADER, b"\0" * 8)]
+    )
+    assert record_digest(plain) == record_digest(ours)
+    assert record_digest(plain) != record_digest(rec(0, b"x", headers=[("trace", b"2")]))
+    assert record_digest(plain) != record_digest(rec(0, b"x", headers=[("trace", b"1")], key=b"other"))
+
+
+def test_digest_tells_null_from_empty():
+    assert record_digest(MirroredRecord(0, None, b"v")) != record_digest(MirroredRecord(0, b"", b"v"))
+
+
+# -- planning ---------------------------------------------------------------------------------------------
+LIMITS = VerificationLimits(range_records=100, hot_records=1000, cold_samples_per_run=2)
+
+
+def test_verifiable_end_is_the_earlier_of_position_and_newest_sync():
+    assert verifiable_end(replicated_position=500, newest_sync_upstream=299) == 300
+    assert verifiable_end(replicated_position=200, newest_sync_upstream=299) == 200
+    assert verifiable_end(replicated_position=None, newest_sync_upstream=299) is None
+    assert verifiable_end(replicated_position=200, newest_sync_upstream=None) is None
+
+
+def test_plan_continues_from_verified_up_to_in_ranges():
+    plan = plan_ranges(progress=PartitionProgress(0, 150), low=0, end=420, limits=LIMITS)
+    assert plan.verified_from == 0
+    assert plan.ranges == (OffsetRange(150, 250), OffsetRange(250, 350), OffsetRange(350, 420))
+    assert plan.samples == ()
+
+
+def test_first_plan_starts_near_the_end_and_samples_cold_data():
+    plan = plan_ranges(progress=PartitionProgress(), low=10, end=5000, limits=LIMITS, seed=7)
+    assert plan.verified_from == 4000
+    assert plan.ranges[0] == OffsetRange(4000, 4100) and plan.ranges[-1] == OffsetRange(4900, 5000)
+    assert 1 <= len(plan.samples) <= 2
+    assert all(r.start >= 10 and r.end <= 4000 for r in plan.samples)
+    assert (
+        plan.samples
+        == plan_ranges(progress=PartitionProgress(), low=10, end=5000, limits=LIMITS, seed=7).samples
+    )
+
+
+def test_plan_restarts_when_retention_passed_the_verified_part():
+    plan = plan_ranges(progress=PartitionProgress(0, 50), low=300, end=420, limits=LIMITS)
+    assert plan.verified_from == 300 and plan.ranges[0] == OffsetRange(300, 400)
+
+
+def test_plan_rechecks_a_mismatch_alone():
+    progress = PartitionProgress(0, 100, recheck=OffsetRange(100, 200))
+    plan = plan_ranges(progress=progress, low=0, end=5000, limits=LIMITS)
+    assert plan.ranges == (OffsetRange(100, 200),) and plan.samples == ()
+
+
+def test_nothing_to_plan_when_caught_up():
+    plan = plan_ranges(progress=PartitionProgress(0, 420), low=0, end=420, limits=LIMITS)
+    assert plan.ranges == () and plan.samples == ()
+
+
+def test_byte_budget():
+    budget = ByteBudget.for_run(bytes_per_s=1000, interval_s=2)
+    assert budget.allowance == 2000 and not budget.exhausted
+    budget.spend(1500)
+    assert not budget.exhausted
+    budget.spend(600)
+    assert budget.exhausted
+
+
+# -- comparison -------------------------------------------------------------------------------------------
+def test_identical_copy_is_clean_with_equal_digests():
+    source = [rec(o) for o in range(5)]
+    target = [rec(o + 100, b"v%d" % o, headers=[(PROVENANCE_HEADER, b"A")]) for o in range(5)]
+    verdict = compare_range(
+        offsets=OffsetRange(0, 5), source=source, target=target, translate=translator((0, 100), (4, 104))
+    )
+    assert verdict.clean and verdict.source_count == verdict.target_count == 5
+    assert verdict.source_digest == verdict.target_digest
+
+
+def test_source_gaps_and_target_markers_are_not_mismatches():
+    # Source offsets 2-4 compacted away, 7 a transaction marker; the target has a marker at 103.
+    source = [rec(o) for o in (0, 1, 5, 6, 8)]
+    target = [rec(d, b"v%d" % u) for u, d in ((0, 100), (1, 101), (5, 102), (6, 104), (8, 105))]
+    translate = translator((0, 100), (5, 102), (6, 104), (8, 105))
+    verdict = compare_range(offsets=OffsetRange(0, 9), source=source, target=target, translate=translate)
+    assert verdict.clean, verdict.mismatch
+
+
+def test_altered_content_names_the_source_offset_with_both_records():
+    source = [rec(o) for o in range(5)]
+    target = [rec(o, b"v%d" % o if o != 3 else b"rogue") for o in range(5)]
+    translate = translator((0, 0), (4, 4))
+    verdict = compare_range(offsets=OffsetRange(0, 5), source=source, target=target, translate=translate)
+    assert verdict.mismatch.reason == "content differs"
+    assert (verdict.mismatch.source_offset, verdict.mismatch.target_offset) == (3, 3)
+    assert verdict.mismatch.source.value == b"v3" and verdict.mismatch.target.value == b"rogue"
+    assert verdict.source_digest != verdict.target_digest
+
+
+def test_different_timestamp_is_a_mismatch_unless_the_target_stamps_its_own():
+    source = [rec(0, ts=1000)]
+    assert not compare_range(
+        offsets=OffsetRange(0, 1), source=source, target=[rec(0, ts=2000)], translate=translator((0, 0))
+    ).clean
+    assert compare_range(
+        offsets=OffsetRange(0, 1), source=source, target=[rec(0, ts=None)], translate=translator((0, 0))
+    ).clean
+
+
+def test_record_written_on_the_target_by_another_producer():
+    # The mirror wrote 0-2 at 0-2; a rogue producer wrote offset 3; the mirror's 3-4 landed at 4-5 (sync).
+    source = [rec(o) for o in range(5)]
+    target = [rec(0, b"v0"), rec(1, b"v1"), rec(2, b"v2"), rec(3, b"rogue"), rec(4, b"v3"), rec(5, b"v4")]
+    verdict = compare_range(
+        offsets=OffsetRange(0, 5), source=source, target=target, translate=translator((0, 0), (3, 4), (4, 5))
+    )
+    assert verdict.mismatch.reason == "not on the source"
+    assert (verdict.mismatch.source_offset, verdict.mismatch.target_offset) == (3, 3)
+    assert verdict.mismatch.target.value == b"rogue" and verdict.mismatch.source.offset == 3
+    assert "offset 3 holds a record that is not on the source" in verdict.mismatch.message(
+        topic="t", partition=0, remote_topic="A.t"
+    )
+
+
+def test_duplicates_of_an_at_least_once_restart_are_not_mismatches():
+    # Wrote 0-5 at 0-5, crashed, re-sent from 3: copies at 6-8 (sync (3, 6) rewinds).
+    source = [rec(o) for o in range(3)]
+    target = [rec(d, b"v%d" % u) for u, d in ((0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (5, 5))]
+    lookahead = [rec(o) for o in range(3, 6)]
+    verdict = compare_range(
+        offsets=OffsetRange(0, 3),
+        source=source,
+        target=target,
+        translate=translator((0, 0), (3, 6)),
+        lookahead=lookahead,
+    )
+    assert verdict.clean and verdict.duplicates == 3
+
+
+def test_missing_record_on_the_target():
+    source = [rec(o) for o in range(3)]
+    verdict = compare_range(
+        offsets=OffsetRange(0, 3),
+        source=source,
+        target=[rec(0, b"v0"), rec(2, b"v2")],
+        translate=translator((0, 0), (2, 2)),
+    )
+    assert verdict.mismatch.reason == "missing on target" and verdict.mismatch.source_offset == 1
+
+
+def test_empty_range_is_rejected():
+    with pytest.raises(ValueError):
+        OffsetRange(5, 5)
+
+
+# -- folding a run ----------------------------------------------------------------------------------------
+def verdict(start: int, end: int, *, clean: bool = True):
+    source = [rec(o) for o in range(start, end)]
+    target = [rec(o, b"v%d" % o if clean or o != start else b"x") for o in range(start, end)]
+    return compare_range(
+        offsets=OffsetRange(start, end),
+        source=source,
+        target=target,
+        translate=translator((0, 0), (end, end)),
+    )
+
+
+def fold(progress, plan, hot, samples=()):
+    return fold_verdicts(
+        topic="t",
+        partition=0,
+        remote_topic="A.t",
+        progress=progress,
+        plan=plan,
+        hot=hot,
+        samples=samples,
+        sync=(9, 9),
+    )
+
+
+def test_fold_moves_verified_up_to_over_clean_ranges_and_stops_at_a_mismatch():
+    progress = PartitionProgress(0, 100)
+    plan = plan_ranges(progress=progress, low=0, end=400, limits=LIMITS)
+    outcome = fold(progress, plan, [verdict(100, 200), verdict(200, 300)])  # the budget stopped it at 300
+    assert (outcome.status, outcome.verified_from, outcome.verified_up_to) == ("ok", 0, 300)
+    assert outcome.records_verified == 200 and outcome.ranges_verified == 2 and outcome.verified_clean
+
+    outcome = fold(progress, plan, [verdict(100, 200), verdict(200, 300, clean=False)])
+    assert (outcome.status, outcome.verified_up_to, outcome.recheck) == (
+        "mismatch",
+        200,
+        OffsetRange(200, 300),
+    )
+    assert outcome.mismatch.source_offset == 200 and "offset 200 differs" in outcome.reason
+
+
+def test_fold_a_clean_recheck_resolves_the_mismatch():
+    progress = PartitionProgress(0, 200, recheck=OffsetRange(200, 300))
+    plan = plan_ranges(progress=progress, low=0, end=400, limits=LIMITS)
+    assert fold(progress, plan, [verdict(200, 300, clean=False)]).status == "mismatch"
+    outcome = fold(progress, plan, [verdict(200, 300)])
+    assert (outcome.status, outcome.verified_up_to, outcome.recheck) == ("ok", 300, None)
+
+
+def test_fold_first_run_and_cold_sample_mismatch():
+    plan = plan_ranges(progress=PartitionProgress(), low=0, end=5000, limits=LIMITS, seed=1)
+    outcome = fold(PartitionProgress(), plan, [verdict(4000, 4100)])
+    assert (outcome.verified_from, outcome.verified_up_to) == (4000, 4100)
+    sample = plan.samples[0]
+    outcome = fold(
+        PartitionProgress(), plan, [verdict(4000, 4100)], [verdict(sample.start, sample.end, clean=False)]
+    )
+    assert outcome.status == "mismatch" and outcome.recheck == sample and outcome.verified_up_to == 4100
+
+
+def test_fold_with_nothing_verifiable_is_pending():
+    plan = plan_ranges(progress=PartitionProgress(), low=0, end=0, limits=LIMITS)
+    assert fold(PartitionProgress(), plan, []).status == "pending"
