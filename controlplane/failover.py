@@ -95,7 +95,7 @@ class GroupResult:
 
 
 # -- helpers ----------------------------------------------------------------------------------------------
-def _reader(flow: Flow) -> failover_io.FailoverReader:
+def flow_reader(flow: Flow) -> failover_io.FailoverReader:
     return failover_io.FailoverReader(
         flow=engine.flow_to_config(flow),
         source=engine.cluster_to_config(flow.source),
@@ -145,7 +145,7 @@ def failover_plan(
         limit=settings.FAILOVER_PLAN_RATE_PER_MINUTE,
         window_s=60,
     )
-    reader = _reader(flow)
+    reader = flow_reader(flow)
     try:
         plan, _ = failover_io.read_plan(
             reader, groups=groups, arrival_window_s=arrival_window_s, last_known_lag=_last_known_lag(flow)
@@ -335,7 +335,7 @@ def _drain(
 # -- failover ---------------------------------------------------------------------------------------------
 def _failover(operation: Operation, step: Callable[..., None]) -> None:
     flow = operation.flow
-    reader = _reader(flow)
+    reader = flow_reader(flow)
     try:
         if operation.phase in (Phase.QUEUED, Phase.PLANNING):
             _plan_failover(operation, step, reader)
@@ -511,7 +511,7 @@ def _failback(operation: Operation, step: Callable[..., None]) -> None:
     if operation.phase in (Phase.QUEUED, Phase.PLANNING):
         _plan_failback(operation, step)
     if operation.phase == Phase.DRAINING:
-        reader = _reader(operation.reverse_flow)
+        reader = flow_reader(operation.reverse_flow)
         try:
             # Only what was written before the failback started is waited for: producers may still run.
             _drain(operation, step, reader, producers_stopped=False)
@@ -533,7 +533,7 @@ def _plan_failback(operation: Operation, step: Callable[..., None]) -> None:
         topics_back=topics,
         message=f"reading the end offsets of {len(topics)} topic(s) on {flow.target.alias}",
     )
-    reader = _reader(reverse)
+    reader = flow_reader(reverse)
     try:
         partitions = {
             key: remote for key, remote in reader.replicated_partitions().items() if key[0] in topics
@@ -547,7 +547,7 @@ def _plan_failback(operation: Operation, step: Callable[..., None]) -> None:
 def _move_groups_to_source(operation: Operation, step: Callable[..., None]) -> None:
     flow = operation.flow
     step(phase=Phase.MOVING_GROUPS, message=f"writing the groups' offsets on {flow.source.alias}")
-    reader = _reader(flow)
+    reader = flow_reader(flow)
     try:
         source_topics = {remote: topic for (topic, _), remote in reader.replicated_partitions().items()}
         for group in operation.groups:

@@ -15,6 +15,8 @@ so on the secrets key derived from it: both are public, in this file.
 | METRICS_BEARER_TOKEN | unset (a Prometheus scrape sends `Authorization: Bearer <token>`) |
 | METRICS_OPEN | false (true: /metrics needs no token) |
 | FAILOVER_PLAN_RATE_PER_MINUTE | 12 (failover plans one user may read per minute; 0: no limit) |
+| OFFSET_MAPPING_RATE_PER_MINUTE | 60 (offset mapping requests one user may send per minute; 0: no limit) |
+| OFFSET_MAPPING_MAX_ITEMS | 10000 (the most offsets one offset mapping request translates) |
 | MIRRORPLANE_BASE_URL | http://localhost:8000 (the links in alert notifications) |
 | LOG_LEVEL | INFO (the root logger) |
 | CELERY_TASK_LOG_LEVEL | WARNING (Celery's per-task "received"/"succeeded" lines are INFO; failures stay visible) |
@@ -89,6 +91,10 @@ METRICS_BEARER_TOKEN = env.str("METRICS_BEARER_TOKEN", default="")
 METRICS_OPEN = env.bool("METRICS_OPEN", default=False)
 # Failover plans per user and minute (each opens clients on both clusters); 0 turns the limit off.
 FAILOVER_PLAN_RATE_PER_MINUTE = env.int("FAILOVER_PLAN_RATE_PER_MINUTE", default=12)
+# Offset mapping requests per user and minute (each reads the offset syncs); 0 turns the limit off.
+OFFSET_MAPPING_RATE_PER_MINUTE = env.int("OFFSET_MAPPING_RATE_PER_MINUTE", default=60)
+# The most (topic, partition, offset) items one offset mapping request may translate.
+OFFSET_MAPPING_MAX_ITEMS = env.int("OFFSET_MAPPING_MAX_ITEMS", default=10_000)
 # Alert notifications link to the flow page here; email channels use Django's mail settings.
 MIRRORPLANE_BASE_URL = env.str("MIRRORPLANE_BASE_URL", default="http://localhost:8000").rstrip("/")
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.smtp.EmailBackend")

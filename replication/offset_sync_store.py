@@ -97,6 +97,25 @@ class _PartitionSyncs:
         for column in (self.upstream, self.downstream, self.run_end):
             del column[keep:]
 
+    def sync_upstream(self, offset: int) -> tuple[int, int] | None:
+        """The sync `translate(offset)` rests on: its run's first sync, or the newest sync read when
+        `offset` lies past it (the result is then bounded by it)."""
+        index = bisect_right(self.upstream, offset) - 1
+        if index < 0:
+            return None
+        if index == len(self.upstream) - 1 and offset >= self.newest_upstream:
+            return self.newest_upstream, self.newest_downstream
+        return self.upstream[index], self.downstream[index]
+
+    def sync_downstream(self, offset: int) -> tuple[int, int] | None:
+        """The sync `translate_back(offset)` rests on (as `sync_upstream`)."""
+        index = bisect_right(self.downstream, offset) - 1
+        if index < 0:
+            return None
+        if index == len(self.downstream) - 1 and offset >= self.newest_downstream:
+            return self.newest_upstream, self.newest_downstream
+        return self.upstream[index], self.downstream[index]
+
     def translate(self, offset: int) -> int | None:
         index = bisect_right(self.upstream, offset) - 1
         if index < 0:
@@ -155,6 +174,17 @@ class OffsetSyncStore:
         if syncs is None or downstream_offset < 0:
             return None
         return syncs.translate_back(downstream_offset)
+
+    def sync_used(
+        self, topic: str, partition: int, offset: int, *, downstream: bool = False
+    ) -> OffsetSync | None:
+        """The offset sync a translation of `offset` (upstream; downstream when `downstream`) rests on;
+        None when it cannot be translated."""
+        syncs = self._partitions.get((topic, partition))
+        if syncs is None or offset < 0:
+            return None
+        pair = syncs.sync_downstream(offset) if downstream else syncs.sync_upstream(offset)
+        return None if pair is None else OffsetSync(topic, partition, *pair)
 
     def partitions(self) -> list[TopicPartition]:
         return sorted(self._partitions)

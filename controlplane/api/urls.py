@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 from rest_framework.routers import DefaultRouter
 
-from controlplane.api import alerts, failover, reports, views
+from controlplane.api import alerts, failover, offsets, reports, views
 
 router = DefaultRouter()
 router.register("clusters", views.ClusterViewSet, basename="cluster")
@@ -20,6 +20,7 @@ urlpatterns = [
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/failover/plan/$", failover.FailoverPlanView.as_view()),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/failover/$", failover.FailoverExecuteView.as_view()),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/failback/$", failover.FailbackView.as_view()),
+    re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/offsets/translate/$", offsets.OffsetMappingView.as_view()),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/rpo-budget/$", alerts.RpoBudgetView.as_view()),
     path("reports/run/", reports.ReportRunViewSet.as_view({"post": "run"}), name="report-run-request"),
     *router.urls,
