@@ -119,6 +119,9 @@ class Flow(models.Model):
     replication_policy_separator = models.CharField(
         max_length=20, default=_DEFAULTS["replication_policy_separator"]
     )
+    replication_policy_internal_topic_separator_enabled = models.BooleanField(
+        default=_DEFAULTS["replication_policy_internal_topic_separator_enabled"]
+    )
     replication_factor = models.IntegerField(default=_DEFAULTS["replication_factor"])
     refresh_topics_enabled = models.BooleanField(default=_DEFAULTS["refresh_topics_enabled"])
     refresh_topics_interval_seconds = models.IntegerField(
@@ -148,6 +151,7 @@ class Flow(models.Model):
     emit_heartbeats_interval_seconds = models.IntegerField(
         default=_DEFAULTS["emit_heartbeats_interval_seconds"]
     )
+    heartbeats_replication_enabled = models.BooleanField(default=_DEFAULTS["heartbeats_replication_enabled"])
     offset_lag_max = models.IntegerField(default=_DEFAULTS["offset_lag_max"])
     offset_syncs_topic_location = models.CharField(
         max_length=10,

@@ -115,6 +115,7 @@ class FlowConfig:
     config_properties_exclude: tuple[str, ...] = DEFAULT_CONFIG_PROPERTIES_EXCLUDE
     replication_policy_class: str = DEFAULT_REPLICATION_POLICY
     replication_policy_separator: str = "."
+    replication_policy_internal_topic_separator_enabled: bool = True
     replication_factor: int = 2
     refresh_topics_enabled: bool = True
     refresh_topics_interval_seconds: int = 600
@@ -130,6 +131,7 @@ class FlowConfig:
     sync_group_offsets_interval_seconds: int = 60
     emit_heartbeats_enabled: bool = True
     emit_heartbeats_interval_seconds: int = 1
+    heartbeats_replication_enabled: bool = True
     offset_lag_max: int = 100
     offset_syncs_topic_location: OffsetSyncsTopicLocation = OffsetSyncsTopicLocation.SOURCE
     tasks_max: int = 1
@@ -179,6 +181,11 @@ FLOW_PROPERTIES: tuple[FlowProperty, ...] = (
     ),
     FlowProperty("replication.policy.class", "replication_policy_class", str),
     FlowProperty("replication.policy.separator", "replication_policy_separator", str),
+    FlowProperty(
+        "replication.policy.internal.topic.separator.enabled",
+        "replication_policy_internal_topic_separator_enabled",
+        bool,
+    ),
     FlowProperty("replication.factor", "replication_factor", int),
     FlowProperty("refresh.topics.enabled", "refresh_topics_enabled", bool),
     FlowProperty("refresh.topics.interval.seconds", "refresh_topics_interval_seconds", int),
@@ -194,6 +201,7 @@ FLOW_PROPERTIES: tuple[FlowProperty, ...] = (
     FlowProperty("sync.group.offsets.interval.seconds", "sync_group_offsets_interval_seconds", int),
     FlowProperty("emit.heartbeats.enabled", "emit_heartbeats_enabled", bool),
     FlowProperty("emit.heartbeats.interval.seconds", "emit_heartbeats_interval_seconds", int),
+    FlowProperty("heartbeats.replication.enabled", "heartbeats_replication_enabled", bool),
     FlowProperty("offset.lag.max", "offset_lag_max", int),
     FlowProperty("offset-syncs.topic.location", "offset_syncs_topic_location", OffsetSyncsTopicLocation),
     FlowProperty("tasks.max", "tasks_max", int),

@@ -32,10 +32,20 @@ INTERNAL_SUFFIX_NAME = "internal"
 class ReplicationPolicy(ABC):
     """How a flow names remote topics and how a topic name reveals where it came from (MM2's interface)."""
 
-    def __init__(self, *, separator: str = ".", known_aliases: Iterable[str]) -> None:
+    def __init__(
+        self,
+        *,
+        separator: str = ".",
+        known_aliases: Iterable[str],
+        internal_topic_separator_enabled: bool = True,
+    ) -> None:
+        """`internal_topic_separator_enabled` (MM2's `replication.policy.internal.topic.separator.enabled`):
+        when False, internal topics (offset syncs, checkpoints) are named with '.' whatever `separator`
+        is, as MM2 2.x named them: a flow with a custom separator finds an older MM2's internal topics."""
         if not separator:
             raise ValueError("replication.policy.separator: must not be empty")
         self.separator = separator
+        self.internal_separator = separator if internal_topic_separator_enabled else "."
         # Longest first, so that with aliases `us` and `us-east` a topic `us-east.x` comes from `us-east`.
         self.known_aliases: tuple[str, ...] = tuple(sorted(set(known_aliases), key=len, reverse=True))
 
@@ -63,11 +73,11 @@ class ReplicationPolicy(ABC):
         return HEARTBEATS_TOPIC
 
     def _internal_suffix(self) -> str:
-        return self.separator + INTERNAL_SUFFIX_NAME
+        return self.internal_separator + INTERNAL_SUFFIX_NAME
 
     def offset_syncs_topic(self, cluster_alias: str) -> str:
         """`mm2-offset-syncs.<alias>.internal` (MM2's `ReplicationPolicy.offsetSyncsTopic`)."""
-        return OFFSET_SYNCS_TOPIC_PREFIX + self.separator + cluster_alias + self._internal_suffix()
+        return OFFSET_SYNCS_TOPIC_PREFIX + self.internal_separator + cluster_alias + self._internal_suffix()
 
     def flow_offset_syncs_topic(self, flow: FlowConfig) -> str:
         """The offset-syncs topic of `flow`, named as MM2's `MirrorSourceConfig.offsetSyncsTopic()` does:
@@ -83,13 +93,16 @@ class ReplicationPolicy(ABC):
 
     def checkpoints_topic(self, cluster_alias: str) -> str:
         """`<alias>.checkpoints.internal` on the target, named after the source alias of the flow."""
-        return cluster_alias + self.separator + CHECKPOINTS_TOPIC_NAME + self._internal_suffix()
+        return cluster_alias + self._checkpoints_suffix()
 
     def is_heartbeats_topic(self, topic: str) -> bool:
         return self.original_topic(topic) == HEARTBEATS_TOPIC
 
     def is_checkpoints_topic(self, topic: str) -> bool:
-        return topic.endswith(self.separator + CHECKPOINTS_TOPIC_NAME + self._internal_suffix())
+        return topic.endswith(self._checkpoints_suffix())
+
+    def _checkpoints_suffix(self) -> str:
+        return self.internal_separator + CHECKPOINTS_TOPIC_NAME + self._internal_suffix()
 
     def is_mm2_internal_topic(self, topic: str) -> bool:
         """MM2's own topics: offset syncs, Connect's mm2-configs/-offsets/-status, and checkpoints."""
@@ -184,7 +197,11 @@ def replication_policy_for(flow: FlowConfig, *, known_aliases: Iterable[str]) ->
     if error:
         raise ValueError(error)
     policy_class = _POLICIES[flow.replication_policy_class]
-    return policy_class(separator=flow.replication_policy_separator, known_aliases=known_aliases)
+    return policy_class(
+        separator=flow.replication_policy_separator,
+        known_aliases=known_aliases,
+        internal_topic_separator_enabled=flow.replication_policy_internal_topic_separator_enabled,
+    )
 
 
 def topic_lineage(policy: ReplicationPolicy, topic: str) -> list[str]:
@@ -262,8 +279,9 @@ def classify_topic(
 ) -> TopicDecision:
     """Whether flow `flow` replicates source topic `topic`, and why not (internal, then cycle, then filter).
 
-    Like MM2, heartbeats topics are replicated whatever the topic filter says, so that every downstream
-    cluster can see every upstream one.
+    Like MM2, heartbeats topics are replicated whatever the topic filter says while
+    `heartbeats.replication.enabled` (the default), so that every downstream cluster can see every upstream
+    one; with it false they are replicated only when the topic filter selects them.
     """
     if policy.is_internal_topic(topic):
         return TopicDecision(topic, None, False, "internal", "internal topic: never replicated")
@@ -276,7 +294,8 @@ def classify_topic(
             "cycle",
             f"already passed through {flow.target} (path {lineage}->{flow.source}); replicating it back loops",
         )
-    reason = None if policy.is_heartbeats_topic(topic) else topic_filter.exclusion_reason(topic)
+    bypasses_filter = flow.heartbeats_replication_enabled and policy.is_heartbeats_topic(topic)
+    reason = None if bypasses_filter else topic_filter.exclusion_reason(topic)
     if reason is not None:
         return TopicDecision(topic, None, False, "filter", reason)
     return TopicDecision(topic, policy.format_remote_topic(flow.source, topic), True, None, None)

@@ -138,8 +138,9 @@ def test_describe_masks_secrets_and_lists_effective_settings() -> None:
     for prop in FLOW_PROPERTIES:
         if prop.name != "enabled":
             assert f"    {prop.name} " in text
-    assert "tasks.max                             = 4\n" in text
-    assert "offset.lag.max                        = 100  (default)" in text
+    width = max(len(prop.name) for prop in FLOW_PROPERTIES)
+    assert f"{'tasks.max':<{width}} = 4\n" in text
+    assert f"{'offset.lag.max':<{width}} = 100  (default)" in text
     assert "producer.compression.type = lz4" in text
 
 
@@ -331,6 +332,23 @@ def test_defaults_are_mm2_defaults() -> None:
     flow = parse(TWO_CLUSTERS + "A->B.enabled = true\n").config.flows[0]
     assert flow == FlowConfig(source="A", target="B", enabled=True)
     assert flow.topics_exclude == DEFAULT_TOPICS_EXCLUDE
+
+
+def test_heartbeats_replication_and_internal_separator_settings_are_read() -> None:
+    config = parse(
+        TWO_CLUSTERS
+        + "heartbeats.replication.enabled = false\nreplication.policy.separator = _\n"
+        + "A->B.replication.policy.internal.topic.separator.enabled = FALSE\nA->B.enabled = true\n"
+    ).config
+    (flow,) = config.flows
+    assert (
+        flow.heartbeats_replication_enabled,
+        flow.replication_policy_internal_topic_separator_enabled,
+    ) == (
+        False,
+        False,
+    )
+    assert parse_mm2(write_mm2(config)).config == config
 
 
 def test_flow_scoped_setting_wins_over_top_level_whatever_the_order() -> None:

@@ -144,6 +144,30 @@ def test_separator_is_used_in_internal_topic_names() -> None:
     assert policy.is_internal_topic("A_checkpoints_internal")
 
 
+@pytest.mark.parametrize("policy_class", [DEFAULT_REPLICATION_POLICY, IDENTITY_REPLICATION_POLICY])
+def test_internal_topic_separator_can_be_turned_off_like_mm2(policy_class: str) -> None:
+    """`replication.policy.internal.topic.separator.enabled = false`: internal topics keep '.' (MM2 2.x
+    names) while remote topics use the custom separator."""
+    flow = FlowConfig(
+        source="A",
+        target="B",
+        replication_policy_class=policy_class,
+        replication_policy_separator="_",
+        replication_policy_internal_topic_separator_enabled=False,
+    )
+    policy = replication_policy_for(flow, known_aliases=["A", "B"])
+    assert policy.offset_syncs_topic("B") == "mm2-offset-syncs.B.internal"
+    assert policy.checkpoints_topic("A") == "A.checkpoints.internal"
+    assert policy.is_checkpoints_topic("A.checkpoints.internal")
+    assert not policy.is_checkpoints_topic("A_checkpoints_internal")
+    assert policy.is_internal_topic("mm2-offset-syncs.B.internal")
+    assert policy.format_remote_topic("A", "heartbeats") == "A_heartbeats"
+    enabled = replication_policy_for(
+        flow.replace(replication_policy_internal_topic_separator_enabled=True), known_aliases=["A", "B"]
+    )
+    assert enabled.checkpoints_topic("A") == "A_checkpoints_internal"
+
+
 @pytest.mark.parametrize(
     ("topic", "lineage"),
     [
@@ -298,6 +322,16 @@ def test_heartbeats_bypass_the_topic_filter_like_mm2() -> None:
     flow = FlowConfig(source="B", target="A", topics=("orders",))
     assert _decide("heartbeats", flow).replicate
     assert _decide("payments", flow).detail == "matches no topics pattern"
+
+
+def test_heartbeats_follow_the_topic_filter_when_heartbeats_replication_is_off() -> None:
+    """MM2's `heartbeats.replication.enabled = false`: heartbeats topics are replicated only when the topic
+    filter selects them."""
+    only_orders = FlowConfig(source="B", target="A", topics=("orders",), heartbeats_replication_enabled=False)
+    assert _decide("heartbeats", only_orders).detail == "matches no topics pattern"
+    assert not _decide("C.heartbeats", only_orders).replicate
+    everything = only_orders.replace(topics=(".*",))
+    assert _decide("heartbeats", everything).remote_topic == "B.heartbeats"
 
 
 def test_classify_topic_identity_policy_keeps_names() -> None:
