@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('controlplane', '0008_alerts'),
+        ('controlplane', '0009_verification'),
     ]
 
     operations = [
