@@ -83,6 +83,12 @@ def runtime_flow_spec(*, flow_id: int) -> FlowSpec | None:
     return None if flow is None else _spec(flow, _aliases())
 
 
+def runtime_flow_configs_into(*, target: str) -> list[FlowConfig]:
+    """Every flow into cluster `target`, whatever its state (a stopped one may have written offset syncs)."""
+    flows = Flow.objects.filter(target__alias=target).select_related("source", "target")
+    return [engine.flow_to_config(flow) for flow in flows]
+
+
 def partition_state(*, stopped: bool, failing: bool) -> PartitionState:
     """Burrow's vocabulary for a partition: STOP when data loss stopped it, ERR while its task fails."""
     if stopped:

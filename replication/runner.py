@@ -23,6 +23,7 @@ from replication.config import ClusterConfig, FlowConfig, Mm2Config
 from replication.connector import TopicPartition, assign_partitions
 from replication.kafka.admin import TopicAdmin, TopicAdminError
 from replication.kafka.flow_tasks import periodic_tasks_for_flow
+from replication.kafka.legacy_offset_syncs import move_legacy_offset_syncs
 from replication.kafka.positions import KafkaPositionStore
 from replication.kafka.topic_sync import TopicMetadataSync
 from replication.metrics import MirrorMetrics
@@ -99,6 +100,14 @@ class _Progress:
     records: int
 
 
+def _move_legacy_offset_syncs(flow: FlowConfig, *, config: Mm2Config, target: ClusterConfig) -> None:
+    """Before the flow writes a sync: its syncs under the name older versions used move to MM2's name."""
+    try:
+        move_legacy_offset_syncs(flow, flows=config.flows, target=target, known_aliases=config.aliases)
+    except Exception:  # the flow still runs; the move is retried at the next start
+        log.exception("flow %s: moving offset syncs from their legacy topic failed", flow.name)
+
+
 class FlowRunner:
     """One flow: its topic sync, its source tasks (one thread each) and its periodic tasks."""
 
@@ -116,6 +125,7 @@ class FlowRunner:
         )
         self.metrics = MirrorMetrics()
         self.position_store = KafkaPositionStore(self.target, source_alias=flow.source)
+        _move_legacy_offset_syncs(flow, config=config, target=self.target)
         self.periodic = periodic_tasks_for_flow(
             flow=flow,
             source=self.source,

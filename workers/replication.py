@@ -22,6 +22,8 @@ from django.conf import settings
 from controlplane import alerts, runtime
 from controlplane.models import FlowEventKind
 from controlplane.runtime import FlowSpec
+from replication.config import OffsetSyncsTopicLocation
+from replication.kafka.legacy_offset_syncs import move_legacy_offset_syncs
 from replication.kafka.positions import KafkaPositionStore
 from replication.policy import replication_policy_for
 from replication.source import MirrorSourceTask, SliceResult
@@ -62,6 +64,7 @@ class CachedTask:
 
     @classmethod
     def build(cls, spec: FlowSpec, task_index: int) -> CachedTask:
+        _move_legacy_offset_syncs(spec)
         store = KafkaPositionStore(spec.target, source_alias=spec.flow.source)
         task = MirrorSourceTask(
             flow=spec.flow,
@@ -87,6 +90,23 @@ class CachedTask:
                 self.task.close()
         finally:
             self.position_store.close()
+
+
+def _move_legacy_offset_syncs(spec: FlowSpec) -> None:
+    """Before a task writes a sync: the flow's syncs under the legacy name move to MM2's name, one task of
+    the flow at a time (the move is idempotent; the lock keeps two tasks from copying the same syncs)."""
+    if spec.flow.offset_syncs_topic_location != OffsetSyncsTopicLocation.TARGET:
+        return
+    lock = context.leases().client.lock(
+        f"mirrorplane:lock:flow:{spec.flow_id}:legacy-offset-syncs", timeout=120, blocking_timeout=120
+    )
+    with lock:
+        move_legacy_offset_syncs(
+            spec.flow,
+            flows=runtime.runtime_flow_configs_into(target=spec.flow.target),
+            target=spec.target,
+            known_aliases=spec.known_aliases,
+        )
 
 
 class TaskCache:
