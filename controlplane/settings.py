@@ -18,6 +18,7 @@ so on the secrets key derived from it: both are public, in this file.
 | OFFSET_MAPPING_RATE_PER_MINUTE | 60 (offset mapping requests one user may send per minute; 0: no limit) |
 | OFFSET_MAPPING_MAX_ITEMS | 10000 (the most offsets one offset mapping request translates) |
 | MIRRORPLANE_BASE_URL | http://localhost:8000 (the links in alert notifications) |
+| MIRRORPLANE_BROWSE_MASKED_TOPICS | empty (regexes, comma-separated, matched against whole topic names: the message browser shows viewers these topics' values and header values as "masked") |
 | LOG_LEVEL | INFO (the root logger) |
 | CELERY_TASK_LOG_LEVEL | WARNING (Celery's per-task "received"/"succeeded" lines are INFO; failures stay visible) |
 | EMAIL_BACKEND, EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS, EMAIL_USE_SSL, DEFAULT_FROM_EMAIL | Django's (SMTP on localhost:25); email alert channels use them |
@@ -95,6 +96,8 @@ FAILOVER_PLAN_RATE_PER_MINUTE = env.int("FAILOVER_PLAN_RATE_PER_MINUTE", default
 OFFSET_MAPPING_RATE_PER_MINUTE = env.int("OFFSET_MAPPING_RATE_PER_MINUTE", default=60)
 # The most (topic, partition, offset) items one offset mapping request may translate.
 OFFSET_MAPPING_MAX_ITEMS = env.int("OFFSET_MAPPING_MAX_ITEMS", default=10_000)
+# Topics whose record values (and header values) the message browser masks for viewers.
+MIRRORPLANE_BROWSE_MASKED_TOPICS = env.list("MIRRORPLANE_BROWSE_MASKED_TOPICS", default=[])
 # Alert notifications link to the flow page here; email channels use Django's mail settings.
 MIRRORPLANE_BASE_URL = env.str("MIRRORPLANE_BASE_URL", default="http://localhost:8000").rstrip("/")
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.smtp.EmailBackend")

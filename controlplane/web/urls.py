@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from controlplane.web import alerts, views
+from controlplane.web import alerts, browse, views
 
 app_name = "web"
 
@@ -41,6 +41,9 @@ urlpatterns = [
     path("alerts/channels/<int:pk>/edit/", alerts.channel_edit, name="channel-edit"),
     path("alerts/channels/<int:pk>/delete/", alerts.channel_delete, name="channel-delete"),
     path("alerts/channels/<int:pk>/test/", alerts.channel_test, name="channel-test"),
+    path("topics/", browse.topic_list, name="topics"),
+    path("topics/<str:alias>/<str:topic>/", browse.topic_detail, name="topic"),
+    path("flows/<int:pk>/compare/", browse.record_copies, name="record-copies"),
     path("reports/", views.reports, name="reports"),
     path("reports/run/", views.reports_run, name="reports-run"),
     path("reports/run/status/", views.reports_run_status, name="reports-run-status"),

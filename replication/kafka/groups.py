@@ -13,6 +13,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 
 from replication.checkpoint import ABSENT, CommittedOffset
 from replication.config import ClusterConfig
+from replication.consumer_groups import GroupDescription, GroupListing, GroupMember
 from replication.kafka.admin import ADMIN_TIMEOUT_S
 from replication.kafka.clients import kafka_error_code, kafka_error_reason, make_admin
 
@@ -23,6 +24,11 @@ TopicPartitionKey = tuple[str, int]
 
 class GroupAdminError(RuntimeError):
     pass
+
+
+def _state_name(state) -> str:
+    """Kafka's state name (EMPTY, STABLE, ...); UNKNOWN when the broker does not say."""
+    return getattr(state, "name", None) or str(state or "UNKNOWN").upper()
 
 
 class GroupOffsetsAdmin:
@@ -44,6 +50,48 @@ class GroupOffsetsAdmin:
         for error in listing.errors:
             log.warning("cluster %s: listing consumer groups: %s", self.cluster.alias, error)
         return sorted({group.group_id for group in listing.valid})
+
+    def list_group_states(self) -> list[GroupListing]:
+        """Every group the cluster knows, with its state as the listing reports it (one request)."""
+        try:
+            listing = self._admin.list_consumer_groups(request_timeout=self.timeout_s).result()
+        except KafkaException as exc:
+            raise self._fail("listing consumer groups", exc) from exc
+        for error in listing.errors:
+            log.warning("cluster %s: listing consumer groups: %s", self.cluster.alias, error)
+        groups = {
+            group.group_id: GroupListing(
+                group.group_id, _state_name(group.state), bool(group.is_simple_consumer_group)
+            )
+            for group in listing.valid
+        }
+        return [groups[name] for name in sorted(groups)]
+
+    def describe(self, group: str) -> GroupDescription:
+        """The group's state and members with their assignments (ABSENT with none when unknown)."""
+        try:
+            (future,) = self._admin.describe_consumer_groups([group], request_timeout=self.timeout_s).values()
+            description = future.result()
+        except KafkaException as exc:
+            if kafka_error_code(exc) == KafkaError.GROUP_ID_NOT_FOUND:
+                return GroupDescription(group, ABSENT, ())
+            raise self._fail(f"describing group {group}", exc) from exc
+        members = tuple(
+            GroupMember(
+                member_id=member.member_id,
+                client_id=member.client_id,
+                host=member.host,
+                assignment=tuple(
+                    sorted((tp.topic, tp.partition) for tp in (member.assignment.topic_partitions or []))
+                )
+                if member.assignment
+                else (),
+            )
+            for member in description.members or []
+        )
+        return GroupDescription(
+            group, _state_name(description.state), members, description.partition_assignor or ""
+        )
 
     def committed_offsets(self, group: str) -> dict[TopicPartitionKey, CommittedOffset]:
         """The group's committed offsets; a group with none (or deleted meanwhile) has an empty dict."""

@@ -1,0 +1,227 @@
+"""What a person browsing a topic sees: records rendered as text, JSON or hex, values masked by topic
+pattern, and a source record beside its copy on the target, equal or not.
+
+Pure: no I/O. The reads are `replication.kafka.browser`'s; the copy's offset comes from the offset syncs
+(`OffsetSyncStore`), the same exact translation failover and checkpoints use.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from replication.offset_sync_store import OffsetSyncStore
+
+# Bytes of a key, value or header shown at most (the rest is cut, with the full size said).
+SHOWN_BYTES = 4096
+
+
+class ValueFormat(StrEnum):
+    AUTO = "auto"  # JSON when it parses, else text when it is UTF-8, else hex
+    TEXT = "text"
+    JSON = "json"
+    HEX = "hex"
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    partition: int
+    earliest: int  # the log start offset
+    end: int  # the high watermark: the offset the next record gets
+
+    @property
+    def records(self) -> int:
+        return max(self.end - self.earliest, 0)
+
+
+@dataclass(frozen=True)
+class KafkaRecord:
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int | None
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """Bytes as shown: `text` in `format`; `size` the real length (None: a null); `truncated` when cut."""
+
+    text: str
+    format: str
+    size: int | None
+    truncated: bool = False
+    masked: bool = False
+    note: str = ""
+
+    @property
+    def is_null(self) -> bool:
+        return self.size is None
+
+    def to_dict(self) -> dict:
+        return {
+            "text": self.text,
+            "format": self.format,
+            "size": self.size,
+            "truncated": self.truncated,
+            "masked": self.masked,
+            "note": self.note,
+        }
+
+
+def _hex(data: bytes) -> str:
+    return " ".join(f"{byte:02x}" for byte in data)
+
+
+def _utf8(data: bytes) -> str | None:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    printable = all(ch.isprintable() or ch in "\t\r\n" for ch in text)
+    return text if printable else None
+
+
+def _json(text: str | None) -> str | None:
+    if text is None or not text.strip() or text.strip()[0] not in '{["-0123456789tfn':
+        return None
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        return None
+
+
+def render_bytes(data: bytes | None, fmt: ValueFormat = ValueFormat.AUTO) -> Rendered:
+    """`data` as a person reads it in `fmt`; when it cannot be shown that way, hex with a note saying why."""
+    if data is None:
+        return Rendered(text="null", format="null", size=None)
+    shown, truncated = data[:SHOWN_BYTES], len(data) > SHOWN_BYTES
+    text = _utf8(shown)
+    if fmt is ValueFormat.HEX:
+        return Rendered(_hex(shown), "hex", len(data), truncated)
+    if fmt in (ValueFormat.AUTO, ValueFormat.JSON):
+        pretty = None if truncated else _json(text)
+        if pretty is not None:
+            return Rendered(pretty, "json", len(data))
+        if fmt is ValueFormat.JSON:
+            reason = "cut at 4096 bytes" if truncated else "not valid JSON"
+            if text is not None:
+                return Rendered(text, "text", len(data), truncated, note=f"{reason}: shown as text")
+            return Rendered(_hex(shown), "hex", len(data), truncated, note=f"{reason}: shown as hex")
+    if text is not None:
+        return Rendered(text, "text", len(data), truncated)
+    note = "" if fmt is ValueFormat.AUTO else "not UTF-8 text: shown as hex"
+    return Rendered(_hex(shown), "hex", len(data), truncated, note=note)
+
+
+def masked_bytes(data: bytes | None) -> Rendered:
+    if data is None:
+        return Rendered(text="null", format="null", size=None)
+    return Rendered(text=f"masked ({len(data)} bytes)", format="masked", size=len(data), masked=True)
+
+
+class MaskPatterns:
+    """Topics whose values are masked for viewers: MM2-style regexes, each matched against the whole name.
+    A pattern that does not compile masks every topic (fail closed) and is reported by `errors`."""
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        self.patterns = tuple(p.strip() for p in patterns if p.strip())
+        self.errors: list[str] = []
+        compiled = []
+        for pattern in self.patterns:
+            try:
+                compiled.append(re.compile(pattern))
+            except re.error as exc:
+                self.errors.append(f"{pattern!r}: {exc}")
+        self._compiled = tuple(compiled)
+
+    def masks(self, topic: str) -> bool:
+        return bool(self.errors) or any(pattern.fullmatch(topic) for pattern in self._compiled)
+
+
+# -- the copy on the target -------------------------------------------------------------------------------
+class CopyState(StrEnum):
+    EQUAL = "equal"  # the copy has the same key, value, headers and timestamp
+    DIFFERENT = "different"  # a record sits at the translated offset, with other contents
+    MISSING = "missing"  # the translated offset holds no record (deleted by retention, or never written)
+    NOT_REPLICATED = "not_replicated"  # no offset sync covers this record yet: not (provably) copied
+    UNTRANSLATABLE = "untranslatable"  # older than the oldest offset sync known
+
+
+def copy_offset(
+    store: OffsetSyncStore, topic: str, partition: int, offset: int
+) -> tuple[int | None, CopyState | None]:
+    """Where the copy of source record `offset` sits on the target, exactly, from the offset syncs:
+    (offset, None), or (None, why not)."""
+    newest = store.newest_sync(topic, partition)
+    if newest is None or offset > newest.upstream_offset:
+        return None, CopyState.NOT_REPLICATED
+    translated = store.translate_downstream(topic, partition, offset)
+    if translated is None:
+        return None, CopyState.UNTRANSLATABLE
+    return translated, None
+
+
+def differences(source: KafkaRecord, copy: KafkaRecord) -> tuple[str, ...]:
+    """The fields in which the copy differs from the source record (MM2 copies all four)."""
+    fields = []
+    if source.key != copy.key:
+        fields.append("key")
+    if source.value != copy.value:
+        fields.append("value")
+    if source.headers != copy.headers:
+        fields.append("headers")
+    if source.timestamp_ms != copy.timestamp_ms:
+        fields.append("timestamp")
+    return tuple(fields)
+
+
+@dataclass(frozen=True)
+class RecordCopy:
+    """A source record, where its copy should be, and what is there."""
+
+    source: KafkaRecord
+    target_offset: int | None
+    copy: KafkaRecord | None
+    state: CopyState
+    differences: tuple[str, ...] = ()
+
+
+def compare_copies(
+    *,
+    store: OffsetSyncStore,
+    source_records: Sequence[KafkaRecord],
+    target_records: Sequence[KafkaRecord],
+) -> list[RecordCopy]:
+    """Each source record beside the target record at its translated offset (source topic and partition
+    as the syncs name them; the target records are those of the remote partition)."""
+    by_offset = {record.offset: record for record in target_records}
+    result = []
+    for record in source_records:
+        target_offset, why_not = copy_offset(store, record.topic, record.partition, record.offset)
+        if target_offset is None:
+            result.append(RecordCopy(record, None, None, why_not or CopyState.NOT_REPLICATED))
+            continue
+        copy = by_offset.get(target_offset)
+        if copy is None:
+            result.append(RecordCopy(record, target_offset, None, CopyState.MISSING))
+            continue
+        changed = differences(record, copy)
+        state = CopyState.DIFFERENT if changed else CopyState.EQUAL
+        result.append(RecordCopy(record, target_offset, copy, state, changed))
+    return result
+
+
+def copy_range(store: OffsetSyncStore, source_records: Sequence[KafkaRecord]) -> tuple[int, int] | None:
+    """The target offsets [first, last] the copies of `source_records` occupy (None: none is provable)."""
+    offsets = [
+        offset
+        for record in source_records
+        if (offset := copy_offset(store, record.topic, record.partition, record.offset)[0]) is not None
+    ]
+    return (min(offsets), max(offsets)) if offsets else None

@@ -1,0 +1,200 @@
+"""Bounded reads of a topic for a person looking at it: its partitions with their offsets, the offset of a
+moment, and at most `max_records` records from an offset, all within one timeout.
+
+Nothing here reads a whole topic: every call is bounded by a record count and a deadline, and a partition
+that yields nothing by then returns what it has (the caller says so). Errors are `BrowseError` naming the
+cluster, the topic and the broker's reason; an unknown topic is `UnknownTopic`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import OffsetSpec
+
+from replication.browse import KafkaRecord, PartitionOffsets
+from replication.config import ClusterConfig
+from replication.kafka.clients import kafka_error_reason, make_admin, make_consumer
+
+# Fetch no more than a page needs: a browsing consumer must not pull megabytes it will not show.
+_FETCH_LIMITS = {
+    "fetch.wait.max.ms": 50,
+    "queued.max.messages.kbytes": 1024,
+    "fetch.message.max.bytes": 262144,
+    "enable.partition.eof": True,
+}
+
+
+class BrowseError(RuntimeError):
+    pass
+
+
+class UnknownTopic(BrowseError):
+    pass
+
+
+def _timestamp_ms(message) -> int | None:
+    kind, value = message.timestamp()
+    return value if kind and value >= 0 else None
+
+
+def record_of(message) -> KafkaRecord:
+    return KafkaRecord(
+        topic=message.topic(),
+        partition=message.partition(),
+        offset=message.offset(),
+        timestamp_ms=_timestamp_ms(message),
+        key=message.key(),
+        value=message.value(),
+        headers=tuple((name, value) for name, value in (message.headers() or [])),
+    )
+
+
+@dataclass(frozen=True)
+class TopicListing:
+    name: str
+    partitions: int
+
+
+class TopicBrowser:
+    """Reads one cluster's topics within `timeout_s` per call."""
+
+    def __init__(self, cluster: ClusterConfig, *, timeout_s: float) -> None:
+        self.cluster = cluster
+        self.timeout_s = timeout_s
+        self._admin = make_admin(cluster)
+
+    def _fail(self, what: str, exc: BaseException) -> BrowseError:
+        return BrowseError(
+            f"cluster {self.cluster.alias} ({self.cluster.bootstrap_servers}): {what} failed within "
+            f"{self.timeout_s:g}s: {kafka_error_reason(exc)}"
+        )
+
+    def topics(self) -> list[TopicListing]:
+        try:
+            metadata = self._admin.list_topics(timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise self._fail("listing topics", exc) from exc
+        listings = [
+            TopicListing(name, len(topic.partitions))
+            for name, topic in metadata.topics.items()
+            if topic.error is None
+        ]
+        return sorted(listings, key=lambda listing: listing.name)
+
+    def partition_count(self, topic: str) -> int:
+        # The whole listing, not list_topics(topic=...): that request may auto-create the topic.
+        try:
+            metadata = self._admin.list_topics(timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise self._fail(f"reading metadata of topic {topic}", exc) from exc
+        described = metadata.topics.get(topic)
+        if described is None or described.error is not None or not described.partitions:
+            raise UnknownTopic(f"cluster {self.cluster.alias} has no topic {topic!r}")
+        return len(described.partitions)
+
+    def _list_offsets(self, request: Mapping[TopicPartition, OffsetSpec], what: str) -> dict[int, int]:
+        if not request:
+            return {}
+        try:
+            futures = self._admin.list_offsets(dict(request), request_timeout=self.timeout_s)
+            return {tp.partition: future.result().offset for tp, future in futures.items()}
+        except KafkaException as exc:
+            raise self._fail(what, exc) from exc
+
+    def partition_offsets(
+        self, topic: str, partitions: Iterable[int] | None = None
+    ) -> list[PartitionOffsets]:
+        """Each partition's earliest offset and end offset (the high watermark)."""
+        chosen = list(range(self.partition_count(topic))) if partitions is None else list(partitions)
+        earliest = self._list_offsets(
+            {TopicPartition(topic, p): OffsetSpec.earliest() for p in chosen}, f"earliest offsets of {topic}"
+        )
+        latest = self._list_offsets(
+            {TopicPartition(topic, p): OffsetSpec.latest() for p in chosen}, f"end offsets of {topic}"
+        )
+        return [PartitionOffsets(p, earliest[p], max(latest[p], earliest[p])) for p in chosen]
+
+    def offsets_for_time(self, topic: str, timestamps_ms: Mapping[int, int]) -> dict[int, int]:
+        """Partition -> the first offset whose timestamp is at or after the moment (-1: none is)."""
+        return self._list_offsets(
+            {TopicPartition(topic, p): OffsetSpec.for_timestamp(ts) for p, ts in timestamps_ms.items()},
+            f"offsets by time of {topic}",
+        )
+
+    def read(
+        self, topic: str, partition: int, *, start: int, max_records: int, stop_before: int | None = None
+    ) -> RecordPage:
+        """At most `max_records` records of the partition from offset `start` (before `stop_before` when
+        given), read within the timeout; fewer when the partition ends first."""
+        key = (topic, partition)
+        pages = read_records(
+            self.cluster,
+            {key: start},
+            max_records=max_records,
+            timeout_s=self.timeout_s,
+            stop_before=None if stop_before is None else {key: stop_before},
+        )
+        return pages[key]
+
+
+@dataclass(frozen=True)
+class RecordPage:
+    records: list[KafkaRecord]
+    complete: bool  # False: the deadline came before the partition's end or `max_records`
+
+
+def read_records(
+    cluster: ClusterConfig,
+    starts: Mapping[tuple[str, int], int],
+    *,
+    max_records: int,
+    timeout_s: float,
+    stop_before: Mapping[tuple[str, int], int] | None = None,
+) -> dict[tuple[str, int], RecordPage]:
+    """Up to `max_records` records per partition from each start offset, with one consumer and one
+    deadline; a partition is done at its end, at `stop_before`, or when it has `max_records`."""
+    results: dict[tuple[str, int], list[KafkaRecord]] = {key: [] for key in starts}
+    if not starts or max_records <= 0:
+        return {key: RecordPage([], True) for key in starts}
+    # An offset below the log start (retention deleted it) reads from the log start.
+    consumer = make_consumer(cluster, overrides=_FETCH_LIMITS | {"auto.offset.reset": "earliest"})
+    pending = set(starts)
+    limits = dict(stop_before or {})
+    try:
+        consumer.assign([TopicPartition(topic, p, offset) for (topic, p), offset in starts.items()])
+        deadline = time.monotonic() + timeout_s
+        while pending and (remaining := deadline - time.monotonic()) > 0:
+            done = []
+            for message in consumer.consume(max_records, timeout=min(remaining, 0.05)):
+                key = (message.topic(), message.partition())
+                if key not in pending:
+                    continue
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        pending.discard(key)
+                        done.append(TopicPartition(*key))
+                        continue
+                    raise BrowseError(f"cluster {cluster.alias}: reading {key[0]}[{key[1]}]: {error.str()}")
+                limit = limits.get(key)
+                if limit is not None and message.offset() >= limit:
+                    pending.discard(key)
+                    done.append(TopicPartition(*key))
+                    continue
+                results[key].append(record_of(message))
+                if len(results[key]) >= max_records:
+                    pending.discard(key)
+                    done.append(TopicPartition(*key))
+            if done:
+                consumer.pause(done)
+    except KafkaException as exc:
+        raise BrowseError(
+            f"cluster {cluster.alias}: reading records failed: {kafka_error_reason(exc)}"
+        ) from exc
+    finally:
+        consumer.close()
+    return {key: RecordPage(records, key not in pending) for key, records in results.items()}

@@ -1,0 +1,84 @@
+"""Stored clusters and flows on the session's embedded brokers, and a mirror run to completion in the
+test's own thread (a worker's semantics: `MirrorSourceTask` slices, then close, which writes the final
+offset syncs)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from controlplane import services
+from controlplane.models import Cluster
+from replication.config import ClusterConfig, FlowConfig
+from replication.connector import NewRemoteTopic
+from replication.kafka.admin import TopicAdmin
+from replication.kafka.clients import make_producer
+from replication.kafka.positions import KafkaPositionStore
+from replication.policy import replication_policy_for
+from replication.source import MirrorSourceTask
+
+
+def stored_cluster(*, actor, config: ClusterConfig) -> Cluster:
+    existing = Cluster.objects.filter(alias=config.alias).first()
+    return existing or services.cluster_create(
+        actor=actor, alias=config.alias, bootstrap_servers=config.bootstrap_servers
+    )
+
+
+def create_topic(cluster: ClusterConfig, name: str, partitions: int) -> None:
+    errors = TopicAdmin(cluster).create_topics([NewRemoteTopic(name, name, partitions, 1, {})])
+    assert errors[name] is None, errors
+
+
+def produce_keyed(cluster: ClusterConfig, topic: str, *, count: int, partition: int = 0) -> None:
+    """`count` JSON records with keys `k<i>` and a header, one per produce call (one record a batch)."""
+    producer = make_producer(cluster, overrides={"linger.ms": 0})
+    for index in range(count):
+        producer.produce(
+            topic,
+            key=f"k{index}".encode(),
+            value=f'{{"order": {index}, "amount": {index * 10}}}'.encode(),
+            headers=[("trace", f"t-{index}".encode())],
+            partition=partition,
+        )
+        producer.flush(10)
+
+
+def mirrored_flow(*, actor, source: Cluster, target: Cluster, topic: str, group: str = ".*"):
+    return services.flow_create(
+        actor=actor,
+        source=source,
+        target=target,
+        enabled=True,
+        topics=[re.escape(topic)],
+        groups=[group],
+    )
+
+
+def mirror_topic(
+    source: ClusterConfig, target: ClusterConfig, topic: str, *, partitions: int, records: int
+) -> str:
+    """Replicate `topic` (flow source->target, MM2 defaults) until the target holds `records` copies;
+    returns the remote topic. The task's close writes the final offset syncs: translation is exact."""
+    flow = FlowConfig(source=source.alias, target=target.alias, enabled=True, topics=(re.escape(topic),))
+    policy = replication_policy_for(flow, known_aliases=[source.alias, target.alias])
+    remote_topic = policy.format_remote_topic(source.alias, topic)
+    create_topic(target, remote_topic, partitions)
+    task = MirrorSourceTask(
+        flow=flow,
+        source=source,
+        target=target,
+        policy=policy,
+        task_index=0,
+        position_store=KafkaPositionStore(target, source_alias=source.alias),
+    )
+    task.assign([(topic, p) for p in range(partitions)])
+    copied = 0
+    deadline = time.monotonic() + 60
+    try:
+        while copied < records and time.monotonic() < deadline:
+            copied += task.run_slice(max_seconds=0.3).records
+    finally:
+        task.close()
+    assert copied >= records, f"only {copied} of {records} records mirrored"
+    return remote_topic

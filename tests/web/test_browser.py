@@ -1,0 +1,146 @@
+"""The topic and message browser through the real views, on the embedded brokers: records from an offset
+and a moment, a mirrored record beside its copy, masking for viewers, clear errors for bad input and for
+a cluster that does not answer."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from controlplane import cluster_reads, services
+from tests.web.mirroring import create_topic, mirror_topic, mirrored_flow, produce_keyed, stored_cluster
+
+pytestmark = [pytest.mark.kafka, pytest.mark.django_db]
+
+RECORDS = 12
+
+
+@pytest.fixture(scope="module")
+def mirrored(cluster_a, cluster_b):
+    """A topic of A with RECORDS keyed JSON records on partition 0, mirrored to B (A.<topic>)."""
+    topic = "browse-orders"
+    create_topic(cluster_a, topic, 2)
+    produce_keyed(cluster_a, topic, count=RECORDS)
+    remote_topic = mirror_topic(cluster_a, cluster_b, topic, partitions=2, records=RECORDS)
+    return topic, remote_topic
+
+
+@pytest.fixture
+def flow(users, cluster_a, cluster_b, mirrored):
+    cluster_reads.reset_breakers()
+    admin = users["admin"]
+    a = stored_cluster(actor=admin, config=cluster_a)
+    b = stored_cluster(actor=admin, config=cluster_b)
+    return mirrored_flow(actor=admin, source=a, target=b, topic=mirrored[0])
+
+
+def test_viewer_reads_records_from_an_offset(client_as, flow, mirrored):
+    topic, remote_topic = mirrored
+    response = client_as("viewer").get(
+        reverse("web:topic", args=["A", topic]), {"offset": 3, "max_records": 4}
+    )
+    assert response.status_code == 200, response.content.decode()
+    page = response.context["page"]
+    assert [r.offset for r in page.records] == [3, 4, 5, 6]
+    first = page.records[0]
+    assert (first.key.text, first.value.format) == ("k3", "json")
+    assert '"amount": 30' in first.value.text
+    assert [(name, value.text) for name, value in first.headers] == [("trace", "t-3")]
+    assert [(m.role, m.remote_topic) for m in page.mirrors] == [("source", remote_topic)]
+    body = response.content.decode()
+    assert "Read from A at" in body and "compare these records with their copies" in body
+
+    as_hex = client_as("viewer").get(
+        reverse("web:topic", args=["A", topic]), {"offset": 3, "max_records": 1, "format": "hex"}
+    )
+    assert as_hex.context["page"].records[0].key.text == "6b 33"  # "k3"
+
+
+def test_seek_by_time_starts_at_the_first_record_at_or_after_it(client_as, flow, mirrored):
+    topic, _ = mirrored
+    viewer = client_as("viewer")
+    sixth = viewer.get(reverse("web:topic", args=["A", topic]), {"offset": 5, "max_records": 1})
+    moment = sixth.context["page"].records[0].timestamp
+    response = viewer.get(
+        reverse("web:topic", args=["A", topic]), {"time": moment.isoformat(), "max_records": 2}
+    )
+    assert response.status_code == 200
+    records = response.context["page"].records
+    assert records and records[0].timestamp >= moment and records[0].offset <= 5
+
+
+def test_records_beside_their_copies(client_as, flow, mirrored):
+    topic, remote_topic = mirrored
+    response = client_as("viewer").get(
+        reverse("web:record-copies", args=[flow.pk]), {"topic": topic, "offset": 2, "max_records": 5}
+    )
+    assert response.status_code == 200, response.content.decode()
+    page = response.context["page"]
+    assert page.remote_topic == remote_topic
+    assert [(c.source.offset, c.state.value) for c in page.copies] == [(o, "equal") for o in range(2, 7)]
+    assert all(c.copy.key.text == c.source.key.text for c in page.copies)
+
+
+def test_masked_topics_hide_values_from_viewers_only(client_as, flow, mirrored, settings):
+    topic, _ = mirrored
+    settings.MIRRORPLANE_BROWSE_MASKED_TOPICS = ["browse-.*"]
+    url, query = reverse("web:topic", args=["A", topic]), {"offset": 0, "max_records": 1}
+    viewer = client_as("viewer").get(url, query)
+    record = viewer.context["page"].records[0]
+    assert record.value.masked and record.value.text.startswith("masked (")
+    assert record.headers[0][1].masked and record.key.text == "k0"
+    assert '"order"' not in viewer.content.decode()
+    operator = client_as("operator").get(url, query).context["page"].records[0]
+    assert not operator.value.masked and '"order": 0' in operator.value.text
+    copies = client_as("viewer").get(
+        reverse("web:record-copies", args=[flow.pk]), {"topic": topic, "offset": 0, "max_records": 1}
+    )
+    assert copies.context["page"].copies[0].copy.value.masked
+    assert copies.context["page"].copies[0].state.value == "equal"
+
+
+@pytest.mark.parametrize(
+    ("query", "field", "words"),
+    [
+        ({"offset": "abc"}, "offset", "'abc' is not a whole number"),
+        ({"offset": "-4"}, "offset", "out of range"),
+        ({"time": "yesterday noon"}, "time", "is not a time: give ISO 8601"),
+        ({"offset": "1", "time": "2026-11-24T05:00:00Z"}, "time", "not both"),
+        ({"max_records": "100000"}, "max_records", "from 1 to 500"),
+        ({"format": "xml"}, "format", "use one of auto, text, json, hex"),
+        ({"partition": "7"}, "partition", "partitions 0 to 1"),
+    ],
+)
+def test_bad_input_names_the_field(client_as, flow, mirrored, query, field, words):
+    response = client_as("viewer").get(reverse("web:topic", args=["A", mirrored[0]]), query)
+    assert response.status_code == 400
+    assert any(e.startswith(f"{field}: ") and words in e for e in response.context["errors"]), (
+        response.context["errors"]
+    )
+
+
+def test_unknown_topic_is_a_clear_error(client_as, flow):
+    response = client_as("viewer").get(reverse("web:topic", args=["A", "no-such-topic"]))
+    assert response.status_code == 400
+    assert response.context["errors"] == [
+        "topic: cluster A has no topic 'no-such-topic': check the name on the topics page"
+    ]
+    not_mirrored = client_as("viewer").get(reverse("web:record-copies", args=[flow.pk]), {"topic": "other"})
+    assert "does not replicate topic 'other'" in not_mirrored.context["errors"][0]
+
+
+def test_an_unreachable_cluster_answers_502_then_is_not_asked(client_as, users, settings):
+    settings.MIRRORPLANE_CLUSTER_TIMEOUT_S = 0.5
+    cluster_reads.reset_breakers()
+    services.cluster_create(actor=users["admin"], alias="gone", bootstrap_servers="127.0.0.1:1")
+    viewer = client_as("viewer")
+    for _ in range(2):  # MIRRORPLANE_CLUSTER_FAILURES_TO_FAULT reads fail...
+        response = viewer.get(reverse("web:topic", args=["gone", "orders"]))
+        assert response.status_code == 502
+        assert "cluster gone (127.0.0.1:1)" in response.context["problem"]
+    refused = viewer.get(reverse("web:topic", args=["gone", "orders"]))  # ...then the breaker answers
+    assert refused.status_code == 502
+    assert "did not answer the last 2 read(s)" in refused.context["problem"]
+    assert "Test connection" in refused.context["problem"]
+    listing = viewer.get(reverse("web:topics"), {"cluster": "gone"})
+    assert listing.status_code == 200 and "did not answer" in listing.context["problem"]
