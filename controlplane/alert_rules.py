@@ -38,7 +38,7 @@ class FlowFacts:
     state_reason: str
     status: str  # the live roll-up: OK, WARN, STALE, ERR or UNKNOWN
     records_behind: int | None
-    seconds_behind: float | None
+    seconds_behind: float | None  # the flow's, or its known lower bound when seconds_behind_undated
     observed_at: float | None  # of the newest status report
     budget_seconds: float
     budget_records: int | None
@@ -54,6 +54,7 @@ class FlowFacts:
     gaps_recent: int = 0  # data-loss gaps within the window
     lost_records_recent: int = 0
     last_gap_at: float | None = None
+    seconds_behind_undated: bool = False  # a partition behind has no known age: the figure is a lower bound
 
 
 @dataclass(frozen=True)
@@ -75,17 +76,19 @@ def _fresh(facts: FlowFacts) -> bool:
 
 
 def rpo_seconds(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
-    """seconds_behind (fresh) above the flow's budget."""
+    """seconds_behind (fresh) above the flow's budget. While a partition behind has no known age yet, the
+    known partitions' worst is a lower bound of the flow's: over the budget, the flow is too."""
     if not facts.runnable or not _fresh(facts) or facts.seconds_behind is None:
         return QUIET
     figure, budget = facts.seconds_behind, facts.budget_seconds
+    at_least = "at least " if facts.seconds_behind_undated else ""
     return Verdict(
         figure > budget,
         figure,
         budget,
         "seconds",
         facts.observed_at,
-        f"{figure:.1f} s behind, over the RPO budget of {budget:g} s",
+        f"{at_least}{figure:.1f} s behind, over the RPO budget of {budget:g} s",
     )
 
 

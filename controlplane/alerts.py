@@ -157,7 +157,10 @@ def _facts(
         state_reason=flow.state_reason,
         status=summary.status,
         records_behind=summary.records_behind,
-        seconds_behind=summary.seconds_behind,
+        seconds_behind=(
+            summary.seconds_behind if summary.seconds_behind is not None else summary.seconds_behind_at_least
+        ),
+        seconds_behind_undated=summary.seconds_behind is None and summary.seconds_behind_at_least is not None,
         observed_at=_epoch(summary.observed_at),
         budget_seconds=budget.seconds_behind,
         budget_records=budget.records_behind,

@@ -140,7 +140,8 @@ class FlowSummary:
     flow: Flow
     partitions: tuple[PartitionLive, ...]
     records_behind: int | None  # sum over the partitions; None until a worker has measured it
-    seconds_behind: float | None  # the worst partition's
+    seconds_behind: float | None  # the worst partition's; None while a partition behind has no known age
+    seconds_behind_at_least: float | None  # the worst known partition's: a lower bound while undated
     position: int  # sum of replicated offsets: its change between refreshes is the throughput
     status: str  # the worst partition: OK, WARN, STALE or ERR; UNKNOWN when none reported
     observed_at: datetime.datetime | None  # the newest observation
@@ -178,12 +179,16 @@ def summarize(
     partitions = tuple(partition_live(row, now=now, stale_after=stale_after) for row in rows)
     behind = [row.records_behind for row in rows if row.records_behind is not None]
     seconds = [row.seconds_behind for row in rows if row.seconds_behind is not None]
+    # A partition behind whose age is not known yet (a task that took it over has not replicated from it
+    # yet) makes the flow's unknown: never a 0 s that hides it. The known worst stays as a lower bound.
+    undated = any(row.seconds_behind is None and (row.records_behind or 0) > 0 for row in rows)
     newest = max((row.observed_at for row in rows), default=None)
     return FlowSummary(
         flow=flow,
         partitions=partitions,
         records_behind=sum(behind) if behind else None,
-        seconds_behind=max(seconds) if seconds else None,
+        seconds_behind=max(seconds) if seconds and not undated else None,
+        seconds_behind_at_least=max(seconds) if seconds else None,
         position=sum(row.replicated_offset or 0 for row in rows),
         status=group_status([p.state for p in partitions]),
         observed_at=newest,

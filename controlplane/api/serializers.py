@@ -206,7 +206,12 @@ class FlowSummarySerializer(serializers.Serializer):
         help_text="worst partition: OK, WARN, STALE or ERR; UNKNOWN before any report"
     )
     records_behind = serializers.IntegerField(allow_null=True, help_text="sum over the partitions")
-    seconds_behind = serializers.FloatField(allow_null=True, help_text="the worst partition's")
+    seconds_behind = serializers.FloatField(
+        allow_null=True, help_text="the worst partition's; null while a partition behind has no known age"
+    )
+    seconds_behind_at_least = serializers.FloatField(
+        allow_null=True, help_text="the worst known partition's: a lower bound while seconds_behind is null"
+    )
     observed_at = serializers.DateTimeField(allow_null=True, help_text="the newest observation")
     age_s = serializers.FloatField(allow_null=True, help_text="seconds since observed_at")
     stale = serializers.BooleanField()

@@ -51,6 +51,12 @@ def test_rpo_seconds_fires_past_the_budget_with_the_figure_and_when_it_was_obser
     assert not verdicts(seconds_behind=60.0)[AlertRule.RPO_SECONDS].firing  # at the budget: within it
 
 
+def test_rpo_seconds_judges_the_known_lower_bound_while_a_partition_behind_is_undated():
+    verdict = verdicts(seconds_behind=90.0, seconds_behind_undated=True)[AlertRule.RPO_SECONDS]
+    assert verdict.firing and "at least 90.0 s behind" in verdict.message
+    assert not verdicts(seconds_behind=0.0, seconds_behind_undated=True)[AlertRule.RPO_SECONDS].firing
+
+
 def test_budget_rules_do_not_judge_stale_figures_nor_flows_that_should_not_replicate():
     assert AlertRule.RPO_SECONDS not in firing(seconds_behind=500.0, status="STALE")
     assert AlertRule.RPO_SECONDS not in firing(seconds_behind=500.0, runnable=False, state="paused")

@@ -228,6 +228,7 @@ def test_pause_resume_and_status(client_as, flow):
         "status": "UNKNOWN",
         "records_behind": None,
         "seconds_behind": None,
+        "seconds_behind_at_least": None,
         "observed_at": None,
         "age_s": None,
         "stale": False,

@@ -172,3 +172,22 @@ def test_the_failover_plan_gets_the_last_known_lag_with_its_age_by_the_same_rule
     old = selectors.last_known_lag(flow=flow)
     assert old.records_behind == {("orders", 0): 4, ("orders", 2): 1} and old.stale
     assert "60 s old; STALE" in old.note()
+
+
+def test_a_partition_behind_without_a_known_age_makes_the_flows_seconds_behind_unknown():
+    from django.utils import timezone
+
+    from controlplane.models import Flow, FlowPartitionStatus
+    from controlplane.selectors import summarize
+
+    now = timezone.now()
+    caught_up = FlowPartitionStatus(
+        topic="t", partition=0, records_behind=0, seconds_behind=0.0, observed_at=now
+    )
+    undated = FlowPartitionStatus(
+        topic="t", partition=1, records_behind=900, seconds_behind=None, observed_at=now
+    )
+    summary = summarize(Flow(state="active"), [caught_up, undated], now=now, stale_after=10)
+    assert summary.records_behind == 900 and summary.seconds_behind is None  # not "0 s behind"
+    assert summary.seconds_behind_at_least == 0.0  # what is known: a lower bound
+    assert summarize(Flow(state="active"), [caught_up], now=now, stale_after=10).seconds_behind == 0.0
