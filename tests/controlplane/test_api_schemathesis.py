@@ -10,7 +10,6 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
-from schemathesis.checks import not_a_server_error
 
 from controlplane import services
 from controlplane.models import Cluster, Flow
@@ -53,7 +52,8 @@ def seeded_admin_token(tokens, admin_user, wsgi_keeps_test_connection):
 )
 def test_no_server_errors(case, seeded_admin_token):
     response = case.call(headers={"Authorization": f"Token {seeded_admin_token}"})
-    case.validate_response(response, checks=(not_a_server_error,))
+    # A generated id may hit the seeded flow, whose clusters nobody runs: its designed 502 is no failure.
+    case.validate_response(response, checks=(no_failure_but_unreachable_clusters,))
 
 
 # -- stateful: sequences of calls that follow the API's links (create or list, then read, change, delete) --
