@@ -220,10 +220,18 @@ FLOW_PROPERTIES_BY_NAME: Mapping[str, FlowProperty] = MappingProxyType(
 
 @dataclass(frozen=True)
 class Mm2Config:
-    """Everything an mm2.properties file describes: the clusters and every flow between them."""
+    """Everything an mm2.properties file describes: the clusters and every flow between them.
+
+    `flow_defaults` holds the top-level flow settings (FlowConfig field -> value): the settings of every
+    pair of clusters no `A->B.*` key mentions, which MM2 still runs heartbeats for (`pair`).
+    """
 
     clusters: tuple[ClusterConfig, ...]
     flows: tuple[FlowConfig, ...]
+    flow_defaults: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "flow_defaults", MappingProxyType(dict(self.flow_defaults)))
 
     def cluster(self, alias: str) -> ClusterConfig:
         for cluster in self.clusters:
@@ -237,3 +245,23 @@ class Mm2Config:
 
     def enabled_flows(self, targets: tuple[str, ...] | None = None) -> tuple[FlowConfig, ...]:
         return tuple(flow for flow in self.flows if flow.enabled and (not targets or flow.target in targets))
+
+    def pair(self, source: str, target: str) -> FlowConfig:
+        """The flow `source->target` as configured, or the top-level settings when no key mentions it."""
+        for flow in self.flows:
+            if (flow.source, flow.target) == (source, target):
+                return flow
+        return FlowConfig(source=source, target=target, **self.flow_defaults)
+
+    def heartbeat_pairs(self, targets: tuple[str, ...] | None = None) -> tuple[FlowConfig, ...]:
+        """Every ordered pair of clusters (targeting `targets`, or all) that emits heartbeats, enabled or
+        not: MM2's dedicated mode runs a MirrorHeartbeatConnector for each pair unless
+        `emit.heartbeats.enabled = false`, so that for a flow A->B the pair B->A writes heartbeats on A that
+        A->B replicates to B, where `upstream_clusters` and `replication_hops` find A."""
+        pairs = (
+            self.pair(source, target)
+            for target in self.aliases
+            for source in self.aliases
+            if source != target and (not targets or target in targets)
+        )
+        return tuple(flow for flow in pairs if flow.emit_heartbeats_enabled)

@@ -605,7 +605,10 @@ def parse_mm2(
         raise Mm2FileError.collect(reader.errors)
     if not any(flow.enabled for flow in flows):
         reader.warnings.append(f"{source_name}: no flow is enabled; set e.g. A->B.enabled = true")
-    return ParsedMm2(Mm2Config(clusters=clusters, flows=flows), tuple(reader.warnings))
+    defaults = {name: value for name, (value, _) in reader.defaults.items()}
+    return ParsedMm2(
+        Mm2Config(clusters=clusters, flows=flows, flow_defaults=defaults), tuple(reader.warnings)
+    )
 
 
 def load_mm2_file(path: str | os.PathLike[str]) -> Mm2Config:
@@ -648,8 +651,10 @@ def _format_flow_value(prop: FlowProperty, value: Any, *, flow: str) -> str:
 def write_mm2(config: Mm2Config, *, include_defaults: bool = False) -> str:
     """MM2-format text for `config`; parse_mm2 of it gives an equal Mm2Config.
 
-    Every setting is written per cluster and per flow (no top-level defaults), so each flow reads on its
-    own. Values are written as they are held, secrets included: placeholders were resolved when read.
+    Every setting is written per cluster and per flow, so each flow reads on its own; the top-level flow
+    settings (`flow_defaults`, what pairs without a flow run with) are written at the top level too, and a
+    flow setting is written whenever it differs from them. Values are written as they are held, secrets
+    included: placeholders were resolved when read.
     """
 
     def entry(key: str, value: str) -> str:
@@ -664,11 +669,19 @@ def write_mm2(config: Mm2Config, *, include_defaults: bool = False) -> str:
             lines += [
                 entry(f"{cluster.alias}.{role}.{name}", value) for name, value in sorted(overrides.items())
             ]
+    defaults = {prop.field: prop.default for prop in FLOW_PROPERTIES} | dict(config.flow_defaults)
+    top_level = [prop for prop in FLOW_PROPERTIES if prop.field in config.flow_defaults]
+    if top_level:
+        lines += ["", "# every flow, and the pairs without one (heartbeats)"]
+        lines += [
+            entry(prop.name, _format_flow_value(prop, defaults[prop.field], flow="top level"))
+            for prop in top_level
+        ]
     for flow in config.flows:
         lines += ["", entry(f"{flow.name}.enabled", "true" if flow.enabled else "false")]
         for prop in FLOW_PROPERTIES:
             value = getattr(flow, prop.field)
-            if prop.name != "enabled" and (include_defaults or value != prop.default):
+            if prop.name != "enabled" and (include_defaults or value != defaults[prop.field]):
                 lines.append(
                     entry(f"{flow.name}.{prop.name}", _format_flow_value(prop, value, flow=flow.name))
                 )

@@ -1,6 +1,8 @@
 """MM2's dedicated mode: `python -m replication run mm2.properties` runs every enabled flow in one process.
 
-Per flow: `TopicMetadataSync` creates and refreshes remote topics; the replicated partitions are split
+Heartbeats are emitted for every ordered pair of clusters, enabled or not, unless `emit.heartbeats.enabled`
+is false for it (MM2's `clusterPairs`): a flow A->B then carries B->A's heartbeats from A to B, so B sees A
+upstream. Per flow: `TopicMetadataSync` creates and refreshes remote topics; the replicated partitions are split
 over `tasks.max` `MirrorSourceTask`s (`connector.assign_partitions`), each driven by its own thread
 (confluent-kafka releases the GIL while it waits on the network); the flow's periodic tasks (heartbeats,
 checkpoints) tick on the main thread. New matching topics are picked up at `refresh.topics.interval`
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from replication.config import ClusterConfig, FlowConfig, Mm2Config
 from replication.connector import TopicPartition, assign_partitions
 from replication.kafka.admin import TopicAdmin, TopicAdminError
-from replication.kafka.flow_tasks import periodic_tasks_for_flow
+from replication.kafka.flow_tasks import PeriodicTask, heartbeat_task_for_flow, periodic_tasks_for_flow
 from replication.kafka.legacy_offset_syncs import move_legacy_offset_syncs
 from replication.kafka.positions import KafkaPositionStore
 from replication.kafka.topic_sync import TopicMetadataSync
@@ -220,6 +222,29 @@ class FlowRunner:
         self.position_store.close()
 
 
+def pair_heartbeat_tasks(config: Mm2Config, *, targets: tuple[str, ...] = ()) -> list[PeriodicTask]:
+    """Heartbeat tasks of the pairs that emit heartbeats but run no flow here (the enabled flows' own
+    heartbeat tasks are their `FlowRunner`'s)."""
+    running = {(flow.source, flow.target) for flow in config.enabled_flows(targets or None)}
+    return [
+        heartbeat_task_for_flow(
+            flow=pair,
+            target=config.cluster(pair.target),
+            policy=replication_policy_for(pair, known_aliases=config.aliases),
+        )
+        for pair in config.heartbeat_pairs(targets or None)
+        if (pair.source, pair.target) not in running
+    ]
+
+
+def _tick_pair_heartbeats(tasks: Sequence[PeriodicTask], *, now: float) -> None:
+    for task in tasks:
+        try:
+            task.tick(now=now)
+        except Exception:
+            log.exception("heartbeats of a cluster pair failed; retrying at the next interval")
+
+
 def check_reachable(clusters: Sequence[ClusterConfig]) -> None:
     """Fail fast, naming the alias and bootstrap servers, when a cluster does not answer."""
     for cluster in clusters:
@@ -241,7 +266,8 @@ def _install_stop_handlers(stop: threading.Event) -> None:
 def run_dedicated(
     config: Mm2Config, *, targets: tuple[str, ...] = (), duration_s: float | None = None
 ) -> int:
-    """Run every enabled flow (targeting `targets`, or all) until a signal or `duration_s`; exit code."""
+    """Run every enabled flow (targeting `targets`, or all) and the heartbeats of every cluster pair (see
+    the module docstring) until a signal or `duration_s`; exit code."""
     flows = config.enabled_flows(targets or None)
     if not flows:
         which = f" targeting {', '.join(targets)}" if targets else ""
@@ -255,10 +281,14 @@ def run_dedicated(
         failures.append(message)
         stop.set()
 
-    aliases = sorted({alias for flow in flows for alias in (flow.source, flow.target)})
+    aliases = {alias for flow in flows for alias in (flow.source, flow.target)}
+    aliases |= {pair.target for pair in config.heartbeat_pairs(targets or None)}
+    runners: list[FlowRunner] = []
+    heartbeats: list[PeriodicTask] = []
     try:
-        check_reachable([config.cluster(alias) for alias in aliases])
+        check_reachable([config.cluster(alias) for alias in sorted(aliases)])
         runners = [FlowRunner(config=config, flow=flow, stop=stop, on_failure=on_failure) for flow in flows]
+        heartbeats = pair_heartbeat_tasks(config, targets=targets)
     except (StartupError, TopicAdminError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -269,6 +299,7 @@ def run_dedicated(
         while not stop.is_set():
             for runner in runners:
                 runner.tick(now=time.time())
+            _tick_pair_heartbeats(heartbeats, now=time.time())
             now = time.monotonic()
             if now >= next_progress:
                 for runner in runners:
@@ -284,6 +315,8 @@ def run_dedicated(
         stop.set()
         for runner in runners:
             runner.close()
+        for task in heartbeats:
+            task.close()
         for runner in runners:
             runner.log_progress(now=time.monotonic())
     if failures:

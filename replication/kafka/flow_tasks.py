@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from replication.checkpoint import MirrorCheckpointTask
 from replication.config import ClusterConfig, FlowConfig, OffsetSyncsTopicLocation
@@ -39,15 +39,25 @@ EmitListener = Callable[[str, float], None]
 
 
 class InternalTopicSink:
-    """`HeartbeatSink` / `CheckpointSink`: MM2 records written to an internal topic, acks awaited."""
+    """`HeartbeatSink` / `CheckpointSink`: MM2 records written to an internal topic, acks awaited.
+
+    `timestamp_ms(record)` gives a record's timestamp where MM2 sets one (a heartbeat carries its own, as
+    MM2's `MirrorHeartbeatTask` writes it); otherwise the producer's clock stamps it."""
 
     def __init__(
-        self, writer: InternalTopicWriter, *, kind: str = "", on_emit: EmitListener | None = None
+        self,
+        writer: InternalTopicWriter,
+        *,
+        kind: str = "",
+        on_emit: EmitListener | None = None,
+        timestamp_ms: Callable[[Any], int] | None = None,
     ) -> None:
         self._writer, self._kind, self._on_emit = writer, kind, on_emit
+        self._timestamp_ms = timestamp_ms
 
     def emit(self, records: Sequence[KeyedRecord]) -> None:
-        self._writer.write([(record.key(), record.value()) for record in records])
+        timestamps = None if self._timestamp_ms is None else [self._timestamp_ms(r) for r in records]
+        self._writer.write([(record.key(), record.value()) for record in records], timestamps_ms=timestamps)
         if self._on_emit is not None and records:
             self._on_emit(self._kind, time.time())
 
@@ -124,7 +134,10 @@ def heartbeat_task_for_flow(
         replication_factor=flow.heartbeats_topic_replication_factor,
         timeout_s=timeout_s,
     )
-    return MirrorHeartbeatTask(flow=flow, sink=InternalTopicSink(writer, kind="heartbeat", on_emit=on_emit))
+    sink = InternalTopicSink(
+        writer, kind="heartbeat", on_emit=on_emit, timestamp_ms=lambda heartbeat: heartbeat.timestamp_ms
+    )
+    return MirrorHeartbeatTask(flow=flow, sink=sink)
 
 
 def periodic_tasks_for_flow(

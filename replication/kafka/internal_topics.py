@@ -173,9 +173,16 @@ class InternalTopicWriter:
         self._producer = make_producer(cluster)
         self._ready = False
 
-    def write(self, records: Sequence[tuple[bytes, bytes]], *, timeout_s: float | None = None) -> None:
+    def write(
+        self,
+        records: Sequence[tuple[bytes, bytes]],
+        *,
+        timestamps_ms: Sequence[int] | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
         """Write and wait until the cluster acknowledged every record (within `timeout_s`, the writer's own
-        timeout by default); raise InternalTopicError if not."""
+        timeout by default); raise InternalTopicError if not. `timestamps_ms`, one per record, are the
+        records' timestamps (the producer's clock when not given)."""
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
         if not self._ready:
             ensure_internal_topic(
@@ -192,8 +199,11 @@ class InternalTopicWriter:
             if error is not None:
                 failures.append(error.str())
 
-        for key, value in records:
-            self._producer.produce(self.topic, key=key, value=value, partition=0, on_delivery=on_delivery)
+        for index, (key, value) in enumerate(records):
+            timestamp = 0 if timestamps_ms is None else timestamps_ms[index]  # 0: the producer's clock
+            self._producer.produce(
+                self.topic, key=key, value=value, partition=0, timestamp=timestamp, on_delivery=on_delivery
+            )
             self._producer.poll(0)
         unsent = self._producer.flush(timeout_s)
         if failures or unsent:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import textwrap
 import time
 from collections.abc import Sequence
 
 import pytest
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from replication.config import FlowConfig, OffsetSyncsTopicLocation
 from replication.filters import TopicFilter
 from replication.formats import Heartbeat
 from replication.heartbeat import MirrorHeartbeatTask, heartbeat_for
+from replication.kafka.clients import make_consumer
 from replication.kafka.flow_tasks import offset_syncs_cluster, periodic_tasks_for_flow
-from replication.kafka.internal_topics import InternalTopicReader
+from replication.mm2file import parse_mm2
 from replication.policy import classify_topic, replication_policy_for
 
 ALIASES = ("A", "B")
@@ -67,25 +70,70 @@ def test_heartbeats_are_replicated_downstream_as_alias_heartbeats(policy_class: 
     assert (decision.replicate, decision.remote_topic) == (True, "A.heartbeats")
 
 
+def test_every_cluster_pair_emits_heartbeats_unless_turned_off_like_mm2s_cluster_pairs():
+    config = parse_mm2(
+        textwrap.dedent(
+            """\
+            clusters = A, B, C
+            A.bootstrap.servers = a:9092
+            B.bootstrap.servers = b:9092
+            C.bootstrap.servers = c:9092
+            emit.heartbeats.interval.seconds = 5
+            A->B.enabled = true
+            C->A.emit.heartbeats.enabled = false
+            """
+        )
+    ).config
+    pairs = {flow.name: flow for flow in config.heartbeat_pairs()}
+    assert sorted(pairs) == ["A->B", "A->C", "B->A", "B->C", "C->B"]
+    assert {flow.emit_heartbeats_interval_seconds for flow in pairs.values()} == {5}
+    assert [flow.name for flow in config.heartbeat_pairs(("A",))] == ["B->A"]
+    # Off at the top level: only a pair that turns them back on emits.
+    off = parse_mm2(
+        "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
+        "emit.heartbeats.enabled = false\nA->B.enabled = true\nB->A.emit.heartbeats.enabled = true\n"
+    ).config
+    assert [flow.name for flow in off.heartbeat_pairs()] == ["B->A"]
+
+
 @pytest.mark.kafka
-def test_periodic_tasks_write_heartbeats_to_the_target(cluster_a, cluster_b):
+def test_periodic_tasks_write_heartbeats_to_the_target_stamped_with_their_own_time(cluster_a, cluster_b):
     flow = FlowConfig(source="A", target="B", enabled=True, emit_checkpoints_enabled=False)
     tasks = periodic_tasks_for_flow(flow=flow, source=cluster_a, target=cluster_b, known_aliases=ALIASES)
     assert [type(task).__name__ for task in tasks] == ["MirrorHeartbeatTask"]
-    started_ms = int(time.time() * 1000)
+    an_hour_ago = time.time() - 3600  # far from the producer's clock: the record must carry this time
     try:
-        tasks[0].tick(now=time.time())
+        tasks[0].tick(now=an_hour_ago)
     finally:
         for task in tasks:
             task.close()
-    reader = InternalTopicReader(cluster_b, "heartbeats", decode=Heartbeat.decode)
+    stamped = [
+        (heartbeat, timestamp_ms)
+        for heartbeat, timestamp_ms in _heartbeat_records(cluster_b, "heartbeats")
+        if heartbeat == Heartbeat("A", "B", int(an_hour_ago * 1000))
+    ]
+    assert stamped and stamped[-1][1] == int(an_hour_ago * 1000)
+
+
+def _heartbeat_records(cluster, topic: str) -> list[tuple[Heartbeat, int]]:
+    """Every heartbeat of `topic` with its record timestamp."""
+    consumer = make_consumer(cluster, overrides={"enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    records: list[tuple[Heartbeat, int]] = []
+    deadline = time.monotonic() + 15
     try:
-        heartbeats = [
-            h for h in reader.read_new() if (h.source_cluster_alias, h.target_cluster_alias) == ("A", "B")
-        ]
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error():
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    break
+                continue
+            records.append((Heartbeat.decode(message.key(), message.value()), message.timestamp()[1]))
     finally:
-        reader.close()
-    assert heartbeats and heartbeats[-1].timestamp_ms >= started_ms
+        consumer.close()
+    return records
 
 
 def test_periodic_tasks_follow_the_flow_toggles(cluster_a, cluster_b):

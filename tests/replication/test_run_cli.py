@@ -14,8 +14,11 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 from confluent_kafka.admin import NewTopic
 
+from replication.formats import Heartbeat
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_admin, make_consumer, make_producer
+from replication.policy import DefaultReplicationPolicy
+from replication.remote import replication_hops
 
 pytestmark = pytest.mark.kafka
 
@@ -136,6 +139,28 @@ def expected_by_partition(sent: list[Record], partitions: int) -> dict[int, list
     return {p: sent[p::partitions] for p in range(partitions)}
 
 
+def wait_for_heartbeat(
+    cluster, topic: str, pair: tuple[str, str], *, after_ms: int, run: RunProcess, timeout_s: float = 30.0
+) -> tuple[Heartbeat, int] | None:
+    """The first heartbeat of `pair` (source, target) in `topic` newer than `after_ms`, with its record
+    timestamp; None when none came before the deadline (or `run` exited)."""
+    consumer = make_consumer(cluster)
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline and run.process.poll() is None:
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue  # the topic may not exist yet
+            heartbeat = Heartbeat.decode(message.key(), message.value())
+            found = (heartbeat.source_cluster_alias, heartbeat.target_cluster_alias) == pair
+            if found and heartbeat.timestamp_ms >= after_ms:
+                return heartbeat, message.timestamp()[1]
+    finally:
+        consumer.close()
+    return None
+
+
 def topic_names(cluster) -> set[str]:
     return set(TopicAdmin(cluster).partition_counts())
 
@@ -156,11 +181,19 @@ def test_topics_replicate_record_for_record_in_order_then_sigterm_stops_cleanly(
         {"A": cluster_a, "B": cluster_b},
         ["A->B.enabled = true", f"A->B.topics = {unique_name}.*", "A->B.tasks.max = 2"],
     )
+    started_ms = int(time.time() * 1000)
     run = RunProcess(properties)
     try:
         for topic, partitions in topics.items():
             got = read_partitions(cluster_b, f"A.{topic}", partitions=partitions, expected=200, run=run)
             assert got == expected_by_partition(sent[topic], partitions), run.output()[-3000:]
+        # B->A has no flow, yet emits heartbeats on A (MM2's cluster pairs), which A->B carries to B: B sees
+        # A upstream. Each heartbeat record is stamped with the heartbeat's own time.
+        carried = wait_for_heartbeat(cluster_b, "A.heartbeats", ("B", "A"), after_ms=started_ms, run=run)
+        assert carried is not None, run.output()[-3000:]
+        assert carried[1] == carried[0].timestamp_ms
+        policy = DefaultReplicationPolicy(known_aliases=["A", "B"])
+        assert replication_hops(topic_names(cluster_b), policy=policy, upstream_alias="A") == 1
         # A matching topic created while it runs is picked up and the partitions are reassigned.
         later = f"{unique_name}-later"
         create_topic(cluster_a, later, 2)
