@@ -300,7 +300,9 @@ def _start_offset(
             return offsets.earliest
         return seek.offset
     if seek.timestamp_ms is not None:
-        found = browser.offsets_for_time(topic, {seek.partition: seek.timestamp_ms}).get(seek.partition, -1)
+        found = browser.offsets_at([(topic, seek.partition)], seek.timestamp_ms).get(
+            (topic, seek.partition), -1
+        )
         return None if found < 0 else found
     return max(offsets.end - seek.max_records, offsets.earliest)  # the newest records
 

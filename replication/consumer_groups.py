@@ -95,7 +95,9 @@ def plan_reset(
     by_time: Mapping[TopicPartition, int] | None = None,
     translated: Mapping[TopicPartition, int | None] | None = None,
 ) -> list[OffsetReset]:
-    """The offset each partition gets; never outside [earliest, end] (a consumer would reset itself)."""
+    """The offset each partition gets; never below the log start (a consumer would apply its
+    auto.offset.reset there, possibly skipping to the end). Offsets above the reported end are kept: a
+    translated or time-found offset names a record that exists, and some brokers report an end too low."""
     rows = []
     for key in sorted(set(partitions)):
         low, high = earliest.get(key), end.get(key)
@@ -113,10 +115,9 @@ def plan_reset(
             new = (translated or {}).get(key)
             if new is None:
                 note = "no exact translation (no offset sync covers the source offset): not written"
-        if new is not None and low is not None and high is not None and not low <= new <= high:
-            clamped = min(max(new, low), high)
-            note = f"{new} is outside [{low}, {high}]: clamped to {clamped}"
-            new = clamped
+        if new is not None and low is not None and new < low:
+            note = f"{new} is before the log start {low} (deleted by retention): the log start"
+            new = low
         if low is None or high is None:
             new, note = None, "the partition's offsets could not be read: not written"
         rows.append(OffsetReset(key[0], key[1], current.get(key), new, note))

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from controlplane.web import alerts, browse, views
+from controlplane.web import alerts, browse, groups, views
 
 app_name = "web"
 
@@ -44,6 +44,9 @@ urlpatterns = [
     path("topics/", browse.topic_list, name="topics"),
     path("topics/<str:alias>/<str:topic>/", browse.topic_detail, name="topic"),
     path("flows/<int:pk>/compare/", browse.record_copies, name="record-copies"),
+    path("groups/", groups.group_list, name="groups"),
+    path("group-reset/<str:alias>/<path:group>", groups.group_reset, name="group-reset"),
+    path("groups/<str:alias>/<path:group>", groups.group_detail, name="group"),
     path("reports/", views.reports, name="reports"),
     path("reports/run/", views.reports_run, name="reports-run"),
     path("reports/run/status/", views.reports_run_status, name="reports-run-status"),

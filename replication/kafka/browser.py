@@ -28,6 +28,9 @@ _FETCH_LIMITS = {
 }
 
 
+Key = tuple[str, int]  # (topic, partition)
+
+
 class BrowseError(RuntimeError):
     pass
 
@@ -96,34 +99,33 @@ class TopicBrowser:
             raise UnknownTopic(f"cluster {self.cluster.alias} has no topic {topic!r}")
         return len(described.partitions)
 
-    def _list_offsets(self, request: Mapping[TopicPartition, OffsetSpec], what: str) -> dict[int, int]:
+    def _list_offsets(self, request: Mapping[TopicPartition, OffsetSpec], what: str) -> dict[Key, int]:
         if not request:
             return {}
         try:
             futures = self._admin.list_offsets(dict(request), request_timeout=self.timeout_s)
-            return {tp.partition: future.result().offset for tp, future in futures.items()}
+            return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
         except KafkaException as exc:
             raise self._fail(what, exc) from exc
 
-    def partition_offsets(
-        self, topic: str, partitions: Iterable[int] | None = None
-    ) -> list[PartitionOffsets]:
-        """Each partition's earliest offset and end offset (the high watermark)."""
-        chosen = list(range(self.partition_count(topic))) if partitions is None else list(partitions)
-        earliest = self._list_offsets(
-            {TopicPartition(topic, p): OffsetSpec.earliest() for p in chosen}, f"earliest offsets of {topic}"
-        )
-        latest = self._list_offsets(
-            {TopicPartition(topic, p): OffsetSpec.latest() for p in chosen}, f"end offsets of {topic}"
-        )
-        return [PartitionOffsets(p, earliest[p], max(latest[p], earliest[p])) for p in chosen]
+    def earliest_offsets(self, partitions: Iterable[Key]) -> dict[Key, int]:
+        request = {TopicPartition(t, p): OffsetSpec.earliest() for t, p in partitions}
+        return self._list_offsets(request, "reading earliest offsets")
 
-    def offsets_for_time(self, topic: str, timestamps_ms: Mapping[int, int]) -> dict[int, int]:
-        """Partition -> the first offset whose timestamp is at or after the moment (-1: none is)."""
-        return self._list_offsets(
-            {TopicPartition(topic, p): OffsetSpec.for_timestamp(ts) for p, ts in timestamps_ms.items()},
-            f"offsets by time of {topic}",
-        )
+    def end_offsets(self, partitions: Iterable[Key]) -> dict[Key, int]:
+        request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}
+        return self._list_offsets(request, "reading end offsets")
+
+    def offsets_at(self, partitions: Iterable[Key], timestamp_ms: int) -> dict[Key, int]:
+        """Each partition's first offset whose timestamp is at or after the moment (-1: none is)."""
+        request = {TopicPartition(t, p): OffsetSpec.for_timestamp(timestamp_ms) for t, p in partitions}
+        return self._list_offsets(request, "reading offsets by time")
+
+    def partition_offsets(self, topic: str) -> list[PartitionOffsets]:
+        """Each partition's earliest offset and end offset (the high watermark)."""
+        keys = [(topic, p) for p in range(self.partition_count(topic))]
+        earliest, end = self.earliest_offsets(keys), self.end_offsets(keys)
+        return [PartitionOffsets(p, earliest[(t, p)], max(end[(t, p)], earliest[(t, p)])) for t, p in keys]
 
     def read(
         self, topic: str, partition: int, *, start: int, max_records: int, stop_before: int | None = None

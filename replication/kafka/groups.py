@@ -7,15 +7,23 @@ One adapter over confluent-kafka's AdminClient serving `checkpoint.SourceGroups`
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 
 from replication.checkpoint import ABSENT, CommittedOffset
 from replication.config import ClusterConfig
 from replication.consumer_groups import GroupDescription, GroupListing, GroupMember
+from replication.formats import Checkpoint, RecordFormatError
 from replication.kafka.admin import ADMIN_TIMEOUT_S
-from replication.kafka.clients import kafka_error_code, kafka_error_reason, make_admin
+from replication.kafka.clients import kafka_error_code, kafka_error_reason, make_admin, make_consumer
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +32,66 @@ TopicPartitionKey = tuple[str, int]
 
 class GroupAdminError(RuntimeError):
     pass
+
+
+def _description(description) -> GroupDescription:
+    members = tuple(
+        GroupMember(
+            member_id=member.member_id,
+            client_id=member.client_id,
+            host=member.host,
+            assignment=tuple(
+                sorted((tp.topic, tp.partition) for tp in (member.assignment.topic_partitions or []))
+            )
+            if member.assignment
+            else (),
+        )
+        for member in description.members or []
+    )
+    return GroupDescription(
+        description.group_id, _state_name(description.state), members, description.partition_assignor or ""
+    )
+
+
+def newest_checkpoints(
+    cluster: ClusterConfig, topic: str, *, group: str, timeout_s: float
+) -> tuple[dict[TopicPartitionKey, tuple[Checkpoint, int | None]], bool]:
+    """The newest checkpoint of `group` per remote partition in the checkpoints topic `topic` (partition
+    0, read from its start within `timeout_s`), each with its record's timestamp (ms); and whether the
+    read reached the topic's end."""
+    consumer = make_consumer(cluster, overrides={"enable.partition.eof": True, "fetch.wait.max.ms": 50})
+    newest: dict[TopicPartitionKey, tuple[Checkpoint, int | None]] = {}
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + timeout_s
+        while (remaining := deadline - time.monotonic()) > 0:
+            for message in consumer.consume(10_000, timeout=min(remaining, 0.2)):
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        return newest, True
+                    if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                        return newest, True  # no checkpoint was ever written
+                    continue
+                if message.value() is None:
+                    continue
+                try:
+                    checkpoint = Checkpoint.decode(message.key() or b"", message.value())
+                except RecordFormatError:
+                    continue
+                if checkpoint.group == group:
+                    kind, timestamp = message.timestamp()
+                    newest[(checkpoint.topic, checkpoint.partition)] = (
+                        checkpoint,
+                        timestamp if kind else None,
+                    )
+    except KafkaException as exc:
+        raise GroupAdminError(
+            f"cluster {cluster.alias}: reading checkpoints topic {topic} failed: {kafka_error_reason(exc)}"
+        ) from exc
+    finally:
+        consumer.close()
+    return newest, False
 
 
 def _state_name(state) -> str:
@@ -67,31 +135,23 @@ class GroupOffsetsAdmin:
         }
         return [groups[name] for name in sorted(groups)]
 
-    def describe(self, group: str) -> GroupDescription:
-        """The group's state and members with their assignments (ABSENT with none when unknown)."""
+    def describe(self, groups: Sequence[str]) -> dict[str, GroupDescription]:
+        """Each group's state and members with their assignments, in one request (ABSENT: unknown)."""
+        if not groups:
+            return {}
         try:
-            (future,) = self._admin.describe_consumer_groups([group], request_timeout=self.timeout_s).values()
-            description = future.result()
+            futures = self._admin.describe_consumer_groups(list(groups), request_timeout=self.timeout_s)
         except KafkaException as exc:
-            if kafka_error_code(exc) == KafkaError.GROUP_ID_NOT_FOUND:
-                return GroupDescription(group, ABSENT, ())
-            raise self._fail(f"describing group {group}", exc) from exc
-        members = tuple(
-            GroupMember(
-                member_id=member.member_id,
-                client_id=member.client_id,
-                host=member.host,
-                assignment=tuple(
-                    sorted((tp.topic, tp.partition) for tp in (member.assignment.topic_partitions or []))
-                )
-                if member.assignment
-                else (),
-            )
-            for member in description.members or []
-        )
-        return GroupDescription(
-            group, _state_name(description.state), members, description.partition_assignor or ""
-        )
+            raise self._fail("describing consumer groups", exc) from exc
+        described: dict[str, GroupDescription] = {}
+        for group, future in futures.items():
+            try:
+                described[group] = _description(future.result())
+            except KafkaException as exc:
+                if kafka_error_code(exc) != KafkaError.GROUP_ID_NOT_FOUND:
+                    raise self._fail(f"describing group {group}", exc) from exc
+                described[group] = GroupDescription(group, ABSENT, ())
+        return described
 
     def committed_offsets(self, group: str) -> dict[TopicPartitionKey, CommittedOffset]:
         """The group's committed offsets; a group with none (or deleted meanwhile) has an empty dict."""

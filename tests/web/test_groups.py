@@ -1,0 +1,147 @@
+"""Consumer group pages and the offset reset through the real views, on the embedded brokers: offsets,
+end offsets and lag; what a checkpointing flow knows; the reset's dry run, roles, audit, refusal for an
+active group, and errors that name the field."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.urls import reverse
+
+from controlplane import cluster_reads
+from controlplane.models import AuditEvent
+from replication.config import FlowConfig
+from replication.kafka.clients import make_consumer
+from replication.kafka.flow_tasks import periodic_tasks_for_flow
+from replication.kafka.groups import GroupOffsetsAdmin
+from tests.web.mirroring import create_topic, mirror_topic, mirrored_flow, produce_keyed, stored_cluster
+
+pytestmark = [pytest.mark.kafka, pytest.mark.django_db]
+
+RECORDS = 10
+COMMITTED = 4
+
+
+@pytest.fixture(scope="module")
+def mirrored(cluster_a, cluster_b):
+    """A topic of A mirrored to B, and a group `billing` that committed COMMITTED on partition 0, with
+    its checkpoint emitted on B."""
+    topic, group = "groups-orders", "groups-billing"
+    create_topic(cluster_a, topic, 1)
+    produce_keyed(cluster_a, topic, count=RECORDS)
+    remote_topic = mirror_topic(cluster_a, cluster_b, topic, partitions=1, records=RECORDS)
+    assert GroupOffsetsAdmin(cluster_a).alter_offsets(group, {(topic, 0): COMMITTED}) == {}
+    flow = FlowConfig(source="A", target="B", enabled=True, topics=(topic,), groups=(group,))
+    for job in periodic_tasks_for_flow(
+        flow=flow, source=cluster_a, target=cluster_b, known_aliases=["A", "B"]
+    ):
+        job.tick(now=time.time())
+        job.close()
+    return topic, remote_topic, group
+
+
+@pytest.fixture
+def flow(users, cluster_a, cluster_b, mirrored):
+    cluster_reads.reset_breakers()
+    admin = users["admin"]
+    a = stored_cluster(actor=admin, config=cluster_a)
+    b = stored_cluster(actor=admin, config=cluster_b)
+    return mirrored_flow(actor=admin, source=a, target=b, topic=mirrored[0], group=mirrored[2])
+
+
+def test_group_page_shows_offsets_lag_and_what_failover_writes(client_as, flow, mirrored):
+    topic, remote_topic, group = mirrored
+    response = client_as("viewer").get(reverse("web:group", args=["A", group]))
+    assert response.status_code == 200, response.content.decode()
+    detail = response.context["detail"]
+    assert detail.description.state == "EMPTY"
+    (row,) = detail.partitions
+    assert (row.topic, row.partition, row.committed) == (topic, 0, COMMITTED)
+    assert row.lag == max(row.end - COMMITTED, 0)
+    (checkpoints,) = detail.flows
+    assert checkpoints.flow == flow and not checkpoints.problem
+    (cp,) = checkpoints.rows
+    assert (cp.remote_topic, cp.source_offset, cp.translated_offset) == (remote_topic, COMMITTED, COMMITTED)
+    assert cp.checkpoint_offset == COMMITTED and cp.checkpoint_age_s is not None
+    assert cp.write  # the group has no offset on B yet: a failover writes the translation
+    assert "Read from A at" in response.content.decode()
+
+    listing = client_as("viewer").get(reverse("web:groups"), {"cluster": "A"})
+    rows = {g.group: g for g in listing.context["listings"][0].groups}
+    assert rows[group].state == "EMPTY" and rows[group].flows == (flow,)
+
+
+def test_reset_dry_run_changes_nothing_and_the_reset_is_audited(client_as, flow, mirrored, cluster_a):
+    topic, _, group = mirrored
+    url = reverse("web:group-reset", args=["A", group])
+    operator = client_as("operator")
+    dry = operator.post(url, {"strategy": "earliest", "dry_run": "1"})
+    result = dry.context["result"]
+    assert result.dry_run and [(r.current, r.new) for r in result.rows] == [(COMMITTED, 0)]
+    assert GroupOffsetsAdmin(cluster_a).committed_offsets(group)[(topic, 0)].offset == COMMITTED
+    assert not AuditEvent.objects.filter(object_type="consumer_group").exists()
+
+    applied = operator.post(url, {"strategy": "earliest", "apply": "1"}).context["result"]
+    try:
+        assert applied.applied and not applied.refused
+        assert GroupOffsetsAdmin(cluster_a).committed_offsets(group)[(topic, 0)].offset == 0
+        event = AuditEvent.objects.get(object_type="consumer_group")
+        assert (event.actor_name, event.outcome, event.after) == ("operator", "success", {f"{topic}[0]": 0})
+        assert event.before == {f"{topic}[0]": COMMITTED}
+    finally:
+        GroupOffsetsAdmin(cluster_a).alter_offsets(group, {(topic, 0): COMMITTED})
+
+    viewer = client_as("viewer").post(url, {"strategy": "earliest", "apply": "1"})
+    assert viewer.status_code == 403 and "operator" in viewer.content.decode()
+    assert GroupOffsetsAdmin(cluster_a).committed_offsets(group)[(topic, 0)].offset == COMMITTED
+
+
+def test_translated_reset_on_the_target_uses_the_flows_exact_translation(client_as, flow, mirrored):
+    _, remote_topic, group = mirrored
+    url = reverse("web:group-reset", args=["B", group])
+    result = client_as("operator").post(url, {"strategy": "translated", "flow": flow.pk}).context["result"]
+    assert [(r.topic, r.partition, r.current, r.new) for r in result.rows] == [
+        (remote_topic, 0, None, COMMITTED)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("form", "field", "words"),
+    [
+        ({"strategy": "yesterday"}, "strategy", "use earliest, latest, timestamp or translated"),
+        ({"strategy": "timestamp", "timestamp": "soon"}, "timestamp", "is not a time"),
+        ({"strategy": "timestamp"}, "timestamp", "give the moment"),
+        ({"strategy": "translated", "flow": "999"}, "flow", "flows into A that checkpoint"),
+        ({"strategy": "latest", "topic": "bad topic!"}, "topic", "is not a Kafka topic name"),
+    ],
+)
+def test_bad_reset_input_names_the_field(client_as, flow, mirrored, form, field, words):
+    response = client_as("operator").post(reverse("web:group-reset", args=["A", mirrored[2]]), form)
+    assert any(e.startswith(f"{field}: ") and words in e for e in response.context["errors"]), (
+        response.context["errors"]
+    )
+
+
+def test_an_active_group_is_refused_and_the_refusal_audited(
+    client_as, flow, mirrored, cluster_a, unique_name
+):
+    topic = mirrored[0]
+    group = f"live-{unique_name}"
+    consumer = make_consumer(cluster_a, group_id=group, overrides={"session.timeout.ms": 6000})
+    consumer.subscribe([topic])
+    try:
+        deadline = time.monotonic() + 20
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        assert consumer.assignment(), "the consumer never joined its group"
+        response = client_as("operator").post(
+            reverse("web:group-reset", args=["A", group]),
+            {"strategy": "latest", "topic": topic, "apply": "1"},
+        )
+    finally:
+        consumer.close()
+    (error,) = response.context["errors"]
+    assert f"group {group} is STABLE on A" in error and "stop them" in error
+    event = AuditEvent.objects.get(object_type="consumer_group")
+    assert event.outcome == "refused" and "STABLE" in event.detail
