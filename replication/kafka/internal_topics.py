@@ -64,7 +64,9 @@ def ensure_internal_topic(
 
 
 class InternalTopicReader(Generic[T]):
-    """Reads partition 0 of `topic` from its beginning; each `read_new()` returns what came since."""
+    """Reads a partition of `topic` (0: MM2's internal topics have one) from its beginning; each
+    `read_new()` returns what came since. Tombstones are skipped, or decoded with a None value when
+    `tombstones` (a Connect offsets topic, where one resets a position)."""
 
     def __init__(
         self,
@@ -74,16 +76,19 @@ class InternalTopicReader(Generic[T]):
         decode: Callable[[bytes, bytes], T],
         batch: int = 1000,
         timeout_s: float = ADMIN_TIMEOUT_S,
+        partition: int = 0,
+        tombstones: bool = False,
     ) -> None:
         self.cluster, self.topic = cluster, topic
         self.timeout_s = timeout_s
         self._decode = decode
         self._batch = batch
-        self._partition = TopicPartition(topic, 0)
+        self._tombstones = tombstones
+        self._partition = TopicPartition(topic, partition)
         self._consumer = make_consumer(cluster)
         # Offset 0 rather than OFFSET_BEGINNING saves a ListOffsets round trip (half a second on some
         # brokers); where retention or compaction removed it, auto.offset.reset=earliest starts at the log start.
-        self._consumer.assign([TopicPartition(topic, 0, 0)])
+        self._consumer.assign([TopicPartition(topic, partition, 0)])
         self._position = 0
         self.skipped_records = 0
 
@@ -135,7 +140,7 @@ class InternalTopicReader(Generic[T]):
                     log.warning("cluster %s: reading %s: %s", self.cluster.alias, self.topic, message.error())
                 continue
             self._position = message.offset() + 1
-            if message.value() is None:
+            if message.value() is None and not self._tombstones:
                 continue  # a tombstone: nothing to apply
             try:
                 records.append(self._decode(message.key() or b"", message.value()))
@@ -175,7 +180,7 @@ class InternalTopicWriter:
 
     def write(
         self,
-        records: Sequence[tuple[bytes, bytes]],
+        records: Sequence[tuple[bytes, bytes | None]],
         *,
         timestamps_ms: Sequence[int] | None = None,
         timeout_s: float | None = None,

@@ -55,12 +55,23 @@ def position_key(flow: str, topic: str, partition: int) -> bytes:
     return json.dumps([flow, {"partition": partition, "topic": topic}], sort_keys=True).encode()
 
 
-def _decode(key: bytes, value: bytes) -> tuple[str, str, int, int]:
+def _decode(key: bytes, value: bytes | None) -> tuple[str, str, int, int | None]:
+    """A position, or a tombstone (None: the position was removed)."""
     try:
         flow, where = json.loads(key)
-        return flow, where["topic"], int(where["partition"]), int(json.loads(value)["next_offset"])
+        next_offset = None if value is None else int(json.loads(value)["next_offset"])
+        return flow, where["topic"], int(where["partition"]), next_offset
     except (ValueError, KeyError, TypeError) as exc:
         raise RecordFormatError(f"not a position record: {key!r} = {value!r}") from exc
+
+
+def _decode_legacy(key: bytes, value: bytes | None) -> tuple[str, str, int, int | None] | None:
+    """As `_decode`, and None for what else the legacy topic holds: it is MM2's Connect offsets topic's
+    name, where MM2's records (`{"offset": n}`) are not errors, just not ours."""
+    try:
+        return _decode(key, value)
+    except RecordFormatError:
+        return None
 
 
 class KafkaPositionStore:
@@ -98,12 +109,21 @@ class KafkaPositionStore:
         }
 
     def _read_all(self, topic: str) -> dict[tuple[str, str, int], int]:
-        reader = InternalTopicReader(self.target, topic, decode=_decode)
+        decode = _decode if topic == self.topic else _decode_legacy
+        reader = InternalTopicReader(self.target, topic, decode=decode, tombstones=True)
         try:
             records = reader.read_new()
         finally:
             reader.close()
-        return {(flow, topic, partition): offset for flow, topic, partition, offset in records}  # later win
+        positions: dict[tuple[str, str, int], int] = {}
+        for record in records:  # later records win; a tombstone removes
+            if record is not None:
+                flow, record_topic, partition, offset = record
+                if offset is None:
+                    positions.pop((flow, record_topic, partition), None)
+                else:
+                    positions[(flow, record_topic, partition)] = offset
+        return positions
 
     def _migrate(self, *, flow: str, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         """The positions these partitions have in the legacy topic, written to the new topic first."""
@@ -127,6 +147,13 @@ class KafkaPositionStore:
             (position_key(flow, topic, partition), json.dumps({"next_offset": offset}).encode())
             for (topic, partition), offset in positions.items()
         ]
+        if records:
+            with self._lock:
+                self._writer.write(records)
+
+    def forget(self, *, flow: str, partitions: Sequence[TopicPartition]) -> None:
+        """Remove these partitions' positions (tombstones): they start as if never replicated."""
+        records = [(position_key(flow, topic, partition), None) for topic, partition in partitions]
         if records:
             with self._lock:
                 self._writer.write(records)

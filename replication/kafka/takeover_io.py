@@ -1,0 +1,201 @@
+"""Reading a stopped MM2's state for a flow, and storing the resume points (see `replication.takeover`).
+
+`read_takeover_plan` reads, with every request bounded by `timeout_s`: the Connect offsets topic (all its
+partitions), the flow's offset-syncs topic, the checkpoints topic, the source partitions' offsets and the
+remote partitions' last records; nothing is written. `apply_takeover` stores the plan's positions in
+Mirrorplane's position topic: one write to one partition, after everything was read and checked; if that
+write fails, the positions it replaced are written back (and the ones it added removed) before the error
+is raised, so stored state is unchanged (unless the cluster refuses that too: the error then says so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from replication.config import ClusterConfig, FlowConfig
+from replication.connector import mirrored_topics
+from replication.filters import TopicFilter
+from replication.formats import Checkpoint, OffsetSync
+from replication.kafka.admin import TopicAdmin, TopicAdminError
+from replication.kafka.flow_tasks import offset_syncs_cluster
+from replication.kafka.internal_topics import InternalTopicReader
+from replication.kafka.positions import KafkaPositionStore
+from replication.kafka.source_io import PartitionReader
+from replication.policy import replication_policy_for
+from replication.takeover import (
+    MM2_SOURCE_CONNECTOR,
+    ConnectSourceOffset,
+    PartitionFacts,
+    TakeoverPlan,
+    mm2_committed_offsets,
+    mm2_offsets_topic,
+    newest_syncs,
+    parse_connect_offset,
+    plan_takeover,
+)
+
+TAKEOVER_TIMEOUT_S = 10.0
+
+
+class TakeoverError(RuntimeError):
+    """MM2's state cannot be read or the positions not stored; `field` names the input to fix, if any."""
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def _read_topic(cluster: ClusterConfig, topic: str, *, decode, timeout_s: float, partition: int = 0, **kw):
+    reader = InternalTopicReader(
+        cluster, topic, decode=decode, batch=10_000, timeout_s=timeout_s, partition=partition, **kw
+    )
+    try:
+        return reader.read_new(), reader.skipped_records
+    finally:
+        reader.close()
+
+
+def _connect_offsets(
+    target: ClusterConfig, topic: str, *, partitions: int, timeout_s: float
+) -> tuple[list[ConnectSourceOffset], int]:
+    """Every record of the Connect offsets topic, partition by partition (a key stays in one partition,
+    so the order that matters, a key's, is kept), and how many were not Connect source offsets."""
+    records: list[ConnectSourceOffset] = []
+    skipped = 0
+    for partition in range(partitions):
+        found, bad = _read_topic(
+            target,
+            topic,
+            decode=parse_connect_offset,
+            timeout_s=timeout_s,
+            partition=partition,
+            tombstones=True,
+        )
+        records.extend(found)
+        skipped += bad
+    return records, skipped
+
+
+def read_takeover_plan(
+    flow: FlowConfig,
+    *,
+    source: ClusterConfig,
+    target: ClusterConfig,
+    known_aliases: Sequence[str],
+    offsets_topic: str | None = None,
+    connector: str = MM2_SOURCE_CONNECTOR,
+    mm2_source_alias: str | None = None,
+    timeout_s: float = TAKEOVER_TIMEOUT_S,
+) -> TakeoverPlan:
+    """The dry run of taking `flow` over from MM2 (read only). `offsets_topic` is MM2's
+    `offset.storage.topic` (default `mm2-offsets.<source>.internal`), `mm2_source_alias` the source
+    alias MM2 used (default: the flow's)."""
+    offsets_topic = offsets_topic or mm2_offsets_topic(flow.source)
+    policy = replication_policy_for(flow, known_aliases=known_aliases)
+    try:
+        target_counts = TopicAdmin(target, timeout_s=timeout_s).partition_counts()
+        source_counts = TopicAdmin(source, timeout_s=timeout_s).partition_counts()
+    except TopicAdminError as exc:
+        raise TakeoverError(f"cannot list topics: {exc}") from exc
+    if offsets_topic not in target_counts:
+        raise TakeoverError(
+            f"{offsets_topic} does not exist on cluster {target.alias}: give MM2's offset.storage.topic "
+            f"(its Connect offsets topic on the target)",
+            field="offsets_topic",
+        )
+    records, skipped = _connect_offsets(
+        target, offsets_topic, partitions=target_counts[offsets_topic], timeout_s=timeout_s
+    )
+    committed = mm2_committed_offsets(
+        records, source_alias=mm2_source_alias or flow.source, connector=connector
+    )
+
+    mirrored = mirrored_topics(
+        source_counts, flow=flow, policy=policy, topic_filter=TopicFilter.for_flow(flow)
+    )
+    remote_of = {decision.topic: decision.remote_topic for decision in mirrored}
+    keys = [(d.topic, p) for d in mirrored for p in range(source_counts[d.topic])]
+    source_reader, target_reader = (
+        PartitionReader(source, timeout_s=timeout_s),
+        PartitionReader(target, timeout_s=timeout_s),
+    )
+    try:
+        # True ends (the last record read), not listed high watermarks, which some brokers list too low.
+        source_tails, failures = source_reader.tails(keys)
+        remote_keys = [(remote_of[t], p) for t, p in keys if target_counts.get(remote_of[t], 0) > p]
+        tails, tail_failures = target_reader.tails(remote_keys)
+    finally:
+        source_reader.close()
+        target_reader.close()
+    if failures or tail_failures:
+        first = next(iter({**failures, **tail_failures}.values()))
+        raise TakeoverError(f"{len(failures) + len(tail_failures)} partitions could not be read: {first}")
+    facts = []
+    for topic, partition in keys:
+        source_tail = source_tails[(topic, partition)]
+        tail = tails.get((remote_of[topic], partition))
+        facts.append(
+            PartitionFacts(
+                topic=topic,
+                partition=partition,
+                remote_topic=remote_of[topic],
+                source_start=source_tail.low,
+                source_end=source_tail.end,
+                target_last_offset=None if tail is None or tail.last is None else tail.last[0],
+                target_end=None if tail is None else tail.end,
+            )
+        )
+
+    syncs_topic = policy.flow_offset_syncs_topic(flow)
+    syncs_cluster = offset_syncs_cluster(flow, source=source, target=target)
+    syncs, _ = _read_topic(syncs_cluster, syncs_topic, decode=OffsetSync.decode, timeout_s=timeout_s)
+    checkpoints_topic = policy.checkpoints_topic(flow.source)
+    checkpoints, _ = _read_topic(target, checkpoints_topic, decode=Checkpoint.decode, timeout_s=timeout_s)
+
+    store = KafkaPositionStore(target, source_alias=flow.source)
+    try:
+        current = store.load(flow=flow.name, partitions=keys)
+    finally:
+        store.close()
+    return plan_takeover(
+        flow=flow.name,
+        facts=facts,
+        committed=committed,
+        syncs=newest_syncs(syncs),
+        current=current,
+        offsets_topic=offsets_topic,
+        connector=connector,
+        offset_syncs_topic=f"{syncs_topic} on {syncs_cluster.alias}",
+        checkpoints_topic=checkpoints_topic,
+        checkpoint_groups=len({checkpoint.group for checkpoint in checkpoints}),
+        skipped_records=skipped,
+    )
+
+
+def apply_takeover(
+    plan: TakeoverPlan, *, target: ClusterConfig, source_alias: str
+) -> dict[tuple[str, int], int]:
+    """Store the plan's positions (what was stored before is put back if the write fails); returns them."""
+    positions = plan.positions()
+    store = KafkaPositionStore(target, source_alias=source_alias)
+    try:
+        before = store.load(flow=plan.flow, partitions=list(positions))
+        try:
+            store.save(flow=plan.flow, positions=positions)
+        except Exception as exc:
+            _restore(store, flow=plan.flow, before=before, written=list(positions), cause=exc)
+        return positions
+    finally:
+        store.close()
+
+
+def _restore(store: KafkaPositionStore, *, flow: str, before, written, cause: Exception) -> None:
+    try:
+        store.save(flow=flow, positions=before)
+        store.forget(flow=flow, partitions=[key for key in written if key not in before])
+    except Exception as exc:
+        raise TakeoverError(
+            f"storing the positions failed ({cause}) and putting the previous ones back failed too ({exc}): "
+            f"check {store.topic} on cluster {store.target.alias} before resuming the flow"
+        ) from cause
+    raise TakeoverError(f"storing the positions failed, nothing changed: {cause}") from cause
