@@ -34,6 +34,8 @@
 | REPORTS_WORKER_NIC_MBPS | 10000 | a worker's network capacity (megabits/s) for capacity plans |
 | REPORTS_RETENTION_HOURS | 168 | target topics' retention for the disk plan |
 | REPORTS_FLEET_WORKERS | 1 | replication workers the fleet capacity plan judges |
+| REPORTS_TASK_MB_PER_S | (none) | one task's measured maximum MB/s, used when no window saturated a task |
+| REPORTS_PLAN_MONTHS | 6 | the capacity plan says what to add to last this many months |
 """
 
 from __future__ import annotations
@@ -84,6 +86,8 @@ REPORTS_WINDOW_S = _env.int("REPORTS_WINDOW_S", default=300)
 REPORTS_WORKER_NIC_MBPS = _env.float("REPORTS_WORKER_NIC_MBPS", default=10_000.0)
 REPORTS_RETENTION_HOURS = _env.float("REPORTS_RETENTION_HOURS", default=168.0)
 REPORTS_FLEET_WORKERS = _env.int("REPORTS_FLEET_WORKERS", default=1)
+REPORTS_TASK_MB_PER_S = _env.float("REPORTS_TASK_MB_PER_S", default=None)
+REPORTS_PLAN_MONTHS = _env.int("REPORTS_PLAN_MONTHS", default=6)
 
 REPLICATION_QUEUE = "replication"
 METADATA_QUEUE = "metadata"

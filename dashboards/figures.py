@@ -7,13 +7,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import date, timedelta
 
 import plotly.graph_objects as go
 
 Row = Mapping[str, object]
 STATUS_LEVELS = ("OK", "WARN", "REWIND", "STALL", "STOP")  # heatmap z = index: worse is higher
 STATUS_COLOURS = ("#2ca02c", "#ffbf00", "#9467bd", "#ff7f0e", "#d62728")
-VERDICT_COLOURS = {"UNDER_PROVISIONED": "#d62728", "RIGHT_SIZED": "#2ca02c", "OVER_PROVISIONED": "#1f77b4"}
+VERDICT_COLOURS = {
+    "UNDER_PROVISIONED": "#d62728",
+    "RIGHT_SIZED": "#2ca02c",
+    "OVER_PROVISIONED": "#1f77b4",
+    "NOT_ENOUGH_DATA": "#7f7f7f",
+}
 
 
 def _partition_label(row: Row) -> str:
@@ -132,64 +138,112 @@ def _discrete_scale() -> list[list]:
     return scale
 
 
+def _day(value: object) -> date:
+    """A plan or usage row's date: a `date`, or its ISO text as rows stored as JSON give it."""
+    return value if isinstance(value, date) else date.fromisoformat(str(value)[:10])
+
+
+def capacity_headline(row: Row) -> str:
+    """One plan row (horizon 0) in a sentence: the verdict, load, capacity and when it runs out."""
+    verdict = row["verdict"]
+    load = f"{row['projected_mb_per_s']:.3g} MB/s"
+    if verdict == "NOT_ENOUGH_DATA":
+        return (
+            f"not enough data: {load}, and no task was saturated (behind and busy for a whole window) "
+            "nor is a per-task maximum measured (REPORTS_TASK_MB_PER_S)"
+        )
+    text = (
+        f"{verdict}: {load} of {row['capacity_mb_per_s']:.3g} MB/s capacity; {row['tasks']} task(s) "
+        f"(needs {row['tasks_needed']})"
+    )
+    if row.get("scope") == "overall":
+        text += f", {row['workers']} worker(s) (needs {row['workers_needed']})"
+    days = row.get("days_to_capacity")
+    if days is None:
+        return text + "; not growing: no run-out date"
+    if days == 0:
+        return text + "; above capacity x threshold now"
+    return (
+        text + f"; reaches capacity x threshold in {days:.0f} days ({row.get('fit_confidence')} confidence)"
+    )
+
+
 def capacity_figure(
     plan_rows: Sequence[Row], usage_rows: Sequence[Row] = (), *, flow: str = "overall"
 ) -> go.Figure:
-    """Measured daily load, projected load at each horizon and capacity x threshold, with the verdict."""
+    """Measured daily load, projected load at each horizon and capacity x threshold on one date axis,
+    with the verdict and the day the load reaches capacity x threshold."""
     plan = sorted((r for r in plan_rows if r["flow_name"] == flow), key=lambda r: r["horizon_days"])
     if not plan:
         raise ValueError(f"no capacity plan for {flow!r}")
-    history = sorted(
-        (r for r in usage_rows if r["flow_name"] == flow or flow == "overall"), key=lambda r: r["date"]
-    )
-    daily: dict[object, float] = defaultdict(float)
+    history = [r for r in usage_rows if r["flow_name"] == flow or flow == "overall"]
+    daily: dict[date, float] = defaultdict(float)
     for row in history:
-        daily[row["date"]] += row["p95_mb_per_s"]
-    figure = go.Figure()
-    if daily:
-        days = sorted(daily)
-        figure.add_trace(
-            go.Scatter(x=days, y=[daily[d] for d in days], name="measured (daily p95)", mode="lines+markers")
-        )
-    horizons = [r["horizon_days"] for r in plan]
-    figure.add_trace(
-        go.Scatter(
-            x=[f"+{h} d" for h in horizons],
-            y=[r["projected_mb_per_s"] for r in plan],
-            name="projected (days ahead, top axis)",
-            mode="lines+markers",
-            xaxis="x2",
-        )
-    )
-    figure.add_trace(
-        go.Scatter(
-            x=[f"+{h} d" for h in horizons],
-            y=[r["capacity_mb_per_s"] * r["threshold"] for r in plan],
-            name="capacity x threshold",
-            mode="lines",
-            line={"dash": "dash"},
-            xaxis="x2",
-        )
-    )
+        daily[_day(row["date"])] += row["p95_mb_per_s"]
     now = plan[0]
+    as_of = _day(now["newest_date"]) if now.get("newest_date") else max(daily, default=date.today())
+    ahead = [as_of + timedelta(days=r["horizon_days"]) for r in plan]
+    figure = go.Figure()
+    days = sorted(daily)
+    figure.add_trace(
+        go.Scatter(x=days, y=[daily[d] for d in days], name="measured (daily p95)", mode="lines+markers")
+    )
+    figure.add_trace(
+        go.Scatter(
+            x=ahead,
+            y=[r["projected_mb_per_s"] for r in plan],
+            name="projected",
+            mode="lines+markers",
+            line={"dash": "dot"},
+            text=[f"+{r['horizon_days']} d" for r in plan],
+        )
+    )
+    limit = [
+        None if r["capacity_mb_per_s"] is None else r["capacity_mb_per_s"] * r["threshold"] for r in plan
+    ]
+    span = [*days, *ahead]
+    if limit[0] is not None:
+        figure.add_trace(
+            go.Scatter(
+                x=[min(span), max(span)],
+                y=[limit[0], limit[0]],
+                name=f"capacity x threshold ({now['threshold']:g})",
+                mode="lines",
+                line={"dash": "dash"},
+            )
+        )
+    runs_out = now.get("runs_out_on")
+    if runs_out is not None:
+        figure.add_trace(
+            go.Scatter(
+                x=[_day(runs_out)],
+                y=[limit[0]],
+                name="runs out",
+                mode="markers",
+                marker={"symbol": "x", "size": 12, "color": VERDICT_COLOURS["UNDER_PROVISIONED"]},
+            )
+        )
+        span.append(_day(runs_out))
     verdict = now["verdict"]
     figure.add_annotation(
-        text=(
-            f"{verdict}: {now['projected_mb_per_s']:.2f} MB/s on {now['workers']} worker(s), "
-            f"{now['tasks']} task(s); needs {now['workers_needed']} worker(s), {now['tasks_needed']} task(s)"
-        ),
+        text=capacity_headline(now),
         xref="paper",
         yref="paper",
         x=0,
-        y=1.3,  # above the projection axis on top, clear of its tick labels
+        y=1.12,
         showarrow=False,
-        font={"color": VERDICT_COLOURS.get(verdict, "black")},
+        font={"color": VERDICT_COLOURS.get(verdict, "#7f7f7f")},
     )
+    # Whole days, a day of margin each side: one measured day alone would span a millisecond.
+    first, last = min(span) - timedelta(days=1), max(span) + timedelta(days=1)
     figure.update_layout(
         title=f"Capacity plan: {flow}",
-        xaxis={"title": "date (measured)"},
-        xaxis2={"overlaying": "x", "side": "top"},  # days ahead; its ticks say so (+7 d)
-        yaxis_title="MB/s",
-        margin={"t": 130},
+        xaxis={
+            "title": "date (UTC): measured, then projected",
+            "type": "date",
+            "range": [first.isoformat(), last.isoformat()],
+        },
+        yaxis={"title": "MB/s", "rangemode": "tozero"},
+        margin={"t": 100},
     )
     return figure

@@ -140,26 +140,38 @@ PAGES = {
             "flow_name",
             "horizon_days",
             "verdict",
+            "days_to_capacity",
+            "runs_out_on",
+            "fit_confidence",
             "current_mb_per_s",
             "growth_mb_per_s_per_day",
             "projected_mb_per_s",
+            "partitions",
+            "record_bytes",
+            "input_mb_per_s",
+            "network_latency_ms",
             "per_task_mb_per_s",
-            "per_task_saturated",
-            "per_worker_mb_per_s",
+            "per_task_source",
+            "saturated_windows",
             "capacity_mb_per_s",
             "network_utilization",
-            "partitions",
             "tasks",
             "tasks_needed",
+            "tasks_to_add",
             "workers",
             "workers_needed",
             "workers_to_add",
+            "network_to_add_mbps",
             "disk_growth_gb_per_day",
             "retention_disk_gb",
         ),
-        about="Load is the daily p95 of 5-minute MB/s; per-task capacity the best MB/s one task reached while "
-        "behind; tasks and workers needed at Cruise Control's 0.8 network threshold, at most 150 partitions "
-        "per task and 20 tasks per worker.",
+        about="Load is the daily p95 of 5-minute MB/s. A task's capacity is the best MB/s it reached in a "
+        "window where it was saturated (behind on records older than a slice at every slice, and busy all "
+        "window), else the measured per-task maximum (REPORTS_TASK_MB_PER_S), else there is not enough data "
+        "for a verdict. Tasks and workers needed at Cruise Control's 0.8 network threshold, at most 150 "
+        "partitions per task and 20 tasks per worker; the fleet adds up its flows. Days to capacity: when the "
+        "load, growing at the fitted slope, reaches capacity x threshold (confidence from the fit's R² and "
+        "days). Inputs: partitions, record size, input (produced) MB/s and network latency (poll to ack).",
     ),
 }
 
@@ -172,9 +184,11 @@ def _int_param(request, name: str, choices: Sequence[int] | None = None) -> int 
     return value if choices is None or value in choices else None
 
 
-def _cell(value) -> str:
+def _cell(value, column: str = "") -> str:
     if value is None:
         return "—"
+    if column == "network_utilization":  # a share: 0.000 would hide 0.014% of a 10 Gbit/s NIC
+        return "< 0.01%" if 0 < value < 0.0001 else f"{value:.2%}"
     if isinstance(value, float):
         return f"{value:,.3f}" if abs(value) < 1e6 else f"{value:,.0f}"
     return str(value)
@@ -195,7 +209,9 @@ def dashboard(request, page: str):
     since = _since(newest[0].get("window_start") if newest else None, hours)
     rows = selectors.report_rows(dataset=spec.dataset, flow_id=flow_id, since=since)
     charts = [figure.to_json() for figure in spec.charts(rows)] if rows else []
-    table = [[_cell(row.get(column)) for column in spec.columns] for row in reversed(rows[-TABLE_ROWS:])]
+    table = [
+        [_cell(row.get(column), column) for column in spec.columns] for row in reversed(rows[-TABLE_ROWS:])
+    ]
     context = {
         "page": page,
         "spec": spec,

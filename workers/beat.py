@@ -61,7 +61,9 @@ class SupervisingScheduler(PersistentScheduler):
         try:
             reports.dispatch_report_runs()
         except Exception:
-            log.exception("report dispatch failed; retrying in %gs", settings.MIRRORPLANE_SUPERVISE_INTERVAL_S)
+            log.exception(
+                "report dispatch failed; retrying in %gs", settings.MIRRORPLANE_SUPERVISE_INTERVAL_S
+            )
         try:
             operations.dispatch_operations()
         except Exception:

@@ -41,6 +41,8 @@ def report_options() -> ReportOptions:
             retention_hours=settings.REPORTS_RETENTION_HOURS,
             tasks_max=tasks_max,
             workers=settings.REPORTS_FLEET_WORKERS,
+            per_task_mb_per_s=settings.REPORTS_TASK_MB_PER_S,
+            plan_months=settings.REPORTS_PLAN_MONTHS,
         ),
     )
 

@@ -474,7 +474,16 @@ def _report_run_context(request) -> dict:
 
 @viewer_required
 def reports(request):
-    plan = [row for row in selectors.report_rows(dataset="capacity_plan") if row.get("horizon_days") == 0]
+    rows = selectors.report_rows(dataset="capacity_plan")
+    plan = [row for row in rows if row.get("horizon_days") == 0]
+    # What to add to last `plan_months`: that horizon's row of the same scope.
+    ahead = {
+        row["flow_name"]: row for row in rows if row.get("horizon_days") == 30 * (row.get("plan_months") or 0)
+    }
+    for row in plan:
+        row["plan"] = ahead.get(row["flow_name"])
+        share = row.get("network_utilization")  # 0.000 would hide 0.014% of a 10 Gbit/s NIC
+        row["network_share"] = "—" if share is None else "< 0.01%" if 0 < share < 0.0001 else f"{share:.2%}"
     return render(
         request,
         "web/reports.html",

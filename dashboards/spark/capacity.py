@@ -25,6 +25,7 @@ The overall row adds the flows' daily loads (the sum of p95s bounds the p95 of t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 
 import numpy as np
@@ -51,6 +52,8 @@ NETWORK_THRESHOLD = 0.8  # Cruise Control's network capacity threshold
 MAX_PARTITIONS_PER_TASK = 150
 MAX_TASKS_PER_WORKER = 20
 OVERALL = "overall"
+NOT_ENOUGH_DATA = "NOT_ENOUGH_DATA"
+DEFAULT_PLAN_MONTHS = 6
 
 
 # What `task_usage` reads of a sample, and the columns it gives per window, task and worker.
@@ -63,8 +66,51 @@ USAGE_SAMPLE_COLUMNS = (
     "records",
     "bytes",
     "interval_s",
+    "record_age_ms",
+    "replication_latency_ms",
 )
-USAGE_SCHEMA = "records long, bytes long, _covered_s double, _behind long"
+USAGE_SCHEMA = (
+    "records long, bytes long, _covered_s double, _behind long, _saturated boolean, _produced long, "
+    "_ack_ms double, _acks long"
+)
+# A task is busy for a window when its slices covered at least this share of it (a slice's interval
+# starts in the window before, so a fully covered window sums to about its length, never exactly).
+BUSY_SHARE = 0.9
+
+
+@dataclass(frozen=True)
+class SampleProgress:
+    """Per sample of one mirrored partition, what needs the sample before it (in time):
+
+    - `saturated`: the slice replicated records and still left some that the source already had at the
+      previous sample (next_offset < the previous source end offset): it could not drain even the
+      backlog it started with. Records produced during the slice (in flight) do not count.
+    - `produced`: records the source gained since the previous sample (0 on a reset or unknown).
+    - `ack_ms`: replication latency - record age (poll to the target's ack; NaN when either is unknown).
+    """
+
+    saturated: np.ndarray
+    produced: np.ndarray
+    ack_ms: np.ndarray
+
+    def take(self, rows: np.ndarray) -> SampleProgress:
+        return SampleProgress(self.saturated[rows], self.produced[rows], self.ack_ms[rows])
+
+
+def sample_progress(table: pa.Table) -> SampleProgress:
+    """`SampleProgress` of one mirrored partition's samples (any order; the first in time has no previous)."""
+    micros = table.column("ts").cast(pa.int64()).to_numpy()
+    order = np.argsort(micros, kind="stable")
+    end, end_known = longs(table, "source_end_offset")
+    position, position_known = longs(table, "next_offset")
+    records, records_known = longs(table, "records")
+    previous_end, previous_known = np.zeros_like(end), np.zeros(len(end), dtype=bool)
+    previous_end[order[1:]], previous_known[order[1:]] = end[order[:-1]], end_known[order[:-1]]
+    grew = end_known & previous_known & (end >= previous_end)
+    saturated = grew & position_known & (position < previous_end) & records_known & (records > 0)
+    produced = np.where(grew, end - previous_end, 0)
+    ack_ms = doubles(table, "replication_latency_ms") - doubles(table, "record_age_ms")
+    return SampleProgress(saturated, produced, ack_ms)
 
 
 def _dense_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, int]:
@@ -74,13 +120,23 @@ def _dense_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, int]:
 
 
 def task_usage(
-    table: pa.Table, windows: np.ndarray, window_count: int, *, by: Sequence[str] = ("task_index", "worker")
+    table: pa.Table,
+    windows: np.ndarray,
+    window_count: int,
+    *,
+    window_s: int,
+    progress: SampleProgress | None = None,
+    by: Sequence[str] = ("task_index", "worker"),
 ) -> tuple[np.ndarray, pa.Table]:
     """One mirrored partition's samples reduced to a row per window and task (`by`: its index and worker),
     in that order: each row's window index, and (*by, USAGE_SCHEMA) as Spark's sum and max give them.
 
-    `_covered_s` sums the slice seconds (null without any), `_behind` is the most records behind.
+    `_covered_s` sums the slice seconds (null without any), `_behind` is the most records behind,
+    `_saturated` says every sample was saturated (`SampleProgress`) and the slices covered the window
+    (BUSY_SHARE), `_produced` sums the records produced, `_ack_ms` and `_acks` sum and count `ack_ms`.
+    `progress` is `sample_progress(table)` unless given (computed over more samples, then taken).
     """
+    progress = progress or sample_progress(table)
     key = windows.astype(np.int64)
     for column in by:
         codes, distinct = _dense_codes(table.column(column))
@@ -96,10 +152,17 @@ def task_usage(
     for column in ("records", "bytes"):
         total, present = sum_of_longs(*longs(table, column), group_of_row, count)
         usage[column] = pa.array(total, mask=~present)
-    usage["_covered_s"] = pa.array(
-        sum_of_doubles(np.where(interval_s > 0, interval_s, np.nan), group_of_row, count), from_pandas=True
-    )
+    covered = sum_of_doubles(np.where(interval_s > 0, interval_s, np.nan), group_of_row, count)
+    usage["_covered_s"] = pa.array(covered, from_pandas=True)
     usage["_behind"] = pa.array(max_of_longs(behind, group_of_row, count))
+    unsaturated = np.bincount(group_of_row[~progress.saturated], minlength=count)
+    usage["_saturated"] = pa.array((unsaturated == 0) & (np.nan_to_num(covered) >= BUSY_SHARE * window_s))
+    usage["_produced"] = pa.array(
+        sum_of_longs(progress.produced, np.ones(len(group_of_row), dtype=bool), group_of_row, count)[0]
+    )
+    acked = ~np.isnan(progress.ack_ms)
+    usage["_ack_ms"] = pa.array(sum_of_doubles(progress.ack_ms, group_of_row, count), from_pandas=True)
+    usage["_acks"] = pa.array(np.bincount(group_of_row[acked], minlength=count).astype(np.int64))
     return windows[first], pa.table(usage)
 
 
@@ -113,7 +176,7 @@ def window_usage(samples: DataFrame, window: timedelta = DEFAULT_USAGE_WINDOW) -
 
     def apply(table: pa.Table) -> pa.Table:
         windows, starts = report_windows(table, window_s)
-        window_of_row, usage = task_usage(table, windows, len(starts))
+        window_of_row, usage = task_usage(table, windows, len(starts), window_s=window_s)
         return pa.table(
             {
                 **key_columns(table, PARTITION_KEY, len(usage)),
@@ -147,15 +210,18 @@ def daily_flow_usage_from_windows(reduced: DataFrame) -> DataFrame:
         *FLOW_KEY, "date", "window_start", "task_index", "remote_topic", "partition"
     ).agg(
         F.coalesce(F.sum("bytes") / F.sum("_covered_s") / BYTES_PER_MB, F.lit(0.0)).alias("_mb_per_s"),
-        F.max("_behind").alias("_behind"),
+        F.min("_saturated").alias("_saturated"),
     )
+    # A task is saturated in a window when one of its partitions was saturated all window (behind on
+    # records older than a slice at every slice, replicating at every slice, the window covered).
     task_rates = (
         partition_rates.groupBy(*FLOW_KEY, "date", "window_start", "task_index")
-        .agg(F.sum("_mb_per_s").alias("_task_mb_per_s"), F.max("_behind").alias("_behind"))
+        .agg(F.sum("_mb_per_s").alias("_task_mb_per_s"), F.max("_saturated").alias("_saturated"))
         .groupBy(*FLOW_KEY, "date")
         .agg(
-            F.max(F.when(F.col("_behind") > 0, F.col("_task_mb_per_s"))).alias("task_saturated_mb_per_s"),
+            F.max(F.when(F.col("_saturated"), F.col("_task_mb_per_s"))).alias("task_saturated_mb_per_s"),
             F.max("_task_mb_per_s").alias("task_observed_mb_per_s"),
+            F.count(F.when(F.col("_saturated"), F.lit(1))).alias("saturated_windows"),
         )
     )
     flow_load = (
@@ -172,7 +238,13 @@ def daily_flow_usage_from_windows(reduced: DataFrame) -> DataFrame:
     # (three distinct counts over the samples themselves would expand every sample three times).
     shape = (
         reduced.groupBy(*FLOW_KEY, "date", "remote_topic", "partition", "task_index", "worker")
-        .agg(F.sum("records").alias("records"), F.sum("bytes").alias("bytes"))
+        .agg(
+            F.sum("records").alias("records"),
+            F.sum("bytes").alias("bytes"),
+            F.sum("_produced").alias("_produced"),
+            F.sum("_ack_ms").alias("_ack_ms"),
+            F.sum("_acks").alias("_acks"),
+        )
         .groupBy(*FLOW_KEY, "date")
         .agg(
             F.sum("records").alias("records"),
@@ -180,24 +252,35 @@ def daily_flow_usage_from_windows(reduced: DataFrame) -> DataFrame:
             F.count_distinct("remote_topic", "partition").alias("partitions"),
             F.count_distinct("task_index").alias("tasks"),
             F.count_distinct("worker").alias("workers"),
+            F.sum("_produced").alias("_produced"),
+            (F.sum("_ack_ms") / F.sum("_acks")).alias("network_latency_ms"),
         )
     )
     keys = [*FLOW_KEY, "date"]
-    return shape.join(flow_load, keys).join(task_rates, keys)
+    records = F.col("records")
+    return (
+        shape.join(flow_load, keys)
+        .join(task_rates, keys)
+        .withColumn("record_bytes", F.when(records > 0, F.col("bytes") / records))
+        # What the source produced, in the bytes of what was replicated: the replicated rate scaled.
+        .withColumn(
+            "input_mb_per_s", F.when(records > 0, F.col("avg_mb_per_s") * F.col("_produced") / records)
+        )
+        .drop("_produced")
+    )
 
 
 def _overall_usage(usage: DataFrame) -> DataFrame:
     return usage.groupBy("date").agg(
         F.lit(None).cast("long").alias("flow_id"),
         F.lit(OVERALL).alias("flow_name"),
-        *(F.sum(c).alias(c) for c in ("avg_mb_per_s", "p95_mb_per_s", "max_mb_per_s", "partitions")),
-        F.max("task_saturated_mb_per_s").alias("task_saturated_mb_per_s"),
-        F.max("task_observed_mb_per_s").alias("task_observed_mb_per_s"),
+        F.sum("avg_mb_per_s").alias("avg_mb_per_s"),
     )
 
 
 def _trend(usage: DataFrame, *, trend_days: int) -> DataFrame:
-    """Per flow over its newest `trend_days` days: latest load, growth slope, partitions, task speed."""
+    """Per flow over its newest `trend_days` days: latest load and sizing inputs, the growth fit (slope,
+    R², days), partitions, task speeds."""
     newest = F.max("date").over(Window.partitionBy(*FLOW_KEY))
     day_number = F.datediff(F.col("date"), F.lit("1970-01-01").cast("date")).cast("double")
     recent = (
@@ -205,15 +288,26 @@ def _trend(usage: DataFrame, *, trend_days: int) -> DataFrame:
         .where(F.datediff(F.col("_newest"), F.col("date")) < trend_days)
         .withColumn("_day", day_number)
     )
-    saturated = F.max("task_saturated_mb_per_s")
-    return recent.groupBy(*FLOW_KEY).agg(
+    fit = [
         F.count(F.lit(1)).alias("days"),
+        F.max("date").alias("newest_date"),
+        F.coalesce(F.regr_slope("avg_mb_per_s", "_day"), F.lit(0.0)).alias("growth_mb_per_s_per_day"),
+        F.regr_r2("avg_mb_per_s", "_day").alias("growth_r2"),
+    ]
+    if "p95_mb_per_s" not in usage.columns:  # the fleet's series: only its fit is used
+        return recent.groupBy(*FLOW_KEY).agg(*fit)
+    newest_of = lambda column: F.max_by(column, "date").alias(column)  # noqa: E731
+    return recent.groupBy(*FLOW_KEY).agg(
+        *fit,
         F.max_by("p95_mb_per_s", "date").alias("current_mb_per_s"),
         F.max_by("avg_mb_per_s", "date").alias("current_avg_mb_per_s"),
-        F.coalesce(F.regr_slope("avg_mb_per_s", "_day"), F.lit(0.0)).alias("growth_mb_per_s_per_day"),
         F.max_by("partitions", "date").cast("long").alias("partitions"),
-        F.coalesce(saturated, F.max("task_observed_mb_per_s")).alias("per_task_mb_per_s"),
-        saturated.isNotNull().alias("per_task_saturated"),
+        newest_of("input_mb_per_s"),
+        newest_of("record_bytes"),
+        newest_of("network_latency_ms"),
+        F.max("task_saturated_mb_per_s").alias("saturated_task_mb_per_s"),
+        F.max("task_observed_mb_per_s").alias("observed_task_mb_per_s"),
+        F.sum("saturated_windows").alias("saturated_windows"),
     )
 
 
@@ -224,10 +318,72 @@ def _ceil_div(numerator: Column, denominator: Column) -> Column:
 
 def _verdict(needed: Column, have: Column) -> Column:
     return (
-        F.when(needed > have, "UNDER_PROVISIONED")
+        F.when(needed.isNull(), NOT_ENOUGH_DATA)
+        .when(needed > have, "UNDER_PROVISIONED")
         .when(needed < have, "OVER_PROVISIONED")
-        .when(needed.isNotNull(), "RIGHT_SIZED")
+        .otherwise("RIGHT_SIZED")
     )
+
+
+def _days_to_capacity(current: Column, growth: Column, limit: Column) -> Column:
+    """Days until `current` growing by `growth` a day reaches `limit`: 0 when already past it, null when
+    the limit is unknown or the load is not growing."""
+    return (
+        F.when(limit.isNull(), None)
+        .when(current >= limit, 0.0)
+        .when(growth > 0, (limit - current) / growth)
+        .cast("double")
+    )
+
+
+def _fit_confidence(days: Column, r2: Column) -> Column:
+    """How far to trust the growth fit: high from 14 days at R² >= 0.8, medium from 7 days at R² >= 0.5."""
+    return (
+        F.when((days >= 14) & (r2 >= 0.8), "high").when((days >= 7) & (r2 >= 0.5), "medium").otherwise("low")
+    )
+
+
+PLAN_COLUMNS = (
+    "scope",
+    *FLOW_KEY,
+    "horizon_days",
+    "newest_date",
+    "days",
+    "partitions",
+    "record_bytes",
+    "input_mb_per_s",
+    "network_latency_ms",
+    "tasks",
+    "workers",
+    "current_mb_per_s",
+    "current_avg_mb_per_s",
+    "growth_mb_per_s_per_day",
+    "growth_r2",
+    "fit_confidence",
+    "projected_mb_per_s",
+    "per_task_mb_per_s",
+    "per_task_source",
+    "per_task_saturated",
+    "saturated_windows",
+    "observed_task_mb_per_s",
+    "per_worker_mb_per_s",
+    "capacity_mb_per_s",
+    "days_to_capacity",
+    "runs_out_on",
+    "nic_mb_per_s",
+    "network_utilization",
+    "network_needed_mbps",
+    "network_to_add_mbps",
+    "threshold",
+    "tasks_needed",
+    "workers_needed",
+    "tasks_to_add",
+    "workers_to_add",
+    "plan_months",
+    "disk_growth_gb_per_day",
+    "retention_disk_gb",
+    "verdict",
+)
 
 
 def capacity_plan_from_usage(
@@ -243,91 +399,186 @@ def capacity_plan_from_usage(
     tasks_per_worker: int = MAX_TASKS_PER_WORKER,
     partitions_per_task: int = MAX_PARTITIONS_PER_TASK,
     replication_factor: int = 1,
+    per_task_mb_per_s: float | None = None,
+    plan_months: int = DEFAULT_PLAN_MONTHS,
 ) -> DataFrame:
-    """One row per flow and horizon (0 = now), plus the fleet's rows (scope "overall")."""
+    """One row per flow and horizon (0 = now, the `horizon_days` and `plan_months` x 30 days), plus the
+    fleet's rows (scope "overall"), which add up the flows' (see the module doc)."""
     nic_mb_per_s = worker_nic_mbps / 8  # megabits -> megabytes
-    flows = _trend(usage, trend_days=trend_days).withColumn("scope", F.lit("flow"))
-    flow_tasks = F.least(F.lit(tasks_max), F.col("partitions"))
-    flows = flows.withColumn("tasks", flow_tasks.cast("long"))
-    overall = (
-        _trend(_overall_usage(usage), trend_days=trend_days)
-        .withColumn("scope", F.lit(OVERALL))
-        .crossJoin(flows.agg(F.sum("tasks").alias("tasks")))
-    )
     horizons = usage.sparkSession.createDataFrame(
-        [(h,) for h in sorted({0, *horizon_days})], "horizon_days int"
+        [(h,) for h in sorted({0, *horizon_days, plan_months * 30})], "horizon_days int"
     )
-    per_task = F.col("per_task_mb_per_s")
-    per_worker = F.least(F.lit(nic_mb_per_s), per_task * tasks_per_worker)
-    growth = F.col("growth_mb_per_s_per_day") * F.col("horizon_days")
-    projected = F.greatest(F.col("current_mb_per_s") + growth, F.lit(0.0))
-    projected_avg = F.greatest(F.col("current_avg_mb_per_s") + growth, F.lit(0.0))
-    tasks_needed = F.least(
-        F.greatest(
-            _ceil_div(projected, per_task * threshold),
-            _ceil_div(F.col("partitions"), F.lit(partitions_per_task)),
-            F.lit(1),
-        ),
-        F.col("partitions"),
-    )
-    workers_needed = F.greatest(
-        _ceil_div(projected, per_worker * threshold),
-        _ceil_div(F.col("tasks_needed"), F.lit(tasks_per_worker)),
-        F.lit(1),
-    )
-    is_flow = F.col("scope") == "flow"
-    mb_per_day_to_gb = DAY_SECONDS / 1000 * replication_factor
-    return (
-        flows.unionByName(overall)
-        .crossJoin(horizons)
-        .withColumn("workers", F.lit(workers).cast("long"))
-        .withColumn("per_worker_mb_per_s", per_worker)
-        .withColumn("projected_mb_per_s", projected)
-        .withColumn("tasks_needed", tasks_needed.cast("long"))
-        .withColumn("workers_needed", workers_needed.cast("long"))
+    trend = _trend(usage, trend_days=trend_days)
+    measured = F.lit(per_task_mb_per_s).cast("double")
+    per_task = F.coalesce(F.col("saturated_task_mb_per_s"), measured)
+    flows = (
+        trend.crossJoin(horizons)
+        .withColumn("scope", F.lit("flow"))
+        .withColumn("tasks", F.least(F.lit(tasks_max), F.col("partitions")).cast("long"))
+        .withColumn("per_task_mb_per_s", per_task)
         .withColumn(
-            "capacity_mb_per_s", F.when(is_flow, F.col("tasks") * per_task).otherwise(workers * per_worker)
-        )
-        .withColumn("network_utilization", projected / F.lit(workers * nic_mb_per_s))
-        .withColumn("disk_growth_gb_per_day", projected_avg * mb_per_day_to_gb)
-        .withColumn("retention_disk_gb", projected_avg * retention_hours * 3600 / 1000 * replication_factor)
-        .withColumn(
-            "verdict",
-            F.when(is_flow, _verdict(F.col("tasks_needed"), F.col("tasks"))).otherwise(
-                _verdict(F.col("workers_needed"), F.col("workers"))
+            "per_task_source",
+            F.when(F.col("saturated_task_mb_per_s").isNotNull(), "saturated windows").when(
+                measured.isNotNull(), "measured"
             ),
         )
+        .withColumn("per_task_saturated", F.col("saturated_task_mb_per_s").isNotNull())
+        .withColumn(
+            "projected_mb_per_s",
+            F.greatest(
+                F.col("current_mb_per_s") + F.col("growth_mb_per_s_per_day") * F.col("horizon_days"),
+                F.lit(0.0),
+            ),
+        )
+        .withColumn(
+            "projected_avg_mb_per_s",
+            F.greatest(
+                F.col("current_avg_mb_per_s") + F.col("growth_mb_per_s_per_day") * F.col("horizon_days"),
+                F.lit(0.0),
+            ),
+        )
+    )
+    known = F.col("per_task_mb_per_s") > 0
+    projected = F.col("projected_mb_per_s")
+    per_worker = F.least(F.lit(nic_mb_per_s), F.col("per_task_mb_per_s") * tasks_per_worker)
+    tasks_needed = F.when(
+        known,
+        F.least(
+            F.greatest(
+                _ceil_div(projected, F.col("per_task_mb_per_s") * threshold),
+                _ceil_div(F.col("partitions"), F.lit(partitions_per_task)),
+                F.lit(1),
+            ),
+            F.col("partitions"),
+        ),
+    )
+    flows = (
+        flows.withColumn("per_worker_mb_per_s", per_worker)
+        .withColumn("capacity_mb_per_s", F.col("tasks") * F.col("per_task_mb_per_s"))
+        .withColumn("tasks_needed", tasks_needed.cast("long"))
+        .withColumn(
+            "workers_needed",
+            F.when(
+                known,
+                F.greatest(
+                    _ceil_div(projected, per_worker * threshold),
+                    _ceil_div(F.col("tasks_needed"), F.lit(tasks_per_worker)),
+                    F.lit(1),
+                ),
+            ).cast("long"),
+        )
+        .withColumn("verdict", _verdict(F.col("tasks_needed"), F.col("tasks")))
         .withColumn("tasks_to_add", F.col("tasks_needed") - F.col("tasks"))
-        .withColumn("workers_to_add", F.col("workers_needed") - F.col("workers"))
+        .withColumn("workers_to_add", F.lit(None).cast("long"))  # workers are the fleet's: see its rows
+        .withColumn("network_to_add_mbps", F.lit(None).cast("double"))
+    )
+    flows = flows.withColumn(
+        "days_to_capacity",
+        _days_to_capacity(
+            F.col("current_mb_per_s"),
+            F.col("growth_mb_per_s_per_day"),
+            F.col("capacity_mb_per_s") * threshold,
+        ),
+    )
+    fleet = _fleet(
+        flows,
+        _trend(_overall_usage(usage), trend_days=trend_days),
+        workers=workers,
+        nic_mb_per_s=nic_mb_per_s,
+        threshold=threshold,
+        tasks_per_worker=tasks_per_worker,
+    )
+    mb_per_day_to_gb = DAY_SECONDS / 1000 * replication_factor
+    return (
+        flows.unionByName(fleet, allowMissingColumns=True)
+        .withColumn("workers", F.lit(workers).cast("long"))
+        .withColumn("growth_r2", F.col("growth_r2").cast("double"))
+        .withColumn("fit_confidence", _fit_confidence(F.col("days"), F.col("growth_r2")))
+        .withColumn(
+            "runs_out_on",
+            F.date_add(F.col("newest_date"), F.ceil(F.round("days_to_capacity", 6)).cast("int")),
+        )
+        .withColumn("network_utilization", projected / F.lit(workers * nic_mb_per_s))
+        .withColumn("network_needed_mbps", projected * 8 / threshold)
+        .withColumn("disk_growth_gb_per_day", F.col("projected_avg_mb_per_s") * mb_per_day_to_gb)
+        .withColumn(
+            "retention_disk_gb",
+            F.col("projected_avg_mb_per_s") * retention_hours * 3600 / 1000 * replication_factor,
+        )
         .withColumn("nic_mb_per_s", F.lit(nic_mb_per_s))
         .withColumn("threshold", F.lit(threshold))
-        .select(
-            "scope",
-            *FLOW_KEY,
-            "horizon_days",
-            "days",
-            "partitions",
-            "tasks",
-            "workers",
-            "current_mb_per_s",
-            "current_avg_mb_per_s",
-            "growth_mb_per_s_per_day",
-            "projected_mb_per_s",
-            "per_task_mb_per_s",
-            "per_task_saturated",
-            "per_worker_mb_per_s",
-            "capacity_mb_per_s",
-            "nic_mb_per_s",
-            "network_utilization",
-            "threshold",
-            "tasks_needed",
-            "workers_needed",
-            "tasks_to_add",
-            "workers_to_add",
-            "disk_growth_gb_per_day",
-            "retention_disk_gb",
-            "verdict",
+        .withColumn("plan_months", F.lit(plan_months))
+        .select(*PLAN_COLUMNS)
+    )
+
+
+def _fleet(
+    flows: DataFrame,
+    fit: DataFrame,
+    *,
+    workers: int,
+    nic_mb_per_s: float,
+    threshold: float,
+    tasks_per_worker: int,
+) -> DataFrame:
+    """The fleet's rows per horizon, from the flows' rows at that horizon: loads, growth, partitions,
+    tasks, tasks needed and capacities add up; unknown when any flow's per-task capacity is unknown.
+    Capacity is what the flows' tasks move, at most what the workers' NICs carry; workers needed are
+    enough for the tasks needed (20 a worker) and for the load at the network threshold."""
+    all_known = F.min(F.col("tasks_needed").isNotNull())
+    when_known = lambda column: F.when(all_known, F.sum(column))  # noqa: E731
+    summed = ("current_mb_per_s", "current_avg_mb_per_s", "growth_mb_per_s_per_day", "projected_mb_per_s")
+    fleet = flows.groupBy("horizon_days").agg(
+        *(F.sum(c).alias(c) for c in (*summed, "projected_avg_mb_per_s", "partitions", "tasks")),
+        F.sum("input_mb_per_s").alias("input_mb_per_s"),
+        (F.sum(F.col("record_bytes") * F.col("current_avg_mb_per_s")) / F.sum("current_avg_mb_per_s")).alias(
+            "record_bytes"
+        ),
+        F.max("network_latency_ms").alias("network_latency_ms"),
+        F.sum("saturated_windows").alias("saturated_windows"),
+        F.max("observed_task_mb_per_s").alias("observed_task_mb_per_s"),
+        F.max("newest_date").alias("newest_date"),
+        when_known("tasks_needed").alias("tasks_needed"),
+        when_known("capacity_mb_per_s").alias("_task_capacity"),
+        F.when(all_known, F.sum(F.greatest(F.col("tasks_to_add"), F.lit(0)))).alias("tasks_to_add"),
+        F.max((F.col("verdict") == "UNDER_PROVISIONED").cast("int")).alias("_flow_under"),
+    )
+    projected = F.col("projected_mb_per_s")
+    workers_needed = F.when(
+        F.col("tasks_needed").isNotNull(),
+        F.greatest(
+            _ceil_div(F.col("tasks_needed"), F.lit(tasks_per_worker)),
+            _ceil_div(projected, F.lit(nic_mb_per_s * threshold)),
+            F.lit(1),
+        ),
+    ).cast("long")
+    verdict = F.when(
+        (F.col("_flow_under") == 1) & F.col("workers_needed").isNotNull(), "UNDER_PROVISIONED"
+    ).otherwise(_verdict(F.col("workers_needed"), F.lit(workers)))
+    capacity = F.least(F.col("_task_capacity"), F.lit(workers * nic_mb_per_s))
+    network_needed = projected * 8 / threshold
+    return (
+        fleet.crossJoin(fit.select("days", "growth_r2"))
+        .withColumn("scope", F.lit(OVERALL))
+        .withColumn("flow_id", F.lit(None).cast("long"))
+        .withColumn("flow_name", F.lit(OVERALL))
+        .withColumn("per_worker_mb_per_s", F.lit(nic_mb_per_s))
+        .withColumn("capacity_mb_per_s", F.when(F.col("_task_capacity").isNotNull(), capacity))
+        .withColumn("workers_needed", workers_needed)
+        .withColumn("workers_to_add", F.col("workers_needed") - F.lit(workers))
+        .withColumn("verdict", verdict)
+        .withColumn(
+            "network_to_add_mbps", F.greatest(network_needed - F.lit(workers * nic_mb_per_s * 8), F.lit(0.0))
         )
+        .withColumn(
+            "days_to_capacity",
+            _days_to_capacity(
+                F.col("current_mb_per_s"),
+                F.col("growth_mb_per_s_per_day"),
+                F.col("capacity_mb_per_s") * threshold,
+            ),
+        )
+        .drop("_task_capacity", "_flow_under")
     )
 
 

@@ -46,9 +46,11 @@ from pyspark.sql import functions as F
 from dashboards.spark import latency, throughput
 from dashboards.spark.capacity import (
     DEFAULT_HORIZON_DAYS,
+    DEFAULT_PLAN_MONTHS,
     USAGE_SCHEMA,
     capacity_plan_from_usage,
     daily_flow_usage_from_windows,
+    sample_progress,
     task_usage,
 )
 from dashboards.spark.frames import (
@@ -96,6 +98,8 @@ class CapacityOptions:
     workers: int = 1
     horizon_days: tuple[int, ...] = DEFAULT_HORIZON_DAYS
     trend_days: int = 30
+    per_task_mb_per_s: float | None = None  # one task's measured maximum, when windows saturated none
+    plan_months: int = DEFAULT_PLAN_MONTHS  # what to add to last this many months
 
 
 @dataclass(frozen=True)
@@ -309,8 +313,13 @@ def _partition_windows(samples: DataFrame, options: ReportOptions) -> DataFrame:
         count = len(starts)
         origin = table.column("_origin").to_numpy()
         new = origin != CARRIED
-        new_samples = table if new.all() else table.filter(new)
-        window_of_usage, usage = task_usage(new_samples, windows[new], count, by=("_task",))
+        progress = sample_progress(table)  # over the carried samples too: each needs the one before
+        new_samples, new_progress = (
+            (table, progress) if new.all() else (table.filter(new), progress.take(new))
+        )
+        window_of_usage, usage = task_usage(
+            new_samples, windows[new], count, window_s=window_s, progress=new_progress, by=("_task",)
+        )
         micros = table.column("ts").cast(pa.int64()).to_numpy()
         carry = carried_rows(
             micros, origin != UNSEALED, lookback_s=lookback_s, window_samples=options.window_samples

@@ -1,4 +1,5 @@
-"""Capacity plans: daily usage from samples, then sizing, projections and verdicts on known numbers."""
+"""Capacity plans: the saturation rule on windows with known answers, then sizing, projections, the
+fleet's sums, days to capacity and verdicts on known numbers."""
 
 from __future__ import annotations
 
@@ -6,64 +7,160 @@ from datetime import date, timedelta
 
 import pytest
 
-from dashboards.spark.capacity import capacity_plan_from_usage, daily_flow_usage
+from dashboards.spark.capacity import NOT_ENOUGH_DATA, capacity_plan_from_usage, daily_flow_usage
+from dashboards.spark.lake import spark_schema_ddl
 from tests.dashboards.conftest import sample
 
 USAGE_SCHEMA = (
     "flow_id long, flow_name string, date date, records long, bytes long, partitions long, tasks long, "
     "workers long, avg_mb_per_s double, p95_mb_per_s double, max_mb_per_s double, "
-    "task_saturated_mb_per_s double, task_observed_mb_per_s double"
+    "task_saturated_mb_per_s double, task_observed_mb_per_s double, saturated_windows long, "
+    "record_bytes double, input_mb_per_s double, network_latency_ms double"
 )
+RECORD = 1_000  # bytes
+IDLE, IN_FLIGHT, SATURATED, STALLED, HALF_COVERED = 1, 2, 3, 4, 5
 
 
-def test_daily_usage_measures_a_task_while_it_is_behind(samples_df):
+def _window(flow_id: int, *, produced: int, replicated: int, backlog: int, slices: range) -> list[tuple]:
+    """Samples every 10 s of one partition: `produced` records a slice at the source, `replicated` of
+    them by the mirror, `backlog` records behind from the start; ack 40 ms after the poll."""
+    rows = []
+    for k in slices:
+        end = backlog + produced * (k + 1)
+        position = min(replicated * (k + 1), end)
+        rows.append(
+            sample(
+                at_s=10 * k,
+                end=end,
+                position=position,
+                flow_id=flow_id,
+                records=replicated,
+                bytes_=replicated * RECORD,
+                record_age_ms=60.0 if replicated else None,
+                replication_latency_ms=100.0 if replicated else None,
+            )
+        )
+    return rows
+
+
+@pytest.fixture(scope="module")
+def usage(spark):
+    """The 12:00-12:05 window (T0) of five flows, each one partition with a sample every 10 s from
+    11:59:50 (the window before holds only that one sample)."""
+    whole = range(-1, 30)
     rows = [
-        sample(at_s=0, end=500, position=400, partition=0, bytes_=1_000_000, interval_s=10),
-        sample(at_s=0, end=500, position=500, partition=1, bytes_=2_000_000, interval_s=10),
-    ]
-    (usage,) = daily_flow_usage(samples_df(rows), timedelta(minutes=5)).collect()
-    assert (usage.partitions, usage.tasks, usage.bytes) == (2, 1, 3_000_000)
-    assert usage.avg_mb_per_s == pytest.approx(0.3)
-    assert usage.task_saturated_mb_per_s == pytest.approx(0.3)  # partition 0 was behind
-
-
-def plan(spark, *, workers: int, saturated: float | None = 5.0):
-    usage = spark.createDataFrame(
-        [
-            (1, "A->B", date(2026, 1, 1), 0, 0, 20, 2, 1, 10.0, 12.0, 13.0, saturated, 4.0),
-            (1, "A->B", date(2026, 1, 2), 0, 0, 20, 2, 1, 12.0, 15.0, 16.0, saturated, 4.0),
+        *_window(IDLE, produced=0, replicated=0, backlog=0, slices=whole),
+        # 100 records a slice, all replicated but the 5 produced since the last poll: busy, never behind.
+        *[
+            (*r[:8], r[8] + 5, *r[9:])
+            for r in _window(IN_FLIGHT, produced=100, replicated=100, backlog=0, slices=whole)
         ],
-        USAGE_SCHEMA,
-    )
+        # 200 produced, 100 replicated a slice on a backlog of 1000: behind all window.
+        *_window(SATURATED, produced=200, replicated=100, backlog=1_000, slices=whole),
+        # Behind, but its position never moves: stalled, not saturated.
+        *_window(STALLED, produced=200, replicated=0, backlog=1_000, slices=whole),
+        # Saturated while it reported, but only for the first half of the window.
+        *_window(HALF_COVERED, produced=200, replicated=100, backlog=1_000, slices=range(-1, 15)),
+    ]
+    usage = daily_flow_usage(spark.createDataFrame(rows, spark_schema_ddl()), timedelta(minutes=5))
+    return spark.createDataFrame(usage.toArrow())  # one day: the 11:55 and 12:00 windows
+
+
+@pytest.fixture(scope="module")
+def usage_by_flow(usage):
+    return {row.flow_id: row for row in usage.collect()}
+
+
+def test_a_task_is_saturated_only_when_behind_and_busy_for_the_whole_window(usage_by_flow):
+    saturated = {
+        flow: (row.saturated_windows, row.task_saturated_mb_per_s) for flow, row in usage_by_flow.items()
+    }
+    assert saturated[SATURATED] == (1, pytest.approx(100 * RECORD / 10 / 1e6))  # 0.01 MB/s, the 12:00 window
+    for flow in (IDLE, IN_FLIGHT, STALLED, HALF_COVERED):
+        assert saturated[flow] == (0, None), flow
+    in_flight = usage_by_flow[IN_FLIGHT]
+    assert in_flight.task_observed_mb_per_s == pytest.approx(0.01)  # what it did, not what it could do
+
+
+def test_daily_usage_gives_the_sizing_inputs(usage_by_flow):
+    saturated, in_flight = usage_by_flow[SATURATED], usage_by_flow[IN_FLIGHT]
+    assert (saturated.partitions, saturated.record_bytes) == (1, RECORD)
+    assert saturated.network_latency_ms == pytest.approx(40.0)  # ack 100 ms after the record, poll at 60
+    # Produced twice what was replicated (the first sample has no sample before it to count from).
+    assert saturated.input_mb_per_s == pytest.approx(saturated.avg_mb_per_s * 2 * 30 / 31)
+    assert in_flight.input_mb_per_s == pytest.approx(in_flight.avg_mb_per_s * 30 / 31)
+    assert usage_by_flow[IDLE].input_mb_per_s is None  # nothing replicated: no record size to count in
+
+
+def test_a_barely_loaded_flow_gets_no_verdict_without_a_measured_task(usage):
+    usage = usage.where(f"flow_id = {IN_FLIGHT}")
+    rows = capacity_plan_from_usage(usage, worker_nic_mbps=10_000, retention_hours=1, tasks_max=2, workers=1)
+    fleet, flow = sorted(rows.where("horizon_days = 0").collect(), key=lambda r: r.scope, reverse=True)
+    assert (flow.verdict, flow.tasks_needed, flow.capacity_mb_per_s) == (NOT_ENOUGH_DATA, None, None)
+    assert (fleet.verdict, fleet.workers_needed, fleet.days_to_capacity) == (NOT_ENOUGH_DATA, None, None)
+    measured = capacity_plan_from_usage(
+        usage, worker_nic_mbps=10_000, retention_hours=1, tasks_max=2, workers=1, per_task_mb_per_s=30.0
+    ).where("horizon_days = 0 AND scope = 'flow'")
+    (flow,) = measured.collect()
+    assert (flow.verdict, flow.tasks_needed, flow.per_task_source) == ("RIGHT_SIZED", 1, "measured")
+
+
+def usage_rows(spark, days: int, *, flows=((1, "A->B", 5.0),), growth=0.25):
+    """`days` days of each flow: daily average 1 + growth x day, p95 0.5 above, 20 partitions."""
+    rows = [
+        (flow_id, name, date(2026, 1, 1) + timedelta(days=d), 0, 0, 20, 2, 1, 1 + growth * d, 1.5 + growth * d,
+         2.0 + growth * d, saturated, 4.0, 1, 500.0, 1 + growth * d, 30.0)
+        for flow_id, name, saturated in flows
+        for d in range(days)
+    ]  # fmt: skip
+    return spark.createDataFrame(rows, USAGE_SCHEMA)
+
+
+def test_a_growing_flow_runs_out_when_the_fit_says_and_the_plan_says_what_to_add(spark):
+    usage = usage_rows(spark, 14)
     rows = capacity_plan_from_usage(
-        usage, worker_nic_mbps=400, retention_hours=24, tasks_max=2, workers=workers
+        usage, worker_nic_mbps=400, retention_hours=24, tasks_max=2, workers=1, plan_months=1
     ).collect()
-    return {(r.scope, r.horizon_days): r for r in rows}
+    by = {(r.scope, r.horizon_days): r for r in rows}
+    now, month = by[("flow", 0)], by[("flow", 30)]
+    assert {r.horizon_days for r in rows} == {0, 7, 30, 90}
+    assert now.growth_mb_per_s_per_day == pytest.approx(0.25)
+    assert (now.growth_r2, now.fit_confidence, now.days) == (pytest.approx(1.0), "high", 14)
+    # p95 now 4.75 MB/s, 2 tasks x 5 MB/s at the 0.8 threshold = 8 MB/s: (8 - 4.75) / 0.25 = 13 days.
+    assert (now.capacity_mb_per_s, now.verdict) == (10.0, "RIGHT_SIZED")
+    assert now.days_to_capacity == pytest.approx(13.0)
+    assert now.runs_out_on == date(2026, 1, 14) + timedelta(days=13)
+    assert (now.partitions, now.record_bytes, now.input_mb_per_s, now.network_latency_ms) == (
+        20, 500.0, pytest.approx(4.25), 30.0
+    )  # fmt: skip
+    # In a month: 4.75 + 7.5 = 12.25 MB/s needs ceil(12.25 / 4) = 4 tasks: add 2.
+    assert (month.projected_mb_per_s, month.tasks_needed, month.tasks_to_add) == (
+        pytest.approx(12.25), 4, 2
+    )  # fmt: skip
+    assert month.network_needed_mbps == pytest.approx(12.25 * 8 / 0.8)
+    assert by[("overall", 0)].days_to_capacity == pytest.approx(13.0)
 
 
-def test_projection_tasks_workers_and_verdicts(spark):
-    rows = plan(spark, workers=1)
-    now, month, quarter = rows[("flow", 0)], rows[("overall", 30)], rows[("flow", 90)]
-    assert now.growth_mb_per_s_per_day == pytest.approx(2.0)  # daily average 10 -> 12
-    assert now.projected_mb_per_s == pytest.approx(15.0)  # the newest day's p95
-    # 15 MB/s at 5 MB/s per task and a 0.8 threshold: 4 tasks, but tasks.max is 2.
-    assert (now.tasks, now.tasks_needed, now.tasks_to_add, now.verdict) == (2, 4, 2, "UNDER_PROVISIONED")
-    assert now.per_worker_mb_per_s == pytest.approx(50.0)  # the 400 Mbit/s NIC, not 20 x 5 MB/s
-    assert now.network_utilization == pytest.approx(0.3)
-    assert now.disk_growth_gb_per_day == pytest.approx(12.0 * 86.4)
-    assert now.retention_disk_gb == pytest.approx(12.0 * 86.4)  # 24 h retention
-    assert rows[("overall", 0)].verdict == "RIGHT_SIZED"
-    # In 30 days 75 MB/s: 35 MB/s above one worker's 40 -> ceil(35 / 40) = 1 more worker.
-    assert month.projected_mb_per_s == pytest.approx(75.0)
-    assert (month.workers_needed, month.workers_to_add, month.verdict) == (2, 1, "UNDER_PROVISIONED")
-    assert quarter.tasks_needed == 20  # never more tasks than partitions
+def test_fleet_figures_add_up_and_an_under_provisioned_flow_makes_the_fleet_so(spark):
+    usage = usage_rows(spark, 3, flows=((1, "A->B", 5.0), (2, "B->A", 1.0)))
+    rows = capacity_plan_from_usage(usage, worker_nic_mbps=400, retention_hours=24, tasks_max=2, workers=4)
+    by = {(r.flow_name, r.horizon_days): r for r in rows.collect()}
+    fleet, flows = by[("overall", 0)], [by[("A->B", 0)], by[("B->A", 0)]]
+    for column in ("current_mb_per_s", "projected_mb_per_s", "tasks", "tasks_needed", "capacity_mb_per_s"):
+        assert getattr(fleet, column) == pytest.approx(sum(getattr(f, column) for f in flows)), column
+    # B->A: 2 MB/s at 1 MB/s per task and 0.8 -> 3 tasks, has 2; the fleet has 4 workers for 1 needed.
+    assert [f.verdict for f in flows] == ["OVER_PROVISIONED", "UNDER_PROVISIONED"]
+    assert (fleet.verdict, fleet.workers_needed, fleet.tasks_to_add) == ("UNDER_PROVISIONED", 1, 1)
+    assert fleet.fit_confidence == "low"  # three days
 
 
-def test_too_many_workers_is_over_provisioned(spark):
-    now = plan(spark, workers=4)[("overall", 0)]
-    assert (now.workers_needed, now.workers_to_add, now.verdict) == (1, -3, "OVER_PROVISIONED")
-
-
-def test_an_unsaturated_task_is_only_a_lower_bound(spark):
-    now = plan(spark, workers=1, saturated=None)[("flow", 0)]
-    assert (now.per_task_mb_per_s, now.per_task_saturated) == (4.0, False)
+def test_the_fleet_is_judged_on_workers_and_the_network(spark):
+    usage = usage_rows(spark, 2, growth=2.0)
+    rows = capacity_plan_from_usage(usage, worker_nic_mbps=400, retention_hours=24, tasks_max=20, workers=4)
+    by = {(r.scope, r.horizon_days): r for r in rows.collect()}
+    assert (by[("overall", 0)].verdict, by[("overall", 0)].workers_to_add) == ("OVER_PROVISIONED", -3)
+    # In 90 days 183.5 MB/s: 20 tasks of 5 MB/s carry 100; 4 workers' 400 Mbit/s NICs carry 200 at most.
+    quarter = by[("overall", 90)]
+    assert quarter.network_utilization == pytest.approx(183.5 / 200)
+    assert quarter.network_to_add_mbps == pytest.approx(max(183.5 * 8 / 0.8 - 1600, 0))
+    assert quarter.capacity_mb_per_s == pytest.approx(100.0)

@@ -79,11 +79,13 @@ def test_status_heatmap_is_partition_by_time_coloured_by_status():
     assert list(heatmap.colorbar.ticktext) == list(STATUS_LEVELS)
 
 
-def test_capacity_chart_projects_and_annotates_the_verdict():
+def test_capacity_chart_projects_on_dates_and_annotates_the_verdict():
     plan = [
         {
+            "scope": "overall",
             "flow_name": "overall",
             "horizon_days": h,
+            "newest_date": date(2026, 1, 1),
             "projected_mb_per_s": p,
             "capacity_mb_per_s": 50.0,
             "threshold": 0.8,
@@ -92,14 +94,29 @@ def test_capacity_chart_projects_and_annotates_the_verdict():
             "tasks": 2,
             "workers_needed": w,
             "tasks_needed": 4,
+            "days_to_capacity": 5.0,
+            "runs_out_on": date(2026, 1, 6),
+            "fit_confidence": "low",
         }
         for h, p, v, w in ((0, 15.0, "RIGHT_SIZED", 1), (30, 75.0, "UNDER_PROVISIONED", 2))
     ]
-    usage = [{"flow_name": "A->B", "date": date(2026, 1, 1), "p95_mb_per_s": 12.0}]
+    usage = [{"flow_name": "A->B", "date": "2026-01-01", "p95_mb_per_s": 12.0}]  # as stored (JSON)
     figure = capacity_figure(plan, usage)
-    measured, projected, capacity = figure.data
+    measured, projected, capacity, runs_out = figure.data
     assert list(measured.y) == [12.0] and list(projected.y) == [15.0, 75.0]
-    assert list(projected.x) == ["+0 d", "+30 d"] and list(capacity.y) == [40.0, 40.0]
-    assert figure.layout.annotations[0].text.startswith("RIGHT_SIZED: 15.00 MB/s on 1 worker(s)")
+    assert list(projected.x) == [date(2026, 1, 1), date(2026, 1, 31)] and list(capacity.y) == [40.0, 40.0]
+    assert list(runs_out.x) == [date(2026, 1, 6)]
+    # One measured day: the axis spans the projection and a day either side, not a millisecond.
+    assert list(figure.layout.xaxis.range) == ["2025-12-31", "2026-02-01"]
+    assert figure.layout.annotations[0].text.startswith("RIGHT_SIZED: 15 MB/s of 50 MB/s capacity")
+    assert "in 5 days (low confidence)" in figure.layout.annotations[0].text
     with pytest.raises(ValueError):
         capacity_figure(plan, flow="B->A")
+
+
+def test_capacity_chart_without_enough_data_says_so_and_draws_no_capacity():
+    row = {"flow_name": "A->B", "horizon_days": 0, "newest_date": "2026-01-01", "projected_mb_per_s": 0.086}
+    row |= {"capacity_mb_per_s": None, "threshold": 0.8, "verdict": "NOT_ENOUGH_DATA", "runs_out_on": None}
+    figure = capacity_figure([row], [], flow="A->B")
+    assert [trace.name for trace in figure.data] == ["measured (daily p95)", "projected"]
+    assert figure.layout.annotations[0].text.startswith("not enough data: 0.086 MB/s")
