@@ -26,6 +26,8 @@ class Limits:
     heartbeat_min_age_s: float = 30.0  # heartbeats missing: older than max(3 intervals, this)
     offset_sync_max_lag_s: float = 60.0  # records replicated this long after the newest offset sync
     data_loss_window_s: float = 3600.0  # a gap fires for this long after it happened
+    readiness_below: float = 70.0  # failover readiness score that fires readiness_low
+    readiness_grace_s: float = 120.0  # a flow runnable for less than this is still being verified
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,10 @@ class FlowFacts:
     lost_records_recent: int = 0
     last_gap_at: float | None = None
     seconds_behind_undated: bool = False  # a partition behind has no known age: the figure is a lower bound
+    mismatches: tuple[str, ...] = ()  # verification: one line per partition whose target copy differs
+    mismatch_checked_at: float | None = None
+    readiness_score: int | None = None  # failover readiness (controlplane.assurance), None: not computed
+    readiness_problems: tuple[str, ...] = ()  # its reasons that cost points, worst first
 
 
 @dataclass(frozen=True)
@@ -216,6 +222,33 @@ def offset_syncs_stopped(facts: FlowFacts, limits: Limits, now: float) -> Verdic
     )
 
 
+def verification_mismatch(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
+    """The verifier found a partition whose target copy differs from the source (whatever the state)."""
+    if not facts.mismatches:
+        return QUIET
+    count = len(facts.mismatches)
+    more = f" (and {count - 1} more partition(s))" if count > 1 else ""
+    return Verdict(True, count, 0, "partitions", facts.mismatch_checked_at, facts.mismatches[0] + more)
+
+
+def readiness_low(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
+    """A flow that should replicate (past its first verification grace) scores below the threshold."""
+    if not facts.runnable or facts.readiness_score is None:
+        return QUIET
+    if now - facts.runnable_since <= limits.readiness_grace_s:
+        return QUIET
+    score = facts.readiness_score
+    why = "; ".join(facts.readiness_problems[:3]) or "no reason given"
+    return Verdict(
+        score < limits.readiness_below,
+        score,
+        limits.readiness_below,
+        "score",
+        now,
+        f"failover readiness {score}/100, below {limits.readiness_below:g}: {why}",
+    )
+
+
 RULES: dict[str, Callable[[FlowFacts, Limits, float], Verdict]] = {
     AlertRule.RPO_SECONDS: rpo_seconds,
     AlertRule.RPO_RECORDS: rpo_records,
@@ -225,6 +258,8 @@ RULES: dict[str, Callable[[FlowFacts, Limits, float], Verdict]] = {
     AlertRule.FLOW_FAULTED: flow_faulted,
     AlertRule.NO_LEASE_HOLDER: no_lease_holder,
     AlertRule.OFFSET_SYNCS_STOPPED: offset_syncs_stopped,
+    AlertRule.VERIFICATION_MISMATCH: verification_mismatch,
+    AlertRule.READINESS_LOW: readiness_low,
 }
 
 
@@ -237,9 +272,17 @@ INHIBITS: dict[str, frozenset[str]] = {
             AlertRule.HEARTBEAT_MISSING,
             AlertRule.NO_LEASE_HOLDER,
             AlertRule.OFFSET_SYNCS_STOPPED,
+            AlertRule.READINESS_LOW,
         }
     ),
-    AlertRule.NO_LEASE_HOLDER: frozenset({AlertRule.STALE_STATUS}),
+    AlertRule.NO_LEASE_HOLDER: frozenset({AlertRule.STALE_STATUS, AlertRule.READINESS_LOW}),
+    # A readiness score below the threshold because of a problem a rule of its own reports pages once,
+    # as that problem (the score and its reasons still show on the pages, the API and /metrics).
+    AlertRule.RPO_SECONDS: frozenset({AlertRule.READINESS_LOW}),
+    AlertRule.RPO_RECORDS: frozenset({AlertRule.READINESS_LOW}),
+    AlertRule.STALE_STATUS: frozenset({AlertRule.READINESS_LOW}),
+    AlertRule.OFFSET_SYNCS_STOPPED: frozenset({AlertRule.READINESS_LOW}),
+    AlertRule.VERIFICATION_MISMATCH: frozenset({AlertRule.READINESS_LOW}),
 }
 
 

@@ -133,6 +133,8 @@ def limits() -> Limits:
         heartbeat_min_age_s=settings.ALERTS_HEARTBEAT_MIN_AGE_S,
         offset_sync_max_lag_s=settings.ALERTS_OFFSET_SYNC_MAX_LAG_S,
         data_loss_window_s=settings.ALERTS_DATA_LOSS_WINDOW_S,
+        readiness_below=settings.READINESS_ALERT_BELOW,
+        readiness_grace_s=max(settings.READINESS_GRACE_S, 3 * settings.VERIFY_INTERVAL_S),
     )
 
 
@@ -147,6 +149,8 @@ def _facts(
     signals: FlowSignals | None,
     gaps: Mapping[str, Any] | None,
     replication_workers: int | None,
+    verification: Any = None,
+    readiness: Any = None,
 ) -> FlowFacts:
     flow = summary.flow
     since = flow.state_changed_at or flow.created_at
@@ -176,6 +180,10 @@ def _facts(
         gaps_recent=gaps["gaps"] if gaps else 0,
         lost_records_recent=(gaps["lost"] or 0) if gaps else 0,
         last_gap_at=_epoch(gaps["last"]) if gaps else None,
+        mismatches=tuple(p.reason for p in verification.mismatches) if verification else (),
+        mismatch_checked_at=_epoch(verification.checked_at) if verification else None,
+        readiness_score=readiness.score if readiness else None,
+        readiness_problems=tuple(r.message for r in readiness.readiness.problems) if readiness else (),
     )
 
 
@@ -236,6 +244,12 @@ def alerts_evaluate(
     if tasks is not None:
         _store_task_leases(tasks, now=now)
     summaries = selectors.flow_summaries(now=now)
+    # assurance reads the RPO budgets defined here: imported when evaluating, not at import time.
+    from controlplane.assurance import flow_readiness_all
+    from controlplane.verification import verification_statuses
+
+    readiness = flow_readiness_all(summaries, now=now)
+    verifications = verification_statuses()
     budgets = {
         row.flow_id: RpoBudget(row.seconds_behind, row.records_behind) for row in FlowRpoBudget.objects.all()
     }
@@ -266,6 +280,8 @@ def alerts_evaluate(
                 signals=signals.get(flow_id),
                 gaps=gaps.get(flow_id),
                 replication_workers=replication_workers,
+                verification=verifications.get(flow_id),
+                readiness=readiness.get(flow_id),
             )
             for rule, verdict in evaluate(facts, rule_limits, now=epoch).items():
                 alert = open_alerts.pop((flow_id, rule), None)

@@ -715,6 +715,9 @@ class PartitionVerification(models.Model):
     reason = models.TextField(blank=True, default="", help_text="the mismatch or why nothing is verifiable")
     verified_from = models.BigIntegerField(null=True, blank=True)
     verified_up_to = models.BigIntegerField(null=True, blank=True, help_text="source offset, exclusive")
+    target_verified_up_to = models.BigIntegerField(
+        null=True, blank=True, help_text="where the verified part ends on the target (exclusive)"
+    )
     mismatch_offset = models.BigIntegerField(null=True, blank=True, help_text="first differing source offset")
     recheck_start = models.BigIntegerField(null=True, blank=True, help_text="the mismatching range")
     recheck_end = models.BigIntegerField(null=True, blank=True)

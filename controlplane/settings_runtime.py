@@ -29,6 +29,15 @@
 | ALERTS_NOTIFY_TIMEOUT_S | 5 | bound of one notification request (webhook, Slack, SMTP) |
 | ALERTS_NOTIFY_RETRIES | 5 | retries of a failed notification, with exponential backoff |
 | ALERTS_NOTIFY_BACKOFF_S | 5 | first retry's delay; doubled each retry up to ALERTS_NOTIFY_BACKOFF_MAX_S (300) |
+| VERIFY_INTERVAL_S | 10 | beat queues a verification run this often (docs/verification.md) |
+| VERIFY_MAX_BYTES_PER_S | 1000000 | bytes/s the verifier may read from both clusters together (its allowance per run: this x the interval) |
+| VERIFY_RANGE_RECORDS | 1000 | source offsets per verified range |
+| VERIFY_HOT_RECORDS | 100000 | continuous verification starts at most this many offsets behind the end; older (cold) data is sampled |
+| VERIFY_COLD_SAMPLES_PER_RUN | 1 | cold ranges sampled per partition per run |
+| VERIFY_TIMEOUT_S | 10 | bound of each read of the verifier |
+| READINESS_ALERT_BELOW | 70 | a runnable flow whose failover readiness score is below this fires `readiness_low` |
+| READINESS_GRACE_S | 120 | a flow runnable for less than this (at least 3 verification intervals) does not fire `readiness_low` yet |
+| READINESS_VERIFICATION_MAX_AGE_S | 300 | a verification older than this counts as stale in the readiness score |
 | REPORTS_STATE_DIR | var/reports | the report job's ledger of lake partitions it has read |
 | REPORTS_WINDOW_S | 300 | report window (divides a day) |
 | REPORTS_WORKER_NIC_MBPS | 10000 | a worker's network capacity (megabits/s) for capacity plans |
@@ -77,6 +86,16 @@ ALERTS_NOTIFY_RETRIES = _env.int("ALERTS_NOTIFY_RETRIES", default=5)
 ALERTS_NOTIFY_BACKOFF_S = _env.float("ALERTS_NOTIFY_BACKOFF_S", default=5.0)
 ALERTS_NOTIFY_BACKOFF_MAX_S = _env.float("ALERTS_NOTIFY_BACKOFF_MAX_S", default=300.0)
 
+VERIFY_INTERVAL_S = _env.float("VERIFY_INTERVAL_S", default=10.0)
+VERIFY_MAX_BYTES_PER_S = _env.float("VERIFY_MAX_BYTES_PER_S", default=1_000_000.0)
+VERIFY_RANGE_RECORDS = _env.int("VERIFY_RANGE_RECORDS", default=1000)
+VERIFY_HOT_RECORDS = _env.int("VERIFY_HOT_RECORDS", default=100_000)
+VERIFY_COLD_SAMPLES_PER_RUN = _env.int("VERIFY_COLD_SAMPLES_PER_RUN", default=1)
+VERIFY_TIMEOUT_S = _env.float("VERIFY_TIMEOUT_S", default=10.0)
+READINESS_ALERT_BELOW = _env.float("READINESS_ALERT_BELOW", default=70.0)
+READINESS_GRACE_S = _env.float("READINESS_GRACE_S", default=120.0)
+READINESS_VERIFICATION_MAX_AGE_S = _env.float("READINESS_VERIFICATION_MAX_AGE_S", default=300.0)
+
 REPORTS_INTERVAL_S = _env.float("REPORTS_INTERVAL_S", default=300.0)
 REPORTS_RUN_TIMEOUT_S = _env.float("REPORTS_RUN_TIMEOUT_S", default=3600.0)
 REPORTS_STATE_DIR = Path(
@@ -103,6 +122,9 @@ CELERY_TASK_ROUTES = {
     "workers.reports.*": {"queue": REPORTS_QUEUE},
     "workers.operations.*": {"queue": OPERATIONS_QUEUE},
     "workers.alerts.*": {"queue": METADATA_QUEUE},
+    # Bounded by VERIFY_MAX_BYTES_PER_S and one run at a time: a thread of the metadata pool, never
+    # replication capacity, and no queue of its own that deployments would have to start consuming.
+    "workers.verification.*": {"queue": METADATA_QUEUE},
 }
 # Work survives a dead worker through the leases, not through message redelivery: a killed worker's
 # chains are restarted by the supervisor once their leases expire. So messages are acknowledged when a

@@ -20,12 +20,31 @@ from controlplane.models import (
     FlowAssurance,
     FlowEvent,
     FlowEventKind,
+    FlowPartitionStatus,
     PartitionVerification,
     VerificationStatus,
 )
 from replication.verification import OffsetRange, PartitionOutcome, PartitionProgress
 
 PartitionKey = tuple[str, int]
+NOT_STARTED = PartitionProgress()
+
+
+@dataclass(frozen=True)
+class PartitionToVerify:
+    topic: str
+    partition: int
+    remote_topic: str
+    replicated_position: int | None  # the next source offset to replicate, as the workers last reported
+
+
+def partitions_to_verify(*, flow_id: int) -> list[PartitionToVerify]:
+    """The flow's replicated partitions (its status rows) with their replicated positions."""
+    rows = FlowPartitionStatus.objects.filter(flow_id=flow_id).order_by("topic", "partition")
+    return [
+        PartitionToVerify(row.topic, row.partition, row.remote_topic, row.replicated_offset)
+        for row in rows.only("topic", "partition", "remote_topic", "replicated_offset")
+    ]
 
 
 # -- reads ------------------------------------------------------------------------------------------------
@@ -95,6 +114,7 @@ def partition_progress(*, flow_id: int) -> dict[PartitionKey, PartitionProgress]
         (row.topic, row.partition): PartitionProgress(
             verified_from=row.verified_from,
             verified_up_to=row.verified_up_to,
+            target_verified_up_to=row.target_verified_up_to,
             recheck=(
                 OffsetRange(row.recheck_start, row.recheck_end)
                 if row.recheck_start is not None and row.recheck_end is not None
@@ -120,6 +140,7 @@ def verification_outcome_record(*, flow_id: int, outcome: PartitionOutcome, at: 
         row.remote_topic = outcome.remote_topic
         row.status, row.reason = outcome.status, outcome.reason
         row.verified_from, row.verified_up_to = outcome.verified_from, outcome.verified_up_to
+        row.target_verified_up_to = outcome.target_verified_up_to
         row.mismatch_offset = mismatch.source_offset if mismatch else None
         row.recheck_start = outcome.recheck.start if outcome.recheck else None
         row.recheck_end = outcome.recheck.end if outcome.recheck else None

@@ -6,12 +6,12 @@ at least 0. The checks are what careful failover runbooks ask before the button 
 
 | check | costs | why |
 |---|---|---|
-| offset_sync_coverage | up to 30 (10 while unknown) | a partition without an offset sync has no exact translation: its groups re-read or skip |
+| offset_sync_coverage | up to 30 (5 while unknown) | a partition without an offset sync has no exact translation: its groups re-read or skip |
 | offset_sync_freshness | 25 | records replicated long after the newest sync: offsets after it translate inexactly |
-| verification | 30 on a mismatch; 10 never verified; 5 partly verified or stale | the target's data differs from the source's |
+| verification | 30 on a mismatch; 5 never verified, partly verified or stale | the target's data differs from the source's |
 | rpo | 25 over the seconds budget, 15 over the records budget; 20 when stale | what a failover now would lose |
 | target_groups_inactive | 10 per group active on the target, up to 20 | offsets are only written for inactive groups |
-| checkpoint_freshness | 10 stale, 5 disabled | consumers that read checkpoints (MM2's RemoteClusterUtils) get old offsets |
+| checkpoint_freshness | 10 stale, 5 none yet or disabled | consumers that read checkpoints (MM2's RemoteClusterUtils) get old offsets |
 | reverse_flow | 10 when it would not bring every topic home, 5 when absent (failback creates it) | failback |
 | topic_parity | 20 for missing or smaller remote topics, 5 for differing configs | consumers on the target see other partitions or configs |
 | acl_parity | 5 when ACL sync is off; n/a where a cluster has no authorizer | clients refused on the target |
@@ -89,7 +89,7 @@ def offset_sync_coverage(facts: ReadinessFacts, limits: ReadinessLimits, now: fl
     if facts.partitions == 0:
         return Reason(check, NOT_APPLICABLE, 0, "no partition replicated yet")
     if facts.partitions_with_sync is None:
-        return Reason(check, UNKNOWN, 10, "offset syncs not read yet: exact translation unproven")
+        return Reason(check, UNKNOWN, 5, "offset syncs not read yet: exact translation unproven")
     missing = facts.partitions - facts.partitions_with_sync
     if missing <= 0:
         return Reason(
@@ -129,7 +129,7 @@ def verification(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> 
     if facts.partitions == 0:
         return Reason(check, NOT_APPLICABLE, 0, "no partition replicated yet")
     if facts.partitions_verified == 0 or facts.verified_at is None:
-        return Reason(check, UNKNOWN, 10, "no range verified yet")
+        return Reason(check, UNKNOWN, 5, "no range verified yet")
     age = max(now - facts.verified_at, 0.0)
     if age > limits.verification_max_age_s:
         return Reason(check, WARN, 5, f"last verified {age:.0f} s ago (the verifier is not running?)")
@@ -145,6 +145,8 @@ def verification(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> 
 
 def rpo(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> Reason:
     check = "rpo"
+    if facts.partitions == 0:
+        return Reason(check, NOT_APPLICABLE, 0, "no partition replicated yet")
     if not facts.status_fresh or facts.seconds_behind is None:
         return Reason(check, FAIL, 20, "live figures stale or unknown: what a failover would lose is unknown")
     if facts.seconds_behind > facts.budget_seconds:
@@ -193,7 +195,7 @@ def checkpoint_freshness(facts: ReadinessFacts, limits: ReadinessLimits, now: fl
         )
     limit = max(3 * facts.checkpoint_interval_s, limits.checkpoint_min_age_s)
     if facts.checkpoint_at is None:
-        return Reason(check, WARN, 10, "no checkpoint emitted yet")
+        return Reason(check, WARN, 5, "no checkpoint emitted yet")
     age = max(now - facts.checkpoint_at, 0.0)
     if age > limit:
         return Reason(check, WARN, 10, f"newest checkpoint {age:.0f} s old (limit {limit:g} s)")

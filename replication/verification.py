@@ -26,7 +26,7 @@ import hashlib
 import random
 import struct
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from replication.policy import PROVENANCE_HEADER
 from replication.source import SOURCE_OFFSET_HEADER
@@ -139,6 +139,9 @@ class PartitionProgress:
     verified_from: int | None = None
     verified_up_to: int | None = None
     recheck: OffsetRange | None = None
+    # Where the verified part ends on the target: the next range's target read starts here, so a record
+    # another producer wrote between two ranges' copies is read (and found) too.
+    target_verified_up_to: int | None = None
 
 
 @dataclass(frozen=True)
@@ -259,7 +262,7 @@ class RangeVerdict:
     target_digest: str
     bytes_read: int
     mismatch: Mismatch | None = None
-    target_end: int | None = field(default=None, compare=False)
+    target_end: int | None = None  # translate(range end): where the next range's target read starts
 
     @property
     def clean(self) -> bool:
@@ -273,6 +276,7 @@ def compare_range(
     target: Sequence[MirroredRecord],
     translate: Callable[[int], int | None],
     lookahead: Sequence[MirroredRecord] = (),
+    target_end: int | None = None,
 ) -> RangeVerdict:
     """Compare the source records of `offsets` with the target records read over their translation
     [translate(start), translate(end)).
@@ -330,6 +334,7 @@ def compare_range(
         target_digest=range_digest(matched),
         bytes_read=sum(r.size for r in (*source, *target, *lookahead)),
         mismatch=first,
+        target_end=target_end,
     )
 
 
@@ -345,6 +350,7 @@ class PartitionOutcome:
     reason: str = ""
     verified_from: int | None = None
     verified_up_to: int | None = None
+    target_verified_up_to: int | None = None
     recheck: OffsetRange | None = None  # the range of the mismatch, checked again next run
     mismatch: Mismatch | None = None
     records_verified: int = 0
@@ -372,16 +378,16 @@ def fold_verdicts(
     `verified_up_to` moves over the continuous ranges verified clean, up to the first mismatch, which is
     kept to re-check; a clean re-check resolves it. A mismatch in a cold sample is a mismatch too.
     """
-    verified_up_to = progress.verified_up_to
+    verified_up_to, target_up_to = progress.verified_up_to, progress.target_verified_up_to
     if plan.verified_from != progress.verified_from:  # started (over) at plan.verified_from
-        verified_up_to = plan.verified_from
+        verified_up_to, target_up_to = plan.verified_from, None
     mismatch: RangeVerdict | None = None
     for verdict in hot:
         if not verdict.clean:
             mismatch = verdict
             break
         if verified_up_to is not None and verdict.range.start <= verified_up_to < verdict.range.end:
-            verified_up_to = verdict.range.end
+            verified_up_to, target_up_to = verdict.range.end, verdict.target_end
     mismatch = mismatch or next((v for v in samples if not v.clean), None)
     checked = [*hot, *samples]
     clean = [v for v in checked if v.clean]
@@ -392,6 +398,7 @@ def fold_verdicts(
         "remote_topic": remote_topic,
         "verified_from": plan.verified_from,
         "verified_up_to": verified_up_to,
+        "target_verified_up_to": target_up_to,
         "records_verified": sum(v.source_count for v in clean),
         "ranges_verified": sum(1 for v in hot if v.clean),
         "ranges_sampled": sum(1 for v in samples if v.clean),

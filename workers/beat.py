@@ -10,7 +10,8 @@ last run requested, so a restarted beat does not run it early) and hands queued 
 and the UI's too, to the `reports` queue (`workers.reports.dispatch_report_runs`), and sends operations
 (failover, failback) that no worker runs, new or abandoned by a dead worker, to the `operations` queue
 (`workers.operations.dispatch_operations`), and queues an evaluation of the alert rules every
-ALERTS_EVALUATE_INTERVAL_S (`workers.alerts.dispatch_evaluation`).
+ALERTS_EVALUATE_INTERVAL_S (`workers.alerts.dispatch_evaluation`), and a verification run every
+VERIFY_INTERVAL_S (`workers.verification.dispatch_verification`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class SupervisingScheduler(PersistentScheduler):
 
     def _supervise(self) -> None:
         # The tasks modules need the app configured first.
-        from workers import alerts, operations, reports, supervisor, tasks
+        from workers import alerts, operations, reports, supervisor, tasks, verification
 
         close_old_connections()  # the database may have restarted since the last run
         try:
@@ -75,4 +76,10 @@ class SupervisingScheduler(PersistentScheduler):
         except Exception:
             log.exception(
                 "alert evaluation not queued; retrying in %gs", settings.MIRRORPLANE_SUPERVISE_INTERVAL_S
+            )
+        try:
+            verification.dispatch_verification()
+        except Exception:
+            log.exception(
+                "verification run not queued; retrying in %gs", settings.MIRRORPLANE_SUPERVISE_INTERVAL_S
             )

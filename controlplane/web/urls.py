@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from controlplane.web import alerts, browse, groups, views
+from controlplane.web import alerts, assurance, browse, groups, views
 
 app_name = "web"
 
@@ -25,6 +25,7 @@ urlpatterns = [
     path("flows/<int:pk>/pause/", views.flow_pause, name="flow-pause"),
     path("flows/<int:pk>/resume/", views.flow_resume, name="flow-resume"),
     path("flows/<int:pk>/delete/", views.flow_delete, name="flow-delete"),
+    path("flows/<int:pk>/events/<int:event_id>/", assurance.mismatch_event, name="mismatch-event"),
     path("flows/<int:pk>/failover/", views.failover, name="failover"),
     path("flows/<int:pk>/failover/plan/", views.failover_plan, name="failover-plan"),
     path("flows/<int:pk>/operations/<int:operation_id>/", views.operation_status, name="operation"),

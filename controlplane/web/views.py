@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from controlplane import alerts, engine, lifecycle, operations, selectors, services
+from controlplane import alerts, assurance, engine, lifecycle, operations, selectors, services, verification
 from controlplane import failover as flow_failover
 from controlplane.api.views import CHECK_TIMEOUT_S, AuditFilter
 from controlplane.errors import ClusterUnavailable, RateLimited, ServiceConflict, ServiceValidationError
@@ -59,6 +59,7 @@ def _overview_context() -> dict:
         "firing": firing,
         "clusters": clusters,
         "topology": summaries.topology(clusters=clusters, summaries=live.flows),
+        "readiness": assurance.flow_readiness_all(live.flows).values(),
         "healths": selectors.HEALTHS,
         "activity": live.replication,
         "back": reverse("web:overview"),
@@ -220,13 +221,17 @@ def flow_preview(request):
 def _flow_detail_context(flow: Flow) -> dict:
     status = selectors.flow_status(flow=flow)
     errors = summaries.last_errors(status.events)
+    budget = alerts.rpo_budget_of(flow=flow)
     return {
         "flow": flow,
         "summary": status,
         "partitions": [(p, errors.get((p.row.topic, p.row.partition))) for p in status.partitions],
         "events": status.events,
         "activity": selectors.replication_activity(),
-        "budget": alerts.rpo_budget_of(flow=flow),
+        "budget": budget,
+        "rpo": assurance.flow_rpo(status, budget=budget),
+        "readiness": assurance.flow_readiness(status),
+        "verification": verification.verification_status(flow=flow),
         "flow_alerts": list(alerts.alerts_firing().filter(flow=flow)),
         "back": reverse("web:flow", args=[flow.pk]),
     }
@@ -298,6 +303,7 @@ def _failover_page_context(flow: Flow) -> dict:
         "latest": None if active else latest,
         "allowed": allowed,
         "stale": active is not None and operations.lease_stale(active),
+        "readiness": assurance.flow_readiness(selectors.flow_status(flow=flow)),
     }
     if "failback" in allowed:
         context["failback"] = _failback_preview(flow)

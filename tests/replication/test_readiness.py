@@ -61,7 +61,7 @@ def test_offset_syncs_stopped():
 def test_verification_mismatch_unverified_and_stale():
     score, found = reason(replace(READY, mismatches=("orders[0] offset 3 differs",)), "verification")
     assert (found.status, found.points, score) == (FAIL, 30, 70) and "offset 3" in found.message
-    assert reason(replace(READY, partitions_verified=0), "verification")[1].points == 10
+    assert reason(replace(READY, partitions_verified=0), "verification")[1].points == 5
     assert reason(replace(READY, partitions_verified=3), "verification")[1].status == WARN
     assert reason(replace(READY, verified_at=NOW - 1000), "verification")[1].status == WARN
 

@@ -1,0 +1,255 @@
+"""Live RPO and failover readiness: reads built from what the workers and the verifier stored.
+
+* `flow_rpo`: per flow and topic, what a failover now would lose if the source vanished: records
+  (`records_behind`), value bytes (records behind x the partition's average replicated record size) and
+  seconds (`seconds_behind`), against the flow's RPO budget, with the age of the figures (STALE ones are
+  never judged against the budget).
+* `flow_readiness`: the failover readiness score (`replication.readiness`), recomputed on every read
+  from the live status, the RPO budget, the runtime signals, the verifier's rows and observations, the
+  reverse flow and the ACL sync warnings. The overview, the failover page, the API, /metrics and the
+  `readiness_low` alert rule all read it here, so they agree.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.utils import timezone
+
+from controlplane import engine, selectors
+from controlplane.alerts import DEFAULT_BUDGET, RpoBudget
+from controlplane.models import (
+    Flow,
+    FlowAssurance,
+    FlowEvent,
+    FlowEventKind,
+    FlowRpoBudget,
+    FlowSignals,
+)
+from controlplane.verification import VerificationSummary, verification_statuses
+from replication.filters import TopicFilter
+from replication.policy import classify_topic, replication_policy_for
+from replication.readiness import Readiness, ReadinessFacts, ReadinessLimits, readiness_score
+
+UNKNOWN, STALE = selectors.UNKNOWN, selectors.STALE
+
+
+# -- live RPO ---------------------------------------------------------------------------------------------
+def bytes_behind(*, records_behind: int | None, byte_count: int, record_count: int) -> int | None:
+    """Value bytes behind, estimated with the partition's average replicated record size (None before it
+    replicated any record or measured its lag)."""
+    if records_behind == 0:
+        return 0
+    if records_behind is None or record_count <= 0:
+        return None
+    return round(records_behind * byte_count / record_count)
+
+
+@dataclass(frozen=True)
+class TopicRpo:
+    topic: str
+    records_behind: int | None
+    bytes_behind: int | None
+    seconds_behind: float | None
+    observed_at: datetime.datetime | None
+    age_s: float | None
+    stale: bool
+
+
+@dataclass(frozen=True)
+class FlowRpo:
+    topics: tuple[TopicRpo, ...]
+    records_behind: int | None
+    bytes_behind: int | None
+    seconds_behind: float | None
+    observed_at: datetime.datetime | None
+    age_s: float | None
+    stale: bool
+    budget: RpoBudget
+
+    @property
+    def over_budget(self) -> bool | None:
+        """None while the figures are stale or unknown: never judged then."""
+        if self.stale or self.seconds_behind is None:
+            return None
+        over_records = (
+            self.budget.records_behind is not None
+            and self.records_behind is not None
+            and self.records_behind > self.budget.records_behind
+        )
+        return self.seconds_behind > self.budget.seconds_behind or over_records
+
+
+def _sum(values: list[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _rpo(partitions, *, now: datetime.datetime) -> tuple:
+    records = _sum([p.records_behind for p in partitions])
+    size = _sum(
+        [
+            bytes_behind(
+                records_behind=p.records_behind, byte_count=p.byte_count, record_count=p.record_count
+            )
+            for p in partitions
+        ]
+    )
+    seconds = max((p.seconds_behind for p in partitions if p.seconds_behind is not None), default=None)
+    oldest = min((p.observed_at for p in partitions), default=None)
+    age = None if oldest is None else selectors.age_s(oldest, now=now)
+    return records, size, seconds, oldest, age, any(p.stale for p in partitions)
+
+
+def flow_rpo(
+    summary: selectors.FlowSummary, *, budget: RpoBudget, now: datetime.datetime | None = None
+) -> FlowRpo:
+    """The flow's live RPO per topic and in total; the age is the oldest figure's (a topic is as old as
+    its oldest partition report)."""
+    now = now or timezone.now()
+    by_topic: dict[str, list] = {}
+    for partition in summary.partitions:
+        by_topic.setdefault(partition.topic, []).append(partition)
+    topics = tuple(TopicRpo(topic, *_rpo(parts, now=now)) for topic, parts in sorted(by_topic.items()))
+    return FlowRpo(topics, *_rpo(summary.partitions, now=now), budget=budget)
+
+
+def rpo_budgets() -> dict[int, RpoBudget]:
+    return {
+        row.flow_id: RpoBudget(row.seconds_behind, row.records_behind) for row in FlowRpoBudget.objects.all()
+    }
+
+
+# -- failover readiness -----------------------------------------------------------------------------------
+def readiness_limits() -> ReadinessLimits:
+    return ReadinessLimits(
+        offset_sync_max_lag_s=settings.ALERTS_OFFSET_SYNC_MAX_LAG_S,
+        verification_max_age_s=settings.READINESS_VERIFICATION_MAX_AGE_S,
+    )
+
+
+def _epoch(value: datetime.datetime | None) -> float | None:
+    return None if value is None else value.timestamp()
+
+
+def _reverse(summary: selectors.FlowSummary, flows: list[Flow]) -> tuple[str | None, list[str]]:
+    """The reverse flow's name and the flow's source topics it would not replicate back."""
+    flow = summary.flow
+    reverse = next((f for f in flows if (f.source_id, f.target_id) == (flow.target_id, flow.source_id)), None)
+    if reverse is None:
+        return None, []
+    config = engine.flow_to_config(reverse)
+    aliases = [f.source.alias for f in flows] + [f.target.alias for f in flows]
+    policy = replication_policy_for(config, known_aliases=aliases)
+    topic_filter = TopicFilter.for_flow(config)
+    topics = sorted({p.topic for p in summary.partitions})
+    missing = [
+        topic
+        for topic in topics
+        if not classify_topic(topic=topic, flow=config, policy=policy, topic_filter=topic_filter).replicate
+    ]
+    return reverse.name, missing
+
+
+@dataclass(frozen=True)
+class FlowReadiness:
+    flow: Flow
+    readiness: Readiness
+    computed_at: datetime.datetime
+    threshold: float
+
+    @property
+    def score(self) -> int:
+        return self.readiness.score
+
+    @property
+    def below_threshold(self) -> bool:
+        return self.readiness.score < self.threshold
+
+
+def readiness_facts(
+    summary: selectors.FlowSummary,
+    *,
+    budget: RpoBudget,
+    signals: FlowSignals | None,
+    verification: VerificationSummary | None,
+    assurance: FlowAssurance | None,
+    reverse: tuple[str | None, list[str]],
+    acl_unsupported: str | None,
+) -> ReadinessFacts:
+    flow = summary.flow
+    partitions = [(p.topic, p.partition) for p in summary.partitions]
+    rows = {(v.topic, v.partition): v for v in (verification.partitions if verification else ())}
+    with_sync = sum(1 for key in partitions if key in rows and rows[key].sync_upstream is not None)
+    return ReadinessFacts(
+        partitions=len(partitions),
+        partitions_with_sync=with_sync if verification is not None else None,
+        offset_sync_at=_epoch(signals and signals.offset_sync_emitted_at),
+        records_replicated_at=_epoch(signals and signals.records_replicated_at),
+        partitions_verified=sum(
+            1 for key in partitions if key in rows and rows[key].verified_up_to is not None
+        ),
+        mismatches=tuple(p.reason for p in verification.mismatches) if verification else (),
+        verified_at=_epoch(verification.verified_at) if verification else None,
+        status_fresh=summary.status not in (STALE, UNKNOWN),
+        seconds_behind=summary.seconds_behind,
+        records_behind=summary.records_behind,
+        budget_seconds=budget.seconds_behind,
+        budget_records=budget.records_behind,
+        groups_active_on_target=tuple(assurance.groups_active_on_target) if assurance else None,
+        checkpoints_enabled=flow.emit_checkpoints_enabled,
+        checkpoint_interval_s=float(flow.emit_checkpoints_interval_seconds),
+        checkpoint_at=_epoch(signals and signals.checkpoint_emitted_at),
+        reverse_flow=reverse[0],
+        topics_not_brought_home=tuple(reverse[1]),
+        partition_problems=tuple(assurance.partition_problems) if assurance else None,
+        config_problems=tuple(assurance.config_problems) if assurance else None,
+        acl_sync_enabled=flow.sync_topic_acls_enabled,
+        acl_unsupported=acl_unsupported,
+    )
+
+
+def _acl_warnings() -> dict[int, str]:
+    found: dict[int, str] = {}
+    for flow_id, message in FlowEvent.objects.filter(
+        kind=FlowEventKind.WARNING, message__startswith="ACL sync unsupported"
+    ).values_list("flow_id", "message"):
+        found.setdefault(flow_id, message)
+    return found
+
+
+def flow_readiness_all(
+    summaries: list[selectors.FlowSummary] | None = None, *, now: datetime.datetime | None = None
+) -> dict[int, FlowReadiness]:
+    """Every flow's readiness (a few queries for all flows), keyed by flow id."""
+    now = now or timezone.now()
+    summaries = selectors.flow_summaries(now=now) if summaries is None else summaries
+    budgets = rpo_budgets()
+    signals = {row.flow_id: row for row in FlowSignals.objects.all()}
+    verifications = verification_statuses()
+    assurances = {row.flow_id: row for row in FlowAssurance.objects.all()}
+    acl = _acl_warnings()
+    flows = list(Flow.objects.select_related("source", "target"))
+    limits, threshold = readiness_limits(), settings.READINESS_ALERT_BELOW
+    result: dict[int, FlowReadiness] = {}
+    for summary in summaries:
+        flow_id = summary.flow.pk
+        facts = readiness_facts(
+            summary,
+            budget=budgets.get(flow_id, DEFAULT_BUDGET),
+            signals=signals.get(flow_id),
+            verification=verifications.get(flow_id),
+            assurance=assurances.get(flow_id),
+            reverse=_reverse(summary, flows),
+            acl_unsupported=acl.get(flow_id),
+        )
+        readiness = readiness_score(facts, limits, now=now.timestamp())
+        result[flow_id] = FlowReadiness(summary.flow, readiness, now, threshold)
+    return result
+
+
+def flow_readiness(summary: selectors.FlowSummary, *, now: datetime.datetime | None = None) -> FlowReadiness:
+    """One flow's readiness, from its live summary (e.g. `selectors.flow_status`)."""
+    return flow_readiness_all([summary], now=now)[summary.flow.pk]

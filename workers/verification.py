@@ -1,0 +1,155 @@
+"""Continuous verification on the `metadata` queue, dispatched by beat every VERIFY_INTERVAL_S.
+
+One run at a time (a Redis lock; queued runs expire after one interval): for every runnable flow whose
+clusters answer, read the new offset syncs, verify the next ranges of each replicated partition
+(`replication.kafka.verification_io`) within one byte allowance for the run (VERIFY_MAX_BYTES_PER_S x
+VERIFY_INTERVAL_S, shared by every flow, flows and partitions taken in turn so each gets its share),
+store each partition's outcome (`controlplane.verification`), and observe what the failover readiness
+score needs (groups active on the target, topic parity). Each run logs what it read and the CPU it
+used, which is the verifier's cost.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import logging
+import os
+import threading
+import time
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import close_old_connections
+
+from controlplane import runtime, verification
+from controlplane.runtime import FlowSpec
+from replication.kafka.verification_io import FlowVerifier
+from replication.verification import ByteBudget, VerificationLimits
+from workers import context
+from workers.app import app
+
+log = logging.getLogger(__name__)
+
+RUNNING_KEY = "verification:running"
+_next_run = 0.0
+_runs = itertools.count()
+_verifiers: dict[int, tuple[str, FlowVerifier]] = {}
+_verifiers_lock = threading.Lock()
+
+
+def dispatch_verification(*, now: float | None = None) -> bool:
+    """Queue a run when one is due (beat); True when it queued one."""
+    global _next_run
+    now = time.monotonic() if now is None else now
+    if now < _next_run:
+        return False
+    _next_run = now + settings.VERIFY_INTERVAL_S
+    verify_flows.apply_async(expires=settings.VERIFY_INTERVAL_S)
+    return True
+
+
+@app.task(name="workers.verification.verify_flows", ignore_result=True)
+def verify_flows() -> None:
+    close_old_connections()
+    if not cache.add(RUNNING_KEY, os.getpid(), timeout=max(60, 6 * settings.VERIFY_INTERVAL_S)):
+        log.info("a verification run is going on elsewhere; skipping this one")
+        return
+    try:
+        run_verification(run=next(_runs))
+    finally:
+        cache.delete(RUNNING_KEY)
+
+
+def _verifier(spec: FlowSpec) -> FlowVerifier:
+    with _verifiers_lock:
+        cached = _verifiers.get(spec.flow_id)
+        if cached is not None and cached[0] == spec.config_version:
+            return cached[1]
+        if cached is not None:
+            cached[1].close()
+        verifier = FlowVerifier(
+            flow=spec.flow,
+            source=spec.source,
+            target=spec.target,
+            known_aliases=spec.known_aliases,
+            timeout_s=settings.VERIFY_TIMEOUT_S,
+        )
+        _verifiers[spec.flow_id] = (spec.config_version, verifier)
+        return verifier
+
+
+def _rotated(items: list, run: int) -> list:
+    """Start at a different item each run, so an allowance spent early does not starve the same ones."""
+    if not items:
+        return items
+    shift = run % len(items)
+    return items[shift:] + items[:shift]
+
+
+def run_verification(*, run: int = 0) -> ByteBudget:
+    started, cpu_started = time.monotonic(), time.thread_time()
+    budget = ByteBudget.for_run(
+        bytes_per_s=settings.VERIFY_MAX_BYTES_PER_S, interval_s=settings.VERIFY_INTERVAL_S
+    )
+    limits = VerificationLimits(
+        range_records=settings.VERIFY_RANGE_RECORDS,
+        hot_records=settings.VERIFY_HOT_RECORDS,
+        cold_samples_per_run=settings.VERIFY_COLD_SAMPLES_PER_RUN,
+    )
+    specs = sorted(runtime.runtime_flow_specs(), key=lambda spec: spec.flow_id)
+    health = context.cluster_health()
+    for spec in _rotated(specs, run):
+        now = time.time()
+        if not all(health.check(cluster, now=now).reachable for cluster in (spec.source, spec.target)):
+            continue  # the metadata task reports it; the verifier waits
+        try:
+            _verify_flow(spec, limits=limits, budget=budget, run=run)
+        except Exception:
+            log.exception("flow %s: verification failed; retrying next run", spec.flow.name)
+            with _verifiers_lock:
+                cached = _verifiers.pop(spec.flow_id, None)
+            if cached is not None:
+                cached[1].close()
+    elapsed, cpu = time.monotonic() - started, time.thread_time() - cpu_started
+    log.info(
+        "verification run: %d bytes read in %.2f s (cpu %.2f s) of an allowance of %d bytes",
+        budget.spent,
+        elapsed,
+        cpu,
+        budget.allowance,
+    )
+    return budget
+
+
+def _verify_flow(spec: FlowSpec, *, limits: VerificationLimits, budget: ByteBudget, run: int) -> None:
+    verifier = _verifier(spec)
+    verifier.refresh_syncs()
+    progress = verification.partition_progress(flow_id=spec.flow_id)
+    partitions = verification.partitions_to_verify(flow_id=spec.flow_id)
+    for target in _rotated(partitions, run):
+        outcome = verifier.verify_partition(
+            topic=target.topic,
+            partition=target.partition,
+            remote_topic=target.remote_topic,
+            progress=progress.get((target.topic, target.partition), verification.NOT_STARTED),
+            replicated_position=target.replicated_position,
+            limits=limits,
+            budget=budget,
+            seed=run * 1_000_003 + target.partition,
+        )
+        at = datetime.datetime.now(datetime.UTC)
+        verification.verification_outcome_record(flow_id=spec.flow_id, outcome=outcome, at=at)
+        if outcome.status == "mismatch" and outcome.mismatch is not None:
+            log.error("flow %s: verification mismatch: %s", spec.flow.name, outcome.reason)
+    verification.verification_prune(
+        flow_id=spec.flow_id, partitions={(p.topic, p.partition) for p in partitions}
+    )
+    partition_problems, config_problems = verifier.topic_parity()
+    verification.assurance_record(
+        flow_id=spec.flow_id,
+        groups_active_on_target=verifier.groups_active_on_target(),
+        partition_problems=partition_problems,
+        config_problems=config_problems,
+        at=datetime.datetime.now(datetime.UTC),
+    )
