@@ -1,7 +1,9 @@
 """Kafka reads a web request makes (browsing topics, consumer groups): bounded, and refused at once while
 the cluster does not answer.
 
-Each read gets MIRRORPLANE_CLUSTER_TIMEOUT_S (the bound of every admin request, 5 s by default). A cluster
+Each read gets MIRRORPLANE_CLUSTER_TIMEOUT_S (the bound of every admin request, 5 s by default); a
+cluster that has not answered for TCP_CHECK_AFTER_S is first asked for a TCP connection (a refused port
+or an unknown host fails at once instead of after the timeout). A cluster
 that failed MIRRORPLANE_CLUSTER_FAILURES_TO_FAULT reads in a row opens its circuit breaker in this
 process (`replication.circuit_breaker`, the workers' rule): reads of it are refused without a network call
 until the backoff ends, so a dead cluster costs a web worker one timeout per backoff period, not one per
@@ -20,12 +22,13 @@ from django.conf import settings
 from django.utils import timezone
 
 from controlplane import engine
-from controlplane.errors import ClusterUnavailable
+from controlplane.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
 from controlplane.models import Cluster
 from replication import circuit_breaker as breaker
 from replication.circuit_breaker import BreakerPolicy, BreakerState
 from replication.config import ClusterConfig
 from replication.kafka.browser import BrowseError, UnknownTopic
+from replication.kafka.cluster_check import tcp_unreachable
 from replication.kafka.failover_io import FailoverIOError
 from replication.kafka.groups import GroupAdminError
 
@@ -35,7 +38,11 @@ T = TypeVar("T")
 UNAVAILABLE_ERRORS = (BrowseError, GroupAdminError, FailoverIOError)
 
 _breakers: dict[str, BreakerState] = {}
+_answered_at: dict[str, float] = {}  # when each cluster last answered a read
 _lock = threading.Lock()
+# A cluster that answered this recently is read at once; otherwise a TCP connection to its bootstrap
+# servers is tried first, so a refused port or an unknown host fails in milliseconds, not a timeout.
+TCP_CHECK_AFTER_S = 30.0
 
 
 def read_timeout_s() -> float:
@@ -71,8 +78,13 @@ def cluster_read(
             "on the Clusters page"
         )
     try:
+        stale = moment - _answered_at.get(key, float("-inf")) > TCP_CHECK_AFTER_S
+        if stale and (reason := tcp_unreachable(config, timeout_s=read_timeout_s())):
+            raise BrowseError(
+                f"cluster {cluster.alias} ({config.bootstrap_servers}) is unreachable: {reason}"
+            )
         result = read(config, read_timeout_s())
-    except UnknownTopic:
+    except (UnknownTopic, ServiceValidationError, ServiceConflict):  # the cluster answered
         _record(key, None)
         raise
     except UNAVAILABLE_ERRORS as exc:
@@ -87,6 +99,7 @@ def _record(key: str, error: str | None) -> None:
         state = _breakers.get(key, BreakerState())
         if error is None:
             _breakers[key] = breaker.record_success(state)
+            _answered_at[key] = time.time()
         else:
             _breakers[key] = breaker.record_failure(state, now=time.time(), error=error, policy=_policy())
 
@@ -103,3 +116,4 @@ def reset_breakers() -> None:
     """Forget every cluster's failures (tests, and after a cluster is edited)."""
     with _lock:
         _breakers.clear()
+        _answered_at.clear()

@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 from rest_framework.routers import DefaultRouter
 
-from controlplane.api import alerts, failover, offsets, reports, views
+from controlplane.api import alerts, browse, failover, offsets, reports, views
 
 router = DefaultRouter()
 router.register("clusters", views.ClusterViewSet, basename="cluster")
@@ -17,6 +17,19 @@ urlpatterns = [
     path("status/", views.LiveStatusView.as_view(), name="live-status"),
     path("mm2/import/", views.Mm2ImportView.as_view(), name="mm2-import"),
     path("mm2/export/", views.Mm2ExportView.as_view(), name="mm2-export"),
+    re_path(rf"^clusters/(?P<pk>{views.ID_PATTERN})/topics/$", browse.TopicListView.as_view()),
+    re_path(
+        rf"^clusters/(?P<pk>{views.ID_PATTERN})/topics/(?P<topic>[^/]+)/records/$",
+        browse.TopicRecordsView.as_view(),
+    ),
+    re_path(rf"^clusters/(?P<pk>{views.ID_PATTERN})/groups/$", browse.GroupListView.as_view()),
+    re_path(
+        rf"^clusters/(?P<pk>{views.ID_PATTERN})/groups/(?P<group>.+)/reset/$", browse.GroupResetView.as_view()
+    ),
+    re_path(
+        rf"^clusters/(?P<pk>{views.ID_PATTERN})/groups/(?P<group>.+)/$", browse.GroupDetailView.as_view()
+    ),
+    re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/copies/$", browse.RecordCopiesView.as_view()),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/failover/plan/$", failover.FailoverPlanView.as_view()),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/failover/$", failover.FailoverExecuteView.as_view()),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/failback/$", failover.FailbackView.as_view()),

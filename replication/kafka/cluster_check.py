@@ -102,6 +102,19 @@ def classify_kafka_errors(errors: list[KafkaError], *, timeout_s: float) -> tupl
     return FailureKind.TIMEOUT, f"no metadata answer within {timeout_s:g}s{detail}"
 
 
+def tcp_unreachable(cluster: ClusterConfig, *, timeout_s: float) -> str | None:
+    """Why no bootstrap server of `cluster` accepts a TCP connection, or None when one does: a cheap
+    first look (refused ports and unknown hosts answer at once) before a Kafka client waits its timeout."""
+    addresses = [address for address in cluster.bootstrap_servers.split(",") if address.strip()]
+    failures = []
+    for address in addresses:
+        failure = _probe_address(address, timeout_s=timeout_s)
+        if failure is None:
+            return None
+        failures.append(failure[1])
+    return "; ".join(failures) or "no bootstrap servers"
+
+
 def check_cluster(cluster: ClusterConfig, *, timeout_s: float = 5.0) -> ClusterCheck:
     """Connect to `cluster` and report what it answers, or the precise reason it does not."""
     addresses = [address for address in cluster.bootstrap_servers.split(",") if address.strip()]

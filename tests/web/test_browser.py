@@ -144,3 +144,29 @@ def test_an_unreachable_cluster_answers_502_then_is_not_asked(client_as, users, 
     assert "Test connection" in refused.context["problem"]
     listing = viewer.get(reverse("web:topics"), {"cluster": "gone"})
     assert listing.status_code == 200 and "did not answer" in listing.context["problem"]
+
+
+def test_the_api_reads_records_and_copies_with_field_errors(client_as, flow, mirrored, settings):
+    topic, remote_topic = mirrored
+    settings.MIRRORPLANE_BROWSE_MASKED_TOPICS = ["browse-.*"]
+    viewer = client_as("viewer")
+    records = viewer.get(
+        f"/api/v1/clusters/{flow.source_id}/topics/{topic}/records/", {"offset": 1, "max_records": 2}
+    )
+    assert records.status_code == 200, records.content.decode()
+    body = records.json()
+    assert [r["offset"] for r in body["records"]] == [1, 2] and body["masked"] and body["read_at"]
+    assert body["records"][0]["key"]["text"] == "k1" and body["records"][0]["value"]["masked"]
+    assert body["mirrors"][0]["remote_topic"] == remote_topic
+
+    copies = viewer.get(f"/api/v1/flows/{flow.pk}/copies/", {"topic": topic, "offset": 0, "max_records": 3})
+    assert copies.status_code == 200 and copies.json()["counts"] == {"equal": 3}
+
+    bad = viewer.get(
+        f"/api/v1/clusters/{flow.source_id}/topics/{topic}/records/", {"offset": "x", "time": "y"}
+    )
+    assert bad.status_code == 400 and set(bad.json()) == {"offset", "time"}
+    unknown = viewer.get(f"/api/v1/clusters/{flow.source_id}/topics/nope-{topic}/records/")
+    assert unknown.status_code == 400 and "has no topic" in unknown.json()["topic"][0]
+    listing = viewer.get(f"/api/v1/clusters/{flow.source_id}/topics/")
+    assert topic in [t["name"] for t in listing.json()["topics"]]

@@ -145,3 +145,26 @@ def test_an_active_group_is_refused_and_the_refusal_audited(
     assert f"group {group} is STABLE on A" in error and "stop them" in error
     event = AuditEvent.objects.get(object_type="consumer_group")
     assert event.outcome == "refused" and "STABLE" in event.detail
+
+
+def test_the_api_reads_groups_and_resets_for_operators_only(client_as, flow, mirrored, cluster_a):
+    topic, _, group = mirrored
+    a = flow.source_id
+    listing = client_as("viewer").get(f"/api/v1/clusters/{a}/groups/")
+    assert listing.status_code == 200 and group in [g["group"] for g in listing.json()["groups"]]
+    detail = client_as("viewer").get(f"/api/v1/clusters/{a}/groups/{group}/").json()
+    assert detail["partitions"][0]["committed"] == COMMITTED and detail["flows"][0]["partitions"][0]["write"]
+
+    url = f"/api/v1/clusters/{a}/groups/{group}/reset/"
+    refused = client_as("viewer").post(
+        url, {"strategy": "latest", "dry_run": False}, content_type="application/json"
+    )
+    assert refused.status_code == 403 and "operator role" in refused.json()["detail"]
+    assert AuditEvent.objects.get(object_type="consumer_group").outcome == "refused"
+    dry = client_as("operator").post(url, {"strategy": "latest"}, content_type="application/json")
+    assert dry.status_code == 200 and dry.json()["dry_run"] and not dry.json()["applied"]
+    bad = client_as("operator").post(
+        url, {"strategy": "timestamp", "timestamp": "later"}, content_type="application/json"
+    )
+    assert bad.status_code == 400 and "is not a time" in bad.json()["timestamp"][0]
+    assert GroupOffsetsAdmin(cluster_a).committed_offsets(group)[(topic, 0)].offset == COMMITTED

@@ -1,0 +1,239 @@
+"""Topic and message browser and consumer group API: the reads the browser and group pages show, as
+JSON, and the offset reset.
+
+Reads need the viewer role (values of masked topics hidden from viewers). The reset lets every
+authenticated user reach the service, which refuses (403, audited) anyone below operator, like failover.
+Every answer carries `read_at` and `read_ms`; a cluster that does not answer is 502 with its reason.
+"""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from controlplane import browse, groups, selectors
+from controlplane.errors import ClusterUnavailable
+from controlplane.roles import role_of
+
+SEEK_PARAMETERS = [
+    OpenApiParameter("partition", int, description="partition number (default 0)"),
+    OpenApiParameter("offset", int, description="first offset to read"),
+    OpenApiParameter("time", str, description="or the moment to seek to: ISO 8601 or epoch ms"),
+    OpenApiParameter("max_records", int, description=f"1 to {browse.MAX_RECORDS} (default 20)"),
+    OpenApiParameter("format", str, enum=[f.value for f in browse.ValueFormat], description="default auto"),
+]
+
+
+def _cluster(pk: str):
+    return get_object_or_404(selectors.cluster_list(), pk=pk)
+
+
+def _read(obj) -> dict:
+    return {"read_at": obj.read_at.isoformat() if obj.read_at else None, "read_ms": obj.read_ms}
+
+
+def _mirror(mirror: browse.Mirror) -> dict:
+    return {
+        "flow": mirror.flow.pk,
+        "flow_name": mirror.flow.name,
+        "role": mirror.role,
+        "source_topic": mirror.source_topic,
+        "remote_topic": mirror.remote_topic,
+    }
+
+
+class TopicListView(APIView):
+    @extend_schema(summary="The cluster's topics now, with partition counts", responses=OpenApiTypes.OBJECT)
+    def get(self, request, pk):
+        listing = browse.topic_list(cluster=_cluster(pk))
+        return Response(
+            {
+                "cluster": listing.cluster.alias,
+                **_read(listing),
+                "topics": [{"name": t.name, "partitions": t.partitions} for t in listing.topics],
+            }
+        )
+
+
+class TopicRecordsView(APIView):
+    @extend_schema(
+        summary="A topic's partitions and at most max_records records of one partition from an offset, "
+        "a moment, or (neither) the newest",
+        parameters=SEEK_PARAMETERS,
+        responses=OpenApiTypes.OBJECT,
+    )
+    def get(self, request, pk, topic):
+        page = browse.topic_records(
+            cluster=_cluster(pk),
+            topic=topic,
+            seek=browse.parse_seek(request.query_params),
+            role=role_of(request.user),
+        )
+        return Response(
+            {
+                "cluster": page.cluster.alias,
+                "topic": page.topic,
+                **_read(page),
+                "seek": page.seek.to_dict(),
+                "partitions": [
+                    {"partition": p.partition, "earliest": p.earliest, "end": p.end} for p in page.partitions
+                ],
+                "start_offset": page.start_offset,
+                "complete": page.complete,
+                "masked": page.masked,
+                "notes": page.notes,
+                "mirrors": [_mirror(m) for m in page.mirrors],
+                "records": [r.to_dict() for r in page.records],
+            }
+        )
+
+
+class RecordCopiesView(APIView):
+    @extend_schema(
+        summary="Source records of a mirrored topic beside their copies at the translated offsets on the "
+        "target: equal, different (naming the fields), missing, or not replicated yet",
+        parameters=[
+            OpenApiParameter("topic", str, required=True, description="the source topic"),
+            *SEEK_PARAMETERS,
+        ],
+        responses=OpenApiTypes.OBJECT,
+    )
+    def get(self, request, pk):
+        flow = get_object_or_404(selectors.flow_list(), pk=pk)
+        page = browse.record_copies(
+            flow=flow,
+            topic=request.query_params.get("topic", ""),
+            seek=browse.parse_seek(request.query_params),
+            role=role_of(request.user),
+        )
+        return Response(
+            {
+                "flow": flow.pk,
+                "flow_name": flow.name,
+                "topic": page.topic,
+                "remote_topic": page.remote_topic,
+                **_read(page),
+                "seek": page.seek.to_dict(),
+                "masked": page.masked,
+                "notes": page.notes,
+                "counts": page.counts,
+                "copies": [c.to_dict() for c in page.copies],
+            }
+        )
+
+
+class GroupListView(APIView):
+    @extend_schema(
+        summary="The cluster's consumer groups: state, members, checkpointing flows",
+        responses=OpenApiTypes.OBJECT,
+    )
+    def get(self, request, pk):
+        cluster = _cluster(pk)
+        (listing,) = groups.group_list(clusters=[cluster])
+        if listing.problem:
+            raise ClusterUnavailable(listing.problem)
+        return Response(
+            {
+                "cluster": cluster.alias,
+                **_read(listing),
+                "described_all": listing.described_all,
+                "groups": [
+                    {
+                        "group": g.group,
+                        "state": g.state,
+                        "members": g.members,
+                        "flows": [{"id": f.pk, "name": f.name} for f in g.flows],
+                    }
+                    for g in listing.groups
+                ],
+            }
+        )
+
+
+class GroupDetailView(APIView):
+    @extend_schema(
+        summary="A consumer group: state, members, committed offset, end offset and lag per partition; per "
+        "checkpointing flow the translated offset, the checkpoint's age and what a failover would write",
+        responses=OpenApiTypes.OBJECT,
+    )
+    def get(self, request, pk, group):
+        detail = groups.group_detail(cluster=_cluster(pk), group=group)
+        d = detail.description
+        return Response(
+            {
+                "cluster": detail.cluster.alias,
+                "group": detail.group,
+                **_read(detail),
+                "state": d.state,
+                "active": d.active,
+                "partition_assignor": d.partition_assignor,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "client_id": m.client_id,
+                        "host": m.host,
+                        "assignment": [{"topic": t, "partition": p} for t, p in m.assignment],
+                    }
+                    for m in d.members
+                ],
+                "lag": detail.total_lag,
+                "partitions": [vars(p) for p in detail.partitions],
+                "flows": [
+                    {
+                        "flow": fc.flow.pk,
+                        "flow_name": fc.flow.name,
+                        "target_state": fc.target_state,
+                        "problem": fc.problem,
+                        "checkpoints_complete": fc.checkpoints_complete,
+                        "partitions": [vars(row) for row in fc.rows],
+                    }
+                    for fc in detail.flows
+                ],
+                "reset_flows": [{"id": f.pk, "name": f.name} for f in detail.reset_flows],
+            }
+        )
+
+
+class GroupResetSerializer(serializers.Serializer):
+    strategy = serializers.ChoiceField(choices=[s.value for s in groups.ResetStrategy])
+    timestamp = serializers.CharField(
+        required=False, allow_blank=True, help_text="for timestamp: ISO 8601 or epoch ms"
+    )
+    flow = serializers.IntegerField(
+        required=False, allow_null=True, help_text="for translated: a flow into this cluster"
+    )
+    topic = serializers.CharField(
+        required=False, allow_blank=True, help_text="default: the group's committed topics"
+    )
+    dry_run = serializers.BooleanField(default=True, help_text="plan only (the default): nothing is written")
+
+
+class GroupResetView(APIView):
+    permission_classes = [IsAuthenticated]  # the service refuses (and audits) anyone below operator
+
+    @extend_schema(
+        summary="Reset an inactive group's offsets (operator): earliest, latest, timestamp or translated; "
+        "dry_run (the default) only plans",
+        request=GroupResetSerializer,
+        responses=OpenApiTypes.OBJECT,
+    )
+    def post(self, request, pk, group):
+        serializer = GroupResetSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        result = groups.group_offsets_reset(
+            actor=request.user,
+            cluster=_cluster(pk),
+            group=group,
+            strategy=data["strategy"],
+            timestamp=data.get("timestamp", ""),
+            flow_id=data.get("flow"),
+            topic=data.get("topic", ""),
+            dry_run=data["dry_run"],
+        )
+        return Response(result.to_dict())
