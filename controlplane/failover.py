@@ -109,7 +109,7 @@ def _last_known_lag(flow: Flow) -> failover.LastKnownLag:
     return selectors.last_known_lag(flow=flow)
 
 
-def _plan_summary(plan: failover.FailoverPlan) -> dict:
+def plan_summary(plan: failover.FailoverPlan) -> dict:
     """The plan as recorded and audited: every check and group, only the partitions with records at risk."""
     summary = plan.to_dict()
     summary["partitions"] = [p for p in summary["partitions"] if p["records_at_risk"] != 0]
@@ -174,7 +174,7 @@ def run_operation(*, operation_id: int, worker: str, echo: Echo = lambda operati
         operations.operation_renew(operation=operation, **fields)
         echo(operation)
 
-    run = _failover if operation.kind == OperationKind.FAILOVER else _failback
+    run = _runner(operation.kind)
     try:
         step(message=f"{operation.phase}: taken by {worker}")
         run(operation, step)
@@ -198,6 +198,16 @@ def run_operation(*, operation_id: int, worker: str, echo: Echo = lambda operati
         _end(operation, OperationOutcome.SUCCEEDED)
     echo(operation)
     return operation
+
+
+def _runner(kind: str) -> Callable[[Operation, Callable[..., None]], None]:
+    from controlplane import drills  # drills build on this module
+
+    return {
+        OperationKind.FAILOVER: _failover,
+        OperationKind.FAILBACK: _failback,
+        OperationKind.DRILL: drills.run,
+    }[kind]
 
 
 def _abort(operation: Operation) -> None:
@@ -266,18 +276,19 @@ def operation_summary(operation: Operation) -> dict:
         "topics_back": operation.topics_back,
         "reverse_flow": operation.reverse_flow.name if operation.reverse_flow_id else None,
         "plan": operation.plan,
+        "result": operation.result,
     }
 
 
 # -- the drain (both kinds) -------------------------------------------------------------------------------
-def _drain_rows(partitions: dict[tuple[str, int], str], ends: dict[tuple[str, int], int | None]) -> list:
+def drain_rows(partitions: dict[tuple[str, int], str], ends: dict[tuple[str, int], int | None]) -> list:
     return [
         {"topic": topic, "partition": p, "remote_topic": remote, "end": ends.get((topic, p))}
         for (topic, p), remote in sorted(partitions.items())
     ]
 
 
-def _drain(
+def drain(
     operation: Operation,
     step: Callable[..., None],
     reader: failover_io.FailoverReader,
@@ -341,7 +352,7 @@ def _failover(operation: Operation, step: Callable[..., None]) -> None:
             _plan_failover(operation, step, reader)
         if operation.phase == Phase.DRAINING:
             producers_stopped = _check_passed(operation.plan, failover.Check.PRODUCERS_STOPPED)
-            _drain(operation, step, reader, producers_stopped=producers_stopped)
+            drain(operation, step, reader, producers_stopped=producers_stopped)
         _move_groups_to_target(operation, step, reader)
     finally:
         reader.close()
@@ -356,7 +367,7 @@ def _plan_failover(
     plan, partitions = failover_io.read_plan(
         reader, groups=operation.groups, last_known_lag=_last_known_lag(flow)
     )
-    summary = _plan_summary(plan)
+    summary = plan_summary(plan)
     step(plan=summary, records_at_risk=plan.records_at_risk, source_reachable=plan.source_reachable)
     failed = plan.failed_checks
     if failed and not operation.force:
@@ -373,7 +384,7 @@ def _plan_failover(
     }
     drain = plan.source_reachable
     step(
-        drain_partitions=_drain_rows(partitions, ends) if drain else [],
+        drain_partitions=drain_rows(partitions, ends) if drain else [],
         phase=Phase.DRAINING if drain else Phase.MOVING_GROUPS,
         message="draining" if drain else f"{flow.source.alias} does not answer: no drain",
     )
@@ -514,7 +525,7 @@ def _failback(operation: Operation, step: Callable[..., None]) -> None:
         reader = flow_reader(operation.reverse_flow)
         try:
             # Only what was written before the failback started is waited for: producers may still run.
-            _drain(operation, step, reader, producers_stopped=False)
+            drain(operation, step, reader, producers_stopped=False)
         finally:
             reader.close()
     _move_groups_to_source(operation, step)
@@ -541,7 +552,7 @@ def _plan_failback(operation: Operation, step: Callable[..., None]) -> None:
         ends = reader.end_offsets(reader.source, partitions)
     finally:
         reader.close()
-    step(drain_partitions=_drain_rows(partitions, ends), phase=Phase.DRAINING, message="draining")
+    step(drain_partitions=drain_rows(partitions, ends), phase=Phase.DRAINING, message="draining")
 
 
 def _move_groups_to_source(operation: Operation, step: Callable[..., None]) -> None:

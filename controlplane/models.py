@@ -97,6 +97,8 @@ class FlowState(models.TextChoices):
     FAILING_OVER = "failing_over"
     FAILED_OVER = "failed_over"
     FAILING_BACK = "failing_back"
+    MIGRATING = "migrating"  # a cutover runs: replication drains while the source is fenced
+    MIGRATED = "migrated"  # cut over for good: clients use the target; replication stopped
 
 
 class Flow(models.Model):
@@ -210,6 +212,8 @@ class AuditAction(models.TextChoices):
     ROTATE_SECRETS_KEY = "rotate_secrets_key"
     FAILOVER = "failover"
     FAILBACK = "failback"
+    DRILL = "drill"
+    CUTOVER = "cutover"
     RUN_REPORTS = "run_reports"
     SILENCE = "silence"
     UNSILENCE = "unsilence"
@@ -331,6 +335,8 @@ class FlowEvent(models.Model):
 class OperationKind(models.TextChoices):
     FAILOVER = "failover"
     FAILBACK = "failback"
+    DRILL = "drill"  # a failover rehearsed on shadow groups: production untouched
+    CUTOVER = "cutover"  # a migration's end: the source fenced, drained, verified; the flow migrated
 
 
 class OperationPhase(models.TextChoices):
@@ -340,6 +346,9 @@ class OperationPhase(models.TextChoices):
     PLANNING = "planning"  # reading both clusters: checks, the drain's end offsets, the reverse flow
     DRAINING = "draining"  # replication copies every record that was there when the operation started
     MOVING_GROUPS = "moving_groups"  # writing the groups' translated offsets
+    SHADOWING = "shadowing"  # drill: shadow groups at the translated offsets, their next records compared
+    FENCING = "fencing"  # cutover: the source's end offsets must stay still (producers stopped)
+    VERIFYING = "verifying"  # cutover: the drained ranges compared, source against target
     DONE = "done"
 
 
@@ -417,6 +426,14 @@ class Operation(models.Model):
     drain_partition_count_remaining = models.IntegerField(null=True, blank=True)
     drain_observed_at = models.DateTimeField(null=True, blank=True)
     drain_done = models.BooleanField(default=False)
+    # Drills and cutovers.
+    dry_run = models.BooleanField(default=False, help_text="cutover: check every step, write nothing")
+    fence_s = models.FloatField(
+        null=True, blank=True, help_text="cutover: how long the source's end offsets must stay still"
+    )
+    result = models.JSONField(
+        null=True, blank=True, help_text="drill: RPO, RTO estimate, timings; cutover: each step's evidence"
+    )
 
     class Meta:
         ordering = ["-requested_at", "-id"]
@@ -451,6 +468,53 @@ class OperationGroupResult(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["operation", "group"], name="one_result_per_operation_group")
         ]
+
+
+class DrillOutcome(models.TextChoices):
+    PASSED = "passed"  # the shadow group's next record on the target is the copy of the group's next one
+    FAILED = "failed"
+
+
+class DrillPartitionResult(models.Model):
+    """A drill's verdict on one partition of one group: where the group is on the source, where the
+    shadow group was put on the target (and the offset sync that proves it), and both next records."""
+
+    operation = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="drill_results")
+    group = models.CharField(max_length=255)
+    topic = models.CharField(max_length=249)
+    partition = models.IntegerField()
+    remote_topic = models.CharField(max_length=249)
+    source_offset = models.BigIntegerField(null=True, blank=True, help_text="the group's committed offset")
+    target_offset = models.BigIntegerField(null=True, blank=True, help_text="translated: the shadow's")
+    offset_sync = models.JSONField(null=True, blank=True, help_text="the sync the translation rests on")
+    outcome = models.CharField(max_length=10, choices=DrillOutcome.choices)
+    reason = models.TextField(blank=True, default="")
+    source_record = models.JSONField(null=True, blank=True, help_text="offset, timestamp, digest")
+    target_record = models.JSONField(null=True, blank=True, help_text="offset, timestamp, digest")
+
+    class Meta:
+        ordering = ["group", "topic", "partition"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["operation", "group", "topic", "partition"], name="one_drill_result_per_partition"
+            )
+        ]
+
+
+class ShadowGroup(models.Model):
+    """A consumer group a drill creates on the target, recorded BEFORE it is created there, so that a
+    drill killed mid-way leaves a row to clean up (on resume) instead of a group on the cluster."""
+
+    operation = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="shadow_groups")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=255)
+    of_group = models.CharField(max_length=255, help_text="the real group it shadows")
+    created_at = models.DateTimeField(auto_now_add=True)
+    deleted_at = models.DateTimeField(null=True, blank=True, help_text="null: may still exist on the cluster")
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="one_shadow_group_per_name")]
 
 
 # -- reports (computed by the Spark jobs in dashboards.spark, stored by workers.reports) ------------------

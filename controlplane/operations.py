@@ -311,7 +311,7 @@ def lease_stale(operation: Operation, *, now: datetime.datetime | None = None) -
 def operation_list() -> QuerySet[Operation]:
     return Operation.objects.select_related(
         "flow__source", "flow__target", "requested_by", "reverse_flow__source", "reverse_flow__target"
-    ).prefetch_related("group_results")
+    ).prefetch_related("group_results", "drill_results")
 
 
 def operation_active(flow: Flow) -> Operation | None:

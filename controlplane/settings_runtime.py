@@ -21,6 +21,7 @@
 | METRICS_FLUSH_ROWS | 20000 | ... or when this many samples are buffered |
 | REPORTS_INTERVAL_S | 300 | beat queues a report run when the last one was requested this long ago |
 | REPORTS_RUN_TIMEOUT_S | 3600 | an active report run without progress this long is failed (its worker died) |
+| MIRRORPLANE_DRILL_INTERVAL_S | 0 (off) | a flow drilled before is drilled again (same groups) once its last drill is this old |
 | MIRRORPLANE_OPERATION_LEASE_S | 30 | an operation (failover, failback) whose worker sent no heartbeat this long is resumed by another worker |
 | ALERTS_EVALUATE_INTERVAL_S | 10 | beat queues an evaluation of the alert rules this often (docs/alerts.md) |
 | ALERTS_HEARTBEAT_MIN_AGE_S | 30 | heartbeat missing: none emitted within max(3 heartbeat intervals, this) |
@@ -76,6 +77,7 @@ METRICS_FLUSH_INTERVAL_S = _env.float("METRICS_FLUSH_INTERVAL_S", default=30.0)
 METRICS_FLUSH_ROWS = _env.int("METRICS_FLUSH_ROWS", default=20_000)
 
 MIRRORPLANE_OPERATION_LEASE_S = _env.float("MIRRORPLANE_OPERATION_LEASE_S", default=30.0)
+MIRRORPLANE_DRILL_INTERVAL_S = _env.float("MIRRORPLANE_DRILL_INTERVAL_S", default=0.0)
 
 ALERTS_EVALUATE_INTERVAL_S = _env.float("ALERTS_EVALUATE_INTERVAL_S", default=10.0)
 ALERTS_HEARTBEAT_MIN_AGE_S = _env.float("ALERTS_HEARTBEAT_MIN_AGE_S", default=30.0)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from celery import signals
 from django.db import close_old_connections
 
-from controlplane import failover, operations
+from controlplane import drills, failover, operations
 from workers.app import app
 
 
@@ -39,7 +39,9 @@ def _hand_over_on_shutdown(**_: object) -> None:
 
 
 def dispatch_operations(*, send: Callable[[int], object] = run_operation_task.delay) -> list[int]:
-    """Send every active operation without a live lease holder to the queue; their ids."""
+    """Queue the scheduled drills that are due, then send every active operation without a live lease
+    holder to the queue; their ids."""
+    drills.request_scheduled_drills()
     sent = []
     for operation in operations.operations_to_dispatch():
         send(operation.pk)

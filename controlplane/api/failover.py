@@ -23,8 +23,8 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from controlplane import failover, operations, selectors
-from controlplane.models import Flow, Operation, OperationGroupResult, OperationKind
+from controlplane import drills, failover, operations, selectors
+from controlplane.models import DrillPartitionResult, Flow, Operation, OperationGroupResult, OperationKind
 
 
 def _flow(pk: str) -> Flow:
@@ -53,6 +53,35 @@ class FailbackRequestSerializer(serializers.Serializer):
     timeout_s = serializers.FloatField(
         default=operations.DEFAULT_DRAIN_TIMEOUT_S, min_value=0, max_value=operations.MAX_DRAIN_TIMEOUT_S
     )
+
+
+class DrillRequestSerializer(serializers.Serializer):
+    groups = serializers.ListField(child=serializers.CharField(max_length=255), allow_empty=False)
+    timeout_s = serializers.FloatField(
+        default=drills.DEFAULT_DRILL_WAIT_S,
+        min_value=0.1,
+        max_value=drills.MAX_DRILL_WAIT_S,
+        help_text="how long to wait for the copy of a group's next record still on its way",
+    )
+
+
+class DrillPartitionResultSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = DrillPartitionResult
+        fields = [
+            "group",
+            "topic",
+            "partition",
+            "remote_topic",
+            "source_offset",
+            "target_offset",
+            "offset_sync",
+            "outcome",
+            "reason",
+            "source_record",
+            "target_record",
+        ]
+        read_only_fields = fields
 
 
 class OperationGroupResultSerializer(serializers.ModelSerializer):
@@ -90,6 +119,7 @@ class OperationSerializer(serializers.ModelSerializer):
     )
     drain = serializers.SerializerMethodField()
     group_results = OperationGroupResultSerializer(many=True, read_only=True)
+    drill_results = DrillPartitionResultSerializer(many=True, read_only=True)
 
     class Meta:
         model = Operation
@@ -128,6 +158,10 @@ class OperationSerializer(serializers.ModelSerializer):
             "topics_back",
             "drain",
             "group_results",
+            "dry_run",
+            "fence_s",
+            "result",
+            "drill_results",
         ]
         read_only_fields = fields
 
@@ -211,6 +245,26 @@ class FailbackView(APIView):
     )
     def post(self, request, pk: str):
         return _request(request, pk, kind=OperationKind.FAILBACK, serializer_class=FailbackRequestSerializer)
+
+
+class DrillView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        summary="Drill a failover (operator): queues a drill (shadow groups on the target at the translated "
+        "offsets, next records compared by content, RPO and RTO measured; production untouched); 202",
+        request=DrillRequestSerializer,
+        responses=REQUEST_RESPONSES,
+    )
+    def post(self, request, pk: str):
+        serializer = DrillRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            operation = drills.drill_request(actor=request.user, flow=_flow(pk), **serializer.validated_data)
+        except operations.OperationActive as exc:
+            body = OperationSerializer(exc.operation, context={"request": request}).data
+            return Response({"detail": str(exc), "operation": body}, status=status.HTTP_409_CONFLICT)
+        return accepted(request, operation)
 
 
 @extend_schema_view(

@@ -33,6 +33,7 @@ urlpatterns = [
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/failover/plan/$", failover.FailoverPlanView.as_view()),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/failover/$", failover.FailoverExecuteView.as_view()),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/failback/$", failover.FailbackView.as_view()),
+    re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/drills/$", failover.DrillView.as_view()),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/offsets/translate/$", offsets.OffsetMappingView.as_view()),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/rpo-budget/$", alerts.RpoBudgetView.as_view()),
     path("reports/run/", reports.ReportRunViewSet.as_view({"post": "run"}), name="report-run-request"),

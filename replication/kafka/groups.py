@@ -199,3 +199,13 @@ class GroupOffsetsAdmin:
         except KafkaException as exc:
             return {key: kafka_error_reason(exc) for key in offsets}
         return {(tp.topic, tp.partition): tp.error.str() for tp in result.topic_partitions if tp.error}
+
+    def delete_group(self, group: str) -> None:
+        """Delete `group` (its committed offsets); a group already gone is fine. Raises GroupAdminError."""
+        try:
+            (future,) = self._admin.delete_consumer_groups([group], request_timeout=self.timeout_s).values()
+            future.result()
+        except KafkaException as exc:
+            if kafka_error_code(exc) == KafkaError.GROUP_ID_NOT_FOUND:
+                return
+            raise self._fail(f"deleting group {group}", exc) from exc

@@ -1,0 +1,332 @@
+"""Failover drills: a durable `Operation` (kind `drill`) that rehearses a failover without touching
+production (the decisions in `replication.drill`).
+
+Request (`drill_request`, operator, audited): the chosen groups of a flow whose state allows a failover.
+A worker runs it (`controlplane.failover.run_operation`), phase by phase:
+
+1. planning: the failover plan for the groups, timed (its records and seconds at risk are the measured
+   RPO; its duration the planning part of the RTO);
+2. shadowing: per group, the offsets a failover would write now (translated from the group's committed
+   offsets on the source), written for a *shadow* group on the target (`ShadowGroup` recorded first),
+   timed (the groups-moving part of the RTO); the shadow's next record per partition read and compared
+   by content with the group's next record on the source (waiting up to `timeout_s` for a copy still on
+   its way); one `DrillPartitionResult` per partition; the shadow group deleted.
+
+Outcome `succeeded` when every partition passed, else `failed` with the partitions and reasons; the
+result (RPO, RTO estimate, counts) is kept on the operation and audited. A worker killed mid-drill
+leaves `ShadowGroup` rows not marked deleted: the worker that resumes the drill deletes those groups
+first, and so does beat for a drill that ended without cleaning up (`clean_shadow_groups`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from controlplane import engine, failover, lifecycle, operations, selectors, services
+from controlplane.errors import ServiceConflict, ServiceValidationError
+from controlplane.models import (
+    AuditOutcome,
+    DrillOutcome,
+    DrillPartitionResult,
+    Flow,
+    Operation,
+    OperationKind,
+    OperationPhase,
+    ShadowGroup,
+)
+from replication import drill
+from replication.kafka import drill_io, failover_io
+from replication.kafka.groups import GroupAdminError, GroupOffsetsAdmin
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DRILL_WAIT_S = 30.0
+MAX_DRILL_WAIT_S = 600.0
+Phase = OperationPhase
+
+
+# -- request ----------------------------------------------------------------------------------------------
+def drill_request(
+    *, actor, flow: Flow, groups: Sequence[str] | None, timeout_s: float = DEFAULT_DRILL_WAIT_S
+) -> Operation:
+    """Queue a drill of `flow` for `groups` (operator; audited, refusals too). `timeout_s`: how long the
+    drill waits for the copy of a group's next record still on its way to the target."""
+    kind = OperationKind.DRILL
+    operations._require_operator(actor=actor, kind=kind, flow=flow)
+    with services.audited_attempt(
+        actor=actor, action=kind, object_type="flow", object_id=flow.pk, object_repr=flow.name
+    ):
+        flow = Flow.objects.select_for_update().select_related("source", "target").get(pk=flow.pk)
+        chosen = operations._clean_groups(groups)
+        if not chosen:
+            raise ServiceValidationError.single("groups", "name at least one consumer group to rehearse")
+        if not 0 < timeout_s <= MAX_DRILL_WAIT_S:
+            raise ServiceValidationError.single(
+                "timeout_s",
+                f"give the wait for records on their way between 0 and {MAX_DRILL_WAIT_S:g} seconds",
+            )
+        active = Operation.objects.filter(flow=flow, active=True).first()
+        if active is not None:
+            raise operations.OperationActive(active)
+        if "failover" not in lifecycle.allowed_actions(flow.state):
+            raise ServiceConflict(
+                f"flow {flow.name} is {flow.state}: a drill rehearses a failover, which is not possible now"
+            )
+        try:
+            with transaction.atomic():
+                operation = Operation.objects.create(
+                    kind=kind,
+                    flow=flow,
+                    requested_by=actor if getattr(actor, "pk", None) else None,
+                    groups=chosen,
+                    force=True,  # the drain goes on after timeout_s: lagging partitions fail, named
+                    timeout_s=timeout_s,
+                    message="waiting for an operations worker",
+                )
+        except IntegrityError:
+            raise operations.OperationActive(Operation.objects.get(flow=flow, active=True)) from None
+        operations.audit(
+            actor=actor,
+            kind=kind,
+            flow=flow,
+            outcome=AuditOutcome.ACCEPTED,
+            detail=f"operation {operation.pk} queued",
+            after={"operation": operation.pk, "groups": chosen, "timeout_s": timeout_s},
+        )
+    return operation
+
+
+def request_scheduled_drills(*, now=None) -> list[Operation]:
+    """Beat's schedule (MIRRORPLANE_DRILL_INTERVAL_S, 0: off): a drill of every flow whose last drill is
+    older than the interval, with that drill's groups, requested by the system; flows with an active
+    operation or a state that forbids a failover wait for the next look."""
+    interval = settings.MIRRORPLANE_DRILL_INTERVAL_S
+    if interval <= 0:
+        return []
+    now = now or timezone.now()
+    queued = []
+    for flow in Flow.objects.filter(operations__kind=OperationKind.DRILL).distinct():
+        last = Operation.objects.filter(flow=flow, kind=OperationKind.DRILL).first()
+        if last is None or (now - last.requested_at).total_seconds() < interval:
+            continue
+        try:
+            queued.append(drill_request(actor=None, flow=flow, groups=last.groups, timeout_s=last.timeout_s))
+        except ServiceConflict as exc:
+            log.info("scheduled drill of %s waits: %s", flow.name, exc)
+    return queued
+
+
+# -- shadow groups: recorded before they exist, deleted even after a crash --------------------------------
+def clean_shadow_groups(*, operation: Operation) -> int:
+    """Delete the drill's shadow groups not yet known deleted; how many were. A cluster that refuses
+    keeps the row for the next attempt (the drill then fails: it must not end with one left)."""
+    rows = ShadowGroup.objects.filter(operation=operation, deleted_at__isnull=True).select_related("cluster")
+    cleaned = 0
+    for row in rows:
+        try:
+            GroupOffsetsAdmin(engine.cluster_to_config(row.cluster)).delete_group(row.name)
+        except GroupAdminError as exc:
+            log.warning("shadow group %s not deleted yet: %s", row.name, exc)
+            continue
+        ShadowGroup.objects.filter(pk=row.pk).update(deleted_at=timezone.now())
+        cleaned += 1
+    return cleaned
+
+
+def _shadow(operation: Operation, group: str) -> ShadowGroup:
+    name = drill.shadow_group_name(operation_id=operation.pk, group=group)
+    row, _ = ShadowGroup.objects.update_or_create(
+        cluster=operation.flow.target,
+        name=name,
+        defaults={"operation": operation, "of_group": group, "deleted_at": None},
+    )
+    return row
+
+
+# -- running a drill --------------------------------------------------------------------------------------
+def run(operation: Operation, step: Callable[..., None]) -> None:
+    """Planning then shadowing (see the module docstring); resumed runs clean up first and start the
+    shadowing over (results are upserted per partition)."""
+    clean_shadow_groups(operation=operation)
+    reader = failover.flow_reader(operation.flow)
+    try:
+        if operation.phase in (Phase.QUEUED, Phase.PLANNING):
+            _plan(operation, step, reader)
+        if operation.phase == Phase.DRAINING:
+            # Forced (drill_request): past the wait, the partitions still lagging fail with the reason.
+            failover.drain(operation, step, reader, producers_stopped=False)
+        _shadow_groups(operation, step, reader)
+    finally:
+        reader.close()
+        clean_shadow_groups(operation=operation)
+    _conclude(operation)
+
+
+def _plan(operation: Operation, step: Callable[..., None], reader: failover_io.FailoverReader) -> None:
+    step(phase=Phase.PLANNING, message="reading the failover plan: lag, groups, checks (timed)")
+    started = time.monotonic()
+    plan, partitions = failover_io.read_plan(
+        reader, groups=operation.groups, last_known_lag=selectors.last_known_lag(flow=operation.flow)
+    )
+    plan_s = time.monotonic() - started
+    result = {
+        "rpo": {
+            "records": plan.records_at_risk,
+            "seconds": plan.seconds_behind,
+            "observed_at": plan.built_at,
+        },
+        "plan_s": round(plan_s, 3),
+        "checks": {item.check.value: item.status.value for item in plan.checklist},
+    }
+    if not plan.source_reachable:
+        raise ServiceConflict(
+            f"{operation.flow.source.alias} does not answer: a drill compares with the source's records"
+        )
+    ends = {
+        (p.topic, p.partition): max(p.source_end, p.replicated_offset or 0)
+        for p in plan.partitions
+        if p.source_end is not None
+    }
+    step(
+        plan=failover.plan_summary(plan),
+        records_at_risk=plan.records_at_risk,
+        source_reachable=plan.source_reachable,
+        result=result,
+        drain_partitions=failover.drain_rows(partitions, ends),
+        phase=Phase.DRAINING,
+        message="waiting, as a failover would, for what the source holds now to be copied",
+    )
+
+
+def _shadow_groups(
+    operation: Operation, step: Callable[..., None], reader: failover_io.FailoverReader
+) -> None:
+    step(phase=Phase.SHADOWING, message="shadow groups on the target")
+    remote_topics = {topic: remote for (topic, _), remote in reader.replicated_partitions().items()}
+    started = time.monotonic()
+    group_plans = failover_io.group_plans_from_source(
+        reader, groups=operation.groups, remote_topics=remote_topics
+    )
+    translate_s = time.monotonic() - started
+    write_s = 0.0
+    for index, group_plan in enumerate(group_plans):
+        step(message=f"shadowing {group_plan.group}", progress=round(index / len(group_plans), 4))
+        write_s += _drill_group(operation, step, reader, group_plan)
+    result = dict(operation.result or {})
+    drained_at = operation.drain_observed_at or operation.drain_started_at
+    drain_s = (drained_at - operation.drain_started_at).total_seconds() if operation.drain_started_at else 0.0
+    result["rto"] = drill.estimate_rto(
+        plan_s=result.get("plan_s", 0.0), drain_s=drain_s, move_groups_s=translate_s + write_s
+    )
+    step(result=result, progress=1.0)
+
+
+def _drill_group(operation: Operation, step, reader: failover_io.FailoverReader, group_plan) -> float:
+    """One group: shadow written, both next records read and compared, shadow deleted; the write's time."""
+    rows = list(group_plan.partitions)
+    offsets = {
+        (row.remote_topic, row.partition): row.translated_offset
+        for row in rows
+        if row.translated_offset is not None
+    }
+    shadow = _shadow(operation, group_plan.group)
+    write_s = 0.0
+    target_records: dict = {}
+    if offsets:
+        started = time.monotonic()
+        refused = reader.alter_offsets(reader.target, shadow.name, offsets)
+        write_s = time.monotonic() - started
+        if refused:
+            raise ServiceConflict(f"{reader.target.alias} refused the shadow group {shadow.name}: {refused}")
+    source_records = drill_io.next_records(
+        reader.source,
+        starts={
+            (row.topic, row.partition): row.source_offset for row in rows if row.source_offset is not None
+        },
+        timeout_s=reader.timeout_s,
+        tick=step,
+    )
+    if offsets:
+        waiting = {
+            (row.remote_topic, row.partition)
+            for row in rows
+            if source_records.get((row.topic, row.partition)) is not None
+        }
+        target_records = drill_io.next_records(
+            reader.target,
+            group=shadow.name,
+            partitions=sorted(offsets),
+            wait_for=waiting,
+            timeout_s=max(operation.timeout_s, reader.timeout_s),
+            tick=step,
+        )
+    for row in rows:
+        source = source_records.get((row.topic, row.partition))
+        target = target_records.get((row.remote_topic, row.partition))
+        verdict = drill.judge_partition(
+            translated=row.translated_offset,
+            note=row.note,
+            source=source,
+            target=target,
+            wait_s=operation.timeout_s,
+        )
+        sync = (
+            reader.store.sync_used(row.topic, row.partition, row.source_offset)
+            if row.source_offset is not None
+            else None
+        )
+        DrillPartitionResult.objects.update_or_create(
+            operation=operation,
+            group=group_plan.group,
+            topic=row.topic,
+            partition=row.partition,
+            defaults={
+                "remote_topic": row.remote_topic,
+                "source_offset": row.source_offset,
+                "target_offset": row.translated_offset,
+                "offset_sync": None
+                if sync is None
+                else {"upstream_offset": sync.upstream_offset, "downstream_offset": sync.downstream_offset},
+                "outcome": DrillOutcome.PASSED if verdict.passed else DrillOutcome.FAILED,
+                "reason": verdict.reason,
+                "source_record": drill.record_evidence(source),
+                "target_record": drill.record_evidence(target),
+            },
+        )
+    if not rows:
+        DrillPartitionResult.objects.update_or_create(
+            operation=operation,
+            group=group_plan.group,
+            topic="",
+            partition=-1,
+            defaults={
+                "outcome": DrillOutcome.FAILED,
+                "reason": f"{group_plan.group} has no committed offset on a topic the flow replicates: nothing to rehearse",
+            },
+        )
+    clean_shadow_groups(operation=operation)
+    step()
+    return write_s
+
+
+def _conclude(operation: Operation) -> None:
+    """The result's figures (RPO, RTO estimate, counts); raises DrillFailed when a partition failed."""
+    results = list(operation.drill_results.all())
+    failed = [r for r in results if r.outcome == DrillOutcome.FAILED]
+    result = dict(operation.result or {})
+    result["partitions"] = {"passed": len(results) - len(failed), "failed": len(failed)}
+    operations.operation_renew(operation=operation, result=result)
+    if failed:
+        shown = "; ".join(f"{r.group} {r.topic}[{r.partition}]: {r.reason}" for r in failed[:5])
+        more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
+        raise DrillFailed(f"{len(failed)} of {len(results)} partition(s) failed: {shown}{more}")
+
+
+class DrillFailed(ServiceConflict):
+    """The drill ran: some partitions would not fail over exactly (the reasons are in the message)."""

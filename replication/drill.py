@@ -1,0 +1,109 @@
+"""Failover drills: the decisions, pure (`replication.kafka.drill_io` reads the records).
+
+A drill rehearses a failover without touching production: for each chosen group it puts a *shadow*
+group on the target at the offsets the failover would write (the same translation), reads the shadow's
+next record on every partition, and compares it with the record the real group would read next on the
+source, by content (`replication.verification.record_digest`: key, value, headers without ours; and the
+timestamp when both sides carry the source's). The real group, the flow and the source are only read.
+
+A partition passes when both next records are the same record, or when neither side has one (the group
+is caught up). It fails, with the reason, when no offset sync covers the group's offset (a failover
+could not place it: the offset syncs were deleted or compacted away), when the copy of the source's next
+record is not on the target (the flow lags beyond the drill's wait), or when the contents differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from replication.verification import MirroredRecord, record_digest
+
+SHADOW_PREFIX = "mirrorplane-drill-"
+MAX_GROUP_NAME = 249
+
+
+@dataclass(frozen=True)
+class PartitionVerdict:
+    passed: bool
+    reason: str
+
+
+def shadow_group_name(*, operation_id: int, group: str) -> str:
+    """The shadow of `group` for drill `operation_id`: recognisable, unique per drill, bounded in length."""
+    name = f"{SHADOW_PREFIX}{operation_id}-{group}"
+    if len(name) <= MAX_GROUP_NAME:
+        return name
+    tail = hashlib.sha256(group.encode()).hexdigest()[:16]
+    return f"{name[: MAX_GROUP_NAME - 17]}-{tail}"
+
+
+def record_evidence(record: MirroredRecord | None) -> dict | None:
+    """What the history keeps of a compared record: where it is, when it was written, its digest."""
+    if record is None:
+        return None
+    return {
+        "offset": record.offset,
+        "timestamp_ms": record.timestamp_ms,
+        "digest": record_digest(record).hex(),
+    }
+
+
+def same_record(source: MirroredRecord, target: MirroredRecord) -> bool:
+    if record_digest(source) != record_digest(target):
+        return False
+    return (
+        source.timestamp_ms is None
+        or target.timestamp_ms is None
+        or source.timestamp_ms == target.timestamp_ms
+    )
+
+
+def judge_partition(
+    *,
+    translated: int | None,
+    note: str,
+    source: MirroredRecord | None,
+    target: MirroredRecord | None,
+    wait_s: float,
+) -> PartitionVerdict:
+    """Pass or fail one partition of one group, with the reason an operator acts on."""
+    if translated is None:
+        why = note or "no offset sync covers the group's offset"
+        return PartitionVerdict(False, f"a failover could not place the group here: {why}")
+    if source is None and target is None:
+        return PartitionVerdict(True, "caught up: no next record on either side")
+    if source is None:
+        assert target is not None
+        return PartitionVerdict(
+            False,
+            f"the shadow group reads target offset {target.offset}, but the group has no next record on the "
+            "source: after a failover it would read a record it never had (a duplicate or a foreign write)",
+        )
+    if target is None:
+        return PartitionVerdict(
+            False,
+            f"the copy of source offset {source.offset} did not reach the target within {wait_s:g} s: the "
+            "flow lags (a failover drains first); run the drill again when it has caught up",
+        )
+    if not same_record(source, target):
+        return PartitionVerdict(
+            False,
+            f"content differs: the group's next record is source offset {source.offset}, the shadow group "
+            f"reads target offset {target.offset}, another record: a failover would skip or re-read",
+        )
+    return PartitionVerdict(
+        True, f"source offset {source.offset} = target offset {target.offset}, by content"
+    )
+
+
+def estimate_rto(*, plan_s: float, drain_s: float, move_groups_s: float) -> dict:
+    """How long the failover's steps take now, as the drill measured them: planning, the drain (the
+    drill drains as a failover does, without pausing anything) and moving the groups (translating and
+    writing the shadow groups' offsets)."""
+    return {
+        "plan_s": round(plan_s, 3),
+        "drain_s": round(drain_s, 3),
+        "move_groups_s": round(move_groups_s, 3),
+        "total_s": round(plan_s + drain_s + move_groups_s, 3),
+    }

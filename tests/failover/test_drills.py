@@ -1,0 +1,118 @@
+"""Failover drills on one flow (a private source broker, the shared target, replication in a thread):
+a drill of two groups passes by content and leaves no shadow group; once the flow's offset syncs are
+deleted, a drill fails with the reason; both are audited, and kept with their per-partition results."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from controlplane import failover, services
+from controlplane.models import AuditEvent, ShadowGroup
+from replication.config import ClusterConfig
+from replication.drill import SHADOW_PREFIX
+from replication.kafka.clients import make_admin
+from replication.kafka.embedded import EmbeddedBroker
+from replication.kafka.groups import GroupOffsetsAdmin
+from tests.failover.conftest import (
+    commit_after,
+    create_topic,
+    produce_transactions,
+    read_partition,
+    store_cluster,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.kafka, pytest.mark.django_db(transaction=True)]
+
+PARTITIONS = 2
+
+
+def drill(client, flow, groups: list[str]) -> dict:
+    """Request a drill through the API and run it here, as an operations worker does; as the API shows it."""
+    response = client.post(
+        f"/api/v1/flows/{flow.pk}/drills/", {"groups": groups, "timeout_s": 3}, format="json"
+    )
+    assert response.status_code == 202, response.content
+    failover.run_operation(operation_id=response.json()["id"], worker="test-worker")
+    return client.get(response["Location"]).json()
+
+
+def shadow_groups_on(cluster) -> list[str]:
+    return [g for g in GroupOffsetsAdmin(cluster).list_groups() if g.startswith(SHADOW_PREFIX)]
+
+
+def test_a_drill_passes_by_content_then_fails_with_the_reason_once_the_offset_syncs_are_gone(
+    cluster_b, admin_user, client_as, mirrors, unique_name
+):
+    broker = EmbeddedBroker(name="drill-source").start()
+    try:
+        cluster_a = ClusterConfig(alias="A", bootstrap_servers=broker.bootstrap_servers)
+        topic, mid, done = f"orders-{unique_name}", f"billing-{unique_name}", f"audit-{unique_name}"
+        source = store_cluster(actor=admin_user, config=cluster_a)
+        target = store_cluster(actor=admin_user, config=cluster_b)
+        flow = services.flow_create(
+            actor=admin_user, source=source, target=target, enabled=True, topics=[re.escape(topic)]
+        )
+        create_topic(cluster_a, topic, PARTITIONS)
+        produce_transactions(cluster_a, topic, partitions=PARTITIONS, batches=3, tag="d")  # gaps: markers
+        records = {p: read_partition(cluster_a, topic, p) for p in range(PARTITIONS)}
+        mirror = mirrors(flow.pk, topic, PARTITIONS)
+        wait_for(
+            lambda: all(
+                [v for _, v in read_partition(cluster_b, f"A.{topic}", p)] == [v for _, v in records[p]]
+                for p in range(PARTITIONS)
+            ),
+            what="replication",
+        )
+        commit_after(cluster_a, mid, topic, {0: records[0][:3], 1: records[1][:1]})  # mid-way, after a gap
+        commit_after(cluster_a, done, topic, records)  # caught up: no next record anywhere
+
+        operator, viewer = client_as("operator"), client_as("viewer")
+        assert (
+            viewer.post(f"/api/v1/flows/{flow.pk}/drills/", {"groups": [mid]}, format="json").status_code
+            == 403
+        )
+        passed = drill(operator, flow, [mid, done])
+        assert (passed["kind"], passed["outcome"], passed["phase"]) == ("drill", "succeeded", "done"), passed[
+            "error"
+        ]
+        results = {(r["group"], r["partition"]): r for r in passed["drill_results"]}
+        assert set(results) == {(g, p) for g in (mid, done) for p in range(PARTITIONS)}
+        assert all(r["outcome"] == "passed" for r in results.values()), results
+        for partition, consumed in ((0, 3), (1, 1)):
+            row = results[(mid, partition)]
+            assert row["source_offset"] == records[partition][consumed][0]
+            assert row["source_record"]["digest"] == row["target_record"]["digest"]
+            assert row["offset_sync"]["upstream_offset"] <= row["source_offset"]
+        assert results[(done, 0)]["reason"].startswith("caught up")
+        assert set(passed["result"]["rpo"]) == {"records", "seconds", "observed_at"}  # the plan's own
+        assert (
+            passed["result"]["rto"]["total_s"] is not None and passed["result"]["partitions"]["failed"] == 0
+        )
+        assert shadow_groups_on(cluster_b) == []
+        assert not ShadowGroup.objects.filter(deleted_at__isnull=True).exists()
+        assert ShadowGroup.objects.count() == 2  # one per group, recorded before it existed
+
+        # The flow's offset syncs are deleted (compaction, retention, an operator): nothing proves where
+        # the group's records went on the target, and the drill says so.
+        mirror.stop()
+        admin = make_admin(cluster_a)
+        (future,) = admin.delete_topics(["mm2-offset-syncs.B.internal"]).values()
+        future.result(30)
+        failed = drill(operator, flow, [mid])
+        assert failed["outcome"] == "failed", failed
+        assert "a failover could not place the group here" in failed["error"]
+        assert {r["outcome"] for r in failed["drill_results"]} == {"failed"}
+        assert shadow_groups_on(cluster_b) == []
+        audited = AuditEvent.objects.filter(action="drill", object_id=str(flow.pk))
+        assert sorted(audited.values_list("outcome", flat=True)) == [
+            "accepted",
+            "accepted",
+            "failure",
+            "refused",
+            "success",
+        ]
+    finally:
+        broker.stop()
