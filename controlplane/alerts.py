@@ -104,20 +104,26 @@ def rpo_budget_set(*, actor, flow: Flow, seconds_behind: float, records_behind: 
 
 # -- runtime signals (written by the workers) ------------------------------------------------------------
 SIGNAL_FIELDS = frozenset(
-    {"heartbeat_emitted_at", "checkpoint_emitted_at", "offset_sync_emitted_at", "records_replicated_at"}
+    {
+        "heartbeat_emitted_at",
+        "checkpoint_emitted_at",
+        "checkpoint_latency_ms",
+        "offset_sync_emitted_at",
+        "records_replicated_at",
+    }
 )
 
 
-def flow_signals_record(*, flow_id: int, **emitted_at: datetime.datetime) -> None:
-    """Record when the runtime last emitted heartbeats, checkpoints, offset syncs or replicated records
-    (one UPDATE in the usual case: the row exists after the flow's first one)."""
-    unknown = set(emitted_at) - SIGNAL_FIELDS
+def flow_signals_record(*, flow_id: int, **signals: datetime.datetime | float) -> None:
+    """Record when the runtime last emitted heartbeats, checkpoints (and their latency), offset syncs or
+    replicated records (one UPDATE in the usual case: the row exists after the flow's first one)."""
+    unknown = set(signals) - SIGNAL_FIELDS
     if unknown:
         raise ValueError(f"unknown signals: {sorted(unknown)}")
-    if not emitted_at or FlowSignals.objects.filter(flow_id=flow_id).update(**emitted_at):
+    if not signals or FlowSignals.objects.filter(flow_id=flow_id).update(**signals):
         return
     if Flow.objects.filter(pk=flow_id).exists():
-        FlowSignals.objects.update_or_create(flow_id=flow_id, defaults=emitted_at)
+        FlowSignals.objects.update_or_create(flow_id=flow_id, defaults=signals)
 
 
 @dataclass(frozen=True)

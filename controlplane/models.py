@@ -620,6 +620,12 @@ class FlowSignals(models.Model):
     flow = models.OneToOneField(Flow, on_delete=models.CASCADE, primary_key=True, related_name="signals")
     heartbeat_emitted_at = models.DateTimeField(null=True, blank=True)
     checkpoint_emitted_at = models.DateTimeField(null=True, blank=True)
+    checkpoint_latency_ms = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="of the newest checkpoints: from reading the groups' source offsets to the target's ack, "
+        "the worst group's (MM2 checkpoint-latency-ms)",
+    )
     offset_sync_emitted_at = models.DateTimeField(null=True, blank=True)
     records_replicated_at = models.DateTimeField(
         null=True, blank=True, help_text="the last slice that replicated records"

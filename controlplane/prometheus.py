@@ -185,6 +185,12 @@ class MirrorplaneCollector:
                 "checkpoint_age_seconds", "Seconds since the flow last emitted a checkpoint", FLOW_LABELS
             ),
         }
+        checkpoint_latency = _gauge(
+            "checkpoint_latency_seconds",
+            "Reading the groups' source offsets to the target's ack of the newest checkpoints, the worst "
+            "group's (MM2 checkpoint-latency-ms)",
+            FLOW_LABELS,
+        )
         tasks = _gauge("flow_tasks", "Tasks of the flow's current plan", FLOW_LABELS)
         leased = _gauge("flow_tasks_leased", "Tasks of the flow whose lease a worker holds", FLOW_LABELS)
         budget_s = _gauge("rpo_budget_seconds", "The flow's RPO budget in seconds behind", FLOW_LABELS)
@@ -207,6 +213,8 @@ class MirrorplaneCollector:
                     at = getattr(row, field)
                     if at is not None:
                         family.add_metric(labels, max(now - at.timestamp(), 0.0))
+                if row.checkpoint_latency_ms is not None:
+                    checkpoint_latency.add_metric(labels, row.checkpoint_latency_ms / 1000)
                 if row.tasks_planned is not None:
                     tasks.add_metric(labels, row.tasks_planned)
                     leased.add_metric(labels, row.tasks_leased or 0)
@@ -218,7 +226,7 @@ class MirrorplaneCollector:
         for flow_id, rule in Alert.objects.filter(state=AlertState.FIRING).values_list("flow_id", "rule"):
             if flow_id in names:
                 firing.add_metric([names[flow_id], rule], 1)
-        yield from (*ages.values(), tasks, leased, budget_s, budget_r, firing)
+        yield from (*ages.values(), checkpoint_latency, tasks, leased, budget_s, budget_r, firing)
 
     # -- operations and workers -------------------------------------------------------------------------
     def _operation_families(self) -> Iterator[Metric]:

@@ -26,6 +26,7 @@ from django.conf import settings
 from controlplane import alerts, runtime
 from controlplane.models import FlowEventKind
 from controlplane.runtime import FlowSpec
+from replication.checkpoint import MirrorCheckpointTask
 from replication.connector import TopicPartition
 from replication.kafka.admin import TopicAdminError
 from replication.kafka.flow_tasks import PeriodicTask, periodic_tasks_for_flow
@@ -181,11 +182,29 @@ def _report_warnings_once(flow_id: int, entry: CachedMetadata, *, now: float) ->
         entry.warned.add(warning)
 
 
+def checkpoint_latency_ms(tasks: list[PeriodicTask]) -> float | None:
+    """The worst group's latency of its newest checkpoint (MM2 checkpoint-latency-ms), None before any."""
+    latencies = [
+        group.checkpoint_latency_ms
+        for task in tasks
+        if isinstance(task, MirrorCheckpointTask)
+        for group in task.metrics().values()
+        if group.checkpoint_latency_ms is not None
+    ]
+    return max(latencies, default=None)
+
+
 def _record_emitted(flow_id: int, entry: CachedMetadata) -> None:
-    """The newest heartbeat and checkpoint emitted, for the alert rules and /metrics."""
+    """The newest heartbeat and checkpoint emitted (with the checkpoints' latency), for the alert rules
+    and /metrics."""
     if not entry.emitted:
         return
-    emitted = {f"{kind}_emitted_at": datetime.fromtimestamp(at, UTC) for kind, at in entry.emitted.items()}
+    emitted: dict[str, datetime | float] = {
+        f"{kind}_emitted_at": datetime.fromtimestamp(at, UTC) for kind, at in entry.emitted.items()
+    }
+    latency = checkpoint_latency_ms(entry.periodic) if "checkpoint" in entry.emitted else None
+    if latency is not None:
+        emitted["checkpoint_latency_ms"] = latency
     entry.emitted.clear()
     try:
         alerts.flow_signals_record(flow_id=flow_id, **emitted)
