@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('controlplane', '0010_flow_heartbeats_replication_and_internal_separator'),
+        ('controlplane', '0012_drills_and_cutover'),
     ]
 
     operations = [
