@@ -33,6 +33,7 @@ urlpatterns = [
     path("flows/<int:pk>/failback/", views.failback_execute, name="failback-execute"),
     path("mm2/import/", views.mm2_import, name="mm2-import"),
     path("mm2/export/", views.mm2_export, name="mm2-export"),
+    path("mm2/takeover/", views.mm2_takeover, name="mm2-takeover"),
     path("audit/", views.audit, name="audit"),
     path("alerts/", alerts.alert_page, name="alerts"),
     path("alerts/live/", alerts.alert_live, name="alerts-live"),

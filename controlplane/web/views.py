@@ -15,7 +15,17 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from controlplane import alerts, assurance, engine, lifecycle, operations, selectors, services, verification
+from controlplane import (
+    alerts,
+    assurance,
+    engine,
+    lifecycle,
+    operations,
+    selectors,
+    services,
+    takeover,
+    verification,
+)
 from controlplane import failover as flow_failover
 from controlplane.api.views import CHECK_TIMEOUT_S, AuditFilter
 from controlplane.errors import ClusterUnavailable, RateLimited, ServiceConflict, ServiceValidationError
@@ -26,6 +36,7 @@ from controlplane.web.access import admin_required, operator_required, signed_in
 from controlplane.web.forms import PREVIEW_FIELDS, ClusterForm, FlowForm, Mm2ImportForm
 from replication.kafka.cluster_check import check_cluster
 from replication.mm2file import missing_placeholders
+from replication.takeover import MM2_SOURCE_CONNECTOR
 
 AUDIT_PAGE_SIZE = 50
 
@@ -426,6 +437,55 @@ def mm2_import(request):
                 {"reason": f"{field}: {message}"} for field, texts in exc.errors.items() for message in texts
             ]
     return render(request, "web/mm2_import.html", context)
+
+
+@operator_required
+def mm2_takeover(request):
+    """Take a flow over from a stopped MM2: the dry run per partition, then apply (the MM2 import step
+    after the import of the file)."""
+    flows = list(selectors.flow_list().order_by("source__alias", "target__alias"))
+    chosen = next((f for f in flows if str(f.pk) == request.POST.get("flow", request.GET.get("flow"))), None)
+    context: dict = {
+        "flows": flows,
+        "chosen": chosen,
+        "offsets_topic": request.POST.get("offsets_topic", ""),
+        "connector": request.POST.get("connector", MM2_SOURCE_CONNECTOR),
+        "mm2_source_alias": request.POST.get("mm2_source_alias", ""),
+        "default_offsets_topic": takeover.default_offsets_topic(chosen)
+        if chosen
+        else "mm2-offsets.<source>.internal",
+    }
+    status = 200
+    if request.method == "POST":
+        if chosen is None:
+            context["errors"] = ["flow: choose the flow MM2 ran (import the MM2 file first)"]
+            return render(request, "web/mm2_takeover.html", context, status=400)
+        try:
+            context["result"] = takeover.mm2_takeover(
+                actor=request.user,
+                flow=chosen,
+                dry_run="apply" not in request.POST,
+                offsets_topic=context["offsets_topic"].strip(),
+                connector=context["connector"].strip(),
+                mm2_source_alias=context["mm2_source_alias"].strip(),
+            )
+            if context["result"].applied:
+                messages.success(
+                    request, f"{chosen.name} takes over from MM2: resume it to start replicating."
+                )
+        except ServiceValidationError as exc:
+            context["errors"] = [f"{name}: {text}" for name, texts in exc.errors.items() for text in texts]
+            status = 400
+        except (ServiceConflict, ClusterUnavailable, RateLimited) as exc:
+            context["errors"] = [str(exc)]
+            status = (
+                409
+                if isinstance(exc, ServiceConflict)
+                else 502
+                if isinstance(exc, ClusterUnavailable)
+                else 429
+            )
+    return render(request, "web/mm2_takeover.html", context, status=status)
 
 
 @viewer_required

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from confluent_kafka import KafkaException
+
 from replication.config import ClusterConfig, FlowConfig
 from replication.connector import mirrored_topics
 from replication.filters import TopicFilter
 from replication.formats import Checkpoint, OffsetSync
 from replication.kafka.admin import TopicAdmin, TopicAdminError
+from replication.kafka.cluster_check import check_cluster
 from replication.kafka.flow_tasks import offset_syncs_cluster
-from replication.kafka.internal_topics import InternalTopicReader
+from replication.kafka.internal_topics import InternalTopicError, InternalTopicReader
 from replication.kafka.positions import KafkaPositionStore
-from replication.kafka.source_io import PartitionReader
+from replication.kafka.source_io import PartitionReader, PartitionReadError
 from replication.policy import replication_policy_for
 from replication.takeover import (
     MM2_SOURCE_CONNECTOR,
@@ -35,6 +38,9 @@ from replication.takeover import (
 )
 
 TAKEOVER_TIMEOUT_S = 10.0
+
+
+_CLIENT_ERRORS = (KafkaException, TopicAdminError, PartitionReadError, InternalTopicError)
 
 
 class TakeoverError(RuntimeError):
@@ -76,7 +82,18 @@ def _connect_offsets(
     return records, skipped
 
 
-def read_takeover_plan(
+def read_takeover_plan(flow: FlowConfig, **kwargs) -> TakeoverPlan:
+    """The dry run of taking `flow` over from MM2 (read only; see `_read_plan` for the arguments). Any
+    client failure is a TakeoverError."""
+    try:
+        return _read_plan(flow, **kwargs)
+    except TakeoverError:
+        raise
+    except _CLIENT_ERRORS as exc:
+        raise TakeoverError(f"MM2's state could not be read: {exc}") from exc
+
+
+def _read_plan(
     flow: FlowConfig,
     *,
     source: ClusterConfig,
@@ -87,11 +104,15 @@ def read_takeover_plan(
     mm2_source_alias: str | None = None,
     timeout_s: float = TAKEOVER_TIMEOUT_S,
 ) -> TakeoverPlan:
-    """The dry run of taking `flow` over from MM2 (read only). `offsets_topic` is MM2's
+    """`offsets_topic` is MM2's
     `offset.storage.topic` (default `mm2-offsets.<source>.internal`), `mm2_source_alias` the source
     alias MM2 used (default: the flow's)."""
     offsets_topic = offsets_topic or mm2_offsets_topic(flow.source)
     policy = replication_policy_for(flow, known_aliases=known_aliases)
+    for cluster in (target, source):  # a cluster that does not answer fails at once, with the reason
+        check = check_cluster(cluster, timeout_s=timeout_s)
+        if not check.ok:
+            raise TakeoverError(f"cluster {cluster.alias} does not answer: {check.message}")
     try:
         target_counts = TopicAdmin(target, timeout_s=timeout_s).partition_counts()
         source_counts = TopicAdmin(source, timeout_s=timeout_s).partition_counts()
@@ -179,7 +200,10 @@ def apply_takeover(
     positions = plan.positions()
     store = KafkaPositionStore(target, source_alias=source_alias)
     try:
-        before = store.load(flow=plan.flow, partitions=list(positions))
+        try:
+            before = store.load(flow=plan.flow, partitions=list(positions))
+        except _CLIENT_ERRORS as exc:
+            raise TakeoverError(f"the stored positions could not be read, nothing changed: {exc}") from exc
         try:
             store.save(flow=plan.flow, positions=positions)
         except Exception as exc:

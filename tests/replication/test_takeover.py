@@ -116,26 +116,34 @@ def test_records_retention_deleted_before_anyone_copied_them_are_counted():
     assert resume_point(facts(start=50), committed=19, sync=None).records_lost == 30
 
 
-@pytest.mark.kafka
-def test_taking_over_from_mm2_copies_no_record_twice_and_skips_none(cluster_a, cluster_b, unique_name):
-    """MM2's state written as MM2 writes it: Connect offsets in a 5-partition offsets topic (murmur2 keys,
-    as the Java producer), offset syncs on the source, a checkpoint; MM2 copied past its last commit on
-    partition 0, exactly to it on partition 1, never touched partition 2."""
-    tag = uuid.uuid4().hex[:8]
-    source = ClusterConfig(alias=f"m-{tag}", bootstrap_servers=cluster_a.bootstrap_servers)
-    target = ClusterConfig(alias=f"t-{tag}", bootstrap_servers=cluster_b.bootstrap_servers)
-    aliases = [source.alias, target.alias]
-    topic, remote = unique_name, f"{source.alias}.{unique_name}"
-    flow = FlowConfig(source=source.alias, target=target.alias, enabled=True, topics=(topic,))
+MM2_COPIED = {0: 30, 1: 25, 2: 0}  # what the stopped MM2 wrote to the target, per source partition
+MM2_RESUMES = {0: (30, 10), 1: (25, 0), 2: (None, 0)}  # (resume point, copied past the last commit)
+RECORDS = 40
+
+
+def stopped_mm2(
+    source: ClusterConfig,
+    target: ClusterConfig,
+    *,
+    physical: tuple[ClusterConfig, ClusterConfig],
+    topic: str,
+    offsets_topic: str,
+) -> dict[int, list]:
+    """A 3-partition topic of `source` that a stopped MM2 (dedicated mode, flow source->target, MM2
+    defaults) half copied, its state written as MM2 writes it: Connect offsets in a 5-partition offsets
+    topic (murmur2 keys, as the Java producer), offset syncs on the source, a checkpoint. MM2 copied past
+    its last commit on partition 0, exactly to it on partition 1, never touched partition 2 (whose offset
+    was reset). Returns the records sent per partition."""
+    cluster_a, cluster_b = physical
+    remote = f"{source.alias}.{topic}"
     create_topics(cluster_a, [topic], 3)
     create_topics(cluster_b, [remote], 3)
     sent = {
-        p: [(b"k%d" % i, b"%d-%d" % (p, i), None, 1_700_000_000_000 + i) for i in range(40)] for p in range(3)
+        p: [(b"k%d" % i, b"%d-%d" % (p, i), None, 1_700_000_000_000 + i) for i in range(RECORDS)]
+        for p in range(3)
     }
     produce(cluster_a, topic, sent)
-    copied = {0: 30, 1: 25, 2: 0}  # what MM2 wrote to the target
-    produce(cluster_b, remote, {p: sent[p][:n] for p, n in copied.items() if n})
-    offsets_topic = mm2_offsets_topic(source.alias)
+    produce(cluster_b, remote, {p: sent[p][:n] for p, n in MM2_COPIED.items() if n})
     create_topics(cluster_b, [offsets_topic], 5)
     connect = make_producer(cluster_b, overrides={"partitioner": "murmur2_random"})
     for key, value in [
@@ -155,18 +163,32 @@ def test_taking_over_from_mm2_copies_no_record_twice_and_skips_none(cluster_a, c
     checkpoints = InternalTopicWriter(cluster_b, f"{source.alias}.checkpoints.internal", replication_factor=1)
     try:
         syncs.write([(s.key(), s.value()) for s in (OffsetSync(topic, 0, 0, 0), OffsetSync(topic, 1, 0, 0))])
-        checkpoints.write([(c.key(), c.value()) for c in [Checkpoint("g", remote, 0, 15, 15)]])
+        checkpoints.write([(c.key(), c.value()) for c in [Checkpoint(f"{topic}-g", remote, 0, 15, 15)]])
     finally:
         syncs.close()
         checkpoints.close()
+    return sent
+
+
+@pytest.mark.kafka
+def test_taking_over_from_mm2_copies_no_record_twice_and_skips_none(cluster_a, cluster_b, unique_name):
+    tag = uuid.uuid4().hex[:8]
+    source = ClusterConfig(alias=f"m-{tag}", bootstrap_servers=cluster_a.bootstrap_servers)
+    target = ClusterConfig(alias=f"t-{tag}", bootstrap_servers=cluster_b.bootstrap_servers)
+    aliases = [source.alias, target.alias]
+    topic, remote = unique_name, f"{source.alias}.{unique_name}"
+    flow = FlowConfig(source=source.alias, target=target.alias, enabled=True, topics=(topic,))
+    sent = stopped_mm2(
+        source,
+        target,
+        physical=(cluster_a, cluster_b),
+        topic=topic,
+        offsets_topic=mm2_offsets_topic(source.alias),
+    )
 
     plan = read_takeover_plan(flow, source=source, target=target, known_aliases=aliases)
     rows = {point.partition: point for point in plan.partitions}
-    assert {p: (rows[p].next_offset, rows[p].already_on_target) for p in rows} == {
-        0: (30, 10),
-        1: (25, 0),
-        2: (None, 0),
-    }
+    assert {p: (rows[p].next_offset, rows[p].already_on_target) for p in rows} == MM2_RESUMES
     assert (plan.mm2_positions, plan.offset_syncs, plan.checkpoint_groups, plan.problems()) == (2, 2, 1, [])
     assert apply_takeover(plan, target=target, source_alias=source.alias) == {(topic, 0): 30, (topic, 1): 25}
 
@@ -181,7 +203,7 @@ def test_taking_over_from_mm2_copies_no_record_twice_and_skips_none(cluster_a, c
     )
     try:
         task.assign([(topic, p) for p in range(3)])
-        run_until(task, replicated(task, {(topic, p): 40 for p in range(3)}))
+        run_until(task, replicated(task, {(topic, p): RECORDS for p in range(3)}))
     finally:
         task.close()
         store.close()

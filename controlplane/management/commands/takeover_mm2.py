@@ -1,0 +1,81 @@
+import json
+
+from django.core.exceptions import PermissionDenied
+from django.core.management.base import BaseCommand, CommandError
+
+from controlplane import selectors, takeover
+from controlplane.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
+from replication.takeover import MM2_SOURCE_CONNECTOR
+
+
+class Command(BaseCommand):
+    help = (
+        "Take a flow (e.g. A->B) over from a stopped MirrorMaker 2: show per source partition where "
+        "replication resumes (dry run, the default); --apply stores those positions (flow paused or disabled)."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("flow", help="the flow's name, source->target")
+        parser.add_argument("--apply", action="store_true", help="store the positions (default: dry run)")
+        parser.add_argument(
+            "--offsets-topic",
+            default="",
+            help="MM2's offset.storage.topic (default mm2-offsets.<source>.internal)",
+        )
+        parser.add_argument(
+            "--connector", default=MM2_SOURCE_CONNECTOR, help="the MirrorSourceConnector's name"
+        )
+        parser.add_argument(
+            "--mm2-source-alias", default="", help="the source alias in MM2's file, if different"
+        )
+        parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    def handle(self, *args, flow, apply, offsets_topic, connector, mm2_source_alias, json: bool, **options):
+        source, _, target = flow.partition("->")
+        stored = selectors.flow_list().filter(source__alias=source, target__alias=target).first()
+        if stored is None:
+            raise CommandError(f"flow {flow!r} does not exist: give it as source->target, e.g. A->B")
+        try:
+            result = takeover.mm2_takeover(
+                actor=None,
+                flow=stored,
+                dry_run=not apply,
+                offsets_topic=offsets_topic,
+                connector=connector,
+                mm2_source_alias=mm2_source_alias,
+            )
+        except ServiceValidationError as exc:
+            lines = [f"{name}: {text}" for name, texts in exc.errors.items() for text in texts]
+            raise CommandError("take-over refused:\n" + "\n".join(lines)) from exc
+        except (ServiceConflict, ClusterUnavailable, PermissionDenied) as exc:
+            raise CommandError(f"take-over refused: {exc}") from exc
+        body = result.to_dict()
+        if json:
+            self.stdout.write(_json(body))
+            return
+        self.stdout.write(
+            f"MM2 positions for {body['mm2_positions']} partition(s) in {body['offsets_topic']}; "
+            f"{body['offset_syncs']} partition(s) with offset syncs in {body['offset_syncs_topic']}; "
+            f"{body['checkpoint_groups']} group(s) with checkpoints in {body['checkpoints_topic']} (kept as they are)"
+        )
+        self.stdout.write(
+            f"{'partition':<40} {'resumes at':>10} {'MM2 next':>10} {'on target':>10} {'to copy':>10}"
+        )
+        for row in body["partitions"]:
+            resumes = "earliest" if row["next_offset"] is None else row["next_offset"]
+            mm2_next = "-" if row["mm2_next_offset"] is None else row["mm2_next_offset"]
+            self.stdout.write(
+                f"{row['topic'] + '[' + str(row['partition']) + ']':<40} {resumes:>10} {mm2_next:>10} "
+                f"{row['already_on_target']:>10} {row['records_to_copy']:>10}"
+            )
+        for problem in body["problems"]:
+            self.stderr.write(f"problem: {problem}")
+        self.stdout.write(
+            f"applied: {len(body['written'])} position(s) stored"
+            if result.applied
+            else "dry run: nothing changed"
+        )
+
+
+def _json(body) -> str:
+    return json.dumps(body, indent=2, sort_keys=True)
