@@ -171,7 +171,8 @@ def read_records(
         deadline = time.monotonic() + timeout_s
         while pending and (remaining := deadline - time.monotonic()) > 0:
             done = []
-            for message in consumer.consume(max_records, timeout=min(remaining, 0.05)):
+            first = consumer.poll(min(remaining, 0.2))  # `consume` would wait for a whole batch
+            for message in [] if first is None else [first, *consumer.consume(max_records, timeout=0)]:
                 key = (message.topic(), message.partition())
                 if key not in pending:
                     continue

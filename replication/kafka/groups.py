@@ -11,7 +11,6 @@ import time
 from collections.abc import Mapping, Sequence
 
 from confluent_kafka import (
-    OFFSET_BEGINNING,
     ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
@@ -62,10 +61,13 @@ def newest_checkpoints(
     consumer = make_consumer(cluster, overrides={"enable.partition.eof": True, "fetch.wait.max.ms": 50})
     newest: dict[TopicPartitionKey, tuple[Checkpoint, int | None]] = {}
     try:
-        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        # Offset 0, not OFFSET_BEGINNING (a ListOffsets round trip); auto.offset.reset=earliest covers a
+        # log start moved by compaction.
+        consumer.assign([TopicPartition(topic, 0, 0)])
         deadline = time.monotonic() + timeout_s
         while (remaining := deadline - time.monotonic()) > 0:
-            for message in consumer.consume(10_000, timeout=min(remaining, 0.2)):
+            first = consumer.poll(min(remaining, 0.2))  # `consume` would wait for a whole batch
+            for message in [] if first is None else [first, *consumer.consume(10_000, timeout=0)]:
                 error = message.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
