@@ -140,7 +140,7 @@ def clean_shadow_groups(*, operation: Operation) -> int:
 
 
 def _shadow(operation: Operation, group: str) -> ShadowGroup:
-    name = drill.shadow_group_name(operation_id=operation.pk, group=group)
+    name = drill.shadow_group_name(operation_id=operation.pk, attempt=operation.attempts, group=group)
     row, _ = ShadowGroup.objects.update_or_create(
         cluster=operation.flow.target,
         name=name,

@@ -29,9 +29,10 @@ class PartitionVerdict:
     reason: str
 
 
-def shadow_group_name(*, operation_id: int, group: str) -> str:
-    """The shadow of `group` for drill `operation_id`: recognisable, unique per drill, bounded in length."""
-    name = f"{SHADOW_PREFIX}{operation_id}-{group}"
+def shadow_group_name(*, operation_id: int, attempt: int, group: str) -> str:
+    """The shadow of `group` for attempt `attempt` of drill `operation_id`: recognisable, bounded in
+    length, new for each attempt (a resumed drill never reuses the group a killed worker was using)."""
+    name = f"{SHADOW_PREFIX}{operation_id}.{attempt}-{group}"
     if len(name) <= MAX_GROUP_NAME:
         return name
     tail = hashlib.sha256(group.encode()).hexdigest()[:16]

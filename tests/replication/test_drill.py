@@ -34,9 +34,9 @@ def test_every_failure_says_why():
     assert untranslatable.reason.endswith("older than the oldest offset sync")
 
 
-def test_shadow_group_names_are_bounded_and_unique_per_drill():
-    assert shadow_group_name(operation_id=4, group="billing") == "mirrorplane-drill-4-billing"
-    long_a, long_b = (shadow_group_name(operation_id=4, group="g" * 300 + s) for s in "ab")
+def test_shadow_group_names_are_bounded_and_new_for_each_attempt():
+    assert shadow_group_name(operation_id=4, attempt=2, group="billing") == "mirrorplane-drill-4.2-billing"
+    long_a, long_b = (shadow_group_name(operation_id=4, attempt=1, group="g" * 300 + s) for s in "ab")
     assert len(long_a) == len(long_b) == 249 and long_a != long_b
 
 
