@@ -538,11 +538,6 @@ def _compile(pattern: str) -> re.Pattern[str]:
         raise _Problem(exc.msg, "check the regular expression syntax") from None
 
 
-def translate_java_regex(pattern: str, *, property_name: str) -> str:
-    """The Python pattern text equivalent to a Java pattern (for display; matching uses compile_java_regex)."""
-    return compile_java_regex(pattern, property_name=property_name).pattern
-
-
 def compile_java_regex(pattern: str, *, property_name: str) -> re.Pattern[str]:
     """A compiled Python pattern (use fullmatch) with the meaning the Java pattern has in MM2."""
     try:

@@ -31,26 +31,47 @@ full (`BufferError`) the task serves acknowledgements instead of consuming more.
 
 from __future__ import annotations
 
+import enum
 import logging
-import struct
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
 
 from replication.config import ClusterConfig, DataLossPolicy, DeliveryGuarantee, FlowConfig
 from replication.fetching import fetch_plan
-from replication.kafka import source_io
 from replication.metrics import GapEvent, MirrorMetrics
+from replication.mirroring import (
+    SKIP,
+    SOURCE_OFFSET_HEADER,
+    DataLoss,
+    detect_data_loss,
+    gap_event,
+    gap_suspected,
+    header_rewriter,
+    reread_start,
+    resume_point,
+    source_offset_of,
+)
 from replication.offset_syncs import OffsetSyncEmitter, OffsetSyncWriter
-from replication.policy import ReplicationPolicy, has_visited, provenance_after_hop
+from replication.policy import ReplicationPolicy
 from replication.positions import PersistCadence, PositionStore, TopicPartition
+from replication.task_io import PartitionReader, PartitionReadError, RecordSink, TaskIO
+
+__all__ = [  # the MM2 decisions the task runs are imported from here too
+    "SOURCE_OFFSET_HEADER",
+    "DataLoss",
+    "MirrorSourceTask",
+    "SliceError",
+    "SliceErrorKind",
+    "SliceResult",
+    "detect_data_loss",
+    "source_offset_of",
+]
 
 log = logging.getLogger(__name__)
 
-SOURCE_OFFSET_HEADER = "mirrorplane.source-offset"
 # A slice waits this long at most for acknowledgements; what is still unacknowledged stays in flight
 # and the position stays before it.
 SLICE_FLUSH_TIMEOUT_S = 30.0
@@ -65,61 +86,27 @@ PERSIST_RECORDS = 10_000
 # acknowledged since the last persist (a full producer queue would be 100,000 records in doubt).
 MAX_IN_FLIGHT = 10_000
 
-_OFFSET = struct.Struct(">q")
-Headers = list[tuple[str, bytes | None]] | None
-SKIP: Final = object()  # a header rewriter's answer for a record that must not be replicated
 
-
-def source_offset_of(headers: Headers) -> int | None:
-    """The source offset a mirrored record carries (the last such header: ours is appended last)."""
-    for key, value in reversed(headers or ()):
-        if key == SOURCE_OFFSET_HEADER and value is not None and len(value) == _OFFSET.size:
-            return _OFFSET.unpack(value)[0]
-    return None
-
-
-def header_rewriter(
-    *, provenance_enabled: bool, exactly_once: bool, source_alias: str, target_alias: str
-) -> Callable[[Headers, int], Headers | object] | None:
-    """Headers to write for a record at a source offset, or SKIP; None when headers pass through as-is."""
-    if not (provenance_enabled or exactly_once):
-        return None
-
-    def rewrite(headers: Headers, offset: int) -> Headers | object:
-        if provenance_enabled:
-            if has_visited(headers, cluster_alias=target_alias):
-                return SKIP  # it came from the target: replicating it back would loop
-            headers = provenance_after_hop(headers, source_alias=source_alias)
-        if exactly_once:
-            headers = [*(headers or ()), (SOURCE_OFFSET_HEADER, _OFFSET.pack(offset))]
-        return headers
-
-    return rewrite
+class SliceErrorKind(enum.StrEnum):
+    CONSUME = "consume"  # fetching a partition failed
+    PRODUCE = "produce"  # a record could not be queued (too large, producer failed fatally)
+    DELIVERY = "delivery"  # the target did not acknowledge a record: the partition restarts from it
+    START = "start"  # a partition could not start (its offsets or remote tail unreadable)
+    DATA_LOSS = "data_loss"  # data.loss.policy=stop stopped a partition
+    OFFSET_SYNC = "offset_sync"  # emitting offset syncs failed: positions wait, retried
+    PERSIST = "persist"  # persisting positions failed: retried
 
 
 @dataclass(frozen=True)
-class DataLoss:
-    resumed_offset: int
-    lost_records: int | None  # None: unknowable (the partition's end went below the position)
-    reason: str
+class SliceError:
+    """Something a slice could not do; `str()` is the message operators read."""
 
+    kind: SliceErrorKind
+    message: str
+    partition: TopicPartition | None = None  # the source partition, when the error is about one
 
-def detect_data_loss(*, expected_offset: int, earliest_offset: int, end_offset: int) -> DataLoss | None:
-    """Whether the next offset to replicate is gone from the source, and where replication can go on."""
-    if earliest_offset > expected_offset:
-        return DataLoss(
-            earliest_offset,
-            earliest_offset - expected_offset,
-            f"offsets {expected_offset}..{earliest_offset - 1} were deleted (retention) before replication",
-        )
-    if end_offset < expected_offset:
-        return DataLoss(
-            earliest_offset,
-            None,
-            f"the partition ends at {end_offset}, below the next offset {expected_offset} "
-            "(topic recreated or truncated); records past the position are gone unseen",
-        )
-    return None
+    def __str__(self) -> str:
+        return self.message
 
 
 @dataclass(frozen=True)
@@ -129,7 +116,7 @@ class SliceResult:
     positions: Mapping[TopicPartition, int]  # persisted next source offset per partition
     stopped_partitions: tuple[TopicPartition, ...] = ()
     gap_events: tuple[GapEvent, ...] = ()
-    errors: tuple[str, ...] = ()
+    errors: tuple[SliceError, ...] = ()
     caught_up: bool = False  # ended early: nothing more to fetch and nothing in flight
 
     @property
@@ -199,7 +186,7 @@ class _PartitionState:
             self.failed_at, self.error = offset, error
 
     def on_delivery(self, error, message) -> None:
-        # Delivery reports of one partition arrive in produce order (idempotent producer).
+        # Delivery reports of one partition arrive in produce order (RecordSink's contract).
         upstream = self.in_flight.popleft()
         if error is not None:
             self.fail(upstream, error.str())
@@ -211,19 +198,24 @@ class _PartitionState:
 
 
 class MirrorSourceTask:
+    """The runtime of a source task: fetch, produce, delivery tracking, offset syncs and positions, driving
+    the `TaskIO` Protocols and running the MM2 decisions of `replication.mirroring`."""
+
     def __init__(
         self,
         *,
         flow: FlowConfig,
-        source: ClusterConfig,
-        target: ClusterConfig,
         policy: ReplicationPolicy,
         task_index: int,
         position_store: PositionStore,
+        source: ClusterConfig | None = None,
+        target: ClusterConfig | None = None,
+        io: TaskIO | None = None,
         metrics: MirrorMetrics | None = None,
         clock: Callable[[], float] = time.time,
         gap_confirm_s: float = GAP_CONFIRM_S,
     ) -> None:
+        """`io` reaches the clusters; without it, Kafka clients of `source` and `target` are made."""
         self.flow, self.source, self.target, self.policy = flow, source, target, policy
         self.task_index = task_index
         self.metrics = metrics if metrics is not None else MirrorMetrics(clock=clock)
@@ -237,12 +229,19 @@ class MirrorSourceTask:
             source_alias=flow.source,
             target_alias=flow.target,
         )
-        self._consumer = source_io.source_consumer(flow, source, task_index=task_index)
-        self._producer = source_io.mirror_producer(flow, target)
+        if io is None:
+            if source is None or target is None:
+                raise ValueError("MirrorSourceTask needs either io or both source and target clusters")
+            from replication.kafka.source_io import kafka_task_io  # the default clients: Kafka's
+
+            io = kafka_task_io(flow, source=source, target=target, policy=policy, task_index=task_index)
+        self._io = io
+        self._source = io.source
+        self._sink: RecordSink = io.sink()
         self._emitter: OffsetSyncEmitter | None = None
         self.last_offset_sync_at: float | None = None  # when offset syncs were last acknowledged (clock)
-        self._source_reader: source_io.PartitionReader | None = None
-        self._target_reader: source_io.PartitionReader | None = None
+        self._source_reader: PartitionReader | None = None
+        self._target_reader: PartitionReader | None = None
         self._assigned: list[TopicPartition] = []
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._known_positions: dict[TopicPartition, int] = {}
@@ -289,7 +288,7 @@ class MirrorSourceTask:
         if self._closed:
             raise RuntimeError("run_slice on a closed MirrorSourceTask")
         deadline = time.monotonic() + max_seconds
-        errors: list[str] = []
+        errors: list[SliceError] = []
         gaps: list[GapEvent] = []
         self._apply_assignment(errors)
         records_before, bytes_before = self._acked_totals()
@@ -307,9 +306,9 @@ class MirrorSourceTask:
         else:
             time.sleep(max(deadline - time.monotonic(), 0.0))
         if settle:
-            self._producer.flush(SLICE_FLUSH_TIMEOUT_S)
+            self._sink.flush(SLICE_FLUSH_TIMEOUT_S)
         else:
-            self._producer.poll(0)
+            self._sink.poll(0)
         now = self._clock()
         self._observe_acks(now)
         self._check_deliveries(errors)
@@ -317,7 +316,7 @@ class MirrorSourceTask:
         self._commit(now=now, errors=errors)
         self._report_metrics(now)
         if self._reassign_needed and not self._restart_needed:
-            self._assign_consumer()
+            self._assign_source()
         records_after, bytes_after = self._acked_totals()
         return SliceResult(
             records=records_after - records_before,
@@ -329,17 +328,13 @@ class MirrorSourceTask:
             caught_up=caught_up,
         )
 
-    def settle(self) -> list[str]:
+    def settle(self) -> list[SliceError]:
         """Wait for every record in flight, emit the offset syncs and persist the positions; the errors."""
-        errors: list[str] = []
+        errors: list[SliceError] = []
         if self._closed:
             return errors
-        self._producer.flush(SLICE_FLUSH_TIMEOUT_S)
-        now = self._clock()
-        self._observe_acks(now)
-        self._check_deliveries(errors)
-        self._commit(now=now, errors=errors)
-        self._report_metrics(now)
+        self._sink.flush(SLICE_FLUSH_TIMEOUT_S)
+        self._after_flush(errors)
         return errors
 
     def close(self) -> None:
@@ -347,55 +342,59 @@ class MirrorSourceTask:
         if self._closed:
             return
         self._closed = True
-        errors: list[str] = []
+        errors: list[SliceError] = []
         try:
-            self._producer.flush(source_io.SETTLE_TIMEOUT_S)
-            now = self._clock()
-            self._observe_acks(now)
-            self._check_deliveries(errors)
-            self._commit(now=now, errors=errors, final=True)
-            self._report_metrics(now)
+            self._sink.flush(self._io.settle_timeout_s)
+            self._after_flush(errors, final=True)
         finally:
-            source_io.close_quietly(
-                [c for c in (self._consumer, self._emitter, self._source_reader, self._target_reader) if c]
-            )
+            for client in (self._source, self._emitter, self._source_reader, self._target_reader):
+                if client is not None:
+                    _close_quietly(client)
         if errors:
-            log.error("flow %s task %d closed with errors: %s", self.flow.name, self.task_index, errors)
+            log.error(
+                "flow %s task %d closed with errors: %s",
+                self.flow.name,
+                self.task_index,
+                list(map(str, errors)),
+            )
+
+    def _after_flush(self, errors: list[SliceError], *, final: bool = False) -> None:
+        now = self._clock()
+        self._observe_acks(now)
+        self._check_deliveries(errors)
+        self._commit(now=now, errors=errors, final=final)
+        self._report_metrics(now)
 
     # -- starting and stopping partitions -----------------------------------------------------------
-    def _apply_assignment(self, errors: list[str]) -> None:
+    def _apply_assignment(self, errors: list[SliceError]) -> None:
         assigned = set(self._assigned)
         removed = [key for key in self._states if key not in assigned]
         if self._restart_needed or removed:
             # Every record settled (acknowledged or failed) and committed before partitions go or
             # restart, so no old delivery report can interleave with a restarted partition's records.
-            self._producer.flush(source_io.SETTLE_TIMEOUT_S)
-            now = self._clock()
-            self._observe_acks(now)
-            self._check_deliveries(errors)
-            self._commit(now=now, errors=errors, final=bool(removed))
-            self._report_metrics(now)
+            self._sink.flush(self._io.settle_timeout_s)
+            self._after_flush(errors, final=bool(removed))
         for key in removed:  # another task may advance it meanwhile: ask the store again if it returns
             self._looked_up.discard(key)
             self._known_positions.pop(key, None)
         before = set(self._states)
         if self._restart_needed:
-            self._replace_producer()
+            self._replace_sink()
             self._states = {key: state for key, state in self._states.items() if state.stopped}
             self._restart_needed = False
-            self._reassign_needed = True  # the consumer must fetch again from the restarted positions
+            self._reassign_needed = True  # the source must fetch again from the restarted positions
         self._states = {key: state for key, state in self._states.items() if key in assigned}
         to_start = [key for key in self._assigned if key not in self._states]
         if to_start:
             self._start_partitions(to_start, errors)
         if set(self._states) != before or self._reassign_needed:
-            self._assign_consumer()
+            self._assign_source()
 
-    def _replace_producer(self) -> None:
-        self._producer.flush(source_io.SETTLE_TIMEOUT_S)
-        self._producer = source_io.mirror_producer(self.flow, self.target)
+    def _replace_sink(self) -> None:
+        self._sink.flush(self._io.settle_timeout_s)
+        self._sink = self._io.sink()
 
-    def _start_partitions(self, keys: list[TopicPartition], errors: list[str]) -> None:
+    def _start_partitions(self, keys: list[TopicPartition], errors: list[SliceError]) -> None:
         """Start these partitions together: every offset and tail read is one request for all of them."""
         unknown = [key for key in keys if key not in self._looked_up]
         if unknown:
@@ -403,7 +402,7 @@ class MirrorSourceTask:
             self._looked_up.update(unknown)
         remote_topics = {key: self.policy.format_remote_topic(self.flow.source, key[0]) for key in keys}
         starts = {key: self._known_positions[key] for key in keys if key in self._known_positions}
-        failures: dict[TopicPartition, source_io.PartitionReadError] = {}
+        failures: dict[TopicPartition, PartitionReadError] = {}
         if len(starts) < len(keys):  # never replicated: start at the earliest source offset
             earliest, failures = self._reader("source").watermarks_all([k for k in keys if k not in starts])
             starts.update({key: low for key, (low, _) in earliest.items()})
@@ -422,7 +421,9 @@ class MirrorSourceTask:
             failures.update(self._recover_from_target(states))
         for key, exc in failures.items():  # e.g. the remote topic is not created yet: retried next slice
             states.pop(key, None)
-            self._record_error(key, remote_topics[key], f"cannot start: {exc}", errors)
+            self._record_error(
+                SliceError(SliceErrorKind.START, f"cannot start: {exc}", key), remote_topics[key], errors
+            )
         for key, state in states.items():
             state.persisted = self._known_positions.get(key)
             self._states[key] = state
@@ -437,34 +438,27 @@ class MirrorSourceTask:
 
     def _recover_from_target(
         self, states: Mapping[TopicPartition, _PartitionState]
-    ) -> dict[TopicPartition, source_io.PartitionReadError]:
-        """exactly_once: resume each partition after the last source offset its remote partition holds.
-
-        Everything written before the last record there is there too (gapless producer, one writer),
-        so resuming right after its source offset neither skips nor repeats a record. The records
-        written after the stored position are re-read to derive their offset syncs, which the crash
-        may have prevented. All partitions are read together; the ones that fail are returned.
-        """
+    ) -> dict[TopicPartition, PartitionReadError]:
+        """exactly_once: resume each partition after the last source offset its remote partition holds
+        (`replication.mirroring.resume_point`), re-deriving the offset syncs of the records written after
+        the stored position, which the crash may have prevented. All partitions are read together; the
+        ones that fail are returned."""
         reader = self._reader("target")
         by_remote = {(state.remote_topic, state.partition): state for state in states.values()}
         tails, failures = reader.tails(list(by_remote))
         rereads: dict[TopicPartition, int] = {}
         for remote, tail in tails.items():
-            stored = by_remote[remote].next_offset
-            last_source_offset = source_offset_of(tail.last[1]) if tail.last else None
-            if tail.last is not None and last_source_offset is not None and last_source_offset >= stored:
-                # Each source record is at most one target record, so [stored, last] lies in the last offsets.
-                rereads[remote] = max(tail.low, tail.last[0] - (last_source_offset - stored))
+            start = reread_start(stored=by_remote[remote].next_offset, tail=tail)
+            if start is not None:
+                rereads[remote] = start
         written, reread_failures = reader.read_all_to_end(rereads)
         failures.update(reread_failures)
         for remote, records in written.items():
             state = by_remote[remote]
             stored = state.next_offset
-            for downstream, headers in records:
-                upstream = source_offset_of(headers)
-                if upstream is not None and upstream >= stored:
-                    state.syncs.on_ack(upstream, downstream)
-                    state.next_offset = upstream + 1
+            state.next_offset, acknowledged = resume_point(stored=stored, written=records)
+            for upstream, downstream in acknowledged:
+                state.syncs.on_ack(upstream, downstream)
             log.info(
                 "flow %s: %s[%d] already holds source offsets up to %d: resuming at %d (stored %d)",
                 self.flow.name,
@@ -475,20 +469,19 @@ class MirrorSourceTask:
             )
         return {(by_remote[remote].topic, remote[1]): exc for remote, exc in failures.items()}
 
-    def _reader(self, side: str) -> source_io.PartitionReader:
+    def _reader(self, side: str) -> PartitionReader:
         if side == "source":
             if self._source_reader is None:
-                self._source_reader = source_io.PartitionReader(self.source)
+                self._source_reader = self._io.source_reader()
             return self._source_reader
         if self._target_reader is None:
-            self._target_reader = source_io.PartitionReader(self.target)
+            self._target_reader = self._io.target_reader()
         return self._target_reader
 
-    def _assign_consumer(self) -> None:
+    def _assign_source(self) -> None:
         self._reassign_needed = False
-        source_io.assign(
-            self._consumer,
-            {key: state.next_offset for key, state in self._states.items() if not state.stopped},
+        self._source.assign(
+            {key: state.next_offset for key, state in self._states.items() if not state.stopped}
         )
 
     # -- the hot loop -------------------------------------------------------------------------------
@@ -497,14 +490,15 @@ class MirrorSourceTask:
         *,
         max_records: int,
         deadline: float,
-        errors: list[str],
+        errors: list[SliceError],
         return_when_caught_up: bool,
         interrupt: threading.Event | None,
     ) -> bool:
-        """Consume and produce until the deadline or `max_records`; whether it ended caught up."""
-        consume = self._consumer.consume
-        produce = self._producer.produce
-        poll = self._producer.poll
+        """Fetch and produce until the deadline or `max_records`; whether it ended caught up."""
+        fetch = self._source.fetch
+        sink = self._sink
+        produce = sink.produce
+        poll = sink.poll
         states = self._states
         rewrite = self._rewrite
         taken = 0
@@ -512,9 +506,9 @@ class MirrorSourceTask:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or (interrupt is not None and interrupt.is_set()):
                 break
-            in_flight_now = len(self._producer)
+            in_flight_now = len(sink)
             room = MAX_IN_FLIGHT - in_flight_now
-            if room <= 0:  # the target is behind: serve acknowledgements, consume nothing more
+            if room <= 0:  # the target is behind: serve acknowledgements, fetch nothing more
                 poll(min(remaining, 0.05))
                 self._persist_if_due()
                 continue
@@ -523,15 +517,13 @@ class MirrorSourceTask:
             )
             # The first record as soon as there is one, then what is fetched already: no waiting for a
             # batch to fill (replication.fetching).
-            messages = consume(num_messages=1, timeout=plan.first_wait_s)
-            if messages and plan.batch > 1:
-                messages += consume(num_messages=plan.batch - 1, timeout=0)
+            messages = fetch(first_wait_s=plan.first_wait_s, max_records=plan.batch)
             taken += len(messages)
             last_topic, last_partition, state = None, -1, None
             remote_topic = on_delivery = in_flight = None
             for message in messages:
                 if message.error() is not None:
-                    self._on_consumer_error(message, errors)
+                    self._on_fetch_error(message, errors)
                     continue
                 topic, partition = message.topic(), message.partition()
                 if partition != last_partition or topic != last_topic:
@@ -571,15 +563,18 @@ class MirrorSourceTask:
                             on_delivery=on_delivery,
                         )
                         break
-                    except BufferError:  # the target is behind: serve acks, consume nothing more
+                    except BufferError:  # the target is behind: serve acks, fetch nothing more
                         poll(0.05)
                         self._persist_if_due()  # the position stays before this record: not sent yet
                     except Exception as exc:  # too large, or the producer failed fatally
                         state.fail(offset, str(exc))
                         self._record_error(
-                            state.key,
+                            SliceError(
+                                SliceErrorKind.PRODUCE,
+                                f"producing {topic}[{partition}] offset {offset}: {exc}",
+                                state.key,
+                            ),
                             remote_topic,
-                            f"producing {topic}[{partition}] offset {offset}: {exc}",
                             errors,
                         )
                         self._restart_needed = True
@@ -614,18 +609,18 @@ class MirrorSourceTask:
         if due and not self._commit(now=self._clock(), errors=[]):
             self._cadence.persisted(now=time.monotonic(), acked=self._acked_totals()[0])
 
-    def _on_consumer_error(self, message, errors: list[str]) -> None:
+    def _on_fetch_error(self, message, errors: list[SliceError]) -> None:
         error = message.error()
-        if source_io.is_benign_consumer_event(error):
+        if self._source.is_benign(error):
             return
         key = (message.topic(), message.partition()) if message.topic() else None
         state = self._states.get(key) if key else None
-        if state is not None and source_io.is_offset_out_of_range(error):
+        if state is not None and self._source.is_out_of_range(error):
             self._out_of_range.add(key)
             return
         text = f"consuming {key[0]}[{key[1]}]: {error.str()}" if key else f"consumer: {error.str()}"
         if state is not None:
-            self._record_error(key, state.remote_topic, text, errors)
+            self._record_error(SliceError(SliceErrorKind.CONSUME, text, key), state.remote_topic, errors)
         else:
             log.warning("flow %s task %d: %s", self.flow.name, self.task_index, text)
 
@@ -648,19 +643,22 @@ class MirrorSourceTask:
                 state.latency_ms = max(now * 1000 - state.last_acked.timestamp()[1], 0.0)
 
     # -- after the loop -----------------------------------------------------------------------------
-    def _check_deliveries(self, errors: list[str]) -> None:
+    def _check_deliveries(self, errors: list[SliceError]) -> None:
         for state in self._states.values():
             if state.failed_at is not None:
                 self._record_error(
-                    state.key,
+                    SliceError(
+                        SliceErrorKind.DELIVERY,
+                        f"delivery of {state.topic}[{state.partition}] offset {state.failed_at} to "
+                        f"{state.remote_topic} failed: {state.error}; the partition restarts from there",
+                        state.key,
+                    ),
                     state.remote_topic,
-                    f"delivery of {state.topic}[{state.partition}] offset {state.failed_at} to "
-                    f"{state.remote_topic} failed: {state.error}; the partition restarts from there",
                     errors,
                 )
                 self._restart_needed = True
 
-    def _check_data_loss(self, *, now: float, errors: list[str]) -> list[GapEvent]:
+    def _check_data_loss(self, *, now: float, errors: list[SliceError]) -> list[GapEvent]:
         events: list[GapEvent] = []
         for key, state in self._states.items():
             if state.stopped or state.in_flight or state.failed_at is not None:
@@ -671,13 +669,13 @@ class MirrorSourceTask:
             self._out_of_range.discard(key)
             try:
                 low, end, _ = self._reader("source").tail(state.topic, state.partition)
-            except source_io.PartitionReadError as exc:
+            except PartitionReadError as exc:
                 log.warning("flow %s: data-loss check of %s[%d]: %s", self.flow.name, *key, exc)
                 continue
             loss = detect_data_loss(expected_offset=state.next_offset, earliest_offset=low, end_offset=end)
             state.suspect_since = None
             if reported:
-                self._reassign_needed = True  # the consumer stopped fetching it: start it again
+                self._reassign_needed = True  # the source stopped fetching it: start it again
             if loss is not None:
                 events.append(self._on_data_loss(state, loss, now=now, errors=errors))
         for state in self._states.values():
@@ -686,49 +684,52 @@ class MirrorSourceTask:
 
     def _end_looks_wrong(self, state: _PartitionState, now: float) -> bool:
         """An idle partition whose fetched watermarks exclude its position, for `gap_confirm_s` now."""
-        watermarks = None if state.polled else source_io.cached_watermarks(self._consumer, *state.key)
-        if watermarks is None or watermarks[0] <= state.next_offset <= watermarks[1]:
-            state.suspect_since = None
-            return False
-        if state.suspect_since is None:
-            state.suspect_since = now
-        return now - state.suspect_since >= self._gap_confirm_s
+        state.suspect_since = gap_suspected(
+            watermarks=None if state.polled else self._source.watermarks(*state.key),
+            next_offset=state.next_offset,
+            suspect_since=state.suspect_since,
+            now=now,
+        )
+        return state.suspect_since is not None and now - state.suspect_since >= self._gap_confirm_s
 
     def _on_data_loss(
-        self, state: _PartitionState, loss: DataLoss, *, now: float, errors: list[str]
+        self, state: _PartitionState, loss: DataLoss, *, now: float, errors: list[SliceError]
     ) -> GapEvent:
-        stop = self.flow.data_loss_policy == DataLossPolicy.STOP
-        event = GapEvent(
+        policy = self.flow.data_loss_policy
+        event = gap_event(
+            loss,
             topic=state.topic,
             partition=state.partition,
             expected_offset=state.next_offset,
-            resumed_offset=state.next_offset if stop else loss.resumed_offset,
-            lost_records=loss.lost_records,
-            detected_at=now,
-            reason=loss.reason,
+            policy=policy,
+            now=now,
         )
+        stop = policy == DataLossPolicy.STOP
         self.metrics.record_gap(event, topic=state.remote_topic, source_topic=state.topic, stopped=stop)
-        lost = "an unknown number of" if loss.lost_records is None else str(loss.lost_records)
-        message = (
-            f"data loss on {state.topic}[{state.partition}]: {lost} records never replicated; {loss.reason}"
-        )
+        message = loss.describe(state.topic, state.partition)
         if stop:
             state.stopped = True
             self._record_error(
-                state.key, state.remote_topic, f"{message}; partition stopped (data.loss.policy=stop)", errors
+                SliceError(
+                    SliceErrorKind.DATA_LOSS,
+                    f"{message}; partition stopped (data.loss.policy=stop)",
+                    state.key,
+                ),
+                state.remote_topic,
+                errors,
             )
         else:
             log.warning(
                 "flow %s: %s; resuming at offset %d (data.loss.policy=skip)",
                 self.flow.name,
                 message,
-                loss.resumed_offset,
+                event.resumed_offset,
             )
-            state.next_offset = loss.resumed_offset
+            state.next_offset = event.resumed_offset
         self._reassign_needed = True
         return event
 
-    def _commit(self, *, now: float, errors: list[str], final: bool = False) -> bool:
+    def _commit(self, *, now: float, errors: list[SliceError], final: bool = False) -> bool:
         """Emit the decided offset syncs, then persist positions: a position never outruns its syncs.
 
         Positions are the acknowledged prefix of each partition, so this may run with records in flight.
@@ -739,16 +740,18 @@ class MirrorSourceTask:
         if syncs:
             try:
                 if self._emitter is None:
-                    self._emitter = source_io.offset_sync_emitter(
-                        self.flow, source=self.source, target=self.target, policy=self.policy
-                    )
+                    self._emitter = self._io.offset_syncs()
                 self._emitter.emit(syncs)
                 self.last_offset_sync_at = now
             except Exception as exc:  # the positions wait for the syncs: retried next slice
                 for state, batch in drained:
                     state.syncs.requeue(batch)
-                errors.append(f"emitting {len(syncs)} offset sync(s) failed: {exc}")
-                log.error("flow %s task %d: %s", self.flow.name, self.task_index, errors[-1])
+                self._log_error(
+                    SliceError(
+                        SliceErrorKind.OFFSET_SYNC, f"emitting {len(syncs)} offset sync(s) failed: {exc}"
+                    ),
+                    errors,
+                )
                 return False
         acked = self._acked_totals()[0]  # before reading the positions: they cover at least these
         changed = {
@@ -758,8 +761,9 @@ class MirrorSourceTask:
             try:
                 self._store.save(flow=self.flow.name, positions=changed)
             except Exception as exc:
-                errors.append(f"persisting positions failed: {exc}")
-                log.error("flow %s task %d: %s", self.flow.name, self.task_index, errors[-1])
+                self._log_error(
+                    SliceError(SliceErrorKind.PERSIST, f"persisting positions failed: {exc}"), errors
+                )
                 return False
             for key, offset in changed.items():
                 self._states[key].persisted = offset
@@ -782,7 +786,7 @@ class MirrorSourceTask:
                     last_timestamp_ms=state.last_acked.timestamp()[1],
                 )
                 state.reported_records, state.reported_bytes = state.acked_records, state.acked_bytes
-            watermarks = source_io.cached_watermarks(self._consumer, *state.key)
+            watermarks = self._source.watermarks(*state.key)
             self.metrics.record_position(
                 topic=state.remote_topic,
                 partition=state.partition,
@@ -790,17 +794,26 @@ class MirrorSourceTask:
                 next_offset=state.position,
                 source_end_offset=watermarks[1] if watermarks else None,
                 last_fetched_offset=state.next_offset - 1,
-                consumer_position=source_io.consumer_position(self._consumer, *state.key),
+                consumer_position=self._source.position(*state.key),
                 skipped=state.skipped - state.reported_skipped,
                 now=now,
             )
             state.reported_skipped = state.skipped
 
-    def _record_error(self, key: TopicPartition, remote_topic: str, message: str, errors: list[str]) -> None:
-        errors.append(message)
-        log.error("flow %s task %d: %s", self.flow.name, self.task_index, message)
+    def _log_error(self, error: SliceError, errors: list[SliceError]) -> None:
+        errors.append(error)
+        log.error("flow %s task %d: %s", self.flow.name, self.task_index, error)
+
+    def _record_error(self, error: SliceError, remote_topic: str, errors: list[SliceError]) -> None:
+        """An error about one partition: also its metrics' last error."""
+        self._log_error(error, errors)
+        topic, partition = error.partition
         self.metrics.record_error(
-            topic=remote_topic, partition=key[1], source_topic=key[0], message=message, now=self._clock()
+            topic=remote_topic,
+            partition=partition,
+            source_topic=topic,
+            message=error.message,
+            now=self._clock(),
         )
 
     def _acked_totals(self) -> tuple[int, int]:
@@ -808,3 +821,10 @@ class MirrorSourceTask:
             sum(state.acked_records for state in self._states.values()),
             sum(state.acked_bytes for state in self._states.values()),
         )
+
+
+def _close_quietly(client) -> None:
+    try:
+        client.close()
+    except Exception:  # closing is best effort: the task is going away anyway
+        log.debug("closing %r failed", client, exc_info=True)

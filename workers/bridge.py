@@ -24,7 +24,7 @@ import dataclasses
 import logging
 import threading
 
-from replication.source import MirrorSourceTask, SliceResult
+from replication.source import MirrorSourceTask, SliceError, SliceResult
 from workers.leases import LeaseKeeper, RedisLeases
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class SliceBridge:
         self._lease_ttl_s = lease_ttl_s
         self._interrupt = threading.Event()
         self._result: SliceResult | None = None
-        self._settle_errors: list[str] = []
+        self._settle_errors: list[SliceError] = []
         self._failure: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()

@@ -316,7 +316,7 @@ def _record_slice(ref: TaskRef, entry: CachedTask, result: SliceResult, *, now: 
         flow_id=ref.flow_id,
         task_index=ref.task_index,
         partitions=mine,
-        task_error="; ".join(result.errors) if result.errors else None,
+        task_error=_error_text(result),
         at=at,
     )
     _record_errors(ref, entry, result)
@@ -358,9 +358,14 @@ def _record_signals(ref: TaskRef, entry: CachedTask, result: SliceResult, *, at:
 
 def _record_errors(ref: TaskRef, entry: CachedTask, result: SliceResult) -> None:
     """One event when a task starts failing, one when it recovers: a long outage is not a flood."""
-    error = "; ".join(result.errors) if result.errors else None
+    error = _error_text(result)
     if error is not None and entry.last_error is None:
         _event(ref, FlowEventKind.ERROR, f"task {ref.task_index} failing (retrying with backoff): {error}")
     elif error is None and entry.last_error is not None:
         _event(ref, FlowEventKind.INFO, f"task {ref.task_index} recovered: replicating again")
     entry.last_error = error
+
+
+def _error_text(result: SliceResult) -> str | None:
+    """The slice's errors as operators read them; None when it had none."""
+    return "; ".join(map(str, result.errors)) if result.errors else None

@@ -1,7 +1,8 @@
-"""The Kafka side of `MirrorSourceTask`: its clients, partition reads to the end, error classification.
+"""The Kafka side of `MirrorSourceTask`: its `TaskIO` (`replication.task_io`) on confluent-kafka.
 
-The task drives the consumer and producer directly (the hot loop must not pay for a wrapper per
-record); what needs confluent-kafka types or error codes lives here.
+`kafka_task_io` makes the task's clients: a `KafkaRecordSource` over its consumer (the consumer's
+messages go through unwrapped), the idempotent producer as the `RecordSink` itself (the hot loop pays no
+wrapper per record), the offset-syncs emitter, and `PartitionReader`s that read partitions to their end.
 
 Client settings: each role has tunable defaults (a cluster's `<alias>.producer.*` / `.consumer.*` or
 the flow's `A->B.producer.*` / `A->B.consumer.*` override them) and settings the delivery guarantee
@@ -15,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple, TypeVar
+from typing import TypeVar
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -23,6 +24,7 @@ from confluent_kafka import (
     Consumer,
     KafkaError,
     KafkaException,
+    Message,
     Producer,
     TopicPartition,
 )
@@ -33,10 +35,13 @@ from replication.kafka.flow_tasks import InternalTopicSink, offset_syncs_cluster
 from replication.kafka.internal_topics import InternalTopicWriter
 from replication.offset_syncs import OffsetSyncEmitter
 from replication.policy import ReplicationPolicy
+from replication.task_io import PartitionReadError, Record, Tail, TaskIO
+
+__all__ = ["KafkaRecordSource", "PartitionReadError", "PartitionReader", "Tail", "kafka_task_io"]
 
 log = logging.getLogger(__name__)
 
-Headers = list[tuple[str, bytes | None]] | None
+PartitionKey = tuple[str, int]
 T = TypeVar("T")
 
 # librdkafka's message.timeout.ms bounds how long a record can stay unacknowledged; flushing this long
@@ -129,57 +134,74 @@ def offset_sync_emitter(
     return InternalTopicSink(writer)
 
 
-def assign(consumer: Consumer, positions: Mapping[tuple[str, int], int]) -> None:
-    """Replace the consumer's assignment: fetch each partition from its given offset."""
-    consumer.assign(
-        [TopicPartition(topic, partition, offset) for (topic, partition), offset in positions.items()]
+class KafkaRecordSource:
+    """The task's `RecordSource`: its consumer, assign() only (positions are the task's), out-of-range
+    offsets reported, never reset. Hands the consumer's `Message`s through as they are."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self._consumer = consumer
+        self._consume = consumer.consume
+
+    def assign(self, positions: Mapping[PartitionKey, int]) -> None:
+        self._consumer.assign(
+            [TopicPartition(topic, partition, offset) for (topic, partition), offset in positions.items()]
+        )
+
+    def fetch(self, *, first_wait_s: float, max_records: int) -> list[Message]:
+        # consume() returns once it has num_messages or its timeout passed: one record with the wait,
+        # then what is fetched already without one (replication.fetching).
+        messages = self._consume(num_messages=1, timeout=first_wait_s)
+        if messages and max_records > 1:
+            messages += self._consume(num_messages=max_records - 1, timeout=0)
+        return messages
+
+    def is_out_of_range(self, error: KafkaError) -> bool:
+        """With auto.offset.reset=error librdkafka reports a missing fetch offset as one of these."""
+        return error.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET)
+
+    def is_benign(self, error: KafkaError) -> bool:
+        return is_benign_consumer_event(error)
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int] | None:
+        try:
+            low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+        except KafkaException:
+            return None
+        return (low, high) if high >= 0 else None
+
+    def position(self, topic: str, partition: int) -> int | None:
+        try:
+            (position,) = self._consumer.position([TopicPartition(topic, partition)])
+        except KafkaException:
+            return None
+        return position.offset if position.offset >= 0 else None
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def kafka_task_io(
+    flow: FlowConfig,
+    *,
+    source: ClusterConfig,
+    target: ClusterConfig,
+    policy: ReplicationPolicy,
+    task_index: int,
+) -> TaskIO:
+    """A MirrorSourceTask's clients on Kafka. The producer is the `RecordSink` itself (no wrapper per
+    record): its produce/poll/flush/len are the Protocol's."""
+    return TaskIO(
+        source=KafkaRecordSource(source_consumer(flow, source, task_index=task_index)),
+        sink=lambda: mirror_producer(flow, target),
+        offset_syncs=lambda: offset_sync_emitter(flow, source=source, target=target, policy=policy),
+        source_reader=lambda: PartitionReader(source),
+        target_reader=lambda: PartitionReader(target),
+        settle_timeout_s=SETTLE_TIMEOUT_S,
     )
-
-
-def cached_watermarks(consumer: Consumer, topic: str, partition: int) -> tuple[int, int] | None:
-    """(low, high) as the last fetch responses reported them; None when not known yet."""
-    try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
-    except KafkaException:
-        return None
-    return (low, high) if high >= 0 else None
-
-
-def consumer_position(consumer: Consumer, topic: str, partition: int) -> int | None:
-    """The offset the consumer gives next: past transaction markers and aborted records it skipped.
-    None before it has given anything since its assignment."""
-    try:
-        (position,) = consumer.position([TopicPartition(topic, partition)])
-    except KafkaException:
-        return None
-    return position.offset if position.offset >= 0 else None
-
-
-def is_offset_out_of_range(error: KafkaError) -> bool:
-    """The fetch offset does not exist (any more): with auto.offset.reset=error librdkafka says so."""
-    return error.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET)
 
 
 def is_benign_consumer_event(error: KafkaError) -> bool:
     return error.code() == KafkaError._PARTITION_EOF
-
-
-def is_fatal_producer_error(exc: BaseException) -> bool:
-    return isinstance(exc, KafkaException) and bool(exc.args) and exc.args[0].fatal()
-
-
-class PartitionReadError(RuntimeError):
-    pass
-
-
-PartitionKey = tuple[str, int]
-Record = tuple[int, Headers]  # (offset, headers)
-
-
-class Tail(NamedTuple):
-    low: int  # earliest offset
-    end: int  # true end offset
-    last: Record | None  # None when the partition holds no record
 
 
 class PartitionReader:
@@ -237,10 +259,6 @@ class PartitionReader:
                 else:
                     found[(topic, partition)].append(offset)
         return {key: (low, high) for key, (low, high) in found.items()}, failures
-
-    def read_to_end(self, topic: str, partition: int, *, start: int) -> list[Record]:
-        """(offset, headers) of every record from `start` to the end of the partition, in order."""
-        return _one(self.read_all_to_end({(topic, partition): start}), (topic, partition))
 
     def read_all_to_end(
         self, starts: Mapping[PartitionKey, int]
@@ -324,11 +342,3 @@ def _one(outcome: tuple[Mapping[PartitionKey, T], Mapping[PartitionKey, Partitio
     if key in failures:
         raise failures[key]
     return found[key]
-
-
-def close_quietly(clients: Sequence[object]) -> None:
-    for client in clients:
-        try:
-            client.close()
-        except Exception:  # closing is best effort: the task is going away anyway
-            log.debug("closing %r failed", client, exc_info=True)

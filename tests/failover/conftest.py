@@ -24,7 +24,7 @@ from replication.kafka.clients import make_consumer, make_producer
 from replication.kafka.flow_tasks import periodic_tasks_for_flow
 from replication.kafka.positions import KafkaPositionStore
 from replication.policy import replication_policy_for
-from replication.source import MirrorSourceTask
+from replication.source import MirrorSourceTask, SliceError
 from tests.controlplane.conftest import admin_user, client_as, tokens  # noqa: F401 - shared fixtures
 
 Record = tuple[int, bytes]  # (offset, value)
@@ -137,7 +137,7 @@ class Mirror:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"mirror-{spec.flow.name}", daemon=True)
         self.slices_while_paused = 0
-        self.errors: list[str] = []
+        self.errors: list[SliceError] = []
 
     def start(self) -> Mirror:
         self._thread.start()

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from replication.positions import InMemoryPositionStore
-from replication.source import SliceResult
+from replication.source import SliceError, SliceErrorKind, SliceResult
 from tests.replication.test_source_task import create_topics, make_task, produce, read_partition
 from tests.workers.harness import wait_until
 from workers.bridge import SliceBridge, bridge_max_s, merge_results
@@ -17,10 +17,12 @@ from workers.plans import TaskRef
 
 
 def test_merged_results_add_counts_keep_both_events_and_errors_and_the_later_state():
-    earlier = SliceResult(records=3, bytes=30, positions={("t", 0): 3}, errors=("e1",), caught_up=True)
-    later = SliceResult(records=2, bytes=20, positions={("t", 0): 5}, errors=("e2",), stopped_partitions=())
+    e1 = SliceError(SliceErrorKind.PERSIST, "e1")
+    e2 = SliceError(SliceErrorKind.DELIVERY, "e2", ("t", 0))
+    earlier = SliceResult(records=3, bytes=30, positions={("t", 0): 3}, errors=(e1,), caught_up=True)
+    later = SliceResult(records=2, bytes=20, positions={("t", 0): 5}, errors=(e2,), stopped_partitions=())
     assert merge_results(earlier, later) == SliceResult(
-        records=5, bytes=50, positions={("t", 0): 5}, errors=("e1", "e2"), caught_up=False
+        records=5, bytes=50, positions={("t", 0): 5}, errors=(e1, e2), caught_up=False
     )
     assert merge_results(None, later) is later
 

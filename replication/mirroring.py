@@ -1,0 +1,140 @@
+"""The MM2 decisions of a `MirrorSourceTask`, as pure functions of their inputs (no I/O, time passed in).
+
+- **Header rewrite and provenance** (`header_rewriter`): what a mirrored record carries besides the source
+  record's own headers, and which records must not be mirrored (they came from the target: a loop).
+- **When to emit an offset sync**: `replication.offset_syncs.OffsetSyncWriter`, fed with acknowledged
+  (upstream, downstream) pairs.
+- **Data-loss handling** (`detect_data_loss`, `gap_event`): whether the next source offset is gone, and
+  what `data.loss.policy` makes of it.
+- **The exactly_once resume point** (`reread_start`, `resume_point`): where a partition resumes after a
+  crash, from what its remote partition already holds.
+
+The task (`replication.source`) runs them; tested without a broker.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from replication.config import DataLossPolicy
+from replication.metrics import GapEvent
+from replication.policy import has_visited, provenance_after_hop
+from replication.task_io import Headers, Record, Tail
+
+SOURCE_OFFSET_HEADER = "mirrorplane.source-offset"
+_OFFSET = struct.Struct(">q")
+SKIP: Final = object()  # a header rewriter's answer for a record that must not be replicated
+
+
+def source_offset_of(headers: Headers) -> int | None:
+    """The source offset a mirrored record carries (the last such header: ours is appended last)."""
+    for key, value in reversed(headers or ()):
+        if key == SOURCE_OFFSET_HEADER and value is not None and len(value) == _OFFSET.size:
+            return _OFFSET.unpack(value)[0]
+    return None
+
+
+def header_rewriter(
+    *, provenance_enabled: bool, exactly_once: bool, source_alias: str, target_alias: str
+) -> Callable[[Headers, int], Headers | object] | None:
+    """Headers to write for a record at a source offset, or SKIP; None when headers pass through as-is."""
+    if not (provenance_enabled or exactly_once):
+        return None
+
+    def rewrite(headers: Headers, offset: int) -> Headers | object:
+        if provenance_enabled:
+            if has_visited(headers, cluster_alias=target_alias):
+                return SKIP  # it came from the target: replicating it back would loop
+            headers = provenance_after_hop(headers, source_alias=source_alias)
+        if exactly_once:
+            headers = [*(headers or ()), (SOURCE_OFFSET_HEADER, _OFFSET.pack(offset))]
+        return headers
+
+    return rewrite
+
+
+@dataclass(frozen=True)
+class DataLoss:
+    resumed_offset: int
+    lost_records: int | None  # None: unknowable (the partition's end went below the position)
+    reason: str
+
+    def describe(self, topic: str, partition: int) -> str:
+        lost = "an unknown number of" if self.lost_records is None else str(self.lost_records)
+        return f"data loss on {topic}[{partition}]: {lost} records never replicated; {self.reason}"
+
+
+def detect_data_loss(*, expected_offset: int, earliest_offset: int, end_offset: int) -> DataLoss | None:
+    """Whether the next offset to replicate is gone from the source, and where replication can go on."""
+    if earliest_offset > expected_offset:
+        return DataLoss(
+            earliest_offset,
+            earliest_offset - expected_offset,
+            f"offsets {expected_offset}..{earliest_offset - 1} were deleted (retention) before replication",
+        )
+    if end_offset < expected_offset:
+        return DataLoss(
+            earliest_offset,
+            None,
+            f"the partition ends at {end_offset}, below the next offset {expected_offset} "
+            "(topic recreated or truncated); records past the position are gone unseen",
+        )
+    return None
+
+
+def gap_event(
+    loss: DataLoss, *, topic: str, partition: int, expected_offset: int, policy: DataLossPolicy, now: float
+) -> GapEvent:
+    """The gap as reported: `stop` keeps the partition at `expected_offset` (its resumed offset), `skip`
+    resumes at the earliest offset there is."""
+    stop = policy == DataLossPolicy.STOP
+    return GapEvent(
+        topic=topic,
+        partition=partition,
+        expected_offset=expected_offset,
+        resumed_offset=expected_offset if stop else loss.resumed_offset,
+        lost_records=loss.lost_records,
+        detected_at=now,
+        reason=loss.reason,
+    )
+
+
+def gap_suspected(
+    *, watermarks: tuple[int, int] | None, next_offset: int, suspect_since: float | None, now: float
+) -> float | None:
+    """Since when an idle partition's fetched watermarks exclude its next offset; None while they do not
+    (or are unknown). The task checks for data loss once that lasted its confirmation time."""
+    if watermarks is None or watermarks[0] <= next_offset <= watermarks[1]:
+        return None
+    return now if suspect_since is None else suspect_since
+
+
+def reread_start(*, stored: int, tail: Tail) -> int | None:
+    """exactly_once: the remote offset from which records written after the stored position `stored` are
+    re-read (to resume after them and re-derive their offset syncs); None when it holds none.
+
+    Each source record is at most one remote record, so source offsets [stored, last] lie in the last
+    (last - stored + 1) remote offsets."""
+    last_source_offset = source_offset_of(tail.last[1]) if tail.last else None
+    if tail.last is None or last_source_offset is None or last_source_offset < stored:
+        return None
+    return max(tail.low, tail.last[0] - (last_source_offset - stored))
+
+
+def resume_point(*, stored: int, written: Sequence[Record]) -> tuple[int, list[tuple[int, int]]]:
+    """exactly_once: where a partition resumes, given the remote records read from `reread_start`, and
+    the (upstream, downstream) pairs they acknowledge (offset syncs a crash may have prevented).
+
+    The remote partition holds a prefix of what was sent (gapless producer, one writer), so resuming right
+    after the last source offset found there neither skips nor repeats a record."""
+    next_offset = stored
+    acknowledged: list[tuple[int, int]] = []
+    for downstream, headers in written:
+        upstream = source_offset_of(headers)
+        if upstream is not None and upstream >= stored:
+            acknowledged.append((upstream, downstream))
+            next_offset = upstream + 1
+    return next_offset, acknowledged

@@ -1,0 +1,153 @@
+"""How a `MirrorSourceTask` reaches its clusters: the Protocols its runtime drives, Kafka Connect's split.
+
+The task (`replication.source`) fetches from a `RecordSource`, produces to a `RecordSink` and tracks the
+deliveries, emits offset syncs through an `OffsetSyncEmitter` (`replication.offset_syncs`) and persists
+positions in a `PositionStore` (`replication.positions`); it reads partitions to their end through a
+`PartitionReader` (exactly_once recovery on the target, the data-loss check on the source).
+`replication.kafka.source_io.kafka_task_io` implements them with confluent-kafka; the unit tests run the
+task on in-memory implementations.
+
+The record and delivery types are confluent-kafka's `Message` and `KafkaError` shapes (methods, not
+attributes), so the Kafka implementation hands its client's objects through unwrapped: the hot loop pays
+no wrapper per record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+from replication.offset_syncs import OffsetSyncEmitter
+
+Headers = list[tuple[str, bytes | None]] | None
+TopicPartition = tuple[str, int]
+Record = tuple[int, Headers]  # (offset, headers), as a PartitionReader reads it
+
+
+class ClientError(Protocol):
+    """Why a fetch or a delivery failed (confluent-kafka's `KafkaError`)."""
+
+    def str(self) -> str: ...
+
+
+class SourceRecord(Protocol):
+    """A fetched record, or a fetch error about a partition (`error()` set); confluent-kafka's `Message`.
+    A delivered record (its `offset()` the downstream offset) has the same shape."""
+
+    def error(self) -> ClientError | None: ...
+    def topic(self) -> str | None: ...
+    def partition(self) -> int | None: ...
+    def offset(self) -> int: ...
+    def timestamp(self) -> tuple[int, int]: ...  # (type: 0 none, 1 create time, 2 log append time; ms)
+    def headers(self) -> Headers: ...
+    def key(self) -> bytes | None: ...
+    def value(self) -> bytes | None: ...
+    def __len__(self) -> int: ...  # value bytes
+
+
+class RecordSource(Protocol):
+    """The source partitions of a task, fetched from positions it gives (never an offset of its own)."""
+
+    def assign(self, positions: Mapping[TopicPartition, int]) -> None:
+        """Fetch exactly these partitions, each from its given offset (replaces the assignment)."""
+
+    def fetch(self, *, first_wait_s: float, max_records: int) -> Sequence[SourceRecord]:
+        """Up to `max_records` records (per partition in offset order), returned as soon as the first one is
+        there (waiting `first_wait_s` at most): what is fetched already comes with it, no wait for more."""
+
+    def is_out_of_range(self, error: ClientError) -> bool:
+        """The fetch offset does not exist (any more): a case for the data-loss check."""
+
+    def is_benign(self, error: ClientError) -> bool:
+        """An event that is no error (end of partition)."""
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """(earliest, end) as the last fetches reported them; None when not known yet."""
+
+    def position(self, topic: str, partition: int) -> int | None:
+        """The offset the source gives next (past transaction markers it skipped); None before it gave any."""
+
+    def close(self) -> None: ...
+
+
+DeliveryCallback = Callable[[ClientError | None, SourceRecord], None]
+
+
+class RecordSink(Protocol):
+    """The target, written in order per partition; every produced record gets exactly one delivery report.
+
+    Reports of one partition arrive in produce order; a failed record is never followed by a delivered
+    one of the same partition that was produced after it (idempotent, gapless producer)."""
+
+    def produce(
+        self,
+        topic: str,
+        *,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int,
+        timestamp: int,  # ms; 0: "now"
+        headers: Headers,
+        on_delivery: DeliveryCallback,
+    ) -> None:
+        """Queue one record. `BufferError` while the queue is full (serve reports with `poll`, try again);
+        any other exception: this record cannot be sent."""
+
+    def poll(self, timeout: float) -> int:
+        """Serve delivery reports (the callbacks run here), waiting up to `timeout` for one."""
+
+    def flush(self, timeout: float) -> int:
+        """Serve reports until none is outstanding or `timeout` passed; how many are still outstanding."""
+
+    def __len__(self) -> int:
+        """Records produced and not reported yet."""
+
+
+class PartitionReadError(RuntimeError):
+    pass
+
+
+class Tail(NamedTuple):
+    low: int  # earliest offset
+    end: int  # true end offset
+    last: Record | None  # None when the partition holds no record
+
+
+ReadOutcome = tuple[dict[TopicPartition, list[Record]], dict[TopicPartition, PartitionReadError]]
+
+
+class PartitionReader(Protocol):
+    """Reads partitions of one cluster to their true end, many at once; a partition that fails is reported
+    on its own, the others are read."""
+
+    def watermarks_all(
+        self, keys: Sequence[TopicPartition]
+    ) -> tuple[dict[TopicPartition, tuple[int, int]], dict[TopicPartition, PartitionReadError]]:
+        """(earliest offset, listed end) of each partition, and the partitions that failed."""
+
+    def read_all_to_end(self, starts: Mapping[TopicPartition, int]) -> ReadOutcome:
+        """Each partition's (offset, headers) from its start to its end, in order, and the failures."""
+
+    def tails(
+        self, keys: Sequence[TopicPartition]
+    ) -> tuple[dict[TopicPartition, Tail], dict[TopicPartition, PartitionReadError]]:
+        """Each partition's earliest offset, true end and last record, and the failures."""
+
+    def tail(self, topic: str, partition: int) -> Tail:
+        """One partition's `Tail`; `PartitionReadError` when it cannot be read."""
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class TaskIO:
+    """A task's clients. Factories are called when the task first needs one (a new sink also after a
+    delivery failure: the partitions restart on a fresh producer)."""
+
+    source: RecordSource
+    sink: Callable[[], RecordSink]
+    offset_syncs: Callable[[], OffsetSyncEmitter]
+    source_reader: Callable[[], PartitionReader]
+    target_reader: Callable[[], PartitionReader]
+    settle_timeout_s: float  # after this long flushing, no record of the sink is in doubt any more
