@@ -1,0 +1,337 @@
+"""In-memory implementations of the `replication.task_io` Protocols, to unit-test `MirrorSourceTask` without
+a broker (the way arroyo tests on its `LocalBroker`): clusters of partition logs, a source fetching from
+them, a sink whose delivery reports come in an order and with failures a test chooses, partition readers
+and an offset-sync emitter. They keep the Protocols' contracts (per-partition order of fetches and
+reports, `BufferError` while the sink is full, a failed record never followed by a delivered one of its
+partition); the broker integration tests (tests/replication/test_source_task.py) check the Kafka ones.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from replication.formats import OffsetSync
+from replication.task_io import Headers, PartitionReadError, Record, Tail, TaskIO, TopicPartition
+
+CREATE_TIME = 1
+
+
+@dataclass
+class MemoryRecord:
+    """A stored record, shaped like confluent-kafka's `Message` (what the task reads of one)."""
+
+    _topic: str
+    _partition: int
+    _offset: int
+    _key: bytes | None
+    _value: bytes | None
+    _headers: Headers
+    _timestamp: tuple[int, int]
+    _error: MemoryError_ | None = None
+
+    def error(self) -> MemoryError_ | None:
+        return self._error
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def timestamp(self) -> tuple[int, int]:
+        return self._timestamp
+
+    def headers(self) -> Headers:
+        return self._headers
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def __len__(self) -> int:
+        return len(self._value or b"")
+
+    def content(self) -> tuple:
+        """What a mirror must keep: key, value, headers, timestamp."""
+        return (self._key, self._value, self._headers, self._timestamp)
+
+
+@dataclass(frozen=True)
+class MemoryError_:
+    text: str
+    out_of_range: bool = False
+
+    def str(self) -> str:
+        return self.text
+
+
+@dataclass
+class MemoryPartition:
+    low: int = 0  # earliest offset: retention deleted what is below
+    records: list[MemoryRecord] = field(default_factory=list)
+
+    @property
+    def end(self) -> int:
+        return self.low + len(self.records)
+
+
+class MemoryCluster:
+    def __init__(self) -> None:
+        self.partitions: dict[TopicPartition, MemoryPartition] = {}
+
+    def create(self, topic: str, partitions: int) -> None:
+        for partition in range(partitions):
+            self.partitions.setdefault((topic, partition), MemoryPartition())
+
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers = None,
+        timestamp_ms: int = 1_700_000_000_000,
+    ) -> MemoryRecord:
+        log = self.partitions[(topic, partition)]
+        record = MemoryRecord(
+            topic,
+            partition,
+            log.end,
+            key,
+            value,
+            headers,
+            (CREATE_TIME, timestamp_ms or int(time.time() * 1000)),
+        )
+        log.records.append(record)
+        return record
+
+    def delete_before(self, topic: str, partition: int, offset: int) -> None:
+        """Retention: offsets below `offset` are gone."""
+        log = self.partitions[(topic, partition)]
+        log.records = [record for record in log.records if record.offset() >= offset]
+        log.low = offset
+
+    def read(self, topic: str, partition: int) -> list[MemoryRecord]:
+        return list(self.partitions[(topic, partition)].records)
+
+
+class MemorySource:
+    """Fetches the assigned partitions from the task's positions, up to `per_partition` records of each
+    partition in turn (so a fetch interleaves partitions); an offset outside a partition is reported once
+    as out of range and the partition is not fetched again until it is assigned again."""
+
+    def __init__(self, cluster: MemoryCluster, *, per_partition: int = 7) -> None:
+        self.cluster = cluster
+        self.per_partition = per_partition
+        self.fetch_positions: dict[TopicPartition, int] = {}
+        self.closed = False
+
+    def assign(self, positions: Mapping[TopicPartition, int]) -> None:
+        self.fetch_positions = dict(positions)
+
+    def fetch(self, *, first_wait_s: float, max_records: int) -> list[MemoryRecord]:
+        fetched: list[MemoryRecord] = []
+        progressed = True
+        while progressed and len(fetched) < max_records:
+            progressed = False
+            for key, position in list(self.fetch_positions.items()):
+                log = self.cluster.partitions[key]
+                if not log.low <= position <= log.end:
+                    error = MemoryError_(f"offset {position} out of range", out_of_range=True)
+                    fetched.append(MemoryRecord(*key, position, None, None, None, (0, -1), error))
+                    del self.fetch_positions[key]
+                    continue
+                take = log.records[position - log.low : position - log.low + self.per_partition]
+                take = take[: max_records - len(fetched)]
+                fetched.extend(take)
+                self.fetch_positions[key] = position + len(take)
+                progressed = progressed or bool(take)
+        if not fetched:
+            time.sleep(min(first_wait_s, 0.001))  # an idle fetch waits a little, as a consumer does
+        return fetched
+
+    def is_out_of_range(self, error: MemoryError_) -> bool:
+        return error.out_of_range
+
+    def is_benign(self, error: MemoryError_) -> bool:
+        return False
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int] | None:
+        log = self.cluster.partitions[(topic, partition)]
+        return (log.low, log.end)
+
+    def position(self, topic: str, partition: int) -> int | None:
+        return self.fetch_positions.get((topic, partition))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class MemorySink:
+    """Writes to a cluster when a record is reported delivered. Reports come `per_poll` at a time, the
+    highest partition's first (across partitions out of produce order, within one in order); `hold`
+    partitions get no report until released. `fail_at` makes the n-th record produced to a partition
+    (counted from 0) fail, and every later one of that partition with it (a gapless producer). A full
+    queue (`capacity`) raises `BufferError`."""
+
+    def __init__(
+        self,
+        cluster: MemoryCluster,
+        *,
+        capacity: int = 100_000,
+        per_poll: int = 1_000_000,
+        fail_at: Mapping[TopicPartition, int] | None = None,
+        refuse: Mapping[TopicPartition, int] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.capacity, self.per_poll = capacity, per_poll
+        self.fail_at = dict(fail_at or {})
+        self.refuse = dict(refuse or {})  # the n-th produce call to a partition raises (e.g. too large)
+        self.hold: set[TopicPartition] = set()
+        self.pending: list[tuple[TopicPartition, MemoryRecord, object]] = []
+        self.produced: dict[TopicPartition, int] = {}
+        self.failed: set[TopicPartition] = set()
+        self.most_pending = 0
+        self.buffer_errors = 0
+
+    def produce(self, topic, *, value, key, partition, timestamp, headers, on_delivery) -> None:
+        if len(self.pending) >= self.capacity:
+            self.buffer_errors += 1
+            raise BufferError("queue full")
+        key_ = (topic, partition)
+        if self.refuse.get(key_) == self.produced.get(key_, 0):
+            raise ValueError("record too large")
+        self.produced[key_] = self.produced.get(key_, 0) + 1
+        if self.fail_at.get(key_) == self.produced[key_] - 1:
+            self.failed.add(key_)
+        failing = key_ in self.failed
+        record = MemoryRecord(topic, partition, -1, key, value, headers, (CREATE_TIME, timestamp))
+        self.pending.append((key_, record, on_delivery, failing))
+        self.most_pending = max(self.most_pending, len(self.pending))
+
+    def poll(self, timeout: float = 0) -> int:
+        reportable = [entry for entry in self.pending if entry[0] not in self.hold]
+        reportable.sort(key=lambda entry: entry[0][1], reverse=True)  # stable: in order per partition
+        reported = reportable[: self.per_poll]
+        for entry in reported:
+            self.pending.remove(entry)
+            key_, record, on_delivery, failing = entry
+            if failing:
+                on_delivery(MemoryError_("delivery failed: broker unavailable"), record)
+            else:
+                on_delivery(None, self._write(key_, record))
+        return len(reported)
+
+    def flush(self, timeout: float = 0) -> int:
+        while self.poll(0):
+            pass
+        return len(self.pending)
+
+    def __len__(self) -> int:
+        return len(self.pending)
+
+    def lose_reports(self) -> None:
+        """A crash: what is in flight reaches the target, its reports never reach the task."""
+        for key_, record, _, failing in self.pending:
+            if not failing:
+                self._write(key_, record)
+        self.pending = []
+
+    def _write(self, key: TopicPartition, record: MemoryRecord) -> MemoryRecord:
+        return self.cluster.append(
+            *key,
+            key=record.key(),
+            value=record.value(),
+            headers=record.headers(),
+            timestamp_ms=record.timestamp()[1],
+        )
+
+
+class MemoryReader:
+    def __init__(self, cluster: MemoryCluster) -> None:
+        self.cluster = cluster
+
+    def watermarks_all(self, keys: Sequence[TopicPartition]):
+        found, failures = {}, {}
+        for key in keys:
+            log = self.cluster.partitions.get(key)
+            if log is None:
+                failures[key] = PartitionReadError(f"{key[0]}[{key[1]}] does not exist")
+            else:
+                found[key] = (log.low, log.end)
+        return found, failures
+
+    def read_all_to_end(self, starts: Mapping[TopicPartition, int]):
+        records: dict[TopicPartition, list[Record]] = {}
+        _, failures = self.watermarks_all(list(starts))
+        for key, start in starts.items():
+            if key not in failures:
+                records[key] = [
+                    (r.offset(), r.headers()) for r in self.cluster.read(*key) if r.offset() >= start
+                ]
+        return records, failures
+
+    def tails(self, keys: Sequence[TopicPartition]):
+        watermarks, failures = self.watermarks_all(keys)
+        tails = {}
+        for key, (low, end) in watermarks.items():
+            records = self.cluster.read(*key)
+            tails[key] = Tail(low, end, (records[-1].offset(), records[-1].headers()) if records else None)
+        return tails, failures
+
+    def tail(self, topic: str, partition: int) -> Tail:
+        tails, failures = self.tails([(topic, partition)])
+        if failures:
+            raise failures[(topic, partition)]
+        return tails[(topic, partition)]
+
+    def close(self) -> None:
+        pass
+
+
+class MemoryEmitter:
+    def __init__(self) -> None:
+        self.emitted: list[OffsetSync] = []
+        self.failing = False
+
+    def emit(self, records: Sequence[OffsetSync]) -> None:
+        if self.failing:
+            raise ConnectionError("offset-syncs topic unavailable")
+        self.emitted.extend(records)
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class MemoryIO:
+    """Two clusters and the task's clients on them; `sinks` are handed out in turn (then fresh ones)."""
+
+    source_cluster: MemoryCluster = field(default_factory=MemoryCluster)
+    target_cluster: MemoryCluster = field(default_factory=MemoryCluster)
+    emitter: MemoryEmitter = field(default_factory=MemoryEmitter)
+    sinks: list[MemorySink] = field(default_factory=list)
+    made: list[MemorySink] = field(default_factory=list)
+
+    def task_io(self, *, per_partition: int = 7) -> TaskIO:
+        return TaskIO(
+            source=MemorySource(self.source_cluster, per_partition=per_partition),
+            sink=self._sink,
+            offset_syncs=lambda: self.emitter,
+            source_reader=lambda: MemoryReader(self.source_cluster),
+            target_reader=lambda: MemoryReader(self.target_cluster),
+            settle_timeout_s=1.0,
+        )
+
+    def _sink(self) -> MemorySink:
+        sink = self.sinks.pop(0) if self.sinks else MemorySink(self.target_cluster)
+        self.made.append(sink)
+        return sink

@@ -1,0 +1,288 @@
+"""MirrorSourceTask's runtime on in-memory clients (tests/replication/memory_io.py), no broker: order,
+acknowledgements out of order across partitions, a delivery failure freezing the position, backpressure,
+exactly_once resume after a crash, data loss, and the typed errors of a slice. The MM2 decisions it runs
+(replication.mirroring) are tested as pure functions at the end."""
+
+from __future__ import annotations
+
+import pytest
+
+from replication.config import DataLossPolicy, DeliveryGuarantee, FlowConfig
+from replication.formats import OffsetSync
+from replication.mirroring import (
+    SKIP,
+    DataLoss,
+    gap_event,
+    gap_suspected,
+    header_rewriter,
+    reread_start,
+    resume_point,
+    source_offset_of,
+)
+from replication.offset_sync_store import OffsetSyncStore
+from replication.policy import replication_policy_for
+from replication.positions import InMemoryPositionStore
+from replication.source import MirrorSourceTask, SliceErrorKind
+from replication.task_io import Tail
+from tests.replication.memory_io import MemoryIO, MemorySink
+
+TOPIC, REMOTE = "orders", "A.orders"
+
+
+def make_io(partitions: int = 3, records: int = 50) -> MemoryIO:
+    io = MemoryIO()
+    io.source_cluster.create(TOPIC, partitions)
+    io.target_cluster.create(REMOTE, partitions)
+    for partition in range(partitions):
+        for i in range(records):
+            io.source_cluster.append(
+                TOPIC,
+                partition,
+                key=b"k%d" % i,
+                value=b"p%d-v%d" % (partition, i),
+                headers=[("trace", b"%d" % i)] if i % 3 == 0 else None,
+                timestamp_ms=1_600_000_000_000 + i,
+            )
+    return io
+
+
+def make_task(
+    io: MemoryIO,
+    store: InMemoryPositionStore,
+    *,
+    partitions: int = 3,
+    guarantee: DeliveryGuarantee = DeliveryGuarantee.AT_LEAST_ONCE,
+    data_loss: DataLossPolicy = DataLossPolicy.STOP,
+    per_partition: int = 7,
+) -> MirrorSourceTask:
+    flow = FlowConfig(
+        source="A",
+        target="B",
+        enabled=True,
+        topics=(TOPIC,),
+        delivery_guarantee=guarantee,
+        data_loss_policy=data_loss,
+    )
+    task = MirrorSourceTask(
+        flow=flow,
+        policy=replication_policy_for(flow, known_aliases=("A", "B")),
+        task_index=0,
+        position_store=store,
+        io=io.task_io(per_partition=per_partition),
+        gap_confirm_s=0.0,
+    )
+    task.assign([(TOPIC, p) for p in range(partitions)])
+    return task
+
+
+def run_until_copied(task: MirrorSourceTask, io: MemoryIO, *, partitions: int = 3, slices: int = 50) -> list:
+    results = []
+    for _ in range(slices):
+        results.append(task.run_slice(max_seconds=0.05))
+        positions = results[-1].positions
+        if all(
+            positions.get((TOPIC, p)) == io.source_cluster.partitions[(TOPIC, p)].end
+            for p in range(partitions)
+        ):
+            return results
+    raise AssertionError(f"not copied after {slices} slices: {results[-1]}")
+
+
+def contents(cluster, topic: str, partition: int) -> list[tuple]:
+    return [record.content() for record in cluster.read(topic, partition)]
+
+
+def test_each_partition_is_copied_record_for_record_in_order_to_the_same_partition():
+    io, store = make_io(), InMemoryPositionStore()
+    task = make_task(io, store)
+    results = run_until_copied(task, io)
+    for partition in range(3):
+        assert contents(io.target_cluster, REMOTE, partition) == contents(io.source_cluster, TOPIC, partition)
+    assert sum(result.records for result in results) == 150 and all(result.ok for result in results)
+    assert store.load(flow=task.flow.name, partitions=[(TOPIC, p) for p in range(3)]) == {
+        (TOPIC, p): 50 for p in range(3)
+    }
+
+
+def test_acks_out_of_order_across_partitions_move_each_position_by_its_own_acknowledged_prefix():
+    io, store = make_io(), InMemoryPositionStore()
+    sink = MemorySink(io.target_cluster, per_poll=3)  # reports a few at a time, the highest partition first
+    sink.hold = {(REMOTE, 0)}  # partition 0's reports do not come yet
+    io.sinks.append(sink)
+    task = make_task(io, store)
+    for _ in range(5):
+        result = task.run_slice(max_seconds=0.05, settle=False)
+    assert result.positions[(TOPIC, 0)] == 0  # nothing of it acknowledged: its position stays at 0
+    assert result.positions[(TOPIC, 1)] == result.positions[(TOPIC, 2)] == 50
+    assert io.target_cluster.read(REMOTE, 0) == [] and len(sink) == 50
+    sink.hold = set()
+    assert task.settle() == []
+    assert store.load(flow=task.flow.name, partitions=[(TOPIC, 0)]) == {(TOPIC, 0): 50}
+    for partition in range(3):
+        assert contents(io.target_cluster, REMOTE, partition) == contents(io.source_cluster, TOPIC, partition)
+
+
+def test_a_delivery_failure_freezes_the_position_at_the_failed_record_and_the_partition_restarts_there():
+    io, store = make_io(), InMemoryPositionStore()
+    failing = MemorySink(io.target_cluster, fail_at={(REMOTE, 1): 20})
+    io.sinks.append(failing)
+    task = make_task(io, store)
+    result = task.run_slice(max_seconds=0.05)
+    (error,) = result.errors
+    assert error.kind is SliceErrorKind.DELIVERY and error.partition == (TOPIC, 1)
+    assert "offset 20" in str(error) and "restarts from there" in str(error)
+    assert result.positions[(TOPIC, 1)] == 20  # never past a record the target did not acknowledge
+    assert len(io.target_cluster.read(REMOTE, 1)) == 20
+    (metrics,) = [p for p in task.metrics.snapshot() if (p.topic, p.partition) == (REMOTE, 1)]
+    assert metrics.last_error == str(error)
+    run_until_copied(task, io)  # restarted from offset 20 on a fresh producer
+    assert len(io.made) == 2
+    for partition in range(3):  # nothing lost, nothing twice
+        assert contents(io.target_cluster, REMOTE, partition) == contents(io.source_cluster, TOPIC, partition)
+
+
+def test_a_record_the_sink_refuses_is_a_produce_error_and_is_retried_from_its_offset():
+    io, store = make_io(partitions=1), InMemoryPositionStore()
+    io.sinks.append(MemorySink(io.target_cluster, refuse={(REMOTE, 0): 10}))
+    task = make_task(io, store, partitions=1)
+    produce, delivery = task.run_slice(max_seconds=0.05).errors  # not sent: its position freezes there too
+    assert (produce.kind, delivery.kind) == (SliceErrorKind.PRODUCE, SliceErrorKind.DELIVERY)
+    assert produce.partition == delivery.partition == (TOPIC, 0) and "offset 10" in str(produce)
+    run_until_copied(task, io, partitions=1)
+    assert contents(io.target_cluster, REMOTE, 0) == contents(io.source_cluster, TOPIC, 0)
+
+
+def test_backpressure_a_full_sink_is_waited_on_and_nothing_is_lost_or_reordered():
+    io, store = make_io(records=200), InMemoryPositionStore()
+    sink = MemorySink(io.target_cluster, capacity=5, per_poll=2)
+    io.sinks.append(sink)
+    task = make_task(io, store, per_partition=50)
+    run_until_copied(task, io)
+    assert sink.buffer_errors > 0 and sink.most_pending <= 5
+    for partition in range(3):
+        assert contents(io.target_cluster, REMOTE, partition) == contents(io.source_cluster, TOPIC, partition)
+
+
+@pytest.mark.parametrize("guarantee", [DeliveryGuarantee.EXACTLY_ONCE, DeliveryGuarantee.AT_LEAST_ONCE])
+def test_resume_after_a_crash(guarantee):
+    """A crash after records reached the target but before their positions (or reports) did: exactly_once
+    resumes after what the target holds (no duplicate, syncs re-derived), at_least_once writes again."""
+    io, store = make_io(partitions=2, records=100), InMemoryPositionStore()
+    crashing = MemorySink(io.target_cluster)
+    io.sinks.append(crashing)
+    crashed = make_task(io, store, partitions=2, guarantee=guarantee)
+    crashed.run_slice(max_records=60, max_seconds=0.05)  # positions persisted at 60 records in all
+    crashing.hold = {(REMOTE, 0), (REMOTE, 1)}
+    crashed.run_slice(max_records=80, max_seconds=0.05, settle=False)  # 80 more produced, not reported
+    crashing.lose_reports()  # they reach the target, the task never hears of them: kill -9
+    stored = store.load(flow=crashed.flow.name, partitions=[(TOPIC, 0), (TOPIC, 1)])
+    assert sum(stored.values()) == 60
+
+    resumed = make_task(io, store, partitions=2, guarantee=guarantee)
+    run_until_copied(resumed, io, partitions=2)
+    for partition in range(2):
+        source = [record.value() for record in io.source_cluster.read(TOPIC, partition)]
+        target = [record.value() for record in io.target_cluster.read(REMOTE, partition)]
+        if guarantee == DeliveryGuarantee.EXACTLY_ONCE:
+            assert target == source
+            assert [source_offset_of(r.headers()) for r in io.target_cluster.read(REMOTE, partition)] == list(
+                range(100)
+            )
+        else:
+            assert len(target) > len(source) and sorted(set(target)) == sorted(source)  # duplicates, no loss
+    resumed.close()  # its final progress sync makes translation exact up to the last record
+    if guarantee == DeliveryGuarantee.EXACTLY_ONCE:  # over the crashed range too
+        syncs = OffsetSyncStore()
+        syncs.update_all(io.emitter.emitted)
+        for partition in range(2):
+            for upstream in range(100):
+                assert syncs.translate_downstream(TOPIC, partition, upstream) == upstream
+
+
+@pytest.mark.parametrize("policy", [DataLossPolicy.STOP, DataLossPolicy.SKIP])
+def test_offsets_deleted_before_replication_are_a_gap_then_stopped_or_skipped(policy):
+    io, store = make_io(partitions=2, records=30), InMemoryPositionStore()
+    io.source_cluster.delete_before(TOPIC, 0, 10)
+    store.save(flow="A->B", positions={(TOPIC, 0): 5, (TOPIC, 1): 0})
+    task = make_task(io, store, partitions=2, data_loss=policy)
+    results = [task.run_slice(max_seconds=0.05) for _ in range(3)]
+    (event,) = [gap for result in results for gap in result.gap_events]
+    assert (event.expected_offset, event.lost_records) == (5, 5)
+    if policy == DataLossPolicy.STOP:
+        errors = [error for result in results for error in result.errors]
+        assert [error.kind for error in errors] == [SliceErrorKind.DATA_LOSS]
+        assert results[-1].stopped_partitions == ((TOPIC, 0),) and results[-1].positions[(TOPIC, 0)] == 5
+        assert io.target_cluster.read(REMOTE, 0) == []
+    else:
+        assert event.resumed_offset == 10 and all(result.ok for result in results)
+        run_until_copied(task, io, partitions=2)
+        assert contents(io.target_cluster, REMOTE, 0) == contents(io.source_cluster, TOPIC, 0)
+    assert len(io.target_cluster.read(REMOTE, 1)) == 30  # the other partition goes on
+
+
+def test_positions_wait_for_their_offset_syncs_and_a_failed_emission_is_an_offset_sync_error():
+    io, store = make_io(partitions=1, records=10), InMemoryPositionStore()
+    io.emitter.failing = True
+    task = make_task(io, store, partitions=1)
+    result = task.run_slice(max_seconds=0.05)
+    assert [error.kind for error in result.errors] == [SliceErrorKind.OFFSET_SYNC]
+    assert result.positions == {} and store.load(flow="A->B", partitions=[(TOPIC, 0)]) == {}
+    io.emitter.failing = False
+    assert task.run_slice(max_seconds=0.05).positions == {(TOPIC, 0): 10}
+    assert io.emitter.emitted[0] == OffsetSync(TOPIC, 0, 0, 0)
+
+
+def test_a_partition_that_cannot_start_is_a_start_error_and_the_others_replicate():
+    io, store = make_io(partitions=2, records=5), InMemoryPositionStore()
+    del io.target_cluster.partitions[(REMOTE, 1)]  # its remote partition does not exist yet
+    task = make_task(io, store, partitions=2, guarantee=DeliveryGuarantee.EXACTLY_ONCE)
+    result = task.run_slice(max_seconds=0.05)
+    (error,) = result.errors
+    assert error.kind is SliceErrorKind.START and error.partition == (TOPIC, 1)
+    assert result.positions == {(TOPIC, 0): 5}
+
+
+# -- the MM2 decisions (replication.mirroring) ---------------------------------------------------------
+
+
+def test_header_rewrite_adds_provenance_and_the_source_offset_and_skips_what_came_from_the_target():
+    assert (
+        header_rewriter(provenance_enabled=False, exactly_once=False, source_alias="A", target_alias="B")
+        is None
+    )
+    rewrite = header_rewriter(provenance_enabled=True, exactly_once=True, source_alias="A", target_alias="B")
+    headers = rewrite([("h", b"1")], 42)
+    assert headers[0] == ("h", b"1") and source_offset_of(headers) == 42
+    looped = header_rewriter(provenance_enabled=True, exactly_once=False, source_alias="B", target_alias="A")
+    assert looped(headers, 7) is SKIP  # it was on A already: mirroring it back would loop
+
+
+def test_the_exactly_once_resume_point_is_after_the_last_source_offset_the_target_holds():
+    def mirrored(upstream):
+        return [("mirrorplane.source-offset", upstream.to_bytes(8, "big"))]
+
+    # remote offsets 100.. hold source offsets 40..45; the position stored was 43
+    written = [(100 + i, mirrored(40 + i)) for i in range(6)]
+    assert reread_start(stored=43, tail=Tail(0, 106, written[-1])) == 103
+    assert resume_point(stored=43, written=written[3:]) == (46, [(43, 103), (44, 104), (45, 105)])
+    assert reread_start(stored=46, tail=Tail(0, 106, written[-1])) is None  # nothing past the position
+    assert reread_start(stored=0, tail=Tail(0, 0, None)) is None  # an empty remote partition
+    assert reread_start(stored=0, tail=Tail(0, 1, (0, None))) is None  # a record this mirror did not write
+    assert resume_point(stored=10, written=[]) == (10, [])
+
+
+def test_data_loss_handling_stop_keeps_the_position_skip_resumes_at_the_earliest_offset():
+    loss = DataLoss(130, 30, "deleted")
+    stop = gap_event(loss, topic="t", partition=0, expected_offset=100, policy=DataLossPolicy.STOP, now=5.0)
+    skip = gap_event(loss, topic="t", partition=0, expected_offset=100, policy=DataLossPolicy.SKIP, now=5.0)
+    assert (stop.resumed_offset, skip.resumed_offset) == (100, 130) and stop.lost_records == 30
+    assert (
+        DataLoss(0, None, "recreated").describe("t", 3).startswith("data loss on t[3]: an unknown number of")
+    )
+
+
+def test_a_gap_is_suspected_from_when_the_watermarks_first_exclude_the_position():
+    assert gap_suspected(watermarks=(0, 10), next_offset=10, suspect_since=None, now=1.0) is None
+    assert gap_suspected(watermarks=None, next_offset=50, suspect_since=3.0, now=4.0) is None
+    assert gap_suspected(watermarks=(0, 10), next_offset=50, suspect_since=None, now=4.0) == 4.0
+    assert gap_suspected(watermarks=(20, 30), next_offset=10, suspect_since=3.0, now=9.0) == 3.0
