@@ -31,6 +31,7 @@ from controlplane.api.views import CHECK_TIMEOUT_S, AuditFilter
 from controlplane.errors import ClusterUnavailable, RateLimited, ServiceConflict, ServiceValidationError
 from controlplane.models import AuditAction, AuditOutcome, Flow, OperationKind, ReportTrigger
 from controlplane.roles import Role
+from controlplane.web import drills as web_drills
 from controlplane.web import summaries
 from controlplane.web.access import admin_required, operator_required, signed_in_required, viewer_required
 from controlplane.web.forms import PREVIEW_FIELDS, ClusterForm, FlowForm, Mm2ImportForm
@@ -244,6 +245,7 @@ def _flow_detail_context(flow: Flow) -> dict:
         "readiness": assurance.flow_readiness(status),
         "verification": verification.verification_status(flow=flow),
         "flow_alerts": list(alerts.alerts_firing().filter(flow=flow)),
+        "last_drill": web_drills.drill_history(flow).first(),
         "back": reverse("web:flow", args=[flow.pk]),
     }
 
@@ -315,6 +317,7 @@ def _failover_page_context(flow: Flow) -> dict:
         "allowed": allowed,
         "stale": active is not None and operations.lease_stale(active),
         "readiness": assurance.flow_readiness(selectors.flow_status(flow=flow)),
+        "drills": list(web_drills.drill_history(flow)),
     }
     if "failback" in allowed:
         context["failback"] = _failback_preview(flow)

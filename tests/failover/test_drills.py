@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.test import Client
 
 from controlplane import failover, services
 from controlplane.models import AuditEvent, ShadowGroup
@@ -115,5 +116,13 @@ def test_a_drill_passes_by_content_then_fails_with_the_reason_once_the_offset_sy
             "refused",
             "success",
         ]
+        web = Client()
+        web.force_login(admin_user)
+        page = web.get(f"/flows/{flow.pk}/failover/").content.decode()
+        assert 'id="drill-history"' in page and page.count('href="/flows/') >= 2
+        assert f"/flows/{flow.pk}/drills/" in page  # the form: a failover is possible
+        card = web.get(f"/flows/{flow.pk}/operations/{failed['id']}/").content.decode()
+        assert 'id="drill-results"' in card and "a failover could not place the group here" in card
+        assert 'id="last-drill"' in web.get(f"/flows/{flow.pk}/").content.decode()
     finally:
         broker.stop()
