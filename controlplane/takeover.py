@@ -23,6 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from controlplane import engine, ratelimit, services
+from controlplane.browse import topic_name_error
 from controlplane.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
 from controlplane.models import AuditAction, AuditOutcome, Cluster, Flow, FlowState
 from controlplane.roles import Role, role_of
@@ -98,10 +99,8 @@ def _refuse(*, actor, flow: Flow, dry_run: bool, exc: Exception) -> None:
 
 def _check_inputs(*, offsets_topic: str, connector: str) -> None:
     errors: dict[str, list[str]] = {}
-    if offsets_topic and (len(offsets_topic) > 249 or any(c.isspace() for c in offsets_topic)):
-        errors["offsets_topic"] = [
-            f"{offsets_topic!r} is not a topic name: give MM2's offset.storage.topic (no spaces, at most 249)"
-        ]
+    if offsets_topic and (problem := topic_name_error(offsets_topic)):
+        errors["offsets_topic"] = [f"{problem}: give MM2's offset.storage.topic"]
     if not connector.strip():
         errors["connector"] = [
             "empty: give the MirrorSourceConnector's name (MirrorSourceConnector in MM2's dedicated mode)"
@@ -177,11 +176,8 @@ def mm2_takeover(
 def _apply(*, actor, flow: Flow, offsets_topic: str, connector: str, mm2_source_alias: str) -> TakeoverResult:
     with transaction.atomic():
         flow = Flow.objects.select_for_update().select_related("source", "target").get(pk=flow.pk)
-        if flow.state not in TAKEOVER_STATES:
-            raise ServiceConflict(
-                f"{flow.name} is {flow.state}: stop MM2, pause (or disable) the flow, then take it over; "
-                "positions written under a replicating flow would be overwritten by it"
-            )
+        if refusal := apply_refusal(flow):
+            raise ServiceConflict(refusal)
         plan = _read_plan(
             flow, offsets_topic=offsets_topic, connector=connector, mm2_source_alias=mm2_source_alias
         )
@@ -216,3 +212,13 @@ def _apply(*, actor, flow: Flow, offsets_topic: str, connector: str, mm2_source_
 
 def default_offsets_topic(flow: Flow) -> str:
     return mm2_offsets_topic(flow.source.alias)
+
+
+def apply_refusal(flow: Flow) -> str | None:
+    """Why apply would be refused now because of the flow's state (None when it may be applied)."""
+    if flow.state in TAKEOVER_STATES:
+        return None
+    return (
+        f"{flow.name} is {flow.state}: stop MM2, pause (or disable) the flow, then take it over; "
+        "positions written under a replicating flow would be overwritten by it"
+    )

@@ -472,6 +472,7 @@ def mm2_takeover(request):
                 connector=context["connector"].strip(),
                 mm2_source_alias=context["mm2_source_alias"].strip(),
             )
+            context["apply_refusal"] = takeover.apply_refusal(chosen)
             if context["result"].applied:
                 messages.success(
                     request, f"{chosen.name} takes over from MM2: resume it to start replicating."

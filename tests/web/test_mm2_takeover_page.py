@@ -36,6 +36,7 @@ def test_the_takeover_page_shows_the_dry_run_and_applies_it(
     assert dry.status_code == 200, dry.content.decode()
     page = dry.content.decode()
     assert "Dry run: nothing changed yet" in page and "not copied again" in page
+    assert "pause (or disable) the flow" in page  # the flow still replicates: apply would be refused
     assert [p.next_offset for p in dry.context["result"].plan.partitions] == [30, 25, None]
 
     refused = client_as("operator").post(url, {**form, "apply": "1"})
