@@ -3,8 +3,9 @@
 - `cluster_to_config` / `flow_to_config`: rows -> `ClusterConfig` / `FlowConfig` (what workers and the
   MM2 writer consume);
 - `cluster_fields_from_config` / `flow_fields_from_config`: the reverse, for MM2 import;
-- `flow_config_errors`: a flow checked by the engine's own mm2.properties reader, so the control plane
-  accepts exactly what `python -m replication run` accepts (regexes, ranges, policies, separators).
+- `flow_config_errors`: a flow checked by the engine's rules (`replication.flow_rules`), the ones the
+  mm2.properties reader applies, so the control plane accepts exactly what `python -m replication run`
+  accepts (regexes, ranges, policies, separators).
 """
 
 from __future__ import annotations
@@ -18,14 +19,8 @@ from typing import Any, Literal
 from controlplane import crypto
 from controlplane.errors import NON_FIELD
 from controlplane.models import Cluster, Flow, SecurityProtocol
-from replication.config import (
-    FLOW_PROPERTIES,
-    FLOW_PROPERTIES_BY_NAME,
-    ClusterConfig,
-    FlowConfig,
-    Mm2Config,
-)
-from replication.mm2file import CLIENT_ROLES, Mm2FileError, parse_mm2, write_mm2
+from replication.config import FLOW_PROPERTIES, ClusterConfig, FlowConfig
+from replication.flow_rules import CLIENT_ROLES, FlowProblem, flow_problems
 from replication.mm2file import CLUSTER_ALIAS as MM2_CLUSTER_ALIAS
 from replication.secrets import MASK, is_secret_property
 
@@ -214,35 +209,17 @@ def cluster_fields_from_config(config: ClusterConfig) -> ClusterFields:
     )
 
 
-# -- validation by the engine's reader --------------------------------------------------------------------
-def _field_of(property_name: str, flow: FlowConfig) -> str:
-    name = property_name.removeprefix(f"{flow.name}.")
-    prop = FLOW_PROPERTIES_BY_NAME.get(name)
-    return prop.field if prop else NON_FIELD
+# -- validation by the engine's rules ----------------------------------------------------------------------
+def problem_errors(problems: Sequence[FlowProblem]) -> dict[str, list[str]]:
+    """Field -> messages ("reason. Fix: fix"); a problem of the whole flow goes to non_field_errors."""
+    errors: dict[str, list[str]] = {}
+    for problem in problems:
+        errors.setdefault(problem.field or NON_FIELD, []).append(problem.message())
+    return errors
 
 
 def flow_config_errors(flow: FlowConfig, *, aliases: Sequence[str]) -> dict[str, list[str]]:
-    """Field -> messages for every rule of the engine `flow` breaks (empty when it is valid).
-
-    The flow is written as mm2.properties and read back by the engine's reader, with every stored alias
-    declared: what the reader refuses (a regex Python cannot match like Java, an interval below 1 s, an
-    unknown policy, a separator found in an alias, ...) is refused here with the reader's reason and fix.
-    """
-    clusters = tuple(
-        ClusterConfig(alias=alias, bootstrap_servers="validation.invalid:9092") for alias in aliases
-    )
-    try:
-        text = write_mm2(Mm2Config(clusters=clusters, flows=(flow,)))
-        parsed = parse_mm2(text, source_name=f"flow {flow.name}", environ={})
-    except Mm2FileError as exc:
-        errors: dict[str, list[str]] = {}
-        for error in exc.errors:
-            message = f"{error.reason.rstrip('.')}. Fix: {error.fix}"
-            errors.setdefault(_field_of(error.property_name, flow), []).append(message)
-        return errors
-    except ValueError as exc:  # a value MM2's list syntax cannot hold (a ',' inside a pattern)
-        property_name, _, message = str(exc).partition(": ")
-        return {_field_of(property_name, flow): [message]}
-    if parsed.config.flows != (flow,):
-        return {NON_FIELD: ["the flow cannot be written as mm2.properties without changing its meaning"]}
-    return {}
+    """Field -> messages for every rule `flow` breaks (empty when it is valid): the engine's own rules
+    (`replication.flow_rules`), which the mm2.properties reader applies too, so the control plane accepts
+    exactly what `python -m replication run` accepts."""
+    return problem_errors(flow_problems(flow, aliases=aliases))

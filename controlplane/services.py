@@ -44,6 +44,7 @@ from controlplane.models import (
 from controlplane.roles import Role
 from replication.client_properties import client_property_problem, not_applicable_reason
 from replication.config import FLOW_PROPERTIES, FlowConfig
+from replication.flow_rules import flow_problems
 from replication.mm2file import Mm2FileError, parse_mm2
 from replication.secrets import MASK
 from replication.topology import find_replication_loops
@@ -409,14 +410,15 @@ def _flow_errors(
     for name in settings.get("extra", {}):
         if engine.is_stored_as_secret(name):
             _add(errors, "extra", f"{name} is a secret: set it on the cluster's secret_properties")
-        elif name in {prop.name for prop in FLOW_PROPERTIES}:
-            _add(errors, "extra", f"{name} is a flow property: set its own field")
     if errors:
         return errors
     config = engine.flow_settings_to_config(source=source.alias, target=target.alias, settings=settings)
-    aliases = list(Cluster.objects.values_list("alias", flat=True))
-    errors = engine.flow_config_errors(config, aliases=aliases)
-    if not errors and config.enabled:
+    problems = flow_problems(config, aliases=Cluster.objects.values_list("alias", flat=True))
+    if problems:  # typed (field, property_name, value, reason, fix) for API clients, besides the messages
+        raise ServiceValidationError(
+            engine.problem_errors(problems), details=[problem.to_dict() for problem in problems]
+        )
+    if config.enabled:
         loops = _loop_errors(config, replacing=instance)
         if loops:
             errors[NON_FIELD] = loops

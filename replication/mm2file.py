@@ -14,7 +14,8 @@ Reading follows Java's .properties syntax (what MM2 loads) and MM2's meaning of 
     ${env:VAR} / ${env:VAR:-default}          resolved from the environment
 
 Every problem of a file is collected and reported at once, each naming the line, the property, the reason
-and the fix. Values are trimmed as MM2's ConfigDef trims them.
+and the fix. Values are trimmed as MM2's ConfigDef trims them. The syntax is `replication.properties`'s;
+a flow property's value is judged by `replication.flow_rules`, the rules the control plane applies too.
 """
 
 from __future__ import annotations
@@ -38,14 +39,19 @@ from replication.config import (
     FlowProperty,
     Mm2Config,
 )
-from replication.filters import PatternError, parse_pattern_list
-from replication.policy import policy_class_error
+from replication.flow_rules import (
+    CLIENT_ROLES,
+    FlowValueError,
+    parse_flow_value,
+    separator_problem,
+    value_problem,
+)
+from replication.properties import PropertiesSyntaxError, PropertyLine, property_line, read_properties
 from replication.secrets import mask_secrets
 from replication.topology import detect_replication_loops
 
 logger = logging.getLogger(__name__)
 
-CLIENT_ROLES = ("producer", "consumer", "admin")
 CLUSTER_ALIAS = re.compile(r"[A-Za-z0-9_-]+")
 # Top-level keys MM2 applies to every cluster's clients (CommonClientConfigs' security settings).
 _SHARED_CLIENT_PROPERTY = re.compile(r"security\.protocol|sasl\..+|ssl\..+")
@@ -53,11 +59,6 @@ _PLACEHOLDER = re.compile(r"\$\{([^}:]*):([^}]*)\}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DEPRECATED: Mapping[str, FlowProperty] = {
     alias: prop for prop in FLOW_PROPERTIES for alias in prop.deprecated_aliases
-}
-_INTERVAL_ENABLED = {
-    prop.name: prop.name.replace("interval.seconds", "enabled")
-    for prop in FLOW_PROPERTIES
-    if prop.name.endswith(".interval.seconds")
 }
 
 
@@ -108,96 +109,23 @@ class ParsedMm2:
     warnings: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class PropertyLine:
-    """One key = value entry of a .properties file; `line` is where its logical line starts."""
-
-    key: str
-    value: str
-    line: int
-
-
-# -- Java .properties syntax ----------------------------------------------------------------------------
-_ESCAPED = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-_WHITESPACE = " \t\f"
-
-
-def _unescape(text: str) -> str:
-    out: list[str] = []
-    index = 0
-    while index < len(text):
-        char = text[index]
-        index += 1
-        if char != "\\" or index == len(text):
-            out.append(char)
-            continue
-        char = text[index]
-        index += 1
-        if char == "u":
-            digits = text[index : index + 4]
-            if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
-                raise ValueError(f"malformed \\uxxxx escape '\\u{digits}'")
-            out.append(chr(int(digits, 16)))
-            index += 4
-        else:
-            out.append(_ESCAPED.get(char, char))
-    return "".join(out)
-
-
-def _logical_lines(text: str) -> list[tuple[int, str]]:
-    """(first line number, text) of every non-comment logical line, continuations joined."""
-    natural = text.splitlines()
-    result: list[tuple[int, str]] = []
-    index = 0
-    while index < len(natural):
-        start = index
-        line = natural[index].lstrip(_WHITESPACE)
-        index += 1
-        if not line or line[0] in "#!":
-            continue
-        # An odd number of trailing backslashes continues the line (an even number is escaped backslashes).
-        while (len(line) - len(line.rstrip("\\"))) % 2 == 1:
-            line = line[:-1]
-            if index == len(natural):
-                break
-            line += natural[index].lstrip(_WHITESPACE)
-            index += 1
-        result.append((start + 1, line))
-    return result
-
-
-def _split_key_value(line: str) -> tuple[str, str]:
-    index = 0
-    while index < len(line) and line[index] not in "=:" + _WHITESPACE:
-        index += 2 if line[index] == "\\" else 1
-    # The key ends at '=', ':' or whitespace; whitespace, one '=' or ':', and whitespace may follow.
-    rest = line[index:].lstrip(_WHITESPACE)
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:]
-    return line[:index], rest.lstrip(_WHITESPACE)
-
-
-def read_properties(text: str, *, source_name: str = "mm2.properties") -> list[PropertyLine]:
-    """Every entry in file order (duplicates kept), keys and values unescaped as Java does."""
-    entries: list[PropertyLine] = []
-    errors: list[Mm2FileError] = []
-    for number, line in _logical_lines(text):
-        raw_key, raw_value = _split_key_value(line)
-        try:
-            entries.append(PropertyLine(_unescape(raw_key), _unescape(raw_value), number))
-        except ValueError as exc:
-            errors.append(
+def _read_entries(text: str, *, source_name: str) -> list[PropertyLine]:
+    """The file's entries (`replication.properties`); a line it cannot read is an Mm2FileError."""
+    try:
+        return read_properties(text)
+    except PropertiesSyntaxError as exc:
+        raise Mm2FileError.collect(
+            [
                 Mm2FileError(
                     source_name=source_name,
-                    line=number,
-                    property_name=raw_key,
-                    reason=str(exc),
-                    fix="write \\u followed by four hexadecimal digits, or '\\\\' for a backslash",
+                    line=problem.line,
+                    property_name=problem.key,
+                    reason=problem.reason,
+                    fix=problem.fix,
                 )
-            )
-    if errors:
-        raise Mm2FileError.collect(errors)
-    return entries
+                for problem in exc.problems
+            ]
+        ) from None
 
 
 # -- interpretation --------------------------------------------------------------------------------------
@@ -342,14 +270,17 @@ class _Mm2Reader:
 
     # -- flow properties -----------------------------------------------------------------------------------
     def convert(self, prop: FlowProperty, value: str, *, key: str, line: int) -> tuple[bool, Any]:
-        """(ok, typed value) for one flow property; records the error when not ok."""
+        """(ok, typed value) for one flow property, judged by `replication.flow_rules`; records the error
+        when not ok."""
         try:
-            return True, _convert_flow_value(prop, value, key=key)
-        except PatternError as exc:
-            self.error(line, key, f"'{exc.pattern}' {exc.problem}: {exc.reason}", exc.fix)
-        except _ValueProblem as problem:
-            self.error(line, key, problem.reason, problem.fix)
-        return False, None
+            typed = parse_flow_value(prop, value)
+        except FlowValueError as exc:
+            self.error(line, key, exc.reason, exc.fix)
+            return False, None
+        if problem := value_problem(prop, typed):
+            self.error(line, key, *problem)
+            return False, None
+        return True, typed
 
     def flow_setting(
         self, scope: dict[str, tuple[Any, int]], entry: PropertyLine, name: str, value: str, key: str
@@ -477,18 +408,9 @@ class _Mm2Reader:
     def build_flow(self, draft: _FlowDraft) -> FlowConfig:
         settings = {name: value for name, (value, _) in {**self.defaults, **draft.settings}.items()}
         flow = FlowConfig(source=draft.source, target=draft.target, extra=draft.extra, **settings)
-        separator_line = {**self.defaults, **draft.settings}.get(
-            "replication_policy_separator", (None, None)
-        )[1]
-        for alias in self.aliases:
-            if flow.replication_policy_separator in alias:
-                self.error(
-                    separator_line,
-                    f"{flow.name}.replication.policy.separator",
-                    f"separator '{flow.replication_policy_separator}' occurs in cluster alias '{alias}', so remote "
-                    "topic names could not be read back",
-                    "use a separator that no alias contains, such as '.'",
-                )
+        if (problem := separator_problem(flow, aliases=self.aliases)) is not None:
+            line = {**self.defaults, **draft.settings}.get("replication_policy_separator", (None, None))[1]
+            self.error(line, f"{flow.name}.{problem.property_name}", problem.reason, problem.fix)
         return flow
 
     def check_loops(self, flows: tuple[FlowConfig, ...]) -> None:
@@ -500,62 +422,10 @@ class _Mm2Reader:
             )
 
 
-class _ValueProblem(Exception):
-    def __init__(self, reason: str, fix: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.fix = fix
-
-
 def _unknown_property_hint(name: str) -> str:
     close = difflib.get_close_matches(name, [prop.name for prop in FLOW_PROPERTIES], n=1)
     suffix = f" (did you mean {close[0]}?)" if close else ""
     return f"not a property Mirrorplane uses{suffix}"
-
-
-def _int_problem(name: str, number: int) -> str | None:
-    if name.endswith(".interval.seconds") and number < 1:
-        return f"must be at least 1 second; turn the task off with {_INTERVAL_ENABLED[name]} = false instead"
-    if name.endswith("replication.factor") and number < 1 and number != -1:
-        return "must be at least 1, or -1 for the broker's default"
-    if name == "tasks.max" and number < 1:
-        return "must be at least 1"
-    if name == "offset.lag.max" and number < 0:
-        return "must not be negative"
-    return None
-
-
-def _convert_flow_value(prop: FlowProperty, value: str, *, key: str) -> Any:
-    """The typed value of one flow property (raises PatternError or _ValueProblem)."""
-    if prop.kind is tuple:
-        return parse_pattern_list(value, property_name=key)
-    if prop.kind is bool:
-        if value.lower() not in ("true", "false"):
-            raise _ValueProblem(f"'{value}' is not a boolean", "write true or false")
-        return value.lower() == "true"
-    if prop.kind is int:
-        if not re.fullmatch(r"[+-]?\d+", value):
-            raise _ValueProblem(f"'{value}' is not a whole number", f"write a number, e.g. {prop.default}")
-        problem = _int_problem(prop.name, int(value))
-        if problem:
-            raise _ValueProblem(f"{value} is out of range", problem)
-        return int(value)
-    if issubclass(prop.kind, Enum):
-        accepted = [member.value for member in prop.kind]
-        if value.lower() not in accepted:
-            raise _ValueProblem(
-                f"'{value}' is not one of {', '.join(accepted)}", f"write one of {', '.join(accepted)}"
-            )
-        return prop.kind(value.lower())
-    if prop.name == "replication.policy.class":
-        error = policy_class_error(value)
-        if error:
-            raise _ValueProblem(
-                error.partition(": ")[2], "use DefaultReplicationPolicy or IdentityReplicationPolicy"
-            )
-    if prop.name == "replication.policy.separator" and not value:
-        raise _ValueProblem("the separator is empty", "use '.', the default")
-    return value
 
 
 def missing_placeholders(text: str, *, environ: Mapping[str, str]) -> list[str]:
@@ -564,7 +434,7 @@ def missing_placeholders(text: str, *, environ: Mapping[str, str]) -> list[str]:
     reports its problems)."""
     try:
         entries = read_properties(text)
-    except Mm2FileError:
+    except PropertiesSyntaxError:
         return []
     missing: dict[str, None] = {}
     for entry in entries:
@@ -584,7 +454,7 @@ def parse_mm2(
     Raises one Mm2FileError listing every problem found.
     """
     reader = _Mm2Reader(source_name=source_name, environ=os.environ if environ is None else environ)
-    entries = read_properties(text, source_name=source_name)
+    entries = _read_entries(text, source_name=source_name)
     last: dict[str, PropertyLine] = {}
     for entry in entries:
         if entry.key in last:
@@ -620,20 +490,6 @@ def load_mm2_file(path: str | os.PathLike[str]) -> Mm2Config:
 
 
 # -- writing ---------------------------------------------------------------------------------------------
-def _escape(text: str, *, key: bool) -> str:
-    out: list[str] = []
-    for index, char in enumerate(text):
-        if char == "\\":
-            out.append("\\\\")
-        elif char in "\t\n\r\f":
-            out.append("\\" + {"\t": "t", "\n": "n", "\r": "r", "\f": "f"}[char])
-        elif char in "=:#!" or (char == " " and (key or index == 0)):
-            out.append("\\" + char)
-        else:
-            out.append(char)
-    return "".join(out)
-
-
 def _format_flow_value(prop: FlowProperty, value: Any, *, flow: str) -> str:
     if prop.kind is tuple:
         if any("," in pattern for pattern in value):
@@ -657,35 +513,35 @@ def write_mm2(config: Mm2Config, *, include_defaults: bool = False) -> str:
     included: placeholders were resolved when read.
     """
 
-    def entry(key: str, value: str) -> str:
-        return f"{_escape(key, key=True)} = {_escape(value, key=False)}"
-
-    lines = ["# mm2.properties written by Mirrorplane", entry("clusters", ", ".join(config.aliases))]
+    lines = ["# mm2.properties written by Mirrorplane", property_line("clusters", ", ".join(config.aliases))]
     for cluster in config.clusters:
-        lines += ["", entry(f"{cluster.alias}.bootstrap.servers", cluster.bootstrap_servers)]
-        lines += [entry(f"{cluster.alias}.{name}", value) for name, value in sorted(cluster.client.items())]
+        lines += ["", property_line(f"{cluster.alias}.bootstrap.servers", cluster.bootstrap_servers)]
+        lines += [
+            property_line(f"{cluster.alias}.{name}", value) for name, value in sorted(cluster.client.items())
+        ]
         for role in CLIENT_ROLES:
             overrides = getattr(cluster, role)
             lines += [
-                entry(f"{cluster.alias}.{role}.{name}", value) for name, value in sorted(overrides.items())
+                property_line(f"{cluster.alias}.{role}.{name}", value)
+                for name, value in sorted(overrides.items())
             ]
     defaults = {prop.field: prop.default for prop in FLOW_PROPERTIES} | dict(config.flow_defaults)
     top_level = [prop for prop in FLOW_PROPERTIES if prop.field in config.flow_defaults]
     if top_level:
         lines += ["", "# every flow, and the pairs without one (heartbeats)"]
         lines += [
-            entry(prop.name, _format_flow_value(prop, defaults[prop.field], flow="top level"))
+            property_line(prop.name, _format_flow_value(prop, defaults[prop.field], flow="top level"))
             for prop in top_level
         ]
     for flow in config.flows:
-        lines += ["", entry(f"{flow.name}.enabled", "true" if flow.enabled else "false")]
+        lines += ["", property_line(f"{flow.name}.enabled", "true" if flow.enabled else "false")]
         for prop in FLOW_PROPERTIES:
             value = getattr(flow, prop.field)
             if prop.name != "enabled" and (include_defaults or value != defaults[prop.field]):
                 lines.append(
-                    entry(f"{flow.name}.{prop.name}", _format_flow_value(prop, value, flow=flow.name))
+                    property_line(f"{flow.name}.{prop.name}", _format_flow_value(prop, value, flow=flow.name))
                 )
-        lines += [entry(f"{flow.name}.{name}", value) for name, value in sorted(flow.extra.items())]
+        lines += [property_line(f"{flow.name}.{name}", value) for name, value in sorted(flow.extra.items())]
     return "\n".join(lines) + "\n"
 
 

@@ -14,11 +14,13 @@ from controlplane.errors import NON_FIELD, ServiceValidationError
 from controlplane.models import AlertRule, ChannelKind, Cluster, Flow, SaslMechanism, SecurityProtocol
 from replication.config import FLOW_PROPERTIES, FlowProperty
 from replication.filters import PatternError, parse_pattern_list
-from replication.mm2file import CLIENT_ROLES
+from replication.flow_rules import CLIENT_ROLES
 from replication.policy import ACCEPTED_POLICY_CLASSES
+from replication.properties import PropertiesSyntaxError, escape, read_properties
 
 PROPERTIES_HELP = (
-    "One property per line, name=value. Prefix producer., consumer. or admin. to scope it to that client."
+    "One property per line, name=value (Java .properties syntax, as in mm2.properties). Prefix producer., "
+    "consumer. or admin. to scope it to that client."
 )
 
 
@@ -35,28 +37,39 @@ def add_service_errors(
 
 # -- properties text --------------------------------------------------------------------------------------
 def parse_scoped_lines(text: str) -> engine.ScopedProperties:
-    """`name=value` lines into scopes: `producer.linger.ms=5` -> {"producer": {"linger.ms": "5"}}."""
+    """Properties text (the syntax of mm2.properties: `replication.properties`) into scopes:
+    `producer.linger.ms=5` -> {"producer": {"linger.ms": "5"}}. Values are trimmed, as MM2 trims them."""
+    try:
+        entries = read_properties(text)
+    except PropertiesSyntaxError as exc:
+        raise forms.ValidationError(
+            [f"line {problem.line}: {problem.reason}. Fix: {problem.fix}" for problem in exc.problems]
+        ) from None
     scoped = engine.empty_scopes()
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        name, sep, value = line.partition("=")
-        if not sep or not name.strip():
-            raise forms.ValidationError(f"line {number}: '{line}' is not name=value")
-        scope, dot, rest = name.strip().partition(".")
-        if dot and scope in CLIENT_ROLES:
-            scoped[scope][rest] = value.strip()
+    for entry in entries:
+        scope, dot, rest = entry.key.partition(".")
+        if dot and rest and scope in CLIENT_ROLES:
+            scoped[scope][rest] = entry.value.strip()
         else:
-            scoped["client"][name.strip()] = value.strip()
+            scoped["client"][entry.key] = entry.value.strip()
     return scoped
 
 
-def scoped_lines(scoped: Mapping[str, Mapping[str, str]]) -> str:
+def properties_text(properties: Mapping[str, str]) -> str:
+    """`name=value` lines, escaped so that `read_properties` reads them back unchanged."""
     return "\n".join(
-        f"{name if scope == 'client' else f'{scope}.{name}'}={value}"
-        for scope, values in scoped.items()
-        for name, value in sorted(values.items())
+        f"{escape(name, key=True)}={escape(value, key=False)}" for name, value in sorted(properties.items())
+    )
+
+
+def scoped_lines(scoped: Mapping[str, Mapping[str, str]]) -> str:
+    """The text `parse_scoped_lines` reads back as `scoped`."""
+    return properties_text(
+        {
+            name if scope == "client" else f"{scope}.{name}": value
+            for scope, values in scoped.items()
+            for name, value in values.items()
+        }
     )
 
 
@@ -251,7 +264,7 @@ class FlowForm(forms.Form):
         initial = {prop.field: settings[prop.field] for prop in FLOW_PROPERTIES}
         budget = alerts.rpo_budget_of(flow=flow) if flow is not None else alerts.DEFAULT_BUDGET
         initial |= {"rpo_seconds_behind": budget.seconds_behind, "rpo_records_behind": budget.records_behind}
-        initial["extra"] = "\n".join(f"{name}={value}" for name, value in sorted(settings["extra"].items()))
+        initial["extra"] = properties_text(settings["extra"])
         if flow is not None:
             initial |= {"source": flow.source_id, "target": flow.target_id}
         else:  # a flow made in the form is meant to run (the API keeps MM2's enabled=false: docs/api.md)

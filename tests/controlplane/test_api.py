@@ -150,8 +150,14 @@ def test_field_errors_are_400_at_the_field(admin_client, two_clusters):
     )
     assert response.status_code == 400
     errors = response.json()
+    details = errors.pop("details")  # the same problems, typed: field, property_name, value, reason, fix
     assert set(errors) == {"topics", "tasks_max"}
     assert "[unclosed" in errors["topics"][0]
+    assert [(d["field"], d["property_name"], d["value"]) for d in details] == [
+        ("topics", "topics", "[unclosed"),
+        ("tasks_max", "tasks.max", "0"),
+    ]
+    assert all(d["reason"] and d["fix"] for d in details)
     response = admin_client.post("/api/v1/flows/", {"source": "A", "target": "nowhere"}, format="json")
     assert response.status_code == 400 and "target" in response.json()
     response = admin_client.post(

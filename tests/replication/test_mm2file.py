@@ -24,9 +24,9 @@ from replication.mm2file import (
     describe_config,
     load_mm2_file,
     parse_mm2,
-    read_properties,
     write_mm2,
 )
+from replication.properties import PropertiesSyntaxError, read_properties
 from replication.topology import detect_replication_loops
 
 
@@ -179,10 +179,22 @@ def test_properties_comments_blank_lines_and_continuations() -> None:
 
 
 def test_malformed_unicode_escape_names_the_line() -> None:
-    with pytest.raises(Mm2FileError) as caught:
+    with pytest.raises(PropertiesSyntaxError) as caught:
         read_properties("a = 1\nb = \\u12G4\n")
-    assert caught.value.line == 2
-    assert "malformed \\uxxxx escape" in str(caught.value)
+    assert [(problem.line, problem.key) for problem in caught.value.problems] == [(2, "b")]
+    (error,) = errors_of("clusters = A\nA.bootstrap.servers = a\nb = \\u12G4\n")
+    assert error.line == 3 and "malformed \\uxxxx escape" in str(error) and "four hexadecimal" in error.fix
+
+
+@pytest.mark.parametrize("terminator", ["\n", "\r\n", "\r"])
+def test_only_java_line_terminators_end_a_line(terminator: str) -> None:
+    """A form feed or a vertical tab is not a line end in Java (Python's splitlines says it is)."""
+    text = terminator.join(["a = x\fy", "b\x0b= 1", "c = 2\x85z"]) + terminator
+    assert [(e.key, e.value, e.line) for e in read_properties(text)] == [
+        ("a", "x\fy", 1),
+        ("b\x0b", "1", 2),
+        ("c", "2\x85z", 3),
+    ]
 
 
 # -- errors: line, property, reason, fix ------------------------------------------------------------------
