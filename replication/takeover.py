@@ -185,7 +185,7 @@ class TakeoverPlan:
     offset_syncs_topic: str
     offset_syncs: int
     checkpoints_topic: str
-    checkpoint_groups: int
+    checkpoint_groups: int  # groups with checkpoints on this flow's remote topics
     skipped_records: int  # records of the offsets topic that were not Connect source offsets
 
     def positions(self) -> dict[TopicPartition, int]:

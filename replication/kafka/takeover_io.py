@@ -188,7 +188,7 @@ def _read_plan(
         connector=connector,
         offset_syncs_topic=f"{syncs_topic} on {syncs_cluster.alias}",
         checkpoints_topic=checkpoints_topic,
-        checkpoint_groups=len({checkpoint.group for checkpoint in checkpoints}),
+        checkpoint_groups=len({c.group for c in checkpoints if c.topic in set(remote_of.values())}),
         skipped_records=skipped,
     )
 
