@@ -552,14 +552,6 @@ def compile_java_regex(pattern: str, *, property_name: str) -> re.Pattern[str]:
         ) from None
 
 
-def parse_pattern_list(value: str, *, property_name: str) -> tuple[str, ...]:
-    """MM2's comma-separated list: items trimmed, empty items dropped, each validated as a Java regex."""
-    patterns = tuple(item.strip() for item in value.split(",") if item.strip())
-    for pattern in patterns:
-        compile_java_regex(pattern, property_name=property_name)
-    return patterns
-
-
 class _IncludeExcludeFilter:
     """Names matching any include pattern and no exclude pattern (MM2's default filters)."""
 

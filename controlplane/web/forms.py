@@ -13,8 +13,7 @@ from controlplane import alerts, engine, selectors
 from controlplane.errors import NON_FIELD, ServiceValidationError
 from controlplane.models import AlertRule, ChannelKind, Cluster, Flow, SaslMechanism, SecurityProtocol
 from replication.config import FLOW_PROPERTIES, FlowProperty
-from replication.filters import PatternError, parse_pattern_list
-from replication.flow_rules import CLIENT_ROLES
+from replication.flow_rules import CLIENT_ROLES, parse_flow_value, value_problem
 from replication.policy import ACCEPTED_POLICY_CLASSES
 from replication.properties import PropertiesSyntaxError, escape, read_properties
 
@@ -202,23 +201,21 @@ _FLOW_HELP = {
 
 
 class PatternListField(forms.CharField):
-    """An MM2 list property: comma-separated Java regexes, each checked by the engine's own reader."""
+    """An MM2 list property: comma-separated Java regexes, read and judged by the engine's flow rules."""
 
-    def __init__(self, *, property_name: str, **kwargs) -> None:
-        self.property_name = property_name
+    def __init__(self, *, prop: FlowProperty, **kwargs) -> None:
+        self.prop = prop
         super().__init__(required=False, max_length=10_000, **kwargs)
 
     def prepare_value(self, value: Any) -> Any:
         return ", ".join(value) if isinstance(value, (list, tuple)) else value
 
     def clean(self, value: Any) -> list[str]:
-        text = super().clean(value)
-        try:
-            return list(parse_pattern_list(text, property_name=self.property_name))
-        except PatternError as exc:
-            raise forms.ValidationError(
-                f"'{exc.pattern}' {exc.problem}: {exc.reason}. Fix: {exc.fix}"
-            ) from None
+        patterns = parse_flow_value(self.prop, super().clean(value))
+        if problem := value_problem(self.prop, patterns):
+            reason, fix = problem
+            raise forms.ValidationError(f"{reason}. Fix: {fix}")
+        return list(patterns)
 
 
 def _flow_field(prop: FlowProperty) -> forms.Field:
@@ -228,7 +225,7 @@ def _flow_field(prop: FlowProperty) -> forms.Field:
     if prop.kind is int:
         return forms.IntegerField(min_value=-(2**31), max_value=2**31 - 1, **common)
     if prop.kind is tuple:
-        return PatternListField(property_name=prop.name, **common)
+        return PatternListField(prop=prop, **common)
     if isinstance(prop.kind, type) and issubclass(prop.kind, Enum):
         return forms.ChoiceField(choices=[(member.value, member.value) for member in prop.kind], **common)
     if prop.field == "replication_policy_class":

@@ -11,7 +11,6 @@ from replication.filters import (
     PatternError,
     TopicFilter,
     compile_java_regex,
-    parse_pattern_list,
 )
 
 
@@ -143,7 +142,7 @@ def test_untranslatable_or_invalid_patterns_are_rejected_clearly(
 
 def test_glob_style_exclude_names_property_pattern_reason_and_fix() -> None:
     with pytest.raises(PatternError) as caught:
-        parse_pattern_list("*.internal,__.*", property_name="topics.exclude")
+        compile_java_regex("*.internal", property_name="topics.exclude")
     assert str(caught.value) == (
         "topics.exclude: '*.internal' is not a valid regular expression: nothing to repeat at position 0 "
         "(a leading '*' repeats nothing; did you mean '.*\\.internal'?)"
@@ -153,19 +152,6 @@ def test_glob_style_exclude_names_property_pattern_reason_and_fix() -> None:
 def test_compiled_patterns_are_cached() -> None:
     first = compile_java_regex("cache-me-.*", property_name="topics")
     assert compile_java_regex("cache-me-.*", property_name="groups") is first
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        ("a, b ,c", ("a", "b", "c")),
-        (" , a,, ", ("a",)),
-        ("", ()),
-        (r".*[\-\.]internal, .*\.replica, __.*", (r".*[\-\.]internal", r".*\.replica", "__.*")),
-    ],
-)
-def test_parse_pattern_list_trims_and_drops_empty_items(value: str, expected: tuple[str, ...]) -> None:
-    assert parse_pattern_list(value, property_name="topics") == expected
 
 
 def test_topic_filter_with_mm2_defaults() -> None:

@@ -32,6 +32,11 @@ def prop(name: str):
             ("orders.*", "payments"),
         ),  # MM2's lists: trimmed, empties dropped
         ("topics", "", ()),
+        (
+            "topics.exclude",
+            r".*[\-\.]internal, .*\.replica, __.*",
+            (r".*[\-\.]internal", r".*\.replica", "__.*"),
+        ),
         ("enabled", "TRUE", True),
         ("emit.heartbeats.enabled", "False", False),
         ("tasks.max", "+4", 4),
