@@ -133,9 +133,7 @@ class FlowRunner:
             source=self.source,
             target=self.target,
             known_aliases=config.aliases,
-            reverse=next(
-                (f for f in config.flows if (f.source, f.target) == (flow.target, flow.source)), None
-            ),
+            reverse=config.pair(flow.target, flow.source),
         )
         self.threads: list[_TaskThread] = []
         self._progress = _Progress(at=time.monotonic(), records=0)
