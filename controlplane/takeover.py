@@ -27,7 +27,12 @@ from controlplane.browse import topic_name_error
 from controlplane.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
 from controlplane.models import AuditAction, AuditOutcome, Cluster, Flow, FlowState
 from controlplane.roles import Role, role_of
-from replication.kafka.takeover_io import TakeoverError, apply_takeover, read_takeover_plan
+from replication.kafka.takeover_io import (
+    Mm2StillWriting,
+    TakeoverError,
+    apply_takeover,
+    read_takeover_plan,
+)
 from replication.takeover import MM2_SOURCE_CONNECTOR, TakeoverPlan, mm2_offsets_topic
 
 TAKEOVER_STATES = frozenset({FlowState.DISABLED, FlowState.PAUSED})
@@ -186,8 +191,13 @@ def _apply(*, actor, flow: Flow, offsets_topic: str, connector: str, mm2_source_
             raise ServiceValidationError.single("offsets_topic", " ".join(problems))
         try:
             positions = apply_takeover(
-                plan, target=engine.cluster_to_config(flow.target), source_alias=flow.source.alias
+                plan,
+                target=engine.cluster_to_config(flow.target),
+                source_alias=flow.source.alias,
+                timeout_s=settings.MIRRORPLANE_CLUSTER_TIMEOUT_S,
             )
+        except Mm2StillWriting as exc:
+            raise ServiceConflict(str(exc)) from exc
         except TakeoverError as exc:
             raise ClusterUnavailable(str(exc)) from exc
         written = {_position_key(*key): offset for key, offset in sorted(positions.items())}

@@ -193,11 +193,46 @@ def _read_plan(
     )
 
 
+class Mm2StillWriting(TakeoverError):
+    """The remote partitions grew since the plan was read: MM2 (or something else) still writes there."""
+
+
+def _check_target_still(plan: TakeoverPlan, *, target: ClusterConfig, timeout_s: float) -> None:
+    """The remote partitions end where the plan read them, or Mm2StillWriting naming those that moved."""
+    read_at = {
+        (p.remote_topic, p.partition): p.target_end for p in plan.partitions if p.target_end is not None
+    }
+    reader = PartitionReader(target, timeout_s=timeout_s)
+    try:
+        tails, failures = reader.tails(list(read_at))
+    finally:
+        reader.close()
+    if failures:
+        raise TakeoverError(
+            f"the target's partitions could not be read again: {next(iter(failures.values()))}"
+        )
+    moved = [
+        f"{topic}[{p}] {read_at[(topic, p)]} -> {tail.end}"
+        for (topic, p), tail in tails.items()
+        if tail.end != read_at[(topic, p)]
+    ]
+    if moved:
+        raise Mm2StillWriting(
+            f"the remote partitions grew while the plan was read ({', '.join(moved[:5])}"
+            f"{', ...' if len(moved) > 5 else ''}): MM2 still runs (or another writer); stop it and try again"
+        )
+
+
 def apply_takeover(
-    plan: TakeoverPlan, *, target: ClusterConfig, source_alias: str
+    plan: TakeoverPlan, *, target: ClusterConfig, source_alias: str, timeout_s: float = TAKEOVER_TIMEOUT_S
 ) -> dict[tuple[str, int], int]:
-    """Store the plan's positions (what was stored before is put back if the write fails); returns them."""
+    """Store the plan's positions (what was stored before is put back if the write fails); returns them.
+    Refused (Mm2StillWriting) when the remote partitions grew since the plan was read."""
     positions = plan.positions()
+    try:
+        _check_target_still(plan, target=target, timeout_s=timeout_s)
+    except _CLIENT_ERRORS as exc:
+        raise TakeoverError(f"the target's partitions could not be read again: {exc}") from exc
     store = KafkaPositionStore(target, source_alias=source_alias)
     try:
         try:

@@ -4,6 +4,7 @@ source partition resumes (pure rules, then one run against the embedded brokers)
 from __future__ import annotations
 
 import json
+import re
 import uuid
 
 import pytest
@@ -13,7 +14,7 @@ from replication.formats import Checkpoint, OffsetSync, RecordFormatError
 from replication.kafka.clients import make_producer
 from replication.kafka.internal_topics import InternalTopicWriter
 from replication.kafka.positions import KafkaPositionStore
-from replication.kafka.takeover_io import TakeoverError, apply_takeover, read_takeover_plan
+from replication.kafka.takeover_io import Mm2StillWriting, TakeoverError, apply_takeover, read_takeover_plan
 from replication.policy import DefaultReplicationPolicy
 from replication.source import MirrorSourceTask
 from replication.takeover import (
@@ -190,7 +191,11 @@ def test_taking_over_from_mm2_copies_no_record_twice_and_skips_none(cluster_a, c
     rows = {point.partition: point for point in plan.partitions}
     assert {p: (rows[p].next_offset, rows[p].already_on_target) for p in rows} == MM2_RESUMES
     assert (plan.mm2_positions, plan.offset_syncs, plan.checkpoint_groups, plan.problems()) == (2, 2, 1, [])
-    assert apply_takeover(plan, target=target, source_alias=source.alias) == {(topic, 0): 30, (topic, 1): 25}
+    produce(cluster_b, remote, {0: [sent[0][30]]})  # MM2 was not stopped yet: it copied one more record
+    with pytest.raises(Mm2StillWriting, match=rf"{re.escape(remote)}\[0\] 30 -> 31"):
+        apply_takeover(plan, target=target, source_alias=source.alias)
+    plan = read_takeover_plan(flow, source=source, target=target, known_aliases=aliases)  # now it is stopped
+    assert apply_takeover(plan, target=target, source_alias=source.alias) == {(topic, 0): 31, (topic, 1): 25}
 
     store = KafkaPositionStore(target, source_alias=source.alias)
     task = MirrorSourceTask(
