@@ -16,8 +16,9 @@ BENCHMARKS = {
     "runtime": "bench.runtime",  # Celery workers vs the engine run in one process
     "failover": "bench.failover_plan",  # failover plan time for 1000 partitions x 20 groups
     "reports": "bench.reports",  # Spark report job on a generated 10M-sample lake
-    "takeover": "bench.takeover",
-    "metrics": "bench.metrics_scrape",  # /metrics scrape time for 500 flows x 10 partitions  # exactly_once takeover of a task of 64 and 100 partitions
+    "takeover": "bench.takeover",  # exactly_once takeover of a task of 64 and 100 partitions
+    "metrics": "bench.metrics_scrape",  # /metrics scrape time for 500 flows x 10 partitions
+    "upgrade": "bench.upgrade",  # longest arrival gap during a rolling upgrade and a scale-down
 }
 
 

@@ -10,6 +10,9 @@ slice). A `SliceBridge` keeps the cached task replicating on its own thread thro
 - holding the chain's lease as a slice does (`LeaseKeeper`), for `max_s` at most: if the next slice
   does not come by then, the bridge settles the task (everything acknowledged, positions persisted)
   and stops, as a slice that settles would have;
+- taking `max_records` at most (MIRRORPLANE_SLICE_MAX_RECORDS): what it replicates counts towards the
+  next slice's limit (`slice_records_left`), so a slice and the bridge before it stay within the limit
+  together; a bridge that reached it waits, replicating nothing, for the next slice;
 - the next slice stops it first (`stop()`, which returns within one fetch wait: records keep flowing
   until then) and reports what it did with its own result (`merge_results`); closing the cached task
   stops it too.
@@ -23,8 +26,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 
-from replication.source import MirrorSourceTask, SliceError, SliceResult
+from replication.source import MirrorSourceTask, SliceResult
 from workers.leases import LeaseKeeper, RedisLeases
 
 log = logging.getLogger(__name__)
@@ -36,6 +40,7 @@ class SliceBridge:
         task: MirrorSourceTask,
         *,
         max_s: float,
+        max_records: int,
         name: str,
         leases: RedisLeases,
         lease_key: str,
@@ -43,24 +48,30 @@ class SliceBridge:
         lease_ttl_s: float,
     ) -> None:
         self._task = task
-        self._max_s = max_s
+        self._max_s, self._max_records = max_s, max_records
         self._lease = (leases, lease_key, chain)
         self._lease_ttl_s = lease_ttl_s
         self._interrupt = threading.Event()
         self._result: SliceResult | None = None
-        self._settle_errors: list[SliceError] = []
         self._failure: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
+            deadline = time.monotonic() + self._max_s
             with LeaseKeeper(*self._lease, ttl_s=self._lease_ttl_s):  # renewed as during a slice
                 self._result = self._task.run_slice(
-                    max_records=2**62, max_seconds=self._max_s, settle=False, interrupt=self._interrupt
+                    max_records=self._max_records,
+                    max_seconds=self._max_s,
+                    settle=False,
+                    interrupt=self._interrupt,
                 )
-                if not self._interrupt.is_set():  # the next slice is late: leave nothing in flight
-                    self._settle_errors = self._task.settle()
+                if not self._interrupt.is_set():  # its record limit or its time: leave nothing in flight
+                    settled = self._task.run_slice(max_records=0, max_seconds=0, settle=True)
+                    self._result = merge_results(self._result, settled)
+                    # At its record limit: hold the lease, replicating nothing, until the next slice.
+                    self._interrupt.wait(max(deadline - time.monotonic(), 0.0))
         except BaseException as exc:  # reported by stop(), in the slice that takes the task
             self._failure = exc
 
@@ -75,9 +86,7 @@ class SliceBridge:
         self._thread.join()
         if self._failure is not None:
             raise RuntimeError(f"replicating between slices failed: {self._failure}") from self._failure
-        if self._result is None:
-            return None
-        return dataclasses.replace(self._result, errors=(*self._result.errors, *self._settle_errors))
+        return self._result
 
 
 def merge_results(earlier: SliceResult | None, later: SliceResult) -> SliceResult:
@@ -92,6 +101,11 @@ def merge_results(earlier: SliceResult | None, later: SliceResult) -> SliceResul
         gap_events=(*earlier.gap_events, *later.gap_events),
         errors=(*earlier.errors, *later.errors),
     )
+
+
+def slice_records_left(*, max_records: int, carried: SliceResult | None) -> int:
+    """Records the next slice may still take after the bridge before it took some of its limit."""
+    return max(max_records - (carried.records if carried is not None else 0), 0)
 
 
 def bridge_max_s(*, slice_s: float, lease_ttl_s: float) -> float:

@@ -3,7 +3,8 @@
 A lease is a key holding its holder's token, with a TTL. `try_acquire` is SET NX PX (the supervisor
 starting a chain); `hold` acquires-or-renews in one Lua script (a chain's slice: renew if the token is
 ours, take it if the key is gone, e.g. after a Redis restart, fail if another token holds it);
-`release` deletes only if the token is ours. A killed worker stops renewing, so its leases expire after
+`release` deletes only if the token is ours; `transfer` gives a lease we hold to a new token in one step
+(a stopping worker handing its chain over). A killed worker stops renewing, so its leases expire after
 the TTL and the supervisor starts new chains elsewhere. `LeaseKeeper` renews in a background thread
 while a slice runs, so a slice longer than the TTL (a slow target) keeps its lease.
 
@@ -45,6 +46,15 @@ return 0
 """
 
 
+_TRANSFER = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return 0
+"""
+
+
 def new_token() -> str:
     return uuid.uuid4().hex
 
@@ -66,6 +76,7 @@ class RedisLeases:
         self.client = client
         self._hold = client.register_script(_HOLD)
         self._release = client.register_script(_RELEASE)
+        self._transfer = client.register_script(_TRANSFER)
 
     @classmethod
     def from_url(cls, url: str) -> RedisLeases:
@@ -82,6 +93,10 @@ class RedisLeases:
 
     def release(self, key: str, token: str) -> bool:
         return bool(self._release(keys=[key], args=[token]))
+
+    def transfer(self, key: str, token: str, new_token: str, *, ttl_s: float) -> bool:
+        """Give our lease to `new_token` (a new chain); False when `token` no longer holds it."""
+        return bool(self._transfer(keys=[key], args=[token, new_token, _ms(ttl_s)]))
 
     def holders(self, keys: list[str]) -> list[str | None]:
         values = self.client.mget(keys) if keys else []

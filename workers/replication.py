@@ -7,6 +7,12 @@ samples. Pause, resume, config edits and new partitions therefore take effect at
 
 The cache keeps clients across slices: a chain's next slice goes to this worker's own queue (see
 `workers.tasks`), so consecutive slices normally find their task here.
+
+A warm shutdown (SIGTERM, a rolling upgrade or a scale-down) hands the chains over instead of leaving
+them to expire: `DRAINING` ends the running slices early, and once they have ended `hand_over_chains`
+stops each chain's bridge, settles its task (nothing in flight, positions persisted), gives its lease to
+a new chain and sends that chain's first slice to the shared queue, where another worker takes it at
+once (the lease TTL is no longer the pause).
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -28,9 +36,9 @@ from replication.kafka.positions import KafkaPositionStore
 from replication.policy import replication_policy_for
 from replication.source import MirrorSourceTask, SliceResult
 from workers import context
-from workers.bridge import SliceBridge, bridge_max_s, merge_results
+from workers.bridge import SliceBridge, bridge_max_s, merge_results, slice_records_left
 from workers.lake import Counts, RemotePartition, lake_rows
-from workers.leases import LeaseKeeper, task_lease_key
+from workers.leases import LeaseKeeper, new_token, task_lease_key
 from workers.plans import (
     ChainPosition,
     SliceAction,
@@ -44,6 +52,7 @@ from workers.plans import (
 log = logging.getLogger(__name__)
 
 WAIT_S = 1.0  # pause of a chain waiting for its flow's plan
+DRAINING = threading.Event()  # a warm shutdown began: running slices end now, chains are handed over
 
 
 @dataclass
@@ -164,7 +173,7 @@ class WorkerStats:
     def __init__(self) -> None:
         self.slices = 0
         self.slice_errors = 0
-        self._chains: set[TaskRef] = set()  # tasks whose chain continues here (this process holds the lease)
+        self._chains: dict[TaskRef, str] = {}  # chains that continue here (this process holds the lease)
         self._lock = threading.Lock()
 
     def slice_ran(self, *, ok: bool) -> None:
@@ -172,9 +181,16 @@ class WorkerStats:
             self.slices += 1
             self.slice_errors += 0 if ok else 1
 
-    def chain_step(self, ref: TaskRef, *, continues: bool) -> None:
+    def chain_step(self, ref: TaskRef, chain: str, *, continues: bool) -> None:
         with self._lock:
-            (self._chains.add if continues else self._chains.discard)(ref)
+            if continues:
+                self._chains[ref] = chain
+            elif self._chains.get(ref) == chain:
+                del self._chains[ref]
+
+    def chains(self) -> dict[TaskRef, str]:
+        with self._lock:
+            return dict(self._chains)
 
     def snapshot(self) -> dict[str, int]:
         with self._lock:
@@ -188,10 +204,38 @@ class WorkerStats:
 STATS = WorkerStats()
 
 
+class RunningSlices:
+    """How many slices run in this process now; the hand-over waits until none does."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._idle = threading.Condition()
+
+    def __enter__(self) -> None:
+        with self._idle:
+            self._count += 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._idle:
+            self._count -= 1
+            self._idle.notify_all()
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        with self._idle:
+            return self._idle.wait_for(lambda: self._count == 0, timeout=timeout_s)
+
+
+RUNNING = RunningSlices()
+
+
 def replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
     """Run slice `seq` of `chain`; what to enqueue next, or None when the chain ends."""
-    following = _replicate_slice(ref=ref, chain=chain, seq=seq)
-    STATS.chain_step(ref, continues=following is not None)
+    if DRAINING.is_set():  # a slice received as the worker stops: its chain is handed over instead
+        STATS.chain_step(ref, chain, continues=True)
+        return NextSlice(countdown_s=0.0, sticky=False)
+    with RUNNING:
+        following = _replicate_slice(ref=ref, chain=chain, seq=seq)
+        STATS.chain_step(ref, chain, continues=following is not None)  # before a hand-over may look
     return following
 
 
@@ -237,11 +281,14 @@ def _replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
         entry.task.assign(decision.partitions)
         with LeaseKeeper(leases, key, chain, ttl_s=ttl_s) as keeper:
             result = entry.task.run_slice(
-                max_records=settings.MIRRORPLANE_SLICE_MAX_RECORDS,
+                max_records=slice_records_left(
+                    max_records=settings.MIRRORPLANE_SLICE_MAX_RECORDS, carried=carried
+                ),
                 max_seconds=settings.MIRRORPLANE_SLICE_SECONDS,
                 # Settled (nothing in flight) when the next slice may run on another worker; else records
                 # flow across the slice end, as in dedicated mode (positions: the acknowledged prefix).
                 settle=not sticky,
+                interrupt=DRAINING,  # a warm shutdown hands the chain over (hand_over_chains)
             )
         result = merge_results(carried, result)
     except Exception as exc:  # a broken client: rebuild it next slice, after a pause
@@ -269,6 +316,7 @@ def _replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
         entry.bridge = SliceBridge(
             entry.task,
             max_s=bridge_max_s(slice_s=settings.MIRRORPLANE_SLICE_SECONDS, lease_ttl_s=ttl_s),
+            max_records=settings.MIRRORPLANE_SLICE_MAX_RECORDS,
             name=f"bridge-{ref.flow_id}-{ref.task_index}",
             leases=leases,
             lease_key=key,
@@ -278,6 +326,80 @@ def _replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
     _record_quietly(ref, lambda: _record_slice(ref, entry, result, now=now, mine=mine))
     TASKS.put(ref, entry)
     return following
+
+
+class Drain:
+    """A warm shutdown's hand-over, started when it begins (`start`), finished before the process
+    exits (`finish`): chains move as soon as the running slices have ended, not after Celery's own
+    teardown."""
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+
+    def start(self, *, send: Callable[[TaskRef, str], None]) -> None:
+        DRAINING.set()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, args=(send,), name="drain", daemon=True)
+            self._thread.start()
+
+    def _run(self, send: Callable[[TaskRef, str], None]) -> None:
+        RUNNING.wait_idle(timeout_s=settings.MIRRORPLANE_LEASE_TTL_S)
+        hand_over_chains(send=send)
+
+    def finish(
+        self, *, send: Callable[[TaskRef, str], None], unstarted: Iterable[tuple[TaskRef, str]]
+    ) -> None:
+        """Wait for the hand-over, then hand over what it could not see (slices received meanwhile)."""
+        if self._thread is not None:
+            self._thread.join(settings.MIRRORPLANE_LEASE_TTL_S)
+        hand_over_chains(send=send, unstarted=unstarted)
+
+
+DRAIN = Drain()
+
+
+def hand_over_chains(
+    *, send: Callable[[TaskRef, str], None], unstarted: Iterable[tuple[TaskRef, str]] = ()
+) -> list[TaskRef]:
+    """Give every chain this worker holds to a new chain on the shared queue; the tasks handed over.
+
+    Called at a warm shutdown once no slice runs here any more. `unstarted` are chains whose slice this
+    worker received but will not run (Celery drops them at shutdown). Each task is settled before its
+    lease moves, so the next worker resumes exactly where this one stopped (exactly_once stays exact).
+    """
+    chains = {**dict(unstarted), **STATS.chains()}
+    if not chains:
+        return []
+    with ThreadPoolExecutor(max_workers=min(len(chains), 8), thread_name_prefix="hand-over") as pool:
+        moved = pool.map(lambda item: _hand_over(*item, send=send), chains.items())
+        return [ref for ref, ok in zip(chains, moved, strict=True) if ok]
+
+
+def _hand_over(ref: TaskRef, chain: str, *, send: Callable[[TaskRef, str], None]) -> bool:
+    entry = TASKS.take(ref)
+    try:
+        if entry is not None:
+            entry.stop_bridge()
+            errors = entry.task.settle()
+            if errors:
+                log.warning("task %s: settling before the hand-over: %s", ref, "; ".join(map(str, errors)))
+        successor = new_token()
+        ttl_s = settings.MIRRORPLANE_LEASE_TTL_S
+        if not context.leases().transfer(task_lease_key(ref), chain, successor, ttl_s=ttl_s):
+            log.info("task %s: chain %s no longer holds its lease; nothing to hand over", ref, chain[:8])
+            return False
+        send(ref, successor)
+        STATS.chain_step(ref, chain, continues=False)
+        log.info(
+            "task %s: chain %s handed over to chain %s on the shared queue", ref, chain[:8], successor[:8]
+        )
+        return True
+    except Exception:  # the lease then expires and the supervisor restarts the chain
+        log.exception("task %s: hand-over failed; the chain restarts when its lease expires", ref)
+        return False
+    finally:
+        if entry is not None:
+            _close_quietly(entry)
 
 
 def chain_ended(ref: TaskRef) -> None:

@@ -6,6 +6,7 @@ import logging
 
 from celery import signals
 from celery.utils.nodenames import worker_direct
+from celery.worker import state as worker_state
 from django.conf import settings
 
 from workers import context, presence, replication
@@ -27,7 +28,7 @@ def replicate_slice(self, flow_id: int, task_index: int, chain: str, seq: int) -
     """Slice `seq` of the chain `chain` of (flow, task index); enqueues slice seq + 1 unless it ends."""
     ref = TaskRef(flow_id, task_index)
     following = replication.replicate_slice(ref=ref, chain=chain, seq=seq)
-    if following is None:
+    if following is None or replication.DRAINING.is_set():  # draining: handed over at the shutdown
         return
     # The lease must outlive the wait before the next slice starts.
     ttl_s = settings.MIRRORPLANE_LEASE_TTL_S + following.countdown_s
@@ -47,10 +48,31 @@ def _announce_presence(sender=None, **_: object) -> None:
     presence.start(hostname=sender.hostname, queues=[q for q in queues if not q.endswith(".dq")])
 
 
+def _send_first_slice(ref: TaskRef, chain: str) -> None:
+    replicate_slice.apply_async((ref.flow_id, ref.task_index, chain, 0))
+
+
+def _unstarted_slices() -> list[tuple[TaskRef, str]]:
+    """Chains of the slices this worker received and will not run (Celery drops them at shutdown)."""
+    return [
+        (TaskRef(request.args[0], request.args[1]), request.args[2])
+        for request in list(worker_state.reserved_requests)
+        if request.name == replicate_slice.name and len(request.args) == 4
+    ]
+
+
+@signals.worker_shutting_down.connect
+def _drain(**_: object) -> None:
+    """A warm shutdown (SIGTERM) began: the running slices end now and their chains are handed over."""
+    replication.DRAIN.start(send=_send_first_slice)
+
+
 @signals.worker_process_shutdown.connect
 @signals.worker_shutdown.connect
 def _flush_on_shutdown(**_: object) -> None:
-    """A stopping worker persists its tasks' positions and writes its buffered metric samples."""
+    """A stopping worker hands its chains over (positions persisted, leases given to new chains on the
+    shared queue) and writes its buffered metric samples."""
+    replication.DRAIN.finish(send=_send_first_slice, unstarted=_unstarted_slices())
     presence.stop()
     replication.TASKS.close_all()
     context.metrics_lake().flush()

@@ -3,6 +3,7 @@ test database (PostgreSQL), a Redis database, and the session's embedded Kafka c
 
 from __future__ import annotations
 
+import itertools
 import os
 import shlex
 import shutil
@@ -10,17 +11,19 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import requests
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from django.db import connection
 
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
-from replication.kafka.clients import make_producer
+from replication.kafka.clients import make_consumer, make_producer
 from replication.kafka.source_io import PartitionReader
 from replication.source import source_offset_of
 
@@ -257,3 +260,102 @@ class Gunicorn:
         """kill -9 of the whole web: the master and its workers (a crashed host, not a graceful stop)."""
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(10)
+
+
+class SteadyTraffic:
+    """Records produced at a fixed rate from a thread, round robin over the partitions, until `stop()`."""
+
+    def __init__(
+        self, cluster: ClusterConfig, topic: str, *, rate_per_s: int, partitions: int = PARTITIONS
+    ) -> None:
+        self._producer = make_producer(cluster)
+        self._topic, self._rate_per_s, self._partitions = topic, rate_per_s, partitions
+        self.produced = 0
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="steady-traffic", daemon=True)
+
+    def start(self) -> SteadyTraffic:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        tick_s = 0.01
+        started = time.monotonic()
+        while not self._stopping.is_set():
+            due = int((time.monotonic() - started) * self._rate_per_s)
+            while self.produced < due:
+                index = self.produced
+                try:
+                    self._producer.produce(
+                        self._topic,
+                        key=b"k%d" % index,
+                        value=b"v%d" % index,
+                        partition=index % self._partitions,
+                    )
+                except BufferError:  # the local queue is full: serve acknowledgements first
+                    self._producer.poll(0.05)
+                    continue
+                self.produced += 1
+            self._producer.poll(0)
+            self._stopping.wait(tick_s)
+
+    def stop(self) -> dict[int, int]:
+        """Stop producing; records produced per partition (all acknowledged)."""
+        self._stopping.set()
+        self._thread.join()
+        assert self._producer.flush(30) == 0
+        return {p: len(range(p, self.produced, self._partitions)) for p in range(self._partitions)}
+
+
+class ArrivalRecorder:
+    """When each record of a remote topic arrives on the target (a reader polling without pause)."""
+
+    def __init__(self, cluster: ClusterConfig, topic: str, *, partitions: int = PARTITIONS) -> None:
+        # The embedded broker holds a fetch for fetch.wait.max.ms even when records are there.
+        self._consumer = make_consumer(cluster, overrides={"fetch.wait.max.ms": 10})
+        self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        self.arrivals: dict[int, list[float]] = {p: [] for p in range(partitions)}  # epoch seconds
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="arrival-recorder", daemon=True)
+
+    def start(self) -> ArrivalRecorder:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            messages = self._consumer.consume(num_messages=10_000, timeout=0.05)
+            now = time.time()
+            for message in messages:
+                if message.error() is None:
+                    self.arrivals[message.partition()].append(now)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join()
+        self._consumer.close()
+
+    def longest_gap(self, *, start: float, end: float) -> tuple[float, int, float]:
+        """The longest time between arrivals on one partition within [start, end] (epoch seconds):
+        (seconds, partition, when it began)."""
+        worst = (0.0, -1, start)
+        for partition, times in self.arrivals.items():
+            window = [start, *(t for t in times if start <= t <= end), end]
+            for earlier, later in itertools.pairwise(window):
+                if later - earlier > worst[0]:
+                    worst = (later - earlier, partition, earlier)
+        return worst
+
+
+def rolling_upgrade(runtime: CeleryRuntime, old: list[str], *, settle_s: float = 2.0) -> list[str]:
+    """Replace each worker of `old` in turn, as docs/operations.md tells: start one of the new version
+    (same pool and flags), wait until it is ready, stop the old one warm (SIGTERM). The new names."""
+    new = []
+    for name in old:
+        successor = f"{name}-next"
+        runtime.start_worker(successor, queues="replication")
+        wait_until(lambda n=successor: " ready." in runtime.log(n), timeout_s=60, what=f"{successor} ready")
+        runtime.stop(name)
+        new.append(successor)
+        time.sleep(settle_s)  # steady traffic on the new worker before the next step
+    return new

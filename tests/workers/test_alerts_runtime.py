@@ -47,9 +47,6 @@ def test_over_budget_fires_notifies_with_figure_and_link_resolves_and_a_silence_
         MIRRORPLANE_PRESENCE_INTERVAL_S="1",  # a killed worker's presence expires after 3 s
         MIRRORPLANE_BASE_URL="https://mirrorplane.test",
         MIRRORPLANE_SLICE_MAX_RECORDS="20",  # a backlog drains over many slices: the lag is seen
-        # Every slice goes back to the shared queue, so no hand-over bridge replicates between slices
-        # beyond the 20-record pacing above.
-        MIRRORPLANE_REBALANCE_SLICES="1",
     )
     create_topic(cluster_a, unique_name)
     flow = make_flow(topics=[unique_name], tasks_max=1)

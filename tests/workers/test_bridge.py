@@ -11,7 +11,7 @@ from replication.positions import InMemoryPositionStore
 from replication.source import SliceError, SliceErrorKind, SliceResult
 from tests.replication.test_source_task import create_topics, make_task, produce, read_partition
 from tests.workers.harness import wait_until
-from workers.bridge import SliceBridge, bridge_max_s, merge_results
+from workers.bridge import SliceBridge, bridge_max_s, merge_results, slice_records_left
 from workers.leases import RedisLeases, new_token, task_lease_key
 from workers.plans import TaskRef
 
@@ -30,6 +30,13 @@ def test_merged_results_add_counts_keep_both_events_and_errors_and_the_later_sta
 def test_a_bridge_runs_at_most_one_slice_and_a_third_of_the_lease():
     assert bridge_max_s(slice_s=1.0, lease_ttl_s=15) == 1.0
     assert bridge_max_s(slice_s=1.0, lease_ttl_s=1.5) == 0.5
+
+
+def test_what_the_bridge_took_counts_towards_the_next_slices_record_limit():
+    carried = SliceResult(records=30, bytes=300, positions={})
+    assert slice_records_left(max_records=100, carried=carried) == 70
+    assert slice_records_left(max_records=20, carried=carried) == 0
+    assert slice_records_left(max_records=20, carried=None) == 20
 
 
 def _records(count: int) -> dict[int, list]:
@@ -64,7 +71,14 @@ def test_records_arriving_after_a_slice_are_replicated_by_the_bridge_which_holds
     _, task = store_and_task
     task.run_slice(max_seconds=0.5, settle=False)
     bridge = SliceBridge(
-        task, max_s=30, name="bridge-test", leases=leases, lease_key=key, chain=token, lease_ttl_s=1.0
+        task,
+        max_s=30,
+        max_records=100_000,
+        name="bridge-test",
+        leases=leases,
+        lease_key=key,
+        chain=token,
+        lease_ttl_s=1.0,
     )
     produce(cluster_a, unique_name, _records(50))
     wait_until(
@@ -88,7 +102,14 @@ def test_a_bridge_no_slice_stops_ends_by_itself_settled_with_its_positions_persi
     task.run_slice(max_seconds=0.3, settle=False)
     produce(cluster_a, unique_name, _records(20))
     bridge = SliceBridge(
-        task, max_s=2.0, name="bridge-test", leases=leases, lease_key=key, chain=token, lease_ttl_s=1.0
+        task,
+        max_s=2.0,
+        max_records=100_000,
+        name="bridge-test",
+        leases=leases,
+        lease_key=key,
+        chain=token,
+        lease_ttl_s=1.0,
     )
     wait_until(lambda: bridge.ended, timeout_s=30, what="the bridge to end by itself after its 2 s")
     assert store.load(flow="A->B", partitions=[(unique_name, 0), (unique_name, 1)]) == {
@@ -97,3 +118,29 @@ def test_a_bridge_no_slice_stops_ends_by_itself_settled_with_its_positions_persi
     }
     result = bridge.stop()
     assert result is not None and result.records == 40 and result.ok
+
+
+@pytest.mark.kafka
+def test_a_bridge_takes_at_most_the_slice_record_limit_then_holds_the_lease_replicating_nothing(
+    cluster_a, cluster_b, unique_name, lease, store_and_task
+):
+    leases, key, token = lease
+    store, task = store_and_task
+    task.run_slice(max_seconds=0.3, settle=False)
+    produce(cluster_a, unique_name, _records(50))
+    bridge = SliceBridge(
+        task,
+        max_s=2.0,
+        max_records=30,
+        name="bridge-test",
+        leases=leases,
+        lease_key=key,
+        chain=token,
+        lease_ttl_s=1.0,
+    )
+    wait_until(lambda: bridge.ended, timeout_s=30, what="the bridge to end by itself after its 2 s")
+    result = bridge.stop()
+    assert result is not None and result.records == 30 and result.ok
+    replicated = sum(len(read_partition(cluster_b, f"A.{unique_name}", p)) for p in (0, 1))
+    assert replicated == 30
+    assert sum(store.load(flow="A->B", partitions=[(unique_name, 0), (unique_name, 1)]).values()) == 30

@@ -33,6 +33,16 @@ def test_only_one_holder(leases):
     assert leases.holders([KEY]) == [first]
 
 
+def test_a_transfer_gives_the_lease_to_a_new_chain_only_from_its_holder(leases):
+    holder, successor, stranger = new_token(), new_token(), new_token()
+    leases.try_acquire(KEY, holder, ttl_s=10)
+    assert not leases.transfer(KEY, stranger, new_token(), ttl_s=10)
+    assert leases.transfer(KEY, holder, successor, ttl_s=10)
+    assert leases.holders([KEY]) == [successor]
+    assert not leases.hold(KEY, holder, ttl_s=10)  # the old chain's late slice ends
+    assert not leases.transfer(KEY, holder, new_token(), ttl_s=10)  # a chain is handed over once
+
+
 def test_release_needs_the_token(leases):
     holder = new_token()
     leases.try_acquire(KEY, holder, ttl_s=10)
