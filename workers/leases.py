@@ -4,7 +4,7 @@ A lease is a key holding its holder's token, with a TTL. `try_acquire` is SET NX
 starting a chain); `hold` acquires-or-renews in one Lua script (a chain's slice: renew if the token is
 ours, take it if the key is gone, e.g. after a Redis restart, fail if another token holds it);
 `release` deletes only if the token is ours; `transfer` gives a lease we hold to a new token in one step
-(a stopping worker handing its chain over). A killed worker stops renewing, so its leases expire after
+(a stopping worker handing its chain over, once the successor said it is ready: `announce_ready`). A killed worker stops renewing, so its leases expire after
 the TTL and the supervisor starts new chains elsewhere. `LeaseKeeper` renews in a background thread
 while a slice runs, so a slice longer than the TTL (a slow target) keeps its lease.
 
@@ -63,6 +63,11 @@ def task_lease_key(task: TaskRef) -> str:
     return f"{PREFIX}:lease:flow:{task.flow_id}:task:{task.task_index}"
 
 
+def ready_key(lease_key: str) -> str:
+    """Where the successor of a chain being handed over says its clients are ready."""
+    return f"{lease_key}:successor-ready"
+
+
 def metadata_lease_key(flow_id: int) -> str:
     return f"{PREFIX}:lease:flow:{flow_id}:metadata"
 
@@ -97,6 +102,14 @@ class RedisLeases:
     def transfer(self, key: str, token: str, new_token: str, *, ttl_s: float) -> bool:
         """Give our lease to `new_token` (a new chain); False when `token` no longer holds it."""
         return bool(self._transfer(keys=[key], args=[token, new_token, _ms(ttl_s)]))
+
+    def announce_ready(self, key: str, token: str, *, ttl_s: float) -> None:
+        """The chain `token`, successor of the holder of lease `key`, is ready to take it."""
+        self.client.set(ready_key(key), token, px=_ms(ttl_s))
+
+    def is_ready(self, key: str, token: str) -> bool:
+        value = self.client.get(ready_key(key))
+        return value is not None and value.decode() == token
 
     def holders(self, keys: list[str]) -> list[str | None]:
         values = self.client.mget(keys) if keys else []

@@ -52,6 +52,8 @@ from workers.plans import (
 log = logging.getLogger(__name__)
 
 WAIT_S = 1.0  # pause of a chain waiting for its flow's plan
+HAND_OVER_WAIT_S = 5.0  # a stopping worker waits this long at most for a successor to be ready
+HAND_OVER_POLL_S = 0.01
 DRAINING = threading.Event()  # a warm shutdown began: running slices end now, chains are handed over
 
 
@@ -228,12 +230,16 @@ class RunningSlices:
 RUNNING = RunningSlices()
 
 
-def replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
-    """Run slice `seq` of `chain`; what to enqueue next, or None when the chain ends."""
+def replicate_slice(*, ref: TaskRef, chain: str, seq: int, takes_over: bool = False) -> NextSlice | None:
+    """Run slice `seq` of `chain`; what to enqueue next, or None when the chain ends. `takes_over`: the
+    first slice of a chain a stopping worker hands over (`hand_over_chains`)."""
     if DRAINING.is_set():  # a slice received as the worker stops: its chain is handed over instead
         STATS.chain_step(ref, chain, continues=True)
         return NextSlice(countdown_s=0.0, sticky=False)
     with RUNNING:
+        if takes_over and not _take_over(ref, chain):
+            log.info("task %s: chain %s was never handed its lease; it ends", ref, chain[:8])
+            return None
         following = _replicate_slice(ref=ref, chain=chain, seq=seq)
         STATS.chain_step(ref, chain, continues=following is not None)  # before a hand-over may look
     return following
@@ -313,19 +319,20 @@ def _replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
     if following.sticky and not following.countdown_s:
         # Records keep flowing while this slice stores its status and the next one is enqueued and
         # started (workers.bridge): that hand-over is no gap they wait in.
-        entry.bridge = SliceBridge(
-            entry.task,
+        entry.bridge = _bridge(
+            ref,
+            entry,
+            chain,
             max_s=bridge_max_s(slice_s=settings.MIRRORPLANE_SLICE_SECONDS, lease_ttl_s=ttl_s),
-            max_records=settings.MIRRORPLANE_SLICE_MAX_RECORDS,
-            name=f"bridge-{ref.flow_id}-{ref.task_index}",
-            leases=leases,
-            lease_key=key,
-            chain=chain,
-            lease_ttl_s=ttl_s,
         )
     _record_quietly(ref, lambda: _record_slice(ref, entry, result, now=now, mine=mine))
     TASKS.put(ref, entry)
     return following
+
+
+# send(ref, chain, takes_over): enqueue the first slice of `chain` on the shared queue; with takes_over,
+# that slice prepares its task and waits until the chain it succeeds gives it the lease.
+SendFirstSlice = Callable[[TaskRef, str, bool], None]
 
 
 class Drain:
@@ -336,59 +343,68 @@ class Drain:
     def __init__(self) -> None:
         self._thread: threading.Thread | None = None
 
-    def start(self, *, send: Callable[[TaskRef, str], None]) -> None:
+    def start(self, *, send: SendFirstSlice) -> None:
         DRAINING.set()
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, args=(send,), name="drain", daemon=True)
             self._thread.start()
 
-    def _run(self, send: Callable[[TaskRef, str], None]) -> None:
+    def _run(self, send: SendFirstSlice) -> None:
         RUNNING.wait_idle(timeout_s=settings.MIRRORPLANE_LEASE_TTL_S)
-        hand_over_chains(send=send)
+        hand_over_chains(send=send, prepared=True)
 
-    def finish(
-        self, *, send: Callable[[TaskRef, str], None], unstarted: Iterable[tuple[TaskRef, str]]
-    ) -> None:
+    def finish(self, *, send: SendFirstSlice, unstarted: Iterable[tuple[TaskRef, str]]) -> None:
         """Wait for the hand-over, then hand over what it could not see (slices received meanwhile)."""
         if self._thread is not None:
-            self._thread.join(settings.MIRRORPLANE_LEASE_TTL_S)
-        hand_over_chains(send=send, unstarted=unstarted)
+            self._thread.join(settings.MIRRORPLANE_LEASE_TTL_S + HAND_OVER_WAIT_S)
+        hand_over_chains(send=send, unstarted=unstarted, prepared=False)
 
 
 DRAIN = Drain()
 
 
 def hand_over_chains(
-    *, send: Callable[[TaskRef, str], None], unstarted: Iterable[tuple[TaskRef, str]] = ()
+    *, send: SendFirstSlice, unstarted: Iterable[tuple[TaskRef, str]] = (), prepared: bool = False
 ) -> list[TaskRef]:
     """Give every chain this worker holds to a new chain on the shared queue; the tasks handed over.
 
     Called at a warm shutdown once no slice runs here any more. `unstarted` are chains whose slice this
     worker received but will not run (Celery drops them at shutdown). Each task is settled before its
     lease moves, so the next worker resumes exactly where this one stopped (exactly_once stays exact).
+    `prepared`: the successor's first slice is sent first and builds its task (clients connected) while
+    this worker's bridge keeps replicating; the lease moves when it says it is ready (or after
+    HAND_OVER_WAIT_S, when no worker took it), so records pause only for the settle and the successor's
+    start of its partitions, not for its clients' connections.
     """
     chains = {**dict(unstarted), **STATS.chains()}
     if not chains:
         return []
     with ThreadPoolExecutor(max_workers=min(len(chains), 8), thread_name_prefix="hand-over") as pool:
-        moved = pool.map(lambda item: _hand_over(*item, send=send), chains.items())
+        moved = pool.map(lambda item: _hand_over(*item, send=send, prepared=prepared), chains.items())
         return [ref for ref, ok in zip(chains, moved, strict=True) if ok]
 
 
-def _hand_over(ref: TaskRef, chain: str, *, send: Callable[[TaskRef, str], None]) -> bool:
+def _hand_over(ref: TaskRef, chain: str, *, send: SendFirstSlice, prepared: bool) -> bool:
+    leases, key, ttl_s = context.leases(), task_lease_key(ref), settings.MIRRORPLANE_LEASE_TTL_S
     entry = TASKS.take(ref)
+    successor = new_token()
     try:
+        if prepared:
+            if entry is not None:  # keep replicating until the successor is ready
+                entry.stop_bridge()
+                entry.bridge = _bridge(ref, entry, chain, max_s=HAND_OVER_WAIT_S)
+            send(ref, successor, True)
+            _wait_ready(leases, key, successor)
         if entry is not None:
             entry.stop_bridge()
             errors = entry.task.settle()
             if errors:
                 log.warning("task %s: settling before the hand-over: %s", ref, "; ".join(map(str, errors)))
-        successor = new_token()
-        ttl_s = settings.MIRRORPLANE_LEASE_TTL_S
-        if not context.leases().transfer(task_lease_key(ref), chain, successor, ttl_s=ttl_s):
+        if not leases.transfer(key, chain, successor, ttl_s=ttl_s):
             log.info("task %s: chain %s no longer holds its lease; nothing to hand over", ref, chain[:8])
             return False
-        send(ref, successor)
+        if not prepared:
+            send(ref, successor, False)
         STATS.chain_step(ref, chain, continues=False)
         log.info(
             "task %s: chain %s handed over to chain %s on the shared queue", ref, chain[:8], successor[:8]
@@ -400,6 +416,53 @@ def _hand_over(ref: TaskRef, chain: str, *, send: Callable[[TaskRef, str], None]
     finally:
         if entry is not None:
             _close_quietly(entry)
+
+
+def _wait_ready(leases, key: str, successor: str) -> bool:
+    deadline = time.monotonic() + HAND_OVER_WAIT_S
+    while not leases.is_ready(key, successor):
+        if time.monotonic() > deadline:
+            log.warning(
+                "lease %s: no successor ready after %g s; handing it over anyway", key, HAND_OVER_WAIT_S
+            )
+            return False
+        time.sleep(HAND_OVER_POLL_S)
+    return True
+
+
+def _take_over(ref: TaskRef, chain: str) -> bool:
+    """The first slice of a chain handed over by a stopping worker: build the task (its clients connect
+    meanwhile), say it is ready, and wait for the lease (the stopping worker settles its task first);
+    False when it does not come within a lease TTL (the chain ends; the supervisor starts another)."""
+    leases, key, ttl_s = context.leases(), task_lease_key(ref), settings.MIRRORPLANE_LEASE_TTL_S
+    spec = runtime.runtime_flow_spec(flow_id=ref.flow_id)
+    if spec is not None and spec.runnable:
+        stale = TASKS.take(ref)
+        if stale is not None:
+            _close_quietly(stale)
+        entry = CachedTask.build(spec, ref.task_index)
+        entry.ran = ChainPosition(spec.config_version, chain, -1)  # current for the chain's slice 0
+        TASKS.put(ref, entry)
+    leases.announce_ready(key, chain, ttl_s=ttl_s)
+    deadline = time.monotonic() + ttl_s + HAND_OVER_WAIT_S
+    while not leases.hold(key, chain, ttl_s=ttl_s):  # also takes it if the stopping worker died
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(HAND_OVER_POLL_S)
+    return True
+
+
+def _bridge(ref: TaskRef, entry: CachedTask, chain: str, *, max_s: float) -> SliceBridge:
+    return SliceBridge(
+        entry.task,
+        max_s=max_s,
+        max_records=settings.MIRRORPLANE_SLICE_MAX_RECORDS,
+        name=f"bridge-{ref.flow_id}-{ref.task_index}",
+        leases=context.leases(),
+        lease_key=task_lease_key(ref),
+        chain=chain,
+        lease_ttl_s=settings.MIRRORPLANE_LEASE_TTL_S,
+    )
 
 
 def chain_ended(ref: TaskRef) -> None:

@@ -24,10 +24,16 @@ def flow_metadata(flow_id: int, token: str) -> None:
 
 
 @app.task(name="workers.tasks.replicate_slice", bind=True, ignore_result=True)
-def replicate_slice(self, flow_id: int, task_index: int, chain: str, seq: int) -> None:
-    """Slice `seq` of the chain `chain` of (flow, task index); enqueues slice seq + 1 unless it ends."""
+def replicate_slice(
+    self, flow_id: int, task_index: int, chain: str, seq: int, takes_over: bool = False
+) -> None:
+    """Slice `seq` of the chain `chain` of (flow, task index); enqueues slice seq + 1 unless it ends.
+    `takes_over`: the first slice of a chain handed over by a stopping worker."""
     ref = TaskRef(flow_id, task_index)
-    following = replication.replicate_slice(ref=ref, chain=chain, seq=seq)
+    if takes_over and replication.DRAINING.is_set():  # stopping too: another worker takes it over
+        _send_first_slice(ref, chain, True)
+        return
+    following = replication.replicate_slice(ref=ref, chain=chain, seq=seq, takes_over=takes_over)
     if following is None or replication.DRAINING.is_set():  # draining: handed over at the shutdown
         return
     # The lease must outlive the wait before the next slice starts.
@@ -48,8 +54,8 @@ def _announce_presence(sender=None, **_: object) -> None:
     presence.start(hostname=sender.hostname, queues=[q for q in queues if not q.endswith(".dq")])
 
 
-def _send_first_slice(ref: TaskRef, chain: str) -> None:
-    replicate_slice.apply_async((ref.flow_id, ref.task_index, chain, 0))
+def _send_first_slice(ref: TaskRef, chain: str, takes_over: bool) -> None:
+    replicate_slice.apply_async((ref.flow_id, ref.task_index, chain, 0), {"takes_over": takes_over})
 
 
 def _unstarted_slices() -> list[tuple[TaskRef, str]]:
