@@ -29,6 +29,9 @@ class OffsetSyncEmitter(Protocol):
     def emit(self, records: Sequence[OffsetSync]) -> None:
         """Write the syncs and return once the cluster acknowledged all of them; raise otherwise."""
 
+    def prepare(self) -> None:
+        """Open the connections and the topic now, so that the first `emit` does not wait for them."""
+
     def close(self) -> None: ...
 
 

@@ -328,6 +328,17 @@ class MirrorSourceTask:
             caught_up=caught_up,
         )
 
+    def prepare(self) -> None:
+        """Open now what the first slices would open while replicating (the offset-syncs topic and its
+        writer), so that a task taking partitions over from a stopping worker does it before it holds
+        them, not while their records wait (`workers.replication`)."""
+        self._offset_sync_emitter().prepare()
+
+    def _offset_sync_emitter(self) -> OffsetSyncEmitter:
+        if self._emitter is None:
+            self._emitter = self._io.offset_syncs()
+        return self._emitter
+
     def settle(self) -> list[SliceError]:
         """Wait for every record in flight, emit the offset syncs and persist the positions; the errors."""
         errors: list[SliceError] = []
@@ -739,9 +750,7 @@ class MirrorSourceTask:
         syncs = [sync for _, batch in drained for sync in batch]
         if syncs:
             try:
-                if self._emitter is None:
-                    self._emitter = self._io.offset_syncs()
-                self._emitter.emit(syncs)
+                self._offset_sync_emitter().emit(syncs)
                 self.last_offset_sync_at = now
             except Exception as exc:  # the positions wait for the syncs: retried next slice
                 for state, batch in drained:

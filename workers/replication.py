@@ -441,6 +441,11 @@ def _take_over(ref: TaskRef, chain: str) -> bool:
         if stale is not None:
             _close_quietly(stale)
         entry = CachedTask.build(spec, ref.task_index)
+        try:  # the internal topics' writers, opened now rather than while the records wait
+            entry.position_store.prepare()
+            entry.task.prepare()
+        except Exception as exc:  # the slice opens them itself
+            log.warning("task %s: preparing the take-over failed: %s", ref, exc)
         entry.ran = ChainPosition(spec.config_version, chain, -1)  # current for the chain's slice 0
         TASKS.put(ref, entry)
     leases.announce_ready(key, chain, ttl_s=ttl_s)

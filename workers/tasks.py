@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from celery import signals
 from celery.utils.nodenames import worker_direct
@@ -78,7 +79,14 @@ def _drain(**_: object) -> None:
 def _flush_on_shutdown(**_: object) -> None:
     """A stopping worker hands its chains over (positions persisted, leases given to new chains on the
     shared queue) and writes its buffered metric samples."""
+    started = time.monotonic()
     replication.DRAIN.finish(send=_send_first_slice, unstarted=_unstarted_slices())
+    handed_over_s = time.monotonic() - started
     presence.stop()
     replication.TASKS.close_all()
     context.metrics_lake().flush()
+    log.info(
+        "stopping: chains handed over in %.2f s, clients closed and samples written in %.2f s",
+        handed_over_s,
+        time.monotonic() - started - handed_over_s,
+    )

@@ -61,6 +61,9 @@ class InternalTopicSink:
         if self._on_emit is not None and records:
             self._on_emit(self._kind, time.time())
 
+    def prepare(self) -> None:
+        self._writer.prepare()
+
     def close(self) -> None:
         self._writer.close()
 

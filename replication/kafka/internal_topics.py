@@ -189,15 +189,7 @@ class InternalTopicWriter:
         timeout by default); raise InternalTopicError if not. `timestamps_ms`, one per record, are the
         records' timestamps (the producer's clock when not given)."""
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
-        if not self._ready:
-            ensure_internal_topic(
-                self.cluster,
-                self.topic,
-                replication_factor=self._replication_factor,
-                timeout_s=timeout_s,
-                configs=self._configs,
-            )
-            self._ready = True
+        self._ensure_topic(timeout_s)
         failures: list[str] = []
 
         def on_delivery(error, _message) -> None:
@@ -216,6 +208,24 @@ class InternalTopicWriter:
                 f"cluster {self.cluster.alias}: writing {len(records)} record(s) to {self.topic} failed: "
                 + (", ".join(sorted(set(failures))) or f"{unsent} not acknowledged within {timeout_s:g}s")
             )
+
+    def prepare(self, *, timeout_s: float | None = None) -> None:
+        """Create the topic if needed and connect the producer now, so that the first write does not
+        wait for either (a task about to take partitions over opens them before it holds them)."""
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
+        self._ensure_topic(timeout_s)
+        self._producer.list_topics(self.topic, timeout=timeout_s)
+
+    def _ensure_topic(self, timeout_s: float) -> None:
+        if not self._ready:
+            ensure_internal_topic(
+                self.cluster,
+                self.topic,
+                replication_factor=self._replication_factor,
+                timeout_s=timeout_s,
+                configs=self._configs,
+            )
+            self._ready = True
 
     def close(self) -> None:
         self._producer.flush(5)

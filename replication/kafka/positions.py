@@ -158,5 +158,9 @@ class KafkaPositionStore:
             with self._lock:
                 self._writer.write(records)
 
+    def prepare(self) -> None:
+        """Open the positions topic's writer now (`InternalTopicWriter.prepare`)."""
+        self._writer.prepare()
+
     def close(self) -> None:
         self._writer.close()
