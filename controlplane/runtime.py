@@ -42,6 +42,10 @@ class FlowSpec:
     known_aliases: tuple[str, ...]
     runnable: bool  # the lifecycle state is one the workers replicate in
     config_version: str
+    # The flow target->source when one is stored: its offset syncs translate the checkpoints of topics
+    # that came from the target (replication.checkpoint). Not part of config_version: editing the
+    # reverse flow rebuilds only this flow's metadata tasks (workers.metadata), never its replication.
+    reverse: FlowConfig | None = None
 
 
 def _config_version(flow: FlowConfig, source: ClusterConfig, target: ClusterConfig, aliases: tuple) -> str:
@@ -51,7 +55,7 @@ def _config_version(flow: FlowConfig, source: ClusterConfig, target: ClusterConf
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
-def _spec(flow: Flow, aliases: tuple[str, ...]) -> FlowSpec:
+def _spec(flow: Flow, aliases: tuple[str, ...], *, reverse: Flow | None) -> FlowSpec:
     config = engine.flow_to_config(flow)
     source = engine.cluster_to_config(flow.source)
     target = engine.cluster_to_config(flow.target)
@@ -63,6 +67,7 @@ def _spec(flow: Flow, aliases: tuple[str, ...]) -> FlowSpec:
         known_aliases=aliases,
         runnable=lifecycle.is_runnable(flow.state),
         config_version=_config_version(config, source, target, aliases),
+        reverse=None if reverse is None else engine.flow_to_config(reverse),
     )
 
 
@@ -73,14 +78,21 @@ def _aliases() -> tuple[str, ...]:
 def runtime_flow_specs() -> list[FlowSpec]:
     """Every flow that should replicate now (its state is runnable: controlplane.lifecycle)."""
     aliases = _aliases()
-    flows = Flow.objects.filter(state__in=lifecycle.RUNNABLE_STATES).select_related("source", "target")
-    return [_spec(flow, aliases) for flow in flows]
+    stored = {(f.source_id, f.target_id): f for f in Flow.objects.select_related("source", "target")}
+    return [
+        _spec(flow, aliases, reverse=stored.get((flow.target_id, flow.source_id)))
+        for flow in stored.values()
+        if flow.state in lifecycle.RUNNABLE_STATES
+    ]
 
 
 def runtime_flow_spec(*, flow_id: int) -> FlowSpec | None:
     """The flow as it is now (runnable or not); None once it is deleted."""
     flow = Flow.objects.select_related("source", "target").filter(pk=flow_id).first()
-    return None if flow is None else _spec(flow, _aliases())
+    if flow is None:
+        return None
+    reverse = Flow.objects.select_related("source", "target")
+    return _spec(flow, _aliases(), reverse=reverse.filter(source=flow.target, target=flow.source).first())
 
 
 def runtime_flow_configs_into(*, target: str) -> list[FlowConfig]:

@@ -68,6 +68,7 @@ class CachedMetadata:
                 source=spec.source,
                 target=spec.target,
                 known_aliases=spec.known_aliases,
+                reverse=spec.reverse,
                 timeout_s=timeout_s,
                 on_emit=emitted.__setitem__,
             ),
@@ -91,7 +92,10 @@ def _entry(spec: FlowSpec | None, flow_id: int) -> CachedMetadata | None:
     with _CACHE_LOCK:
         entry = _CACHE.get(flow_id)
         if entry is not None and (
-            spec is None or not spec.runnable or entry.spec.config_version != spec.config_version
+            spec is None
+            or not spec.runnable
+            or entry.spec.config_version != spec.config_version
+            or entry.spec.reverse != spec.reverse
         ):
             del _CACHE[flow_id]
             entry.close()

@@ -106,7 +106,9 @@ def checkpoint_task_for_flow(
         ),
         reverse_offset_syncs=InternalTopicReader(
             offset_syncs_cluster(reverse, source=target, target=source),
-            policy.flow_offset_syncs_topic(reverse),
+            replication_policy_for(reverse, known_aliases=policy.known_aliases).flow_offset_syncs_topic(
+                reverse
+            ),
             decode=OffsetSync.decode,
             timeout_s=timeout_s,
         ),
