@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -169,28 +169,28 @@ def _aliases() -> list[str]:
     return list(selectors.cluster_list().values_list("alias", flat=True))
 
 
-def mirrors_of(*, cluster: Cluster, topic: str) -> list[Mirror]:
-    """The flows that replicate `topic` of `cluster`, and those that wrote it as a remote topic."""
+def mirrors_by_topic(*, cluster: Cluster, topics: Iterable[str]) -> dict[str, list[Mirror]]:
+    """For each of `topics` of `cluster`: the flows that replicate it, and the flow that wrote it as a
+    remote topic (the engine's own topic classification, no cluster read)."""
     aliases = _aliases()
-    found = []
-    for flow in selectors.flow_list().filter(source=cluster):
+    names = list(topics)
+    found: dict[str, list[Mirror]] = {name: [] for name in names}
+    for flow in selectors.flow_list().filter(source=cluster) | selectors.flow_list().filter(target=cluster):
         config = engine.flow_to_config(flow)
         policy = replication_policy_for(config, known_aliases=aliases)
-        decision = classify_topic(
-            topic=topic, flow=config, policy=policy, topic_filter=TopicFilter.for_flow(config)
-        )
-        if decision.replicate and decision.remote_topic:
-            found.append(Mirror(flow, "source", topic, decision.remote_topic))
-    for flow in selectors.flow_list().filter(target=cluster):
-        config = engine.flow_to_config(flow)
-        policy = replication_policy_for(config, known_aliases=aliases)
-        upstream = policy.upstream_topic(topic)
-        if upstream and policy.format_remote_topic(flow.source.alias, upstream) == topic:
-            decision = classify_topic(
-                topic=upstream, flow=config, policy=policy, topic_filter=TopicFilter.for_flow(config)
-            )
-            if decision.replicate:
-                found.append(Mirror(flow, "target", upstream, topic))
+        topic_filter = TopicFilter.for_flow(config)
+        for topic in names:
+            if flow.source_id == cluster.pk:
+                decision = classify_topic(topic=topic, flow=config, policy=policy, topic_filter=topic_filter)
+                if decision.replicate and decision.remote_topic:
+                    found[topic].append(Mirror(flow, "source", topic, decision.remote_topic))
+            upstream = policy.upstream_topic(topic) if flow.target_id == cluster.pk else None
+            if upstream and policy.format_remote_topic(flow.source.alias, upstream) == topic:
+                decision = classify_topic(
+                    topic=upstream, flow=config, policy=policy, topic_filter=topic_filter
+                )
+                if decision.replicate:
+                    found[topic].append(Mirror(flow, "target", upstream, topic))
     return found
 
 
@@ -201,6 +201,11 @@ class TopicList:
     topics: list[TopicListing]
     read_at: datetime.datetime
     read_ms: float
+    mirrors: dict[str, list[Mirror]] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> list[tuple[TopicListing, list[Mirror]]]:
+        return [(topic, self.mirrors.get(topic.name, [])) for topic in self.topics]
 
 
 def topic_list(*, cluster: Cluster) -> TopicList:
@@ -209,7 +214,8 @@ def topic_list(*, cluster: Cluster) -> TopicList:
             cluster, lambda config, timeout: TopicBrowser(config, timeout_s=timeout).topics()
         )
     )
-    return TopicList(cluster, topics, read_at, read_ms)
+    mirrors = mirrors_by_topic(cluster=cluster, topics=[t.name for t in topics])
+    return TopicList(cluster, topics, read_at, read_ms, mirrors)
 
 
 def _partitions(cluster: Cluster, topic: str) -> list[PartitionOffsets]:
@@ -385,7 +391,7 @@ def topic_records(*, cluster: Cluster, topic: str, seek: Seek, role: Role | None
         records=[shown(record, fmt=seek.format, masked=masked) for record in raw.records],
         complete=raw.complete,
         masked=masked,
-        mirrors=mirrors_of(cluster=cluster, topic=topic),
+        mirrors=mirrors_by_topic(cluster=cluster, topics=[topic])[topic],
         read_at=raw.read_at,
         read_ms=raw.read_ms,
         notes=raw.notes,

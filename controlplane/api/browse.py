@@ -55,7 +55,10 @@ class TopicListView(APIView):
             {
                 "cluster": listing.cluster.alias,
                 **_read(listing),
-                "topics": [{"name": t.name, "partitions": t.partitions} for t in listing.topics],
+                "topics": [
+                    {"name": t.name, "partitions": t.partitions, "mirrors": [_mirror(m) for m in mirrors]}
+                    for t, mirrors in listing.rows
+                ],
             }
         )
 

@@ -63,6 +63,16 @@ def newest_checkpoints(
     try:
         # Offset 0, not OFFSET_BEGINNING (a ListOffsets round trip); auto.offset.reset=earliest covers a
         # log start moved by compaction.
+        try:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, 0), timeout=timeout_s, cached=False
+            )
+        except KafkaException as exc:
+            if kafka_error_code(exc) in (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART):
+                return newest, True  # no checkpoint was ever written
+            raise
+        if high <= low:
+            return newest, True
         consumer.assign([TopicPartition(topic, 0, 0)])
         deadline = time.monotonic() + timeout_s
         while (remaining := deadline - time.monotonic()) > 0:

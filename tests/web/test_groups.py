@@ -106,21 +106,22 @@ def test_translated_reset_on_the_target_uses_the_flows_exact_translation(client_
     ]
 
 
-@pytest.mark.parametrize(
-    ("form", "field", "words"),
-    [
-        ({"strategy": "yesterday"}, "strategy", "use earliest, latest, timestamp or translated"),
-        ({"strategy": "timestamp", "timestamp": "soon"}, "timestamp", "is not a time"),
-        ({"strategy": "timestamp"}, "timestamp", "give the moment"),
-        ({"strategy": "translated", "flow": "999"}, "flow", "flows into A that checkpoint"),
-        ({"strategy": "latest", "topic": "bad topic!"}, "topic", "is not a Kafka topic name"),
-    ],
-)
-def test_bad_reset_input_names_the_field(client_as, flow, mirrored, form, field, words):
-    response = client_as("operator").post(reverse("web:group-reset", args=["A", mirrored[2]]), form)
-    assert any(e.startswith(f"{field}: ") and words in e for e in response.context["errors"]), (
-        response.context["errors"]
-    )
+BAD_FORMS = [
+    ({"strategy": "yesterday"}, "strategy", "use earliest, latest, timestamp or translated"),
+    ({"strategy": "timestamp", "timestamp": "soon"}, "timestamp", "is not a time"),
+    ({"strategy": "timestamp"}, "timestamp", "give the moment"),
+    ({"strategy": "translated", "flow": "999"}, "flow", "flows into A that checkpoint"),
+    ({"strategy": "latest", "topic": "bad topic!"}, "topic", "is not a Kafka topic name"),
+]
+
+
+def test_bad_reset_input_names_the_field(client_as, flow, mirrored, cluster_a):
+    operator = client_as("operator")
+    for form, field, words in BAD_FORMS:
+        response = operator.post(reverse("web:group-reset", args=["A", mirrored[2]]), form | {"apply": "1"})
+        errors = response.context["errors"]
+        assert any(e.startswith(f"{field}: ") and words in e for e in errors), (form, errors)
+    assert GroupOffsetsAdmin(cluster_a).committed_offsets(mirrored[2])[(mirrored[0], 0)].offset == COMMITTED
 
 
 def test_an_active_group_is_refused_and_the_refusal_audited(
