@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable, Sequence
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from controlplane import engine, failover, lifecycle, operations, selectors, services
@@ -58,12 +57,12 @@ def drill_request(
     """Queue a drill of `flow` for `groups` (operator; audited, refusals too). `timeout_s`: how long the
     drill waits for the copy of a group's next record still on its way to the target."""
     kind = OperationKind.DRILL
-    operations._require_operator(actor=actor, kind=kind, flow=flow)
+    operations.require_operator(actor=actor, kind=kind, flow=flow)
     with services.audited_attempt(
         actor=actor, action=kind, object_type="flow", object_id=flow.pk, object_repr=flow.name
     ):
         flow = Flow.objects.select_for_update().select_related("source", "target").get(pk=flow.pk)
-        chosen = operations._clean_groups(groups)
+        chosen = operations.clean_groups(groups)
         if not chosen:
             raise ServiceValidationError.single("groups", "name at least one consumer group to rehearse")
         if not 0 < timeout_s <= MAX_DRILL_WAIT_S:
@@ -78,19 +77,10 @@ def drill_request(
             raise ServiceConflict(
                 f"flow {flow.name} is {flow.state}: a drill rehearses a failover, which is not possible now"
             )
-        try:
-            with transaction.atomic():
-                operation = Operation.objects.create(
-                    kind=kind,
-                    flow=flow,
-                    requested_by=actor if getattr(actor, "pk", None) else None,
-                    groups=chosen,
-                    force=True,  # the drain goes on after timeout_s: lagging partitions fail, named
-                    timeout_s=timeout_s,
-                    message="waiting for an operations worker",
-                )
-        except IntegrityError:
-            raise operations.OperationActive(Operation.objects.get(flow=flow, active=True)) from None
+        # The drain goes on after timeout_s (forced): the partitions still lagging fail, named.
+        operation = operations.operation_create(
+            kind=kind, flow=flow, actor=actor, groups=chosen, force=True, timeout_s=timeout_s
+        )
         operations.audit(
             actor=actor,
             kind=kind,

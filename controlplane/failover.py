@@ -201,23 +201,27 @@ def run_operation(*, operation_id: int, worker: str, echo: Echo = lambda operati
 
 
 def _runner(kind: str) -> Callable[[Operation, Callable[..., None]], None]:
-    from controlplane import drills  # drills build on this module
+    from controlplane import cutover, drills  # they build on this module
 
     return {
         OperationKind.FAILOVER: _failover,
         OperationKind.FAILBACK: _failback,
         OperationKind.DRILL: drills.run,
+        OperationKind.CUTOVER: cutover.run,
     }[kind]
 
 
 def _abort(operation: Operation) -> None:
-    """Return the flow from FAILING_OVER (to its previous state) or FAILING_BACK (to FAILED_OVER)."""
+    """Return the flow from FAILING_OVER or MIGRATING (to its previous state) or FAILING_BACK (to
+    FAILED_OVER)."""
     flow = operation.flow
     flow.refresh_from_db(fields=["state"])
     if operation.kind == OperationKind.FAILOVER and flow.state == FlowState.FAILING_OVER:
         lifecycle.abort_failover(flow=flow, previous=operation.previous_state)
     elif operation.kind == OperationKind.FAILBACK and flow.state == FlowState.FAILING_BACK:
         lifecycle.abort_failback(flow=flow)
+    elif operation.kind == OperationKind.CUTOVER and flow.state == FlowState.MIGRATING:
+        lifecycle.abort_cutover(flow=flow, previous=operation.previous_state)
 
 
 AUDIT_OUTCOMES = {
@@ -353,7 +357,7 @@ def _failover(operation: Operation, step: Callable[..., None]) -> None:
         if operation.phase == Phase.DRAINING:
             producers_stopped = _check_passed(operation.plan, failover.Check.PRODUCERS_STOPPED)
             drain(operation, step, reader, producers_stopped=producers_stopped)
-        _move_groups_to_target(operation, step, reader)
+        move_groups_to_target(operation, step, reader)
     finally:
         reader.close()
     lifecycle.complete_failover(flow=flow)
@@ -390,7 +394,7 @@ def _plan_failover(
     )
 
 
-def _move_groups_to_target(
+def move_groups_to_target(
     operation: Operation, step: Callable[..., None], reader: failover_io.FailoverReader
 ) -> None:
     """Translate again (after the drain) and write the offsets on the target."""

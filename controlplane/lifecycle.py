@@ -11,11 +11,14 @@ ACTIVE | PAUSED | FAULTED --begin_failover--> FAILING_OVER --complete_failover--
 FAILING_OVER --abort_failover--> the state it came from   (drain timeout, refused)
 FAILED_OVER --begin_failback--> FAILING_BACK --complete_failback--> PAUSED (resume when consumers moved)
 FAILING_BACK --abort_failback--> FAILED_OVER
+ACTIVE | PAUSED | FAULTED --begin_cutover--> MIGRATING --complete_cutover--> MIGRATED   (for good)
+MIGRATING --abort_cutover--> the state it came from      (the fence broke, a range mismatched, ...)
 ACTIVE | PAUSED | FAULTED --disable--> DISABLED
 ```
 
 Workers replicate a flow in `RUNNABLE_STATES`: a FAULTED flow keeps being tried so that it recovers on
-its own, and a FAILING_OVER flow replicates until the failover's drain has copied every record.
+its own, and a FAILING_OVER (MIGRATING) flow replicates until the failover's (cutover's) drain has
+copied every record. MIGRATED is final: the clients use the target, nothing replicates.
 A transition into the state the flow is already in changes nothing and is allowed (pressing Pause
 twice, an operation resumed after a crash repeating its phase).
 """
@@ -32,7 +35,7 @@ from controlplane.errors import ServiceConflict
 from controlplane.models import Flow, FlowState
 
 S = FlowState
-RUNNABLE_STATES = frozenset({S.ACTIVE, S.FAULTED, S.FAILING_OVER})
+RUNNABLE_STATES = frozenset({S.ACTIVE, S.FAULTED, S.FAILING_OVER, S.MIGRATING})
 FAILOVER_STATES = frozenset({S.FAILING_OVER, S.FAILED_OVER, S.FAILING_BACK})
 
 
@@ -55,6 +58,9 @@ TRANSITIONS: Mapping[str, Transition] = {
     "begin_failback": Transition(frozenset({S.FAILED_OVER}), S.FAILING_BACK),
     "abort_failback": Transition(frozenset({S.FAILING_BACK}), S.FAILED_OVER),
     "complete_failback": Transition(frozenset({S.FAILING_BACK}), S.PAUSED),
+    "begin_cutover": Transition(frozenset({S.ACTIVE, S.PAUSED, S.FAULTED}), S.MIGRATING),
+    "abort_cutover": Transition(frozenset({S.MIGRATING}), None),
+    "complete_cutover": Transition(frozenset({S.MIGRATING}), S.MIGRATED),
 }
 
 # What an operator may start from the UI or API, by the transition that starts it.
@@ -65,6 +71,7 @@ ACTIONS: Mapping[str, str] = {
     "resume": "resume",
     "failover": "begin_failover",
     "failback": "begin_failback",
+    "cutover": "begin_cutover",
 }
 
 
@@ -203,3 +210,20 @@ def abort_failback(*, flow: Flow) -> bool:
 
 def complete_failback(*, flow: Flow) -> bool:
     return transition(flow=flow, name="complete_failback")
+
+
+def begin_cutover(*, flow: Flow) -> str:
+    """-> MIGRATING; the state it came from (to return to on abort)."""
+    previous = Flow.objects.only("state").get(pk=flow.pk).state
+    transition(flow=flow, name="begin_cutover")
+    return previous
+
+
+def abort_cutover(*, flow: Flow, previous: str) -> bool:
+    if previous not in TRANSITIONS["begin_cutover"].sources:
+        raise ValueError(f"a cutover cannot return to {previous}")
+    return transition(flow=flow, name="abort_cutover", previous=previous)
+
+
+def complete_cutover(*, flow: Flow) -> bool:
+    return transition(flow=flow, name="complete_cutover")

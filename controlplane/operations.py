@@ -69,7 +69,7 @@ def audit(*, actor, kind: str, flow: Flow, outcome: str, detail: str = "", after
     )
 
 
-def _require_operator(*, actor, kind: str, flow: Flow) -> None:
+def require_operator(*, actor, kind: str, flow: Flow) -> None:
     """Operators and admins only; the command line (no actor) runs as the system. Refusals are audited."""
     if actor is None:
         return
@@ -82,25 +82,25 @@ def _require_operator(*, actor, kind: str, flow: Flow) -> None:
 
 
 # -- request ----------------------------------------------------------------------------------------------
-def _check_confirmation(*, flow: Flow, confirm: str) -> None:
+def check_confirmation(*, flow: Flow, confirm: str) -> None:
     if confirm != flow.name:
         raise ServiceValidationError.single(
             "confirm", f"type the flow's name exactly ({flow.name}) to confirm; got {confirm!r}"
         )
 
 
-def _clean_groups(groups: Sequence[str] | None) -> list[str]:
+def clean_groups(groups: Sequence[str] | None) -> list[str]:
     return sorted({group.strip() for group in groups or () if group.strip()})
 
 
-def _check_timeout(timeout_s: float) -> None:
+def check_timeout(timeout_s: float) -> None:
     if not 0 <= timeout_s <= MAX_DRAIN_TIMEOUT_S:
         raise ServiceValidationError.single(
             "timeout_s", f"give a drain timeout between 0 and {MAX_DRAIN_TIMEOUT_S:g} seconds"
         )
 
 
-def _check_allowed(*, flow: Flow, kind: str) -> None:
+def check_allowed(*, flow: Flow, kind: str) -> None:
     if kind not in lifecycle.allowed_actions(flow.state):
         raise lifecycle.IllegalTransition(flow_name=flow.name, state=flow.state, transition=f"begin_{kind}")
 
@@ -159,37 +159,32 @@ def operation_request(
     """Queue a failover or failback of `flow` (a worker runs it); refused, and audited, when the actor
     is below operator, the confirmation or the groups are wrong, the flow's state does not allow it, or
     another operation of the flow is active (OperationActive, with that operation)."""
-    _require_operator(actor=actor, kind=kind, flow=flow)
+    require_operator(actor=actor, kind=kind, flow=flow)
     with services.audited_attempt(
         actor=actor, action=kind, object_type="flow", object_id=flow.pk, object_repr=flow.name
     ):
         flow = Flow.objects.select_for_update().select_related("source", "target").get(pk=flow.pk)
-        _check_confirmation(flow=flow, confirm=confirm)
-        _check_timeout(timeout_s)
+        check_confirmation(flow=flow, confirm=confirm)
+        check_timeout(timeout_s)
         active = Operation.objects.filter(flow=flow, active=True).first()
         if active is not None:
             raise OperationActive(active)
-        _check_allowed(flow=flow, kind=kind)
-        chosen, failover = _clean_groups(groups), None
+        check_allowed(flow=flow, kind=kind)
+        chosen, failover = clean_groups(groups), None
         if kind == OperationKind.FAILOVER and not chosen:
             raise ServiceValidationError.single("groups", "name at least one consumer group to move")
         if kind == OperationKind.FAILBACK:
             _check_provenance(flow=flow, force=force)
             failover, chosen = _failback_groups(flow=flow, groups=chosen)
-        try:
-            with transaction.atomic():
-                operation = Operation.objects.create(
-                    kind=kind,
-                    flow=flow,
-                    requested_by=actor if getattr(actor, "pk", None) else None,
-                    groups=chosen,
-                    force=force,
-                    timeout_s=timeout_s,
-                    failover=failover,
-                    message="waiting for an operations worker",
-                )
-        except IntegrityError:  # a concurrent request won the flow's one active slot
-            raise OperationActive(Operation.objects.get(flow=flow, active=True)) from None
+        operation = operation_create(
+            kind=kind,
+            flow=flow,
+            actor=actor,
+            groups=chosen,
+            force=force,
+            timeout_s=timeout_s,
+            failover=failover,
+        )
         audit(
             actor=actor,
             kind=kind,
@@ -199,6 +194,22 @@ def operation_request(
             after={"operation": operation.pk, "groups": chosen, "force": force, "timeout_s": timeout_s},
         )
     return operation
+
+
+def operation_create(*, kind: str, flow: Flow, actor, **fields: Any) -> Operation:
+    """Store a new operation of `flow`, queued; OperationActive when another one is active (a
+    concurrent request may have won the flow's one active slot)."""
+    try:
+        with transaction.atomic():
+            return Operation.objects.create(
+                kind=kind,
+                flow=flow,
+                requested_by=actor if getattr(actor, "pk", None) else None,
+                message="waiting for an operations worker",
+                **fields,
+            )
+    except IntegrityError:
+        raise OperationActive(Operation.objects.get(flow=flow, active=True)) from None
 
 
 # -- the worker's side: lease, progress, results, outcome -------------------------------------------------

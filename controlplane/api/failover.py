@@ -8,6 +8,9 @@ answers 409 with that operation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -23,7 +26,7 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from controlplane import drills, failover, operations, selectors
+from controlplane import cutover, drills, failover, operations, selectors
 from controlplane.models import DrillPartitionResult, Flow, Operation, OperationGroupResult, OperationKind
 
 
@@ -62,6 +65,23 @@ class DrillRequestSerializer(serializers.Serializer):
         min_value=0.1,
         max_value=drills.MAX_DRILL_WAIT_S,
         help_text="how long to wait for the copy of a group's next record still on its way",
+    )
+
+
+class CutoverRequestSerializer(serializers.Serializer):
+    confirm = serializers.CharField(allow_blank=True, help_text="the flow's name, e.g. A->B")
+    dry_run = serializers.BooleanField(default=False, help_text="check every step, write nothing")
+    fence_s = serializers.FloatField(
+        default=cutover.DEFAULT_FENCE_S,
+        min_value=0.1,
+        max_value=cutover.MAX_FENCE_S,
+        help_text="how long the source's end offsets must stay still (producers stopped)",
+    )
+    timeout_s = serializers.FloatField(
+        default=operations.DEFAULT_DRAIN_TIMEOUT_S,
+        min_value=0,
+        max_value=operations.MAX_DRAIN_TIMEOUT_S,
+        help_text="longest wait for the fence, and for the drain",
     )
 
 
@@ -185,13 +205,13 @@ def accepted(request, operation: Operation) -> Response:
     return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
 
 
-def _request(request, pk: str, *, kind: str, serializer_class) -> Response:
+def _request(request, pk: str, *, serializer_class, queue: Callable[..., Operation]) -> Response:
+    """Validate, queue through `queue(actor=, flow=, **fields)`: 202 with the operation, 409 with the
+    active one."""
     serializer = serializer_class(data=request.data)
     serializer.is_valid(raise_exception=True)
     try:
-        operation = operations.operation_request(
-            actor=request.user, kind=kind, flow=_flow(pk), **serializer.validated_data
-        )
+        operation = queue(actor=request.user, flow=_flow(pk), **serializer.validated_data)
     except operations.OperationActive as exc:
         body = OperationSerializer(exc.operation, context={"request": request}).data
         return Response({"detail": str(exc), "operation": body}, status=status.HTTP_409_CONFLICT)
@@ -231,7 +251,8 @@ class FailoverExecuteView(APIView):
         responses=REQUEST_RESPONSES,
     )
     def post(self, request, pk: str):
-        return _request(request, pk, kind=OperationKind.FAILOVER, serializer_class=FailoverRequestSerializer)
+        queue = partial(operations.operation_request, kind=OperationKind.FAILOVER)
+        return _request(request, pk, serializer_class=FailoverRequestSerializer, queue=queue)
 
 
 class FailbackView(APIView):
@@ -244,7 +265,8 @@ class FailbackView(APIView):
         responses=REQUEST_RESPONSES,
     )
     def post(self, request, pk: str):
-        return _request(request, pk, kind=OperationKind.FAILBACK, serializer_class=FailbackRequestSerializer)
+        queue = partial(operations.operation_request, kind=OperationKind.FAILBACK)
+        return _request(request, pk, serializer_class=FailbackRequestSerializer, queue=queue)
 
 
 class DrillView(APIView):
@@ -257,14 +279,20 @@ class DrillView(APIView):
         responses=REQUEST_RESPONSES,
     )
     def post(self, request, pk: str):
-        serializer = DrillRequestSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        try:
-            operation = drills.drill_request(actor=request.user, flow=_flow(pk), **serializer.validated_data)
-        except operations.OperationActive as exc:
-            body = OperationSerializer(exc.operation, context={"request": request}).data
-            return Response({"detail": str(exc), "operation": body}, status=status.HTTP_409_CONFLICT)
-        return accepted(request, operation)
+        return _request(request, pk, serializer_class=DrillRequestSerializer, queue=drills.drill_request)
+
+
+class CutoverView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        summary="Cut the flow over for good (operator): queues the cutover (lag, fence, drain, verify, "
+        "exact offsets for every group, migrated, clients to switch), or its dry run; 202 with its URL",
+        request=CutoverRequestSerializer,
+        responses=REQUEST_RESPONSES,
+    )
+    def post(self, request, pk: str):
+        return _request(request, pk, serializer_class=CutoverRequestSerializer, queue=cutover.cutover_request)
 
 
 @extend_schema_view(

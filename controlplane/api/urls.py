@@ -34,6 +34,7 @@ urlpatterns = [
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/failover/$", failover.FailoverExecuteView.as_view()),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/failback/$", failover.FailbackView.as_view()),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/drills/$", failover.DrillView.as_view()),
+    re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/cutover/$", failover.CutoverView.as_view()),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/offsets/translate/$", offsets.OffsetMappingView.as_view()),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/rpo-budget/$", alerts.RpoBudgetView.as_view()),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/mm2-takeover/$", takeover.Mm2TakeoverView.as_view()),

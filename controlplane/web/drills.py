@@ -1,14 +1,16 @@
-"""Drills on the web: the form and history on the failover page (and the last drill on the flow page);
-the request goes to `controlplane.drills.drill_request` (operator, audited)."""
+"""Drills and cutovers on the web: the drill form and history on the failover page (and the last drill
+on the flow page), the cutover form; the requests go to `controlplane.drills.drill_request` and
+`controlplane.cutover.cutover_request` (operator, audited)."""
 
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
-from controlplane import drills, operations, selectors
+from controlplane import cutover, drills, operations, selectors
 from controlplane.errors import ServiceConflict, ServiceValidationError
 from controlplane.models import Flow, Operation, OperationKind
 from controlplane.web.access import signed_in_required
@@ -21,18 +23,14 @@ def drill_history(flow: Flow) -> QuerySet[Operation]:
     return operations.operation_list().filter(flow=flow, kind=OperationKind.DRILL)[:HISTORY]
 
 
-# Signed in is enough to reach the service: it refuses (and audits) anyone below operator.
-@require_POST
-@signed_in_required
-def drill_execute(request, pk: int):
+def _queue(request, pk: int, kind: str, queue) -> HttpResponse:
+    """Queue through `queue(flow)` (202 and the operation's polling card) or show why not."""
     flow = get_object_or_404(selectors.flow_list(), pk=pk)
-    context: dict = {"flow": flow, "kind": OperationKind.DRILL}
-    groups = [g for g in request.POST.get("groups", "").replace(",", " ").split() if g]
+    context: dict = {"flow": flow, "kind": kind}
     try:
-        timeout_s = float(request.POST.get("timeout_s") or drills.DEFAULT_DRILL_WAIT_S)
-        operation = drills.drill_request(actor=request.user, flow=flow, groups=groups, timeout_s=timeout_s)
+        operation = queue(flow)
     except ValueError:
-        context["errors"] = ["timeout_s: give the wait in seconds, e.g. 30"]
+        context["errors"] = ["give the seconds as numbers, e.g. 30"]
     except operations.OperationActive as exc:
         context |= {"errors": [str(exc)], "operation": exc.operation}
     except ServiceValidationError as exc:
@@ -43,3 +41,31 @@ def drill_execute(request, pk: int):
         context["operation"] = operation
         return render(request, "web/_operation_started.html", context, status=202)
     return render(request, "web/_operation_refused.html", context)
+
+
+# Signed in is enough to reach the services: they refuse (and audit) anyone below operator.
+@require_POST
+@signed_in_required
+def drill_execute(request, pk: int):
+    def queue(flow: Flow) -> Operation:
+        groups = [g for g in request.POST.get("groups", "").replace(",", " ").split() if g]
+        timeout_s = float(request.POST.get("timeout_s") or drills.DEFAULT_DRILL_WAIT_S)
+        return drills.drill_request(actor=request.user, flow=flow, groups=groups, timeout_s=timeout_s)
+
+    return _queue(request, pk, OperationKind.DRILL, queue)
+
+
+@require_POST
+@signed_in_required
+def cutover_execute(request, pk: int):
+    def queue(flow: Flow) -> Operation:
+        return cutover.cutover_request(
+            actor=request.user,
+            flow=flow,
+            confirm=request.POST.get("confirm", ""),
+            dry_run=bool(request.POST.get("dry_run")),
+            fence_s=float(request.POST.get("fence_s") or cutover.DEFAULT_FENCE_S),
+            timeout_s=float(request.POST.get("timeout_s") or operations.DEFAULT_DRAIN_TIMEOUT_S),
+        )
+
+    return _queue(request, pk, OperationKind.CUTOVER, queue)

@@ -32,6 +32,7 @@ urlpatterns = [
     path("flows/<int:pk>/failover/execute/", views.failover_execute, name="failover-execute"),
     path("flows/<int:pk>/failback/", views.failback_execute, name="failback-execute"),
     path("flows/<int:pk>/drills/", drills.drill_execute, name="drill-execute"),
+    path("flows/<int:pk>/cutover/", drills.cutover_execute, name="cutover-execute"),
     path("mm2/import/", views.mm2_import, name="mm2-import"),
     path("mm2/export/", views.mm2_export, name="mm2-export"),
     path("mm2/takeover/", views.mm2_takeover, name="mm2-takeover"),

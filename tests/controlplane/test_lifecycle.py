@@ -52,10 +52,12 @@ def test_abort_failover_returns_where_it_came_from():
 
 def test_allowed_actions_drive_the_ui():
     assert lifecycle.allowed_actions(S.DISABLED) == {"enable"}
-    assert lifecycle.allowed_actions(S.ACTIVE) == {"pause", "disable", "failover"}
+    assert lifecycle.allowed_actions(S.ACTIVE) == {"pause", "disable", "failover", "cutover"}
     assert lifecycle.allowed_actions(S.FAILING_OVER) == set()
     assert lifecycle.allowed_actions(S.FAILED_OVER) == {"failback"}
+    assert lifecycle.allowed_actions(S.MIGRATED) == set()  # for good
     assert not lifecycle.is_runnable(S.FAILED_OVER) and lifecycle.is_runnable(S.FAULTED)
+    assert lifecycle.is_runnable(S.MIGRATING) and not lifecycle.is_runnable(S.MIGRATED)
 
 
 @pytest.fixture
