@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -320,13 +321,17 @@ _TIME_SEEK_READS = 4
 def _from_moment(browser: TopicBrowser, topic: str, seek: Seek, page: BrowsedPage, start: int):
     """The page from the first record at or after the moment: some brokers answer a time lookup with an
     offset before it (a batch's or an index entry's), so older records at the head are skipped."""
-    for _ in range(_TIME_SEEK_READS):
+    deadline = time.monotonic() + browser.timeout_s
+    reads = 1
+    while True:
         kept = [r for r in page.records if r.timestamp_ms is None or r.timestamp_ms >= seek.timestamp_ms]
-        if kept or len(page.records) < seek.max_records:
-            return BrowsedPage(kept, page.complete), (kept[0].offset if kept else start)
+        settled = bool(kept) or len(page.records) < seek.max_records
+        if settled or reads >= _TIME_SEEK_READS or time.monotonic() > deadline:
+            # Unsettled: every record read so far is older than the moment; the page says it stopped.
+            return BrowsedPage(kept, page.complete and settled), (kept[0].offset if kept else start)
         start = page.records[-1].offset + 1
         page = browser.read(topic, seek.partition, start=start, max_records=seek.max_records)
-    return BrowsedPage([], page.complete), start
+        reads += 1
 
 
 @dataclass
