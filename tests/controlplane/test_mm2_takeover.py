@@ -43,7 +43,7 @@ def stored_positions(cluster_b, topic: str) -> dict:
         store.close()
 
 
-def test_takeover_through_the_api_dry_run_then_apply(client_as, admin_user, mm2_flow, cluster_b):
+def test_takeover_through_the_api_and_the_command_line(client_as, admin_user, mm2_flow, cluster_b):
     flow, topic, offsets_topic = mm2_flow
     url = f"/api/v1/flows/{flow.pk}/mm2-takeover/"
     assert client_as("viewer").post(url, {"offsets_topic": offsets_topic}, format="json").status_code == 403
@@ -59,18 +59,25 @@ def test_takeover_through_the_api_dry_run_then_apply(client_as, admin_user, mm2_
         1,
     )
     assert body["observed_at"]
+    out = StringIO()  # the same dry run from the command line
+    call_command("takeover_mm2", "A->B", "--offsets-topic", offsets_topic, "--json", stdout=out)
+    assert json.loads(out.getvalue())["partitions"] == body["partitions"]
 
     refused = client_as("operator").post(
         url, {"offsets_topic": offsets_topic, "dry_run": False}, format="json"
     )
     assert refused.status_code == 409 and "pause" in refused.json()["detail"]  # the flow replicates
+    with pytest.raises(CommandError, match="pause"):
+        call_command("takeover_mm2", "A->B", "--offsets-topic", offsets_topic, "--apply", stdout=StringIO())
+    with pytest.raises(CommandError, match="does not exist"):
+        call_command("takeover_mm2", "A->C", stdout=StringIO())
     services.flow_pause(actor=admin_user, flow=flow)
     missing = client_as("operator").post(
         url, {"offsets_topic": f"{offsets_topic}-x", "dry_run": False}, format="json"
     )
     assert missing.status_code == 400 and "offset.storage.topic" in missing.json()["offsets_topic"][0]
     assert stored_positions(cluster_b, topic) == {}
-    assert AuditEvent.objects.filter(object_repr="A->B", outcome=AuditOutcome.REFUSED).count() == 2
+    assert AuditEvent.objects.filter(object_repr="A->B", outcome=AuditOutcome.REFUSED).count() == 3
 
     applied = client_as("operator").post(
         url, {"offsets_topic": offsets_topic, "dry_run": False}, format="json"
@@ -82,15 +89,3 @@ def test_takeover_through_the_api_dry_run_then_apply(client_as, admin_user, mm2_
         object_repr="A->B", outcome=AuditOutcome.SUCCESS, detail__startswith="take over"
     )
     assert (event.actor.username, event.after) == ("operator", {f"{topic}[0]": 30, f"{topic}[1]": 25})
-
-
-def test_takeover_from_the_command_line(mm2_flow):
-    flow, topic, offsets_topic = mm2_flow
-    out = StringIO()
-    call_command("takeover_mm2", "A->B", "--offsets-topic", offsets_topic, "--json", stdout=out)
-    body = json.loads(out.getvalue())
-    assert {row["partition"]: row["next_offset"] for row in body["partitions"]} == {0: 30, 1: 25, 2: None}
-    with pytest.raises(CommandError, match="pause"):
-        call_command("takeover_mm2", "A->B", "--offsets-topic", offsets_topic, "--apply", stdout=StringIO())
-    with pytest.raises(CommandError, match="does not exist"):
-        call_command("takeover_mm2", "A->C", stdout=StringIO())
