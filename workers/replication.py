@@ -103,10 +103,17 @@ class CachedTask:
             self.position_store.close()
 
 
+_LEGACY_SYNCS_MOVED: set[tuple[int, str]] = set()  # (flow id, target cluster identity) moved in this process
+
+
 def _move_legacy_offset_syncs(spec: FlowSpec) -> None:
     """Before a task writes a sync: the flow's syncs under the legacy name move to MM2's name, one task of
-    the flow at a time (the move is idempotent; the lock keeps two tasks from copying the same syncs)."""
+    the flow at a time (the move is idempotent; the lock keeps two tasks from copying the same syncs), once
+    per worker process: the topics are read whole, so later builds of the flow's tasks skip it."""
     if spec.flow.offset_syncs_topic_location != OffsetSyncsTopicLocation.TARGET:
+        return
+    done = (spec.flow_id, spec.target.identity())
+    if done in _LEGACY_SYNCS_MOVED:
         return
     lock = context.leases().client.lock(
         f"mirrorplane:lock:flow:{spec.flow_id}:legacy-offset-syncs", timeout=120, blocking_timeout=120
@@ -118,6 +125,7 @@ def _move_legacy_offset_syncs(spec: FlowSpec) -> None:
             target=spec.target,
             known_aliases=spec.known_aliases,
         )
+    _LEGACY_SYNCS_MOVED.add(done)
 
 
 class TaskCache:

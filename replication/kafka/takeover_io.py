@@ -2,7 +2,8 @@
 
 `read_takeover_plan` reads, with every request bounded by `timeout_s`: the Connect offsets topic (all its
 partitions), the flow's offset-syncs topic, the checkpoints topic, the source partitions' offsets and the
-remote partitions' last records; nothing is written. `apply_takeover` stores the plan's positions in
+remote partitions' last records; nothing is written (except that reading Mirrorplane's own positions
+moves any still under their legacy name, as every reader of positions does: `replication.kafka.positions`). `apply_takeover` stores the plan's positions in
 Mirrorplane's position topic: one write to one partition, after everything was read and checked; if that
 write fails, the positions it replaced are written back (and the ones it added removed) before the error
 is raised, so stored state is unchanged (unless the cluster refuses that too: the error then says so).
@@ -104,9 +105,8 @@ def _read_plan(
     mm2_source_alias: str | None = None,
     timeout_s: float = TAKEOVER_TIMEOUT_S,
 ) -> TakeoverPlan:
-    """`offsets_topic` is MM2's
-    `offset.storage.topic` (default `mm2-offsets.<source>.internal`), `mm2_source_alias` the source
-    alias MM2 used (default: the flow's)."""
+    """`offsets_topic` is MM2's `offset.storage.topic` (default `mm2-offsets.<source>.internal`),
+    `mm2_source_alias` the `cluster` MM2 wrote in its Connect offsets' keys (default: the flow's source)."""
     offsets_topic = offsets_topic or mm2_offsets_topic(flow.source)
     policy = replication_policy_for(flow, known_aliases=known_aliases)
     for cluster in (target, source):  # a cluster that does not answer fails at once, with the reason
