@@ -1,0 +1,66 @@
+"""Drill and cutover requests (no cluster is touched): roles, inputs and states refused and audited;
+beat's schedule drills again, with the last drill's groups, once it is older than the interval."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
+from django.utils import timezone
+
+from controlplane import cutover, drills, lifecycle, services
+from controlplane.errors import ServiceConflict, ServiceValidationError
+from controlplane.models import AuditEvent, Operation
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def flow(admin_user, two_clusters):
+    a, b = two_clusters
+    return services.flow_create(actor=admin_user, source=a, target=b, enabled=True, topics=["orders"])
+
+
+def test_drill_and_cutover_requests_are_refused_with_the_reason_and_audited(flow, admin_user):
+    viewer = get_user_model().objects.get(username="viewer")
+    with pytest.raises(PermissionDenied, match="drill needs the operator role"):
+        drills.drill_request(actor=viewer, flow=flow, groups=["billing"])
+    with pytest.raises(ServiceValidationError, match="groups"):
+        drills.drill_request(actor=admin_user, flow=flow, groups=[" "])
+    with pytest.raises(ServiceValidationError, match="confirm"):
+        cutover.cutover_request(actor=admin_user, flow=flow, confirm="B->A")
+    with pytest.raises(ServiceValidationError, match="fence_s"):
+        cutover.cutover_request(actor=admin_user, flow=flow, confirm="A->B", fence_s=0)
+    queued = drills.drill_request(actor=admin_user, flow=flow, groups=["billing", "billing"])
+    assert (queued.kind, queued.groups, queued.force) == ("drill", ["billing"], True)
+    with pytest.raises(ServiceConflict, match=f"drill {queued.pk} of this flow is already queued"):
+        cutover.cutover_request(actor=admin_user, flow=flow, confirm="A->B", dry_run=True)
+    Operation.objects.filter(pk=queued.pk).update(active=False, outcome="succeeded")
+    lifecycle.begin_failover(flow=flow)
+    with pytest.raises(ServiceConflict, match="failing_over"):
+        drills.drill_request(actor=admin_user, flow=flow, groups=["billing"])
+    refused = AuditEvent.objects.filter(object_id=str(flow.pk), outcome="refused")
+    assert sorted(refused.values_list("action", flat=True)) == ["cutover"] * 3 + ["drill"] * 3
+
+
+def test_beat_drills_again_with_the_last_groups_once_the_interval_passed(flow, admin_user, settings):
+    last = drills.drill_request(actor=admin_user, flow=flow, groups=["billing", "audit"])
+    settings.MIRRORPLANE_DRILL_INTERVAL_S = 3600
+    assert drills.request_scheduled_drills() == []  # the last one is active (and recent)
+    Operation.objects.filter(pk=last.pk).update(
+        active=False, outcome="succeeded", requested_at=timezone.now() - datetime.timedelta(hours=2)
+    )
+    (scheduled,) = drills.request_scheduled_drills()
+    assert (scheduled.groups, scheduled.requested_by, scheduled.timeout_s) == (
+        ["audit", "billing"],
+        None,
+        30.0,
+    )
+    assert drills.request_scheduled_drills() == []  # the new one is recent
+    settings.MIRRORPLANE_DRILL_INTERVAL_S = 0
+    Operation.objects.filter(pk=scheduled.pk).update(
+        active=False, requested_at=timezone.now() - datetime.timedelta(hours=2)
+    )
+    assert drills.request_scheduled_drills() == []  # off
