@@ -47,6 +47,8 @@ def _seed(*, flows: int, partitions: int) -> None:
             seconds_behind=90.0 if index % 10 == 0 else 0.5,
             record_age_ms=120,
             replication_latency_ms=30,
+            latency_counts=[0, 0, 4000, 900, 90, 10, 0, 0, 0, 0, 0, 0, 0, 0],
+            latency_sum_ms=5000 * 30.0,
             record_count=5000,
             byte_count=500_000,
             state="OK",

@@ -281,6 +281,13 @@ class FlowPartitionStatus(models.Model):
     )
     record_age_ms = models.BigIntegerField(null=True, blank=True)
     replication_latency_ms = models.BigIntegerField(null=True, blank=True)
+    latency_counts = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="records by replication latency since the task started, per replication.metrics."
+        "LATENCY_BUCKETS_MS bucket (and the overflow)",
+    )
+    latency_sum_ms = models.FloatField(default=0.0, help_text="the sum of those records' latencies")
     record_rate = models.FloatField(
         default=0.0, help_text="records/s replicated, over the engine's rate window"
     )

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 from django.db.models import Count, F, Sum
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from controlplane import presence, selectors
@@ -34,6 +34,7 @@ from controlplane.models import (
     FlowSignals,
     Operation,
 )
+from replication.metrics import LATENCY_BUCKETS_MS, cumulative
 
 # Per partition, the labels MM2's JMX names carry (flow = source->target; topic = the source topic): fewer
 # labels per series keeps a scrape of 5,000 partitions well under a second.
@@ -47,6 +48,22 @@ def _gauge(name: str, doc: str, labels: list[str], unit: str = "") -> GaugeMetri
 
 def _counter(name: str, doc: str, labels: list[str]) -> CounterMetricFamily:
     return CounterMetricFamily(f"mirrorplane_{name}", doc, labels=labels)
+
+
+def latency_histogram(partitions) -> tuple[list[tuple[str, float]], float] | None:
+    """The partitions' latency counts summed, as Prometheus (le, cumulative count) buckets in seconds and
+    the sum in seconds; None before any record was acknowledged. Rows of another bucket layout (written by
+    a worker of another version) are left out rather than mis-bucketed."""
+    width = len(LATENCY_BUCKETS_MS) + 1
+    counts, total_ms = [0] * width, 0.0
+    for p in partitions:
+        if len(p.latency_counts or ()) == width:
+            counts = [a + b for a, b in zip(counts, p.latency_counts, strict=True)]
+            total_ms += p.latency_sum_ms
+    if not any(counts):
+        return None
+    bounds = [*(f"{bound / 1000:g}" for bound in LATENCY_BUCKETS_MS), "+Inf"]
+    return list(zip(bounds, cumulative(counts), strict=True)), total_ms / 1000
 
 
 class MirrorplaneCollector:
@@ -132,6 +149,12 @@ class MirrorplaneCollector:
         stale = _gauge(
             "flow_stale", "1 when a partition of a flow that should replicate has not reported", FLOW_LABELS
         )
+        latency = HistogramMetricFamily(
+            "mirrorplane_record_replication_latency_seconds",
+            "Records by replication latency, record timestamp to target acknowledgement (MM2 "
+            "replication-latency-ms as a distribution), summed over the flow's partitions",
+            labels=FLOW_LABELS,
+        )
         for summary in summaries:
             flow = summary.flow
             labels = [flow.name, flow.source.alias, flow.target.alias]
@@ -143,7 +166,10 @@ class MirrorplaneCollector:
             if summary.age_s is not None:
                 age.add_metric(labels, summary.age_s)
             stale.add_metric(labels, 1 if summary.health == "stale" else 0)
-        yield from (state, behind, seconds, age, stale)
+            histogram = latency_histogram(summary.partitions)
+            if histogram is not None:
+                latency.add_metric(labels, *histogram)
+        yield from (state, behind, seconds, age, stale, latency)
 
     def _event_families(self, summaries) -> Iterator[Metric]:
         names = {summary.flow.pk: summary.flow for summary in summaries}

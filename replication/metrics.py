@@ -19,6 +19,25 @@ from dataclasses import dataclass, field
 
 DEFAULT_RATE_WINDOW_S = 30.0
 MAX_GAP_EVENTS = 1000
+# Upper bounds (ms) of the replication-latency histogram's buckets; one more bucket holds what is above.
+LATENCY_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
+
+
+def latency_bucket(latency_ms: float) -> int:
+    """The index of the bucket a latency falls in: the first bound at or above it, else the overflow."""
+    return next(
+        (i for i, bound in enumerate(LATENCY_BUCKETS_MS) if latency_ms <= bound), len(LATENCY_BUCKETS_MS)
+    )
+
+
+def cumulative(counts: Iterator[int] | tuple[int, ...] | list[int]) -> list[int]:
+    """Per-bucket counts -> Prometheus's cumulative `le` counts (the last one is the total)."""
+    total, result = 0, []
+    for count in counts:
+        total += count
+        result.append(total)
+    return result
+
 
 RemotePartition = tuple[str, int]
 
@@ -60,6 +79,11 @@ class PartitionMetrics:
     lost_records: int
     stopped: bool
     last_error: str | None
+    # Records by replication latency since the task started: counts per LATENCY_BUCKETS_MS bucket (and the
+    # overflow), and their latencies' sum. Each observation is the newest acknowledged record's latency,
+    # weighted by the records acknowledged since the previous one (MM2's replication-latency-ms, per record).
+    latency_counts: tuple[int, ...] = ()
+    latency_sum_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -176,6 +200,8 @@ class _PartitionCounters:
     byte_samples: deque = field(default_factory=deque)
     record_age_ms: float | None = None
     replication_latency_ms: float | None = None
+    latency_counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_MS) + 1))
+    latency_sum_ms: float = 0.0
     last_replicated_timestamp_ms: float | None = None
     caught_up_at: float | None = None  # the last report that found nothing behind
     source_end_offset: int | None = None
@@ -243,6 +269,17 @@ class MirrorMetrics:
                 counters.replication_latency_ms = replication_latency_ms
             if last_timestamp_ms is not None:
                 counters.last_replicated_timestamp_ms = last_timestamp_ms
+
+    def record_latency(
+        self, *, topic: str, partition: int, source_topic: str, latency_ms: float, records: int, now: float
+    ) -> None:
+        """`records` records acknowledged with (about) `latency_ms` from their timestamp: the histogram."""
+        if records <= 0:
+            return
+        with self._lock:
+            counters = self._counters(topic, partition, source_topic, now)
+            counters.latency_counts[latency_bucket(latency_ms)] += records
+            counters.latency_sum_ms += latency_ms * records
 
     def record_polled(
         self, *, topic: str, partition: int, source_topic: str, record_age_ms: float, now: float
@@ -330,4 +367,6 @@ class MirrorMetrics:
             lost_records=counters.lost_records,
             stopped=counters.stopped,
             last_error=counters.last_error,
+            latency_counts=tuple(counters.latency_counts),
+            latency_sum_ms=counters.latency_sum_ms,
         )

@@ -140,6 +140,7 @@ class _PartitionState:
         "acked_bytes",
         "last_acked",
         "observed_ack",
+        "observed_records",
         "latency_ms",
         "last_polled_timestamp_ms",
         "polled",
@@ -162,6 +163,7 @@ class _PartitionState:
         self.acked_records = self.acked_bytes = self.skipped = 0
         self.reported_records = self.reported_bytes = self.reported_skipped = 0
         self.last_acked = self.observed_ack = None
+        self.observed_records = 0  # acked_records when observed_ack was
         self.latency_ms: float | None = None
         self.last_polled_timestamp_ms: int | None = None
         self.polled = False
@@ -652,6 +654,15 @@ class MirrorSourceTask:
             if state.last_acked is not state.observed_ack:
                 state.observed_ack = state.last_acked
                 state.latency_ms = max(now * 1000 - state.last_acked.timestamp()[1], 0.0)
+                self.metrics.record_latency(
+                    topic=state.remote_topic,
+                    partition=state.partition,
+                    source_topic=state.topic,
+                    latency_ms=state.latency_ms,
+                    records=state.acked_records - state.observed_records,
+                    now=now,
+                )
+                state.observed_records = state.acked_records
 
     # -- after the loop -----------------------------------------------------------------------------
     def _check_deliveries(self, errors: list[SliceError]) -> None:

@@ -116,6 +116,28 @@ def test_prometheus_scrapes_records_behind_of_a_replicating_flow_from_gunicorn_w
     # Several gunicorn processes answer these scrapes: every one reports the same counters.
     assert {replicated() for _ in range(12)} == {400}
 
+    def latency_histogram() -> dict:
+        samples = _samples(requests.get(f"{web.url}/metrics", headers=auth, timeout=10).text)
+        return {
+            (n, dict(ls).get("le")): v
+            for (n, ls), v in samples.items()
+            if n.startswith("mirrorplane_record_replication_latency_seconds")
+        }
+
+    # Every acknowledged record lands in one latency bucket (the flow's heartbeats records too, if any).
+    histogram = wait_until(
+        lambda: (
+            (h := latency_histogram()).get(("mirrorplane_record_replication_latency_seconds_count", None), 0)
+            >= 400
+            and h
+        ),
+        timeout_s=30,
+        what="the latency histogram counting the records",
+    )
+    count = histogram[("mirrorplane_record_replication_latency_seconds_count", None)]
+    assert histogram[("mirrorplane_record_replication_latency_seconds_bucket", "+Inf")] == count
+    assert histogram[("mirrorplane_record_replication_latency_seconds_sum", None)] > 0
+
     def worker_figures() -> dict:
         samples = _samples(requests.get(f"{web.url}/metrics", headers=auth, timeout=10).text)
         return {
