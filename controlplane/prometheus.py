@@ -19,11 +19,13 @@ import time
 from collections.abc import Iterator
 
 from django.db.models import Count, F, Sum
+from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from controlplane import presence, selectors
+from controlplane import assurance, presence, selectors, verification
+from controlplane.alerts import DEFAULT_BUDGET
 from controlplane.models import (
     DEFAULT_RPO_SECONDS,
     Alert,
@@ -33,6 +35,7 @@ from controlplane.models import (
     FlowRpoBudget,
     FlowSignals,
     Operation,
+    VerificationStatus,
 )
 from replication.metrics import LATENCY_BUCKETS_MS, cumulative
 
@@ -75,6 +78,7 @@ class MirrorplaneCollector:
         yield from self._flow_families(summaries)
         yield from self._event_families(summaries)
         yield from self._alert_families(summaries)
+        yield from self._assurance_families(summaries)
         yield from self._operation_families()
         yield from self._worker_families()
 
@@ -253,6 +257,86 @@ class MirrorplaneCollector:
             if flow_id in names:
                 firing.add_metric([names[flow_id], rule], 1)
         yield from (*ages.values(), checkpoint_latency, tasks, leased, budget_s, budget_r, firing)
+
+    def _assurance_families(self, summaries) -> Iterator[Metric]:
+        """Live RPO per topic, failover readiness and continuous verification (docs/verification.md)."""
+        topic_labels = ["flow", "topic"]
+        records = _gauge(
+            "topic_records_behind", "records_behind summed over the topic's partitions", topic_labels
+        )
+        bytes_ = _gauge(
+            "topic_bytes_behind",
+            "Value bytes behind (records behind x average replicated record size): lost if the source vanished",
+            topic_labels,
+        )
+        seconds = _gauge("topic_seconds_behind", "The topic's worst partition's seconds_behind", topic_labels)
+        flow_bytes = _gauge(
+            "flow_bytes_behind", "Value bytes behind, summed over the flow's topics", FLOW_LABELS
+        )
+        over = _gauge(
+            "rpo_over_budget",
+            "1 when the flow's fresh figures exceed its RPO budget (absent while stale)",
+            FLOW_LABELS,
+        )
+        score = _gauge("failover_readiness_score", "Failover readiness, 0-100", FLOW_LABELS)
+        points = _gauge(
+            "failover_readiness_points_lost", "Points a readiness check costs the score", ["flow", "check"]
+        )
+        verified = _gauge(
+            "verified_up_to_offset",
+            "Source offset (exclusive) up to which the partition's copy was verified equal",
+            PARTITION_LABELS,
+        )
+        mismatch = _gauge(
+            "verification_mismatch", "1 when the partition's copy differs from the source", PARTITION_LABELS
+        )
+        verified_records = _counter(
+            "verification_records_verified", "Source records verified equal to their copy", FLOW_LABELS
+        )
+        verified_bytes = _counter(
+            "verification_bytes_read", "Bytes the verifier read from both clusters", FLOW_LABELS
+        )
+        checked = _gauge(
+            "verification_age_seconds", "Seconds since the verifier last looked at the flow", FLOW_LABELS
+        )
+        now = timezone.now()
+        budgets = assurance.rpo_budgets()
+        readiness = assurance.flow_readiness_all(summaries, now=now)
+        verifications = verification.verification_statuses()
+        for summary in summaries:
+            flow = summary.flow
+            labels = [flow.name, flow.source.alias, flow.target.alias]
+            rpo = assurance.flow_rpo(summary, budget=budgets.get(flow.pk, DEFAULT_BUDGET), now=now)
+            for topic in rpo.topics:
+                for family, value in (
+                    (records, topic.records_behind),
+                    (bytes_, topic.bytes_behind),
+                    (seconds, topic.seconds_behind),
+                ):
+                    if value is not None:
+                        family.add_metric([flow.name, topic.topic], value)
+            if rpo.bytes_behind is not None:
+                flow_bytes.add_metric(labels, rpo.bytes_behind)
+            if rpo.over_budget is not None:
+                over.add_metric(labels, 1 if rpo.over_budget else 0)
+            found = readiness[flow.pk].readiness
+            score.add_metric(labels, found.score)
+            for reason in found.reasons:
+                points.add_metric([flow.name, reason.check], reason.points)
+            status = verifications.get(flow.pk)
+            if status is None:
+                continue
+            for row in status.partitions:
+                partition = [flow.name, row.topic, str(row.partition)]
+                if row.verified_up_to is not None:
+                    verified.add_metric(partition, row.verified_up_to)
+                mismatch.add_metric(partition, 1 if row.status == VerificationStatus.MISMATCH else 0)
+            verified_records.add_metric(labels, status.records_verified)
+            verified_bytes.add_metric(labels, sum(row.bytes_read for row in status.partitions))
+            if status.checked_at is not None:
+                checked.add_metric(labels, selectors.age_s(status.checked_at, now=now))
+        yield from (records, bytes_, seconds, flow_bytes, over, score, points)
+        yield from (verified, mismatch, verified_records, verified_bytes, checked)
 
     # -- operations and workers -------------------------------------------------------------------------
     def _operation_families(self) -> Iterator[Metric]:

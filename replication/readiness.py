@@ -11,8 +11,8 @@ at least 0. The checks are what careful failover runbooks ask before the button 
 | verification | 30 on a mismatch; 5 never verified, partly verified or stale | the target's data differs from the source's |
 | rpo | 25 over the seconds budget, 15 over the records budget; 20 when stale | what a failover now would lose |
 | target_groups_inactive | 10 per group active on the target, up to 20 | offsets are only written for inactive groups |
-| checkpoint_freshness | 10 stale, 5 none yet or disabled | consumers that read checkpoints (MM2's RemoteClusterUtils) get old offsets |
-| reverse_flow | 10 when it would not bring every topic home, 5 when absent (failback creates it) | failback |
+| checkpoint_freshness | 10 stale, 5 disabled (none emitted yet: n/a, no group to checkpoint) | consumers that read checkpoints (MM2's RemoteClusterUtils) get old offsets |
+| reverse_flow | 5 when absent (failback creates it) or missing topics (failback adds them) | failback |
 | topic_parity | 20 for missing or smaller remote topics, 5 for differing configs | consumers on the target see other partitions or configs |
 | acl_parity | 5 when ACL sync is off; n/a where a cluster has no authorizer | clients refused on the target |
 """
@@ -194,8 +194,8 @@ def checkpoint_freshness(facts: ReadinessFacts, limits: ReadinessLimits, now: fl
             check, WARN, 5, "emit.checkpoints.enabled is off: MM2 tools reading checkpoints get none"
         )
     limit = max(3 * facts.checkpoint_interval_s, limits.checkpoint_min_age_s)
-    if facts.checkpoint_at is None:
-        return Reason(check, WARN, 5, "no checkpoint emitted yet")
+    if facts.checkpoint_at is None:  # only groups with offsets to translate are checkpointed
+        return Reason(check, NOT_APPLICABLE, 0, "no checkpoint emitted yet (no consumer group to checkpoint)")
     age = max(now - facts.checkpoint_at, 0.0)
     if age > limit:
         return Reason(check, WARN, 10, f"newest checkpoint {age:.0f} s old (limit {limit:g} s)")
@@ -209,9 +209,10 @@ def reverse_flow(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> 
     if facts.topics_not_brought_home:
         return Reason(
             check,
-            FAIL,
-            10,
-            f"reverse flow {facts.reverse_flow} would not bring home: {_listing(facts.topics_not_brought_home)}",
+            WARN,
+            5,
+            f"reverse flow {facts.reverse_flow} does not replicate {_listing(facts.topics_not_brought_home)} "
+            "yet: failback will add them",
         )
     return Reason(check, OK, 0, f"reverse flow {facts.reverse_flow} would bring every topic home")
 

@@ -5,7 +5,7 @@ clusters answer, read the new offset syncs, verify the next ranges of each repli
 (`replication.kafka.verification_io`) within one byte allowance for the run (VERIFY_MAX_BYTES_PER_S x
 VERIFY_INTERVAL_S, shared by every flow, flows and partitions taken in turn so each gets its share),
 store each partition's outcome (`controlplane.verification`), and observe what the failover readiness
-score needs (groups active on the target, topic parity). Each run logs what it read and the CPU it
+score needs (groups active on the target, topic parity; at most every ASSURANCE_INTERVAL_S per flow). Each run logs what it read and the CPU it
 used, which is the verifier's cost.
 """
 
@@ -32,9 +32,13 @@ from workers.app import app
 log = logging.getLogger(__name__)
 
 RUNNING_KEY = "verification:running"
+# Groups on the target and topic parity change rarely and cost a few admin requests (2-3 s on the
+# embedded broker): observed at most this often per flow.
+ASSURANCE_INTERVAL_S = 60.0
 _next_run = 0.0
 _runs = itertools.count()
 _verifiers: dict[int, tuple[str, FlowVerifier]] = {}
+_observed: dict[int, float] = {}  # flow id -> when its readiness observations were last made
 _verifiers_lock = threading.Lock()
 
 
@@ -145,6 +149,9 @@ def _verify_flow(spec: FlowSpec, *, limits: VerificationLimits, budget: ByteBudg
     verification.verification_prune(
         flow_id=spec.flow_id, partitions={(p.topic, p.partition) for p in partitions}
     )
+    if time.monotonic() - _observed.get(spec.flow_id, -ASSURANCE_INTERVAL_S) < ASSURANCE_INTERVAL_S:
+        return
+    _observed[spec.flow_id] = time.monotonic()
     partition_problems, config_problems = verifier.topic_parity()
     verification.assurance_record(
         flow_id=spec.flow_id,

@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 from rest_framework.routers import DefaultRouter
 
-from controlplane.api import alerts, browse, failover, offsets, reports, takeover, views
+from controlplane.api import alerts, assurance, browse, failover, offsets, reports, takeover, views
 
 router = DefaultRouter()
 router.register("clusters", views.ClusterViewSet, basename="cluster")
@@ -38,6 +38,9 @@ urlpatterns = [
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/offsets/translate/$", offsets.OffsetMappingView.as_view()),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/rpo-budget/$", alerts.RpoBudgetView.as_view()),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/mm2-takeover/$", takeover.Mm2TakeoverView.as_view()),
+    re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/rpo/$", assurance.FlowRpoView.as_view()),
+    re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/readiness/$", assurance.FlowReadinessView.as_view()),
+    re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/verification/$", assurance.FlowVerificationView.as_view()),
     path("reports/run/", reports.ReportRunViewSet.as_view({"post": "run"}), name="report-run-request"),
     *router.urls,
     re_path(r"^reports/(?P<dataset>[^/]+)/$", reports.ReportRowsView.as_view(), name="report-rows"),

@@ -29,7 +29,8 @@ RUNBOOK = ROOT / "docs" / "alert-runbook.md"
 FLOW_ALERTS = {
     "MirrorplaneRpoSecondsExceeded", "MirrorplaneRpoRecordsExceeded", "MirrorplaneFlowFaulted",
     "MirrorplaneFlowStale", "MirrorplaneHeartbeatMissing", "MirrorplaneDataLossGap",
-    "MirrorplaneTasksWithoutLease", "MirrorplaneOffsetSyncsStopped",
+    "MirrorplaneTasksWithoutLease", "MirrorplaneOffsetSyncsStopped", "MirrorplaneVerificationMismatch",
+    "MirrorplaneFailoverReadinessLow",
 }  # fmt: skip
 RUNTIME_ALERTS = {
     "MirrorplaneNoReplicationWorker", "MirrorplaneSupervisorMissing", "MirrorplaneDown", "MirrorplaneRedisDown",
@@ -112,6 +113,8 @@ def test_every_rule_mirrorplane_evaluates_itself_ships_as_a_prometheus_alert():
         AlertRule.FLOW_FAULTED: "MirrorplaneFlowFaulted",
         AlertRule.NO_LEASE_HOLDER: "MirrorplaneTasksWithoutLease",
         AlertRule.OFFSET_SYNCS_STOPPED: "MirrorplaneOffsetSyncsStopped",
+        AlertRule.VERIFICATION_MISMATCH: "MirrorplaneVerificationMismatch",
+        AlertRule.READINESS_LOW: "MirrorplaneFailoverReadinessLow",
     }
     assert set(embedded) == set(AlertRule.values)
     assert set(embedded.values()) <= FLOW_ALERTS
@@ -143,10 +146,12 @@ def _anchor(heading: str) -> str:
 def test_flow_alerts_are_quiet_for_flows_that_should_not_replicate():
     """Every per-flow figure alert is joined with should_replicate (paused, disabled, failed over: quiet).
 
-    A faulted flow's own alert and a data-loss gap (which only a replicating flow can find) need no join.
+    A faulted flow's own alert, a data-loss gap (which only a replicating flow can find) and a copy that
+    differs from the source (wrong data whatever the state) need no join.
     """
+    unjoined = {"MirrorplaneFlowFaulted", "MirrorplaneDataLossGap", "MirrorplaneVerificationMismatch"}
     for alert in _alerts():
-        if alert["alert"] in FLOW_ALERTS - {"MirrorplaneFlowFaulted", "MirrorplaneDataLossGap"}:
+        if alert["alert"] in FLOW_ALERTS - unjoined:
             assert "and on (flow, source, target) mirrorplane_flow:should_replicate" in alert["expr"], alert
 
 

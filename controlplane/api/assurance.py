@@ -1,0 +1,97 @@
+"""Assurance API (viewers): a flow's live RPO, failover readiness and verification (docs/verification.md).
+
+The same reads as the flow page (`controlplane.assurance`, `controlplane.verification`), so the API and
+the UI agree; every figure carries when it was observed."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from controlplane import alerts, assurance, selectors, verification
+from controlplane.models import PartitionVerification
+
+
+class TopicRpoSerializer(serializers.Serializer):
+    topic = serializers.CharField()
+    records_behind = serializers.IntegerField(allow_null=True)
+    bytes_behind = serializers.IntegerField(allow_null=True, help_text="value bytes, estimated")
+    seconds_behind = serializers.FloatField(allow_null=True)
+    observed_at = serializers.DateTimeField(allow_null=True)
+    age_s = serializers.FloatField(allow_null=True)
+    stale = serializers.BooleanField()
+
+
+class FlowRpoSerializer(TopicRpoSerializer):
+    topic = None
+    budget_seconds_behind = serializers.FloatField(source="budget.seconds_behind")
+    budget_records_behind = serializers.IntegerField(source="budget.records_behind", allow_null=True)
+    over_budget = serializers.BooleanField(allow_null=True, help_text="null while stale or unknown")
+    topics = TopicRpoSerializer(many=True)
+
+
+class ReasonSerializer(serializers.Serializer):
+    check = serializers.CharField()
+    status = serializers.CharField(help_text="ok, warn, fail, unknown or n/a")
+    points = serializers.IntegerField(help_text="what it costs the score")
+    message = serializers.CharField()
+
+
+class ReadinessSerializer(serializers.Serializer):
+    score = serializers.IntegerField(help_text="0-100")
+    threshold = serializers.FloatField(help_text="readiness_low fires below it")
+    below_threshold = serializers.BooleanField()
+    computed_at = serializers.DateTimeField()
+    reasons = ReasonSerializer(many=True, source="readiness.reasons")
+
+
+class PartitionVerificationSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = PartitionVerification
+        fields = [
+            "topic", "partition", "remote_topic", "status", "reason", "verified_from", "verified_up_to",
+            "mismatch_offset", "records_verified", "ranges_verified", "ranges_sampled", "bytes_read",
+            "last_digest", "sync_upstream", "sync_downstream", "checked_at", "verified_at",
+        ]  # fmt: skip
+
+
+class VerificationSerializer(serializers.Serializer):
+    status = serializers.CharField(help_text="ok, mismatch or pending")
+    checked_at = serializers.DateTimeField(allow_null=True)
+    verified_at = serializers.DateTimeField(allow_null=True)
+    records_verified = serializers.IntegerField()
+    partitions = PartitionVerificationSerializer(many=True)
+
+
+def _status(pk: int):
+    return selectors.flow_status(flow=get_object_or_404(selectors.flow_list(), pk=pk))
+
+
+class FlowRpoView(APIView):
+    @extend_schema(
+        summary="A flow's live RPO: what a failover now would lose, per topic", responses=FlowRpoSerializer
+    )
+    def get(self, request, pk: int):
+        status = _status(pk)
+        rpo = assurance.flow_rpo(status, budget=alerts.rpo_budget_of(flow=status.flow))
+        return Response(FlowRpoSerializer(rpo).data)
+
+
+class FlowReadinessView(APIView):
+    @extend_schema(
+        summary="A flow's failover readiness score with its reasons", responses=ReadinessSerializer
+    )
+    def get(self, request, pk: int):
+        return Response(ReadinessSerializer(assurance.flow_readiness(_status(pk))).data)
+
+
+class FlowVerificationView(APIView):
+    @extend_schema(
+        summary="A flow's continuous verification, per partition", responses=VerificationSerializer
+    )
+    def get(self, request, pk: int):
+        flow = get_object_or_404(selectors.flow_list(), pk=pk)
+        return Response(VerificationSerializer(verification.verification_status(flow=flow)).data)

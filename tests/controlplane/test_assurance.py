@@ -1,0 +1,160 @@
+"""Live RPO and failover readiness on the database: the figures the workers and the verifier stored turn
+into the flow's RPO per topic and its readiness score, the same in the API and /metrics; readiness drops
+and alerts when offset syncs stop, when RPO exceeds the budget, and on its own below the threshold."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from django.utils import timezone
+
+from controlplane import alerts, assurance, prometheus, selectors, services
+from controlplane.models import (
+    AlertRule,
+    FlowAssurance,
+    FlowPartitionStatus,
+    FlowSignals,
+    PartitionVerification,
+)
+
+HOUR = datetime.timedelta(hours=1)
+
+
+@pytest.fixture
+def ready_flow(two_clusters, admin_user):
+    """A flow A->B that replicated topic t (2 partitions), verified, synced and checkpointed just now,
+    with a reverse flow B->A that would bring t home."""
+    a, b = two_clusters
+    flow = services.flow_create(
+        actor=admin_user, source=a, target=b, enabled=True, emit_heartbeats_enabled=False
+    )
+    services.flow_create(actor=admin_user, source=b, target=a, enabled=False)
+    flow.state_changed_at = flow.created_at = timezone.now() - HOUR
+    flow.save(update_fields=["state_changed_at", "created_at"])
+    now = timezone.now()
+    for partition in (0, 1):
+        report(flow, partition, records_behind=10, seconds_behind=2.0)
+        PartitionVerification.objects.create(
+            flow=flow, topic="t", partition=partition, status="ok", verified_from=0, verified_up_to=90,
+            sync_upstream=89, sync_downstream=89, checked_at=now, verified_at=now,
+        )  # fmt: skip
+    signals(flow, offset_sync=now, replicated=now, checkpoint=now)
+    FlowAssurance.objects.create(flow=flow, observed_at=now)
+    return flow
+
+
+def report(flow, partition: int, *, records_behind: int, seconds_behind: float) -> None:
+    FlowPartitionStatus.objects.update_or_create(
+        flow=flow,
+        topic="t",
+        partition=partition,
+        defaults={
+            "remote_topic": "A.t",
+            "records_behind": records_behind,
+            "seconds_behind": seconds_behind,
+            "replicated_offset": 100,
+            "record_count": 100,
+            "byte_count": 5000,  # 50 bytes a record
+            "observed_at": timezone.now(),
+        },
+    )
+
+
+def signals(flow, *, offset_sync, replicated, checkpoint) -> None:
+    FlowSignals.objects.update_or_create(
+        flow=flow,
+        defaults={
+            "offset_sync_emitted_at": offset_sync,
+            "records_replicated_at": replicated,
+            "checkpoint_emitted_at": checkpoint,
+        },
+    )
+
+
+def readiness(flow):
+    return assurance.flow_readiness(selectors.flow_status(flow=flow))
+
+
+def reason(flow, check: str):
+    return next(r for r in readiness(flow).readiness.reasons if r.check == check)
+
+
+def fired(flow) -> set[str]:
+    alerts.alerts_evaluate()
+    return set(flow.alerts.filter(state="firing").values_list("rule", flat=True))
+
+
+def test_live_rpo_per_topic_in_the_api_and_metrics(ready_flow, client_as, settings):
+    settings.MIRRORPLANE_STALE_AFTER_S = 60
+    answer = client_as("viewer").get(f"/api/v1/flows/{ready_flow.pk}/rpo/").json()
+    assert (answer["records_behind"], answer["bytes_behind"], answer["seconds_behind"]) == (20, 1000, 2.0)
+    assert answer["over_budget"] is False and answer["budget_seconds_behind"] == 60
+    assert answer["age_s"] is not None and answer["stale"] is False
+    assert answer["topics"] == [
+        {**answer["topics"][0], "topic": "t", "records_behind": 20, "bytes_behind": 1000}
+    ]
+    exposition = prometheus.exposition().decode()
+    assert 'mirrorplane_topic_bytes_behind{flow="A->B",topic="t"} 1000.0' in exposition
+    assert 'mirrorplane_rpo_over_budget{flow="A->B",source="A",target="B"} 0.0' in exposition
+
+
+def test_a_ready_flow_scores_100_in_the_api_and_metrics(ready_flow, client_as, settings):
+    settings.MIRRORPLANE_STALE_AFTER_S = 60
+    answer = client_as("viewer").get(f"/api/v1/flows/{ready_flow.pk}/readiness/").json()
+    assert answer["score"] == 100, answer["reasons"]
+    assert {r["check"] for r in answer["reasons"]} >= {
+        "offset_sync_coverage",
+        "verification",
+        "rpo",
+        "reverse_flow",
+    }
+    assert 'mirrorplane_failover_readiness_score{flow="A->B",source="A",target="B"} 100.0' in (
+        prometheus.exposition().decode()
+    )
+    assert fired(ready_flow) == set()
+
+
+def test_readiness_drops_and_alerts_when_offset_syncs_stop(ready_flow, settings):
+    settings.MIRRORPLANE_STALE_AFTER_S = 60
+    now = timezone.now()
+    signals(ready_flow, offset_sync=now - datetime.timedelta(seconds=300), replicated=now, checkpoint=now)
+    found = reason(ready_flow, "offset_sync_freshness")
+    assert (found.status, found.points) == ("fail", 25) and "inexactly" in found.message
+    assert readiness(ready_flow).score == 75
+    assert AlertRule.OFFSET_SYNCS_STOPPED in fired(ready_flow)
+
+
+def test_readiness_drops_and_alerts_when_rpo_exceeds_the_budget(ready_flow, settings):
+    settings.MIRRORPLANE_STALE_AFTER_S = 60
+    report(ready_flow, 1, records_behind=500, seconds_behind=90.0)
+    found = reason(ready_flow, "rpo")
+    assert found.points == 25 and "over the RPO budget of 60 s" in found.message
+    assert readiness(ready_flow).score == 75
+    assert AlertRule.RPO_SECONDS in fired(ready_flow)
+
+
+def test_readiness_low_fires_below_the_threshold_and_resolves(ready_flow, settings):
+    settings.MIRRORPLANE_STALE_AFTER_S = 60
+    FlowAssurance.objects.filter(flow=ready_flow).update(
+        groups_active_on_target=["billing", "audit"],
+        partition_problems=["A.t: 1 partitions, 2 on the source"],
+    )
+    assert readiness(ready_flow).score == 60
+    assert fired(ready_flow) == {AlertRule.READINESS_LOW}
+    alert = ready_flow.alerts.get(rule=AlertRule.READINESS_LOW)
+    assert alert.figure == 60 and "billing" in alert.message and "partition counts differ" in alert.message
+    FlowAssurance.objects.filter(flow=ready_flow).update(groups_active_on_target=[], partition_problems=[])
+    assert fired(ready_flow) == set()
+
+
+def test_a_mismatch_costs_readiness_and_fires_its_own_alert(ready_flow, settings):
+    settings.MIRRORPLANE_STALE_AFTER_S = 60
+    PartitionVerification.objects.filter(flow=ready_flow, partition=1).update(
+        status="mismatch",
+        reason="t[1] offset 42 differs from its copy at A.t[1] offset 42",
+        mismatch_offset=42,
+    )
+    assert reason(ready_flow, "verification").points == 30
+    assert fired(ready_flow) == {AlertRule.VERIFICATION_MISMATCH}
+    assert "offset 42" in ready_flow.alerts.get(rule=AlertRule.VERIFICATION_MISMATCH).message
