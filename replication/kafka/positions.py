@@ -28,6 +28,7 @@ from replication.kafka.internal_topics import (
     InternalTopicWriter,
 )
 from replication.positions import TopicPartition
+from replication.takeover import mm2_offsets_topic
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def positions_topic(source_alias: str) -> str:
 
 def legacy_positions_topic(source_alias: str) -> str:
     """Where versions before 2026-11 kept positions: MM2's Connect offsets topic name."""
-    return f"mm2-offsets.{source_alias}.internal"
+    return mm2_offsets_topic(source_alias)
 
 
 def position_key(flow: str, topic: str, partition: int) -> bytes:
