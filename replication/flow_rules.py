@@ -142,7 +142,11 @@ def value_problem(prop: FlowProperty, value: Any) -> tuple[str, str] | None:
         return None if problem is None else (f"{value} is out of range", problem)
     if issubclass(prop.kind, Enum):
         accepted = ", ".join(member.value for member in prop.kind)
-        return None if isinstance(value, prop.kind) else (f"'{value}' is not one of {accepted}", accepted)
+        return (
+            None
+            if isinstance(value, prop.kind)
+            else (f"'{value}' is not one of {accepted}", f"write one of {accepted}")
+        )
     if not isinstance(value, str):
         return f"'{value}' is not text", "write the value as text"
     if prop.name == "replication.policy.separator" and not value:

@@ -86,6 +86,7 @@ def test_text_of_the_wrong_type_names_the_value(name: str, text: str, reason: st
         ),
         ("tasks.max", True, "not a whole number", "write a number"),
         ("enabled", "true", "not a boolean", "true or false"),
+        ("offset-syncs.topic.location", "source", "not one of source, target", "write one of source, target"),
     ],
 )
 def test_each_rule_gives_the_reason_and_the_fix(name: str, value, reason_part: str, fix_part: str) -> None:
