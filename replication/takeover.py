@@ -201,7 +201,8 @@ class TakeoverPlan:
         if not self.positions():
             return [
                 f"no MM2 position for {self.flow}'s partitions in {self.offsets_topic} (connector "
-                f"{self.connector}): check offset.storage.topic in the MM2 file and the connector name"
+                f"{self.connector}): check offset.storage.topic in the MM2 file, the connector's name and "
+                "the source alias MM2 used"
             ]
         return []
 

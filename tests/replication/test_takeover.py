@@ -23,6 +23,7 @@ from replication.takeover import (
     mm2_committed_offsets,
     mm2_offsets_topic,
     parse_connect_offset,
+    plan_takeover,
     resume_point,
 )
 from tests.replication.test_source_task import create_topics, produce, read_partition, replicated, run_until
@@ -230,3 +231,21 @@ def test_a_missing_offsets_topic_is_refused_naming_the_setting(cluster_a, cluste
             offsets_topic=f"{unique_name}-x",
         )
     assert caught.value.field == "offsets_topic"
+
+
+def test_a_plan_without_any_mm2_position_cannot_be_applied_and_says_what_to_check():
+    plan = plan_takeover(
+        flow="A->B",
+        facts=[facts()],
+        committed={},
+        syncs={},
+        current={},
+        offsets_topic="mm2-offsets.A.internal",
+        connector="MirrorSourceConnector",
+        offset_syncs_topic="mm2-offset-syncs.B.internal on A",
+        checkpoints_topic="A.checkpoints.internal",
+        checkpoint_groups=0,
+    )
+    assert plan.positions() == {}
+    (problem,) = plan.problems()
+    assert "offset.storage.topic" in problem and "connector" in problem
