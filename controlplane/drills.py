@@ -162,9 +162,13 @@ def _plan(operation: Operation, step: Callable[..., None], reader: failover_io.F
     step(phase=Phase.PLANNING, message="reading the failover plan: lag, groups, checks (timed)")
     started = time.monotonic()
     plan, partitions = failover_io.read_plan(
-        reader, groups=operation.groups, last_known_lag=selectors.last_known_lag(flow=operation.flow)
+        reader,
+        groups=operation.groups,
+        last_known_lag=selectors.last_known_lag(flow=operation.flow),
+        arrival_window_s=0,  # production keeps writing during a drill: nothing to learn from waiting
     )
-    plan_s = time.monotonic() - started
+    # A failover's planning also waits the arrival window (to see whether producers stopped).
+    plan_s = time.monotonic() - started + failover_io.ARRIVAL_WINDOW_S
     result = {
         "rpo": {
             "records": plan.records_at_risk,

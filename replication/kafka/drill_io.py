@@ -10,6 +10,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from replication.config import ClusterConfig
 from replication.kafka.clients import kafka_error_reason, make_consumer
+from replication.kafka.verification_io import mirrored_record
 from replication.verification import MirroredRecord
 
 TopicPartitionKey = tuple[str, int]
@@ -17,19 +18,6 @@ TopicPartitionKey = tuple[str, int]
 
 class DrillIOError(RuntimeError):
     pass
-
-
-def _record(message) -> MirroredRecord:
-    timestamp_type, timestamp = message.timestamp()
-    create_time = timestamp_type == 1  # TIMESTAMP_CREATE_TIME: the producer's (the source's) timestamp
-    headers = tuple((name, value) for name, value in (message.headers() or ()))
-    return MirroredRecord(
-        offset=message.offset(),
-        key=message.key(),
-        value=message.value(),
-        headers=headers,
-        timestamp_ms=timestamp if create_time else None,
-    )
 
 
 def next_records(
@@ -77,7 +65,7 @@ def next_records(
                     continue
                 error = message.error()
                 if error is None:
-                    found[key] = _record(message)
+                    found[key] = mirrored_record(message)
                 elif error.code() != KafkaError._PARTITION_EOF:
                     raise DrillIOError(f"cluster {cluster.alias}: reading {key[0]}[{key[1]}]: {error.str()}")
                 elif key in wait_for:

@@ -91,7 +91,7 @@ class RangeReader:
                     raise KafkaException(error)
                 if message.offset() >= end:
                     break
-                records.append(_record(message))
+                records.append(mirrored_record(message))
             else:
                 raise TimeoutError(
                     f"cluster {self.cluster.alias}: reading {topic}[{partition}] [{start}, {end}) did not "
@@ -105,7 +105,8 @@ class RangeReader:
         self._consumer.close()
 
 
-def _record(message) -> MirroredRecord:
+def mirrored_record(message) -> MirroredRecord:
+    """A consumed message as compared (verification, drills): a CreateTime timestamp only."""
     kind, timestamp = message.timestamp()
     key, value, headers = message.key(), message.value(), tuple(message.headers() or ())
     size = len(key or b"") + len(value or b"") + sum(len(n) + len(v or b"") for n, v in headers)
