@@ -48,7 +48,7 @@ def _queue(request, pk: int, kind: str, queue) -> HttpResponse:
 @signed_in_required
 def drill_execute(request, pk: int):
     def queue(flow: Flow) -> Operation:
-        groups = [g for g in request.POST.get("groups", "").replace(",", " ").split() if g]
+        groups = [g for g in request.POST.get("drill_groups", "").replace(",", " ").split() if g]
         timeout_s = float(request.POST.get("timeout_s") or drills.DEFAULT_DRILL_WAIT_S)
         return drills.drill_request(actor=request.user, flow=flow, groups=groups, timeout_s=timeout_s)
 
