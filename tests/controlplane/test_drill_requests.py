@@ -8,6 +8,7 @@ import datetime
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
+from django.test import Client
 from django.utils import timezone
 
 from controlplane import cutover, drills, lifecycle, services
@@ -64,3 +65,23 @@ def test_beat_drills_again_with_the_last_groups_once_the_interval_passed(flow, a
         active=False, requested_at=timezone.now() - datetime.timedelta(hours=2)
     )
     assert drills.request_scheduled_drills() == []  # off
+
+
+def test_the_failover_page_queues_drills_and_cutovers_and_says_why_not(flow, tokens):
+    web = Client()
+    web.force_login(get_user_model().objects.get(username="operator"))
+    page = web.get(f"/flows/{flow.pk}/failover/").content.decode()
+    assert 'id="drill-section"' in page and 'id="cutover-section"' in page
+    wrong = web.post(f"/flows/{flow.pk}/cutover/", {"confirm": "A-B", "fence_s": "5", "dry_run": "1"})
+    assert wrong.status_code == 200 and "type the flow&#x27;s name exactly" in wrong.content.decode()
+    queued = web.post(f"/flows/{flow.pk}/drills/", {"drill_groups": "billing, audit", "timeout_s": "20"})
+    assert queued.status_code == 202, queued.content.decode()
+    drill = Operation.objects.get(flow=flow, kind="drill")
+    assert (drill.groups, drill.timeout_s) == (["audit", "billing"], 20.0)
+    assert f'data-operation="{drill.pk}"' in queued.content.decode()
+    busy = web.post(f"/flows/{flow.pk}/cutover/", {"confirm": "A->B", "fence_s": "5"})
+    assert "already queued" in busy.content.decode()
+    viewer = Client()
+    viewer.force_login(get_user_model().objects.get(username="viewer"))
+    refused = viewer.post(f"/flows/{flow.pk}/drills/", {"drill_groups": "billing"})
+    assert "drill needs the operator role" in refused.content.decode()
