@@ -171,7 +171,8 @@ def _group_state(config: ClusterConfig, timeout_s: float, group: str):
     return description, committed, ends
 
 
-def _flows_of_group(cluster: Cluster, group: str, **where) -> list[Flow]:
+def _flows_checkpointing(group: str, **where) -> list[Flow]:
+    """The flows (filtered by `where`) that emit checkpoints for `group`."""
     flows = selectors.flow_list().filter(emit_checkpoints_enabled=True, **where)
     return [f for f in flows if GroupFilter.for_flow(engine.flow_to_config(f)).should_replicate_group(group)]
 
@@ -257,12 +258,11 @@ def group_detail(*, cluster: Cluster, group: str) -> GroupDetail:
         description=description,
         partitions=partitions,
         flows=[
-            flow_checkpoints(flow=flow, group=group)
-            for flow in _flows_of_group(cluster, group, source=cluster)
+            flow_checkpoints(flow=flow, group=group) for flow in _flows_checkpointing(group, source=cluster)
         ],
         read_at=read_at,
         read_ms=read_ms,
-        reset_flows=_flows_of_group(cluster, group, target=cluster),
+        reset_flows=_flows_checkpointing(group, target=cluster),
     )
 
 
@@ -329,7 +329,7 @@ def _parse_reset(
                 ]
     flow = None
     if chosen is ResetStrategy.TRANSLATED:
-        candidates = _flows_of_group(cluster, group, target=cluster)
+        candidates = _flows_checkpointing(group, target=cluster)
         flow = next((f for f in candidates if str(f.pk) == str(flow_id)), None)
         if flow is None:
             names = ", ".join(f"{f.pk} ({f.name})" for f in candidates) or "none checkpoints this group"
