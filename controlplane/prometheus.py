@@ -53,6 +53,10 @@ def _counter(name: str, doc: str, labels: list[str]) -> CounterMetricFamily:
     return CounterMetricFamily(f"mirrorplane_{name}", doc, labels=labels)
 
 
+def _histogram(name: str, doc: str, labels: list[str]) -> HistogramMetricFamily:
+    return HistogramMetricFamily(f"mirrorplane_{name}", doc, labels=labels)
+
+
 def latency_histogram(partitions) -> tuple[list[tuple[str, float]], float] | None:
     """The partitions' latency counts summed, as Prometheus (le, cumulative count) buckets in seconds and
     the sum in seconds; None before any record was acknowledged. Rows of another bucket layout (written by
@@ -153,11 +157,11 @@ class MirrorplaneCollector:
         stale = _gauge(
             "flow_stale", "1 when a partition of a flow that should replicate has not reported", FLOW_LABELS
         )
-        latency = HistogramMetricFamily(
-            "mirrorplane_record_replication_latency_seconds",
+        latency = _histogram(
+            "record_replication_latency_seconds",
             "Records by replication latency, record timestamp to target acknowledgement (MM2 "
             "replication-latency-ms as a distribution), summed over the flow's partitions",
-            labels=FLOW_LABELS,
+            FLOW_LABELS,
         )
         for summary in summaries:
             flow = summary.flow

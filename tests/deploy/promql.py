@@ -43,8 +43,13 @@ def documented_names() -> set[str]:
 
 
 def exported_names() -> set[str]:
-    """The families controlplane/prometheus.py builds (`_gauge("x", ...)`, `_counter("x", ...)`)."""
+    """The series controlplane/prometheus.py builds (`_gauge("x", ...)`, `_counter("x", ...)`, `_histogram`)."""
     text = (ROOT / "controlplane" / "prometheus.py").read_text()
     gauges = re.findall(r"_gauge\(\s*\"(\w+)\"", text)
     counters = re.findall(r"_counter\(\s*\"(\w+)\"", text)
-    return {f"mirrorplane_{name}" for name in gauges} | {f"mirrorplane_{name}_total" for name in counters}
+    histograms = re.findall(r"_histogram\(\s*\"(\w+)\"", text)
+    return (
+        {f"mirrorplane_{name}" for name in gauges}
+        | {f"mirrorplane_{name}_total" for name in counters}
+        | {f"mirrorplane_{name}{suffix}" for name in histograms for suffix in ("_bucket", "_sum", "_count")}
+    )
