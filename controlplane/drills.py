@@ -155,6 +155,12 @@ def run(operation: Operation, step: Callable[..., None]) -> None:
     finally:
         reader.close()
         clean_shadow_groups(operation=operation)
+    left = list(ShadowGroup.objects.filter(operation=operation, deleted_at__isnull=True))
+    if left:
+        names = ", ".join(f"{row.name} on {row.cluster.alias}" for row in left)
+        raise DrillFailed(
+            f"shadow group(s) not deleted (the cluster refused; see the log): {names}; delete them"
+        )
     _conclude(operation)
 
 
