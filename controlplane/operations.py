@@ -1,4 +1,5 @@
-"""Operations (failover, failback): durable jobs a request queues and a worker runs, phase by phase.
+"""Operations (failover, failback, drill, cutover): durable jobs a request queues and a worker runs,
+phase by phase (drills: `controlplane.drills`; cutovers: `controlplane.cutover`).
 
 A request (API, web UI, command line) checks what it can without touching a cluster (the role, the
 confirmation, the groups, the flow's lifecycle state, one operation per flow), stores an `Operation`
