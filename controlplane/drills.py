@@ -1,12 +1,15 @@
 """Failover drills: a durable `Operation` (kind `drill`) that rehearses a failover without touching
 production (the decisions in `replication.drill`).
 
-Request (`drill_request`, operator, audited): the chosen groups of a flow whose state allows a failover.
-A worker runs it (`controlplane.failover.run_operation`), phase by phase:
+Request (`drill_request`, operator, audited): the chosen groups of a flow whose state allows a failover;
+beat requests scheduled ones (`request_scheduled_drills`). A worker runs it
+(`controlplane.failover.run_operation`), phase by phase:
 
 1. planning: the failover plan for the groups, timed (its records and seconds at risk are the measured
-   RPO; its duration the planning part of the RTO);
-2. shadowing: per group, the offsets a failover would write now (translated from the group's committed
+   RPO; its duration, with the failover's arrival window, the planning part of the RTO);
+2. draining: the failover's drain, without pausing anything, up to `timeout_s` (then it goes on: the
+   partitions still lagging fail, named);
+3. shadowing: per group, the offsets a failover would write now (translated from the group's committed
    offsets on the source), written for a *shadow* group on the target (`ShadowGroup` recorded first),
    timed (the groups-moving part of the RTO); the shadow's next record per partition read and compared
    by content with the group's next record on the source (waiting up to `timeout_s` for a copy still on
@@ -15,7 +18,7 @@ A worker runs it (`controlplane.failover.run_operation`), phase by phase:
 Outcome `succeeded` when every partition passed, else `failed` with the partitions and reasons; the
 result (RPO, RTO estimate, counts) is kept on the operation and audited. A worker killed mid-drill
 leaves `ShadowGroup` rows not marked deleted: the worker that resumes the drill deletes those groups
-first, and so does beat for a drill that ended without cleaning up (`clean_shadow_groups`).
+first (and shadows under new names); a drill that cannot delete one fails, naming it.
 """
 
 from __future__ import annotations
