@@ -150,6 +150,8 @@ class GroupListView(APIView):
                         "group": g.group,
                         "state": g.state,
                         "members": g.members,
+                        "partitions": g.partitions,
+                        "lag": g.lag,
                         "flows": [{"id": f.pk, "name": f.name} for f in g.flows],
                     }
                     for g in listing.groups

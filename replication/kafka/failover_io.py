@@ -12,12 +12,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import replace
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
-    ConsumerGroupTopicPartitions,
     IsolationLevel,
     KafkaError,
     KafkaException,
@@ -33,7 +31,7 @@ from replication.formats import Checkpoint, Heartbeat, OffsetSync, RecordFormatE
 from replication.kafka.clients import kafka_error_code, kafka_error_reason, make_admin, make_consumer
 from replication.kafka.cluster_check import check_cluster
 from replication.kafka.flow_tasks import offset_syncs_cluster
-from replication.kafka.groups import GroupOffsetsAdmin
+from replication.kafka.groups import GroupAdminError, GroupOffsetsAdmin
 from replication.kafka.internal_topics import InternalTopicReader
 from replication.offset_sync_store import OffsetSyncStore
 from replication.policy import classify_topic, replication_policy_for
@@ -131,29 +129,11 @@ class FailoverReader:
         self, cluster: ClusterConfig, groups: Sequence[str]
     ) -> dict[str, dict[TopicPartitionKey, CommittedOffset]]:
         """Every group's committed offsets; the requests (one group each, Kafka's rule) run together."""
-        admin = self._admin(cluster)
-        futures: dict[str, Future] = {}
-        for group in groups:
-            (futures[group],) = admin.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout_s
-            ).values()
-        committed: dict[str, dict[TopicPartitionKey, CommittedOffset]] = {}
-        for group, future in futures.items():
-            try:
-                result = future.result()
-            except KafkaException as exc:
-                if kafka_error_code(exc) != KafkaError.GROUP_ID_NOT_FOUND:
-                    raise FailoverIOError(
-                        f"cluster {cluster.alias}: committed offsets of group {group}: {kafka_error_reason(exc)}"
-                    ) from exc
-                committed[group] = {}
-                continue
-            committed[group] = {
-                (tp.topic, tp.partition): CommittedOffset(tp.offset, tp.metadata or "")
-                for tp in result.topic_partitions
-                if tp.error is None and tp.offset >= 0
-            }
-        return committed
+        admin = GroupOffsetsAdmin(cluster, timeout_s=self.timeout_s, admin=self._admin(cluster))
+        try:
+            return admin.committed_offsets_of(groups)
+        except GroupAdminError as exc:
+            raise FailoverIOError(str(exc)) from exc
 
     def group_states(self, cluster: ClusterConfig, groups: Sequence[str]) -> dict[str, str]:
         """Kafka's state name of every group (ABSENT when unknown there), in one request."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 
 from confluent_kafka import (
     ConsumerGroupTopicPartitions,
@@ -16,6 +17,7 @@ from confluent_kafka import (
     KafkaException,
     TopicPartition,
 )
+from confluent_kafka.admin import AdminClient
 
 from replication.checkpoint import ABSENT, CommittedOffset
 from replication.config import ClusterConfig
@@ -114,10 +116,12 @@ def _state_name(state) -> str:
 class GroupOffsetsAdmin:
     """Consumer group operations on one cluster, with a fixed request timeout."""
 
-    def __init__(self, cluster: ClusterConfig, *, timeout_s: float = ADMIN_TIMEOUT_S) -> None:
+    def __init__(
+        self, cluster: ClusterConfig, *, timeout_s: float = ADMIN_TIMEOUT_S, admin: AdminClient | None = None
+    ) -> None:
         self.cluster = cluster
         self.timeout_s = timeout_s
-        self._admin = make_admin(cluster)
+        self._admin = admin or make_admin(cluster)
 
     def _fail(self, what: str, exc: BaseException) -> GroupAdminError:
         return GroupAdminError(f"cluster {self.cluster.alias}: {what} failed: {kafka_error_reason(exc)}")
@@ -167,21 +171,35 @@ class GroupOffsetsAdmin:
 
     def committed_offsets(self, group: str) -> dict[TopicPartitionKey, CommittedOffset]:
         """The group's committed offsets; a group with none (or deleted meanwhile) has an empty dict."""
-        request = [ConsumerGroupTopicPartitions(group)]
+        return self.committed_offsets_of([group])[group]
+
+    def committed_offsets_of(
+        self, groups: Sequence[str]
+    ) -> dict[str, dict[TopicPartitionKey, CommittedOffset]]:
+        """Every group's committed offsets; the requests (one group each, Kafka's rule) run together."""
+        futures: dict[str, Future] = {}
         try:
-            (future,) = self._admin.list_consumer_group_offsets(
-                request, request_timeout=self.timeout_s
-            ).values()
-            result = future.result()
+            for group in groups:
+                (futures[group],) = self._admin.list_consumer_group_offsets(
+                    [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout_s
+                ).values()
         except KafkaException as exc:
-            if kafka_error_code(exc) == KafkaError.GROUP_ID_NOT_FOUND:
-                return {}
-            raise self._fail(f"reading committed offsets of group {group}", exc) from exc
-        return {
-            (tp.topic, tp.partition): CommittedOffset(tp.offset, tp.metadata or "")
-            for tp in result.topic_partitions
-            if tp.error is None and tp.offset >= 0
-        }
+            raise self._fail("reading committed offsets", exc) from exc
+        committed: dict[str, dict[TopicPartitionKey, CommittedOffset]] = {}
+        for group, future in futures.items():
+            try:
+                result = future.result()
+            except KafkaException as exc:
+                if kafka_error_code(exc) != KafkaError.GROUP_ID_NOT_FOUND:
+                    raise self._fail(f"reading committed offsets of group {group}", exc) from exc
+                committed[group] = {}
+                continue
+            committed[group] = {
+                (tp.topic, tp.partition): CommittedOffset(tp.offset, tp.metadata or "")
+                for tp in result.topic_partitions
+                if tp.error is None and tp.offset >= 0
+            }
+        return committed
 
     def group_state(self, group: str) -> str:
         try:

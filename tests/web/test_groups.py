@@ -70,6 +70,7 @@ def test_group_page_shows_offsets_lag_and_what_failover_writes(client_as, flow, 
     listing = client_as("viewer").get(reverse("web:groups"), {"cluster": "A"})
     rows = {g.group: g for g in listing.context["listings"][0].groups}
     assert rows[group].state == "EMPTY" and rows[group].flows == (flow,)
+    assert (rows[group].partitions, rows[group].lag) == (1, row.lag)
 
 
 def test_reset_dry_run_changes_nothing_and_the_reset_is_audited(client_as, flow, mirrored, cluster_a):
