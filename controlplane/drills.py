@@ -233,20 +233,21 @@ def _shadow_groups(
 def _drill_group(operation: Operation, step, reader: failover_io.FailoverReader, group_plan) -> float:
     """One group: shadow written, both next records read and compared, shadow deleted; the write's time."""
     rows = list(group_plan.partitions)
+    if not rows:
+        _store_verdict(
+            operation,
+            group_plan.group,
+            None,
+            drill.PartitionVerdict(
+                False, "no committed offset on a topic the flow replicates: nothing to rehearse"
+            ),
+        )
+        return 0.0
     offsets = {
         (row.remote_topic, row.partition): row.translated_offset
         for row in rows
         if row.translated_offset is not None
     }
-    shadow = _shadow(operation, group_plan.group)
-    write_s = 0.0
-    target_records: dict = {}
-    if offsets:
-        started = time.monotonic()
-        refused = reader.alter_offsets(reader.target, shadow.name, offsets)
-        write_s = time.monotonic() - started
-        if refused:
-            raise ServiceConflict(f"{reader.target.alias} refused the shadow group {shadow.name}: {refused}")
     source_records = drill_io.next_records(
         reader.source,
         starts={
@@ -255,19 +256,15 @@ def _drill_group(operation: Operation, step, reader: failover_io.FailoverReader,
         timeout_s=reader.timeout_s,
         tick=step,
     )
+    write_s, target_records = 0.0, {}
     if offsets:
         waiting = {
             (row.remote_topic, row.partition)
             for row in rows
-            if source_records.get((row.topic, row.partition)) is not None
+            if source_records.get((row.topic, row.partition))
         }
-        target_records = drill_io.next_records(
-            reader.target,
-            group=shadow.name,
-            partitions=sorted(offsets),
-            wait_for=waiting,
-            timeout_s=max(operation.timeout_s, reader.timeout_s),
-            tick=step,
+        write_s, target_records = _shadow_next_records(
+            operation, step, reader, group_plan.group, offsets, waiting
         )
     for row in rows:
         source = source_records.get((row.topic, row.partition))
@@ -280,42 +277,59 @@ def _drill_group(operation: Operation, step, reader: failover_io.FailoverReader,
             wait_s=operation.timeout_s,
         )
         sync = (
-            reader.store.sync_used(row.topic, row.partition, row.source_offset)
-            if row.source_offset is not None
-            else None
+            None
+            if row.source_offset is None
+            else reader.store.sync_used(row.topic, row.partition, row.source_offset)
         )
-        DrillPartitionResult.objects.update_or_create(
-            operation=operation,
-            group=group_plan.group,
-            topic=row.topic,
-            partition=row.partition,
-            defaults={
-                "remote_topic": row.remote_topic,
-                "source_offset": row.source_offset,
-                "target_offset": row.translated_offset,
-                "offset_sync": None
-                if sync is None
-                else {"upstream_offset": sync.upstream_offset, "downstream_offset": sync.downstream_offset},
-                "outcome": DrillOutcome.PASSED if verdict.passed else DrillOutcome.FAILED,
-                "reason": verdict.reason,
-                "source_record": drill.record_evidence(source),
-                "target_record": drill.record_evidence(target),
-            },
-        )
-    if not rows:
-        DrillPartitionResult.objects.update_or_create(
-            operation=operation,
-            group=group_plan.group,
-            topic="",
-            partition=-1,
-            defaults={
-                "outcome": DrillOutcome.FAILED,
-                "reason": f"{group_plan.group} has no committed offset on a topic the flow replicates: nothing to rehearse",
-            },
-        )
-    clean_shadow_groups(operation=operation)
+        _store_verdict(operation, group_plan.group, row, verdict, sync=sync, source=source, target=target)
     step()
     return write_s
+
+
+def _shadow_next_records(operation: Operation, step, reader, group: str, offsets: dict, waiting: set):
+    """The shadow group written at `offsets` on the target (recorded first), its next records read as a
+    consumer of it reads them, the shadow deleted; (the write's time, the records)."""
+    shadow = _shadow(operation, group)
+    started = time.monotonic()
+    refused = reader.alter_offsets(reader.target, shadow.name, offsets)
+    write_s = time.monotonic() - started
+    if refused:
+        raise ServiceConflict(f"{reader.target.alias} refused the shadow group {shadow.name}: {refused}")
+    records = drill_io.next_records(
+        reader.target,
+        group=shadow.name,
+        partitions=sorted(offsets),
+        wait_for=waiting,
+        timeout_s=max(operation.timeout_s, reader.timeout_s),
+        tick=step,
+    )
+    clean_shadow_groups(operation=operation)
+    return write_s, records
+
+
+def _store_verdict(
+    operation: Operation, group: str, row, verdict, *, sync=None, source=None, target=None
+) -> None:
+    """Record (or, on a resumed drill, replace) the verdict on one partition of `group` (`row` None: the
+    group as a whole)."""
+    DrillPartitionResult.objects.update_or_create(
+        operation=operation,
+        group=group,
+        topic=row.topic if row else "",
+        partition=row.partition if row else -1,
+        defaults={
+            "remote_topic": row.remote_topic if row else "",
+            "source_offset": row.source_offset if row else None,
+            "target_offset": row.translated_offset if row else None,
+            "offset_sync": None
+            if sync is None
+            else {"upstream_offset": sync.upstream_offset, "downstream_offset": sync.downstream_offset},
+            "outcome": DrillOutcome.PASSED if verdict.passed else DrillOutcome.FAILED,
+            "reason": verdict.reason,
+            "source_record": drill.record_evidence(source),
+            "target_record": drill.record_evidence(target),
+        },
+    )
 
 
 def _conclude(operation: Operation) -> None:
