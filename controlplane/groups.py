@@ -148,6 +148,7 @@ class CheckpointRow:
     target_offset: int | None  # committed on the target now
     checkpoint_offset: int | None  # the newest checkpoint's downstream offset
     checkpoint_age_s: float | None
+    checkpoint_stale: bool  # older than checkpoint_stale_after_s: the flow stopped checkpointing it
     write: bool  # a failover writes translated_offset
     note: str
 
@@ -212,6 +213,13 @@ def _group_plan(flow: Flow, group: str, timeout_s: float) -> tuple[GroupPlan, fa
     return plan, reader
 
 
+def checkpoint_stale_after_s(flow: Flow) -> float:
+    """A checkpoint is emitted every emit.checkpoints.interval.seconds while the group's offsets move;
+    older than three intervals plus the live figures' staleness bound, its age is shown as STALE. (A
+    group that stopped committing is not checkpointed again either: STALE says so, it is no error.)"""
+    return 3 * flow.emit_checkpoints_interval_seconds + selectors.stale_after_s()
+
+
 def flow_checkpoints(*, flow: Flow, group: str) -> FlowCheckpoints:
     """What `flow` knows of `group`: the exact translation of its source offsets, its newest checkpoints
     on the target with their age, and what a failover would write."""
@@ -229,9 +237,11 @@ def flow_checkpoints(*, flow: Flow, group: str) -> FlowCheckpoints:
         entry.problem = str(exc)
         return entry
     now_ms = timezone.now().timestamp() * 1000
+    stale_after_s = checkpoint_stale_after_s(flow)
     entry.target_state = plan.target_state
     for row in plan.partitions:
         checkpoint, written_ms = checkpoints.get((row.remote_topic, row.partition), (None, None))
+        age_s = None if written_ms is None else max((now_ms - written_ms) / 1000, 0.0)
         entry.rows.append(
             CheckpointRow(
                 topic=row.topic,
@@ -241,7 +251,8 @@ def flow_checkpoints(*, flow: Flow, group: str) -> FlowCheckpoints:
                 translated_offset=row.translated_offset,
                 target_offset=row.target_offset,
                 checkpoint_offset=None if checkpoint is None else checkpoint.downstream_offset,
-                checkpoint_age_s=None if written_ms is None else max((now_ms - written_ms) / 1000, 0.0),
+                checkpoint_age_s=age_s,
+                checkpoint_stale=age_s is not None and age_s > stale_after_s,
                 write=row.write,
                 note=row.note,
             )

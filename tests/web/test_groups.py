@@ -63,7 +63,7 @@ def test_group_page_shows_offsets_lag_and_what_failover_writes(client_as, flow, 
     assert checkpoints.flow == flow and not checkpoints.problem
     (cp,) = checkpoints.rows
     assert (cp.remote_topic, cp.source_offset, cp.translated_offset) == (remote_topic, COMMITTED, COMMITTED)
-    assert cp.checkpoint_offset == COMMITTED and cp.checkpoint_age_s is not None
+    assert cp.checkpoint_offset == COMMITTED and cp.checkpoint_age_s is not None and not cp.checkpoint_stale
     assert cp.write  # the group has no offset on B yet: a failover writes the translation
     assert "Read from A at" in response.content.decode()
 
