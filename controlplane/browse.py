@@ -294,6 +294,14 @@ class RecordPage:
     read_ms: float
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def previous_offset(self) -> int | None:
+        """Where the page before this one starts (None: this one starts at the log start)."""
+        earliest = self.partitions[self.seek.partition].earliest
+        if self.start_offset is None or self.start_offset <= earliest:
+            return None
+        return max(self.start_offset - self.seek.max_records, earliest)
+
 
 def _start_offset(
     browser: TopicBrowser, topic: str, seek: Seek, offsets: PartitionOffsets, notes: list[str]

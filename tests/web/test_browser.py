@@ -42,6 +42,7 @@ def test_viewer_reads_records_from_an_offset(client_as, flow, mirrored):
     assert response.status_code == 200, response.content.decode()
     page = response.context["page"]
     assert [r.offset for r in page.records] == [3, 4, 5, 6]
+    assert page.previous_offset == 0
     first = page.records[0]
     assert (first.key.text, first.value.format) == ("k3", "json")
     assert '"amount": 30' in first.value.text
