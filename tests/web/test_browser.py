@@ -171,3 +171,20 @@ def test_the_api_reads_records_and_copies_with_field_errors(client_as, flow, mir
     assert unknown.status_code == 400 and "has no topic" in unknown.json()["topic"][0]
     listing = viewer.get(f"/api/v1/clusters/{flow.source_id}/topics/")
     assert topic in [t["name"] for t in listing.json()["topics"]]
+
+
+def test_pages_need_a_role_and_the_reset_needs_operator(client_as, users):
+    services.cluster_create(actor=users["admin"], alias="X", bootstrap_servers="x.invalid:9092")
+    pages = [
+        reverse("web:topics"),
+        reverse("web:topic", args=["X", "orders"]),
+        reverse("web:groups"),
+        reverse("web:group", args=["X", "billing"]),
+    ]
+    for url in pages:
+        anonymous = client_as("anonymous").get(url)
+        assert anonymous.status_code == 302 and "/login/" in anonymous["Location"], url
+        assert client_as("norole").get(url).status_code == 403, url
+    reset = reverse("web:group-reset", args=["X", "billing"])
+    refused = client_as("viewer").post(reset, {"strategy": "earliest", "apply": "1"})
+    assert refused.status_code == 403 and "operator" in refused.content.decode()
