@@ -52,7 +52,9 @@ class FlowFacts:
     tasks_planned: int | None = None  # None: not observed (Redis away)
     tasks_leased: int | None = None
     tasks_observed_at: float | None = None
-    replication_workers: int | None = None  # alive on the replication queue; None: Redis away
+    replication_workers: int | None = None  # alive on the flow's pool queue; None: Redis away
+    pool: str = ""  # its worker pool (controlplane.pools); empty: the default pool
+    pool_workers: int | None = None  # live workers consuming the pool's queue; None: Redis away
     gaps_recent: int = 0  # data-loss gaps within the window
     lost_records_recent: int = 0
     last_gap_at: float | None = None
@@ -202,6 +204,22 @@ def no_lease_holder(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
     )
 
 
+def pool_without_workers(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
+    """The flow should replicate and is pinned to a worker pool no live worker consumes: nothing runs it
+    (whether or not its tasks are planned yet: the metadata workers plan them, the pool's run them)."""
+    if not facts.runnable or not facts.pool or facts.pool_workers is None or facts.pool_workers > 0:
+        return QUIET
+    return Verdict(
+        True,
+        0,
+        0,
+        "workers",
+        now,
+        f"worker pool {facts.pool} has no live worker (none consumes replication.{facts.pool}): the flow is "
+        "not replicating; start a worker of the pool or move the flow to another pool",
+    )
+
+
 def offset_syncs_stopped(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
     """Records were replicated well after the newest offset sync: a failover would translate inexactly."""
     if not facts.runnable or facts.records_replicated_at is None:
@@ -257,6 +275,7 @@ RULES: dict[str, Callable[[FlowFacts, Limits, float], Verdict]] = {
     AlertRule.DATA_LOSS_GAP: data_loss_gap,
     AlertRule.FLOW_FAULTED: flow_faulted,
     AlertRule.NO_LEASE_HOLDER: no_lease_holder,
+    AlertRule.POOL_WITHOUT_WORKERS: pool_without_workers,
     AlertRule.OFFSET_SYNCS_STOPPED: offset_syncs_stopped,
     AlertRule.VERIFICATION_MISMATCH: verification_mismatch,
     AlertRule.READINESS_LOW: readiness_low,
@@ -276,6 +295,9 @@ INHIBITS: dict[str, frozenset[str]] = {
         }
     ),
     AlertRule.NO_LEASE_HOLDER: frozenset({AlertRule.STALE_STATUS, AlertRule.READINESS_LOW}),
+    AlertRule.POOL_WITHOUT_WORKERS: frozenset(
+        {AlertRule.NO_LEASE_HOLDER, AlertRule.STALE_STATUS, AlertRule.READINESS_LOW}
+    ),
     # A readiness score below the threshold because of a problem a rule of its own reports pages once,
     # as that problem (the score and its reasons still show on the pages, the API and /metrics).
     AlertRule.RPO_SECONDS: frozenset({AlertRule.READINESS_LOW}),

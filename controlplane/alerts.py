@@ -160,6 +160,9 @@ def _facts(
 ) -> FlowFacts:
     flow = summary.flow
     since = flow.state_changed_at or flow.created_at
+    pool_workers = summary.pool.live_workers if summary.pool is not None else None
+    if flow.pool:  # a pinned flow is replicated by its pool's workers only (controlplane.pools)
+        replication_workers = pool_workers
     return FlowFacts(
         runnable=lifecycle.is_runnable(flow.state),
         runnable_since=since.timestamp(),
@@ -183,6 +186,8 @@ def _facts(
         tasks_leased=signals.tasks_leased if signals else None,
         tasks_observed_at=_epoch(signals and signals.tasks_observed_at),
         replication_workers=replication_workers,
+        pool=flow.pool,
+        pool_workers=pool_workers,
         gaps_recent=gaps["gaps"] if gaps else 0,
         lost_records_recent=(gaps["lost"] or 0) if gaps else 0,
         last_gap_at=_epoch(gaps["last"]) if gaps else None,

@@ -492,6 +492,7 @@ def reverse_flow_settings(flow: Flow, existing: Flow | None, *, topics: list[str
         settings |= {
             "replication_policy_class": flow.replication_policy_class,
             "replication_policy_separator": flow.replication_policy_separator,
+            "pool": flow.pool,  # the same family of topics, on the same workers
         }
     if is_identity_policy_class(flow.replication_policy_class):
         # Identity names cannot tell a mirrored record from a new one: the provenance header does.

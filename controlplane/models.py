@@ -183,6 +183,8 @@ class Flow(models.Model):
     )
     # Flow-scoped client overrides (`A->B.producer.*`, `A->B.consumer.*`) and pass-through properties.
     extra = models.JSONField(default=dict)
+    # The worker pool the flow runs on (controlplane.pools; not an MM2 property): empty is the default.
+    pool = models.CharField(max_length=40, blank=True, default="")
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -652,6 +654,7 @@ class AlertRule(models.TextChoices):
     DATA_LOSS_GAP = "data_loss_gap", "data-loss gap"
     FLOW_FAULTED = "flow_faulted", "flow faulted"
     NO_LEASE_HOLDER = "no_lease_holder", "no worker holds the flow's tasks"
+    POOL_WITHOUT_WORKERS = "pool_without_workers", "the flow's worker pool has no live worker"
     OFFSET_SYNCS_STOPPED = "offset_syncs_stopped", "offset syncs stopped (failover would be inexact)"
     VERIFICATION_MISMATCH = "verification_mismatch", "target data differs from the source"
     READINESS_LOW = "readiness_low", "failover readiness below the threshold"

@@ -28,7 +28,8 @@ class Presence:
     queues: tuple[str, ...]
     pid: int
     observed_at: float  # epoch seconds
-    stats: Mapping[str, int] = field(default_factory=dict)  # a worker's slices, slice_errors, leases_held
+    # a worker's slices, slice_errors, leases_held (counts) and slices_per_s
+    stats: Mapping[str, float] = field(default_factory=dict)
 
     def age_s(self, now: float) -> float:
         return max(0.0, now - self.observed_at)
@@ -48,7 +49,7 @@ def announce(
     name: str,
     queues: Sequence[str],
     pid: int,
-    stats: Mapping[str, int] | None = None,
+    stats: Mapping[str, float] | None = None,
     now: float | None = None,
 ) -> None:
     """Record that `name` is alive now (the key expires after three intervals without news)."""
@@ -88,7 +89,7 @@ def _parse(raw: bytes | None) -> Presence | None:
         tuple(value["queues"]),
         int(value["pid"]),
         float(value["observed_at"]),
-        {name: int(count) for name, count in value.get("stats", {}).items()},
+        {name: count for name, count in value.get("stats", {}).items() if isinstance(count, int | float)},
     )
 
 

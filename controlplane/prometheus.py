@@ -163,6 +163,11 @@ class MirrorplaneCollector:
             "replication-latency-ms as a distribution), summed over the flow's partitions",
             FLOW_LABELS,
         )
+        pool_workers = _gauge(
+            "flow_pool_workers",
+            "Live workers consuming the queue of the flow's worker pool (pool: empty for the default)",
+            [*FLOW_LABELS, "pool"],
+        )
         for summary in summaries:
             flow = summary.flow
             labels = [flow.name, flow.source.alias, flow.target.alias]
@@ -177,7 +182,9 @@ class MirrorplaneCollector:
             histogram = latency_histogram(summary.partitions)
             if histogram is not None:
                 latency.add_metric(labels, *histogram)
-        yield from (state, behind, seconds, age, stale, latency)
+            if summary.pool is not None and summary.pool.live_workers is not None:
+                pool_workers.add_metric([*labels, flow.pool], summary.pool.live_workers)
+        yield from (state, behind, seconds, age, stale, latency, pool_workers)
 
     def _event_families(self, summaries) -> Iterator[Metric]:
         names = {summary.flow.pk: summary.flow for summary in summaries}

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from controlplane import engine, lifecycle
+from controlplane import engine, lifecycle, pools
 from controlplane.models import (
     Cluster,
     Flow,
@@ -42,6 +42,7 @@ class FlowSpec:
     known_aliases: tuple[str, ...]
     runnable: bool  # the lifecycle state is one the workers replicate in
     config_version: str
+    queue: str  # its worker pool's queue (controlplane.pools): where its chains' slices go
     # The flow target->source when one is stored: its offset syncs translate the checkpoints of topics
     # that came from the target (replication.checkpoint). Not part of config_version: editing the
     # reverse flow rebuilds only this flow's metadata tasks (workers.metadata), never its replication.
@@ -67,6 +68,7 @@ def _spec(flow: Flow, aliases: tuple[str, ...], *, reverse: Flow | None) -> Flow
         known_aliases=aliases,
         runnable=lifecycle.is_runnable(flow.state),
         config_version=_config_version(config, source, target, aliases),
+        queue=pools.pool_queue(flow.pool),
         reverse=None if reverse is None else engine.flow_to_config(reverse),
     )
 
@@ -93,6 +95,12 @@ def runtime_flow_spec(*, flow_id: int) -> FlowSpec | None:
         return None
     reverse = Flow.objects.select_related("source", "target")
     return _spec(flow, _aliases(), reverse=reverse.filter(source=flow.target, target=flow.source).first())
+
+
+def runtime_flow_queue(*, flow_id: int) -> str:
+    """The queue of the flow's worker pool (the default pool's once the flow is deleted)."""
+    pool = Flow.objects.filter(pk=flow_id).values_list("pool", flat=True).first()
+    return pools.pool_queue(pool or pools.DEFAULT_POOL)
 
 
 def runtime_flow_configs_into(*, target: str) -> list[FlowConfig]:

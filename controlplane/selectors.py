@@ -13,7 +13,7 @@ from django.db.models import Max, Prefetch, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from controlplane import engine, lifecycle, presence
+from controlplane import engine, lifecycle, pools, presence
 from controlplane.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.models import (
     AuditEvent,
@@ -28,6 +28,7 @@ from controlplane.models import (
     ReportRun,
     ReportRunState,
 )
+from controlplane.pools import PoolCheck
 from replication.config import ClusterConfig, Mm2Config
 from replication.failover import LastKnownLag
 from replication.filters import TopicFilter
@@ -146,6 +147,17 @@ class FlowSummary:
     status: str  # the worst partition: OK, WARN, STALE or ERR; UNKNOWN when none reported
     observed_at: datetime.datetime | None  # the newest observation
     age_s: float | None  # of the newest observation
+    pool: PoolCheck | None  # its worker pool and the live workers consuming it (None: not looked up)
+
+    @property
+    def pool_without_workers(self) -> bool:
+        """Pinned to a pool no live worker consumes, while it should replicate: nothing runs it."""
+        return (
+            self.pool is not None
+            and self.pool.without_workers
+            and bool(self.pool.pool)
+            and lifecycle.is_runnable(self.flow.state)
+        )
 
     @property
     def stale(self) -> bool:
@@ -174,7 +186,12 @@ class FlowSummary:
 
 
 def summarize(
-    flow: Flow, rows: Sequence[FlowPartitionStatus], *, now: datetime.datetime, stale_after: float
+    flow: Flow,
+    rows: Sequence[FlowPartitionStatus],
+    *,
+    now: datetime.datetime,
+    stale_after: float,
+    pool: PoolCheck | None = None,
 ) -> FlowSummary:
     partitions = tuple(partition_live(row, now=now, stale_after=stale_after) for row in rows)
     behind = [row.records_behind for row in rows if row.records_behind is not None]
@@ -193,6 +210,7 @@ def summarize(
         status=group_status([p.state for p in partitions]),
         observed_at=newest,
         age_s=None if newest is None else age_s(newest, now=now),
+        pool=pool,
     )
 
 
@@ -203,8 +221,12 @@ def flow_summaries(*, now: datetime.datetime | None = None) -> list[FlowSummary]
     flows = flow_list().prefetch_related(
         Prefetch("partition_statuses", queryset=FlowPartitionStatus.objects.order_by("topic", "partition"))
     )
+    flows = list(flows)
+    checks = pools.flow_pool_checks(flows)
     return [
-        summarize(flow, list(flow.partition_statuses.all()), now=now, stale_after=stale_after)
+        summarize(
+            flow, list(flow.partition_statuses.all()), now=now, stale_after=stale_after, pool=checks[flow.pk]
+        )
         for flow in flows
     ]
 
@@ -221,7 +243,11 @@ def flow_status(*, flow: Flow, now: datetime.datetime | None = None) -> FlowStat
     """Live per-partition state with its age, the flow's roll-up and the latest events."""
     stale_after = stale_after_s()
     summary = summarize(
-        flow, list(flow.partition_statuses.all()), now=now or timezone.now(), stale_after=stale_after
+        flow,
+        list(flow.partition_statuses.all()),
+        now=now or timezone.now(),
+        stale_after=stale_after,
+        pool=pools.flow_pool_checks([flow])[flow.pk],
     )
     return FlowStatus(
         **vars(summary), events=list(flow.events.all()[:RECENT_EVENTS]), stale_after_s=stale_after

@@ -23,7 +23,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from controlplane import crypto, engine, lifecycle
+from controlplane import crypto, engine, lifecycle, pools
 from controlplane.errors import NON_FIELD, ServiceConflict, ServiceValidationError
 from controlplane.models import (
     AuditAction,
@@ -50,7 +50,7 @@ from replication.secrets import MASK
 from replication.topology import find_replication_loops
 
 Errors = dict[str, list[str]]
-FLOW_SETTING_NAMES = frozenset(prop.field for prop in FLOW_PROPERTIES) | {"extra"}
+FLOW_SETTING_NAMES = frozenset(prop.field for prop in FLOW_PROPERTIES) | {"extra", "pool"}
 CLUSTER_FIELD_NAMES = frozenset(
     {"alias", "bootstrap_servers", "security_protocol", "sasl_mechanism", "client_properties"}
 )
@@ -343,7 +343,12 @@ def flow_snapshot(flow: Flow) -> dict[str, Any]:
         "source": flow.source.alias,
         "target": flow.target.alias,
         "state": flow.state,
-    } | engine.flow_settings(flow)
+    } | _stored_flow_settings(flow)
+
+
+def _stored_flow_settings(flow: Flow) -> dict[str, Any]:
+    """The flow's MM2 settings and its worker pool (controlplane.pools)."""
+    return engine.flow_settings(flow) | {"pool": flow.pool}
 
 
 def _enabled_transition(flow: Flow, *, enabled: bool) -> str | None:
@@ -410,6 +415,9 @@ def _flow_errors(
     for name in settings.get("extra", {}):
         if engine.is_stored_as_secret(name):
             _add(errors, "extra", f"{name} is a secret: set it on the cluster's secret_properties")
+    pool_error = pools.pool_name_error(settings.get("pool", ""))
+    if pool_error:
+        _add(errors, "pool", pool_error)
     if errors:
         return errors
     config = engine.flow_settings_to_config(source=source.alias, target=target.alias, settings=settings)
@@ -477,7 +485,7 @@ def flow_update(
             flow,
             source=source or flow.source,
             target=target or flow.target,
-            settings=engine.flow_settings(flow) | changes,
+            settings=_stored_flow_settings(flow) | changes,
         )
         audit_record(
             actor=actor,

@@ -52,8 +52,8 @@ class SupervisingScheduler(PersistentScheduler):
             log.warning("beat presence not announced (retrying): %s", exc)
         try:
             supervisor.supervise(
-                start_chain=lambda task, chain: tasks.replicate_slice.delay(
-                    task.flow_id, task.task_index, chain, 0
+                start_chain=lambda task, chain, queue: tasks.replicate_slice.apply_async(
+                    (task.flow_id, task.task_index, chain, 0), queue=queue
                 ),
                 start_metadata=lambda flow_id, token: tasks.flow_metadata.delay(flow_id, token),
             )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 
 from django.conf import settings
 
@@ -30,14 +31,22 @@ class PresenceAnnouncer:
         self._thread.start()
 
     def _run(self) -> None:
+        previous = (time.monotonic(), 0)
         while not self._stop.is_set():
             try:
+                stats = replication.STATS.snapshot()
+                now = time.monotonic()
+                # Slices per second since the last announcement (the pools page shows it).
+                stats["slices_per_s"] = round(
+                    (stats["slices"] - previous[1]) / max(now - previous[0], 1e-3), 2
+                )
+                previous = (now, stats["slices"])
                 presence.announce(
                     key=self.key,
                     name=self.hostname,
                     queues=self.queues,
                     pid=os.getpid(),
-                    stats=replication.STATS.snapshot(),
+                    stats=stats,
                 )
             except Exception as exc:  # Redis away: not seen until it is back
                 log.warning("presence not announced (retrying): %s", exc)

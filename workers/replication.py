@@ -175,6 +175,20 @@ def _close_quietly(entry: CachedTask) -> None:
 class NextSlice:
     countdown_s: float
     sticky: bool  # to this worker's own queue (keeps the cached clients) or the shared one
+    queue: str | None = None  # the shared one: the flow's pool queue (None: the default routing)
+
+
+_WORKER_QUEUES: frozenset[str] | None = None  # what this worker consumes (None: not known yet)
+
+
+def set_worker_queues(queues: Iterable[str]) -> None:
+    global _WORKER_QUEUES
+    _WORKER_QUEUES = frozenset(queues)
+
+
+def consumes(queue: str) -> bool:
+    """Whether this worker takes slices from `queue` (a chain of a pool it does not serve moves on)."""
+    return _WORKER_QUEUES is None or queue in _WORKER_QUEUES
 
 
 class WorkerStats:
@@ -202,7 +216,7 @@ class WorkerStats:
         with self._lock:
             return dict(self._chains)
 
-    def snapshot(self) -> dict[str, int]:
+    def snapshot(self) -> dict[str, float]:
         with self._lock:
             return {
                 "slices": self.slices,
@@ -287,7 +301,11 @@ def _replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
     ):
         _close_quietly(entry)  # stale: positions may have moved elsewhere since it last ran
         entry = None
-    sticky = stays_on_worker(seq=seq, rebalance_slices=settings.MIRRORPLANE_REBALANCE_SLICES)
+    # A chain goes back to its pool's queue every MIRRORPLANE_REBALANCE_SLICES slices, and after one
+    # slice on a worker that does not serve its pool (the flow's pool changed).
+    sticky = stays_on_worker(seq=seq, rebalance_slices=settings.MIRRORPLANE_REBALANCE_SLICES) and consumes(
+        spec.queue
+    )
     try:
         if entry is None:
             entry = CachedTask.build(spec, ref.task_index)
@@ -322,6 +340,7 @@ def _replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
     following = NextSlice(
         countdown_s=backoff_s(consecutive_failures=entry.failures, cap_s=settings.MIRRORPLANE_BACKOFF_MAX_S),
         sticky=sticky,
+        queue=spec.queue,
     )
     now, mine = _metrics_snapshot(entry, decision.partitions)  # before the bridge uses the task
     if following.sticky and not following.countdown_s:

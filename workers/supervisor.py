@@ -21,9 +21,10 @@ log = logging.getLogger(__name__)
 
 
 def supervise(
-    *, start_chain: Callable[[TaskRef, str], None], start_metadata: Callable[[int, str], None]
+    *, start_chain: Callable[[TaskRef, str, str], None], start_metadata: Callable[[int, str], None]
 ) -> list[TaskRef]:
-    """Start what is missing; the tasks whose chains were started."""
+    """Start what is missing; the tasks whose chains were started. `start_chain(task, chain, queue)`
+    sends a chain's first slice to its flow's pool queue (controlplane.pools)."""
     leases = context.leases()
     ttl_s = settings.MIRRORPLANE_LEASE_TTL_S
     specs = runtime.runtime_flow_specs()
@@ -32,12 +33,13 @@ def supervise(
         if leases.try_acquire(metadata_lease_key(spec.flow_id), token, ttl_s=ttl_s):
             start_metadata(spec.flow_id, token)
     flows = [RunnableFlow(spec.flow_id, spec.config_version, spec.flow.tasks_max) for spec in specs]
+    queues = {spec.flow_id: spec.queue for spec in specs}
     plans = leases.plans([flow.flow_id for flow in flows])
     started: list[TaskRef] = []
     for task in desired_tasks(flows=flows, plans=plans):
         chain = new_token()
         if leases.try_acquire(task_lease_key(task), chain, ttl_s=ttl_s):
-            start_chain(task, chain)
+            start_chain(task, chain, queues[task.flow_id])
             started.append(task)
     if started:
         log.info(

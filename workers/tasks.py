@@ -10,6 +10,7 @@ from celery.utils.nodenames import worker_direct
 from celery.worker import state as worker_state
 from django.conf import settings
 
+from controlplane import runtime
 from workers import context, presence, replication
 from workers import metadata as flow_metadata_work
 from workers.app import app
@@ -45,6 +46,8 @@ def replicate_slice(
     options = {"countdown": following.countdown_s} if following.countdown_s else {}
     if following.sticky and self.request.hostname:
         options["queue"] = worker_direct(self.request.hostname)
+    elif following.queue:
+        options["queue"] = following.queue  # the flow's pool (controlplane.pools)
     replicate_slice.apply_async((flow_id, task_index, chain, seq + 1), **options)
 
 
@@ -52,11 +55,16 @@ def replicate_slice(
 def _announce_presence(sender=None, **_: object) -> None:
     """From now on the worker is seen (controlplane.presence) with the queues it consumes."""
     queues = sorted(queue.name for queue in sender.app.amqp.queues.consume_from.values())
+    replication.set_worker_queues(queues)
     presence.start(hostname=sender.hostname, queues=[q for q in queues if not q.endswith(".dq")])
 
 
 def _send_first_slice(ref: TaskRef, chain: str, takes_over: bool) -> None:
-    replicate_slice.apply_async((ref.flow_id, ref.task_index, chain, 0), {"takes_over": takes_over})
+    replicate_slice.apply_async(
+        (ref.flow_id, ref.task_index, chain, 0),
+        {"takes_over": takes_over},
+        queue=runtime.runtime_flow_queue(flow_id=ref.flow_id),
+    )
 
 
 def _unstarted_slices() -> list[tuple[TaskRef, str]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -137,6 +139,12 @@ class FlowSerializer(serializers.ModelSerializer):
         required=False,
         help_text='flow-scoped client overrides, e.g. {"producer.linger.ms": "20"}',
     )
+    pool = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=200,  # the service explains a name that is too long
+        help_text="the worker pool the flow runs on (workers consuming replication.<pool>); empty: default",
+    )
 
     class Meta:
         model = Flow
@@ -151,6 +159,7 @@ class FlowSerializer(serializers.ModelSerializer):
             "allowed_actions",
             *(prop.field for prop in FLOW_PROPERTIES),
             "extra",
+            "pool",
             "created_at",
             "updated_at",
         ]
@@ -216,6 +225,15 @@ class FlowSummarySerializer(serializers.Serializer):
     age_s = serializers.FloatField(allow_null=True, help_text="seconds since observed_at")
     stale = serializers.BooleanField()
     partition_count = serializers.IntegerField(help_text="partitions reported")
+    pool = serializers.CharField(source="flow.pool", help_text="its worker pool; empty: the default pool")
+    pool_live_workers = serializers.IntegerField(
+        source="pool.live_workers",
+        allow_null=True,
+        help_text="live workers consuming the pool's queue; null when Redis does not answer",
+    )
+    pool_without_workers = serializers.BooleanField(
+        help_text="it should replicate and no live worker consumes its pool's queue: nothing runs it"
+    )
 
 
 class FlowStatusSerializer(FlowSummarySerializer):
@@ -293,3 +311,57 @@ class AuditEventSerializer(serializers.ModelSerializer):
             "outcome",
             "detail",
         ]
+
+
+class PoolWorkerSerializer(serializers.Serializer):
+    name = serializers.CharField(help_text="the Celery worker's name")
+    queues = serializers.ListField(child=serializers.CharField())
+    pid = serializers.IntegerField()
+    observed_at = serializers.SerializerMethodField(
+        help_text="its last announcement (seen within 3 intervals)"
+    )
+    age_s = serializers.SerializerMethodField()
+    slices = serializers.SerializerMethodField(help_text="slices run since it started")
+    slices_per_s = serializers.SerializerMethodField(help_text="since its previous announcement")
+    leases_held = serializers.SerializerMethodField(help_text="chains it holds now")
+
+    @extend_schema_field(serializers.DateTimeField())
+    def get_observed_at(self, worker) -> str:
+        return datetime.datetime.fromtimestamp(worker.observed_at, datetime.UTC).isoformat()
+
+    @extend_schema_field(serializers.FloatField())
+    def get_age_s(self, worker) -> float:
+        return round(worker.age_s(self.context["now"]), 3)
+
+    @extend_schema_field(serializers.IntegerField())
+    def get_slices(self, worker) -> int:
+        return int(worker.stats.get("slices", 0))
+
+    @extend_schema_field(serializers.FloatField())
+    def get_slices_per_s(self, worker) -> float:
+        return float(worker.stats.get("slices_per_s", 0.0))
+
+    @extend_schema_field(serializers.IntegerField())
+    def get_leases_held(self, worker) -> int:
+        return int(worker.stats.get("leases_held", 0))
+
+
+class PoolFlowSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    runnable = serializers.BooleanField(help_text="in a state the workers replicate")
+
+
+class PoolSerializer(serializers.Serializer):
+    name = serializers.CharField(help_text="empty for the default pool")
+    label = serializers.CharField()
+    queue = serializers.CharField(help_text="its workers consume this Celery queue")
+    workers_known = serializers.BooleanField(help_text="false when Redis did not answer")
+    live = serializers.BooleanField(help_text="some worker consuming its queue was seen recently")
+    slices_per_s = serializers.FloatField()
+    leases_held = serializers.IntegerField()
+    workers = PoolWorkerSerializer(many=True)
+    flows = PoolFlowSerializer(many=True, help_text="the flows pinned to it")
+    flows_waiting = PoolFlowSerializer(
+        many=True, help_text="flows that should replicate while no live worker consumes the pool: flagged"
+    )

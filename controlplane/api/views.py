@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import time
 
 import django_filters
 from django.core.exceptions import ValidationError
@@ -15,7 +16,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane import engine, selectors, services
+from controlplane import engine, pools, selectors, services
 from controlplane.api import serializers as s
 from controlplane.models import AuditAction, AuditOutcome, Cluster, Flow, FlowState, SecurityProtocol
 from controlplane.roles import Role
@@ -164,6 +165,17 @@ class LiveStatusView(APIView):
     )
     def get(self, request):
         return Response(s.LiveStatusSerializer(selectors.live_status()).data)
+
+
+class PoolListView(APIView):
+    @extend_schema(
+        summary="Worker pools: their queue, live workers (age, slices/s, leases held) and pinned flows; "
+        "flows_waiting lists the flows pinned to a pool no live worker consumes",
+        responses=s.PoolSerializer(many=True),
+    )
+    def get(self, request):
+        now = time.time()
+        return Response(s.PoolSerializer(pools.pool_list(), many=True, context={"now": now}).data)
 
 
 class Mm2ImportView(APIView):

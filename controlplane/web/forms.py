@@ -242,6 +242,12 @@ class FlowForm(forms.Form):
         label="Flow client overrides",
         help_text="e.g. producer.linger.ms=20 (written as source->target.producer.linger.ms). One per line.",
     )
+    pool = forms.CharField(
+        required=False,
+        max_length=200,  # the service explains a name that is too long
+        label="Worker pool",
+        help_text="the workers that run this flow: those consuming replication.<pool>; empty: the default pool",
+    )
     # The RPO budget (controlplane.alerts; not an MM2 property): an alert fires past it.
     rpo_seconds_behind = forms.FloatField(
         min_value=0.001,
@@ -262,6 +268,7 @@ class FlowForm(forms.Form):
         budget = alerts.rpo_budget_of(flow=flow) if flow is not None else alerts.DEFAULT_BUDGET
         initial |= {"rpo_seconds_behind": budget.seconds_behind, "rpo_records_behind": budget.records_behind}
         initial["extra"] = properties_text(settings["extra"])
+        initial["pool"] = flow.pool if flow is not None else ""
         if flow is not None:
             initial |= {"source": flow.source_id, "target": flow.target_id}
         else:  # a flow made in the form is meant to run (the API keeps MM2's enabled=false: docs/api.md)
@@ -291,7 +298,8 @@ class FlowForm(forms.Form):
 
     def settings(self) -> dict[str, Any]:
         return {prop.field: self.cleaned_data[prop.field] for prop in FLOW_PROPERTIES} | {
-            "extra": self.cleaned_data["extra"]
+            "extra": self.cleaned_data["extra"],
+            "pool": self.cleaned_data["pool"].strip(),
         }
 
     def rpo_budget(self) -> dict[str, Any]:

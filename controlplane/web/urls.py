@@ -11,6 +11,7 @@ urlpatterns = [
     path("logout/", views.logout, name="logout"),
     path("", views.overview, name="overview"),
     path("overview/live/", views.overview_live, name="overview-live"),
+    path("pools/", views.pool_list, name="pools"),
     path("clusters/", views.cluster_list, name="clusters"),
     path("clusters/new/", views.cluster_create, name="cluster-create"),
     path("clusters/<int:pk>/edit/", views.cluster_edit, name="cluster-edit"),

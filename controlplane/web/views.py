@@ -4,6 +4,7 @@ operators also pause, resume and test connections, admins change configuration."
 from __future__ import annotations
 
 import os
+import time
 
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
@@ -21,6 +22,7 @@ from controlplane import (
     engine,
     lifecycle,
     operations,
+    pools,
     selectors,
     services,
     takeover,
@@ -68,6 +70,7 @@ def _overview_context() -> dict:
     ordered, firing = _firing_first(live.flows)
     return {
         "summaries": ordered,
+        "pool_waiting": [summary for summary in live.flows if summary.pool_without_workers],
         "firing": firing,
         "clusters": clusters,
         "topology": summaries.topology(clusters=clusters, summaries=live.flows),
@@ -86,6 +89,12 @@ def overview(request):
 @viewer_required
 def overview_live(request):
     return render(request, "web/_overview_live.html", _overview_context())
+
+
+# -- pools ------------------------------------------------------------------------------------------------
+@viewer_required
+def pool_list(request):
+    return render(request, "web/pools.html", {"pools": pools.pool_list(), "now": time.time()})
 
 
 # -- clusters ---------------------------------------------------------------------------------------------
@@ -245,6 +254,7 @@ def _flow_detail_context(flow: Flow) -> dict:
         "readiness": assurance.flow_readiness(status),
         "verification": verification.verification_status(flow=flow),
         "flow_alerts": list(alerts.alerts_firing().filter(flow=flow)),
+        "pool_waiting": [status] if status.pool_without_workers else [],
         "last_drill": web_drills.drill_history(flow).first(),
         "back": reverse("web:flow", args=[flow.pk]),
     }

@@ -30,7 +30,7 @@ FLOW_ALERTS = {
     "MirrorplaneRpoSecondsExceeded", "MirrorplaneRpoRecordsExceeded", "MirrorplaneFlowFaulted",
     "MirrorplaneFlowStale", "MirrorplaneHeartbeatMissing", "MirrorplaneDataLossGap",
     "MirrorplaneTasksWithoutLease", "MirrorplaneOffsetSyncsStopped", "MirrorplaneVerificationMismatch",
-    "MirrorplaneFailoverReadinessLow",
+    "MirrorplaneFailoverReadinessLow", "MirrorplanePoolWithoutWorker",
 }  # fmt: skip
 RUNTIME_ALERTS = {
     "MirrorplaneNoReplicationWorker", "MirrorplaneSupervisorMissing", "MirrorplaneDown", "MirrorplaneRedisDown",
@@ -115,6 +115,7 @@ def test_every_rule_mirrorplane_evaluates_itself_ships_as_a_prometheus_alert():
         AlertRule.OFFSET_SYNCS_STOPPED: "MirrorplaneOffsetSyncsStopped",
         AlertRule.VERIFICATION_MISMATCH: "MirrorplaneVerificationMismatch",
         AlertRule.READINESS_LOW: "MirrorplaneFailoverReadinessLow",
+        AlertRule.POOL_WITHOUT_WORKERS: "MirrorplanePoolWithoutWorker",
     }
     assert set(embedded) == set(AlertRule.values)
     assert set(embedded.values()) <= FLOW_ALERTS

@@ -96,3 +96,9 @@ def get(mapping, key):
 def changes(event) -> list[FieldChange]:
     """An audit event's changed fields (field, before -> after); secrets stay as masked as stored."""
     return audit_changes(event.before, event.after)
+
+
+@register.filter
+def presence_age(worker, now: float) -> float:
+    """Seconds since a worker's last announcement (controlplane.presence.Presence)."""
+    return worker.age_s(now)
