@@ -138,10 +138,11 @@ def verification_outcome_record(*, flow_id: int, outcome: PartitionOutcome, at: 
             row.status != VerificationStatus.MISMATCH or row.mismatch_offset != mismatch.source_offset
         )
         row.remote_topic = outcome.remote_topic
-        row.status, row.reason = outcome.status, outcome.reason
         row.verified_from, row.verified_up_to = outcome.verified_from, outcome.verified_up_to
         row.target_verified_up_to = outcome.target_verified_up_to
-        row.mismatch_offset = mismatch.source_offset if mismatch else None
+        if outcome.status != VerificationStatus.MISMATCH or mismatch is not None:  # else: not re-checked
+            row.status, row.reason = outcome.status, outcome.reason
+            row.mismatch_offset = mismatch.source_offset if mismatch else None
         row.recheck_start = outcome.recheck.start if outcome.recheck else None
         row.recheck_end = outcome.recheck.end if outcome.recheck else None
         row.records_verified += outcome.records_verified

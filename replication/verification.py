@@ -376,7 +376,8 @@ def fold_verdicts(
     """The partition's new state after verifying (a prefix of) the plan's ranges in order.
 
     `verified_up_to` moves over the continuous ranges verified clean, up to the first mismatch, which is
-    kept to re-check; a clean re-check resolves it. A mismatch in a cold sample is a mismatch too.
+    kept to re-check; a clean re-check resolves it (a re-check the budget or an unreadable end put off
+    leaves the mismatch as it was, `mismatch` None). A mismatch in a cold sample is a mismatch too.
     """
     verified_up_to, target_up_to = progress.verified_up_to, progress.target_verified_up_to
     if plan.verified_from != progress.verified_from:  # started (over) at plan.verified_from
@@ -407,6 +408,8 @@ def fold_verdicts(
         "sync": sync,
         "verified_clean": bool(clean),
     }
+    if progress.recheck is not None and not hot:  # not re-checked this run: still a mismatch
+        return PartitionOutcome(status="mismatch", recheck=progress.recheck, **common)
     if mismatch is not None:
         return PartitionOutcome(
             status="mismatch",

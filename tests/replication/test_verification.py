@@ -239,6 +239,14 @@ def test_fold_a_clean_recheck_resolves_the_mismatch():
     assert (outcome.status, outcome.verified_up_to, outcome.recheck) == ("ok", 300, None)
 
 
+def test_fold_a_recheck_put_off_keeps_the_mismatch():
+    progress = PartitionProgress(0, 200, recheck=OffsetRange(200, 300))
+    plan = plan_ranges(progress=progress, low=0, end=400, limits=LIMITS)
+    outcome = fold(progress, plan, [])
+    assert (outcome.status, outcome.recheck, outcome.mismatch) == ("mismatch", OffsetRange(200, 300), None)
+    assert outcome.verified_up_to == 200
+
+
 def test_fold_first_run_and_cold_sample_mismatch():
     plan = plan_ranges(progress=PartitionProgress(), low=0, end=5000, limits=LIMITS, seed=1)
     outcome = fold(PartitionProgress(), plan, [verdict(4000, 4100)])
