@@ -228,6 +228,9 @@ class FlowVerifier:
             except RangeNotReadable as exc:
                 log.debug("%s: verified next run", exc)
                 break
+            except TimeoutError as exc:  # a slow cluster: this partition waits for the next run
+                log.warning("%s; verified next run", exc)
+                break
             budget.spend(verdict.bytes_read)
             verdicts.append(verdict)
             if not verdict.clean:
