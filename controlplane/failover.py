@@ -201,13 +201,14 @@ def run_operation(*, operation_id: int, worker: str, echo: Echo = lambda operati
 
 
 def _runner(kind: str) -> Callable[[Operation, Callable[..., None]], None]:
-    from controlplane import cutover, drills  # they build on this module
+    from controlplane import cutover, drills, takeover  # they build on this module
 
     return {
         OperationKind.FAILOVER: _failover,
         OperationKind.FAILBACK: _failback,
         OperationKind.DRILL: drills.run,
         OperationKind.CUTOVER: cutover.run,
+        OperationKind.TAKEOVER: takeover.run,
     }[kind]
 
 

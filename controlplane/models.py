@@ -216,6 +216,7 @@ class AuditAction(models.TextChoices):
     FAILBACK = "failback"
     DRILL = "drill"
     CUTOVER = "cutover"
+    TAKEOVER = "takeover"  # a flow takes over from a stopped MM2 (its dry run or apply)
     RUN_REPORTS = "run_reports"
     SILENCE = "silence"
     UNSILENCE = "unsilence"
@@ -346,6 +347,7 @@ class OperationKind(models.TextChoices):
     FAILBACK = "failback"
     DRILL = "drill"  # a failover rehearsed on shadow groups: production untouched
     CUTOVER = "cutover"  # a migration's end: the source fenced, drained, verified; the flow migrated
+    TAKEOVER = "takeover"  # take a flow over from a stopped MM2: read its state, store the resume points
 
 
 class OperationPhase(models.TextChoices):
@@ -358,6 +360,7 @@ class OperationPhase(models.TextChoices):
     SHADOWING = "shadowing"  # drill: shadow groups at the translated offsets, their next records compared
     FENCING = "fencing"  # cutover: the source's end offsets must stay still (producers stopped)
     VERIFYING = "verifying"  # cutover: the drained ranges compared, source against target
+    STORING = "storing"  # takeover: the resume positions written to the position topic
     DONE = "done"
 
 
@@ -436,12 +439,17 @@ class Operation(models.Model):
     drain_observed_at = models.DateTimeField(null=True, blank=True)
     drain_done = models.BooleanField(default=False)
     # Drills and cutovers.
-    dry_run = models.BooleanField(default=False, help_text="cutover: check every step, write nothing")
+    dry_run = models.BooleanField(
+        default=False, help_text="cutover: check every step, write nothing; takeover: read MM2's state only"
+    )
     fence_s = models.FloatField(
         null=True, blank=True, help_text="cutover: how long the source's end offsets must stay still"
     )
     result = models.JSONField(
-        null=True, blank=True, help_text="drill: RPO, RTO estimate, timings; cutover: each step's evidence"
+        null=True,
+        blank=True,
+        help_text="drill: RPO, RTO estimate, timings; cutover: each step's evidence; takeover: the request, "
+        "the plan per partition, the positions written",
     )
 
     class Meta:

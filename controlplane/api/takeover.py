@@ -1,18 +1,21 @@
-"""Take over a flow from a running MM2 (an MM2 import step): POST with `dry_run` true (the default) reads
-where each source partition resumes; with `dry_run` false it stores those positions. Every authenticated
-user reaches the service, which refuses (403) anyone below operator and audits the refusals of an apply."""
+"""Take over from a stopped MM2 (an MM2 import step): POST queues the operation (kind `takeover`) and
+answers 202 with its URL (Location too); with `dry_run` true (the default) it reads per source partition
+where replication resumes, with `dry_run` false (best with `from_dry_run`, the finished dry run) it
+stores those positions. GET the operation (/api/v1/operations/{id}/) for its progress and, when it has
+ended, its `result` (`plan`, and for an apply `written`). Every authenticated user reaches the service,
+which refuses (403) anyone below operator and audits every refusal; 409 while the flow replicates (for
+an apply) or another operation of the flow is active (with that operation)."""
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
-from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane import selectors, takeover
+from controlplane import takeover
+from controlplane.api.failover import REQUEST_RESPONSES
+from controlplane.api.failover import _request as queue_operation  # one way to queue and answer 202
 from replication.takeover import MM2_SOURCE_CONNECTOR
 
 
@@ -40,24 +43,28 @@ class TakeoverRequestSerializer(serializers.Serializer):
         max_length=100,
         help_text="the source cluster's alias in MM2's file, when it differs from the flow's",
     )
+    from_dry_run = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
+        max_value=2**63 - 1,
+        help_text="apply: the finished dry run to store (its inputs are used; refused if its resume points "
+        "no longer hold)",
+    )
 
 
 class Mm2TakeoverView(APIView):
     permission_classes = [IsAuthenticated]
 
     @extend_schema(
-        summary="Take the flow over from a stopped MM2 (operator): the dry run shows per partition where "
-        "replication resumes; dry_run=false stores those positions (the flow must be paused or disabled)",
+        summary="Take the flow over from a stopped MM2 (operator): queues the dry run (per partition where "
+        "replication resumes) or, dry_run=false, the apply that stores those positions (the flow paused or "
+        "disabled); 202 with the operation's URL",
         request=TakeoverRequestSerializer,
-        responses={
-            200: OpenApiTypes.OBJECT,
-            409: OpenApiResponse(OpenApiTypes.OBJECT, description="the flow replicates: pause it first"),
-            502: OpenApiResponse(OpenApiTypes.OBJECT, description="a cluster did not answer"),
-        },
+        responses=REQUEST_RESPONSES,
     )
     def post(self, request, pk: str):
-        serializer = TakeoverRequestSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        flow = get_object_or_404(selectors.flow_list(), pk=pk)
-        result = takeover.mm2_takeover(actor=request.user, flow=flow, **serializer.validated_data)
-        return Response(result.to_dict())
+        return queue_operation(
+            request, pk, serializer_class=TakeoverRequestSerializer, queue=takeover.takeover_request
+        )

@@ -454,13 +454,23 @@ def mm2_import(request):
 
 @operator_required
 def mm2_takeover(request):
-    """Take a flow over from a stopped MM2: the dry run per partition, then apply (the MM2 import step
-    after the import of the file)."""
+    """Take a flow over from a stopped MM2 (the MM2 import step after the import of the file): the form
+    queues the dry run, a finished dry run offers apply; both are operations (`?operation=`), whose card
+    polls while a worker runs them and then shows the plan per partition."""
     flows = list(selectors.flow_list().order_by("source__alias", "target__alias"))
     chosen = next((f for f in flows if str(f.pk) == request.POST.get("flow", request.GET.get("flow"))), None)
+    shown = request.GET.get("operation", "")
+    operation = (
+        operations.operation_list().filter(pk=shown, flow=chosen, kind=OperationKind.TAKEOVER).first()
+        if chosen and shown.isdigit() and len(shown) <= 18
+        else None
+    )
     context: dict = {
         "flows": flows,
         "chosen": chosen,
+        "flow": chosen,
+        "operation": operation,
+        "stale": operation is not None and operations.lease_stale(operation),
         "offsets_topic": request.POST.get("offsets_topic", ""),
         "connector": request.POST.get("connector", MM2_SOURCE_CONNECTOR),
         "mm2_source_alias": request.POST.get("mm2_source_alias", ""),
@@ -468,37 +478,41 @@ def mm2_takeover(request):
         if chosen
         else "mm2-offsets.<source>.internal",
     }
-    status = 200
-    if request.method == "POST":
-        if chosen is None:
-            context["errors"] = ["flow: choose the flow MM2 ran (import the MM2 file first)"]
-            return render(request, "web/mm2_takeover.html", context, status=400)
-        try:
-            context["result"] = takeover.mm2_takeover(
-                actor=request.user,
-                flow=chosen,
-                dry_run="apply" not in request.POST,
-                offsets_topic=context["offsets_topic"].strip(),
-                connector=context["connector"].strip(),
-                mm2_source_alias=context["mm2_source_alias"].strip(),
-            )
-            context["apply_refusal"] = takeover.apply_refusal(chosen)
-            if context["result"].applied:
-                messages.success(
-                    request, f"{chosen.name} takes over from MM2: resume it to start replicating."
-                )
-        except ServiceValidationError as exc:
-            context["errors"] = [f"{name}: {text}" for name, texts in exc.errors.items() for text in texts]
-            status = 400
-        except (ServiceConflict, ClusterUnavailable, RateLimited) as exc:
-            context["errors"] = [str(exc)]
-            status = (
-                409
-                if isinstance(exc, ServiceConflict)
-                else 502
-                if isinstance(exc, ClusterUnavailable)
-                else 429
-            )
+    if operation is not None and not request.POST:
+        context |= {
+            key: operation.result["request"][key]
+            for key in ("offsets_topic", "connector", "mm2_source_alias")
+        }
+    if request.method != "POST":
+        return render(request, "web/mm2_takeover.html", context)
+    if chosen is None:
+        context["errors"] = ["flow: choose the flow MM2 ran (import the MM2 file first)"]
+        return render(request, "web/mm2_takeover.html", context, status=400)
+    from_dry_run = request.POST.get("from_dry_run", "")
+    try:
+        queued = takeover.takeover_request(
+            actor=request.user,
+            flow=chosen,
+            dry_run="apply" not in request.POST,
+            offsets_topic=context["offsets_topic"],
+            connector=context["connector"],
+            mm2_source_alias=context["mm2_source_alias"],
+            from_dry_run=int(from_dry_run) if from_dry_run.isdigit() and len(from_dry_run) <= 18 else None,
+        )
+    except operations.OperationActive as exc:
+        context |= {"errors": [str(exc)], "operation": exc.operation}
+        status = 409
+    except ServiceValidationError as exc:
+        context["errors"] = [f"{name}: {text}" for name, texts in exc.errors.items() for text in texts]
+        status = 400
+    except (ServiceConflict, RateLimited) as exc:
+        context["errors"] = [str(exc)]
+        status = 409 if isinstance(exc, ServiceConflict) else 429
+    else:
+        # Answered at once: the page of the queued operation, whose card polls until a worker ends it.
+        response = redirect(f"{reverse('web:mm2-takeover')}?flow={chosen.pk}&operation={queued.pk}")
+        response.status_code = 303
+        return response
     return render(request, "web/mm2_takeover.html", context, status=status)
 
 

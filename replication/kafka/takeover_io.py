@@ -11,7 +11,7 @@ is raised, so stored state is unchanged (unless the cluster refuses that too: th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from confluent_kafka import KafkaException
 
@@ -62,14 +62,19 @@ def _read_topic(cluster: ClusterConfig, topic: str, *, decode, timeout_s: float,
         reader.close()
 
 
+Progress = Callable[[int, int], None]
+
+
 def _connect_offsets(
-    target: ClusterConfig, topic: str, *, partitions: int, timeout_s: float
+    target: ClusterConfig, topic: str, *, partitions: int, timeout_s: float, progress: Progress
 ) -> tuple[list[ConnectSourceOffset], int]:
     """Every record of the Connect offsets topic, partition by partition (a key stays in one partition,
-    so the order that matters, a key's, is kept), and how many were not Connect source offsets."""
+    so the order that matters, a key's, is kept), and how many were not Connect source offsets.
+    `progress(done, total)` is called before each partition and after the last."""
     records: list[ConnectSourceOffset] = []
     skipped = 0
     for partition in range(partitions):
+        progress(partition, partitions)
         found, bad = _read_topic(
             target,
             topic,
@@ -80,6 +85,7 @@ def _connect_offsets(
         )
         records.extend(found)
         skipped += bad
+    progress(partitions, partitions)
     return records, skipped
 
 
@@ -104,9 +110,11 @@ def _read_plan(
     connector: str = MM2_SOURCE_CONNECTOR,
     mm2_source_alias: str | None = None,
     timeout_s: float = TAKEOVER_TIMEOUT_S,
+    progress: Progress = lambda done, total: None,
 ) -> TakeoverPlan:
     """`offsets_topic` is MM2's `offset.storage.topic` (default `mm2-offsets.<source>.internal`),
-    `mm2_source_alias` the `cluster` MM2 wrote in its Connect offsets' keys (default: the flow's source)."""
+    `mm2_source_alias` the `cluster` MM2 wrote in its Connect offsets' keys (default: the flow's source);
+    `progress(done, total)`: the Connect offsets topic's partitions read so far (its exceptions pass)."""
     offsets_topic = offsets_topic or mm2_offsets_topic(flow.source)
     policy = replication_policy_for(flow, known_aliases=known_aliases)
     for cluster in (target, source):  # a cluster that does not answer fails at once, with the reason
@@ -125,7 +133,7 @@ def _read_plan(
             field="offsets_topic",
         )
     records, skipped = _connect_offsets(
-        target, offsets_topic, partitions=target_counts[offsets_topic], timeout_s=timeout_s
+        target, offsets_topic, partitions=target_counts[offsets_topic], timeout_s=timeout_s, progress=progress
     )
     committed = mm2_committed_offsets(
         records, source_alias=mm2_source_alias or flow.source, connector=connector

@@ -1,5 +1,7 @@
-"""Take over from MM2 through the REST API and manage.py, on the embedded brokers: the dry run per
-partition, roles, refusals audited with stored state unchanged, then apply (audited, positions stored)."""
+"""Take over from MM2 through the REST API and manage.py, on the embedded brokers: the dry run and the
+apply are operations (202 and their URL; run here as a worker runs them), the dry run per partition,
+roles, one operation per flow, refusals audited with stored state unchanged, then apply (audited,
+positions stored), refused once the remote partitions changed since its dry run."""
 
 from __future__ import annotations
 
@@ -10,9 +12,10 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from controlplane import cluster_reads, services
-from controlplane.models import AuditEvent, AuditOutcome
+from controlplane import cluster_reads, failover, services
+from controlplane.models import AuditEvent, AuditOutcome, Operation
 from replication.kafka.positions import KafkaPositionStore
+from tests.replication.test_source_task import produce
 from tests.replication.test_takeover import MM2_RESUMES, stopped_mm2
 from tests.web.mirroring import stored_cluster
 
@@ -43,29 +46,46 @@ def stored_positions(cluster_b, topic: str) -> dict:
         store.close()
 
 
-def test_takeover_through_the_api_and_the_command_line(client_as, admin_user, mm2_flow, cluster_b):
+def run(operation_id: int) -> dict:
+    """What an operations worker does with the queued operation (in process, as the other operations'
+    control-plane tests do); the operation as the API shows it then."""
+    assert failover.run_operation(operation_id=operation_id, worker="test-worker") is not None
+    return Operation.objects.get(pk=operation_id)
+
+
+def test_takeover_through_the_api_and_the_command_line(client_as, admin_user, mm2_flow, cluster_a, cluster_b):
     flow, topic, offsets_topic = mm2_flow
     url = f"/api/v1/flows/{flow.pk}/mm2-takeover/"
     assert client_as("viewer").post(url, {"offsets_topic": offsets_topic}, format="json").status_code == 403
 
     dry = client_as("operator").post(url, {"offsets_topic": offsets_topic}, format="json")
-    assert dry.status_code == 200, dry.content
-    body = dry.json()
-    rows = {row["partition"]: (row["next_offset"], row["already_on_target"]) for row in body["partitions"]}
-    assert (rows, body["dry_run"], body["applied"], body["checkpoint_groups"]) == (
-        MM2_RESUMES,
-        True,
-        False,
-        1,
-    )
-    assert body["observed_at"]
-    out = StringIO()  # the same dry run from the command line
-    call_command("takeover_mm2", "A->B", "--offsets-topic", offsets_topic, "--json", stdout=out)
-    assert json.loads(out.getvalue())["partitions"] == body["partitions"]
+    assert dry.status_code == 202, dry.content  # queued: nothing was read in the request
+    queued = dry.json()
+    assert (
+        queued["kind"],
+        queued["dry_run"],
+        queued["active"],
+        queued["result"].get("plan"),
+    ) == ("takeover", True, True, None)
+    assert dry["Location"] == queued["url"]
+    busy = client_as("operator").post(url, {"offsets_topic": offsets_topic}, format="json")
+    assert busy.status_code == 409 and busy.json()["operation"]["id"] == queued["id"]  # one per flow
 
-    refused = client_as("operator").post(
-        url, {"offsets_topic": offsets_topic, "dry_run": False}, format="json"
+    run(queued["id"])
+    shown = client_as("viewer").get(dry["Location"]).json()
+    assert (shown["outcome"], shown["phase"], shown["progress"]) == ("succeeded", "done", 1.0), shown["error"]
+    plan = shown["result"]["plan"]
+    rows = {row["partition"]: (row["next_offset"], row["already_on_target"]) for row in plan["partitions"]}
+    assert (rows, plan["checkpoint_groups"], plan["problems"]) == (MM2_RESUMES, 1, [])
+    assert shown["result"]["observed_at"] and "written" not in shown["result"]
+    out = StringIO()  # the same dry run from the command line, run in the command
+    call_command(
+        "takeover_mm2", "A->B", "--offsets-topic", offsets_topic, "--json", stdout=out, stderr=StringIO()
     )
+    assert json.loads(out.getvalue())["partitions"] == plan["partitions"]
+
+    apply = {"dry_run": False, "from_dry_run": queued["id"]}
+    refused = client_as("operator").post(url, apply, format="json")
     assert refused.status_code == 409 and "pause" in refused.json()["detail"]  # the flow replicates
     with pytest.raises(CommandError, match="pause"):
         call_command("takeover_mm2", "A->B", "--offsets-topic", offsets_topic, "--apply", stdout=StringIO())
@@ -75,17 +95,32 @@ def test_takeover_through_the_api_and_the_command_line(client_as, admin_user, mm
     missing = client_as("operator").post(
         url, {"offsets_topic": f"{offsets_topic}-x", "dry_run": False}, format="json"
     )
-    assert missing.status_code == 400 and "offset.storage.topic" in missing.json()["offsets_topic"][0]
-    assert stored_positions(cluster_b, topic) == {}
-    assert AuditEvent.objects.filter(object_repr="A->B", outcome=AuditOutcome.REFUSED).count() == 3
-
-    applied = client_as("operator").post(
-        url, {"offsets_topic": offsets_topic, "dry_run": False}, format="json"
+    assert missing.status_code == 202
+    ended = run(missing.json()["id"])
+    assert (
+        ended.outcome == "refused"
+        and "offsets_topic" in ended.error
+        and "offset.storage.topic" in ended.error
     )
-    assert applied.status_code == 200, applied.content
-    assert applied.json()["written"] == {f"{topic}[0]": 30, f"{topic}[1]": 25}
+    assert stored_positions(cluster_b, topic) == {}
+    refusals = AuditEvent.objects.filter(object_repr="A->B", action="takeover", outcome=AuditOutcome.REFUSED)
+    assert refusals.count() == 5  # viewer, one at a time, replicating (API and command), no such topic
+
+    applied = client_as("operator").post(url, apply, format="json")
+    assert applied.status_code == 202, applied.content
+    ended = run(applied.json()["id"])
+    assert ended.outcome == "succeeded", ended.error
+    written = {f"{topic}[0]": 30, f"{topic}[1]": 25}
+    assert ended.result["written"] == written
     assert stored_positions(cluster_b, topic) == {(topic, 0): 30, (topic, 1): 25}
     event = AuditEvent.objects.get(
-        object_repr="A->B", outcome=AuditOutcome.SUCCESS, detail__startswith="take over"
+        object_repr="A->B", action="takeover", outcome=AuditOutcome.SUCCESS, after__operation=ended.pk
     )
-    assert (event.actor.username, event.after) == ("operator", {f"{topic}[0]": 30, f"{topic}[1]": 25})
+    assert (event.actor.username, event.after["result"]["written"]) == ("operator", written)
+
+    # MM2 (or anything) wrote to a remote partition since that dry run: applying it again is refused.
+    produce(cluster_b, f"A.{topic}", {1: [(b"k", b"late", None, 1_700_000_000_000)]})
+    again = run(client_as("operator").post(url, apply, format="json").json()["id"])
+    assert again.outcome == "refused", again.error
+    assert f"{topic}[1] resumes at 25 -> 26, remote end 25 -> 26" in again.error
+    assert stored_positions(cluster_b, topic) == {(topic, 0): 30, (topic, 1): 25}  # unchanged

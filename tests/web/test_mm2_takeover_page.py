@@ -1,4 +1,6 @@
-"""The "take over from MM2" page: operators read the dry run per partition and apply it (embedded brokers)."""
+"""The "take over from MM2" page: operators queue the dry run (the request answers at once with the
+operation's page), its card polls until a worker ends it and then shows the plan per partition, and a
+finished dry run offers apply (embedded brokers; the operations run in process, as a worker runs them)."""
 
 from __future__ import annotations
 
@@ -7,14 +9,15 @@ import re
 import pytest
 from django.urls import reverse
 
-from controlplane import cluster_reads, services
+from controlplane import cluster_reads, failover, services
+from controlplane.models import Operation
 from tests.replication.test_takeover import stopped_mm2
 from tests.web.mirroring import stored_cluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.django_db]
 
 
-def test_the_takeover_page_shows_the_dry_run_and_applies_it(
+def test_the_takeover_page_queues_the_dry_run_shows_it_and_applies_it(
     client_as, users, cluster_a, cluster_b, unique_name
 ):
     cluster_reads.reset_breakers()
@@ -30,18 +33,33 @@ def test_the_takeover_page_shows_the_dry_run_and_applies_it(
     url = reverse("web:mm2-takeover")
     assert client_as("viewer").get(url).status_code == 403
     assert reverse("web:mm2-takeover") in client_as("admin").get(reverse("web:mm2-import")).content.decode()
+    operator = client_as("operator")
 
     form = {"flow": flow.pk, "offsets_topic": offsets_topic, "connector": "MirrorSourceConnector"}
-    dry = client_as("operator").post(url, form)
-    assert dry.status_code == 200, dry.content.decode()
-    page = dry.content.decode()
+    queued = operator.post(url, form)
+    assert queued.status_code == 303  # answered at once: nothing was read in the request
+    dry_run = Operation.objects.get(flow=flow)
+    assert queued["Location"] == f"{url}?flow={flow.pk}&operation={dry_run.pk}" and dry_run.active
+    waiting = operator.get(queued["Location"]).content.decode()
+    assert "waiting for a worker" in waiting and "?polling=1" in waiting  # the card polls
+    assert operator.post(url, form).status_code == 409  # one operation of the flow at a time
+
+    failover.run_operation(operation_id=dry_run.pk, worker="test-worker")
+    polled = operator.get(reverse("web:operation", args=[flow.pk, dry_run.pk]), {"polling": "1"})
+    assert polled["HX-Refresh"] == "true"  # ended: the page reloads to show the result
+    page = operator.get(queued["Location"]).content.decode()
     assert "Dry run: nothing changed yet" in page and "not copied again" in page
     assert "pause (or disable) the flow" in page  # the flow still replicates: apply would be refused
-    assert [p.next_offset for p in dry.context["result"].plan.partitions] == [30, 25, None]
+    assert re.findall(r"<strong>(\d+)</strong></td>", page) == ["30", "25"]  # partition 2: earliest
+    assert f'name="from_dry_run" value="{dry_run.pk}"' in page and offsets_topic in page
 
-    refused = client_as("operator").post(url, {**form, "apply": "1"})
+    apply = {"flow": flow.pk, "from_dry_run": dry_run.pk, "apply": "1"}
+    refused = operator.post(url, apply)
     assert refused.status_code == 409 and "pause" in refused.content.decode()
     services.flow_pause(actor=admin, flow=flow)
-    applied = client_as("operator").post(url, {**form, "apply": "1"}, follow=True)
-    assert applied.status_code == 200
-    assert "Applied: 2 positions stored" in applied.content.decode()
+    applying = operator.post(url, apply)
+    assert applying.status_code == 303
+    applied = Operation.objects.get(flow=flow, dry_run=False)
+    failover.run_operation(operation_id=applied.pk, worker="test-worker")
+    page = operator.get(applying["Location"]).content.decode()
+    assert "Applied: 2 positions stored" in page and "Apply: store these positions" not in page

@@ -1,10 +1,16 @@
+"""Take a flow over from a stopped MM2 from the command line: the same operation (kind `takeover`) the
+API and the page queue, requested and then run here in the command (a command is not a web request)."""
+
 import json
+import os
+import socket
 
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
-from controlplane import selectors, takeover
-from controlplane.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
+from controlplane import failover, selectors, takeover
+from controlplane.errors import ServiceConflict, ServiceValidationError
+from controlplane.models import OperationOutcome
 from replication.takeover import MM2_SOURCE_CONNECTOR
 
 
@@ -36,7 +42,7 @@ class Command(BaseCommand):
         if stored is None:
             raise CommandError(f"flow {flow!r} does not exist: give it as source->target, e.g. A->B")
         try:
-            result = takeover.mm2_takeover(
+            operation = takeover.takeover_request(
                 actor=None,
                 flow=stored,
                 dry_run=not apply,
@@ -47,9 +53,28 @@ class Command(BaseCommand):
         except ServiceValidationError as exc:
             lines = [f"{name}: {text}" for name, texts in exc.errors.items() for text in texts]
             raise CommandError("take-over refused:\n" + "\n".join(lines)) from exc
-        except (ServiceConflict, ClusterUnavailable, PermissionDenied) as exc:
+        except (ServiceConflict, PermissionDenied) as exc:
             raise CommandError(f"take-over refused: {exc}") from exc
-        body = result.to_dict()
+        # A command is not a web request: it runs the operation here, as a worker would (progress on stderr).
+        worker = f"command@{socket.gethostname()}:{os.getpid()}"
+        finished = failover.run_operation(
+            operation_id=operation.pk,
+            worker=worker,
+            echo=lambda current: self.stderr.write(f"[{current.progress:4.0%}] {current.message}"),
+        )
+        if finished is None:
+            raise CommandError(
+                f"takeover operation {operation.pk} is run by a worker: follow it in the UI or API"
+            )
+        if finished.outcome != OperationOutcome.SUCCEEDED:
+            raise CommandError(f"take-over {finished.outcome} (operation {finished.pk}): {finished.error}")
+        body = {
+            **finished.result["plan"],
+            "operation": finished.pk,
+            "dry_run": finished.dry_run,
+            "observed_at": finished.result["observed_at"],
+            "written": finished.result.get("written", {}),
+        }
         if json:
             self.stdout.write(_json(body))
             return
@@ -71,9 +96,9 @@ class Command(BaseCommand):
         for problem in body["problems"]:
             self.stderr.write(f"problem: {problem}")
         self.stdout.write(
-            f"applied: {len(body['written'])} position(s) stored"
-            if result.applied
-            else "dry run: nothing changed"
+            "dry run: nothing changed"
+            if finished.dry_run
+            else f"applied: {len(body['written'])} position(s) stored"
         )
 
 

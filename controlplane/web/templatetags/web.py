@@ -6,6 +6,7 @@ from datetime import datetime
 
 from django import template
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 
 from controlplane import lifecycle
@@ -28,8 +29,11 @@ def allows(flow, action: str) -> bool:
 
 
 @register.filter
-def when(value: datetime | None) -> str:
-    """A <time> in the server's zone with the zone named, e.g. 2025-01-02 03:04:05 UTC."""
+def when(value: datetime | str | None) -> str:
+    """A <time> in the server's zone with the zone named, e.g. 2025-01-02 03:04:05 UTC (an ISO text, as
+    JSON results keep moments, is read first)."""
+    if isinstance(value, str):
+        value = parse_datetime(value)
     if value is None:
         return "—"
     local = timezone.localtime(value)
@@ -79,8 +83,10 @@ def millis(value: int | None) -> str:
 
 
 @register.filter
-def ago(value: datetime | None) -> str:
-    """How long ago, e.g. `3.0 s ago` (a dash when never)."""
+def ago(value: datetime | str | None) -> str:
+    """How long ago, e.g. `3.0 s ago` (a dash when never; an ISO text is read first)."""
+    if isinstance(value, str):
+        value = parse_datetime(value)
     if value is None:
         return "—"
     return f"{seconds(max((timezone.now() - value).total_seconds(), 0.0))} ago"
