@@ -38,6 +38,7 @@ from controlplane import engine, failover, lifecycle, operations, selectors, ser
 from controlplane.errors import ServiceConflict, ServiceValidationError
 from controlplane.models import AuditOutcome, Cluster, Flow, Operation, OperationKind, OperationPhase
 from replication import failover as failover_rules
+from replication.cutover import FenceWatch
 from replication.kafka import failover_io
 from replication.kafka.verification_io import FlowVerifier, RangeReader
 from replication.verification import OffsetRange, VerificationLimits
@@ -189,52 +190,40 @@ def _watch_fence(operation: Operation, step: Step, reader: failover_io.FailoverR
     """Wait until the source's end offsets stay still for fence_s (refused past timeout_s)."""
     step(phase=Phase.FENCING, message=f"watching {reader.source.alias}'s end offsets stay still")
     partitions = reader.replicated_partitions()
-    ends = reader.end_offsets(reader.source, partitions)
-    started = still_since = time.monotonic()
-    appended: dict[str, int] = {}
+    watch = FenceWatch(
+        still_s=operation.fence_s,
+        started=time.monotonic(),
+        ends=reader.end_offsets(reader.source, partitions),
+    )
     while True:
         if failover.STOPPING.wait(FENCE_POLL_S):
             raise failover.HandedOver()
-        now_ends = reader.end_offsets(reader.source, partitions)
-        moved = {key: now_ends[key] - ends.get(key, 0) for key in now_ends if now_ends[key] != ends.get(key)}
         now = time.monotonic()
-        if moved:
-            still_since = now
-            for key, count in moved.items():
-                appended[_key(*key)] = appended.get(_key(*key), 0) + count
-        ends = now_ends
-        evidence = {
-            "fence_s": operation.fence_s,
-            "watched_s": round(now - started, 1),
-            "still_for_s": round(now - still_since, 1),
-            "partitions": len(partitions),
-            "appended_while_watched": dict(sorted(appended.items(), key=lambda kv: -kv[1])[:20]),
-        }
-        if now - still_since >= operation.fence_s:
+        watch.observe(reader.end_offsets(reader.source, partitions), now=now)
+        if watch.fenced(now=now):
             break
-        if now - started >= operation.timeout_s:
-            written = sum(appended.values())
+        if now - watch.started >= operation.timeout_s:
             summary = (
-                f"producers still write: {written} record(s) appended on {len(appended)} partition(s) of "
-                f"{reader.source.alias} in {now - started:.0f} s; stop them (the source must stay still "
-                f"for {operation.fence_s:g} s) and run the cutover again"
+                f"producers still write: {sum(watch.appended.values())} record(s) appended on "
+                f"{len(watch.appended)} partition(s) of {reader.source.alias} in {now - watch.started:.0f} s; "
+                f"stop them (the source must stay still for {operation.fence_s:g} s) and run the cutover again"
             )
-            _record(operation, step, "fence", "fail", summary, evidence)
+            _record(operation, step, "fence", "fail", summary, watch.evidence(now=now))
             raise failover.ChecksFailed(summary)
-        step(message=f"fencing: still for {now - still_since:.0f} of {operation.fence_s:g} s")
+        step(message=f"fencing: still for {now - watch.still_since:.0f} of {operation.fence_s:g} s")
     if not operation.dry_run:
         if not operation.previous_state:
             operation.flow.refresh_from_db(fields=["state"])
             step(previous_state=operation.flow.state)
         lifecycle.begin_cutover(flow=operation.flow)
-    step(drain_partitions=failover.drain_rows(partitions, ends))
+    step(drain_partitions=failover.drain_rows(partitions, watch.ends))
     _record(
         operation,
         step,
         "fence",
         "pass",
         f"{reader.source.alias} still for {operation.fence_s:g} s on {len(partitions)} partition(s)",
-        evidence | {"end_offsets_total": sum(ends.values())},
+        watch.evidence(now=time.monotonic()) | {"end_offsets_total": sum(watch.ends.values())},
     )
 
 
