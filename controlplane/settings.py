@@ -4,7 +4,7 @@
 |---|---|
 | DATABASE_URL | SQLite file var/mirrorplane.sqlite3 (PostgreSQL when set, e.g. postgres://user@host/db) |
 | REDIS_URL | redis://127.0.0.1:6379/0 |
-| METRICS_DIR | var/metrics (the metrics lake: Parquet files) |
+| METRICS_DIR | var/metrics (the metrics lake: Parquet files; a directory every worker shares, or s3://bucket/prefix) |
 | SECRET_KEY | required unless DEBUG is true (then a development key, warned about) |
 | MIRRORPLANE_SECRETS_KEY | Fernet key(s) for secrets at rest, comma-separated, newest first; by default one derived from SECRET_KEY (warned about) |
 | DEBUG | false |
@@ -109,7 +109,10 @@ EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
 EMAIL_USE_SSL = env.bool("EMAIL_USE_SSL", default=False)
 EMAIL_TIMEOUT = env.float("EMAIL_TIMEOUT", default=10.0)
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="mirrorplane@localhost")
-METRICS_DIR = Path(env.str("METRICS_DIR", default=str(VAR_DIR / "metrics")))
+# A directory (shared by every worker machine and the report job) or an object store URL
+# (s3://bucket/prefix?endpoint_override=host:port): docs/analytics.md, "Where the lake lives".
+_METRICS_DIR = env.str("METRICS_DIR", default=str(VAR_DIR / "metrics"))
+METRICS_DIR: Path | str = _METRICS_DIR if "://" in _METRICS_DIR else Path(_METRICS_DIR)
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -3,15 +3,23 @@
 Layout and schema are `dashboards.spark.lake`'s (`date=YYYY-MM-DD/flow=<id>/part-*.parquet`,
 `LAKE_COLUMNS`). A worker process buffers its samples and writes one file per (date, flow) at most
 every `flush_interval_s` or `flush_rows` samples, not one file per slice: Spark reads few large files
-far faster than many small ones. Files are written under a dot-name and renamed, so readers never see
-a partial file. Samples buffered by a process that is killed -9 are lost (metrics only; the positions
-and the data are not affected).
+far faster than many small ones. Samples buffered by a process that is killed -9 are lost (metrics
+only; the positions and the data are not affected).
+
+METRICS_DIR is a directory (shared by every worker machine and the Spark job: an NFS mount) or an
+object store URL (`s3://bucket/prefix?endpoint_override=...`), written through pyarrow's filesystems
+(`dashboards.spark.lake.lake_location`). Readers never see a partial file: in a directory a file is
+written under a dot-name and renamed; an object appears only when its upload completes, so it is
+written directly. File names carry the host, the pid and a random part: workers on several machines
+writing to one lake never collide.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
+import socket
 import threading
 import time
 import uuid
@@ -24,7 +32,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dashboards.spark.lake import LAKE_COLUMNS, arrow_schema, partition_path
+from dashboards.spark.lake import LAKE_COLUMNS, arrow_schema, lake_location
 from replication.metrics import PartitionMetrics
 
 log = logging.getLogger(__name__)
@@ -84,27 +92,27 @@ class MetricsLake:
 
     def __init__(
         self,
-        root: Path,
+        root: str | Path,
         *,
         flush_interval_s: float,
         flush_rows: int,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.root = Path(root)
+        self.location = lake_location(root)
         self.flush_interval_s, self.flush_rows = flush_interval_s, flush_rows
         self._clock = clock
         self._rows: list[dict] = []
         self._since = clock()
         self._lock = threading.Lock()
 
-    def append(self, rows: list[dict]) -> list[Path]:
+    def append(self, rows: list[dict]) -> list[str]:
         """Buffer `rows`; write the buffer when it is old or large enough (the written files)."""
         with self._lock:
             self._rows.extend(rows)
             due = len(self._rows) >= self.flush_rows or self._clock() - self._since >= self.flush_interval_s
         return self.flush() if due else []
 
-    def flush(self) -> list[Path]:
+    def flush(self) -> list[str]:
         with self._lock:
             rows, self._rows = self._rows, []
             self._since = self._clock()
@@ -115,15 +123,24 @@ class MetricsLake:
             groups[(row["ts"].astimezone(UTC).strftime("%Y-%m-%d"), row["flow_id"])].append(row)
         return [self._write(date, flow_id, group) for (date, flow_id), group in sorted(groups.items())]
 
-    def _write(self, date: str, flow_id: int, rows: list[dict]) -> Path:
-        folder = partition_path(self.root, date=date, flow_id=flow_id)
-        folder.mkdir(parents=True, exist_ok=True)
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-        name = f"part-{stamp}-{os.getpid()}-{uuid.uuid4().hex[:8]}.parquet"
+    def _write(self, date: str, flow_id: int, rows: list[dict]) -> str:
+        """Write one file; its path in the lake's filesystem."""
+        filesystem, folder = self.location.filesystem, f"{self.location.root}/date={date}/flow={flow_id}"
+        final = f"{folder}/{part_name(datetime.now(UTC))}"
         table = pa.Table.from_pylist(rows, schema=arrow_schema())
-        partial = folder / f".{name}.tmp"
-        pq.write_table(table, partial)
-        final = folder / name
-        os.replace(partial, final)
+        if self.location.is_local:
+            filesystem.create_dir(folder, recursive=True)
+            partial = f"{folder}/.{final.rpartition('/')[2]}.tmp"
+            pq.write_table(table, partial, filesystem=filesystem)
+            filesystem.move(partial, final)  # a rename: atomic in a directory, on NFS too
+        else:
+            pq.write_table(table, final, filesystem=filesystem)
         log.debug("metrics lake: %d samples -> %s", len(rows), final)
         return final
+
+
+def part_name(at: datetime, *, host: str | None = None, pid: int | None = None) -> str:
+    """`part-<UTC time>-<host>-<pid>-<random>.parquet`: unique across the machines sharing a lake."""
+    host = re.sub(r"[^A-Za-z0-9.-]+", "_", host if host is not None else socket.gethostname()) or "host"
+    pid = os.getpid() if pid is None else pid
+    return f"part-{at.astimezone(UTC).strftime('%Y%m%dT%H%M%S')}-{host}-{pid}-{uuid.uuid4().hex[:12]}.parquet"

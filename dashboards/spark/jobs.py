@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyarrow.fs import FileSelector, FileType
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -61,7 +62,7 @@ from dashboards.spark.frames import (
     window_seconds,
 )
 from dashboards.spark.lag import DEFAULT_LOOKBACK, PARTITION_LAG_SCHEMA, window_lag_table
-from dashboards.spark.lake import LAKE_COLUMNS, spark_schema_ddl
+from dashboards.spark.lake import LAKE_COLUMNS, LakeLocation, lake_location, spark_schema_ddl
 from dashboards.spark.latency import latency_measures
 from dashboards.spark.status import (
     DEFAULT_WINDOW_SAMPLES,
@@ -127,14 +128,26 @@ class LakePartition:
     files: tuple[str, ...]  # file names inside the partition directory
 
 
-def list_lake_partitions(lake_dir: Path) -> list[LakePartition]:
-    partitions = []
-    for directory in sorted(Path(lake_dir).glob("date=*/flow=*")):
-        files = tuple(sorted(p.name for p in directory.glob("*.parquet")))
-        if files:
-            day = date.fromisoformat(directory.parent.name.removeprefix("date="))
-            partitions.append(LakePartition(f"{directory.parent.name}/{directory.name}", day, files))
-    return partitions
+def list_lake_partitions(lake: str | Path | LakeLocation) -> list[LakePartition]:
+    """The lake's partitions with their complete files, listed through the lake's filesystem (a directory
+    or an object store: `lake.lake_location`); files being written (dot-names) are not listed."""
+    location = lake if isinstance(lake, LakeLocation) else lake_location(lake)
+    selector = FileSelector(location.root, recursive=True, allow_not_found=True)
+    files: dict[str, list[str]] = {}
+    for info in location.filesystem.get_file_info(selector):
+        relative = info.path[len(location.root) :].strip("/").split("/")
+        if info.type != FileType.File or len(relative) != 3:
+            continue
+        day, flow, name = relative
+        complete = name.endswith(".parquet") and not name.startswith((".", "_"))
+        if day.startswith("date=") and flow.startswith("flow=") and complete:
+            files.setdefault(f"{day}/{flow}", []).append(name)
+    return [
+        LakePartition(
+            name, date.fromisoformat(name.split("/")[0].removeprefix("date=")), tuple(sorted(found))
+        )
+        for name, found in sorted(files.items())
+    ]
 
 
 def is_sealed(partition: LakePartition, *, now: datetime, seal_after: timedelta) -> bool:
@@ -386,7 +399,8 @@ def run_reports(
     now = now or datetime.now(UTC)
     state = ReportState(Path(state_dir))
     on_progress("listing lake partitions", 0.0)
-    partitions = [p for p in list_lake_partitions(Path(lake_dir)) if since is None or p.day >= since]
+    location = lake_location(lake_dir)
+    partitions = [p for p in list_lake_partitions(location) if since is None or p.day >= since]
     late_files = [
         f"{p.name}/{name}"
         for p in partitions
@@ -405,7 +419,7 @@ def run_reports(
         def lake_files(sealed: bool) -> DataFrame | None:
             """The partitions to read that are (not) sealed, flagged so: one read each, no per-row test."""
             files = [
-                str(Path(lake_dir) / p.name / name)
+                f"{location.spark_root}/{p.name}/{name}"
                 for p in to_read
                 if (p.name in sealed_names) == sealed
                 for name in p.files

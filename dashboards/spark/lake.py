@@ -1,4 +1,5 @@
-"""The metrics lake's one schema: Parquet files under METRICS_DIR, `date=YYYY-MM-DD/flow=<id>/part-*.parquet`.
+"""The metrics lake's one schema and location: Parquet files under METRICS_DIR,
+`date=YYYY-MM-DD/flow=<id>/part-*.parquet`.
 
 Workers append one row per (slice, source partition) with what the engine measured; the Spark jobs read
 them. Both sides build their schema from `LAKE_COLUMNS`, so the writer and the readers cannot drift.
@@ -8,7 +9,10 @@ source offset to replicate), so `source_end_offset - next_offset` is records beh
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 LAKE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("ts", "timestamp"),  # UTC instant the sample was taken
@@ -49,6 +53,59 @@ def arrow_schema():
         "double": pa.float64(),
     }
     return pa.schema([(name, types[kind]) for name, kind in LAKE_COLUMNS])
+
+
+# How Spark names an object store pyarrow reaches by `scheme://`: the s3a connector reads `s3://` lakes.
+SPARK_SCHEMES = {"s3": "s3a", "gs": "gs", "abfs": "abfs", "hdfs": "hdfs"}
+
+
+@dataclass(frozen=True)
+class LakeLocation:
+    """Where the lake lives: a pyarrow filesystem and the root inside it (writers and the job's listing),
+    and how Spark names that root (the job's reads)."""
+
+    filesystem: Any  # pyarrow.fs.FileSystem
+    root: str  # the lake's root inside `filesystem`, without a trailing slash
+    spark_root: str  # a local path, or e.g. `s3a://bucket/prefix`
+
+    @property
+    def is_local(self) -> bool:
+        import pyarrow.fs
+
+        return isinstance(self.filesystem, pyarrow.fs.LocalFileSystem)
+
+
+def lake_location(lake: str | Path) -> LakeLocation:
+    """METRICS_DIR as a location: a directory (local, or a shared mount every worker and the Spark job
+    see), or an object store URL pyarrow opens (`s3://bucket/prefix?endpoint_override=...`).
+
+    Raises ValueError naming METRICS_DIR when the URL is not one pyarrow and Spark can both use.
+    """
+    import pyarrow as pa
+    import pyarrow.fs
+
+    text = str(lake)
+    if "://" not in text:
+        return LakeLocation(
+            pyarrow.fs.LocalFileSystem(), str(Path(text).absolute()), str(Path(text).absolute())
+        )
+    parts = urlsplit(text)
+    if parts.scheme == "file":
+        return lake_location(parts.path)
+    if parts.scheme not in SPARK_SCHEMES:
+        raise ValueError(
+            f"METRICS_DIR={text!r}: scheme {parts.scheme!r} is not supported; use a directory every worker "
+            f"and the Spark job share (e.g. an NFS mount) or an object store URL ({', '.join(SPARK_SCHEMES)}"
+            "://bucket/prefix)"
+        )
+    try:
+        filesystem, root = pyarrow.fs.FileSystem.from_uri(text)
+    except (pa.ArrowException, ValueError) as exc:
+        raise ValueError(f"METRICS_DIR={text!r} is not an object store URL pyarrow can open: {exc}") from None
+    root = root.strip("/")
+    if not root:
+        raise ValueError(f"METRICS_DIR={text!r} names no bucket: write {parts.scheme}://bucket/prefix")
+    return LakeLocation(filesystem, root, f"{SPARK_SCHEMES[parts.scheme]}://{root}")
 
 
 def partition_path(root: Path, *, date: str, flow_id: int) -> Path:

@@ -1,9 +1,21 @@
-"""The SparkSession the report jobs run on: `local[*]` by default, any cluster through SPARK_MASTER."""
+"""The SparkSession the report jobs run on: `local[*]` by default, any cluster through SPARK_MASTER.
+
+Settings (environment), read here:
+- SPARK_MASTER: `local[*]` (default), or a cluster's master URL (`spark://host:7077` for standalone).
+- PYSPARK_PYTHON: the Python the executors run the job's Python functions with (they need pandas and
+  pyarrow); by default this process's interpreter, which a standalone worker on the same machine, or
+  on machines running the same image, finds at the same path.
+- SPARK_EXECUTOR_MEMORY: each executor's heap (`spark.executor.memory`, Spark's default 1g) on a cluster.
+Anything else (the s3a connector's settings, jars) goes in `$SPARK_CONF_DIR/spark-defaults.conf`,
+which the driver reads when it starts: docs/analytics.md, "Spark on a cluster".
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import sys
+from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
@@ -37,9 +49,19 @@ def spark_session(
     """
     master = master or os.environ.get("SPARK_MASTER") or DEFAULT_MASTER
     builder = SparkSession.builder.appName(app_name).master(master)
-    if master.startswith("local"):
-        # Python workers (the grouped lag function) need this venv's pandas; clusters set PYSPARK_PYTHON.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+    # Python workers (the grouped pass) need pandas and pyarrow: this venv's unless PYSPARK_PYTHON says.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    for key, value in {**DEFAULT_CONF, **cluster_conf(master, os.environ), **(conf or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def cluster_conf(master: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """The session's settings for a cluster master from the environment (none in local mode, where the
+    driver's JVM runs the tasks)."""
+    if master.startswith("local"):
+        return {}
+    memory = environ.get("SPARK_EXECUTOR_MEMORY", "").strip()
+    if memory and not re.fullmatch(r"\d+([kmgtp]b?)?", memory.lower()):
+        raise ValueError(f"SPARK_EXECUTOR_MEMORY={memory!r} is not a JVM memory size: write e.g. 2g or 512m")
+    return {"spark.executor.memory": memory} if memory else {}

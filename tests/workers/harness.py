@@ -62,9 +62,16 @@ class CeleryRuntime:
     """Starts workers and beat; every process it started is killed at `close()`."""
 
     def __init__(
-        self, *, workdir: Path, redis_url: str, lease_ttl_s: float = 3.0, env: dict[str, str] | None = None
+        self,
+        *,
+        workdir: Path,
+        redis_url: str,
+        lease_ttl_s: float = 3.0,
+        env: dict[str, str] | None = None,
+        cwd: Path = REPO,
     ) -> None:
-        self.workdir = workdir
+        """`cwd`: the processes' working directory (another machine's: the code is found on PYTHONPATH)."""
+        self.workdir, self.cwd = workdir, cwd
         self.metrics_dir = workdir / "metrics"
         self.lease_ttl_s = lease_ttl_s
         self.env = {
@@ -79,6 +86,7 @@ class CeleryRuntime:
             "MIRRORPLANE_BACKOFF_MAX_S": "1",
             "METRICS_FLUSH_INTERVAL_S": "1",
             "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH")))),
             **(env or {}),
         }
         self.processes: dict[str, subprocess.Popen] = {}
@@ -91,7 +99,7 @@ class CeleryRuntime:
         process = subprocess.Popen(
             argv,
             env=self.env,
-            cwd=REPO,
+            cwd=self.cwd,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

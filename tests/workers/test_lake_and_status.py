@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -74,7 +75,8 @@ def test_lake_buffers_and_writes_one_file_per_date_and_flow(tmp_path):
     assert lake.append(rows) == []  # buffered
     assert lake.append(rows) == []
     now[0] = 11.0
-    (written,) = lake.append(rows)
+    (path,) = lake.append(rows)
+    written = Path(path)
     assert written.parent == tmp_path / "date=2026-03-01" / "flow=3"
     assert written.name.startswith("part-") and written.suffix == ".parquet"
     table = pq.read_table(written)
