@@ -84,6 +84,9 @@ def test_every_committed_offset_resumes_at_exactly_the_next_record(mirror: Mirro
         translated = store.translate_downstream(TOPIC, 0, committed)
         assert translated is not None
         assert translated <= mirror.downstream_end
+        sync = store.sync_used(TOPIC, 0, committed)  # what the offset mapping API shows
+        assert sync is not None and sync.upstream_offset <= committed
+        assert translated <= sync.downstream_offset + (committed - sync.upstream_offset)
         next_record = mirror.next_upstream_record(committed)
         resumed_at = mirror.first_write_from(translated)
         if next_record is None:
