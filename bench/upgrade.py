@@ -85,6 +85,7 @@ def measure(
             traffic = SteadyTraffic(a, "orders", rate_per_s=rate_per_s).start()
             wait_until(lambda: _count(count_records, b), timeout_s=120, what="the first records replicated")
             recorder = ArrivalRecorder(b, "A.orders").start()
+            wait_until(lambda: all(recorder.arrivals.values()), timeout_s=60, what="every task replicating")
             time.sleep(1.0)  # the reader caught up with what was replicated before it started
             phases = {}
             started = time.time()

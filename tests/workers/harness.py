@@ -355,14 +355,16 @@ class ArrivalRecorder:
         return worst
 
 
-def rolling_upgrade(runtime: CeleryRuntime, old: list[str], *, settle_s: float = 2.0) -> list[str]:
+def rolling_upgrade(
+    runtime: CeleryRuntime, old: list[str], *, queues: str = "replication", settle_s: float = 2.0
+) -> list[str]:
     """Replace each worker of `old` in turn, as docs/operations.md tells: start one of the new version
-    (same pool and flags), wait until it is ready, stop the old one warm (SIGTERM). The new names."""
+    (same queues, pool and flags), wait until it is ready, stop the old one warm (SIGTERM). The new names."""
     new = []
     for name in old:
         successor = f"{name}-next"
-        runtime.start_worker(successor, queues="replication")
-        wait_until(lambda n=successor: " ready." in runtime.log(n), timeout_s=60, what=f"{successor} ready")
+        runtime.start_worker(successor, queues=queues)
+        wait_until(lambda n=successor: " ready." in runtime.log(n), timeout_s=120, what=f"{successor} ready")
         runtime.stop(name)
         new.append(successor)
         time.sleep(settle_s)  # steady traffic on the new worker before the next step
