@@ -1,0 +1,57 @@
+"""Taking over from MM2 on the operations worker: the dry run's worker is killed -9 while it reads MM2's
+state, and another worker resumes it once the lease expired, to the full plan."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.db import transaction
+
+from controlplane import failover, takeover
+from controlplane.models import Operation, OperationPhase
+from tests.replication.test_takeover import MM2_RESUMES, stopped_mm2
+from tests.workers.harness import wait_until
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_dry_run_killed_mid_read_is_resumed_by_another_worker(
+    celery_runtime, make_flow, cluster_a, cluster_b, unique_name, settings
+):
+    celery_runtime.env["MIRRORPLANE_OPERATION_LEASE_S"] = "2"
+    settings.MIRRORPLANE_OPERATION_LEASE_S = 2
+    celery_runtime.start_worker("ops1", queues="operations", concurrency=1)  # it starts meanwhile
+    celery_runtime.start_beat()
+    offsets_topic = f"mm2-offsets-{unique_name}"
+    stopped_mm2(
+        cluster_a, cluster_b, physical=(cluster_a, cluster_b), topic=unique_name, offsets_topic=offsets_topic
+    )
+    flow = make_flow(topics=[re.escape(unique_name)])
+    operation = takeover.takeover_request(actor=None, flow=flow, offsets_topic=offsets_topic)
+    wait_until(
+        lambda: Operation.objects.get(pk=operation.pk).phase == OperationPhase.PLANNING,
+        timeout_s=60,
+        what="ops1 to read MM2's state",
+    )
+    with transaction.atomic():
+        # Holding the operation's row: ops1 cannot record its next step (a partition read, the plan),
+        # so it is killed mid-read, whatever its pace.
+        Operation.objects.select_for_update().get(pk=operation.pk)
+        celery_runtime.kill("ops1")
+    operation.refresh_from_db()
+    assert (operation.active, operation.phase, operation.attempts) == (True, OperationPhase.PLANNING, 1)
+    assert "plan" not in operation.result
+
+    wait_until(
+        lambda: failover.run_operation(operation_id=operation.pk, worker="resumer") is not None,
+        timeout_s=30,
+        what="the lease to expire and the dry run to resume",
+    )
+    operation.refresh_from_db()
+    assert (operation.outcome, operation.phase, operation.attempts) == ("succeeded", "done", 2), (
+        operation.error
+    )
+    plan = operation.result["plan"]
+    rows = {row["partition"]: (row["next_offset"], row["already_on_target"]) for row in plan["partitions"]}
+    assert (rows, plan["mm2_positions"]) == (MM2_RESUMES, 2)
