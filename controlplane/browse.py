@@ -471,6 +471,7 @@ def record_copies(*, flow: Flow, topic: str, seek: Seek, role: Role | None) -> C
     remote_topic = _remote_topic(flow, topic)
     source = _read_page(flow.source, topic, seek)
     key = (remote_topic, seek.partition)
+    notes = list(source.notes)
 
     def read_target(config: ClusterConfig, timeout_s: float):
         reader = FailoverReader(
@@ -482,6 +483,11 @@ def record_copies(*, flow: Flow, topic: str, seek: Seek, role: Role | None) -> C
         )
         try:
             store = reader.refresh_offset_syncs()
+            if not reader.offset_syncs_complete:
+                notes.append(
+                    f"the offset syncs were not read to their end within {timeout_s:g} s: records past the "
+                    "last sync read show as not replicated yet"
+                )
         finally:
             reader.close()
         span = copy_range(store, source.records)
@@ -519,5 +525,5 @@ def record_copies(*, flow: Flow, topic: str, seek: Seek, role: Role | None) -> C
         masked=masked,
         read_at=source.read_at,
         read_ms=round(source.read_ms + read_ms, 1),
-        notes=source.notes,
+        notes=notes,
     )

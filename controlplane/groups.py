@@ -159,6 +159,7 @@ class FlowCheckpoints:
     rows: list[CheckpointRow] = field(default_factory=list)
     target_state: str = ""
     checkpoints_complete: bool = True
+    offset_syncs_complete: bool = True
     problem: str = ""
 
     @property
@@ -197,7 +198,14 @@ def _flows_checkpointing(group: str, **where) -> list[Flow]:
     return [f for f in flows if GroupFilter.for_flow(engine.flow_to_config(f)).should_replicate_group(group)]
 
 
-def _group_plan(flow: Flow, group: str, timeout_s: float) -> tuple[GroupPlan, failover_io.FailoverReader]:
+@dataclass(frozen=True)
+class _FlowRead:
+    plan: GroupPlan  # the failover plan's rows for the group
+    checkpoints_topic: str
+    offset_syncs_complete: bool
+
+
+def _group_plan(flow: Flow, group: str, timeout_s: float) -> _FlowRead:
     reader = failover_io.FailoverReader(
         flow=engine.flow_to_config(flow),
         source=engine.cluster_to_config(flow.source),
@@ -208,9 +216,11 @@ def _group_plan(flow: Flow, group: str, timeout_s: float) -> tuple[GroupPlan, fa
     try:
         remote_topics = {topic: remote for (topic, _), remote in reader.replicated_partitions().items()}
         (plan,) = failover_io.group_plans_from_source(reader, groups=[group], remote_topics=remote_topics)
+        return _FlowRead(
+            plan, reader.policy.checkpoints_topic(flow.source.alias), reader.offset_syncs_complete
+        )
     finally:
         reader.close()
-    return plan, reader
 
 
 def checkpoint_stale_after_s(flow: Flow) -> float:
@@ -226,19 +236,21 @@ def flow_checkpoints(*, flow: Flow, group: str) -> FlowCheckpoints:
     entry = FlowCheckpoints(flow)
 
     def read(config: ClusterConfig, timeout_s: float):
-        plan, reader = _group_plan(flow, group, timeout_s)
-        topic = reader.policy.checkpoints_topic(flow.source.alias)
+        flow_read = _group_plan(flow, group, timeout_s)
+        topic = flow_read.checkpoints_topic
         checkpoints, complete = newest_checkpoints(config, topic, group=group, timeout_s=timeout_s)
-        return plan, checkpoints, complete
+        return flow_read, checkpoints, complete
 
     try:
-        plan, checkpoints, entry.checkpoints_complete = cluster_read(flow.target, read)
+        flow_read, checkpoints, entry.checkpoints_complete = cluster_read(flow.target, read)
     except ClusterUnavailable as exc:
         entry.problem = str(exc)
         return entry
     now_ms = timezone.now().timestamp() * 1000
     stale_after_s = checkpoint_stale_after_s(flow)
+    plan = flow_read.plan
     entry.target_state = plan.target_state
+    entry.offset_syncs_complete = flow_read.offset_syncs_complete
     for row in plan.partitions:
         checkpoint, written_ms = checkpoints.get((row.remote_topic, row.partition), (None, None))
         age_s = None if written_ms is None else max((now_ms - written_ms) / 1000, 0.0)
@@ -383,7 +395,7 @@ def _plan(config: ClusterConfig, timeout_s: float, *, group: str, request: Reset
     browser = TopicBrowser(config, timeout_s=timeout_s)
     translated: dict[TopicPartition, int | None] | None = None
     if request.strategy is ResetStrategy.TRANSLATED:
-        plan, _ = _group_plan(request.flow, group, timeout_s)
+        plan = _group_plan(request.flow, group, timeout_s).plan
         translated = {(row.remote_topic, row.partition): row.translated_offset for row in plan.partitions}
         partitions = set(translated)
         if request.topic:

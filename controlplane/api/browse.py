@@ -195,6 +195,7 @@ class GroupDetailView(APIView):
                         "target_state": fc.target_state,
                         "problem": fc.problem,
                         "checkpoints_complete": fc.checkpoints_complete,
+                        "offset_syncs_complete": fc.offset_syncs_complete,
                         "partitions": [vars(row) for row in fc.rows],
                     }
                     for fc in detail.flows

@@ -174,6 +174,11 @@ class FailoverReader:
         self.store.update_all(self._sync_reader.read_new(timeout_s=self.timeout_s))
         return self.store
 
+    @property
+    def offset_syncs_complete(self) -> bool:
+        """The last `refresh_offset_syncs` read the offset-syncs topic to its end within the timeout."""
+        return self._sync_reader is not None and self._sync_reader.reached_end
+
     def latest_checkpoints(
         self, groups: Sequence[str] | None
     ) -> dict[str, dict[TopicPartitionKey, Checkpoint]]:

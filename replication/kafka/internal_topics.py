@@ -19,12 +19,14 @@ from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic, clamp_replication_factor
 from replication.formats import RecordFormatError
 from replication.kafka.admin import ADMIN_TIMEOUT_S, TopicAdmin
-from replication.kafka.clients import make_consumer, make_producer
+from replication.kafka.clients import kafka_error_code, make_consumer, make_producer
 from replication.logonce import warn_once
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+_NO_SUCH_PARTITION = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART)
 
 INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
 
@@ -91,12 +93,15 @@ class InternalTopicReader(Generic[T]):
         self._consumer.assign([TopicPartition(topic, partition, 0)])
         self._position = 0
         self.skipped_records = 0
+        self.reached_end = False  # the last read_new got to the topic's end within its timeout
 
     def _high_watermark(self, timeout_s: float) -> int | None:
         try:
             return self._consumer.get_watermark_offsets(self._partition, timeout=timeout_s, cached=False)[1]
         except KafkaException as exc:
             log.debug("cluster %s: %s has no end offset yet: %s", self.cluster.alias, self.topic, exc)
+            # A topic not created yet holds nothing to read; a cluster that did not answer may hold more.
+            self.reached_end = kafka_error_code(exc) in _NO_SUCH_PARTITION
             return None
 
     def read_new(self, *, timeout_s: float | None = None) -> list[T]:
@@ -125,6 +130,7 @@ class InternalTopicReader(Generic[T]):
         # A broker may report an end offset below records it already returned in the same fetch.
         while self._take(self._consumer.consume(self._batch, timeout=0), records):
             pass
+        self.reached_end = self._position >= end
         return records
 
     def _poll(self, *, timeout_s: float) -> list:

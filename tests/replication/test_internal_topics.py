@@ -49,7 +49,7 @@ def test_reader_skips_and_counts_malformed_records(cluster_a, unique_name):
     reader = InternalTopicReader(cluster_a, topic, decode=OffsetSync.decode)
     try:
         assert reader.read_new() == good
-        assert reader.skipped_records == 3
+        assert reader.skipped_records == 3 and reader.reached_end
     finally:
         reader.close()
 
@@ -60,5 +60,13 @@ def test_reader_skips_and_counts_malformed_records(cluster_a, unique_name):
     try:
         assert reader.read_new() == []
         assert reader.skipped_records == 5
+    finally:
+        reader.close()
+
+
+def test_a_reader_of_a_topic_not_created_yet_has_read_all_there_is(cluster_a, unique_name):
+    reader = InternalTopicReader(cluster_a, f"{unique_name}.checkpoints.internal", decode=OffsetSync.decode)
+    try:
+        assert reader.read_new(timeout_s=2) == [] and reader.reached_end
     finally:
         reader.close()

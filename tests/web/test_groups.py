@@ -60,7 +60,7 @@ def test_group_page_shows_offsets_lag_and_what_failover_writes(client_as, flow, 
     assert (row.topic, row.partition, row.committed) == (topic, 0, COMMITTED)
     assert row.lag == max(row.end - COMMITTED, 0)
     (checkpoints,) = detail.flows
-    assert checkpoints.flow == flow and not checkpoints.problem
+    assert checkpoints.flow == flow and not checkpoints.problem and checkpoints.offset_syncs_complete
     (cp,) = checkpoints.rows
     assert (cp.remote_topic, cp.source_offset, cp.translated_offset) == (remote_topic, COMMITTED, COMMITTED)
     assert cp.checkpoint_offset == COMMITTED and cp.checkpoint_age_s is not None and not cp.checkpoint_stale
