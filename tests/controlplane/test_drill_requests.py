@@ -79,6 +79,8 @@ def test_the_failover_page_queues_drills_and_cutovers_and_says_why_not(flow, tok
     drill = Operation.objects.get(flow=flow, kind="drill")
     assert (drill.groups, drill.timeout_s) == (["audit", "billing"], 20.0)
     assert f'data-operation="{drill.pk}"' in queued.content.decode()
+    assert 'id="drill-history"' in web.get(f"/flows/{flow.pk}/failover/").content.decode()  # no figures yet
+    assert 'id="last-drill"' in web.get(f"/flows/{flow.pk}/").content.decode()
     busy = web.post(f"/flows/{flow.pk}/cutover/", {"confirm": "A->B", "fence_s": "5"})
     assert "already queued" in busy.content.decode()
     viewer = Client()
