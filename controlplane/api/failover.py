@@ -1,7 +1,7 @@
-"""Failover API: the plan (any role); failover and failback requests (operator), which queue an
-`Operation` and answer 202 with its URL; the operations themselves (any role).
+"""Failover API: the plan (any role); failover, failback, drill and cutover requests (operator), which
+queue an `Operation` and answer 202 with its URL; the operations themselves (any role).
 
-Failover and failback let every authenticated user reach the service, which refuses (403) anyone below
+These requests let every authenticated user reach the service, which refuses (403) anyone below
 operator and records the refusal: every attempt is in the audit log. A flow with an active operation
 answers 409 with that operation.
 """
