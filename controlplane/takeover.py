@@ -97,8 +97,14 @@ def _position_key(topic: str, partition: int) -> str:
     return f"{topic}[{partition}]"
 
 
-def _check_inputs(*, offsets_topic: str, connector: str) -> None:
+def _check_inputs(*, offsets_topic: str, connector: str, mm2_source_alias: str = "") -> None:
     errors: dict[str, list[str]] = {}
+    given = {"offsets_topic": offsets_topic, "connector": connector, "mm2_source_alias": mm2_source_alias}
+    for name, value in given.items():
+        if "\x00" in value:
+            errors[name] = ["holds a NUL character: give the name as MM2's file spells it"]
+    if errors:
+        raise ServiceValidationError(errors)
     if offsets_topic and (problem := topic_name_error(offsets_topic)):
         errors["offsets_topic"] = [f"{problem}: give MM2's offset.storage.topic"]
     if not connector.strip():
@@ -160,7 +166,7 @@ def takeover_request(
         }
         if from_dry_run is not None and not dry_run:
             request = {**_dry_run_of(flow, from_dry_run).result["request"], "from_dry_run": from_dry_run}
-        _check_inputs(offsets_topic=request["offsets_topic"], connector=request["connector"])
+        _check_inputs(**{name: request[name] for name in ("offsets_topic", "connector", "mm2_source_alias")})
         active = Operation.objects.filter(flow=flow, active=True).first()
         if active is not None:
             raise operations.OperationActive(active)

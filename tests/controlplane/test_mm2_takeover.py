@@ -103,8 +103,12 @@ def test_takeover_through_the_api_and_the_command_line(client_as, admin_user, mm
         and "offset.storage.topic" in ended.error
     )
     assert stored_positions(cluster_b, topic) == {}
+    not_a_dry_run = client_as("operator").post(url, {**apply, "from_dry_run": ended.pk}, format="json")
+    assert not_a_dry_run.status_code == 400 and "run the dry run" in not_a_dry_run.json()["from_dry_run"][0]
     refusals = AuditEvent.objects.filter(object_repr="A->B", action="takeover", outcome=AuditOutcome.REFUSED)
-    assert refusals.count() == 5  # viewer, one at a time, replicating (API and command), no such topic
+    assert (
+        refusals.count() == 6
+    )  # viewer, one at a time, replicating (API, command), no such topic, not a dry run
 
     applied = client_as("operator").post(url, apply, format="json")
     assert applied.status_code == 202, applied.content

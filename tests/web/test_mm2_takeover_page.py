@@ -36,6 +36,8 @@ def test_the_takeover_page_queues_the_dry_run_shows_it_and_applies_it(
     operator = client_as("operator")
 
     form = {"flow": flow.pk, "offsets_topic": offsets_topic, "connector": "MirrorSourceConnector"}
+    bad = operator.post(url, {**form, "connector": "Mirror\x00"})
+    assert bad.status_code == 400 and "connector: holds a NUL character" in bad.content.decode()
     queued = operator.post(url, form)
     assert queued.status_code == 303  # answered at once: nothing was read in the request
     dry_run = Operation.objects.get(flow=flow)
