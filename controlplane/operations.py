@@ -1,5 +1,6 @@
-"""Operations (failover, failback, drill, cutover): durable jobs a request queues and a worker runs,
-phase by phase (drills: `controlplane.drills`; cutovers: `controlplane.cutover`).
+"""Operations (failover, failback, drill, cutover, takeover): durable jobs a request queues and a worker
+runs, phase by phase (drills: `controlplane.drills`; cutovers: `controlplane.cutover`; taking a flow over
+from MM2: `controlplane.takeover`).
 
 A request (API, web UI, command line) checks what it can without touching a cluster (the role, the
 confirmation, the groups, the flow's lifecycle state, one operation per flow), stores an `Operation`

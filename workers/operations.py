@@ -1,5 +1,5 @@
-"""Operations (failover, failback, drill, cutover): the Celery task on the `operations` queue and beat's
-dispatcher, which also queues the scheduled drills (MIRRORPLANE_DRILL_INTERVAL_S).
+"""Operations (failover, failback, drill, cutover, takeover): the Celery task on the `operations` queue
+and beat's dispatcher, which also queues the scheduled drills (MIRRORPLANE_DRILL_INTERVAL_S).
 
 The task claims the operation's lease and runs it (`controlplane.failover.run_operation`) from its
 recorded phase. Beat (`dispatch_operations`, at the supervisor's cadence) sends every active operation
