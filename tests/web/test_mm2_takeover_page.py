@@ -65,3 +65,4 @@ def test_the_takeover_page_queues_the_dry_run_shows_it_and_applies_it(
     failover.run_operation(operation_id=applied.pk, worker="test-worker")
     page = operator.get(applying["Location"]).content.decode()
     assert "Applied: 2 positions stored" in page and "Apply: store these positions" not in page
+    assert "takes over from MM2" in page and reverse("web:flow", args=[flow.pk]) in page
