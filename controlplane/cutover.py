@@ -40,7 +40,7 @@ from controlplane.models import AuditOutcome, Cluster, Flow, Operation, Operatio
 from replication import failover as failover_rules
 from replication.cutover import FenceWatch
 from replication.kafka import failover_io
-from replication.kafka.verification_io import FlowVerifier, RangeReader
+from replication.kafka.verification_io import FlowVerifier, RangeNotReadable, RangeReader
 from replication.verification import OffsetRange, VerificationLimits
 
 DEFAULT_FENCE_S = 10.0
@@ -284,7 +284,7 @@ def _verify(operation: Operation, step: Step, reader: failover_io.FailoverReader
                 newest = verifier.store.newest_sync(topic, partition)
                 end = min(end, newest.upstream_offset + 1) if newest else 0
             oldest = verifier.store.oldest_upstream_offset(topic, partition)
-            low = max(oldest or 0, starts.log_start(topic, partition))
+            low = max(oldest or 0, starts.watermarks(topic, partition)[0])
             already = summary.verified_up_to(topic, partition)
             start = max(low, already or low)
             if start >= end:
@@ -322,7 +322,12 @@ def _verify_partition(verifier, step, topic, partition, remote, offsets, limits,
     start = offsets.start
     while start < offsets.end:
         chunk = OffsetRange(start, min(start + limits.range_records, offsets.end))
-        verdict = verifier.verify_range(topic, partition, remote, chunk, limits=limits)
+        try:
+            verdict = verifier.verify_range(topic, partition, remote, chunk, limits=limits)
+        except (RangeNotReadable, TimeoutError) as exc:
+            raise CutoverFailed(
+                f"verifying {_key(topic, partition)} {chunk}: {exc}; run the cutover again"
+            ) from exc
         if not verdict.clean:
             message = verdict.mismatch.message(topic=topic, partition=partition, remote_topic=remote)
             raise CutoverFailed(
