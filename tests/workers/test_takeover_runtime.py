@@ -4,6 +4,7 @@ state, and another worker resumes it once the lease expired, to the full plan.""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from django.db import transaction
@@ -29,16 +30,17 @@ def test_a_dry_run_killed_mid_read_is_resumed_by_another_worker(
     )
     flow = make_flow(topics=[re.escape(unique_name)])
     operation = takeover.takeover_request(actor=None, flow=flow, offsets_topic=offsets_topic)
-    wait_until(
-        lambda: Operation.objects.get(pk=operation.pk).phase == OperationPhase.PLANNING,
-        timeout_s=60,
-        what="ops1 to read MM2's state",
-    )
-    with transaction.atomic():
-        # Holding the operation's row: ops1 cannot record its next step (a partition read, the plan),
-        # so it is killed mid-read, whatever its pace.
-        Operation.objects.select_for_update().get(pk=operation.pk)
-        celery_runtime.kill("ops1")
+    # The test holds the operation's row, letting go between looks: ops1 records one step per look (each
+    # step renews the lease on that row), so it is seen at its first step reading MM2's state, and
+    # killed -9 there, however fast it reads.
+    deadline = time.monotonic() + 60
+    while True:
+        with transaction.atomic():
+            if Operation.objects.select_for_update().get(pk=operation.pk).phase == OperationPhase.PLANNING:
+                celery_runtime.kill("ops1")
+                break
+            time.sleep(0.1)
+        assert time.monotonic() < deadline, "ops1 did not start reading MM2's state"
     operation.refresh_from_db()
     assert (operation.active, operation.phase, operation.attempts) == (True, OperationPhase.PLANNING, 1)
     assert "plan" not in operation.result
