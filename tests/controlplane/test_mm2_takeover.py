@@ -12,7 +12,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from controlplane import cluster_reads, failover, services
+from controlplane import cluster_reads, failover, services, takeover
 from controlplane.models import AuditEvent, AuditOutcome, Operation
 from replication.kafka.positions import KafkaPositionStore
 from tests.replication.test_source_task import produce
@@ -128,3 +128,22 @@ def test_takeover_through_the_api_and_the_command_line(client_as, admin_user, mm
     assert again.outcome == "refused", again.error
     assert f"{topic}[1] resumes at 25 -> 26, remote end 25 -> 26" in again.error
     assert stored_positions(cluster_b, topic) == {(topic, 0): 30, (topic, 1): 25}  # unchanged
+
+
+def test_a_worker_stopping_warm_hands_the_dry_run_over_mid_read(mm2_flow):
+    flow, _, offsets_topic = mm2_flow
+    operation = takeover.takeover_request(actor=None, flow=flow, offsets_topic=offsets_topic)
+
+    def stop_once_reading(current: Operation) -> None:
+        if current.phase == "planning":
+            failover.STOPPING.set()  # what a warm shutdown of the worker does (workers.operations)
+
+    try:
+        assert failover.run_operation(operation_id=operation.pk, worker="w1", echo=stop_once_reading) is None
+    finally:
+        failover.STOPPING.clear()
+    operation.refresh_from_db()
+    assert (operation.active, operation.phase, operation.worker) == (True, "planning", "")  # handed over
+    assert "plan" not in operation.result
+    ended = run(operation.pk)
+    assert (ended.outcome, ended.attempts, len(ended.result["plan"]["partitions"])) == ("succeeded", 2, 3)
