@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from django.utils import timezone
@@ -415,7 +415,3 @@ def _clients(operation: Operation, step: Step, reader: failover_io.FailoverReade
         f"{flow.target.alias} ({flow.target.bootstrap_servers}){note}",
         evidence,
     )
-
-
-def steps_of(operation: Operation) -> Sequence[dict]:
-    return (operation.result or {}).get("steps", [])
