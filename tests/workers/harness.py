@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import requests
@@ -323,6 +323,7 @@ class ArrivalRecorder:
         self._consumer = make_consumer(cluster, overrides={"fetch.wait.max.ms": 10})
         self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         self.arrivals: dict[int, list[float]] = {p: [] for p in range(partitions)}  # epoch seconds
+        self.waits: dict[int, list[float]] = {p: [] for p in range(partitions)}  # arrival - record timestamp
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="arrival-recorder", daemon=True)
 
@@ -337,17 +338,36 @@ class ArrivalRecorder:
             for message in messages:
                 if message.error() is None:
                     self.arrivals[message.partition()].append(now)
+                    self.waits[message.partition()].append(now - message.timestamp()[1] / 1000)
 
     def stop(self) -> None:
         self._stopping.set()
         self._thread.join()
         self._consumer.close()
 
-    def longest_gap(self, *, start: float, end: float) -> tuple[float, int, float]:
-        """The longest time between arrivals on one partition within [start, end] (epoch seconds):
-        (seconds, partition, when it began)."""
+    def longest_wait_s(self, *, start: float, end: float) -> float:
+        """The longest a record arriving within [start, end] waited since it was produced (its source
+        timestamp): a pause of replication makes records wait; a pause of the producer does not."""
+        return max(
+            (
+                wait
+                for partition, times in self.arrivals.items()
+                for at, wait in zip(times, self.waits[partition], strict=True)
+                if start <= at <= end
+            ),
+            default=0.0,
+        )
+
+    def longest_gap(
+        self, *, start: float, end: float, partitions: Iterable[int] | None = None
+    ) -> tuple[float, int, float]:
+        """The longest time between arrivals on one partition (of `partitions`, default all) within
+        [start, end] (epoch seconds): (seconds, partition, when it began)."""
         worst = (0.0, -1, start)
+        chosen = set(self.arrivals if partitions is None else partitions)
         for partition, times in self.arrivals.items():
+            if partition not in chosen:
+                continue
             window = [start, *(t for t in times if start <= t <= end), end]
             for earlier, later in itertools.pairwise(window):
                 if later - earlier > worst[0]:
