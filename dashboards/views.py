@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.http import Http404
 from django.shortcuts import render
@@ -19,8 +19,17 @@ from controlplane.roles import Role
 from controlplane.web.access import viewer_required
 from dashboards import figures
 
-HOUR_CHOICES = (1, 6, 24, 168, 720)
-DEFAULT_HOURS = 24
+# The time-range picker: the last N of each dataset (counted back from its newest window), or custom.
+RANGES = {
+    "15m": timedelta(minutes=15),
+    "1h": timedelta(hours=1),
+    "6h": timedelta(hours=6),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
+DEFAULT_RANGE = "24h"
+HOUR_CHOICES = (1, 6, 24, 168, 720)  # ?hours= (older links) maps onto the ranges
 TABLE_ROWS = 200
 Rows = list[dict]
 
@@ -194,8 +203,51 @@ def _cell(value, column: str = "") -> str:
     return str(value)
 
 
-def _since(rows_newest: str | None, hours: int) -> datetime | None:
-    return datetime.fromisoformat(rows_newest) - timedelta(hours=hours) if rows_newest else None
+@dataclass(frozen=True)
+class TimeRange:
+    name: str  # a RANGES key, or "custom"
+    span: timedelta | None  # back from the newest window (not from now: a lake may stop growing)
+    start: datetime | None = None  # custom: [start, end)
+    end: datetime | None = None
+
+
+def _instant(value: str, field: str, errors: list[str]) -> datetime | None:
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        errors.append(f"{field}: {value!r} is not a date and time; use YYYY-MM-DDTHH:MM (UTC)")
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def time_range(request, errors: list[str]) -> TimeRange:
+    """?range=15m|1h|6h|24h|7d|30d, or ?from=&to= (UTC, either may be open) for a custom range."""
+    start = _instant(request.GET.get("from", ""), "from", errors)
+    end = _instant(request.GET.get("to", ""), "to", errors)
+    if start and end and start >= end:
+        errors.append("to: the end of a custom range must be after its start (from)")
+        start = end = None
+    if start or end:
+        return TimeRange("custom", None, start, end)
+    name = request.GET.get("range", "")
+    if not name and (hours := _int_param(request, "hours", HOUR_CHOICES)):
+        name = next((key for key, span in RANGES.items() if span == timedelta(hours=hours)), "")
+    if name and name not in RANGES:
+        errors.append(f"range: no range {name!r}; choose one of {', '.join(RANGES)}, or from/to")
+        name = ""
+    name = name or DEFAULT_RANGE
+    return TimeRange(name, RANGES[name])
+
+
+def _bounds(spec: Page, flow_id: int | None, chosen: TimeRange) -> tuple[datetime | None, datetime | None]:
+    if chosen.span is None:
+        return chosen.start, chosen.end
+    newest = selectors.report_rows(dataset=spec.dataset, flow_id=flow_id, limit=1)
+    end = newest[0].get("window_end") or newest[0].get("window_start") if newest else None
+    # The windows wholly inside the span that ends with the newest window.
+    return (datetime.fromisoformat(end) - chosen.span if end else None), None
 
 
 @viewer_required
@@ -204,10 +256,10 @@ def dashboard(request, page: str):
     if spec is None:
         raise Http404(f"no report page {page!r}")
     flow_id = _int_param(request, "flow")
-    hours = _int_param(request, "hours", HOUR_CHOICES) or DEFAULT_HOURS
-    newest = selectors.report_rows(dataset=spec.dataset, flow_id=flow_id, limit=1)
-    since = _since(newest[0].get("window_start") if newest else None, hours)
-    rows = selectors.report_rows(dataset=spec.dataset, flow_id=flow_id, since=since)
+    errors: list[str] = []
+    chosen = time_range(request, errors)
+    since, until = _bounds(spec, flow_id, chosen)
+    rows = selectors.report_rows(dataset=spec.dataset, flow_id=flow_id, since=since, until=until)
     charts = [figure.to_json() for figure in spec.charts(rows)] if rows else []
     table = [
         [_cell(row.get(column), column) for column in spec.columns] for row in reversed(rows[-TABLE_ROWS:])
@@ -222,13 +274,16 @@ def dashboard(request, page: str):
         "row_count": len(rows),
         "flows": sorted(selectors.report_flow_names().items(), key=lambda item: item[1]),
         "flow_id": flow_id,
-        "hours": hours,
-        "hour_choices": HOUR_CHOICES,
+        "range": chosen,
+        "ranges": list(RANGES),
+        "since": since,
+        "until": until,
+        "errors": errors,
         "run": selectors.report_run_latest(),
         "can_run": request.web_role >= Role.OPERATOR,
     }
     if page == "status":
-        context["flow_statuses"] = selectors.report_rows(dataset="flow_status", flow_id=flow_id, since=since)[
-            -TABLE_ROWS:
-        ][::-1]
-    return render(request, "web/reports_dashboard.html", context)
+        context["flow_statuses"] = selectors.report_rows(
+            dataset="flow_status", flow_id=flow_id, since=since, until=until
+        )[-TABLE_ROWS:][::-1]
+    return render(request, "web/reports_dashboard.html", context, status=400 if errors else 200)

@@ -12,20 +12,38 @@ from django.views.decorators.http import require_POST
 
 from controlplane import alerts, notifications
 from controlplane.errors import ServiceValidationError
-from controlplane.models import AlertSilence, NotificationChannel
+from controlplane.models import AlertRule, AlertSilence, NotificationChannel
 from controlplane.roles import Role
 from controlplane.web.access import admin_required, operator_required, viewer_required
 from controlplane.web.forms import ChannelForm, SilenceForm
+from controlplane.web.listing import Filter, ListSpec, Sort, list_page
 
 HISTORY = 100
+
+
+HISTORY_LIST = ListSpec(
+    sorts=(
+        Sort("flow", field="flow__source__alias"),
+        Sort("rule"),
+        Sort("fired", field="fired_at"),
+        Sort("resolved", field="resolved_at"),
+    ),
+    default_sort="-resolved",
+    search_fields=("flow__source__alias", "flow__target__alias", "rule", "message"),
+    search_label="Search the history (flow, rule, message)",
+    filters=(Filter("rule", "Rule", AlertRule.choices),),
+    page_size=HISTORY,
+)
 
 
 def _context(request) -> dict:
     evaluated = alerts.evaluated_at()
     now = timezone.now()
+    history = list_page(request, HISTORY_LIST, alerts.alerts_resolved())
     return {
         "firing": list(alerts.alerts_firing()),
-        "resolved": list(alerts.alerts_resolved()[:HISTORY]),
+        "history": history,
+        "resolved": history.rows,
         "silences": list(alerts.silence_list()[:50]),
         "channels": list(NotificationChannel.objects.all()),
         "now": now,

@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, render
 from controlplane import browse, selectors
 from controlplane.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.web.access import viewer_required
+from controlplane.web.listing import Filter, ListSpec, Sort, list_page
 
 
 def _field_errors(exc: ServiceValidationError) -> list[str]:
@@ -19,6 +20,36 @@ def _cluster(alias: str):
     return get_object_or_404(selectors.cluster_list(), alias=alias)
 
 
+TOPIC_KINDS = (
+    ("topic", "topic"),
+    ("replicated", "replicated by a flow"),
+    ("mirrored", "mirrored (a copy)"),
+    ("internal", "internal"),
+)
+
+
+def topic_kind(name: str, mirrors: list, aliases: set[str]) -> str:
+    """internal (Kafka's, MM2's), mirrored (a flow's copy, or named `<cluster alias>.<topic>` as MM2's
+    default policy names them), replicated (a flow copies it) or topic."""
+    if name.startswith(("_", "mm2-")) or name.endswith(".internal") or name == "heartbeats":
+        return "internal"
+    if any(m.role != "source" for m in mirrors) or ("." in name and name.split(".", 1)[0] in aliases):
+        return "mirrored"
+    return "replicated" if mirrors else "topic"
+
+
+def topic_list_spec(aliases: set[str]) -> ListSpec:
+    """Rows are (topic, its mirrors) as `browse.TopicList.rows` gives them."""
+    return ListSpec(
+        sorts=(Sort("name", key=lambda r: r[0].name), Sort("partitions", key=lambda r: r[0].partitions)),
+        default_sort="name",
+        search_text=lambda r: r[0].name,
+        search_label="Search topic names",
+        filters=(Filter("kind", "Kind", TOPIC_KINDS, key=lambda r: topic_kind(r[0].name, r[1], aliases)),),
+        page_size=100,
+    )
+
+
 @viewer_required
 def topic_list(request):
     clusters = list(selectors.cluster_list().order_by("alias"))
@@ -26,12 +57,17 @@ def topic_list(request):
         (c for c in clusters if c.alias == request.GET.get("cluster")), clusters[0] if clusters else None
     )
     context: dict = {"clusters": clusters, "cluster": chosen}
+    status = 200
     if chosen is not None:
         try:
-            context["listing"] = browse.topic_list(cluster=chosen)
+            context["listing"] = listing = browse.topic_list(cluster=chosen)
+            context["topics"] = rows = list_page(
+                request, topic_list_spec({c.alias for c in clusters}), listing.topics
+            )
+            status = 400 if rows.errors else 200
         except ClusterUnavailable as exc:
             context["problem"] = str(exc)
-    return render(request, "web/topics.html", context)
+    return render(request, "web/topics.html", context, status=status)
 
 
 @viewer_required

@@ -3,6 +3,8 @@ that checkpoint it know, and the offset reset of an inactive group (operator; dr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
@@ -10,24 +12,67 @@ from django.views.decorators.http import require_POST
 from controlplane import groups, selectors
 from controlplane.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
 from controlplane.web.access import operator_required, viewer_required
+from controlplane.web.listing import Filter, ListSpec, Sort, list_page
 
 
 def _cluster(alias: str):
     return get_object_or_404(selectors.cluster_list(), alias=alias)
 
 
+# Kafka's consumer group states (ConsumerGroupState), and UNKNOWN when the broker does not say.
+GROUP_STATES = ("STABLE", "EMPTY", "PREPARING_REBALANCE", "COMPLETING_REBALANCE", "DEAD", "UNKNOWN")
+
+
+@dataclass(frozen=True)
+class GroupEntry:
+    """One group on one cluster: a row of the groups list."""
+
+    cluster: str
+    row: groups.GroupRow
+
+
+def group_list_spec(clusters: list, states: list[str]) -> ListSpec:
+    return ListSpec(
+        sorts=(
+            Sort("group", key=lambda e: e.row.group),
+            Sort("cluster", key=lambda e: (e.cluster, e.row.group)),
+            Sort("state", key=lambda e: e.row.state),
+            Sort("members", key=lambda e: e.row.members),
+        ),
+        default_sort="group",
+        search_text=lambda e: " ".join([e.row.group, *(f.name for f in e.row.flows)]),
+        search_label="Search groups or flows",
+        filters=(
+            Filter("cluster", "Cluster", [(c.alias, c.alias) for c in clusters], key=lambda e: e.cluster),
+            Filter("state", "State", [(state, state) for state in states], key=lambda e: e.row.state),
+            Filter(
+                "checkpointed",
+                "Checkpointed",
+                (("yes", "by a flow"), ("no", "by no flow")),
+                key=lambda e: "yes" if e.row.flows else "no",
+            ),
+        ),
+    )
+
+
 @viewer_required
 def group_list(request):
     clusters = list(selectors.cluster_list().order_by("alias"))
     chosen = [c for c in clusters if c.alias == request.GET.get("cluster")] or clusters
+    listings = groups.group_list(clusters=chosen)  # only the chosen cluster is read
+    entries = [GroupEntry(entry.cluster.alias, row) for entry in listings for row in entry.groups]
+    states = sorted(set(GROUP_STATES) | {e.row.state for e in entries})
+    listing = list_page(request, group_list_spec(clusters, states), entries)
     return render(
         request,
         "web/groups.html",
         {
             "clusters": clusters,
-            "listings": groups.group_list(clusters=chosen),
+            "listings": listings,
+            "listing": listing,
             "chosen": request.GET.get("cluster", ""),
         },
+        status=400 if listing.errors else 200,
     )
 
 

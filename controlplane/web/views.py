@@ -9,7 +9,6 @@ import time
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -31,12 +30,21 @@ from controlplane import (
 from controlplane import failover as flow_failover
 from controlplane.api.views import CHECK_TIMEOUT_S, AuditFilter
 from controlplane.errors import ClusterUnavailable, RateLimited, ServiceConflict, ServiceValidationError
-from controlplane.models import AuditAction, AuditOutcome, Flow, OperationKind, ReportTrigger
+from controlplane.models import (
+    AuditAction,
+    AuditOutcome,
+    Flow,
+    FlowState,
+    OperationKind,
+    ReportTrigger,
+    SecurityProtocol,
+)
 from controlplane.roles import Role
 from controlplane.web import drills as web_drills
 from controlplane.web import summaries
 from controlplane.web.access import admin_required, operator_required, signed_in_required, viewer_required
 from controlplane.web.forms import PREVIEW_FIELDS, ClusterForm, FlowForm, Mm2ImportForm
+from controlplane.web.listing import Filter, ListSpec, Sort, list_page
 from replication.kafka.cluster_check import check_cluster
 from replication.mm2file import missing_placeholders
 from replication.takeover import MM2_SOURCE_CONNECTOR
@@ -98,13 +106,26 @@ def pool_list(request):
 
 
 # -- clusters ---------------------------------------------------------------------------------------------
+CLUSTER_LIST = ListSpec(
+    sorts=(Sort("alias"), Sort("bootstrap", field="bootstrap_servers"), Sort("security", field="security_protocol"),
+           Sort("updated", field="updated_at")),
+    default_sort="alias",
+    search_fields=("alias", "bootstrap_servers"),
+    search_label="Search alias or bootstrap servers",
+    filters=(Filter("security", "Security", SecurityProtocol.choices, field="security_protocol"),),
+)  # fmt: skip
+
+
 @viewer_required
 def cluster_list(request):
-    clusters = [
-        (cluster, engine.secret_names(engine.cluster_secrets(cluster)))
-        for cluster in selectors.cluster_list()
-    ]
-    return render(request, "web/clusters.html", {"clusters": clusters})
+    listing = list_page(request, CLUSTER_LIST, selectors.cluster_list())
+    clusters = [(cluster, engine.secret_names(engine.cluster_secrets(cluster))) for cluster in listing.rows]
+    return render(
+        request,
+        "web/clusters.html",
+        {"clusters": clusters, "listing": listing},
+        status=400 if listing.errors else 200,
+    )
 
 
 def _cluster_form_page(request, *, cluster=None):
@@ -161,18 +182,51 @@ def cluster_delete(request, pk: int):
 
 
 # -- flows ------------------------------------------------------------------------------------------------
+def _flow_clusters(summary) -> set[str]:
+    return {summary.flow.source.alias, summary.flow.target.alias}
+
+
+def flow_list_spec() -> ListSpec:
+    """The flows list: firing alerts first unless sorted; filters by state, health and either cluster."""
+    return ListSpec(
+        sorts=(
+            Sort("name", key=lambda s: s.flow.name),
+            Sort("state", key=lambda s: s.flow.state),
+            Sort("partitions", key=lambda s: s.partition_count),
+            Sort("records_behind", key=lambda s: s.records_behind),
+            Sort("seconds_behind", key=lambda s: s.seconds_behind),
+            Sort("observed", key=lambda s: s.observed_at),
+        ),
+        search_text=lambda s: " ".join([s.flow.name, *map(str, s.flow.topics or [])]),
+        search_label="Search name or topics",
+        filters=(
+            Filter("state", "State", FlowState.choices, key=lambda s: s.flow.state),
+            Filter("health", "Health", [(h, h) for h in selectors.HEALTHS], key=lambda s: s.health),
+            Filter(
+                "cluster",
+                "Cluster",
+                [(c.alias, c.alias) for c in selectors.cluster_list()],
+                key=_flow_clusters,
+            ),
+        ),
+    )
+
+
 @viewer_required
 def flow_list(request):
     ordered, firing = _firing_first(selectors.flow_summaries())
+    listing = list_page(request, flow_list_spec(), ordered)
     return render(
         request,
         "web/flows.html",
         {
-            "summaries": ordered,
+            "listing": listing,
+            "summaries": listing.rows,
             "firing": firing,
             "activity": selectors.replication_activity(),
             "has_clusters": selectors.cluster_list().count() >= 2,
         },
+        status=400 if listing.errors else 200,
     )
 
 
@@ -524,20 +578,29 @@ def mm2_export(request):
 
 
 # -- audit and reports ------------------------------------------------------------------------------------
+AUDIT_LIST = ListSpec(
+    sorts=(Sort("at"), Sort("actor", field="actor_name"), Sort("action"), Sort("object", field="object_repr"),
+           Sort("outcome")),
+    default_sort="-at",
+    search_fields=("actor_name", "object_type", "object_repr", "object_id", "detail"),
+    search_label="Search actor, object or detail",
+    page_size=AUDIT_PAGE_SIZE,
+)  # fmt: skip
+
+
 @viewer_required
 def audit(request):
+    # The audit filters are the API's (django-filter); search, sort and pages the shared list helper's.
     filtered = AuditFilter(request.GET or None, queryset=selectors.audit_list())
-    page = Paginator(filtered.qs, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
-    query = request.GET.copy()
-    query.pop("page", None)
+    listing = list_page(request, AUDIT_LIST, filtered.qs)
     return render(
         request,
         "web/audit.html",
         {
             "filter": filtered,
-            "page": page,
+            "listing": listing,
+            "page": listing.page,
             "absent": summaries.ABSENT,  # a created field shows only its value
-            "query": query.urlencode(),
             "actions": AuditAction.choices,
             "outcomes": AuditOutcome.choices,
             "object_types": selectors.audit_list()

@@ -11,6 +11,18 @@
     if (dialog && !dialog.open) dialog.showModal();
   });
 
+  // List and report filters are GET forms: empty fields stay out of the URL (?q=dc not ?q=dc&state=).
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!form.matches("form[method=get]")) return;
+    form.querySelectorAll("input[name], select[name]").forEach(function (field) {
+      if (!field.value && !field.disabled) { field.disabled = true; field.dataset.emptied = "1"; }
+    });
+  });
+  window.addEventListener("pageshow", function () {
+    document.querySelectorAll("[data-emptied]").forEach(function (field) { field.disabled = false; delete field.dataset.emptied; });
+  });
+
   // Per key: the last count and its time, and the last rate measured.
   var previous = {};
 
@@ -39,19 +51,77 @@
 
   var series = { at: [], rate: [], recordsBehind: [], secondsBehind: [] };
   var lastChartAt = null, lastPosition = null;
+  var MAX_POINTS = 720;  // an hour of 5-second refreshes
 
-  function layout(title, extra) {
-    var style = getComputedStyle(document.documentElement);
-    return Object.assign({
-      margin: { l: 56, r: 56, t: 8, b: 36 }, paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
-      font: { color: style.getPropertyValue("--text").trim() || "#1d2430", size: 12 },
-      xaxis: { type: "date", gridcolor: style.getPropertyValue("--line").trim() },
-      yaxis: { title: { text: title }, rangemode: "tozero", gridcolor: style.getPropertyValue("--line").trim() },
-      showlegend: true, legend: { orientation: "h", y: -0.2 },
-    }, extra || {});
+  function cssVar(name, fallback) {
+    return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || fallback;
   }
 
-  // The flow page: one chart point per new worker report (data-chart-* on #flow-live).
+  // Any Plotly layout in the page's colours (light or dark, from the CSS variables): transparent
+  // backgrounds, text and grid lines from the theme; the server's figure template is dropped.
+  function themed(layout) {
+    var text = cssVar("--text", "#1d2430"), line = cssVar("--line", "#dde2e8"), card = cssVar("--card", "#fff");
+    var out = Object.assign({}, layout);
+    delete out.template;
+    out.paper_bgcolor = "rgba(0,0,0,0)"; out.plot_bgcolor = "rgba(0,0,0,0)";
+    out.font = Object.assign({}, out.font, { color: text });
+    out.hoverlabel = Object.assign({ bgcolor: card, bordercolor: line, font: { color: text } }, out.hoverlabel);
+    out.legend = Object.assign({}, out.legend, { font: { color: text } });
+    if (!out.xaxis) out.xaxis = {};
+    if (!out.yaxis) out.yaxis = {};
+    Object.keys(out).forEach(function (key) {
+      if (/^[xy]axis\d*$/.test(key)) {
+        out[key] = Object.assign({}, out[key], { gridcolor: line, zerolinecolor: line, linecolor: line });
+      }
+    });
+    if (out.title && typeof out.title === "object") out.title = Object.assign({}, out.title, { font: Object.assign({}, out.title.font, { color: text }) });
+    return out;
+  }
+
+  function hasPoints(data) {
+    return data.some(function (trace) {
+      return ["x", "y", "z"].some(function (axis) { return trace[axis] && trace[axis].length; });
+    });
+  }
+
+  // A chart without points says so on a blank plot: Plotly's default axes would show 2000-2001 (a date
+  // axis) or -1..6. Live charts keep a date axis on the last minutes instead.
+  function emptyLayout(layout, message, live) {
+    var out = Object.assign({}, layout);
+    out.annotations = [{ text: message, xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false, font: { size: 14, color: cssVar("--muted", "#5b6675") } }];
+    if (live) {
+      var now = Date.now();
+      out.xaxis = Object.assign({}, out.xaxis, { type: "date", range: [new Date(now - 5 * 60000), new Date(now)] });
+      out.yaxis = Object.assign({}, out.yaxis, { range: [0, 1] });
+    } else {
+      out.xaxis = Object.assign({}, out.xaxis, { visible: false });
+      out.yaxis = Object.assign({}, out.yaxis, { visible: false });
+    }
+    return out;
+  }
+
+  function layout(title, extra) {
+    return themed(Object.assign({
+      margin: { l: 56, r: 56, t: 8, b: 36 },
+      xaxis: { type: "date" },
+      yaxis: { title: { text: title }, rangemode: "tozero" },
+      showlegend: true, legend: { orientation: "h", y: -0.2 },
+    }, extra || {}));
+  }
+
+  var CONFIG = { displaylogo: false, responsive: true };
+
+  function plot(element, data, chartLayout, emptyMessage, live) {
+    if (!hasPoints(data)) chartLayout = emptyLayout(chartLayout, emptyMessage, live);
+    Plotly.react(element, data, chartLayout, CONFIG);
+    element.dataset.points = String(data.reduce(function (n, t) { return n + ((t.x && t.x.length) || 0); }, 0));
+  }
+
+  function keepLast(list) { if (list.length > MAX_POINTS) list.splice(0, list.length - MAX_POINTS); }
+
+  // The flow page: one chart point per new worker report (data-chart-* on #flow-live). Plotly.react
+  // redraws only data it sees as new: each call gets fresh arrays (the same array, grown in place, left
+  // the throughput chart frozen on its first point) and a datarevision.
   function updateCharts(live) {
     var throughput = document.getElementById("chart-throughput"), lag = document.getElementById("chart-lag");
     if (!live || !throughput || !lag || !window.Plotly) return;
@@ -61,20 +131,56 @@
       if (lastChartAt !== null && at > lastChartAt && position >= lastPosition) {
         series.at.push(when);
         series.rate.push((position - lastPosition) / (at - lastChartAt));
+        keepLast(series.at); keepLast(series.rate);
       }
       if (live.dataset.chartRecordsBehind !== "") {
         series.recordsBehind.push({ x: when, y: Number(live.dataset.chartRecordsBehind) });
         series.secondsBehind.push({ x: when, y: live.dataset.chartSecondsBehind === "" ? null : Number(live.dataset.chartSecondsBehind) });
+        keepLast(series.recordsBehind); keepLast(series.secondsBehind);
       }
       lastChartAt = at; lastPosition = position;
     }
-    var config = { displaylogo: false, responsive: true };
-    Plotly.react(throughput, [{ x: series.at, y: series.rate, name: "records/s", type: "scatter", mode: "lines+markers" }],
-      layout("records/s"), config);
-    Plotly.react(lag, [
+    var revision = series.at.length + ":" + series.recordsBehind.length;
+    plot(throughput, [{ x: series.at.slice(), y: series.rate.slice(), name: "records/s", type: "scatter", mode: "lines+markers" }],
+      layout("records/s", { datarevision: revision }), "Waiting for two worker reports…", true);
+    plot(lag, [
       { x: series.recordsBehind.map(function (p) { return p.x; }), y: series.recordsBehind.map(function (p) { return p.y; }), name: "records behind", mode: "lines+markers" },
       { x: series.secondsBehind.map(function (p) { return p.x; }), y: series.secondsBehind.map(function (p) { return p.y; }), name: "seconds behind", mode: "lines", yaxis: "y2", line: { dash: "dot" } },
-    ], layout("records", { yaxis2: { title: { text: "seconds" }, overlaying: "y", side: "right", rangemode: "tozero", showgrid: false } }), config);
+    ], layout("records", { datarevision: revision, yaxis2: { title: { text: "seconds" }, overlaying: "y", side: "right", rangemode: "tozero", showgrid: false } }),
+      "Waiting for the first worker report…", true);
+  }
+
+  // Report charts: server-built figures (data-figure), themed here; zooming on a date axis offers the
+  // zoomed range as the page's custom time range (#zoom-apply), so the rows beneath follow it too.
+  function minute(value) { return String(value).replace(" ", "T").slice(0, 16); }
+
+  function renderFigure(element) {
+    var figure = JSON.parse(element.dataset.figure);
+    var chartLayout = themed(Object.assign(figure.layout || {}, { autosize: true }));
+    plot(element, figure.data || [], chartLayout, "No data in this range", false);
+    if (element.dataset.zoomBound) return;
+    element.dataset.zoomBound = "1";
+    element.on("plotly_relayout", function (change) {
+      var apply = document.getElementById("zoom-apply");
+      if (!apply || !change["xaxis.range[0]"] || (element.layout.xaxis || {}).type !== "date") return;
+      var params = new URLSearchParams(window.location.search);
+      params.delete("range"); params.delete("hours");
+      params.set("from", minute(change["xaxis.range[0]"])); params.set("to", minute(change["xaxis.range[1]"]));
+      apply.href = "?" + params.toString();
+      apply.hidden = false;
+    });
+  }
+
+  function renderFigures() {
+    if (!window.Plotly) return;
+    document.querySelectorAll(".report-chart[data-figure]").forEach(renderFigure);
+  }
+
+  // Light and dark follow the system: charts are re-themed when it changes.
+  if (window.matchMedia) {
+    var scheme = window.matchMedia("(prefers-color-scheme: dark)");
+    var retheme = function () { renderFigures(); updateCharts(document.getElementById("flow-live")); };
+    if (scheme.addEventListener) scheme.addEventListener("change", retheme);
   }
 
   function refresh(root) {
@@ -83,6 +189,6 @@
     updateCharts(document.getElementById("flow-live"));
   }
 
-  document.addEventListener("DOMContentLoaded", function () { refresh(document); });
+  document.addEventListener("DOMContentLoaded", function () { refresh(document); renderFigures(); });
   document.addEventListener("htmx:afterSettle", function (event) { refresh(event.detail.elt.isConnected ? event.detail.elt : document); });
 })();

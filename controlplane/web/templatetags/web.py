@@ -108,3 +108,20 @@ def changes(event) -> list[FieldChange]:
 def presence_age(worker, now: float) -> float:
     """Seconds since a worker's last announcement (controlplane.presence.Presence)."""
     return worker.age_s(now)
+
+
+@register.inclusion_tag("web/_sort_header.html")
+def sort_header(listing, name: str, label: str, numeric: bool = False) -> dict:
+    """A column header that sorts the list by `name` (web.listing): a link, with aria-sort when sorted."""
+    return {
+        "label": label,
+        "url": listing.sort_url(name),
+        "direction": listing.sort_direction(name),
+        "numeric": numeric,
+    }
+
+
+@register.simple_tag
+def url_with(listing, **changes) -> str:
+    """The list's query string with `changes` (web.listing.Listing.url)."""
+    return listing.url(**changes)
