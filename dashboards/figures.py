@@ -143,29 +143,33 @@ def _day(value: object) -> date:
     return value if isinstance(value, date) else date.fromisoformat(str(value)[:10])
 
 
-def capacity_headline(row: Row) -> str:
-    """One plan row (horizon 0) in a sentence: the verdict, load, capacity and when it runs out."""
+def capacity_headline(row: Row, *, newline: str = "<br>") -> str:
+    """One plan row (horizon 0) in short lines (they fit a phone): the verdict and load, tasks and
+    workers, and when the load reaches capacity x threshold."""
     verdict = row["verdict"]
     load = f"{row['projected_mb_per_s']:.3g} MB/s"
     if verdict == "NOT_ENOUGH_DATA":
-        return (
-            f"not enough data: {load}, and no task was saturated (behind and busy for a whole window) "
-            "nor is a per-task maximum measured (REPORTS_TASK_MB_PER_S)"
-        )
-    text = (
-        f"{verdict}: {load} of {row['capacity_mb_per_s']:.3g} MB/s capacity; {row['tasks']} task(s) "
-        f"(needs {row['tasks_needed']})"
-    )
+        lines = [
+            f"not enough data: {load}",
+            "no task saturated a whole window,",
+            "no measured per-task maximum",
+        ]
+        return newline.join(lines)
+    lines = [f"{verdict}: {load} of {row['capacity_mb_per_s']:.3g} MB/s capacity"]
+    sizing = f"{row['tasks']} task(s) (needs {row['tasks_needed']})"
     if row.get("scope") == "overall":
-        text += f", {row['workers']} worker(s) (needs {row['workers_needed']})"
+        sizing += f", {row['workers']} worker(s) (needs {row['workers_needed']})"
+    lines.append(sizing)
     days = row.get("days_to_capacity")
     if days is None:
-        return text + "; not growing: no run-out date"
-    if days == 0:
-        return text + "; above capacity x threshold now"
-    return (
-        text + f"; reaches capacity x threshold in {days:.0f} days ({row.get('fit_confidence')} confidence)"
-    )
+        lines.append("not growing: no run-out date")
+    elif days == 0:
+        lines.append(f"above capacity x {row['threshold']:g} now")
+    else:
+        lines.append(
+            f"at capacity x {row['threshold']:g} in {days:.0f} days ({row.get('fit_confidence')} confidence)"
+        )
+    return newline.join(lines)
 
 
 def capacity_figure(
@@ -230,9 +234,12 @@ def capacity_figure(
         xref="paper",
         yref="paper",
         x=0,
-        y=1.12,
+        y=1.02,
+        xanchor="left",
+        yanchor="bottom",
+        align="left",
         showarrow=False,
-        font={"color": VERDICT_COLOURS.get(verdict, "#7f7f7f")},
+        font={"color": VERDICT_COLOURS.get(verdict, "#7f7f7f"), "size": 11},
     )
     # Whole days, a day of margin each side: one measured day alone would span a millisecond.
     first, last = min(span) - timedelta(days=1), max(span) + timedelta(days=1)
@@ -244,6 +251,7 @@ def capacity_figure(
             "range": [first.isoformat(), last.isoformat()],
         },
         yaxis={"title": "MB/s", "rangemode": "tozero"},
-        margin={"t": 100},
+        margin={"t": 130, "l": 56, "r": 24},
+        legend={"orientation": "h", "y": -0.25},
     )
     return figure

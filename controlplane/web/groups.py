@@ -38,6 +38,8 @@ def group_list_spec(clusters: list, states: list[str]) -> ListSpec:
             Sort("cluster", key=lambda e: (e.cluster, e.row.group)),
             Sort("state", key=lambda e: e.row.state),
             Sort("members", key=lambda e: e.row.members),
+            Sort("partitions", key=lambda e: e.row.partitions),
+            Sort("lag", key=lambda e: e.row.lag),
         ),
         default_sort="group",
         search_text=lambda e: " ".join([e.row.group, *(f.name for f in e.row.flows)]),

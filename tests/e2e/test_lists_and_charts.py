@@ -42,7 +42,7 @@ WIDER_THAN_SCREEN = """() => {
     return false; };
   return [...document.body.querySelectorAll('*')].filter((e) => e.getBoundingClientRect().right > innerWidth + 1
     && getComputedStyle(e).position !== 'fixed' && !scrolls(e)).slice(0, 5)
-    .map((e) => e.tagName + (e.id ? '#' + e.id : '') + (e.className && e.className.baseVal === undefined ? '.' + e.className : ''));
+    .map((e) => e.tagName + (e.id ? '#' + e.id : '') + '.' + (e.getAttribute('class') || '') + '@' + Math.round(e.getBoundingClientRect().right));
 }"""
 
 
@@ -111,6 +111,35 @@ def _store_lag(flow_id: int, newest: datetime, windows: int) -> None:
     services.report_run_finish(run=run)
 
 
+def _store_capacity() -> None:
+    """A plan as the job writes it: the fleet sized from a saturated flow, a barely loaded one not."""
+    day = datetime(2026, 1, 14).date()
+    usage = [
+        {"flow_id": f, "flow_name": n, "date": day - timedelta(days=d), "p95_mb_per_s": p - 0.25 * d}
+        for f, n, p in ((1, "dc1->dc2", 4.75), (2, "dc2->dc1", 0.086))
+        for d in range(14)
+    ]
+    base = {"newest_date": day, "threshold": 0.8, "workers": 1, "plan_months": 6, "fit_confidence": "high"}
+    plan = [
+        base
+        | {"scope": scope, "flow_id": f, "flow_name": n, "horizon_days": h, "verdict": v, "tasks": 2}
+        | {"projected_mb_per_s": p + g * h, "capacity_mb_per_s": c, "tasks_needed": tn, "workers_needed": 1}
+        | {"days_to_capacity": dtc, "runs_out_on": ro, "current_mb_per_s": p, "network_utilization": 0.0001}
+        | {"tasks_to_add": 0, "workers_to_add": 0, "network_to_add_mbps": 0.0, "partitions": 6}
+        | {"record_bytes": 512.0, "input_mb_per_s": p, "network_latency_ms": 3.5}
+        for scope, f, n, p, g, c, v, tn, dtc, ro in (
+            ("overall", None, "overall", 4.836, 0.25, 10.0, "RIGHT_SIZED", 2, 13.0, day + timedelta(days=13)),
+            ("flow", 2, "dc2->dc1", 0.086, 0.0, None, "NOT_ENOUGH_DATA", None, None, None),
+        )
+        for h in (0, 7, 30, 90, 180)
+    ]
+    run = services.report_run_request(actor=None, trigger=ReportTrigger.SCHEDULE)
+    services.report_rows_store(
+        run=run, datasets={"daily_flow_usage": usage, "capacity_plan": plan}, keys=REPORT_KEYS
+    )
+    services.report_run_finish(run=run)
+
+
 def _points(page: Page) -> int:
     chart = page.locator("#report-chart-1")
     expect(chart.locator(".main-svg").first).to_be_attached()
@@ -150,6 +179,15 @@ def test_the_time_range_picker_and_zoom_choose_the_windows_shown(page: Page, sig
     expect(page).to_have_url(re.compile(r"from=2026-01-0[45]T\d\d%3A\d\d&to=2026-01-05T\d\d%3A\d\d"))
     assert 50 < _points(page) < 100  # a quarter of the day's 288
     _shots(page, "report-lag")
+
+    _store_capacity()
+    page.goto(f"{signed_in}/reports/capacity/")
+    expect(page.locator("#report-chart-1")).to_contain_text("RIGHT_SIZED")
+    expect(page.locator("#report-chart-2")).to_contain_text("not enough data")
+    _shots(page, "report-capacity")
+    page.goto(f"{signed_in}/reports/")
+    expect(page.get_by_text("in 13 days (2026-01-27, high confidence)")).to_be_visible()
+    _shots(page, "reports")
 
     page.goto(f"{signed_in}/reports/lag/?range=1y")
     expect(page.get_by_role("alert")).to_contain_text("range: no range '1y'; choose one of 15m, 1h")
