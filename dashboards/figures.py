@@ -245,13 +245,9 @@ def capacity_figure(
     first, last = min(span) - timedelta(days=1), max(span) + timedelta(days=1)
     figure.update_layout(
         title=f"Capacity plan: {flow}",
-        xaxis={
-            "title": "date (UTC): measured, then projected",
-            "type": "date",
-            "range": [first.isoformat(), last.isoformat()],
-        },
+        xaxis={"type": "date", "range": [first.isoformat(), last.isoformat()]},  # UTC days
         yaxis={"title": "MB/s", "rangemode": "tozero"},
-        margin={"t": 130, "l": 56, "r": 24},
-        legend={"orientation": "h", "y": -0.25},
+        margin={"t": 130, "l": 56, "r": 24, "b": 40},
+        legend={"orientation": "h", "y": -0.12, "yanchor": "top"},
     )
     return figure

@@ -115,8 +115,8 @@ def _store_capacity() -> None:
     """A plan as the job writes it: the fleet sized from a saturated flow, a barely loaded one not."""
     day = datetime(2026, 1, 14).date()
     usage = [
-        {"flow_id": f, "flow_name": n, "date": day - timedelta(days=d), "p95_mb_per_s": p - 0.25 * d}
-        for f, n, p in ((1, "dc1->dc2", 4.75), (2, "dc2->dc1", 0.086))
+        {"flow_id": f, "flow_name": n, "date": day - timedelta(days=d), "p95_mb_per_s": p - g * d}
+        for f, n, p, g in ((1, "dc1->dc2", 4.75, 0.25), (2, "dc2->dc1", 0.086, 0.0))
         for d in range(14)
     ]
     base = {"newest_date": day, "threshold": 0.8, "workers": 1, "plan_months": 6, "fit_confidence": "high"}
