@@ -21,6 +21,7 @@ from django.utils import timezone
 from controlplane import engine, selectors
 from controlplane.alerts import DEFAULT_BUDGET, RpoBudget
 from controlplane.models import (
+    Cluster,
     Flow,
     FlowAssurance,
     FlowEvent,
@@ -111,7 +112,7 @@ def flow_rpo(
     now = now or timezone.now()
     by_topic: dict[str, list] = {}
     for partition in summary.partitions:
-        by_topic.setdefault(partition.topic, []).append(partition)
+        by_topic.setdefault(partition.row.topic, []).append(partition)
     topics = tuple(TopicRpo(topic, *_rpo(parts, now=now)) for topic, parts in sorted(by_topic.items()))
     return FlowRpo(topics, *_rpo(summary.partitions, now=now), budget=budget)
 
@@ -134,23 +135,51 @@ def _epoch(value: datetime.datetime | None) -> float | None:
     return None if value is None else value.timestamp()
 
 
-def _reverse(summary: selectors.FlowSummary, flows: list[Flow]) -> tuple[str | None, list[str]]:
-    """The reverse flow's name and the flow's source topics it would not replicate back."""
-    flow = summary.flow
-    reverse = next((f for f in flows if (f.source_id, f.target_id) == (flow.target_id, flow.source_id)), None)
-    if reverse is None:
-        return None, []
-    config = engine.flow_to_config(reverse)
-    aliases = [f.source.alias for f in flows] + [f.target.alias for f in flows]
-    policy = replication_policy_for(config, known_aliases=aliases)
-    topic_filter = TopicFilter.for_flow(config)
-    topics = sorted({p.topic for p in summary.partitions})
-    missing = [
-        topic
-        for topic in topics
-        if not classify_topic(topic=topic, flow=config, policy=policy, topic_filter=topic_filter).replicate
-    ]
-    return reverse.name, missing
+# A reverse flow's topic decisions, by (flow id, updated_at): rebuilt when the flow is edited.
+_DECIDERS: dict[tuple, tuple] = {}
+
+
+class _ReverseFlows:
+    """Each flow's reverse flow (target -> source), found among the flows read (one query for the others)."""
+
+    def __init__(self, flows: list[Flow]) -> None:
+        self._by_clusters = {(f.source_id, f.target_id): f for f in flows}
+        wanted = {(f.target_id, f.source_id) for f in flows} - self._by_clusters.keys()
+        if wanted:
+            candidates = Flow.objects.filter(
+                source_id__in={source for source, _ in wanted}, target_id__in={target for _, target in wanted}
+            ).select_related("source", "target")
+            for flow in candidates:
+                self._by_clusters.setdefault((flow.source_id, flow.target_id), flow)
+        self._aliases: list[str] | None = None
+
+    def _decider(self, reverse: Flow) -> tuple:
+        key = (reverse.pk, reverse.updated_at)
+        if key not in _DECIDERS:
+            if self._aliases is None:
+                self._aliases = list(Cluster.objects.values_list("alias", flat=True))
+            config = engine.flow_to_config(reverse)
+            policy = replication_policy_for(config, known_aliases=self._aliases)
+            if len(_DECIDERS) > 10_000:
+                _DECIDERS.clear()
+            _DECIDERS[key] = (config, policy, TopicFilter.for_flow(config), {})
+        return _DECIDERS[key]
+
+    def of(self, summary: selectors.FlowSummary) -> tuple[str | None, list[str]]:
+        """The reverse flow's name and the flow's source topics it does not replicate back yet."""
+        flow = summary.flow
+        reverse = self._by_clusters.get((flow.target_id, flow.source_id))
+        if reverse is None:
+            return None, []
+        config, policy, topic_filter, decided = self._decider(reverse)
+        missing = []
+        for topic in sorted({p.row.topic for p in summary.partitions}):
+            if topic not in decided:
+                decision = classify_topic(topic=topic, flow=config, policy=policy, topic_filter=topic_filter)
+                decided[topic] = decision.replicate
+            if not decided[topic]:
+                missing.append(topic)
+        return reverse.name, missing
 
 
 @dataclass(frozen=True)
@@ -180,7 +209,7 @@ def readiness_facts(
     acl_unsupported: str | None,
 ) -> ReadinessFacts:
     flow = summary.flow
-    partitions = [(p.topic, p.partition) for p in summary.partitions]
+    partitions = [(p.row.topic, p.row.partition) for p in summary.partitions]
     rows = {(v.topic, v.partition): v for v in (verification.partitions if verification else ())}
     with_sync = sum(1 for key in partitions if key in rows and rows[key].sync_upstream is not None)
     return ReadinessFacts(
@@ -231,7 +260,7 @@ def flow_readiness_all(
     verifications = verification_statuses()
     assurances = {row.flow_id: row for row in FlowAssurance.objects.all()}
     acl = _acl_warnings()
-    flows = list(Flow.objects.select_related("source", "target"))
+    reverse_flows = _ReverseFlows([summary.flow for summary in summaries])
     limits, threshold = readiness_limits(), settings.READINESS_ALERT_BELOW
     result: dict[int, FlowReadiness] = {}
     for summary in summaries:
@@ -242,7 +271,7 @@ def flow_readiness_all(
             signals=signals.get(flow_id),
             verification=verifications.get(flow_id),
             assurance=assurances.get(flow_id),
-            reverse=_reverse(summary, flows),
+            reverse=reverse_flows.of(summary),
             acl_unsupported=acl.get(flow_id),
         )
         readiness = readiness_score(facts, limits, now=now.timestamp())
