@@ -12,7 +12,7 @@ from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from controlplane import runtime, services
-from controlplane.models import ReportTrigger
+from controlplane.models import Cluster, ReportTrigger
 from controlplane.roles import Role
 from dashboards.spark.jobs import REPORT_KEYS
 from replication.metrics import PartitionMetrics
@@ -46,6 +46,14 @@ WIDER_THAN_SCREEN = """() => {
 }"""
 
 
+def _fits_a_phone(page: Page, name: str) -> None:
+    page.set_viewport_size(PHONE)
+    page.wait_for_timeout(150)
+    wide = page.evaluate(WIDER_THAN_SCREEN)
+    assert not wide, (name, wide)
+    page.set_viewport_size({"width": 1360, "height": 900})
+
+
 def _shots(page: Page, name: str) -> None:
     """The page's first screen at desktop and phone width, light and dark (charts re-theme on the change),
     under tests/e2e/artifacts/ for a person to look at."""
@@ -54,7 +62,7 @@ def _shots(page: Page, name: str) -> None:
         page.emulate_media(color_scheme=scheme)
         for width, viewport in (("desktop", {"width": 1360, "height": 900}), ("phone", PHONE)):
             page.set_viewport_size(viewport)
-            page.wait_for_timeout(300)
+            page.wait_for_timeout(150)
             page.screenshot(path=ARTIFACTS / f"lists-{name}-{width}-{scheme}.png")
             # Usable at phone width: nothing wider than the screen but what scrolls in its own box.
             wide = page.evaluate(WIDER_THAN_SCREEN)
@@ -84,6 +92,19 @@ def test_a_list_is_searched_and_sorted_through_its_query_string(page: Page, sign
     expect(page.locator("th[aria-sort=descending]")).to_have_text(re.compile("Alias"))
     assert _column(page, 1) == ["dc-west", "dc-east"]
     _shots(page, "clusters")
+
+    east, west, lab = (Cluster.objects.get(alias=a) for a in ("dc-east", "dc-west", "lab"))
+    services.flow_create(actor=None, source=east, target=west, topics=["orders"], enabled=False)
+    services.flow_create(actor=None, source=lab, target=west, topics=["payments"], enabled=False)
+    page.goto(f"{signed_in}/flows/")
+    page.get_by_label("Cluster").select_option("lab")  # a filter submits on change
+    expect(page).to_have_url(re.compile(r"/flows/\?cluster=lab$"))
+    expect(page.get_by_text("1 of 2 flows")).to_be_visible()
+    assert _column(page, 1) == ["lab->dc-west"]
+    _shots(page, "flows")
+    for path in ("/audit/?q=dc-", "/alerts/"):
+        page.goto(f"{signed_in}{path}")
+        _fits_a_phone(page, path)
 
     page.goto(f"{signed_in}/clusters/?sort=size")  # a bad parameter is named with its fix
     expect(page.get_by_role("alert")).to_contain_text("sort: no column 'size'; sort by one of alias")
@@ -178,7 +199,7 @@ def test_the_time_range_picker_and_zoom_choose_the_windows_shown(page: Page, sig
     apply.click()
     expect(page).to_have_url(re.compile(r"from=2026-01-0[45]T\d\d%3A\d\d&to=2026-01-05T\d\d%3A\d\d"))
     assert 50 < _points(page) < 100  # a quarter of the day's 288
-    _shots(page, "report-lag")
+    _fits_a_phone(page, "report-lag")
 
     _store_capacity()
     page.goto(f"{signed_in}/reports/capacity/")
@@ -187,7 +208,6 @@ def test_the_time_range_picker_and_zoom_choose_the_windows_shown(page: Page, sig
     _shots(page, "report-capacity")
     page.goto(f"{signed_in}/reports/")
     expect(page.get_by_text("in 13 days (2026-01-27, high confidence)")).to_be_visible()
-    _shots(page, "reports")
 
     page.goto(f"{signed_in}/reports/lag/?range=1y")
     expect(page.get_by_role("alert")).to_contain_text("range: no range '1y'; choose one of 15m, 1h")
