@@ -159,6 +159,18 @@ def test_record_written_on_the_target_by_another_producer():
     )
 
 
+def test_a_foreign_record_written_between_two_ranges_is_found_with_the_next_one():
+    # [0, 3) was verified while its copies ended at target offset 3; then a rogue producer wrote offset 3
+    # and the mirror's copies of 3-4 landed at 4-5 (sync (3, 4)). The next range reads the target from 3.
+    source = [rec(3), rec(4)]
+    target = [rec(3, b"rogue"), rec(4, b"v3"), rec(5, b"v4")]
+    translate = translator((0, 0), (3, 4), (4, 5))
+    assert translate(3) == 4  # reading from translate(start) alone would miss it
+    verdict = compare_range(offsets=OffsetRange(3, 5), source=source, target=target, translate=translate)
+    assert verdict.mismatch.reason == "not on the source"
+    assert (verdict.mismatch.source_offset, verdict.mismatch.target_offset) == (3, 3)
+
+
 def test_duplicates_of_an_at_least_once_restart_are_not_mismatches():
     # Wrote 0-5 at 0-5, crashed, re-sent from 3: copies at 6-8 (sync (3, 6) rewinds).
     source = [rec(o) for o in range(3)]
