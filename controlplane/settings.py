@@ -162,6 +162,13 @@ TEMPLATES = [
 
 _SQLITE_DEFAULT = f"sqlite:///{VAR_DIR / 'mirrorplane.sqlite3'}"
 DATABASES = {"default": env.db("DATABASE_URL", default=_SQLITE_DEFAULT)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The demo's SQLite is written by the web server and several worker processes at once: transactions
+    # take the write lock when they begin (a deferred one that reads, then writes, fails at once with
+    # "database is locked" when another process writes), wait up to 20 s for it, and WAL lets readers go on.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"transaction_mode": "IMMEDIATE", "timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"}
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
