@@ -174,8 +174,9 @@ def list_page(request, spec: ListSpec, rows: QuerySet | Iterable) -> Listing:
             key = flt.key or (lambda row, name=flt.name: getattr(row, name, None))
             items = [row for row in items if _matches(key(row), chosen)]
 
+    errors_before = len(errors)
     sort, descending, applied = _choose_sort(get.get("sort", ""), spec, errors)
-    if get.get("sort") and applied:
+    if get.get("sort") and applied and len(errors) == errors_before:  # a bad sort leaves the links
         params["sort"] = applied
     if sort is not None:
         if isinstance(items, QuerySet):
