@@ -35,7 +35,7 @@ def test_health_and_readiness_follow_the_runtime(celery_runtime, settings):
     [worker] = body["workers"]
     assert worker["name"].startswith("w1@") and {"replication", "metadata"} <= set(worker["queues"])
     assert worker["age_s"] >= 0 and worker["observed_at"] > 0
-    assert set(worker["stats"]) == {"slices", "slice_errors", "leases_held"}
+    assert set(worker["stats"]) == {"slices", "slice_errors", "leases_held", "slices_per_s"}
     probe = subprocess.run(
         [sys.executable, "-m", "workers.probe", "worker", "--name", worker["name"]],
         cwd=REPO,
