@@ -62,7 +62,7 @@ def topic_list(request):
         try:
             context["listing"] = listing = browse.topic_list(cluster=chosen)
             context["topics"] = rows = list_page(
-                request, topic_list_spec({c.alias for c in clusters}), listing.topics
+                request, topic_list_spec({c.alias for c in clusters}), listing.rows
             )
             status = 400 if rows.errors else 200
         except ClusterUnavailable as exc:

@@ -80,9 +80,10 @@ def test_records_beside_their_copies_and_a_group_reset_dry_run(
 
     # Consumer groups, from the navigation; the group, its lag and what a failover of A->B would write.
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Consumer groups").click()
-    expect(page.locator("#groups-A")).to_contain_text(group)
+    expect(page.locator("#groups-A")).to_contain_text("Read from A at")
+    expect(page.locator("table.groups")).to_contain_text(group)
     screenshot("browser-04-groups")
-    page.locator("#groups-A").get_by_role("link", name=group).click()
+    page.locator("table.groups").get_by_role("link", name=group).click()
     expect(page.locator("#group-state")).to_have_text("EMPTY")
     expect(page.locator("table.group-offsets tbody tr")).to_contain_text("5")
     expect(page.locator("table.checkpoints tbody tr")).to_contain_text(remote_topic)
