@@ -50,6 +50,8 @@ def test_viewer_reads_records_from_an_offset(client_as, flow, mirrored):
     assert [(m.role, m.remote_topic) for m in page.mirrors] == [("source", remote_topic)]
     body = response.content.decode()
     assert "Read from A at" in body and "compare these records with their copies" in body
+    listing = client_as("viewer").get(reverse("web:topics"), {"cluster": "A", "q": topic})
+    assert listing.status_code == 200 and f"A.{topic}" in listing.content.decode()  # its mirror, by A->B
 
     as_hex = client_as("viewer").get(
         reverse("web:topic", args=["A", topic]), {"offset": 3, "max_records": 1, "format": "hex"}
