@@ -87,7 +87,10 @@ class InternalTopicReader(Generic[T]):
         self._batch = batch
         self._tombstones = tombstones
         self._partition = TopicPartition(topic, partition)
-        self._consumer = make_consumer(cluster)
+        # A broker may hold a fetch for fetch.wait.max.ms even when records are there (the embedded one
+        # does: librdkafka's 500 ms default made every positions load of a task taking partitions over
+        # wait half a second); reads stop at the end offset, so a short wait does not spin.
+        self._consumer = make_consumer(cluster, overrides={"fetch.wait.max.ms": 10})
         # Offset 0 rather than OFFSET_BEGINNING saves a ListOffsets round trip (half a second on some
         # brokers); where retention or compaction removed it, auto.offset.reset=earliest starts at the log start.
         self._consumer.assign([TopicPartition(topic, partition, 0)])
