@@ -1,0 +1,157 @@
+"""A lake every machine shares, read by a Spark standalone cluster: two Celery workers, each with its own
+working directory (two machines), write to one lake directory; the report job, another process, runs on
+a standalone master and worker started from the pyspark package's own launcher and counts every sample
+of both."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+
+from controlplane.models import ReportRun, ReportRunState
+from tests.workers.harness import CeleryRuntime, create_topic, free_port, produce, wait_until
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+
+class SparkStandalone:
+    """A standalone master and one worker (`spark-class ...Master` / `...Worker` from the pyspark wheel,
+    which ships no sbin start scripts), on free ports of 127.0.0.1; `stop()` ends both."""
+
+    def __init__(self, workdir: Path, *, cores: int = 2, memory: str = "1g") -> None:
+        import pyspark
+
+        self.workdir, self.cores, self.memory = workdir, cores, memory
+        self.spark_class = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+        self.env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
+        self.master_url = f"spark://127.0.0.1:{free_port()}"
+        self.processes: list[subprocess.Popen] = []
+
+    def _start(self, name: str, *args: str) -> None:
+        with open(self.workdir / f"{name}.log", "wb") as log:
+            self.processes.append(
+                subprocess.Popen(
+                    [self.spark_class, *args],
+                    env=self.env,
+                    cwd=self.workdir,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                )
+            )
+
+    def log(self, name: str) -> str:
+        path = self.workdir / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def start(self) -> SparkStandalone:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        port = self.master_url.rpartition(":")[2]
+        self._start(
+            "spark-master",
+            "org.apache.spark.deploy.master.Master",
+            *("--host", "127.0.0.1", "--port", port, "--webui-port", str(free_port())),
+        )
+        self._start(
+            "spark-worker",
+            "org.apache.spark.deploy.worker.Worker",
+            *("--host", "127.0.0.1", "--webui-port", str(free_port())),
+            *("--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(self.workdir / "work")),
+            self.master_url,
+        )
+        return self
+
+    def wait_ready(self) -> None:
+        wait_until(
+            lambda: "Successfully registered with master" in self.log("spark-worker"),
+            timeout_s=120,
+            what=f"the Spark worker to register with {self.master_url} (logs in {self.workdir})",
+            poll_s=0.5,
+        )
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+
+
+def _lake_samples(lake: Path):
+    """Every sample in the lake's complete files (what a report must count), read without Spark."""
+    files = sorted(str(path) for path in lake.glob("date=*/flow=*/part-*.parquet"))
+    return ds.dataset(files, format="parquet").to_table(columns=["worker", "records"]) if files else None
+
+
+@pytest.mark.timeout(900)  # seven JVM and Python processes: minutes on a loaded 2-core machine
+def test_two_machines_share_a_lake_and_a_standalone_cluster_reports_every_sample(
+    make_flow, cluster_a, redis_url, unique_name, tmp_path
+):
+    lake = tmp_path / "shared-lake"
+    cluster = SparkStandalone(tmp_path / "spark").start()  # its JVMs start while the workers replicate
+    shared = {
+        "METRICS_DIR": str(lake),
+        "MIRRORPLANE_REBALANCE_SLICES": "2",
+        "REPORTS_STATE_DIR": str(tmp_path / "reports-state"),
+    }
+    machines = []
+    for name in ("host1", "host2"):
+        (tmp_path / name).mkdir()
+        machines.append(
+            CeleryRuntime(workdir=tmp_path / name, redis_url=redis_url, env=shared, cwd=tmp_path / name)
+        )
+    try:
+        create_topic(cluster_a, unique_name)
+        make_flow(topics=[unique_name], tasks_max=2)
+        workers = {
+            name: runtime.start_worker(name) for name, runtime in zip(("w1", "w2"), machines, strict=True)
+        }
+        machines[0].start_beat()
+        produce(cluster_a, unique_name, 2000)
+
+        def both_wrote_every_record() -> bool:
+            samples = _lake_samples(lake)
+            if samples is None:
+                return False
+            pids = {worker.rpartition(":")[2] for worker in set(samples.column("worker").to_pylist())}
+            both = pids >= {str(process.pid) for process in workers.values()}
+            return both and sum(samples.column("records").to_pylist()) >= 2000
+
+        wait_until(both_wrote_every_record, timeout_s=90, what=f"samples of 2000 records by both in {lake}")
+        for name, runtime in zip(("w1", "w2"), machines, strict=True):
+            runtime.stop(name)  # a warm stop writes the samples it buffered
+        samples = _lake_samples(lake)
+
+        # Beat queued the scheduled report run when it started; a reports worker on the second machine,
+        # started now that the lake is complete, runs it on the standalone cluster.
+        cluster.wait_ready()
+        machines[1].env.update(
+            {
+                "SPARK_MASTER": cluster.master_url,
+                "SPARK_EXECUTOR_MEMORY": "512m",
+                "SPARK_LOCAL_IP": "127.0.0.1",
+            }
+        )
+        machines[1].start_worker("reports", queues="reports", concurrency=1)
+        run = wait_until(
+            lambda: ReportRun.objects.filter(active=False).first(),
+            timeout_s=720,
+            what=f"the report run to finish (logs: {tmp_path / 'host2' / 'reports.log'}, {cluster.workdir})",
+            poll_s=0.5,
+        )
+        assert run.state == ReportRunState.SUCCEEDED, run.error
+        assert run.samples_read == samples.num_rows
+        assert "Asked to launch executor" in cluster.log("spark-worker")  # it ran on the cluster's executor
+        seconds = (run.finished_at - run.started_at).total_seconds()
+        print(f"report run on the standalone cluster: {seconds:.1f} s, {run.samples_read} samples")
+    finally:
+        for runtime in machines:
+            runtime.close()
+        cluster.stop()
