@@ -252,7 +252,6 @@ def test_the_live_throughput_chart_gains_a_point_per_worker_report(page: Page, s
     refresh = f"htmx.ajax('GET', '/flows/{flow.pk}/live/', {{target: '#flow-live', swap: 'outerHTML'}})"
     for step in range(1, 5):
         _report(flow, 1000 * step)
-        page.wait_for_timeout(1100)  # the live figures are timed to the second
         page.evaluate(refresh)
         expect(throughput).to_have_attribute("data-points", str(step - 1))
     expect(throughput.locator(".scatterlayer .point")).to_have_count(3)
