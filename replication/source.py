@@ -10,6 +10,11 @@ least every `PERSIST_INTERVAL_S` / `PERSIST_RECORDS`, and at most `MAX_IN_FLIGHT
 unacknowledged, which bounds what a crash leaves in doubt. Partitions a slice starts are started
 together (one batched read of their offsets and remote tails).
 
+Split as Kafka Connect splits a source task: this module is the runtime (fetch, produce, delivery
+tracking, offset syncs before positions), driving the Protocols of `replication.task_io` (Kafka's in
+`replication.kafka.source_io`, in-memory ones in the unit tests); the MM2 decisions it applies are the
+pure functions of `replication.mirroring` and `replication.offset_syncs.OffsetSyncWriter`.
+
 Delivery (docs/delivery-guarantees.md has the exact guarantee and its limits):
 
 * `at_least_once`: a restart resumes from the stored position; records acknowledged after the last

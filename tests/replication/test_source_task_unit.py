@@ -78,7 +78,7 @@ def make_task(
 def run_until_copied(task: MirrorSourceTask, io: MemoryIO, *, partitions: int = 3, slices: int = 50) -> list:
     results = []
     for _ in range(slices):
-        results.append(task.run_slice(max_seconds=0.05))
+        results.append(task.run_slice(max_seconds=5, return_when_caught_up=True))
         positions = results[-1].positions
         if all(
             positions.get((TOPIC, p)) == io.source_cluster.partitions[(TOPIC, p)].end
@@ -110,8 +110,10 @@ def test_acks_out_of_order_across_partitions_move_each_position_by_its_own_ackno
     sink.hold = {(REMOTE, 0)}  # partition 0's reports do not come yet
     io.sinks.append(sink)
     task = make_task(io, store)
-    for _ in range(5):
-        result = task.run_slice(max_seconds=0.05, settle=False)
+    for _ in range(200):
+        result = task.run_slice(max_seconds=0.02, settle=False)
+        if result.positions.get((TOPIC, 1)) == result.positions.get((TOPIC, 2)) == 50:
+            break
     assert result.positions[(TOPIC, 0)] == 0  # nothing of it acknowledged: its position stays at 0
     assert result.positions[(TOPIC, 1)] == result.positions[(TOPIC, 2)] == 50
     assert io.target_cluster.read(REMOTE, 0) == [] and len(sink) == 50
@@ -127,7 +129,7 @@ def test_a_delivery_failure_freezes_the_position_at_the_failed_record_and_the_pa
     failing = MemorySink(io.target_cluster, fail_at={(REMOTE, 1): 20})
     io.sinks.append(failing)
     task = make_task(io, store)
-    result = task.run_slice(max_seconds=0.05)
+    result = task.run_slice(max_seconds=5, return_when_caught_up=True)
     (error,) = result.errors
     assert error.kind is SliceErrorKind.DELIVERY and error.partition == (TOPIC, 1)
     assert "offset 20" in str(error) and "restarts from there" in str(error)
@@ -145,7 +147,7 @@ def test_a_record_the_sink_refuses_is_a_produce_error_and_is_retried_from_its_of
     io, store = make_io(partitions=1), InMemoryPositionStore()
     io.sinks.append(MemorySink(io.target_cluster, refuse={(REMOTE, 0): 10}))
     task = make_task(io, store, partitions=1)
-    produce, delivery = task.run_slice(max_seconds=0.05).errors  # not sent: its position freezes there too
+    produce, delivery = task.run_slice(max_seconds=5).errors  # not sent: its position freezes there too
     assert (produce.kind, delivery.kind) == (SliceErrorKind.PRODUCE, SliceErrorKind.DELIVERY)
     assert produce.partition == delivery.partition == (TOPIC, 0) and "offset 10" in str(produce)
     run_until_copied(task, io, partitions=1)
@@ -171,9 +173,9 @@ def test_resume_after_a_crash(guarantee):
     crashing = MemorySink(io.target_cluster)
     io.sinks.append(crashing)
     crashed = make_task(io, store, partitions=2, guarantee=guarantee)
-    crashed.run_slice(max_records=60, max_seconds=0.05)  # positions persisted at 60 records in all
+    crashed.run_slice(max_records=60, max_seconds=5)  # positions persisted at 60 records in all
     crashing.hold = {(REMOTE, 0), (REMOTE, 1)}
-    crashed.run_slice(max_records=80, max_seconds=0.05, settle=False)  # 80 more produced, not reported
+    crashed.run_slice(max_records=80, max_seconds=5, settle=False)  # 80 more produced, not reported
     crashing.lose_reports()  # they reach the target, the task never hears of them: kill -9
     stored = store.load(flow=crashed.flow.name, partitions=[(TOPIC, 0), (TOPIC, 1)])
     assert sum(stored.values()) == 60
@@ -205,7 +207,12 @@ def test_offsets_deleted_before_replication_are_a_gap_then_stopped_or_skipped(po
     io.source_cluster.delete_before(TOPIC, 0, 10)
     store.save(flow="A->B", positions={(TOPIC, 0): 5, (TOPIC, 1): 0})
     task = make_task(io, store, partitions=2, data_loss=policy)
-    results = [task.run_slice(max_seconds=0.05) for _ in range(3)]
+    results = []
+    while len(results) < 200 and not (
+        any(result.gap_events for result in results) and results[-1].positions.get((TOPIC, 1)) == 30
+    ):
+        results.append(task.run_slice(max_seconds=0.02))
+    results.append(task.run_slice(max_seconds=0.02))
     (event,) = [gap for result in results for gap in result.gap_events]
     assert (event.expected_offset, event.lost_records) == (5, 5)
     if policy == DataLossPolicy.STOP:
@@ -224,11 +231,11 @@ def test_positions_wait_for_their_offset_syncs_and_a_failed_emission_is_an_offse
     io, store = make_io(partitions=1, records=10), InMemoryPositionStore()
     io.emitter.failing = True
     task = make_task(io, store, partitions=1)
-    result = task.run_slice(max_seconds=0.05)
+    result = task.run_slice(max_seconds=5, return_when_caught_up=True)
     assert [error.kind for error in result.errors] == [SliceErrorKind.OFFSET_SYNC]
     assert result.positions == {} and store.load(flow="A->B", partitions=[(TOPIC, 0)]) == {}
     io.emitter.failing = False
-    assert task.run_slice(max_seconds=0.05).positions == {(TOPIC, 0): 10}
+    assert task.run_slice(max_seconds=5, return_when_caught_up=True).positions == {(TOPIC, 0): 10}
     assert io.emitter.emitted[0] == OffsetSync(TOPIC, 0, 0, 0)
 
 
@@ -236,7 +243,7 @@ def test_a_partition_that_cannot_start_is_a_start_error_and_the_others_replicate
     io, store = make_io(partitions=2, records=5), InMemoryPositionStore()
     del io.target_cluster.partitions[(REMOTE, 1)]  # its remote partition does not exist yet
     task = make_task(io, store, partitions=2, guarantee=DeliveryGuarantee.EXACTLY_ONCE)
-    result = task.run_slice(max_seconds=0.05)
+    result = task.run_slice(max_seconds=5, return_when_caught_up=True)
     (error,) = result.errors
     assert error.kind is SliceErrorKind.START and error.partition == (TOPIC, 1)
     assert result.positions == {(TOPIC, 0): 5}
