@@ -424,7 +424,9 @@ def _hand_over(ref: TaskRef, chain: str, *, send: SendFirstSlice, prepared: bool
             _wait_ready(leases, key, successor)
         if entry is not None:
             entry.stop_bridge()
-            errors = entry.task.settle()
+            leases.hold(key, chain, ttl_s=ttl_s)
+            with LeaseKeeper(leases, key, chain, ttl_s=ttl_s):  # a slow settle must not let it expire
+                errors = entry.task.settle()
             if errors:
                 log.warning("task %s: settling before the hand-over: %s", ref, "; ".join(map(str, errors)))
         if not leases.transfer(key, chain, successor, ttl_s=ttl_s):

@@ -59,6 +59,9 @@ def test_a_pinned_flow_runs_only_on_its_pool_which_upgrades_and_scales_down_hand
     celery_runtime, make_flow, cluster_a, cluster_b, unique_name, client_as
 ):
     celery_runtime.env["MIRRORPLANE_PRESENCE_INTERVAL_S"] = "1"  # a killed worker is unseen after 3 s
+    # The production lease TTL: chains move by hand-over, never by expiry (the tests' 3 s could expire
+    # on a loaded machine while a stopping worker settles, and the supervisor would restart the chain).
+    celery_runtime.env["MIRRORPLANE_LEASE_TTL_S"] = "15"
     create_topic(cluster_a, unique_name)
     flow = make_flow(topics=[unique_name], tasks_max=2, delivery_guarantee="exactly_once", pool="payments")
     remote = f"A.{unique_name}"
