@@ -1,0 +1,61 @@
+"""`controlplane.prometheus.render_text` writes exactly what prometheus-client's `generate_latest` writes."""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from controlplane import services
+from controlplane.models import FlowPartitionStatus
+from controlplane.prometheus import MirrorplaneCollector, render_text
+
+
+class Fixed:
+    def __init__(self, families) -> None:
+        self.families = families
+
+    def collect(self):
+        return iter(self.families)
+
+
+def library_text(families) -> str:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Fixed(families))
+    return generate_latest(registry).decode()
+
+
+def families():
+    gauge = GaugeMetricFamily("mirrorplane_g", 'a "doc" with \\ and\nnewline', labels=["flow", "topic"])
+    gauge.add_metric(["A->B", 'we"ird\\name\nx'], 1.5)
+    gauge.add_metric(["A->B", "orders"], 1e21)
+    gauge.add_metric(["A->B", "inf"], float("inf"))
+    counter = CounterMetricFamily("mirrorplane_c", "a counter", labels=["worker"])
+    counter.add_metric(["w1@host"], 12)
+    bare = GaugeMetricFamily("mirrorplane_bare", "no labels")
+    bare.add_metric([], 0.25)
+    histogram = HistogramMetricFamily("mirrorplane_h_seconds", "a histogram", labels=["flow"])
+    histogram.add_metric(["A->B"], [("0.005", 1), ("0.1", 3), ("+Inf", 4)], 0.3)
+    return [gauge, counter, bare, histogram, GaugeMetricFamily("mirrorplane_empty", "no samples")]
+
+
+def test_the_text_is_the_librarys_for_every_kind_of_family_and_awkward_label_values():
+    assert render_text(families()) == library_text(families())
+
+
+@pytest.mark.django_db
+def test_the_text_is_the_librarys_for_the_whole_collector(admin_user):
+    a = services.cluster_create(actor=admin_user, alias="A", bootstrap_servers="127.0.0.1:1")
+    b = services.cluster_create(actor=admin_user, alias="B", bootstrap_servers="127.0.0.1:2")
+    flow = services.flow_create(actor=admin_user, source=a, target=b, enabled=True)
+    FlowPartitionStatus.objects.create(
+        flow=flow, topic="orders", partition=0, remote_topic="A.orders", source_end_offset=120,
+        replicated_offset=100, records_behind=20, seconds_behind=3.5, record_age_ms=1500,
+        replication_latency_ms=40, latency_counts=[1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4],
+        latency_sum_ms=99.0, record_count=100, byte_count=2000, state="OK", observed_at=timezone.now(),
+    )  # fmt: skip
+    collected = list(MirrorplaneCollector().collect())
+    text = render_text(collected)
+    assert "mirrorplane_record_replication_latency_seconds_bucket" in text
+    assert text == library_text(collected)
