@@ -23,14 +23,17 @@ def drill_history(flow: Flow) -> QuerySet[Operation]:
     return operations.operation_list().filter(flow=flow, kind=OperationKind.DRILL)[:HISTORY]
 
 
-def _queue(request, pk: int, kind: str, queue) -> HttpResponse:
-    """Queue through `queue(flow)` (202 and the operation's polling card) or show why not."""
+def queue_operation(
+    request, pk: int, kind: str, queue, *, bad_number: str = "give the seconds as numbers, e.g. 30"
+) -> HttpResponse:
+    """Queue through `queue(flow)` (202 and the operation's polling card) or show why not (a number that
+    does not parse: `bad_number`); the services audit both. Failover, failback, drills and cutovers."""
     flow = get_object_or_404(selectors.flow_list(), pk=pk)
     context: dict = {"flow": flow, "kind": kind}
     try:
         operation = queue(flow)
     except ValueError:
-        context["errors"] = ["give the seconds as numbers, e.g. 30"]
+        context["errors"] = [bad_number]
     except operations.OperationActive as exc:
         context |= {"errors": [str(exc)], "operation": exc.operation}
     except ServiceValidationError as exc:
@@ -52,7 +55,7 @@ def drill_execute(request, pk: int):
         timeout_s = float(request.POST.get("timeout_s") or drills.DEFAULT_DRILL_WAIT_S)
         return drills.drill_request(actor=request.user, flow=flow, groups=groups, timeout_s=timeout_s)
 
-    return _queue(request, pk, OperationKind.DRILL, queue)
+    return queue_operation(request, pk, OperationKind.DRILL, queue)
 
 
 @require_POST
@@ -68,4 +71,4 @@ def cutover_execute(request, pk: int):
             timeout_s=float(request.POST.get("timeout_s") or operations.DEFAULT_DRAIN_TIMEOUT_S),
         )
 
-    return _queue(request, pk, OperationKind.CUTOVER, queue)
+    return queue_operation(request, pk, OperationKind.CUTOVER, queue)

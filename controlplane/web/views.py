@@ -8,7 +8,6 @@ import time
 
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
-from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -35,6 +34,7 @@ from controlplane.models import (
     AuditOutcome,
     Flow,
     FlowState,
+    Operation,
     OperationKind,
     ReportTrigger,
     SecurityProtocol,
@@ -428,34 +428,22 @@ def operation_status(request, pk: int, operation_id: int):
 
 
 def _request_operation(request, pk: int, *, kind: str, groups: list[str]) -> HttpResponse:
-    """Queue the operation (202 and its polling card) or show why not; the service audits both."""
-    flow = get_object_or_404(selectors.flow_list(), pk=pk)
-    context: dict = {"flow": flow, "kind": kind}
-    try:
-        timeout_s = float(request.POST.get("timeout_s") or operations.DEFAULT_DRAIN_TIMEOUT_S)
-    except ValueError:
-        context["errors"] = ["timeout_s: give the drain timeout in seconds, e.g. 300"]
-        return render(request, "web/_operation_refused.html", context)
-    try:
-        operation = operations.operation_request(
+    """Queue the failover or failback (202 and its polling card) or show why not; the service audits both."""
+
+    def queue(flow: Flow) -> Operation:
+        return operations.operation_request(
             actor=request.user,
             kind=kind,
             flow=flow,
             confirm=request.POST.get("confirm", ""),
             groups=groups,
             force=bool(request.POST.get("force")),
-            timeout_s=timeout_s,
+            timeout_s=float(request.POST.get("timeout_s") or operations.DEFAULT_DRAIN_TIMEOUT_S),
         )
-    except operations.OperationActive as exc:
-        context |= {"errors": [str(exc)], "operation": exc.operation}
-    except ServiceValidationError as exc:
-        context["errors"] = [f"{name}: {text}" for name, texts in exc.errors.items() for text in texts]
-    except (ServiceConflict, PermissionDenied) as exc:
-        context["errors"] = [str(exc)]
-    else:
-        context["operation"] = operation
-        return render(request, "web/_operation_started.html", context, status=202)
-    return render(request, "web/_operation_refused.html", context)
+
+    return web_drills.queue_operation(
+        request, pk, kind, queue, bad_number="timeout_s: give the drain timeout in seconds, e.g. 300"
+    )
 
 
 # Signed in is enough to reach the service: it refuses (and audits) anyone below operator.
