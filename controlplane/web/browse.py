@@ -70,15 +70,14 @@ def topic_list(request):
     return render(request, "web/topics.html", context, status=status)
 
 
-@viewer_required
-def topic_detail(request, alias: str, topic: str):
-    cluster = _cluster(alias)
-    context: dict = {"cluster": cluster, "topic": topic, "query": request.GET}
+def _records_page(request, context: dict, read) -> int:
+    """Fills `context` with the seek parsed from the query and the page `read(seek)` returns (or the form's
+    errors, or the cluster's problem) and the format choices; returns the page's status: 200, 400 for a bad
+    seek, 502 for an unreachable cluster."""
     status = 200
     try:
-        seek = browse.parse_seek(request.GET)
-        context["seek"] = seek
-        context["page"] = browse.topic_records(cluster=cluster, topic=topic, seek=seek, role=request.web_role)
+        context["seek"] = seek = browse.parse_seek(request.GET)
+        context["page"] = read(seek)
     except ServiceValidationError as exc:
         context["errors"] = _field_errors(exc)
         status = 400
@@ -87,6 +86,18 @@ def topic_detail(request, alias: str, topic: str):
         status = 502
     context["formats"] = [fmt.value for fmt in browse.ValueFormat]
     context["max_records"] = browse.MAX_RECORDS
+    return status
+
+
+@viewer_required
+def topic_detail(request, alias: str, topic: str):
+    cluster = _cluster(alias)
+    context: dict = {"cluster": cluster, "topic": topic, "query": request.GET}
+    status = _records_page(
+        request,
+        context,
+        lambda seek: browse.topic_records(cluster=cluster, topic=topic, seek=seek, role=request.web_role),
+    )
     return render(request, "web/topic.html", context, status=status)
 
 
@@ -95,17 +106,9 @@ def record_copies(request, pk: int):
     flow = get_object_or_404(selectors.flow_list(), pk=pk)
     topic = request.GET.get("topic", "")
     context: dict = {"flow": flow, "topic": topic, "query": request.GET, "hidden_topic": [("topic", topic)]}
-    status = 200
-    try:
-        seek = browse.parse_seek(request.GET)
-        context["seek"] = seek
-        context["page"] = browse.record_copies(flow=flow, topic=topic, seek=seek, role=request.web_role)
-    except ServiceValidationError as exc:
-        context["errors"] = _field_errors(exc)
-        status = 400
-    except ClusterUnavailable as exc:
-        context["problem"] = str(exc)
-        status = 502
-    context["formats"] = [fmt.value for fmt in browse.ValueFormat]
-    context["max_records"] = browse.MAX_RECORDS
+    status = _records_page(
+        request,
+        context,
+        lambda seek: browse.record_copies(flow=flow, topic=topic, seek=seek, role=request.web_role),
+    )
     return render(request, "web/topic_compare.html", context, status=status)
