@@ -205,9 +205,9 @@ def accepted(request, operation: Operation) -> Response:
     return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
 
 
-def _request(request, pk: str, *, serializer_class, queue: Callable[..., Operation]) -> Response:
+def queue_operation(request, pk: str, *, serializer_class, queue: Callable[..., Operation]) -> Response:
     """Validate, queue through `queue(actor=, flow=, **fields)`: 202 with the operation, 409 with the
-    active one."""
+    active one (the services refuse and audit the rest). Failover, failback, drills, cutovers, takeovers."""
     serializer = serializer_class(data=request.data)
     serializer.is_valid(raise_exception=True)
     try:
@@ -252,7 +252,7 @@ class FailoverExecuteView(APIView):
     )
     def post(self, request, pk: str):
         queue = partial(operations.operation_request, kind=OperationKind.FAILOVER)
-        return _request(request, pk, serializer_class=FailoverRequestSerializer, queue=queue)
+        return queue_operation(request, pk, serializer_class=FailoverRequestSerializer, queue=queue)
 
 
 class FailbackView(APIView):
@@ -266,7 +266,7 @@ class FailbackView(APIView):
     )
     def post(self, request, pk: str):
         queue = partial(operations.operation_request, kind=OperationKind.FAILBACK)
-        return _request(request, pk, serializer_class=FailbackRequestSerializer, queue=queue)
+        return queue_operation(request, pk, serializer_class=FailbackRequestSerializer, queue=queue)
 
 
 class DrillView(APIView):
@@ -279,7 +279,9 @@ class DrillView(APIView):
         responses=REQUEST_RESPONSES,
     )
     def post(self, request, pk: str):
-        return _request(request, pk, serializer_class=DrillRequestSerializer, queue=drills.drill_request)
+        return queue_operation(
+            request, pk, serializer_class=DrillRequestSerializer, queue=drills.drill_request
+        )
 
 
 class CutoverView(APIView):
@@ -292,7 +294,9 @@ class CutoverView(APIView):
         responses=REQUEST_RESPONSES,
     )
     def post(self, request, pk: str):
-        return _request(request, pk, serializer_class=CutoverRequestSerializer, queue=cutover.cutover_request)
+        return queue_operation(
+            request, pk, serializer_class=CutoverRequestSerializer, queue=cutover.cutover_request
+        )
 
 
 @extend_schema_view(

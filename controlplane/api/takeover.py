@@ -14,8 +14,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.views import APIView
 
 from controlplane import takeover
-from controlplane.api.failover import REQUEST_RESPONSES
-from controlplane.api.failover import _request as queue_operation  # one way to queue and answer 202
+from controlplane.api.failover import REQUEST_RESPONSES, queue_operation
 from replication.takeover import MM2_SOURCE_CONNECTOR
 
 
