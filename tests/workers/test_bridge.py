@@ -3,6 +3,7 @@ settles when the next slice does not come; merge_results reports it with the nex
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -63,23 +64,43 @@ def store_and_task(cluster_a, cluster_b, unique_name):
     task.close()
 
 
+@pytest.fixture
+def start_bridge(lease, store_and_task):
+    """`start_bridge(max_s=, max_records=)`: a SliceBridge of the task, holding the test's lease (1 s TTL);
+    a bridge the test left running is stopped before the task closes."""
+    leases, key, token = lease
+    _, task = store_and_task
+    started: list[SliceBridge] = []
+
+    def start(*, max_s: float, max_records: int) -> SliceBridge:
+        started.append(
+            SliceBridge(
+                task,
+                max_s=max_s,
+                max_records=max_records,
+                name="bridge-test",
+                leases=leases,
+                lease_key=key,
+                chain=token,
+                lease_ttl_s=1.0,
+            )
+        )
+        return started[-1]
+
+    yield start
+    for bridge in started:
+        with contextlib.suppress(RuntimeError):  # its failure is the test's to report
+            bridge.stop()
+
+
 @pytest.mark.kafka
 def test_records_arriving_after_a_slice_are_replicated_by_the_bridge_which_holds_the_lease(
-    cluster_a, cluster_b, unique_name, lease, store_and_task
+    cluster_a, cluster_b, unique_name, lease, store_and_task, start_bridge
 ):
     leases, key, token = lease
     _, task = store_and_task
     task.run_slice(max_seconds=0.5, settle=False)
-    bridge = SliceBridge(
-        task,
-        max_s=30,
-        max_records=100_000,
-        name="bridge-test",
-        leases=leases,
-        lease_key=key,
-        chain=token,
-        lease_ttl_s=1.0,
-    )
+    bridge = start_bridge(max_s=30, max_records=100_000)
     produce(cluster_a, unique_name, _records(50))
     wait_until(
         lambda: all(len(read_partition(cluster_b, f"A.{unique_name}", p)) == 50 for p in (0, 1)),
@@ -95,22 +116,12 @@ def test_records_arriving_after_a_slice_are_replicated_by_the_bridge_which_holds
 
 @pytest.mark.kafka
 def test_a_bridge_no_slice_stops_ends_by_itself_settled_with_its_positions_persisted(
-    cluster_a, unique_name, lease, store_and_task
+    cluster_a, unique_name, store_and_task, start_bridge
 ):
-    leases, key, token = lease
     store, task = store_and_task
     task.run_slice(max_seconds=0.3, settle=False)
     produce(cluster_a, unique_name, _records(20))
-    bridge = SliceBridge(
-        task,
-        max_s=2.0,
-        max_records=100_000,
-        name="bridge-test",
-        leases=leases,
-        lease_key=key,
-        chain=token,
-        lease_ttl_s=1.0,
-    )
+    bridge = start_bridge(max_s=2.0, max_records=100_000)
     wait_until(lambda: bridge.ended, timeout_s=30, what="the bridge to end by itself after its 2 s")
     assert store.load(flow="A->B", partitions=[(unique_name, 0), (unique_name, 1)]) == {
         (unique_name, 0): 20,
@@ -122,22 +133,12 @@ def test_a_bridge_no_slice_stops_ends_by_itself_settled_with_its_positions_persi
 
 @pytest.mark.kafka
 def test_a_bridge_takes_at_most_the_slice_record_limit_then_holds_the_lease_replicating_nothing(
-    cluster_a, cluster_b, unique_name, lease, store_and_task
+    cluster_a, cluster_b, unique_name, store_and_task, start_bridge
 ):
-    leases, key, token = lease
     store, task = store_and_task
     task.run_slice(max_seconds=0.3, settle=False)
     produce(cluster_a, unique_name, _records(50))
-    bridge = SliceBridge(
-        task,
-        max_s=2.0,
-        max_records=30,
-        name="bridge-test",
-        leases=leases,
-        lease_key=key,
-        chain=token,
-        lease_ttl_s=1.0,
-    )
+    bridge = start_bridge(max_s=2.0, max_records=30)
     wait_until(lambda: bridge.ended, timeout_s=30, what="the bridge to end by itself after its 2 s")
     result = bridge.stop()
     assert result is not None and result.records == 30 and result.ok
