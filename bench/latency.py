@@ -12,8 +12,8 @@ Methods, all in the same run:
 - `raw`: the baseline, a consume-produce loop tuned for latency (wait for one record, take what is
   already fetched, produce, serve delivery reports);
 - `engine`: a `MirrorSourceTask` run as dedicated mode runs it (`replication.runner`);
-- `runtime`: a stored flow run by one real `celery worker --pool=threads` with production slice
-  settings, and beat.
+- `runtime`: a stored flow run by real Celery workers as docker-compose.yml runs them (a replication
+  worker and a metadata worker, `--pool=threads -c 4` each) with production slice settings, and beat.
 
 Targets (exit 1 when one is missed): engine p99 < 50 ms at 20,000 rec/s, runtime p99 < 100 ms at
 10,000 rec/s, engine throughput >= `TARGET_RATIO` x raw. The machine is shared: `--repeat` runs
@@ -266,7 +266,10 @@ class RuntimeCopy(Copy):
         )
 
     def start(self) -> None:
-        self.runtime.start_worker("latency0", queues="replication,metadata")  # --pool=threads -c 4
+        # As docker-compose.yml and Procfile.demo run them: a replication worker and a metadata worker
+        # (both --pool=threads -c 4).
+        self.runtime.start_worker("latency-replication", queues="replication")
+        self.runtime.start_worker("latency-metadata", queues="metadata,reports,operations")
         self.runtime.start_beat()
 
     def stop(self) -> None:
