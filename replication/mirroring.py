@@ -7,7 +7,8 @@
 - **Data-loss handling** (`detect_data_loss`, `gap_event`): whether the next source offset is gone, and
   what `data.loss.policy` makes of it.
 - **The exactly_once resume point** (`reread_start`, `resume_point`): where a partition resumes after a
-  crash, from what its remote partition already holds.
+  crash, from what its remote partition already holds; `waits_for_remote_partition`: whether a partition
+  whose remote partition the target does not know yet waits for it or fails to start.
 
 The task (`replication.source`) runs them; tested without a broker.
 """
@@ -138,3 +139,14 @@ def resume_point(*, stored: int, written: Sequence[Record]) -> tuple[int, list[t
             acknowledged.append((upstream, downstream))
             next_offset = upstream + 1
     return next_offset, acknowledged
+
+
+def waits_for_remote_partition(
+    *, unknown_partition: bool, waiting_since: float, now: float, wait_s: float
+) -> bool:
+    """A partition that cannot start because the target does not know its remote partition waits for it
+    (retried each slice, no error) for `wait_s` from its first such failure: the flow's plan lists a remote
+    topic as soon as the target has created it, before every broker and the task's cached client metadata
+    know it. Any other failure (a cluster that does not answer), or a longer wait (the topic deleted, a
+    partition left without a leader), is an error."""
+    return unknown_partition and now - waiting_since < wait_s

@@ -40,7 +40,7 @@ import enum
 import logging
 import threading
 import time
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -58,6 +58,7 @@ from replication.mirroring import (
     reread_start,
     resume_point,
     source_offset_of,
+    waits_for_remote_partition,
 )
 from replication.offset_syncs import OffsetSyncEmitter, OffsetSyncWriter
 from replication.policy import ReplicationPolicy
@@ -90,6 +91,10 @@ PERSIST_RECORDS = 10_000
 # Records produced and not yet acknowledged at most: what a crash leaves in doubt besides what was
 # acknowledged since the last persist (a full producer queue would be 100,000 records in doubt).
 MAX_IN_FLIGHT = 10_000
+# exactly_once: a partition whose remote partition the target does not know yet (just created) waits for
+# it this long, retried each slice, before its start is an error (`waits_for_remote_partition`). Well
+# under the time a chain stays on one worker (60 slices of 1 s): a task built elsewhere waits anew.
+REMOTE_PARTITION_WAIT_S = 30.0
 
 
 class SliceErrorKind(enum.StrEnum):
@@ -221,6 +226,7 @@ class MirrorSourceTask:
         metrics: MirrorMetrics | None = None,
         clock: Callable[[], float] = time.time,
         gap_confirm_s: float = GAP_CONFIRM_S,
+        remote_partition_wait_s: float = REMOTE_PARTITION_WAIT_S,
     ) -> None:
         """`io` reaches the clusters; without it, Kafka clients of `source` and `target` are made."""
         self.flow, self.source, self.target, self.policy = flow, source, target, policy
@@ -229,6 +235,7 @@ class MirrorSourceTask:
         self._store = position_store
         self._clock = clock
         self._gap_confirm_s = gap_confirm_s
+        self._remote_partition_wait_s = remote_partition_wait_s
         self._exactly_once = flow.delivery_guarantee == DeliveryGuarantee.EXACTLY_ONCE
         self._rewrite = header_rewriter(
             provenance_enabled=flow.provenance_header_enabled,
@@ -253,6 +260,7 @@ class MirrorSourceTask:
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._known_positions: dict[TopicPartition, int] = {}
         self._looked_up: set[TopicPartition] = set()  # asked the position store already
+        self._awaiting_remote: dict[TopicPartition, float] = {}  # partition -> when it began to wait (clock)
         self._out_of_range: set[TopicPartition] = set()
         self._restart_needed = False  # a delivery failed: restart every partition from its position
         self._reassign_needed = False
@@ -395,6 +403,7 @@ class MirrorSourceTask:
         for key in removed:  # another task may advance it meanwhile: ask the store again if it returns
             self._looked_up.discard(key)
             self._known_positions.pop(key, None)
+        self._awaiting_remote = {key: t for key, t in self._awaiting_remote.items() if key in assigned}
         before = set(self._states)
         if self._restart_needed:
             self._replace_sink()
@@ -436,13 +445,18 @@ class MirrorSourceTask:
             if key in starts
         }
         if self._exactly_once:
-            failures.update(self._recover_from_target(states))
-        for key, exc in failures.items():  # e.g. the remote topic is not created yet: retried next slice
+            remote_failures = self._recover_from_target(states)
+            waiting = self._waiting_for_remote(remote_failures, remote_topics)
+            failures.update({key: exc for key, exc in remote_failures.items() if key not in waiting})
+            for key in waiting:
+                states.pop(key, None)
+        for key, exc in failures.items():  # retried next slice
             states.pop(key, None)
             self._record_error(
                 SliceError(SliceErrorKind.START, f"cannot start: {exc}", key), remote_topics[key], errors
             )
         for key, state in states.items():
+            self._awaiting_remote.pop(key, None)
             state.persisted = self._known_positions.get(key)
             self._states[key] = state
             log.info(
@@ -453,6 +467,37 @@ class MirrorSourceTask:
                 state.remote_topic,
                 state.next_offset,
             )
+
+    def _waiting_for_remote(
+        self,
+        failures: Mapping[TopicPartition, PartitionReadError],
+        remote_topics: Mapping[TopicPartition, str],
+    ) -> set[TopicPartition]:
+        """The partitions of `failures` that wait for their remote partition (`waits_for_remote_partition`):
+        no error, retried next slice, logged at INFO when they begin to wait. The others are start errors."""
+        now = self._clock()
+        waiting: set[TopicPartition] = set()
+        begun: dict[str, list[int]] = defaultdict(list)
+        for key, exc in failures.items():
+            if exc.unknown_partition and key not in self._awaiting_remote:
+                self._awaiting_remote[key] = now
+                begun[remote_topics[key]].append(key[1])
+            if waits_for_remote_partition(
+                unknown_partition=exc.unknown_partition,
+                waiting_since=self._awaiting_remote.get(key, now),
+                now=now,
+                wait_s=self._remote_partition_wait_s,
+            ):
+                waiting.add(key)
+        for remote_topic, partitions in begun.items():
+            log.info(
+                "flow %s task %d: waiting for remote topic %s to be created (partitions %s); retried each slice",
+                self.flow.name,
+                self.task_index,
+                remote_topic,
+                ", ".join(map(str, sorted(partitions))),
+            )
+        return waiting
 
     def _recover_from_target(
         self, states: Mapping[TopicPartition, _PartitionState]

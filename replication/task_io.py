@@ -105,7 +105,13 @@ class RecordSink(Protocol):
 
 
 class PartitionReadError(RuntimeError):
-    pass
+    """A partition that could not be read. `unknown_partition`: the cluster answered that it does not know
+    the partition (its topic not created, or created and not known yet to the broker or the client's
+    metadata), as opposed to a cluster that did not answer or any other failure."""
+
+    def __init__(self, message: str, *, unknown_partition: bool = False) -> None:
+        super().__init__(message)
+        self.unknown_partition = unknown_partition
 
 
 class Tail(NamedTuple):

@@ -204,6 +204,22 @@ def is_benign_consumer_event(error: KafkaError) -> bool:
     return error.code() == KafkaError._PARTITION_EOF
 
 
+# The answers of a cluster that does not know a partition (yet): a topic not created, or just created and
+# not known to every broker (no leader yet) or to the client's cached metadata.
+UNKNOWN_PARTITION_CODES = frozenset(
+    {
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError.LEADER_NOT_AVAILABLE,
+    }
+)
+
+
+def is_unknown_partition(error: object) -> bool:
+    return isinstance(error, KafkaError) and error.code() in UNKNOWN_PARTITION_CODES
+
+
 class PartitionReader:
     """Reads partitions of one cluster to their true end (restart recovery and the data-loss check).
 
@@ -253,7 +269,8 @@ class PartitionReader:
                 if error is not None or offset < 0:
                     failures[(topic, partition)] = PartitionReadError(
                         f"cluster {self.cluster.alias}: offsets of {topic}[{partition}] unavailable: "
-                        f"{error or 'no offset returned'}"
+                        f"{error or 'no offset returned'}",
+                        unknown_partition=is_unknown_partition(error),
                     )
                     found.pop((topic, partition), None)
                 else:
@@ -292,7 +309,8 @@ class PartitionReader:
                     for topic, partition in failed:
                         failures[(topic, partition)] = PartitionReadError(
                             f"cluster {self.cluster.alias}: reading {topic}[{partition}] from "
-                            f"{starts[(topic, partition)]}: {error}"
+                            f"{starts[(topic, partition)]}: {error}",
+                            unknown_partition=is_unknown_partition(error),
                         )
                         pending.discard((topic, partition))
         finally:

@@ -85,6 +85,7 @@ class MemoryPartition:
 class MemoryCluster:
     def __init__(self) -> None:
         self.partitions: dict[TopicPartition, MemoryPartition] = {}
+        self.unreachable: str | None = None  # set: its readers fail every partition with this reason
 
     def create(self, topic: str, partitions: int) -> None:
         for partition in range(partitions):
@@ -263,8 +264,12 @@ class MemoryReader:
         found, failures = {}, {}
         for key in keys:
             log = self.cluster.partitions.get(key)
-            if log is None:
-                failures[key] = PartitionReadError(f"{key[0]}[{key[1]}] does not exist")
+            if self.cluster.unreachable is not None:
+                failures[key] = PartitionReadError(f"{key[0]}[{key[1]}]: {self.cluster.unreachable}")
+            elif log is None:
+                failures[key] = PartitionReadError(
+                    f"{key[0]}[{key[1]}] does not exist", unknown_partition=True
+                )
             else:
                 found[key] = (log.low, log.end)
         return found, failures

@@ -3,6 +3,7 @@ exactly_once after an abrupt stop, exact offset syncs across a gap, provenance."
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
@@ -15,6 +16,7 @@ from replication.formats import OffsetSync
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_consumer, make_producer
 from replication.kafka.positions import KafkaPositionStore
+from replication.kafka.source_io import PartitionReader
 from replication.metrics import MirrorMetrics
 from replication.policy import PROVENANCE_HEADER, DefaultReplicationPolicy
 from replication.positions import InMemoryPositionStore
@@ -426,3 +428,45 @@ def test_a_slice_returns_once_caught_up_with_every_record_acknowledged_and_its_p
     task.close()
     for partition in (0, 1):
         assert content(read_partition(cluster_b, f"A.{topic}", partition)) == records[partition]
+
+
+def test_exactly_once_waits_for_a_remote_topic_being_created_then_starts_it(
+    cluster_a, cluster_b, unique_name, caplog
+):
+    """A demo's first slices: the task starts before the target knows the remote topic (its reader then
+    caches that the topic does not exist); the partitions wait at INFO, no error, and start once it is
+    there."""
+    topic = unique_name
+    create_topics(cluster_a, [topic], 2)
+    records = {partition: sample_records(partition, 20) for partition in (0, 1)}
+    produce(cluster_a, topic, records)
+    task = make_task(cluster_a, cluster_b, [topic], delivery_guarantee=DeliveryGuarantee.EXACTLY_ONCE)
+    task.assign([(topic, 0), (topic, 1)])
+    with caplog.at_level(logging.INFO, logger="replication.source"):
+        waiting = task.run_slice(max_seconds=0.3)
+    assert waiting.ok and waiting.records == 0
+    assert f"waiting for remote topic A.{topic} to be created (partitions 0, 1)" in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    create_topics(cluster_b, [f"A.{topic}"], 2)
+    results = run_until(task, replicated(task, {(topic, 0): 20, (topic, 1): 20}))
+    task.close()
+    assert all(result.ok for result in results)
+    for partition in (0, 1):
+        got = read_partition(cluster_b, f"A.{topic}", partition)
+        assert [source_offset_of(m.headers()) for m in got] == list(range(20))
+
+
+def test_a_reader_tells_a_partition_the_cluster_does_not_know_from_a_cluster_that_does_not_answer(
+    cluster_b, unique_name
+):
+    """Only the first waits for its topic (`waits_for_remote_partition`); the other is a start error."""
+    alive = PartitionReader(cluster_b, timeout_s=5)
+    dead = PartitionReader(ClusterConfig(alias="dead", bootstrap_servers="127.0.0.1:1"), timeout_s=1)
+    try:
+        known, unknown = alive.watermarks_all([(unique_name, 0)])
+        _, down = dead.watermarks_all([(unique_name, 0)])
+    finally:
+        alive.close()
+        dead.close()
+    assert not known and unknown[(unique_name, 0)].unknown_partition
+    assert not down[(unique_name, 0)].unknown_partition

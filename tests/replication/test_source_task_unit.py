@@ -5,6 +5,8 @@ exactly_once resume after a crash, data loss, and the typed errors of a slice. T
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from replication.config import DataLossPolicy, DeliveryGuarantee, FlowConfig
@@ -18,6 +20,7 @@ from replication.mirroring import (
     reread_start,
     resume_point,
     source_offset_of,
+    waits_for_remote_partition,
 )
 from replication.offset_sync_store import OffsetSyncStore
 from replication.policy import replication_policy_for
@@ -54,6 +57,7 @@ def make_task(
     guarantee: DeliveryGuarantee = DeliveryGuarantee.AT_LEAST_ONCE,
     data_loss: DataLossPolicy = DataLossPolicy.STOP,
     per_partition: int = 7,
+    remote_wait_s: float = 30.0,
 ) -> MirrorSourceTask:
     flow = FlowConfig(
         source="A",
@@ -70,6 +74,7 @@ def make_task(
         position_store=store,
         io=io.task_io(per_partition=per_partition),
         gap_confirm_s=0.0,
+        remote_partition_wait_s=remote_wait_s,
     )
     task.assign([(TOPIC, p) for p in range(partitions)])
     return task
@@ -239,10 +244,35 @@ def test_positions_wait_for_their_offset_syncs_and_a_failed_emission_is_an_offse
     assert io.emitter.emitted[0] == OffsetSync(TOPIC, 0, 0, 0)
 
 
-def test_a_partition_that_cannot_start_is_a_start_error_and_the_others_replicate():
+def test_a_partition_whose_remote_partition_is_not_created_yet_waits_for_it_without_an_error(caplog):
     io, store = make_io(partitions=2, records=5), InMemoryPositionStore()
-    del io.target_cluster.partitions[(REMOTE, 1)]  # its remote partition does not exist yet
+    del io.target_cluster.partitions[(REMOTE, 1)]  # in the flow's plan; the target does not know it yet
     task = make_task(io, store, partitions=2, guarantee=DeliveryGuarantee.EXACTLY_ONCE)
+    with caplog.at_level(logging.INFO, logger="replication.source"):
+        waiting = task.run_slice(max_seconds=5, return_when_caught_up=True)
+    assert waiting.ok and waiting.positions == {(TOPIC, 0): 5}
+    assert all(p.last_error is None for p in task.metrics.snapshot().partitions)  # none in its status
+    (line,) = [r for r in caplog.records if "waiting for remote topic" in r.getMessage()]
+    assert line.levelno == logging.INFO
+    assert f"remote topic {REMOTE} to be created (partitions 1)" in line.getMessage()
+    io.target_cluster.create(REMOTE, 2)
+    started = run_until_copied(task, io, partitions=2)
+    assert all(result.ok for result in started)
+    assert [r.value() for r in io.target_cluster.read(REMOTE, 1)] == [b"p1-v%d" % i for i in range(5)]
+
+
+@pytest.mark.parametrize("cause", ["waited too long", "target unreachable"])
+def test_a_partition_that_cannot_start_is_a_start_error_and_the_others_replicate(cause):
+    io, store = make_io(partitions=2, records=5), InMemoryPositionStore()
+    if cause == "waited too long":
+        del io.target_cluster.partitions[(REMOTE, 1)]
+        task = make_task(io, store, partitions=2, guarantee=DeliveryGuarantee.EXACTLY_ONCE, remote_wait_s=0)
+    else:
+        task = make_task(io, store, partitions=2, guarantee=DeliveryGuarantee.EXACTLY_ONCE)
+        task.assign([(TOPIC, 0)])
+        assert task.run_slice(max_seconds=5, return_when_caught_up=True).ok  # partition 0 replicating
+        io.target_cluster.unreachable = "connection refused"
+        task.assign([(TOPIC, 0), (TOPIC, 1)])
     result = task.run_slice(max_seconds=5, return_when_caught_up=True)
     (error,) = result.errors
     assert error.kind is SliceErrorKind.START and error.partition == (TOPIC, 1)
@@ -293,3 +323,14 @@ def test_a_gap_is_suspected_from_when_the_watermarks_first_exclude_the_position(
     assert gap_suspected(watermarks=None, next_offset=50, suspect_since=3.0, now=4.0) is None
     assert gap_suspected(watermarks=(0, 10), next_offset=50, suspect_since=None, now=4.0) == 4.0
     assert gap_suspected(watermarks=(20, 30), next_offset=10, suspect_since=3.0, now=9.0) == 3.0
+
+
+def test_a_partition_waits_for_a_remote_partition_the_target_does_not_know_for_a_bounded_time_only():
+    def waits(*, unknown_partition=True, waiting_since=10.0, now=10.0):
+        return waits_for_remote_partition(
+            unknown_partition=unknown_partition, waiting_since=waiting_since, now=now, wait_s=60.0
+        )
+
+    assert waits() and waits(now=69.9)  # just created: the target, or the client's metadata, catches up
+    assert not waits(now=70.0)  # still unknown a minute on: deleted, or no leader: a start error
+    assert not waits(unknown_partition=False)  # a cluster that does not answer, any other failure: at once
