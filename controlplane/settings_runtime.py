@@ -43,7 +43,7 @@
 | REPORTS_WINDOW_S | 300 | report window (divides a day) |
 | REPORTS_WORKER_NIC_MBPS | 10000 | a worker's network capacity (megabits/s) for capacity plans |
 | REPORTS_RETENTION_HOURS | 168 | target topics' retention for the disk plan |
-| REPORTS_FLEET_WORKERS | 1 | replication workers the fleet capacity plan judges |
+| REPORTS_FLEET_WORKERS | 1 | replication workers the fleet capacity plan judges (each pool's plan: its live workers) |
 | REPORTS_TASK_MB_PER_S | (none) | one task's measured maximum MB/s, used when no window saturated a task |
 | REPORTS_PLAN_MONTHS | 6 | the capacity plan says what to add to last this many months |
 """

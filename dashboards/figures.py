@@ -149,6 +149,8 @@ def capacity_headline(row: Row, *, newline: str = "<br>") -> str:
     verdict = row["verdict"]
     load = f"{row['projected_mb_per_s']:.3g} MB/s"
     if verdict == "NOT_ENOUGH_DATA":
+        if row.get("tasks_needed") is not None:  # sized, but the pool's live workers are not known
+            return newline.join([f"not enough data: {load}", "live workers unknown (Redis did not answer)"])
         lines = [
             f"not enough data: {load}",
             "no task saturated a whole window,",
@@ -157,7 +159,7 @@ def capacity_headline(row: Row, *, newline: str = "<br>") -> str:
         return newline.join(lines)
     lines = [f"{verdict}: {load} of {row['capacity_mb_per_s']:.3g} MB/s capacity"]
     sizing = f"{row['tasks']} task(s) (needs {row['tasks_needed']})"
-    if row.get("scope") == "overall":
+    if row.get("scope") in ("overall", "pool"):  # judged on workers
         sizing += f", {row['workers']} worker(s) (needs {row['workers_needed']})"
     lines.append(sizing)
     days = row.get("days_to_capacity")
@@ -176,15 +178,22 @@ def capacity_figure(
     plan_rows: Sequence[Row], usage_rows: Sequence[Row] = (), *, flow: str = "overall"
 ) -> go.Figure:
     """Measured daily load, projected load at each horizon and capacity x threshold on one date axis,
-    with the verdict and the day the load reaches capacity x threshold."""
+    with the verdict and the day the load reaches capacity x threshold. `flow` names a plan scope: a
+    flow, a pool ("pool payments": its flows' load) or "overall" (every flow's)."""
     plan = sorted((r for r in plan_rows if r["flow_name"] == flow), key=lambda r: r["horizon_days"])
     if not plan:
         raise ValueError(f"no capacity plan for {flow!r}")
-    history = [r for r in usage_rows if r["flow_name"] == flow or flow == "overall"]
+    now = plan[0]
+    if now.get("scope") == "pool":
+        members = {
+            r["flow_id"] for r in plan_rows if r.get("scope") == "flow" and r.get("pool") == now["pool"]
+        }
+        history = [r for r in usage_rows if r["flow_id"] in members]
+    else:
+        history = [r for r in usage_rows if r["flow_name"] == flow or flow == "overall"]
     daily: dict[date, float] = defaultdict(float)
     for row in history:
         daily[_day(row["date"])] += row["p95_mb_per_s"]
-    now = plan[0]
     as_of = _day(now["newest_date"]) if now.get("newest_date") else max(daily, default=date.today())
     ahead = [as_of + timedelta(days=r["horizon_days"]) for r in plan]
     figure = go.Figure()

@@ -15,6 +15,7 @@ from django.http import Http404
 from django.shortcuts import render
 
 from controlplane import selectors
+from controlplane.pools import pool_label
 from controlplane.roles import Role
 from controlplane.web.access import viewer_required
 from dashboards import figures
@@ -41,11 +42,12 @@ class Page:
     charts: Callable[[Rows], list]  # rows -> Plotly figures
     columns: Sequence[str]
     about: str
+    newest_first: bool = True  # the table's order; else the rows' own (the capacity plan's grouping)
 
 
 def _capacity_charts(plan: Rows) -> list:
     usage = selectors.report_rows(dataset="daily_flow_usage")
-    scopes = sorted({row["flow_name"] for row in plan}, key=lambda name: (name != "overall", name))
+    scopes = dict.fromkeys(row["flow_name"] for row in plan)  # the plan's order: fleet, then pool by pool
     return [figures.capacity_figure(plan, usage, flow=name) for name in scopes]
 
 
@@ -147,6 +149,7 @@ PAGES = {
         charts=_capacity_charts,
         columns=(
             "flow_name",
+            "pool",
             "horizon_days",
             "verdict",
             "days_to_capacity",
@@ -178,9 +181,12 @@ PAGES = {
         "window where it was saturated (behind on records older than a slice at every slice, and busy all "
         "window), else the measured per-task maximum (REPORTS_TASK_MB_PER_S), else there is not enough data "
         "for a verdict. Tasks and workers needed at Cruise Control's 0.8 network threshold, at most 150 "
-        "partitions per task and 20 tasks per worker; the fleet adds up its flows. Days to capacity: when the "
+        "partitions per task and 20 tasks per worker. The fleet (overall) adds up all flows; each worker pool "
+        "adds up its flows and is judged on the live workers consuming its queue (the fleet on "
+        "REPORTS_FLEET_WORKERS). Days to capacity: when the "
         "load, growing at the fitted slope, reaches capacity x threshold (confidence from the fit's R² and "
         "days). Inputs: partitions, record size, input (produced) MB/s and network latency (poll to ack).",
+        newest_first=False,
     ),
 }
 
@@ -196,6 +202,8 @@ def _int_param(request, name: str, choices: Sequence[int] | None = None) -> int 
 def _cell(value, column: str = "") -> str:
     if value is None:
         return "—"
+    if column == "pool":
+        return pool_label(value)
     if column == "network_utilization":  # a share: 0.000 would hide 0.014% of a 10 Gbit/s NIC
         return "< 0.01%" if 0 < value < 0.0001 else f"{value:.2%}"
     if isinstance(value, float):
@@ -261,9 +269,8 @@ def dashboard(request, page: str):
     since, until = _bounds(spec, flow_id, chosen)
     rows = selectors.report_rows(dataset=spec.dataset, flow_id=flow_id, since=since, until=until)
     charts = [figure.to_json() for figure in spec.charts(rows)] if rows else []
-    table = [
-        [_cell(row.get(column), column) for column in spec.columns] for row in reversed(rows[-TABLE_ROWS:])
-    ]
+    shown = reversed(rows[-TABLE_ROWS:]) if spec.newest_first else rows[:TABLE_ROWS]
+    table = [[_cell(row.get(column), column) for column in spec.columns] for row in shown]
     context = {
         "page": page,
         "spec": spec,

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
-from controlplane import selectors, services
+from controlplane import pools, selectors, services
 from controlplane.models import ReportRun, ReportTrigger
 from dashboards.spark.jobs import REPORT_KEYS, CapacityOptions, ReportOptions, run_reports
 from dashboards.spark.session import spark_session
@@ -32,8 +32,13 @@ Echo = Callable[[str, float], None]
 
 
 def report_options() -> ReportOptions:
-    """The job's options from settings; a flow's tasks are at most the largest `tasks.max` configured."""
+    """The job's options from settings; a flow's tasks are at most the largest `tasks.max` configured.
+
+    The capacity plan's pools are today's: each flow's pool and each pool's live workers (unknown when
+    Redis does not answer); a flow deleted since counts in the default pool.
+    """
     tasks_max = max(selectors.flow_list().values_list("tasks_max", flat=True), default=1)
+    listed = pools.pool_list()
     return ReportOptions(
         window=timedelta(seconds=settings.REPORTS_WINDOW_S),
         capacity=CapacityOptions(
@@ -43,6 +48,12 @@ def report_options() -> ReportOptions:
             workers=settings.REPORTS_FLEET_WORKERS,
             per_task_mb_per_s=settings.REPORTS_TASK_MB_PER_S,
             plan_months=settings.REPORTS_PLAN_MONTHS,
+            pools={flow.id: pool.name for pool in listed for flow in pool.flows},
+            pool_workers=(
+                {pool.name: len(pool.workers) for pool in listed}
+                if all(pool.workers_known for pool in listed)
+                else None
+            ),
         ),
     )
 

@@ -620,13 +620,20 @@ def _report_run_context(request) -> dict:
 @viewer_required
 def reports(request):
     rows = selectors.report_rows(dataset="capacity_plan")
+    # In the plan's order: the fleet, then each pool's row followed by its flows'.
     plan = [row for row in rows if row.get("horizon_days") == 0]
+
+    def scope(row: dict) -> tuple:
+        return row["scope"], row.get("pool"), row["flow_name"]
+
     # What to add to last `plan_months`: that horizon's row of the same scope.
-    ahead = {
-        row["flow_name"]: row for row in rows if row.get("horizon_days") == 30 * (row.get("plan_months") or 0)
-    }
+    ahead = {scope(row): row for row in rows if row.get("horizon_days") == 30 * (row.get("plan_months") or 0)}
     for row in plan:
-        row["plan"] = ahead.get(row["flow_name"])
+        row["plan"] = ahead.get(scope(row))
+        pool = row.get("pool")  # none on the fleet's rows (and on rows stored before pools were planned)
+        row["pool_label"] = (
+            "all" if row["scope"] == "overall" else "—" if pool is None else pools.pool_label(pool)
+        )
         share = row.get("network_utilization")  # 0.000 would hide 0.014% of a 10 Gbit/s NIC
         row["network_share"] = "—" if share is None else "< 0.01%" if 0 < share < 0.0001 else f"{share:.2%}"
     return render(
@@ -636,7 +643,7 @@ def reports(request):
             **_report_run_context(request),
             "pages": REPORT_PAGES,
             "runs": selectors.report_run_list()[:RECENT_REPORT_RUNS],
-            "verdicts": sorted(plan, key=lambda row: (row["scope"] != "overall", row["flow_name"])),
+            "verdicts": plan,
         },
     )
 

@@ -16,15 +16,18 @@ Sizing follows Confluent's one-task method and Cruise Control's thresholds (REFE
 - verdict (Cruise Control): UNDER_PROVISIONED when load > capacity x threshold, i.e. more workers (flows:
   tasks) are needed than there are, with workers to add = ceil(excess / (per-worker x threshold));
   OVER_PROVISIONED when fewer would do; RIGHT_SIZED otherwise. A flow is judged on its tasks, the fleet
-  (scope "overall") on its workers.
+  (scope "overall") and each worker pool (scope "pool") on its workers.
 - target disk: average bytes/s x retention x replication factor; daily growth likewise per day.
 
-The overall row adds the flows' daily loads (the sum of p95s bounds the p95 of the sum from above).
+The overall rows add up every flow's rows, a pool's rows its flows' (one rule, `_fleet`): the daily loads
+add (the sum of p95s bounds the p95 of the sum from above). A flow runs only on its pool's workers
+(controlplane.pools), so a pool is judged on the live workers consuming its queue; the fleet still on
+the workers it is given.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -52,6 +55,8 @@ NETWORK_THRESHOLD = 0.8  # Cruise Control's network capacity threshold
 MAX_PARTITIONS_PER_TASK = 150
 MAX_TASKS_PER_WORKER = 20
 OVERALL = "overall"
+POOL = "pool"  # the scope of a worker pool's rows
+DEFAULT_POOL = ""  # controlplane.pools.DEFAULT_POOL: a flow with no pool, or one deleted since
 NOT_ENOUGH_DATA = "NOT_ENOUGH_DATA"
 DEFAULT_PLAN_MONTHS = 6
 
@@ -270,18 +275,19 @@ def daily_flow_usage_from_windows(reduced: DataFrame) -> DataFrame:
     )
 
 
-def _overall_usage(usage: DataFrame) -> DataFrame:
-    return usage.groupBy("date").agg(
-        F.lit(None).cast("long").alias("flow_id"),
-        F.lit(OVERALL).alias("flow_name"),
-        F.sum("avg_mb_per_s").alias("avg_mb_per_s"),
-    )
+def _with_pool(usage: DataFrame, pools: Mapping[int, str]) -> DataFrame:
+    """`usage` with each flow's worker `pool` (DEFAULT_POOL for a flow `pools` does not name)."""
+    pool = F.lit(DEFAULT_POOL)
+    if pools:  # a literal map: no join, no broadcast job
+        named = F.map_from_arrays(F.lit(list(pools)), F.lit(list(pools.values())))
+        pool = F.coalesce(F.try_element_at(named, F.col("flow_id")), pool)
+    return usage.withColumn("pool", pool)
 
 
-def _trend(usage: DataFrame, *, trend_days: int) -> DataFrame:
-    """Per flow over its newest `trend_days` days: latest load and sizing inputs, the growth fit (slope,
-    R², days), partitions, task speeds."""
-    newest = F.max("date").over(Window.partitionBy(*FLOW_KEY))
+def _trend(usage: DataFrame, *, trend_days: int, key: Sequence[str] = FLOW_KEY) -> DataFrame:
+    """Per flow (`key`) over its newest `trend_days` days: latest load and sizing inputs, the growth fit
+    (slope, R², days), partitions, task speeds."""
+    newest = F.max("date").over(Window.partitionBy(*key))
     day_number = F.datediff(F.col("date"), F.lit("1970-01-01").cast("date")).cast("double")
     recent = (
         usage.withColumn("_newest", newest)
@@ -294,10 +300,10 @@ def _trend(usage: DataFrame, *, trend_days: int) -> DataFrame:
         F.coalesce(F.regr_slope("avg_mb_per_s", "_day"), F.lit(0.0)).alias("growth_mb_per_s_per_day"),
         F.regr_r2("avg_mb_per_s", "_day").alias("growth_r2"),
     ]
-    if "p95_mb_per_s" not in usage.columns:  # the fleet's series: only its fit is used
-        return recent.groupBy(*FLOW_KEY).agg(*fit)
+    if "p95_mb_per_s" not in usage.columns:  # a group's series: only its fit is used
+        return recent.groupBy(*key).agg(*fit)
     newest_of = lambda column: F.max_by(column, "date").alias(column)  # noqa: E731
-    return recent.groupBy(*FLOW_KEY).agg(
+    return recent.groupBy(*key).agg(
         *fit,
         F.max_by("p95_mb_per_s", "date").alias("current_mb_per_s"),
         F.max_by("avg_mb_per_s", "date").alias("current_avg_mb_per_s"),
@@ -318,7 +324,7 @@ def _ceil_div(numerator: Column, denominator: Column) -> Column:
 
 def _verdict(needed: Column, have: Column) -> Column:
     return (
-        F.when(needed.isNull(), NOT_ENOUGH_DATA)
+        F.when(needed.isNull() | have.isNull(), NOT_ENOUGH_DATA)
         .when(needed > have, "UNDER_PROVISIONED")
         .when(needed < have, "OVER_PROVISIONED")
         .otherwise("RIGHT_SIZED")
@@ -345,6 +351,7 @@ def _fit_confidence(days: Column, r2: Column) -> Column:
 
 PLAN_COLUMNS = (
     "scope",
+    "pool",
     *FLOW_KEY,
     "horizon_days",
     "newest_date",
@@ -401,14 +408,24 @@ def capacity_plan_from_usage(
     replication_factor: int = 1,
     per_task_mb_per_s: float | None = None,
     plan_months: int = DEFAULT_PLAN_MONTHS,
+    pools: Mapping[int, str] | None = None,
+    pool_workers: Mapping[str, int] | None = None,
 ) -> DataFrame:
     """One row per flow and horizon (0 = now, the `horizon_days` and `plan_months` x 30 days), plus the
-    fleet's rows (scope "overall"), which add up the flows' (see the module doc)."""
+    fleet's rows (scope "overall"), which add up every flow's, and each worker pool's (scope "pool"),
+    which add up its flows' (see the module doc). Every row but the fleet's names its `pool`.
+
+    `pools` maps a flow id to its worker pool (a flow it does not name is in DEFAULT_POOL);
+    `pool_workers` gives the live workers consuming each pool's queue (a pool it does not name has none;
+    None: not known, and the pools' verdicts are NOT_ENOUGH_DATA). `workers` are the fleet's.
+    Rows come grouped: the fleet's, then each pool's followed by its flows', by horizon.
+    """
     nic_mb_per_s = worker_nic_mbps / 8  # megabits -> megabytes
     horizons = usage.sparkSession.createDataFrame(
         [(h,) for h in sorted({0, *horizon_days, plan_months * 30})], "horizon_days int"
     )
-    trend = _trend(usage, trend_days=trend_days)
+    usage = _with_pool(usage, pools or {})
+    trend = _trend(usage, trend_days=trend_days, key=(*FLOW_KEY, "pool"))
     measured = F.lit(per_task_mb_per_s).cast("double")
     per_task = F.coalesce(F.col("saturated_task_mb_per_s"), measured)
     flows = (
@@ -469,7 +486,7 @@ def capacity_plan_from_usage(
         )
         .withColumn("verdict", _verdict(F.col("tasks_needed"), F.col("tasks")))
         .withColumn("tasks_to_add", F.col("tasks_needed") - F.col("tasks"))
-        .withColumn("workers_to_add", F.lit(None).cast("long"))  # workers are the fleet's: see its rows
+        .withColumn("workers_to_add", F.lit(None).cast("long"))  # workers are the pool's: see its rows
         .withColumn("network_to_add_mbps", F.lit(None).cast("double"))
     )
     flows = flows.withColumn(
@@ -480,25 +497,44 @@ def capacity_plan_from_usage(
             F.col("capacity_mb_per_s") * threshold,
         ),
     )
-    fleet = _fleet(
+    # Each flow counts in two groups: the fleet (pool "": any non-null key) and its pool.
+    groups = F.array(
+        F.struct(F.lit(OVERALL).alias("scope"), F.lit(DEFAULT_POOL).alias("pool")),
+        F.struct(F.lit(POOL).alias("scope"), F.col("pool").alias("pool")),
+    )
+    group_workers = F.when(F.col("_group.scope") == OVERALL, F.lit(workers)).otherwise(
+        _pool_workers(pool_workers)
+    )
+    grouped = _fleet(
         flows,
-        _trend(_overall_usage(usage), trend_days=trend_days),
-        workers=workers,
+        usage,
+        groups=groups,
+        workers=group_workers,
+        trend_days=trend_days,
         nic_mb_per_s=nic_mb_per_s,
         threshold=threshold,
         tasks_per_worker=tasks_per_worker,
     )
+    fleet = F.col("_group.scope") == OVERALL
+    grouped = grouped.withColumns(
+        {
+            "scope": F.col("_group.scope"),
+            "pool": F.when(~fleet, F.col("_group.pool")),
+            "flow_name": F.when(fleet, OVERALL).otherwise(_pool_name(F.col("_group.pool"))),
+        }
+    )
     mb_per_day_to_gb = DAY_SECONDS / 1000 * replication_factor
     return (
-        flows.unionByName(fleet, allowMissingColumns=True)
-        .withColumn("workers", F.lit(workers).cast("long"))
+        flows.withColumn("workers", F.lit(workers).cast("long"))
+        .unionByName(grouped, allowMissingColumns=True)
         .withColumn("growth_r2", F.col("growth_r2").cast("double"))
         .withColumn("fit_confidence", _fit_confidence(F.col("days"), F.col("growth_r2")))
         .withColumn(
             "runs_out_on",
             F.date_add(F.col("newest_date"), F.ceil(F.round("days_to_capacity", 6)).cast("int")),
         )
-        .withColumn("network_utilization", projected / F.lit(workers * nic_mb_per_s))
+        # A pool no live worker consumes has no network to use: null, not a division by zero.
+        .withColumn("network_utilization", F.try_divide(projected, F.col("workers") * nic_mb_per_s))
         .withColumn("network_needed_mbps", projected * 8 / threshold)
         .withColumn("disk_growth_gb_per_day", F.col("projected_avg_mb_per_s") * mb_per_day_to_gb)
         .withColumn(
@@ -509,41 +545,81 @@ def capacity_plan_from_usage(
         .withColumn("threshold", F.lit(threshold))
         .withColumn("plan_months", F.lit(plan_months))
         .select(*PLAN_COLUMNS)
+        # A few rows a flow: one sorted partition costs no sampling job, as orderBy's range partitioning does.
+        .coalesce(1)
+        .sortWithinPartitions(
+            F.col("scope") != OVERALL, "pool", F.col("scope") != POOL, "flow_name", "flow_id", "horizon_days"
+        )
     )
+
+
+def _pool_workers(pool_workers: Mapping[str, int] | None) -> Column:
+    """The live workers of the pool `_group.pool`: 0 when `pool_workers` does not name it, null when
+    not known."""
+    if pool_workers is None:
+        return F.lit(None).cast("long")
+    if not pool_workers:
+        return F.lit(0).cast("long")
+    counts = F.map_from_arrays(F.lit(list(pool_workers)), F.lit(list(pool_workers.values())))
+    return F.coalesce(F.try_element_at(counts, F.col("_group.pool")), F.lit(0)).cast("long")
+
+
+def _pool_name(pool: Column) -> Column:
+    """A pool's rows' `flow_name`: "pool <name>", "pool default" for the default pool (as the pools page
+    labels it); never a flow's ("A->B") nor the fleet's."""
+    label = F.when(pool == DEFAULT_POOL, "default").otherwise(pool)
+    return F.concat(F.lit(f"{POOL} "), label)
 
 
 def _fleet(
     flows: DataFrame,
-    fit: DataFrame,
+    usage: DataFrame,
     *,
-    workers: int,
+    groups: Column,
+    workers: Column,
+    trend_days: int,
     nic_mb_per_s: float,
     threshold: float,
     tasks_per_worker: int,
 ) -> DataFrame:
-    """The fleet's rows per horizon, from the flows' rows at that horizon: loads, growth, partitions,
-    tasks, tasks needed and capacities add up; unknown when any flow's per-task capacity is unknown.
-    Capacity is what the flows' tasks move, at most what the workers' NICs carry; workers needed are
-    enough for the tasks needed (20 a worker) and for the load at the network threshold."""
+    """The rows of each group of flows per horizon, from its flows' rows at that horizon (`groups`: the
+    groups a flow's rows and usage count in, an array of keys, one row per key as `_group`: e.g. the
+    fleet and the flow's pool): loads, growth, partitions, tasks, tasks needed and capacities add up;
+    unknown when any flow's per-task capacity is unknown. The growth fit (days, R²) is that of the
+    group's summed daily load. The group's `workers` (a column over `_group`; null: not known) bound
+    its capacity by their NICs and are what the verdict compares workers needed with: enough for the
+    tasks needed (20 a worker) and for the load at the network threshold."""
     all_known = F.min(F.col("tasks_needed").isNotNull())
     when_known = lambda column: F.when(all_known, F.sum(column))  # noqa: E731
     summed = ("current_mb_per_s", "current_avg_mb_per_s", "growth_mb_per_s_per_day", "projected_mb_per_s")
-    fleet = flows.groupBy("horizon_days").agg(
-        *(F.sum(c).alias(c) for c in (*summed, "projected_avg_mb_per_s", "partitions", "tasks")),
-        F.sum("input_mb_per_s").alias("input_mb_per_s"),
-        (F.sum(F.col("record_bytes") * F.col("current_avg_mb_per_s")) / F.sum("current_avg_mb_per_s")).alias(
-            "record_bytes"
-        ),
-        F.max("network_latency_ms").alias("network_latency_ms"),
-        F.sum("saturated_windows").alias("saturated_windows"),
-        F.max("observed_task_mb_per_s").alias("observed_task_mb_per_s"),
-        F.max("newest_date").alias("newest_date"),
-        when_known("tasks_needed").alias("tasks_needed"),
-        when_known("capacity_mb_per_s").alias("_task_capacity"),
-        F.when(all_known, F.sum(F.greatest(F.col("tasks_to_add"), F.lit(0)))).alias("tasks_to_add"),
-        F.max((F.col("verdict") == "UNDER_PROVISIONED").cast("int")).alias("_flow_under"),
+    fleet = (
+        flows.withColumn("_group", F.explode(groups))
+        .groupBy("_group", "horizon_days")
+        .agg(
+            *(F.sum(c).alias(c) for c in (*summed, "projected_avg_mb_per_s", "partitions", "tasks")),
+            F.sum("input_mb_per_s").alias("input_mb_per_s"),
+            # Null, not a division by zero, for a group of idle flows.
+            F.try_divide(
+                F.sum(F.col("record_bytes") * F.col("current_avg_mb_per_s")), F.sum("current_avg_mb_per_s")
+            ).alias("record_bytes"),
+            F.max("network_latency_ms").alias("network_latency_ms"),
+            F.sum("saturated_windows").alias("saturated_windows"),
+            F.max("observed_task_mb_per_s").alias("observed_task_mb_per_s"),
+            F.max("newest_date").alias("newest_date"),
+            when_known("tasks_needed").alias("tasks_needed"),
+            when_known("capacity_mb_per_s").alias("_task_capacity"),
+            F.when(all_known, F.sum(F.greatest(F.col("tasks_to_add"), F.lit(0)))).alias("tasks_to_add"),
+            F.max((F.col("verdict") == "UNDER_PROVISIONED").cast("int")).alias("_flow_under"),
+        )
     )
+    series = (
+        usage.withColumn("_group", F.explode(groups))
+        .groupBy("_group", "date")
+        .agg(F.sum("avg_mb_per_s").alias("avg_mb_per_s"))
+    )
+    fit = _trend(series, trend_days=trend_days, key=("_group",))
     projected = F.col("projected_mb_per_s")
+    workers_known = F.col("workers").isNotNull()
     workers_needed = F.when(
         F.col("tasks_needed").isNotNull(),
         F.greatest(
@@ -554,21 +630,23 @@ def _fleet(
     ).cast("long")
     verdict = F.when(
         (F.col("_flow_under") == 1) & F.col("workers_needed").isNotNull(), "UNDER_PROVISIONED"
-    ).otherwise(_verdict(F.col("workers_needed"), F.lit(workers)))
-    capacity = F.least(F.col("_task_capacity"), F.lit(workers * nic_mb_per_s))
+    ).otherwise(_verdict(F.col("workers_needed"), F.col("workers")))
+    nics = F.col("workers") * nic_mb_per_s
+    capacity = F.least(F.col("_task_capacity"), nics)
     network_needed = projected * 8 / threshold
     return (
-        fleet.crossJoin(fit.select("days", "growth_r2"))
-        .withColumn("scope", F.lit(OVERALL))
+        fleet.join(fit.select("_group", "days", "growth_r2"), "_group")
+        .withColumn("workers", workers.cast("long"))
         .withColumn("flow_id", F.lit(None).cast("long"))
-        .withColumn("flow_name", F.lit(OVERALL))
         .withColumn("per_worker_mb_per_s", F.lit(nic_mb_per_s))
-        .withColumn("capacity_mb_per_s", F.when(F.col("_task_capacity").isNotNull(), capacity))
+        .withColumn(
+            "capacity_mb_per_s", F.when(F.col("_task_capacity").isNotNull() & workers_known, capacity)
+        )
         .withColumn("workers_needed", workers_needed)
-        .withColumn("workers_to_add", F.col("workers_needed") - F.lit(workers))
+        .withColumn("workers_to_add", F.col("workers_needed") - F.col("workers"))
         .withColumn("verdict", verdict)
         .withColumn(
-            "network_to_add_mbps", F.greatest(network_needed - F.lit(workers * nic_mb_per_s * 8), F.lit(0.0))
+            "network_to_add_mbps", F.when(workers_known, F.greatest(network_needed - nics * 8, F.lit(0.0)))
         )
         .withColumn(
             "days_to_capacity",

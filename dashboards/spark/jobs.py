@@ -101,6 +101,10 @@ class CapacityOptions:
     trend_days: int = 30
     per_task_mb_per_s: float | None = None  # one task's measured maximum, when windows saturated none
     plan_months: int = DEFAULT_PLAN_MONTHS  # what to add to last this many months
+    # Worker pools, as the web app knows them (the lake's samples carry none): each flow's pool (a flow
+    # not named: the default pool) and each pool's live workers (a pool not named: none; None: unknown).
+    pools: dict[int, str] = field(default_factory=dict)
+    pool_workers: dict[str, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 
 import pytest
+from pyspark.sql import functions as F
 
 from dashboards.spark.capacity import NOT_ENOUGH_DATA, capacity_plan_from_usage, daily_flow_usage
 from dashboards.spark.lake import spark_schema_ddl
@@ -95,7 +96,8 @@ def test_daily_usage_gives_the_sizing_inputs(usage_by_flow):
 def test_a_barely_loaded_flow_gets_no_verdict_without_a_measured_task(usage):
     usage = usage.where(f"flow_id = {IN_FLIGHT}")
     rows = capacity_plan_from_usage(usage, worker_nic_mbps=10_000, retention_hours=1, tasks_max=2, workers=1)
-    fleet, flow = sorted(rows.where("horizon_days = 0").collect(), key=lambda r: r.scope, reverse=True)
+    by_scope = {row.scope: row for row in rows.where("horizon_days = 0").collect()}
+    fleet, flow = by_scope["overall"], by_scope["flow"]
     assert (flow.verdict, flow.tasks_needed, flow.capacity_mb_per_s) == (NOT_ENOUGH_DATA, None, None)
     assert (fleet.verdict, fleet.workers_needed, fleet.days_to_capacity) == (NOT_ENOUGH_DATA, None, None)
     measured = capacity_plan_from_usage(
@@ -152,6 +154,10 @@ def test_fleet_figures_add_up_and_an_under_provisioned_flow_makes_the_fleet_so(s
     assert [f.verdict for f in flows] == ["OVER_PROVISIONED", "UNDER_PROVISIONED"]
     assert (fleet.verdict, fleet.workers_needed, fleet.tasks_to_add) == ("UNDER_PROVISIONED", 1, 1)
     assert fleet.fit_confidence == "low"  # three days
+    # No pools given: every flow is in the default pool, whose live workers are not known.
+    pool = by[("pool default", 0)]
+    assert (pool.pool, pool.tasks_needed, pool.workers_needed) == ("", fleet.tasks_needed, 1)
+    assert (pool.workers, pool.workers_to_add, pool.verdict) == (None, None, "UNDER_PROVISIONED")
 
 
 def test_the_fleet_is_judged_on_workers_and_the_network(spark):
@@ -164,3 +170,59 @@ def test_the_fleet_is_judged_on_workers_and_the_network(spark):
     assert quarter.network_utilization == pytest.approx(183.5 / 200)
     assert quarter.network_to_add_mbps == pytest.approx(max(183.5 * 8 / 0.8 - 1600, 0))
     assert quarter.capacity_mb_per_s == pytest.approx(100.0)
+
+
+def test_each_pool_adds_up_its_flows_and_is_judged_on_its_own_live_workers(spark):
+    # payments: two flows at 41.5 MB/s (p95) growing 20 MB/s a day; the default pool: two at 1.5, flat.
+    # Flow 4 has no pool: a flow deleted since, in the default pool. Flow 5 is idle in a pool that no
+    # live worker consumes.
+    busy = usage_rows(spark, 3, flows=((1, "A->B", 5.0), (2, "B->A", 5.0)), growth=20.0)
+    usage = busy.unionByName(usage_rows(spark, 3, flows=((3, "A->C", 5.0), (4, "C->A", 5.0)), growth=0.0))
+    idle = usage_rows(spark, 3, flows=((5, "C->B", 5.0),), growth=0.0)
+    usage = usage.unionByName(idle.withColumns({"avg_mb_per_s": F.lit(0.0), "p95_mb_per_s": F.lit(0.0)}))
+    rows = capacity_plan_from_usage(
+        usage,
+        worker_nic_mbps=400,  # 50 MB/s a worker, 40 at the threshold
+        retention_hours=24,
+        tasks_max=20,
+        workers=2,
+        pools={1: "payments", 2: "payments", 3: "", 5: "idle"},
+        pool_workers={"": 1, "payments": 1, "spare": 3},
+    ).collect()
+    now = [row for row in rows if row.horizon_days == 0]
+    assert [(r.scope, r.pool, r.flow_id) for r in now] == [
+        ("overall", None, None),
+        ("pool", "", None), ("flow", "", 3), ("flow", "", 4),
+        ("pool", "idle", None), ("flow", "idle", 5),
+        ("pool", "payments", None), ("flow", "payments", 1), ("flow", "payments", 2),
+    ]  # fmt: skip
+    summed = ("current_mb_per_s", "growth_mb_per_s_per_day", "projected_mb_per_s", "partitions", "tasks")
+    for horizon in {row.horizon_days for row in rows}:
+        at = [row for row in rows if row.horizon_days == horizon]
+        flows = [row for row in at if row.scope == "flow"]
+        groups = {(row.scope, row.pool): row for row in at if row.scope != "flow"}
+        for (scope, pool), group in groups.items():
+            members = [f for f in flows if scope == "overall" or f.pool == pool]
+            for column in (*summed, "tasks_needed"):
+                expected = sum(getattr(f, column) for f in members)
+                assert getattr(group, column) == pytest.approx(expected), (scope, pool, horizon, column)
+    fleet, default, idle, payments = (r for r in now if r.scope != "flow")
+    # 83 MB/s and 22 tasks needed on 1 worker: needs ceil(83 / 40) = 3, already past capacity (50 MB/s).
+    assert (payments.flow_name, payments.workers, payments.workers_needed, payments.workers_to_add) == (
+        "pool payments", 1, 3, 2
+    )  # fmt: skip
+    assert (payments.verdict, payments.capacity_mb_per_s, payments.days_to_capacity) == (
+        "UNDER_PROVISIONED", 50.0, 0.0
+    )  # fmt: skip
+    assert (payments.growth_mb_per_s_per_day, payments.days) == (pytest.approx(40.0), 3)
+    # 3 MB/s and 2 tasks needed: its 1 worker is enough, and the load is flat.
+    assert (default.flow_name, default.workers, default.workers_needed, default.workers_to_add) == (
+        "pool default", 1, 1, 0
+    )  # fmt: skip
+    assert (default.verdict, default.days_to_capacity) == ("RIGHT_SIZED", None)
+    # Nothing to move, but no worker to move it: one to add.
+    assert (idle.workers, idle.workers_needed, idle.verdict) == (0, 1, "UNDER_PROVISIONED")
+    assert (idle.record_bytes, idle.network_utilization) == (None, None)
+    # The fleet keeps its own workers (2) for all 86 MB/s: 3 needed.
+    assert (fleet.workers, fleet.workers_needed, fleet.verdict) == (2, 3, "UNDER_PROVISIONED")
+    assert {r.workers for r in now if r.scope == "flow"} == {2}

@@ -120,3 +120,11 @@ def test_capacity_chart_without_enough_data_says_so_and_draws_no_capacity():
     figure = capacity_figure([row], [], flow="A->B")
     assert [trace.name for trace in figure.data] == ["measured (daily p95)", "projected"]
     assert figure.layout.annotations[0].text.startswith("not enough data: 0.086 MB/s")
+
+
+def test_a_pool_whose_live_workers_are_unknown_says_so_not_that_no_task_saturated():
+    row = {"scope": "pool", "pool": "payments", "flow_name": "pool payments", "horizon_days": 0}
+    row |= {"newest_date": "2026-01-01", "projected_mb_per_s": 41.5, "capacity_mb_per_s": None}
+    row |= {"threshold": 0.8, "verdict": "NOT_ENOUGH_DATA", "tasks_needed": 11, "workers": None}
+    text = capacity_figure([row], [], flow="pool payments").layout.annotations[0].text
+    assert text == "not enough data: 41.5 MB/s<br>live workers unknown (Redis did not answer)"

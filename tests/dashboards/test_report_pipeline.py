@@ -15,7 +15,10 @@ from django.urls import reverse
 from controlplane import selectors, services
 from controlplane.models import ReportRow, ReportRun, ReportRunState, ReportTrigger
 from dashboards.lakegen import generate_lake
+from dashboards.spark.capacity import capacity_plan_from_usage
+from dashboards.spark.jobs import REPORT_KEYS
 from dashboards.views import PAGES
+from tests.dashboards.test_capacity import usage_rows
 from workers.reports import run_report
 
 pytestmark = pytest.mark.django_db
@@ -80,6 +83,62 @@ def test_the_command_runs_the_job_stores_rows_and_every_role_sees_the_dashboards
 
 def _unescape(attribute: str) -> str:
     return html_entities.unescape(attribute)
+
+
+def _figures(html: str) -> list[dict]:
+    return [json.loads(_unescape(m)) for m in re.findall(r'data-figure="([^"]*)"', html)]
+
+
+def test_the_capacity_pages_and_the_api_show_each_pools_rows_with_its_flows(spark, client_as, api_as):
+    # B->A (41.5 MB/s, growing) runs on the one worker of pool payments; A->B (2) on the default pool's 3.
+    usage = usage_rows(spark, 3, flows=((1, "A->B", 5.0),)).unionByName(
+        usage_rows(spark, 3, flows=((2, "B->A", 5.0),), growth=20.0)
+    )
+    plan = capacity_plan_from_usage(
+        usage,
+        worker_nic_mbps=400,
+        retention_hours=24,
+        tasks_max=20,
+        workers=4,
+        pools={2: "payments"},
+        pool_workers={"": 3, "payments": 1},
+    )
+    run = services.report_run_request(actor=None, trigger=ReportTrigger.SCHEDULE)
+    datasets = {"daily_flow_usage": usage.toArrow().to_pylist(), "capacity_plan": plan.toArrow().to_pylist()}
+    services.report_rows_store(run=run, datasets=datasets, keys=REPORT_KEYS)
+
+    rows = api_as("viewer").get("/api/v1/reports/capacity_plan/").json()["rows"]
+    assert [
+        (r["scope"], r["pool"], r["flow_name"], r["verdict"]) for r in rows if r["horizon_days"] == 0
+    ] == [
+        ("overall", None, "overall", "OVER_PROVISIONED"),
+        ("pool", "", "pool default", "OVER_PROVISIONED"),
+        ("flow", "", "A->B", "OVER_PROVISIONED"),
+        ("pool", "payments", "pool payments", "UNDER_PROVISIONED"),
+        ("flow", "payments", "B->A", "OVER_PROVISIONED"),
+    ]
+
+    index = client_as("viewer").get(reverse("web:reports")).content.decode()
+    order = [
+        "<strong>pool default</strong>",
+        "<td>A-&gt;B</td>",
+        "<strong>pool payments</strong>",
+        "<td>B-&gt;A</td>",
+    ]
+    assert [index.index(cell) for cell in order] == sorted(index.index(cell) for cell in order)
+    assert index.count('class="plan-group"') == 3  # the fleet's row and each pool's, above its flows
+    payments = index[index.index("<strong>pool payments</strong>") :]
+    assert "UNDER_PROVISIONED" in payments[: payments.index("</tr>")]  # 41.5 MB/s on 1 worker: needs 2
+
+    page = client_as("viewer").get(reverse("reports-capacity")).content.decode()
+    charts = {figure["layout"]["title"]["text"]: figure for figure in _figures(page)}
+    assert list(charts) == [
+        f"Capacity plan: {name}" for name in ("overall", "pool default", "A->B", "pool payments", "B->A")
+    ]
+    pool = charts["Capacity plan: pool payments"]
+    assert pool["data"][0]["y"] == [1.5, 21.5, 41.5]  # its flow's measured days, not the fleet's
+    assert "1 worker(s) (needs 2)" in pool["layout"]["annotations"][0]["text"]
+    assert "<td>payments</td>" in page and "<td>default</td>" in page
 
 
 @pytest.mark.parametrize("page", ["web:reports", *DASHBOARDS])

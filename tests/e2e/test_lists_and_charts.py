@@ -143,14 +143,27 @@ def _store_capacity() -> None:
     base = {"newest_date": day, "threshold": 0.8, "workers": 1, "plan_months": 6, "fit_confidence": "high"}
     plan = [
         base
-        | {"scope": scope, "flow_id": f, "flow_name": n, "horizon_days": h, "verdict": v, "tasks": 2}
+        | {"scope": scope, "pool": pool, "flow_id": f, "flow_name": n, "horizon_days": h, "verdict": v}
         | {"projected_mb_per_s": p + g * h, "capacity_mb_per_s": c, "tasks_needed": tn, "workers_needed": 1}
         | {"days_to_capacity": dtc, "runs_out_on": ro, "current_mb_per_s": p, "network_utilization": 0.0001}
-        | {"tasks_to_add": 0, "workers_to_add": 0, "network_to_add_mbps": 0.0, "partitions": 6}
+        | {"tasks_to_add": 0, "workers_to_add": 0, "network_to_add_mbps": 0.0, "partitions": 6, "tasks": 2}
         | {"record_bytes": 512.0, "input_mb_per_s": p, "network_latency_ms": 3.5}
-        for scope, f, n, p, g, c, v, tn, dtc, ro in (
-            ("overall", None, "overall", 4.836, 0.25, 10.0, "RIGHT_SIZED", 2, 13.0, day + timedelta(days=13)),
-            ("flow", 2, "dc2->dc1", 0.086, 0.0, None, "NOT_ENOUGH_DATA", None, None, None),
+        for scope, pool, f, n, p, g, c, v, tn, dtc, ro in (
+            (
+                "overall",
+                None,
+                None,
+                "overall",
+                4.836,
+                0.25,
+                10.0,
+                "RIGHT_SIZED",
+                2,
+                13.0,
+                day + timedelta(days=13),
+            ),
+            ("pool", "", None, "pool default", 0.086, 0.0, None, "NOT_ENOUGH_DATA", None, None, None),
+            ("flow", "", 2, "dc2->dc1", 0.086, 0.0, None, "NOT_ENOUGH_DATA", None, None, None),
         )
         for h in (0, 7, 30, 90, 180)
     ]
@@ -204,10 +217,12 @@ def test_the_time_range_picker_and_zoom_choose_the_windows_shown(page: Page, sig
     _store_capacity()
     page.goto(f"{signed_in}/reports/capacity/")
     expect(page.locator("#report-chart-1")).to_contain_text("RIGHT_SIZED")
-    expect(page.locator("#report-chart-2")).to_contain_text("not enough data")
+    expect(page.locator("#report-chart-2")).to_contain_text("Capacity plan: pool default")
+    expect(page.locator("#report-chart-3")).to_contain_text("not enough data")
     _shots(page, "report-capacity")
     page.goto(f"{signed_in}/reports/")
     expect(page.get_by_text("in 13 days (2026-01-27, high confidence)")).to_be_visible()
+    expect(page.locator("tr.plan-group").filter(has_text="pool default")).to_be_visible()
 
     page.goto(f"{signed_in}/reports/lag/?range=1y")
     expect(page.get_by_role("alert")).to_contain_text("range: no range '1y'; choose one of 15m, 1h")
