@@ -100,6 +100,10 @@ class RecordSink(Protocol):
     def flush(self, timeout: float) -> int:
         """Serve reports until none is outstanding or `timeout` passed; how many are still outstanding."""
 
+    def list_topics(self, topic: str, timeout: float) -> object:
+        """Connect and learn `topic`'s partitions now, before its first record (a new producer's first
+        records otherwise wait for its own metadata refresh: 0.5-1 s measured on the embedded broker)."""
+
     def __len__(self) -> int:
         """Records produced and not reported yet."""
 

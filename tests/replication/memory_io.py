@@ -202,6 +202,7 @@ class MemorySink:
         self.failed: set[TopicPartition] = set()
         self.most_pending = 0
         self.buffer_errors = 0
+        self.warmed: list[str] = []  # topics list_topics was asked for, in order
 
     def produce(self, topic, *, value, key, partition, timestamp, headers, on_delivery) -> None:
         if len(self.pending) >= self.capacity:
@@ -235,6 +236,9 @@ class MemorySink:
         while self.poll(0):
             pass
         return len(self.pending)
+
+    def list_topics(self, topic: str, timeout: float = 0) -> None:
+        self.warmed.append(topic)
 
     def __len__(self) -> int:
         return len(self.pending)

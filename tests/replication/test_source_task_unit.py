@@ -148,6 +148,25 @@ def test_a_delivery_failure_freezes_the_position_at_the_failed_record_and_the_pa
         assert contents(io.target_cluster, REMOTE, partition) == contents(io.source_cluster, TOPIC, partition)
 
 
+class WarmCheckingSink(MemorySink):
+    """Refuses a record for a topic it was not asked the metadata of first."""
+
+    def produce(self, topic, **record) -> None:
+        assert topic in self.warmed, f"first record to {topic} before its metadata was asked"
+        super().produce(topic, **record)
+
+
+def test_the_producer_learns_each_remote_topic_before_its_first_record_once_per_producer():
+    io, store = make_io(), InMemoryPositionStore()
+    first = WarmCheckingSink(io.target_cluster, fail_at={(REMOTE, 1): 20})
+    io.sinks += [first, WarmCheckingSink(io.target_cluster)]
+    task = make_task(io, store)
+    run_until_copied(task, io)  # the delivery failure replaces the producer: the new one learns it too
+    assert [sink.warmed for sink in io.made] == [[REMOTE], [REMOTE]]
+    for partition in range(3):
+        assert contents(io.target_cluster, REMOTE, partition) == contents(io.source_cluster, TOPIC, partition)
+
+
 def test_a_record_the_sink_refuses_is_a_produce_error_and_is_retried_from_its_offset():
     io, store = make_io(partitions=1), InMemoryPositionStore()
     io.sinks.append(MemorySink(io.target_cluster, refuse={(REMOTE, 0): 10}))
