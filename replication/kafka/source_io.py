@@ -50,7 +50,10 @@ MESSAGE_TIMEOUT_MS = 120_000
 SETTLE_TIMEOUT_S = MESSAGE_TIMEOUT_MS / 1000 + 10
 
 PRODUCER_DEFAULTS: Mapping[str, object] = {
-    "linger.ms": 5,
+    # How long a record may wait for others to share its request. Batches still form by themselves while
+    # requests are in flight; 1 instead of 5 took 2-3 ms off the p50 at 20,000 rec/s, throughput the same
+    # (112k rec/s of 100 B either way, `bench engine`-style copy, alternating rounds).
+    "linger.ms": 1,
     # Bounded memory: produce() raises BufferError past these and the task serves acknowledgements
     # instead of consuming more.
     "queue.buffering.max.messages": 100_000,
