@@ -418,43 +418,33 @@ def run_once(
     }
     results: list[Latency] = []
     print(HEADER, flush=True)
-    for rate in rates:
-        for method, make_copy in copies.items():
-            latency = measure(
-                make_copy=make_copy,
-                method=method,
-                source=source,
-                target=target,
-                topic=f"latency-{number}-{method}-{rate}",
-                rate=rate,
-                seconds=seconds,
-            )
-            print(latency.line(), flush=True)
-            results.append(latency)
-    if RUNTIME_RATE not in rates:  # the runtime's floor, in the same run
+
+    def point(method: str, make_copy: Callable[[str], Copy], rate: int, **options) -> None:
+        topic = f"latency-{number}-{method}-{rate}"
         latency = measure(
-            make_copy=copies["no-copy"],
-            method="no-copy",
+            make_copy=make_copy,
+            method=method,
             source=source,
             target=target,
-            topic=f"latency-{number}-no-copy-{RUNTIME_RATE}",
-            rate=RUNTIME_RATE,
-            seconds=seconds,
+            topic=topic,
+            rate=rate,
+            **options,
         )
         print(latency.line(), flush=True)
         results.append(latency)
-    latency = measure(
-        make_copy=lambda topic: RuntimeCopy(source, target, topic, workdir=workdir, redis_db=redis_db),
-        method="runtime",
-        source=source,
-        target=target,
-        topic=f"latency-{number}-runtime",
-        rate=RUNTIME_RATE,
+
+    for rate in rates:
+        for method, make_copy in copies.items():
+            point(method, make_copy, rate, seconds=seconds)
+    if RUNTIME_RATE not in rates:  # the runtime's floor, in the same run
+        point("no-copy", copies["no-copy"], RUNTIME_RATE, seconds=seconds)
+    point(
+        "runtime",
+        lambda topic: RuntimeCopy(source, target, topic, workdir=workdir, redis_db=redis_db),
+        RUNTIME_RATE,
         seconds=seconds * 1.5,  # a few slices and their hand-overs
         start_timeout_s=60,
     )
-    print(latency.line(), flush=True)
-    results.append(latency)
     return results, ratio
 
 
