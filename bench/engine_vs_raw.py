@@ -120,15 +120,18 @@ def engine_task(source: ClusterConfig, target: ClusterConfig, topic: str) -> tup
     policy = replication_policy_for(flow, known_aliases=(source.alias, target.alias))
     remote = policy.format_remote_topic(source.alias, topic)
     TopicAdmin(target).create_topics([NewRemoteTopic(remote, topic, PARTITIONS, 1, {})])
+    position_store = KafkaPositionStore(target, source_alias=source.alias)
     task = MirrorSourceTask(
         flow=flow,
         source=source,
         target=target,
         policy=policy,
         task_index=0,
-        position_store=KafkaPositionStore(target, source_alias=source.alias),
+        position_store=position_store,
     )
     task.assign([(topic, p) for p in range(PARTITIONS)])
+    position_store.prepare()  # as dedicated mode does before its first slice (replication.runner)
+    task.prepare()
     return task, remote
 
 

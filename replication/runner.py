@@ -47,10 +47,17 @@ class _TaskThread(threading.Thread):
     """Runs slices of one MirrorSourceTask until stopped, or retired by a reassignment."""
 
     def __init__(
-        self, *, task: MirrorSourceTask, name: str, stop: threading.Event, on_failure: Callable
+        self,
+        *,
+        task: MirrorSourceTask,
+        name: str,
+        stop: threading.Event,
+        on_failure: Callable,
+        prepare: Callable[[], None] = lambda: None,
     ) -> None:
         super().__init__(name=name, daemon=True)
         self.task = task
+        self._prepare = prepare
         self._stop_requested = stop
         self._on_failure = on_failure
         self._slice_lock = threading.Lock()
@@ -77,6 +84,10 @@ class _TaskThread(threading.Thread):
         self.task.close()
 
     def run(self) -> None:
+        try:
+            self._prepare()
+        except Exception as exc:  # the first persist opens them instead, and reports what fails then
+            log.warning("%s: could not open the offset-syncs and positions writers yet: %s", self.name, exc)
         try:
             while not (self._stop_requested.is_set() or self._retired):
                 if not self._may_run.wait(0.1):
@@ -188,11 +199,19 @@ class FlowRunner:
             metrics=self.metrics,
         )
         task.assign(partitions)
+
+        def prepare() -> None:
+            # The internal topics' writers open before the first slice, not at its first persist while
+            # records wait (~55 ms each: the topic's check and the producer's metadata).
+            self.position_store.prepare()
+            task.prepare()
+
         thread = _TaskThread(
             task=task,
             name=f"{self.flow.name}#{task_index}",
             stop=self._stop_requested,
             on_failure=self._on_failure,
+            prepare=prepare,
         )
         thread.start()
         return thread
