@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 export DJANGO_SETTINGS_MODULE ?= controlplane.settings
 
-.PHONY: install test test-fast lint bench demo clean chromium prometheus alertmanager
+.PHONY: install test test-fast lint bench demo clean chromium prometheus alertmanager postgres redis kafka
 
 # This machine's own keys for the demo and the benchmarks (the settings refuse the public development
 # key when DEBUG is false): generated once into var/dev.env, read by every process make starts.
@@ -47,12 +47,30 @@ alertmanager:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus-alertmanager >/dev/null; \
 	  else sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends prometheus-alertmanager >/dev/null; fi; }
 
+# PostgreSQL and Redis from Debian's packages, started on loopback when they do not answer
+# (scripts/services.sh; a DATABASE_URL / REDIS_URL on another host is left to its owner).
+postgres:
+	@bash scripts/services.sh postgres
+
+redis:
+	@bash scripts/services.sh redis
+
+# Apache Kafka 4.x for the tests, the benchmarks and `make demo KAFKA=apache`: the jars named by
+# deploy/kafka/pom.xml, from Maven Central into var/kafka/<version>/libs (Maven's cache makes a second
+# fetch local). The tests start their clusters from them (replication/kafka/apache.py).
+kafka: install
+	@$(PY) -c "from replication.kafka.apache import kafka_libs, kafka_version; kafka_libs(); print('Apache Kafka', kafka_version())"
+
+# The suite runs on PostgreSQL, as CI does, unless DATABASE_URL says otherwise.
+test: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
+test: export REDIS_URL ?= redis://127.0.0.1:6379/0
+
 # pytest exits 5 when it collected no tests: that is a failure here, as any other non-zero code.
-test: install chromium prometheus alertmanager
+test: install chromium prometheus alertmanager postgres redis kafka
 	$(PY) -m pytest -p no:cacheprovider --durations=15 $(PYTEST_ARGS); \
 	  code=$$?; if [ $$code -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$code
 
-test-fast: install
+test-fast: install redis kafka
 	$(PY) -m pytest -m "not slow and not e2e" $(PYTEST_ARGS)
 
 lint: install
@@ -60,12 +78,12 @@ lint: install
 	$(VENV)/bin/ruff format --check replication tests bench
 	$(VENV)/bin/lint-imports
 
-bench: install $(DEV_ENV)
+bench: install redis kafka $(DEV_ENV)
 	$(WITH_DEV_ENV) $(PY) -m bench
 
 # The whole product on one machine: embedded Kafka dc1/dc2, web, Celery worker and beat, active-active
 # flows with traffic (Procfile.demo, run by honcho; Ctrl-C stops everything).
-demo: install $(DEV_ENV)
+demo: install redis $(DEV_ENV)
 	mkdir -p var/demo
 	$(WITH_DEV_ENV) $(PY) manage.py migrate --no-input
 	$(WITH_DEV_ENV) $(PY) manage.py create_admin demo --password demo-password >/dev/null

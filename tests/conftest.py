@@ -1,20 +1,63 @@
-"""Fixtures shared by the whole suite: two real embedded Kafka clusters on loopback."""
+"""Fixtures shared by the whole suite: two real Kafka clusters on loopback.
+
+They are Apache Kafka 4.x single-node KRaft clusters (deploy/kafka/pom.xml, from Maven Central), the broker
+our users run. MIRRORPLANE_TEST_KAFKA=embedded runs the suite on the demo's embedded broker instead; its
+own smoke tests (tests/replication/test_embedded.py) run either way.
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
 import uuid
+from pathlib import Path
 
 import pytest
 
 from replication.config import ClusterConfig
+from replication.kafka.apache import ApacheKafkaBroker, apache_clusters, kafka_version
 from replication.kafka.embedded import EmbeddedBroker, embedded_clusters
+
+KAFKA_KIND = os.environ.get("MIRRORPLANE_TEST_KAFKA", "apache")
+# Broker folders (server.log) of the last run, kept for a failed test to be read.
+KAFKA_LOGS = Path(__file__).resolve().parents[1] / "var" / "test-kafka"
+
+
+def pytest_report_header(config) -> str:
+    if KAFKA_KIND == "embedded":
+        return "kafka: embedded tansu broker (MIRRORPLANE_TEST_KAFKA=embedded)"
+    return f"kafka: Apache Kafka {kafka_version()} (KRaft, single node per cluster); logs in {KAFKA_LOGS}"
 
 
 @pytest.fixture(scope="session")
-def kafka_brokers() -> dict[str, EmbeddedBroker]:
-    """Two embedded clusters, `A` and `B`, for the whole session (tests use unique topic names)."""
-    with embedded_clusters(["A", "B"]) as brokers:
+def kafka_brokers() -> dict[str, ApacheKafkaBroker | EmbeddedBroker]:
+    """Two clusters, `A` and `B`, for the whole session (tests use unique topic names)."""
+    if KAFKA_KIND == "embedded":
+        with embedded_clusters(["A", "B"]) as brokers:
+            yield brokers
+        return
+    shutil.rmtree(KAFKA_LOGS, ignore_errors=True)
+    with apache_clusters(["A", "B"], workdir=KAFKA_LOGS) as brokers:
         yield brokers
+
+
+@pytest.fixture
+def start_broker(tmp_path):
+    """start_broker(name, port=0) -> a broker of the suite's kind, of the test's own (stopped after it)."""
+    started: list[ApacheKafkaBroker | EmbeddedBroker] = []
+
+    def start(name: str, *, port: int = 0) -> ApacheKafkaBroker | EmbeddedBroker:
+        if KAFKA_KIND == "embedded":
+            broker = EmbeddedBroker(name=name, port=port)
+        else:
+            broker = ApacheKafkaBroker(name=name, port=port, workdir=tmp_path / f"kafka-{name}")
+            broker.workdir.mkdir(parents=True, exist_ok=True)
+        started.append(broker.start())
+        return broker
+
+    yield start
+    for broker in started:
+        broker.stop()
 
 
 @pytest.fixture(scope="session")

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import logging
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -20,25 +18,15 @@ from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient
 
+from replication.kafka.processes import die_with_parent, free_port
+
 log = logging.getLogger(__name__)
 
-_PR_SET_PDEATHSIG = 1
 STOP_GRACE_S = 1.0
 
 
 class EmbeddedKafkaError(RuntimeError):
     pass
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _die_with_parent() -> None:
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def broker_binary() -> str:
@@ -88,7 +76,7 @@ class EmbeddedBroker:
             stdout=log_file,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         log_file.close()
         _RUNNING.add(self)

@@ -14,7 +14,7 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 from controlplane import services
 from controlplane.models import Cluster, Flow
 from controlplane.wsgi import application
-from replication.kafka.embedded import free_port
+from replication.kafka.processes import free_port
 
 schema = schemathesis.from_wsgi("/api/schema/", application)
 # Cluster checks and topic listings of generated clusters would wait on DNS/connect timeouts; the 502

@@ -11,7 +11,7 @@ from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.cluster_check import FailureKind, check_cluster
-from replication.kafka.embedded import free_port
+from replication.kafka.processes import free_port
 
 pytestmark = [pytest.mark.kafka, pytest.mark.django_db]
 

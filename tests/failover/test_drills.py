@@ -14,7 +14,6 @@ from controlplane.models import AuditEvent, ShadowGroup
 from replication.config import ClusterConfig
 from replication.drill import SHADOW_PREFIX
 from replication.kafka.clients import make_admin
-from replication.kafka.embedded import EmbeddedBroker
 from replication.kafka.groups import GroupOffsetsAdmin
 from tests.failover.conftest import (
     commit_after,
@@ -46,9 +45,9 @@ def shadow_groups_on(cluster) -> list[str]:
 
 
 def test_a_drill_passes_by_content_then_fails_with_the_reason_once_the_offset_syncs_are_gone(
-    cluster_b, admin_user, client_as, mirrors, unique_name
+    cluster_b, admin_user, client_as, mirrors, unique_name, start_broker
 ):
-    broker = EmbeddedBroker(name="drill-source").start()
+    broker = start_broker("drill-source")
     try:
         cluster_a = ClusterConfig(alias="A", bootstrap_servers=broker.bootstrap_servers)
         topic, mid, done = f"orders-{unique_name}", f"billing-{unique_name}", f"audit-{unique_name}"

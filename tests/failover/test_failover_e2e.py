@@ -22,7 +22,6 @@ from controlplane.models import AuditEvent, Flow, FlowPartitionStatus, FlowState
 from replication.config import ClusterConfig
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_consumer
-from replication.kafka.embedded import EmbeddedBroker
 from replication.kafka.groups import GroupOffsetsAdmin
 from replication.kafka.remote import latest_group_checkpoints
 from tests.failover.conftest import (
@@ -224,9 +223,9 @@ def next_offset(cluster, group: str, topic: str, partition: int) -> int:
 
 @pytest.mark.slow
 def test_failover_with_the_source_cluster_stopped_uses_the_checkpoints(
-    cluster_b, admin_user, client_as, mirrors, unique_name
+    cluster_b, admin_user, client_as, mirrors, unique_name, start_broker
 ):
-    broker = EmbeddedBroker(name="failover-source").start()
+    broker = start_broker("failover-source")
     try:
         source_config = ClusterConfig(alias="A", bootstrap_servers=broker.bootstrap_servers)
         topic, group = f"orders-{unique_name}", f"billing-{unique_name}"

@@ -11,7 +11,7 @@ from controlplane import lifecycle, runtime
 from controlplane.models import Flow, FlowEvent, FlowEventKind, FlowState
 from replication.circuit_breaker import BreakerPolicy
 from replication.config import ClusterConfig
-from replication.kafka.embedded import free_port
+from replication.kafka.processes import free_port
 from workers.clusters import ClusterHealth
 
 pytestmark = [pytest.mark.kafka]

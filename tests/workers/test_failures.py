@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from controlplane.models import Flow, FlowEvent, FlowEventKind, FlowPartitionStatus, FlowState, PartitionState
-from replication.kafka.embedded import free_port
+from replication.kafka.processes import free_port
 from tests.workers.harness import (
     PARTITIONS,
     count_records,

@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from controlplane import services
 from controlplane.models import Flow, FlowEvent, FlowEventKind, FlowState
-from replication.kafka.embedded import EmbeddedBroker, free_port
+from replication.kafka.processes import free_port
 from replication.kafka.source_io import PartitionReader, PartitionReadError
 from tests.workers.harness import PARTITIONS, count_records, create_topic, produce, wait_until
 
@@ -47,7 +47,7 @@ class SteadyTraffic(threading.Thread):
 
 
 def test_an_unreachable_cluster_faults_its_flow_and_costs_the_healthy_flow_nothing(
-    celery_runtime, make_flow, cluster_a, cluster_b, unique_name, users, client_as
+    celery_runtime, make_flow, cluster_a, cluster_b, unique_name, users, client_as, start_broker
 ):
     create_topic(cluster_a, unique_name)
     healthy = make_flow(topics=[unique_name])
@@ -107,7 +107,7 @@ def test_an_unreachable_cluster_faults_its_flow_and_costs_the_healthy_flow_nothi
     assert any(e["message"] == broken.state_reason for e in status["events"])
 
     # The cluster comes back (a broker starts on that port): the flow recovers by itself.
-    revived = EmbeddedBroker(name="C", port=dead_port).start()
+    revived = start_broker("C", port=dead_port)
     try:
         wait_until(
             lambda: Flow.objects.get(pk=broken.pk).state == FlowState.ACTIVE,

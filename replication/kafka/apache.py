@@ -1,0 +1,313 @@
+"""Apache Kafka 4.x single-node KRaft clusters on loopback, for the tests, the benchmarks and
+`make demo KAFKA=apache`.
+
+The broker's jars come from Maven Central through `deploy/kafka/pom.xml` (fetched once into
+`var/kafka/<version>/libs`; Maven's cache keeps a second fetch local). Each cluster is one JVM that is both
+controller and broker, formatted once in its own folder, started as a child that dies with its parent,
+ready once it answers a metadata request, stopped by SIGTERM (a controlled shutdown). Its folder keeps
+`server.log` after a stop, so a failed test can show what the broker said; a restart keeps the data, as a
+real broker's does.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+
+from replication.kafka.processes import die_with_parent, free_port
+
+log = logging.getLogger(__name__)
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+POM = PROJECT_ROOT / "deploy" / "kafka" / "pom.xml"
+STOP_GRACE_S = 30.0
+# A single-node cluster's own topics: replication factor 1, and fewer partitions than a production
+# default of 50 so that the first consumer group or transaction does not wait for 50 leaders.
+BROKER_DEFAULTS: dict[str, str] = {
+    "num.partitions": "1",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "10",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "10",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+}
+JVM_OPTIONS = [
+    "-Xms256m",
+    "-Xmx1g",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
+]
+LOG4J2 = """\
+status = warn
+appender.console.type = Console
+appender.console.name = STDOUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.cleaner.name = kafka.log.LogCleaner
+logger.cleaner.level = INFO
+"""
+
+
+class ApacheKafkaError(RuntimeError):
+    pass
+
+
+def kafka_version() -> str:
+    """The Apache Kafka version deploy/kafka/pom.xml names (its one home)."""
+    match = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", POM.read_text())
+    if not match:  # pragma: no cover - the pom is part of the repository
+        raise ApacheKafkaError(f"{POM} names no <kafka.version>")
+    return match.group(1)
+
+
+def kafka_libs() -> Path:
+    """The folder of the broker's jars, fetched from Maven Central on first use.
+
+    MIRRORPLANE_KAFKA_LIBS points at another folder of jars (an unpacked Apache Kafka's libs/, say)."""
+    override = os.environ.get("MIRRORPLANE_KAFKA_LIBS")
+    if override:
+        return Path(override)
+    libs = PROJECT_ROOT / "var" / "kafka" / kafka_version() / "libs"
+    done = libs / ".complete"
+    if done.exists():
+        return libs
+    maven = shutil.which("mvn")
+    if maven is None:
+        raise ApacheKafkaError("Maven (mvn) is needed to fetch Apache Kafka from Maven Central")
+    log.info("fetching Apache Kafka %s from Maven Central into %s", kafka_version(), libs)
+    result = subprocess.run(
+        [maven, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", "-DincludeScope=runtime",
+         f"-DoutputDirectory={libs}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise ApacheKafkaError(
+            f"fetching Apache Kafka from Maven Central failed:\n{result.stdout[-4000:]}{result.stderr[-4000:]}"
+        )
+    done.touch()
+    return libs
+
+
+def random_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (as `kafka-storage random-uuid`)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+@dataclass
+class ApacheKafkaBroker:
+    """One KRaft node (controller and broker); `bootstrap_servers` is valid once `start()` returns.
+
+    `config` adds or overrides broker properties; `listeners` replaces the plaintext client listener
+    (for SASL/TLS clusters: a dict of listener name -> (protocol, port)), with `advertised` likewise."""
+
+    name: str
+    port: int = 0
+    config: Mapping[str, str] = field(default_factory=dict)
+    workdir: Path | None = None
+    jvm_options: list[str] = field(default_factory=lambda: list(JVM_OPTIONS))
+    controller_port: int = 0
+    cluster_id: str = field(default_factory=random_cluster_id)
+    process: subprocess.Popen | None = field(default=None, repr=False)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> str:
+        return str(self._workdir / "server.log")
+
+    @property
+    def data_dir(self) -> Path:
+        return self._workdir / "data"
+
+    @property
+    def _workdir(self) -> Path:
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix=f"apache-kafka-{self.name}-"))
+        return self.workdir
+
+    def server_properties(self) -> dict[str, str]:
+        self.port = self.port or free_port()
+        self.controller_port = self.controller_port or free_port()
+        properties = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            **BROKER_DEFAULTS,
+        }
+        properties.update(self.config)
+        return properties
+
+    def _java(self, main_class: str, *arguments: str) -> list[str]:
+        java = shutil.which("java") or "java"
+        return [
+            java,
+            *self.jvm_options,
+            f"-Dlog4j2.configurationFile={self._workdir / 'log4j2.properties'}",
+            "-cp",
+            str(kafka_libs() / "*"),
+            main_class,
+            *arguments,
+        ]
+
+    def _prepare(self) -> Path:
+        workdir = self._workdir
+        (workdir / "log4j2.properties").write_text(LOG4J2)
+        properties_path = workdir / "server.properties"
+        properties_path.write_text(
+            "".join(f"{key}={value}\n" for key, value in self.server_properties().items())
+        )
+        if not (self.data_dir / "meta.properties").exists():
+            result = subprocess.run(
+                self._java("kafka.tools.StorageTool", "format", "--cluster-id", self.cluster_id,
+                           "--config", str(properties_path), "--ignore-formatted"),
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if result.returncode != 0:
+                raise ApacheKafkaError(
+                    f"formatting Apache Kafka {self.name} failed: {result.stdout[-2000:]}{result.stderr[-2000:]}"
+                )
+        return properties_path
+
+    def launch(self) -> ApacheKafkaBroker:
+        """Start the JVM without waiting for it (`wait_ready` does): two clusters boot side by side."""
+        if self.process is not None:
+            return self
+        properties_path = self._prepare()
+        with open(self.log_path, "ab") as log_file:
+            self.process = subprocess.Popen(
+                self._java("kafka.Kafka", str(properties_path)),
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=die_with_parent,
+            )
+        _RUNNING.add(self)
+        return self
+
+    def start(self, *, ready_timeout_s: float = 90.0) -> ApacheKafkaBroker:
+        self.launch()
+        try:
+            self.wait_ready(ready_timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait_ready(self, timeout_s: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.process is None or self.process.poll() is not None:
+                raise ApacheKafkaError(
+                    f"Apache Kafka {self.name} exited with {self.process and self.process.returncode}; "
+                    f"see {self.log_path}"
+                )
+            try:
+                admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+                metadata = admin.list_topics(timeout=2)
+                if metadata.brokers:
+                    log.info("Apache Kafka %s %s ready at %s", kafka_version(), self.name, self.bootstrap_servers)
+                    return
+            except Exception as exc:
+                last_error = exc
+            time.sleep(0.2)
+        raise ApacheKafkaError(
+            f"Apache Kafka {self.name} on {self.bootstrap_servers} did not answer metadata within "
+            f"{timeout_s}s ({last_error}); see {self.log_path}"
+        )
+
+    def stop(self, *, kill: bool = False) -> None:
+        """SIGTERM and a controlled shutdown (SIGKILL after STOP_GRACE_S), or `kill`: kill -9."""
+        process, self.process = self.process, None
+        _RUNNING.discard(self)
+        if process is None or process.poll() is not None:
+            return
+        if kill:
+            process.send_signal(signal.SIGKILL)
+        else:
+            process.terminate()
+        try:
+            process.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+    def remove_data(self) -> None:
+        """Delete the stopped broker's data, keeping server.log."""
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+_RUNNING: set[ApacheKafkaBroker] = set()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for broker in list(_RUNNING):
+        broker.stop()
+
+
+@contextlib.contextmanager
+def apache_clusters(
+    aliases: list[str] | tuple[str, ...], *, ports: list[int] | None = None, workdir: Path | None = None
+) -> Iterator[dict[str, ApacheKafkaBroker]]:
+    """Start one single-node cluster per alias (on `ports`, else free ports), side by side; stop them all
+    on exit and delete their data (their server.log stays in each broker's folder)."""
+    brokers = {
+        alias: ApacheKafkaBroker(
+            name=alias,
+            port=ports[index] if ports else 0,
+            workdir=(workdir / alias) if workdir else None,
+        )
+        for index, alias in enumerate(aliases)
+    }
+    try:
+        for broker in brokers.values():
+            if broker.workdir:
+                broker.workdir.mkdir(parents=True, exist_ok=True)
+            broker.launch()
+        for broker in brokers.values():
+            broker.wait_ready()
+        yield brokers
+    finally:
+        for broker in brokers.values():
+            broker.stop()
+            broker.remove_data()
