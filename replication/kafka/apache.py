@@ -48,6 +48,9 @@ BROKER_DEFAULTS: dict[str, str] = {
     "share.coordinator.state.topic.replication.factor": "1",
     "share.coordinator.state.topic.min.isr": "1",
     "group.initial.rebalance.delay.ms": "0",
+    # The cleaner looks for logs to compact every second (default 15 s), so that what compaction does to
+    # the internal topics shows within a test's time; it only cleans what is due either way.
+    "log.cleaner.backoff.ms": "1000",
 }
 JVM_OPTIONS = [
     "-Xms256m",
@@ -100,8 +103,16 @@ def kafka_libs() -> Path:
         raise ApacheKafkaError("Maven (mvn) is needed to fetch Apache Kafka from Maven Central")
     log.info("fetching Apache Kafka %s from Maven Central into %s", kafka_version(), libs)
     result = subprocess.run(
-        [maven, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", "-DincludeScope=runtime",
-         f"-DoutputDirectory={libs}"],
+        [
+            maven,
+            "-q",
+            "-B",
+            "-f",
+            str(POM),
+            "dependency:copy-dependencies",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={libs}",
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -192,8 +203,15 @@ class ApacheKafkaBroker:
         )
         if not (self.data_dir / "meta.properties").exists():
             result = subprocess.run(
-                self._java("kafka.tools.StorageTool", "format", "--cluster-id", self.cluster_id,
-                           "--config", str(properties_path), "--ignore-formatted"),
+                self._java(
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "--cluster-id",
+                    self.cluster_id,
+                    "--config",
+                    str(properties_path),
+                    "--ignore-formatted",
+                ),
                 capture_output=True,
                 text=True,
                 check=False,
@@ -242,7 +260,9 @@ class ApacheKafkaBroker:
                 admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
                 metadata = admin.list_topics(timeout=2)
                 if metadata.brokers:
-                    log.info("Apache Kafka %s %s ready at %s", kafka_version(), self.name, self.bootstrap_servers)
+                    log.info(
+                        "Apache Kafka %s %s ready at %s", kafka_version(), self.name, self.bootstrap_servers
+                    )
                     return
             except Exception as exc:
                 last_error = exc

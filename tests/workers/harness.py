@@ -8,7 +8,6 @@ import os
 import shlex
 import shutil
 import signal
-
 import subprocess
 import sys
 import threading
@@ -23,8 +22,8 @@ from django.db import connection
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
-from replication.kafka.processes import free_port
 from replication.kafka.clients import make_consumer, make_producer
+from replication.kafka.processes import free_port
 from replication.kafka.source_io import PartitionReader
 from replication.source import source_offset_of
 
@@ -32,6 +31,7 @@ CELERY = str(Path(sys.executable).with_name("celery"))
 GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
 REPO = Path(__file__).resolve().parents[2]
 PARTITIONS = 4
+
 
 def wait_until(predicate: Callable[[], object], *, timeout_s: float, what: str, poll_s: float = 0.25):
     deadline = time.monotonic() + timeout_s
@@ -42,6 +42,7 @@ def wait_until(predicate: Callable[[], object], *, timeout_s: float, what: str, 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}")
         time.sleep(poll_s)
+
 
 def database_url() -> str:
     """The current database (the test database under pytest-django) as subprocesses must reach it."""
@@ -55,6 +56,7 @@ def database_url() -> str:
         )
     auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
     return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
 
 class CeleryRuntime:
     """Starts workers and beat; every process it started is killed at `close()`."""
@@ -155,6 +157,7 @@ class CeleryRuntime:
         for name in list(self.processes):
             self.kill(name)
 
+
 def demo_worker_commands() -> dict[str, list[str]]:
     """Procfile.demo's Celery worker processes by name, with this environment's executables."""
     venv_bin = str(Path(sys.executable).parent)
@@ -167,9 +170,11 @@ def demo_worker_commands() -> dict[str, list[str]]:
         commands[name] = argv
     return commands
 
+
 def create_topic(cluster: ClusterConfig, topic: str, partitions: int = PARTITIONS) -> None:
     errors = TopicAdmin(cluster).create_topics([NewRemoteTopic(topic, topic, partitions, 1, {})])
     assert errors.get(topic) is None, errors
+
 
 def produce(cluster: ClusterConfig, topic: str, count: int, *, partitions: int = PARTITIONS) -> None:
     producer = make_producer(cluster)
@@ -185,6 +190,7 @@ def produce(cluster: ClusterConfig, topic: str, count: int, *, partitions: int =
         if index % 1000 == 0:
             producer.poll(0)
     assert producer.flush(30) == 0
+
 
 def mirrored_offsets(
     cluster: ClusterConfig, topic: str, partitions: int = PARTITIONS
@@ -202,8 +208,10 @@ def mirrored_offsets(
         for (_, partition), found in records.items()
     }
 
+
 def count_records(cluster: ClusterConfig, topic: str, partitions: int = PARTITIONS) -> int:
     return sum(len(offsets) for offsets in mirrored_offsets(cluster, topic, partitions).values())
+
 
 def start_prometheus(*, config: Path, workdir: Path, port: int) -> subprocess.Popen:
     """Debian's `prometheus` (`make prometheus`) on 127.0.0.1:`port`; its data and log go to `workdir`."""
@@ -219,6 +227,7 @@ def start_prometheus(*, config: Path, workdir: Path, port: int) -> subprocess.Po
         stdout=(workdir / "prometheus.log").open("wb"),
         stderr=subprocess.STDOUT,
     )
+
 
 class Gunicorn:
     """`gunicorn controlplane.wsgi` as the Dockerfile runs it: its default settings (1 sync worker, 30 s
@@ -253,6 +262,7 @@ class Gunicorn:
         """kill -9 of the whole web: the master and its workers (a crashed host, not a graceful stop)."""
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(10)
+
 
 class SteadyTraffic:
     """Records produced at a fixed rate from a thread, round robin over the partitions, until `stop()`."""
@@ -297,6 +307,7 @@ class SteadyTraffic:
         self._thread.join()
         assert self._producer.flush(30) == 0
         return {p: len(range(p, self.produced, self._partitions)) for p in range(self._partitions)}
+
 
 class ArrivalRecorder:
     """When each record of a remote topic arrives on the target (a reader polling without pause)."""
@@ -356,6 +367,7 @@ class ArrivalRecorder:
                 if later - earlier > worst[0]:
                     worst = (later - earlier, partition, earlier)
         return worst
+
 
 def rolling_upgrade(
     runtime: CeleryRuntime, old: list[str], *, queues: str = "replication", settle_s: float = 2.0
