@@ -284,11 +284,20 @@ def run_dedicated(
     config: Mm2Config, *, targets: tuple[str, ...] = (), duration_s: float | None = None
 ) -> int:
     """Run every enabled flow (targeting `targets`, or all) and the heartbeats of every cluster pair (see
-    the module docstring) until a signal or `duration_s`; exit code."""
+    the module docstring) until a signal or `duration_s`; exit code.
+
+    Like MM2's dedicated mode, it runs when only heartbeat pairs target `targets` (`--clusters A` with only
+    A->B enabled emits B->A's heartbeats on A), and refuses (2) only when nothing at all would run there.
+    """
     flows = config.enabled_flows(targets or None)
-    if not flows:
+    pairs = config.heartbeat_pairs(targets or None)
+    if not flows and not pairs:
         which = f" targeting {', '.join(targets)}" if targets else ""
-        print(f"error: no enabled flow{which}; set e.g. A->B.enabled = true", file=sys.stderr)
+        print(
+            f"error: no enabled flow and no heartbeat pair{which}; set e.g. A->B.enabled = true, "
+            "or leave emit.heartbeats.enabled at true",
+            file=sys.stderr,
+        )
         return 2
     stop = threading.Event()
     _install_stop_handlers(stop)
@@ -299,7 +308,7 @@ def run_dedicated(
         stop.set()
 
     aliases = {alias for flow in flows for alias in (flow.source, flow.target)}
-    aliases |= {pair.target for pair in config.heartbeat_pairs(targets or None)}
+    aliases |= {pair.target for pair in pairs}
     runners: list[FlowRunner] = []
     heartbeats: list[PeriodicTask] = []
     try:
@@ -309,7 +318,11 @@ def run_dedicated(
     except (StartupError, TopicAdminError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    log.info("running %s", ", ".join(flow.name for flow in flows))
+    log.info(
+        "running %s; heartbeats of %s",
+        ", ".join(flow.name for flow in flows) or "no flow",
+        ", ".join(pair.name for pair in pairs) or "no pair",
+    )
     started = time.monotonic()
     next_progress = started + PROGRESS_INTERVAL_S
     try:

@@ -233,6 +233,45 @@ def test_include_exclude_and_renaming_with_a_custom_separator(cluster_a, cluster
     assert f"A_{skipped}" not in names and f"A.{kept}" not in names
 
 
+def test_clusters_with_only_heartbeat_pairs_targeting_them_emits_those_heartbeats(
+    cluster_a, cluster_b, unique_name, tmp_path
+):
+    """MM2's dedicated mode with `--clusters A` and only A->B enabled runs the pair B->A's heartbeat
+    connector: heartbeats on A, no replication to B."""
+    topic = f"{unique_name}-t"
+    create_topic(cluster_a, topic, 1)
+    produce_records(cluster_a, topic, partitions=1, count=10)
+    properties = write_mm2(
+        tmp_path / "mm2.properties",
+        {"A": cluster_a, "B": cluster_b},
+        ["A->B.enabled = true", f"A->B.topics = {unique_name}.*"],
+    )
+    started_ms = int(time.time() * 1000)
+    run = RunProcess(properties, "--clusters", "A")
+    try:
+        emitted = wait_for_heartbeat(cluster_a, "heartbeats", ("B", "A"), after_ms=started_ms, run=run)
+        assert emitted is not None, run.output()[-3000:]
+        assert run.stop() == 0, run.output()[-3000:]
+    finally:
+        run.kill()
+    assert "running no flow; heartbeats of B->A" in run.output()
+    assert f"A.{topic}" not in topic_names(cluster_b)
+
+
+def test_nothing_to_run_for_the_selected_clusters_exits_2(cluster_a, cluster_b, tmp_path):
+    properties = write_mm2(
+        tmp_path / "mm2.properties",
+        {"A": cluster_a, "B": cluster_b},
+        ["A->B.enabled = true", "emit.heartbeats.enabled = false"],
+    )
+    run = RunProcess(properties, "--clusters", "A")
+    try:
+        assert run.process.wait(timeout=60) == 2, run.output()[-3000:]
+    finally:
+        run.kill()
+    assert "no enabled flow and no heartbeat pair targeting A" in run.output()
+
+
 def count_to_end(cluster, topic: str, *, partitions: int, timeout_s: float = 60.0) -> int:
     """How many records `topic` holds: every partition read until the broker says end of partition."""
     consumer = make_consumer(cluster, overrides={"enable.partition.eof": True})
