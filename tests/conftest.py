@@ -10,13 +10,15 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from replication.config import ClusterConfig
-from replication.kafka.apache import ApacheKafkaBroker, apache_clusters, kafka_version
+from replication.kafka.apache import ApacheKafkaBroker, BrokerSecurity, apache_clusters, kafka_version
 from replication.kafka.embedded import EmbeddedBroker, embedded_clusters
+from tests.tls import make_pki
 
 KAFKA_KIND = os.environ.get("MIRRORPLANE_TEST_KAFKA", "apache")
 # Broker folders (server.log) of the last run, kept for a failed test to be read.
@@ -29,6 +31,10 @@ def pytest_report_header(config) -> str:
     return f"kafka: Apache Kafka {kafka_version()} (KRaft, single node per cluster); logs in {KAFKA_LOGS}"
 
 
+def pytest_sessionstart(session) -> None:
+    shutil.rmtree(KAFKA_LOGS, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def kafka_brokers() -> dict[str, ApacheKafkaBroker | EmbeddedBroker]:
     """Two clusters, `A` and `B`, for the whole session (tests use unique topic names)."""
@@ -36,9 +42,61 @@ def kafka_brokers() -> dict[str, ApacheKafkaBroker | EmbeddedBroker]:
         with embedded_clusters(["A", "B"]) as brokers:
             yield brokers
         return
-    shutil.rmtree(KAFKA_LOGS, ignore_errors=True)
     with apache_clusters(["A", "B"], workdir=KAFKA_LOGS) as brokers:
         yield brokers
+
+
+# The SCRAM-SHA-512 users of the secured clusters: the broker's super user and an application user.
+SCRAM_USERS = {"admin": "admin-secret", "mirror": "mirror-secret"}
+
+
+@dataclass(frozen=True)
+class SecureClusters:
+    """Two Apache Kafka clusters with SASL_SSL (SCRAM-SHA-512), a test CA and the StandardAuthorizer."""
+
+    brokers: dict[str, ApacheKafkaBroker]
+    ca_pem: str
+
+    def config(self, alias: str, *, user: str = "admin", password: str | None = None) -> ClusterConfig:
+        return ClusterConfig(
+            alias=alias,
+            bootstrap_servers=self.brokers[alias].bootstrap_servers,
+            client={
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": user,
+                "sasl.password": SCRAM_USERS[user] if password is None else password,
+                "ssl.ca.pem": self.ca_pem,
+            },
+        )
+
+
+@pytest.fixture(scope="session")
+def secure_clusters(tmp_path_factory) -> SecureClusters:
+    """`A` and `B` secured, started on first use (Apache Kafka only: the embedded broker has no SASL)."""
+    if KAFKA_KIND == "embedded":
+        pytest.skip("SASL_SSL clusters need Apache Kafka (MIRRORPLANE_TEST_KAFKA=embedded)")
+    pki = make_pki(tmp_path_factory.mktemp("pki"))
+    security = BrokerSecurity(
+        scram_users=SCRAM_USERS, keystore_pem=pki.keystore_path, truststore_pem=pki.ca_path
+    )
+    brokers = {
+        alias: ApacheKafkaBroker(
+            name=f"secure-{alias}", security=security, workdir=KAFKA_LOGS / f"secure-{alias}"
+        )
+        for alias in ("A", "B")
+    }
+    try:
+        for broker in brokers.values():
+            broker.workdir.mkdir(parents=True, exist_ok=True)
+            broker.launch()
+        for broker in brokers.values():
+            broker.wait_ready()
+        yield SecureClusters(brokers=brokers, ca_pem=pki.ca_pem)
+    finally:
+        for broker in brokers.values():
+            broker.stop()
+            broker.remove_data()
 
 
 @pytest.fixture

@@ -1,7 +1,9 @@
 """Topic ACL admin for `sync.topic.acls`: the adapter over confluent-kafka's describe_acls / create_acls.
 
-A cluster takes part in ACL sync only when it has an authorizer. Apache Kafka without one answers
-DescribeAcls with SECURITY_DISABLED (MM2 then logs that no ACL syncing takes place); some Kafka-compatible
+A cluster takes part in ACL sync only when it has an authorizer. Apache Kafka 4 without one answers
+DescribeAcls with an empty list (through librdkafka; older brokers with SECURITY_DISABLED) and CreateAcls
+with SECURITY_DISABLED, which `create` reports as unsupported (MM2 then logs that no ACL syncing takes
+place); some Kafka-compatible
 brokers (tansu, the embedded broker) have no authorizer, return no authorized operations in
 DescribeCluster, list no ACLs and answer CreateAcls with a reply librdkafka aborts the process on. So
 `unsupported_reason` asks DescribeCluster for the authorized operations first, and ACLs are only read or
@@ -113,4 +115,8 @@ class TopicAclAdmin:
             for future in self._admin.create_acls(bindings, request_timeout=self.timeout_s).values():
                 future.result()
         except KafkaException as exc:
+            if kafka_error_code(exc) == KafkaError.SECURITY_DISABLED:
+                # Apache Kafka without an authorizer lists no ACLs (DescribeAcls answers an empty list)
+                # and refuses to create one.
+                raise AclSyncUnsupported("no authorizer is configured (SECURITY_DISABLED)") from exc
             raise self._failed(f"creating {len(bindings)} topic ACL(s)", exc) from exc

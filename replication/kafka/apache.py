@@ -79,6 +79,54 @@ class ApacheKafkaError(RuntimeError):
     pass
 
 
+@dataclass(frozen=True)
+class BrokerSecurity:
+    """A cluster whose clients authenticate with SCRAM-SHA-512 (SASL_PLAINTEXT, or SASL_SSL when a PEM
+    keystore is given) and, with `authorizer`, Kafka's StandardAuthorizer (ACLs enforced; `admin` is a
+    super user, as the broker itself is on its controller listener)."""
+
+    scram_users: Mapping[str, str]
+    admin: str = "admin"
+    keystore_pem: Path | None = None  # the broker's private key (PKCS#8) and certificate chain
+    truststore_pem: Path | None = None  # the CA the broker trusts when it connects to itself over TLS
+    authorizer: bool = True
+
+    @property
+    def protocol(self) -> str:
+        return "SASL_SSL" if self.keystore_pem else "SASL_PLAINTEXT"
+
+    def broker_properties(self) -> dict[str, str]:
+        listener = self.protocol.lower()
+        password = self.scram_users[self.admin]
+        properties = {
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            f"listener.name.{listener}.scram-sha-512.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                f'username="{self.admin}" password="{password}";'
+            ),
+        }
+        if self.keystore_pem:
+            properties |= {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(self.keystore_pem)}
+        if self.truststore_pem:
+            properties |= {"ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.truststore_pem)}
+        if self.authorizer:
+            properties |= {
+                "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                # The node talks to its own controller over the PLAINTEXT controller listener.
+                "super.users": f"User:{self.admin};User:ANONYMOUS",
+                "allow.everyone.if.no.acl.found": "false",
+            }
+        return properties
+
+    def format_arguments(self) -> list[str]:
+        return [
+            argument
+            for user, password in self.scram_users.items()
+            for argument in ("--add-scram", f'SCRAM-SHA-512=[name="{user}",password="{password}"]')
+        ]
+
+
 def kafka_version() -> str:
     """The Apache Kafka version deploy/kafka/pom.xml names (its one home)."""
     match = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", POM.read_text())
@@ -142,6 +190,7 @@ class ApacheKafkaBroker:
     config: Mapping[str, str] = field(default_factory=dict)
     workdir: Path | None = None
     jvm_options: list[str] = field(default_factory=lambda: list(JVM_OPTIONS))
+    security: BrokerSecurity | None = None
     controller_port: int = 0
     cluster_id: str = field(default_factory=random_cluster_id)
     process: subprocess.Popen | None = field(default=None, repr=False)
@@ -167,17 +216,19 @@ class ApacheKafkaBroker:
     def server_properties(self) -> dict[str, str]:
         self.port = self.port or free_port()
         self.controller_port = self.controller_port or free_port()
+        protocol = self.security.protocol if self.security else "PLAINTEXT"
         properties = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"{protocol}://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"{protocol}://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": protocol,
+            "listener.security.protocol.map": f"{protocol}:{protocol},CONTROLLER:PLAINTEXT",
             "log.dirs": str(self.data_dir),
             **BROKER_DEFAULTS,
+            **(self.security.broker_properties() if self.security else {}),
         }
         properties.update(self.config)
         return properties
@@ -211,6 +262,7 @@ class ApacheKafkaBroker:
                     "--config",
                     str(properties_path),
                     "--ignore-formatted",
+                    *(self.security.format_arguments() if self.security else []),
                 ),
                 capture_output=True,
                 text=True,
@@ -257,7 +309,7 @@ class ApacheKafkaBroker:
                     f"see {self.log_path}"
                 )
             try:
-                admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+                admin = AdminClient({**self.admin_client_properties(), "log_level": 0})
                 metadata = admin.list_topics(timeout=2)
                 if metadata.brokers:
                     log.info(
@@ -271,6 +323,21 @@ class ApacheKafkaBroker:
             f"Apache Kafka {self.name} on {self.bootstrap_servers} did not answer metadata within "
             f"{timeout_s}s ({last_error}); see {self.log_path}"
         )
+
+    def admin_client_properties(self) -> dict[str, str]:
+        """librdkafka properties of the cluster's super user (the broker's own, for readiness and tests)."""
+        properties = {"bootstrap.servers": self.bootstrap_servers}
+        if self.security:
+            properties |= {
+                "security.protocol": self.security.protocol,
+                "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": self.security.admin,
+                "sasl.password": self.security.scram_users[self.security.admin],
+            }
+            if self.security.keystore_pem:
+                # Readiness asks as the broker's own admin; clients verify the broker against their CA.
+                properties["enable.ssl.certificate.verification"] = "false"
+        return properties
 
     def stop(self, *, kill: bool = False) -> None:
         """SIGTERM and a controlled shutdown (SIGKILL after STOP_GRACE_S), or `kill`: kill -9."""

@@ -102,6 +102,29 @@ def classify_kafka_errors(errors: list[KafkaError], *, timeout_s: float) -> tupl
     return FailureKind.TIMEOUT, f"no metadata answer within {timeout_s:g}s{detail}"
 
 
+def _settings_hint(kind: FailureKind, cluster: ClusterConfig) -> str:
+    """What to check, named as the cluster's settings are, for an authentication or TLS failure."""
+    client = cluster.client
+    if kind is FailureKind.AUTH:
+        mechanism = client.get("sasl.mechanism", "GSSAPI")
+        user = client.get("sasl.username")
+        as_user = f" as user '{user}'" if user else ""
+        where = "sasl.jaas.config" if "sasl.jaas.config" in client else "sasl.username / sasl.password"
+        return (
+            f"cluster {cluster.alias} refused the {mechanism} login{as_user}: check {where} "
+            f"(and sasl.mechanism) of cluster {cluster.alias}"
+        )
+    trust = next(
+        (name for name in ("ssl.ca.pem", "ssl.ca.location", "ssl.truststore.location") if name in client),
+        "ssl.ca.pem",
+    )
+    return (
+        f"cluster {cluster.alias}: the brokers' certificates are not trusted or the TLS handshake failed: "
+        f"check {trust} (the CA that signed the brokers' certificates) and security.protocol of cluster "
+        f"{cluster.alias}"
+    )
+
+
 def tcp_unreachable(cluster: ClusterConfig, *, timeout_s: float) -> str | None:
     """Why no bootstrap server of `cluster` accepts a TCP connection, or None when one does: a cheap
     first look (refused ports and unknown hosts answer at once) before a Kafka client waits its timeout."""
@@ -140,6 +163,8 @@ def check_cluster(cluster: ClusterConfig, *, timeout_s: float = 5.0) -> ClusterC
         if exc.args and isinstance(exc.args[0], KafkaError):
             errors.append(exc.args[0])
         kind, message = classify_kafka_errors(errors, timeout_s=timeout_s)
+        if kind in (FailureKind.AUTH, FailureKind.TLS):
+            message = f"{_settings_hint(kind, cluster)} ({message})"
         if kind is FailureKind.TIMEOUT and "SSL" in cluster.client.get("security.protocol", "").upper():
             # A plaintext listener may sit silent on a TLS hello; the TCP connection itself worked.
             message += "; the brokers accept connections but did not complete a TLS handshake: check that "

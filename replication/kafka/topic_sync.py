@@ -111,7 +111,6 @@ class TopicMetadataSync:
         errors: list[str] = []
         source_acls = self._read_acls(self._source_acls, unsupported=unsupported, errors=errors)
         target_acls = self._read_acls(self._target_acls, unsupported=unsupported, errors=errors)
-        self.warnings = tuple(unsupported)
         if source_acls is not None and target_acls is not None:
             wanted = plan_topic_acls(source_acls, mirrored=self._mirrored)
             missing = missing_acls(wanted, existing=target_acls)
@@ -119,8 +118,12 @@ class TopicMetadataSync:
                 self._target_acls.create(missing)
                 if missing:
                     log.info("flow %s: created %d topic ACL(s) on the target", self.flow.name, len(missing))
+            except AclSyncUnsupported as exc:
+                alias = self._target_acls.cluster.alias
+                unsupported.append(acl_sync_unsupported_message(alias=alias, reason=str(exc)))
             except TopicAdminError as exc:
                 errors.append(str(exc))
+        self.warnings = tuple(unsupported)
         for warning in unsupported:
             warn_once(log, "flow %s: %s", self.flow.name, warning)
         for error in errors:

@@ -1,16 +1,11 @@
-"""MM2's topic ACL sync rule (pure) and the embedded broker, which has no authorizer (reported once)."""
+"""MM2's topic ACL sync rule (pure) and a cluster without authorizer (reported once); against a real
+authorizer: tests/replication/test_secure_kafka.py."""
 
 from __future__ import annotations
-
-import logging
-
-import pytest
 
 from replication.acls import TopicAcl, missing_acls, plan_topic_acls
 from replication.config import FlowConfig
 from replication.filters import TopicFilter
-from replication.kafka.acls import AclSyncUnsupported, TopicAclAdmin
-from replication.kafka.topic_sync import TopicMetadataSync
 from replication.policy import classify_topic, replication_policy_for
 
 FLOW = FlowConfig(source="A", target="B", enabled=True, topics=("orders.*", "payments"))
@@ -67,36 +62,3 @@ def test_identity_policy_keeps_names_and_existing_acls_are_not_created_again():
     assert wanted == (acl("orders", "READ"),)  # ALL -> READ and READ are one ACL
     assert missing_acls(wanted, existing=[acl("orders", "READ")]) == ()
     assert missing_acls(wanted, existing=[]) == wanted
-
-
-@pytest.mark.kafka
-def test_embedded_broker_without_authorizer_is_reported_not_written(
-    cluster_a, cluster_b, unique_name, caplog
-):
-    """The embedded broker (tansu) has no authorizer: no ACL is read or written (its CreateAcls reply
-    would abort librdkafka), and the flow says so, naming each cluster."""
-    admin = TopicAclAdmin(cluster_a)
-    assert "no authorizer" in admin.unsupported_reason()
-    with pytest.raises(AclSyncUnsupported):
-        admin.topic_acls()
-
-    flow = FlowConfig(source="A", target="B", enabled=True, topics=(f"{unique_name}.*",))
-    policy = replication_policy_for(flow, known_aliases=("A", "B"))
-    sync = TopicMetadataSync(flow=flow, source=cluster_a, target=cluster_b, policy=policy)
-    with caplog.at_level(logging.DEBUG, logger="replication.kafka.topic_sync"):
-        sync.tick(now=1000.0)
-    assert sync.last_errors == ()
-    assert sync.warnings == (
-        "ACL sync unsupported by cluster A: it has no authorizer (DescribeCluster returns no authorized "
-        "operations); topic ACLs are not synced",
-        "ACL sync unsupported by cluster B: it has no authorizer (DescribeCluster returns no authorized "
-        "operations); topic ACLs are not synced",
-    )
-    # warned once per process (replication.logonce): an earlier test may have logged it at WARNING
-    assert any("ACL sync unsupported by cluster A" in r.getMessage() for r in caplog.records)
-
-    disabled = TopicMetadataSync(
-        flow=flow.replace(sync_topic_acls_enabled=False), source=cluster_a, target=cluster_b, policy=policy
-    )
-    disabled.tick(now=1000.0)
-    assert disabled.warnings == ()
