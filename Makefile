@@ -81,13 +81,16 @@ lint: install
 bench: install redis kafka $(DEV_ENV)
 	$(WITH_DEV_ENV) $(PY) -m bench
 
-# The whole product on one machine: embedded Kafka dc1/dc2, web, Celery worker and beat, active-active
-# flows with traffic (Procfile.demo, run by honcho; Ctrl-C stops everything).
-demo: install redis $(DEV_ENV)
+# The whole product on one machine: embedded Kafka dc1/dc2 (KAFKA=apache: Apache Kafka from Maven
+# Central), web, Celery worker and beat, active-active flows with traffic (Procfile.demo, run by honcho;
+# Ctrl-C stops everything).
+KAFKA ?= embedded
+demo: install redis $(if $(filter apache,$(KAFKA)),kafka) $(DEV_ENV)
+	@case "$(KAFKA)" in embedded|apache) ;; *) echo "KAFKA=$(KAFKA): use KAFKA=embedded (default) or KAFKA=apache"; exit 2;; esac
 	mkdir -p var/demo
 	$(WITH_DEV_ENV) $(PY) manage.py migrate --no-input
 	$(WITH_DEV_ENV) $(PY) manage.py create_admin demo --password demo-password >/dev/null
-	$(VENV)/bin/honcho -e $(DEV_ENV) -f Procfile.demo start; code=$$?; \
+	DEMO_KAFKA=$(KAFKA) $(VENV)/bin/honcho -e $(DEV_ENV) -f Procfile.demo start; code=$$?; \
 	  if [ $$code -eq 130 ] || [ $$code -eq 0 ]; then echo "demo stopped"; else exit $$code; fi
 
 clean:

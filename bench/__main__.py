@@ -19,6 +19,7 @@ BENCHMARKS = {
     "takeover": "bench.takeover",  # exactly_once takeover of a task of 64 and 100 partitions
     "metrics": "bench.metrics_scrape",  # /metrics scrape time for 500 flows x 10 partitions
     "upgrade": "bench.upgrade",  # longest arrival gap during a rolling upgrade and a scale-down
+    "idle": "bench.idle",  # idle cost of the source consumer's fetch.wait.max.ms (fetches/s, broker CPU)
 }
 
 

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
+from bench.brokers import bench_clusters
 from replication.config import ClusterConfig, FlowConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_consumer, make_producer
-from replication.kafka.embedded import embedded_clusters
 from replication.kafka.positions import KafkaPositionStore
 from replication.policy import replication_policy_for
 from replication.runner import SLICE_SECONDS
@@ -188,7 +188,7 @@ def run(
 ) -> list[float]:
     """engine/raw ratio (best of `rounds` each) per scenario."""
     ratios: list[float] = []
-    with embedded_clusters(["A", "B"]) as brokers:
+    with bench_clusters(["A", "B"]) as brokers:
         source = ClusterConfig(alias="A", bootstrap_servers=brokers["A"].bootstrap_servers)
         target = ClusterConfig(alias="B", bootstrap_servers=brokers["B"].bootstrap_servers)
         print_line(f"{'scenario':<22}{'method':<10}{'records/s':>12}{'MB/s':>9}{'seconds':>9}")

@@ -18,12 +18,12 @@ import time
 
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
+from bench.brokers import bench_clusters
 from replication.config import ClusterConfig, FlowConfig
 from replication.connector import NewRemoteTopic
 from replication.formats import OffsetSync
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_admin, make_producer
-from replication.kafka.embedded import embedded_clusters
 from replication.kafka.failover_io import FailoverReader, read_plan
 from replication.kafka.internal_topics import InternalTopicWriter
 from replication.policy import DefaultReplicationPolicy
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     per_topic = args.partitions // args.topics
     topics = {f"bench-orders-{i}": per_topic for i in range(args.topics)}
     groups = [f"bench-group-{i}" for i in range(args.groups)]
-    with embedded_clusters(["A", "B"]) as brokers:
+    with bench_clusters(["A", "B"]) as brokers:
         source = ClusterConfig("A", brokers["A"].bootstrap_servers)
         target = ClusterConfig("B", brokers["B"].bootstrap_servers)
         started = time.monotonic()

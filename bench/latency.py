@@ -46,12 +46,12 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
+from bench.brokers import bench_clusters
 from bench.engine_vs_raw import TARGET_RATIO, Scenario, compare, engine_task
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_consumer, make_producer
-from replication.kafka.embedded import embedded_clusters
 from replication.runner import SLICE_SECONDS
 
 PARTITIONS = 4
@@ -510,7 +510,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ratios: list[float] = []
     with (
         tempfile.TemporaryDirectory(prefix="mirrorplane-latency-") as tmp,
-        embedded_clusters(["A", "B"]) as brokers,
+        bench_clusters(["A", "B"]) as brokers,
     ):
         workdir = Path(tmp)
         _setup_django(workdir)

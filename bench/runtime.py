@@ -99,13 +99,13 @@ def runtime_copy(
 
 
 def run(records: int) -> list[Measurement]:
+    from bench.brokers import bench_clusters
     from replication.config import ClusterConfig
-    from replication.kafka.embedded import embedded_clusters
 
     scenario = Scenario(records, VALUE_BYTES)
     with (
         tempfile.TemporaryDirectory(prefix="mirrorplane-bench-") as tmp,
-        embedded_clusters(["A", "B"]) as brokers,
+        bench_clusters(["A", "B"]) as brokers,
     ):
         workdir = Path(tmp)
         _setup_django(workdir)

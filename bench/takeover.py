@@ -14,11 +14,11 @@ import argparse
 import time
 from collections.abc import Mapping, Sequence
 
+from bench.brokers import bench_clusters
 from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_producer
-from replication.kafka.embedded import embedded_clusters
 from replication.policy import replication_policy_for
 from replication.positions import InMemoryPositionStore, TopicPartition
 from replication.source import MirrorSourceTask
@@ -105,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, nargs="+", default=[64, 100])
     args = parser.parse_args(argv)
     missed = False
-    with embedded_clusters(["A", "B"]) as brokers:
+    with bench_clusters(["A", "B"]) as brokers:
         source = ClusterConfig(alias="A", bootstrap_servers=brokers["A"].bootstrap_servers)
         target = ClusterConfig(alias="B", bootstrap_servers=brokers["B"].bootstrap_servers)
         print(f"{'partitions':>10}{'resumed s':>11}{'caught up s':>13}")

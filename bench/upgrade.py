@@ -46,8 +46,8 @@ def measure(
 ) -> tuple[dict[str, tuple[float, int, float]], dict[str, float], bool]:
     """{phase: (longest arrival gap in s, its partition, when it began)}, {phase: the longest a record
     waited}, and whether every record arrived exactly once."""
+    from bench.brokers import bench_clusters
     from replication.config import ClusterConfig
-    from replication.kafka.embedded import embedded_clusters
     from tests.workers.harness import (
         ArrivalRecorder,
         CeleryRuntime,
@@ -61,7 +61,7 @@ def measure(
 
     with (
         _workdir(keep) as tmp,
-        embedded_clusters(["A", "B"]) as brokers,
+        bench_clusters(["A", "B"]) as brokers,
     ):
         workdir = Path(tmp)
         _setup_django(workdir)

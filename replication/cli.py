@@ -37,6 +37,15 @@ def _parser() -> argparse.ArgumentParser:
         type=lambda text: [int(port) for port in text.split(",")],
         help="fixed loopback ports, comma-separated, one per cluster (default: free ports)",
     )
+    apache = commands.add_parser(
+        "apache-kafka", help="run Apache Kafka clusters (KRaft, from Maven Central) until Ctrl-C"
+    )
+    apache.add_argument("--clusters", type=int, default=2)
+    apache.add_argument(
+        "--ports",
+        type=lambda text: [int(port) for port in text.split(",")],
+        help="fixed loopback ports, comma-separated, one per cluster (default: free ports)",
+    )
     return parser
 
 
@@ -50,6 +59,11 @@ def main(argv: list[str] | None = None) -> int:
         from replication.kafka.embedded import run_until_interrupted
 
         return run_until_interrupted(args.clusters, ports=args.ports)
+    if args.command == "apache-kafka":
+        from replication.kafka.apache import apache_clusters
+        from replication.kafka.embedded import run_until_interrupted
+
+        return run_until_interrupted(args.clusters, ports=args.ports, clusters=apache_clusters)
     if args.command == "demo":
         from replication.demo import run_demo
 

@@ -13,8 +13,9 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
@@ -158,8 +159,11 @@ def default_aliases(count: int) -> list[str]:
     return [f"dc{index}" for index in range(1, count + 1)]
 
 
-def run_until_interrupted(count: int, *, ports: list[int] | None = None) -> int:
-    """`python -m replication embedded-kafka`: print bootstrap servers, run until Ctrl-C/SIGTERM."""
+def run_until_interrupted(
+    count: int, *, ports: list[int] | None = None, clusters: Callable[..., Any] = embedded_clusters
+) -> int:
+    """`python -m replication embedded-kafka` (or `apache-kafka`, with `clusters=apache_clusters`): print
+    the bootstrap servers, run until Ctrl-C/SIGTERM or until a broker exits."""
     stop = False
 
     def _request_stop(signum: int, frame: object) -> None:
@@ -170,10 +174,10 @@ def run_until_interrupted(count: int, *, ports: list[int] | None = None) -> int:
     signal.signal(signal.SIGINT, _request_stop)
     if ports and len(ports) != count:
         raise EmbeddedKafkaError(f"--ports lists {len(ports)} port(s) for {count} cluster(s)")
-    with embedded_clusters(default_aliases(count), ports=ports) as brokers:
+    with clusters(default_aliases(count), ports=ports) as brokers:
         for alias, broker in brokers.items():
             print(f"{alias}.bootstrap.servers = {broker.bootstrap_servers}", flush=True)
-        print("embedded Kafka running; Ctrl-C stops it", flush=True)
+        print("Kafka running; Ctrl-C stops it", flush=True)
         while not stop and all(b.process and b.process.poll() is None for b in brokers.values()):
             time.sleep(0.2)
     return 0

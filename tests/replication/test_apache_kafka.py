@@ -179,3 +179,24 @@ def test_the_positions_topic_is_compacted_to_the_latest_position_per_partition(c
         }
     finally:
         reader.close()
+
+
+def test_cli_runs_apache_kafka_clusters_until_sigterm():
+    """What `make demo KAFKA=apache` starts (Procfile.demo's kafka line)."""
+    import subprocess
+    import sys
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "replication", "apache-kafka", "--clusters", "2"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lines = [process.stdout.readline() for _ in range(2)]
+        assert lines[0].startswith("dc1.bootstrap.servers = 127.0.0.1:")
+        assert lines[1].startswith("dc2.bootstrap.servers = 127.0.0.1:")
+        bootstrap = lines[0].split(" = ")[1].strip()
+        assert TopicAdmin(ClusterConfig(alias="dc1", bootstrap_servers=bootstrap)).broker_count() == 1
+    finally:
+        process.terminate()
+    assert process.wait(timeout=60) == 0

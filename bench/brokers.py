@@ -1,0 +1,25 @@
+"""The brokers every benchmark runs on: two Apache Kafka 4.x single-node KRaft clusters on loopback (the
+broker our users run), or the embedded broker with MIRRORPLANE_BENCH_KAFKA=embedded (to compare)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+from replication.kafka.apache import apache_clusters, kafka_version
+from replication.kafka.embedded import embedded_clusters
+
+KIND = os.environ.get("MIRRORPLANE_BENCH_KAFKA", "apache")
+
+
+@contextlib.contextmanager
+def bench_clusters(aliases: list[str]) -> Iterator[dict]:
+    if KIND == "embedded":
+        print("brokers: embedded tansu (MIRRORPLANE_BENCH_KAFKA=embedded)", flush=True)
+        with embedded_clusters(aliases) as brokers:
+            yield brokers
+        return
+    print(f"brokers: Apache Kafka {kafka_version()} (KRaft, one node per cluster)", flush=True)
+    with apache_clusters(aliases) as brokers:
+        yield brokers
