@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import redis
 from django.conf import settings
@@ -35,6 +36,7 @@ from replication.filters import TopicFilter
 from replication.kafka.admin import TopicAdmin, TopicAdminError
 from replication.mm2file import write_mm2
 from replication.policy import TopicDecision, classify_topic, replication_policy_for
+from replication.strimzi import write_strimzi
 
 # How long a request waits for a cluster's metadata before answering 502.
 TOPIC_LIST_TIMEOUT_S = 10.0
@@ -333,14 +335,23 @@ def last_known_lag(*, flow: Flow, now: datetime.datetime | None = None) -> LastK
     )
 
 
+def _stored_config(clusters: list[Cluster], *, secrets: Literal["values", "placeholders"]) -> Mm2Config:
+    return Mm2Config(
+        clusters=tuple(engine.cluster_to_config(cluster, secrets=secrets) for cluster in clusters),
+        flows=tuple(engine.flow_to_config(flow) for flow in flow_list()),
+    )
+
+
+def strimzi_export() -> str:
+    """Every cluster and flow as Strimzi KafkaMirrorMaker2 resources; secrets are references to Kubernetes
+    Secrets, never values (`write_strimzi` writes none of the values it is given)."""
+    return write_strimzi(_stored_config(list(Cluster.objects.all()), secrets="values"))
+
+
 def mm2_export() -> str:
     """Every cluster and flow as mm2.properties; secrets are `${env:...}` placeholders, never values."""
     clusters = list(Cluster.objects.all())
-    flows = [engine.flow_to_config(flow) for flow in flow_list()]
-    config = Mm2Config(
-        clusters=tuple(engine.cluster_to_config(cluster, secrets="placeholders") for cluster in clusters),
-        flows=tuple(flows),
-    )
+    config = _stored_config(clusters, secrets="placeholders")
     variables = sorted(
         engine.secret_placeholder(cluster.alias, scope, name)
         for cluster in clusters

@@ -45,8 +45,9 @@ from controlplane.roles import Role
 from replication.client_properties import client_property_problem, not_applicable_reason
 from replication.config import FLOW_PROPERTIES, FlowConfig
 from replication.flow_rules import flow_problems
-from replication.mm2file import Mm2FileError, parse_mm2
+from replication.mm2file import Mm2FileError
 from replication.secrets import MASK
+from replication.strimzi import parse_mirrormaker
 from replication.topology import find_replication_loops
 
 Errors = dict[str, list[str]]
@@ -603,12 +604,14 @@ def mm2_import(
     environ: Mapping[str, str] | None = None,
     source_name: str = "mm2.properties",
 ) -> Mm2ImportResult:
-    """Create or update the clusters and flows an mm2.properties text describes (objects it does not
-    name are kept). `dry_run` only reports the changes. Placeholders `${env:VAR}` resolve from `environ`
+    """Create or update the clusters and flows an mm2.properties text, or a Strimzi KafkaMirrorMaker2
+    resource (YAML), describes (objects it does not name are kept). `dry_run` only reports the changes. Placeholders `${env:VAR}` resolve from `environ`
     (the server's environment by default), as MM2's config providers do.
     """
     try:
-        parsed = parse_mm2(text, source_name=source_name, environ=os.environ if environ is None else environ)
+        parsed = parse_mirrormaker(
+            text, source_name=source_name, environ=os.environ if environ is None else environ
+        )
     except Mm2FileError as exc:
         error = ServiceValidationError(
             {"text": [str(item) for item in exc.errors]},

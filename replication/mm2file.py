@@ -436,6 +436,11 @@ def missing_placeholders(text: str, *, environ: Mapping[str, str]) -> list[str]:
         entries = read_properties(text)
     except PropertiesSyntaxError:
         return []
+    return missing_placeholders_of_entries(entries, environ=environ)
+
+
+def missing_placeholders_of_entries(entries: list[PropertyLine], *, environ: Mapping[str, str]) -> list[str]:
+    """missing_placeholders of entries already read."""
     missing: dict[str, None] = {}
     for entry in entries:
         for match in _PLACEHOLDER.finditer(entry.value):
@@ -453,8 +458,16 @@ def parse_mm2(
 
     Raises one Mm2FileError listing every problem found.
     """
+    return parse_mm2_entries(
+        _read_entries(text, source_name=source_name), source_name=source_name, environ=environ
+    )
+
+
+def parse_mm2_entries(
+    entries: list[PropertyLine], *, source_name: str, environ: Mapping[str, str] | None = None
+) -> ParsedMm2:
+    """parse_mm2 of entries already read (an mm2.properties text's, or those another format maps to)."""
     reader = _Mm2Reader(source_name=source_name, environ=os.environ if environ is None else environ)
-    entries = _read_entries(text, source_name=source_name)
     last: dict[str, PropertyLine] = {}
     for entry in entries:
         if entry.key in last:
@@ -482,15 +495,17 @@ def parse_mm2(
 
 
 def load_mm2_file(path: str | os.PathLike[str]) -> Mm2Config:
-    """Parse an mm2.properties file (UTF-8), logging its warnings."""
-    parsed = parse_mm2(Path(path).read_text(encoding="utf-8"), source_name=str(path))
+    """Parse an mm2.properties file, or a Strimzi KafkaMirrorMaker2 resource (UTF-8), logging its warnings."""
+    from replication.strimzi import parse_mirrormaker  # it builds on this module's reader
+
+    parsed = parse_mirrormaker(Path(path).read_text(encoding="utf-8"), source_name=str(path))
     for warning in parsed.warnings:
         logger.warning("%s", warning)
     return parsed.config
 
 
 # -- writing ---------------------------------------------------------------------------------------------
-def _format_flow_value(prop: FlowProperty, value: Any, *, flow: str) -> str:
+def format_flow_value(prop: FlowProperty, value: Any, *, flow: str) -> str:
     if prop.kind is tuple:
         if any("," in pattern for pattern in value):
             raise ValueError(
@@ -530,7 +545,7 @@ def write_mm2(config: Mm2Config, *, include_defaults: bool = False) -> str:
     if top_level:
         lines += ["", "# every flow, and the pairs without one (heartbeats)"]
         lines += [
-            property_line(prop.name, _format_flow_value(prop, defaults[prop.field], flow="top level"))
+            property_line(prop.name, format_flow_value(prop, defaults[prop.field], flow="top level"))
             for prop in top_level
         ]
     for flow in config.flows:
@@ -539,7 +554,7 @@ def write_mm2(config: Mm2Config, *, include_defaults: bool = False) -> str:
             value = getattr(flow, prop.field)
             if prop.name != "enabled" and (include_defaults or value != defaults[prop.field]):
                 lines.append(
-                    property_line(f"{flow.name}.{prop.name}", _format_flow_value(prop, value, flow=flow.name))
+                    property_line(f"{flow.name}.{prop.name}", format_flow_value(prop, value, flow=flow.name))
                 )
         lines += [property_line(f"{flow.name}.{name}", value) for name, value in sorted(flow.extra.items())]
     return "\n".join(lines) + "\n"
@@ -569,7 +584,7 @@ def describe_config(config: Mm2Config) -> str:
             value = getattr(flow, prop.field)
             origin = "" if value != prop.default else "  (default)"
             lines.append(
-                f"    {prop.name:<{width}} = {_format_flow_value(prop, value, flow=flow.name)}{origin}"
+                f"    {prop.name:<{width}} = {format_flow_value(prop, value, flow=flow.name)}{origin}"
             )
         lines += _describe_mapping("", flow.extra)
     return "\n".join(lines)

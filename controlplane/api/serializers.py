@@ -276,7 +276,9 @@ class ClusterCheckSerializer(serializers.Serializer):
 
 class Mm2ImportRequestSerializer(serializers.Serializer):
     text = serializers.CharField(
-        max_length=1_000_000, trim_whitespace=False, help_text="mm2.properties content"
+        max_length=1_000_000,
+        trim_whitespace=False,
+        help_text="mm2.properties content, or a Strimzi KafkaMirrorMaker2 resource (YAML)",
     )
     dry_run = serializers.BooleanField(default=False, help_text="only report what would change")
 

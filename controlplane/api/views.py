@@ -180,7 +180,8 @@ class PoolListView(APIView):
 
 class Mm2ImportView(APIView):
     @extend_schema(
-        summary="Import an mm2.properties text (admin); dry_run shows the changes without applying them",
+        summary="Import an mm2.properties text or a Strimzi KafkaMirrorMaker2 resource (YAML) (admin); "
+        "dry_run shows the changes without applying them",
         request=s.Mm2ImportRequestSerializer,
         responses=s.Mm2ImportResultSerializer,
     )
@@ -198,14 +199,24 @@ class PlainTextRenderer(JSONRenderer):
     format = "txt"
 
 
+class StrimziYamlRenderer(PlainTextRenderer):
+    """`?format=strimzi` or `Accept: application/yaml`: the export as KafkaMirrorMaker2 resources."""
+
+    media_type = "application/yaml"
+    format = "strimzi"
+
+
 class Mm2ExportView(APIView):
-    renderer_classes = [JSONRenderer, PlainTextRenderer]
+    renderer_classes = [JSONRenderer, PlainTextRenderer, StrimziYamlRenderer]
 
     @extend_schema(
-        summary="Every cluster and flow as mm2.properties (secrets as ${env:...} placeholders)",
-        responses={(200, "text/plain"): OpenApiTypes.STR},
+        summary="Every cluster and flow as mm2.properties (secrets as ${env:...} placeholders), or with "
+        "format=strimzi as Strimzi KafkaMirrorMaker2 resources (secrets as Secret references)",
+        responses={(200, "text/plain"): OpenApiTypes.STR, (200, "application/yaml"): OpenApiTypes.STR},
     )
     def get(self, request):
+        if request.accepted_renderer.format == StrimziYamlRenderer.format:
+            return HttpResponse(selectors.strimzi_export(), content_type="application/yaml; charset=utf-8")
         return HttpResponse(selectors.mm2_export(), content_type="text/plain; charset=utf-8")
 
 

@@ -333,10 +333,11 @@ class Mm2ImportForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false"}),
         required=False,
         strip=False,
-        label="mm2.properties",
+        label="mm2.properties or Strimzi KafkaMirrorMaker2 (YAML)",
         help_text=(
-            "Paste the file, or upload it below. ${env:VAR} placeholders resolve on the server; "
-            "the ones it does not have are asked for (write-only)."
+            "Paste the file or the resource, or upload it below. ${env:VAR} placeholders (and the values of "
+            "a resource's Secrets) resolve on the server; the ones it does not have are asked for "
+            "(write-only)."
         ),
     )
     upload = forms.FileField(required=False, label="…or upload a file")

@@ -46,7 +46,7 @@ from controlplane.web.access import admin_required, operator_required, signed_in
 from controlplane.web.forms import PREVIEW_FIELDS, ClusterForm, FlowForm, Mm2ImportForm
 from controlplane.web.listing import Filter, ListSpec, Sort, list_page
 from replication.kafka.cluster_check import check_cluster
-from replication.mm2file import missing_placeholders
+from replication.strimzi import missing_placeholders
 from replication.takeover import MM2_SOURCE_CONNECTOR
 
 AUDIT_PAGE_SIZE = 50
@@ -560,6 +560,10 @@ def mm2_takeover(request):
 
 @viewer_required
 def mm2_export(request):
+    if request.GET.get("format") == "strimzi":
+        response = HttpResponse(selectors.strimzi_export(), content_type="application/yaml; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="kafkamirrormaker2.yaml"'
+        return response
     response = HttpResponse(selectors.mm2_export(), content_type="text/plain; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="mm2.properties"'
     return response

@@ -14,6 +14,8 @@ from controlplane import engine, selectors, services
 from controlplane.errors import ServiceValidationError
 from controlplane.models import AuditEvent, Cluster, Flow
 from replication.mm2file import parse_mm2
+from replication.strimzi import parse_strimzi
+from tests.strimzi_resource import RESOURCE, SECRETS
 
 pytestmark = pytest.mark.django_db
 
@@ -213,3 +215,54 @@ def test_cluster_api_refuses_worker_properties_and_bad_enumerated_values(admin_u
     assert any(
         "producer.acks: 'most' is not a valid acks; set acks to one of all, -1, 0, 1" in m for m in messages
     )
+
+
+def test_api_imports_a_strimzi_resource_like_a_file_and_exports_it_back(admin_client, monkeypatch):
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    dry = admin_client.post("/api/v1/mm2/import/", {"text": RESOURCE, "dry_run": True}, format="json")
+    assert dry.status_code == 200 and dry.json()["applied"] is False
+    assert [(c["object_type"], c["name"], c["change"]) for c in dry.json()["changes"]] == [
+        ("cluster", "cluster-a", "create"),
+        ("cluster", "cluster-b", "create"),
+        ("flow", "cluster-a->cluster-b", "create"),
+    ]
+    flow_fields = dry.json()["changes"][2]["fields"]
+    assert flow_fields["tasks_max"] == {"before": None, "after": 4}
+    assert flow_fields["emit_heartbeats_enabled"]["after"] is False  # no heartbeatConnector
+    assert any("spec: connectCluster, replicas, version" in warning for warning in dry.json()["warnings"])
+    assert not Cluster.objects.exists()
+
+    oauth = RESOURCE.replace("type: scram-sha-512", "type: oauth")
+    bad = admin_client.post("/api/v1/mm2/import/", {"text": oauth, "dry_run": True}, format="json")
+    assert bad.status_code == 400
+    assert bad.json()["details"][0]["property"] == "spec.clusters[0].authentication.type"
+    assert bad.json()["details"][0]["line"] == 17
+
+    done = admin_client.post("/api/v1/mm2/import/", {"text": RESOURCE}, format="json")
+    assert done.status_code == 200 and done.json()["applied"] is True
+    flow = Flow.objects.get(source__alias="cluster-a", target__alias="cluster-b")
+    assert (flow.enabled, flow.tasks_max, flow.topics) == (True, 4, ["orders.*", "payments"])
+
+    export = admin_client.get("/api/v1/mm2/export/?format=strimzi")
+    assert export.status_code == 200 and export["Content-Type"].startswith("application/yaml")
+    text = export.content.decode()
+    assert "kind: KafkaMirrorMaker2" in text
+    assert all(value not in text for value in SECRETS.values())
+    secrets = {
+        "MIRRORPLANE_CLUSTER_A_PASSWORD": SECRETS["MM2_USER_PASSWORD"],
+        "MIRRORPLANE_CLUSTER_A_CA_CRT": SECRETS["CLUSTER_A_CLUSTER_CA_CERT_CRT"],
+        "MIRRORPLANE_CLUSTER_B_CA_CRT": SECRETS["CLUSTER_B_CLUSTER_CA_CERT_CA_CRT"],
+    }
+    assert (
+        parse_strimzi(text, environ=secrets).config.flows
+        == parse_strimzi(RESOURCE, environ=SECRETS).config.flows
+    )
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    again = admin_client.post("/api/v1/mm2/import/", {"text": text, "dry_run": True}, format="json")
+    assert {c["change"] for c in again.json()["changes"]} == {"unchanged"}
+
+    out = io.StringIO()
+    call_command("export_mm2", "--format", "strimzi", stdout=out)
+    assert out.getvalue() == text

@@ -10,6 +10,7 @@ from django.utils import timezone
 from controlplane import engine, selectors, services
 from controlplane.models import AuditEvent, Cluster, Flow
 from controlplane.web import summaries
+from tests.strimzi_resource import RESOURCE, SECRETS
 
 pytestmark = pytest.mark.django_db
 
@@ -122,6 +123,30 @@ def test_mm2_import_errors_name_the_line_and_the_fix(client_as):
     )
     assert response.context["import_errors"][0]["line"] == 3
     assert b"The file was not imported" in response.content
+
+
+def test_strimzi_resource_import_asks_for_its_secrets_then_exports_as_kafkamirrormaker2(
+    client_as, monkeypatch
+):
+    for name in SECRETS:
+        monkeypatch.delenv(name, raising=False)
+    admin = client_as("admin")
+    asked = admin.post(reverse("web:mm2-import"), {"text": RESOURCE, "dry_run": "1"})
+    assert asked.context["unfilled"] == list(SECRETS)  # each Secret's value, by the variable named after it
+    typed = {f"env_{name}": value for name, value in SECRETS.items()}
+    dry = admin.post(reverse("web:mm2-import"), {"text": RESOURCE, "dry_run": "1", **typed})
+    assert [c.change for c in dry.context["result"].changes] == ["create", "create", "create"]
+    assert not Cluster.objects.exists()
+    broken = admin.post(
+        reverse("web:mm2-import"), {"text": RESOURCE.replace("tasksMax: 4", "tasksMax: 0"), **typed}
+    )
+    assert b"(<code>spec.mirrors[0].sourceConnector.tasksMax</code>)" in broken.content
+
+    admin.post(reverse("web:mm2-import"), {"text": RESOURCE, "apply": "1", **typed})
+    export = admin.get(reverse("web:mm2-export"), {"format": "strimzi"})
+    assert export["Content-Disposition"] == 'attachment; filename="kafkamirrormaker2.yaml"'
+    assert b"sourceCluster: cluster-a" in export.content and b"mm2-user" in export.content
+    assert all(value.encode() not in export.content for value in SECRETS.values())
 
 
 def test_audit_log_filters_by_action(client_as, flow):

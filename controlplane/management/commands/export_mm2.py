@@ -4,7 +4,14 @@ from controlplane import selectors
 
 
 class Command(BaseCommand):
-    help = "Print every cluster and flow as mm2.properties (secrets as ${env:...} placeholders)."
+    help = (
+        "Print every cluster and flow as mm2.properties (secrets as ${env:...} placeholders), or with "
+        "--format strimzi as Strimzi KafkaMirrorMaker2 resources (secrets as Secret references)."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--format", choices=["properties", "strimzi"], default="properties")
 
     def handle(self, *args, **options):
-        self.stdout.write(selectors.mm2_export(), ending="")
+        export = selectors.strimzi_export if options["format"] == "strimzi" else selectors.mm2_export
+        self.stdout.write(export(), ending="")

@@ -8,7 +8,10 @@ from controlplane.errors import ServiceValidationError
 
 
 class Command(BaseCommand):
-    help = "Import the clusters and flows of an mm2.properties file (--dry-run: show the changes only)."
+    help = (
+        "Import the clusters and flows of an mm2.properties file or a Strimzi KafkaMirrorMaker2 resource "
+        "(YAML); --dry-run: show the changes only."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("file")
