@@ -512,7 +512,6 @@ class _ResourceReader:
         self.set(f"{flow}.enabled", "true" if running["sourceConnector"] else "false", source_node)
         for name, key in _CONNECTOR_EMITS.items():
             if running[name]:
-                self.fields.setdefault(f"{flow}.{key}", connectors[name])
                 if f"{flow}.{key}" not in self.properties:  # its config may turn it off
                     self.set(f"{flow}.{key}", "true", connectors[name])
             else:
@@ -522,13 +521,13 @@ class _ResourceReader:
                     connectors[name] or mirror,
                     why=f"{mirror.path}.{name} does not run",
                 )
-        excluded_by_current_name = set()
+        set_by_current_name = set()  # an *ExcludePattern wins over its deprecated *BlacklistPattern
         for name, key in _MIRROR_PATTERNS.items():
             node = fields.get(name)
-            if node is None or key in excluded_by_current_name:
+            if node is None or key in set_by_current_name:
                 continue
             if name.endswith("ExcludePattern"):
-                excluded_by_current_name.add(key)
+                set_by_current_name.add(key)
             elif "Blacklist" in name:
                 self.warn(node, f"deprecated; use {name.replace('Blacklist', 'Exclude')}")
             if (value := self.text(node)) is not None:
