@@ -52,6 +52,7 @@ from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_consumer, make_producer
+from replication.kafka.source_io import CONSUMER_DEFAULTS
 from replication.runner import SLICE_SECONDS
 
 PARTITIONS = 4
@@ -59,9 +60,9 @@ VALUE_BYTES = 100
 ENGINE_RATE, ENGINE_P99_MS = 20_000, 50.0
 RUNTIME_RATE, RUNTIME_P99_MS = 10_000, 100.0
 WARMUP_S = 1.0
-# The raw loop's fetch.wait.max.ms, as the engine's consumer default (replication.kafka.source_io): the
-# embedded broker holds a fetch that long, Apache Kafka answers as soon as a record is there.
-FETCH_WAIT_MAX_MS = 10
+# The raw loop's fetch.wait.max.ms: the engine's consumer default (the same client settings). The embedded
+# broker holds a fetch that long; Apache Kafka answers as soon as a record is there.
+FETCH_WAIT_MAX_MS = CONSUMER_DEFAULTS["fetch.wait.max.ms"]
 FRACTIONS = (0.1, 0.5, 0.9)
 
 
