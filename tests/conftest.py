@@ -21,8 +21,10 @@ from replication.kafka.embedded import EmbeddedBroker, embedded_clusters
 from tests.tls import make_pki
 
 KAFKA_KIND = os.environ.get("MIRRORPLANE_TEST_KAFKA", "apache")
-# Broker folders (server.log) of the last run, kept for a failed test to be read.
-KAFKA_LOGS = Path(__file__).resolve().parents[1] / "var" / "test-kafka"
+# Broker folders (server.log) of this run, kept for a failed test to be read: one folder per pytest
+# process, so that a run never deletes the folders of another one still running beside it.
+KAFKA_RUNS = Path(__file__).resolve().parents[1] / "var" / "test-kafka"
+KAFKA_LOGS = KAFKA_RUNS / f"run-{os.getpid()}"
 
 
 def pytest_report_header(config) -> str:
@@ -32,7 +34,11 @@ def pytest_report_header(config) -> str:
 
 
 def pytest_sessionstart(session) -> None:
-    shutil.rmtree(KAFKA_LOGS, ignore_errors=True)
+    """Folders of earlier runs whose pytest process has ended are removed."""
+    for folder in KAFKA_RUNS.glob("run-*"):
+        pid = folder.name.removeprefix("run-")
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
