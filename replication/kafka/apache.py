@@ -191,13 +191,15 @@ class ApacheKafkaBroker:
     workdir: Path | None = None
     jvm_options: list[str] = field(default_factory=lambda: list(JVM_OPTIONS))
     security: BrokerSecurity | None = None
+    host: str = "127.0.0.1"  # the address it listens on and advertises
+    netns: str | None = None  # a network namespace to run the JVM in (`ip netns exec`), for partitions
     controller_port: int = 0
     cluster_id: str = field(default_factory=random_cluster_id)
     process: subprocess.Popen | None = field(default=None, repr=False)
 
     @property
     def bootstrap_servers(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def log_path(self) -> str:
@@ -220,9 +222,9 @@ class ApacheKafkaBroker:
         properties = {
             "process.roles": "broker,controller",
             "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
-            "listeners": f"{protocol}://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"{protocol}://127.0.0.1:{self.port}",
+            "controller.quorum.voters": f"1@{self.host}:{self.controller_port}",
+            "listeners": f"{protocol}://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": f"{protocol}://{self.host}:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": protocol,
             "listener.security.protocol.map": f"{protocol}:{protocol},CONTROLLER:PLAINTEXT",
@@ -280,8 +282,9 @@ class ApacheKafkaBroker:
             return self
         properties_path = self._prepare()
         with open(self.log_path, "ab") as log_file:
+            prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
             self.process = subprocess.Popen(
-                self._java("kafka.Kafka", str(properties_path)),
+                [*prefix, *self._java("kafka.Kafka", str(properties_path))],
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
