@@ -1,0 +1,135 @@
+"""Apache Kafka's own MirrorMaker 2 beside Mirrorplane on the session's Apache Kafka clusters: a flow taken
+over from a running MM2 under traffic, as docs/migration.md says, copies no record twice and skips none."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import TopicPartition
+
+from replication.config import ClusterConfig, FlowConfig
+from replication.kafka.clients import make_consumer, make_producer
+from replication.kafka.takeover_io import apply_takeover, read_takeover_plan
+from tests.mm2_process import MirrorMaker2
+from tests.replication.test_run_cli import RunProcess, create_topic, read_partitions, write_mm2
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+PARTITIONS = 2
+
+
+class Traffic(threading.Thread):
+    """Records `<partition>-<n>` produced to each partition in turn until stopped; `sent` says how many."""
+
+    def __init__(self, cluster: ClusterConfig, topic: str, *, per_second: float) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.topic, self.pause_s = cluster, topic, 1 / per_second
+        self.sent = dict.fromkeys(range(PARTITIONS), 0)
+        self.stop_requested = threading.Event()
+
+    def run(self) -> None:
+        producer = make_producer(self.cluster)
+        index = 0
+        while not self.stop_requested.is_set():
+            partition = index % PARTITIONS
+            producer.produce(
+                self.topic, value=f"{partition}-{self.sent[partition]}".encode(), partition=partition
+            )
+            self.sent[partition] += 1
+            index += 1
+            producer.poll(0)
+            self.stop_requested.wait(self.pause_s)
+        assert producer.flush(30) == 0
+
+    def stop(self) -> dict[int, int]:
+        self.stop_requested.set()
+        self.join(60)
+        return dict(self.sent)
+
+
+def remote_records(cluster: ClusterConfig, topic: str) -> int:
+    consumer = make_consumer(cluster)
+    try:
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS)
+        )
+    except Exception:  # the remote topic is not there yet
+        return 0
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["mm2-stopped", "mm2-killed"])
+def test_a_flow_taken_over_from_a_running_mm2_under_traffic_has_no_duplicate_and_no_gap(
+    cluster_a, cluster_b, unique_name, tmp_path, crash
+):
+    tag = uuid.uuid4().hex[:8]
+    source = ClusterConfig(alias=f"s{tag}", bootstrap_servers=cluster_a.bootstrap_servers)
+    target = ClusterConfig(alias=f"t{tag}", bootstrap_servers=cluster_b.bootstrap_servers)
+    flow_name = f"{source.alias}->{target.alias}"
+    topic, remote = unique_name, f"{source.alias}.{unique_name}"
+    create_topic(cluster_a, topic, PARTITIONS)
+    flow = FlowConfig(source=source.alias, target=target.alias, enabled=True, topics=(topic,))
+    aliases = [source.alias, target.alias]
+    mm2 = MirrorMaker2(
+        tmp_path / "mm2",
+        {
+            "clusters": f"{source.alias}, {target.alias}",
+            f"{source.alias}.bootstrap.servers": source.bootstrap_servers,
+            f"{target.alias}.bootstrap.servers": target.bootstrap_servers,
+            f"{flow_name}.enabled": "true",
+            f"{flow_name}.topics": topic,
+            "emit.heartbeats.enabled": "false",
+            "offset.flush.interval.ms": "2000",
+        },
+    )
+    properties = write_mm2(
+        tmp_path / "mirrorplane.properties",
+        {source.alias: source, target.alias: target},
+        [f"{flow_name}.enabled = true", f"{flow_name}.topics = {topic}", "emit.heartbeats.enabled = false"],
+    )
+    traffic = Traffic(cluster_a, topic, per_second=200)
+    run = None
+    try:
+        traffic.start()
+        mm2.start()
+        # MM2 runs until it has copied records and committed its positions, as one that ran for a while.
+        deadline = time.monotonic() + 180
+        while (
+            remote_records(cluster_b, remote) < 400
+            or read_takeover_plan(flow, source=source, target=target, known_aliases=aliases).mm2_positions
+            < PARTITIONS
+        ):
+            assert mm2.running() and time.monotonic() < deadline, mm2.output()[-5000:]
+            time.sleep(1)
+        assert mm2.stop(kill=crash) is not None
+        # MM2 stopped with traffic going on: the documented takeover (dry run, apply), then Mirrorplane runs.
+        plan = read_takeover_plan(flow, source=source, target=target, known_aliases=aliases)
+        assert plan.problems() == [] and plan.mm2_positions == PARTITIONS, plan
+        positions = apply_takeover(plan, target=target, source_alias=source.alias)
+        assert set(positions) == {(topic, p) for p in range(PARTITIONS)}
+
+        run = RunProcess(properties)
+        before = remote_records(cluster_b, remote)
+        deadline = time.monotonic() + 60
+        while remote_records(cluster_b, remote) <= before + 100:  # Mirrorplane copies while traffic goes on
+            assert run.process.poll() is None and time.monotonic() < deadline, run.output()[-3000:]
+            time.sleep(0.2)
+        sent = traffic.stop()
+        got = read_partitions(cluster_b, remote, partitions=PARTITIONS, expected=sum(sent.values()), run=run)
+        assert run.stop() == 0, run.output()[-3000:]
+    finally:
+        traffic.stop()
+        mm2.stop(kill=True)
+        if run is not None:
+            run.kill()
+    for partition in range(PARTITIONS):
+        values = [value.decode() for _, value, _, _ in got[partition]]
+        expected = [f"{partition}-{n}" for n in range(sent[partition])]
+        duplicates = len(values) - len(set(values))
+        gaps = sorted(set(expected) - set(values))[:5]
+        assert (duplicates, gaps) == (0, []), (partition, duplicates, gaps)
+        assert values == expected
