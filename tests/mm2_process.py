@@ -6,6 +6,7 @@ goes to `mm2.log` in its folder, shown when a test fails.
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import subprocess
@@ -84,3 +85,31 @@ class MirrorMaker2:
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+def mm2_translate_offsets(
+    bootstrap_servers: str, *, source_alias: str, group: str
+) -> dict[tuple[str, int], int]:
+    """`RemoteClusterUtils.translateOffsets` (tests/java/TranslateOffsets.java, run by the JDK's source
+    launcher) on the cluster holding `<source_alias>.checkpoints.internal`: {(remote topic, partition): offset}."""
+    workdir = Path(__file__).resolve().parent / "java"
+    result = subprocess.run(
+        [
+            shutil.which("java") or "java",
+            "-Dlog4j2.level=WARN",
+            "-cp",
+            str(kafka_libs() / "*"),
+            str(workdir / "TranslateOffsets.java"),
+            bootstrap_servers,
+            source_alias,
+            group,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"TranslateOffsets failed: {result.stdout[-2000:]}{result.stderr[-3000:]}")
+    lines = (re.fullmatch(r"(\S+) (\d+) (-?\d+)", line) for line in result.stdout.splitlines())
+    return {(m.group(1), int(m.group(2))): int(m.group(3)) for m in lines if m}

@@ -1,5 +1,6 @@
 """Apache Kafka's own MirrorMaker 2 beside Mirrorplane on the session's Apache Kafka clusters: a flow taken
-over from a running MM2 under traffic, as docs/migration.md says, copies no record twice and skips none."""
+over from a running MM2 under traffic, as docs/migration.md says, copies no record twice and skips none;
+MM2's own client reads the checkpoints Mirrorplane writes as the offsets Mirrorplane gives."""
 
 from __future__ import annotations
 
@@ -12,9 +13,17 @@ from confluent_kafka import TopicPartition
 
 from replication.config import ClusterConfig, FlowConfig
 from replication.kafka.clients import make_consumer, make_producer
+from replication.kafka.remote import latest_group_checkpoints
 from replication.kafka.takeover_io import apply_takeover, read_takeover_plan
-from tests.mm2_process import MirrorMaker2
-from tests.replication.test_run_cli import RunProcess, create_topic, read_partitions, write_mm2
+from replication.policy import DefaultReplicationPolicy
+from tests.mm2_process import MirrorMaker2, mm2_translate_offsets
+from tests.replication.test_run_cli import (
+    RunProcess,
+    create_topic,
+    produce_records,
+    read_partitions,
+    write_mm2,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -133,3 +142,56 @@ def test_a_flow_taken_over_from_a_running_mm2_under_traffic_has_no_duplicate_and
         gaps = sorted(set(expected) - set(values))[:5]
         assert (duplicates, gaps) == (0, []), (partition, duplicates, gaps)
         assert values == expected
+
+
+def test_mm2s_translate_offsets_reads_mirrorplanes_checkpoints_as_mirrorplane_translates(
+    cluster_a, cluster_b, unique_name, tmp_path
+):
+    tag = uuid.uuid4().hex[:8]
+    source = ClusterConfig(alias=f"s{tag}", bootstrap_servers=cluster_a.bootstrap_servers)
+    target = ClusterConfig(alias=f"t{tag}", bootstrap_servers=cluster_b.bootstrap_servers)
+    flow_name, group = f"{source.alias}->{target.alias}", f"{unique_name}-g"
+    topic, remote = unique_name, f"{source.alias}.{unique_name}"
+    create_topic(cluster_a, topic, PARTITIONS)
+    produce_records(cluster_a, topic, partitions=PARTITIONS, count=200)
+    # The remote partitions already hold 10 records each: translation is a shift, not the identity.
+    create_topic(cluster_b, remote, PARTITIONS)
+    produce_records(cluster_b, remote, partitions=PARTITIONS, count=20, origin="before-")
+    committed = {0: 37, 1: 58}
+    consumer = make_consumer(cluster_a, group_id=group)
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(topic, p, offset) for p, offset in committed.items()], asynchronous=False
+        )
+    finally:
+        consumer.close()
+    properties = write_mm2(
+        tmp_path / "mirrorplane.properties",
+        {source.alias: source, target.alias: target},
+        [
+            f"{flow_name}.enabled = true",
+            f"{flow_name}.topics = {topic}",
+            f"{flow_name}.groups = {group}",
+            "emit.checkpoints.interval.seconds = 1",
+            "refresh.groups.interval.seconds = 1",
+            "emit.heartbeats.enabled = false",
+        ],
+    )
+    policy = DefaultReplicationPolicy(known_aliases=[source.alias, target.alias])
+    expected = {(remote, p): offset + 10 for p, offset in committed.items()}
+    run = RunProcess(properties)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            checkpoints = latest_group_checkpoints(
+                target=target, source_alias=source.alias, group=group, policy=policy
+            )
+            ours = {key: checkpoint.downstream_offset for key, checkpoint in checkpoints.items()}
+            if ours == expected:
+                break
+            assert run.process.poll() is None and time.monotonic() < deadline, (ours, run.output()[-3000:])
+            time.sleep(0.5)
+        assert run.stop() == 0, run.output()[-3000:]
+    finally:
+        run.kill()
+    assert mm2_translate_offsets(target.bootstrap_servers, source_alias=source.alias, group=group) == ours
