@@ -660,21 +660,27 @@ def _secret_name(prefix: str, alias: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", f"{prefix}-{alias}".lower()).strip("-")
 
 
+_TLS_MATERIAL = frozenset({"ssl.ca.pem", "ssl.certificate.pem", "ssl.key.pem"})
+
+
 def _cluster_spec(cluster: ClusterConfig, *, prefix: str, secrets: _SecretKeys, omitted: list[str]) -> dict:
     client = dict(cluster.client)
     protocol = client.pop("security.protocol", "PLAINTEXT").upper()
     mechanism = client.pop("sasl.mechanism", "").upper()
+    ca, certificate, key = (
+        client.pop(name, None) for name in ("ssl.ca.pem", "ssl.certificate.pem", "ssl.key.pem")
+    )
+    jaas, username = client.pop("sasl.jaas.config", ""), client.pop("sasl.username", None)
+    client.pop("sasl.password", None)
     secret = _secret_name(prefix, cluster.alias)
     spec: dict[str, Any] = {"alias": cluster.alias, "bootstrapServers": cluster.bootstrap_servers}
     if protocol.endswith("SSL"):
-        tls: dict[str, Any] = {}
-        if client.pop("ssl.ca.pem", None) is not None:
-            tls["trustedCertificates"] = [{"secretName": secret, "certificate": "ca.crt"}]
+        spec["tls"] = {}
+        if ca is not None:
+            spec["tls"]["trustedCertificates"] = [{"secretName": secret, "certificate": "ca.crt"}]
             secrets.refer(secret, "ca.crt", f"{cluster.alias}'s CA certificates (PEM)")
-        spec["tls"] = tls
-    certificate, key = client.pop("ssl.certificate.pem", None), client.pop("ssl.key.pem", None)
-    jaas, username = client.pop("sasl.jaas.config", ""), client.pop("sasl.username", None)
-    client.pop("sasl.password", None)
+    elif ca is not None:
+        omitted.append(f"{cluster.alias}.ssl.ca.pem (security.protocol {protocol} uses no TLS)")
     kind = next((kind for kind, (name, _) in _SASL_LOGIN_MODULES.items() if name == mechanism), None)
     username = dict(_JAAS_OPTION.findall(jaas)).get("username", username)
     if protocol.startswith("SASL") and kind is not None and username is not None:
@@ -695,12 +701,19 @@ def _cluster_spec(cluster: ClusterConfig, *, prefix: str, secrets: _SecretKeys, 
         }
         secrets.refer(secret, "user.crt", f"{cluster.alias}'s client certificate (PEM)")
         secrets.refer(secret, "user.key", f"{cluster.alias}'s client key (PEM)")
-    config = {name: value for name, value in client.items()}
+    if (certificate is not None or key is not None) and spec.get("authentication", {}).get("type") != "tls":
+        omitted.append(
+            f"{cluster.alias}: the TLS client certificate and key (a cluster authenticates one way)"
+        )
+    config = dict(client)
     for role in CLIENT_ROLES:
         config |= {f"{role}.{name}": value for name, value in getattr(cluster, role).items()}
-    for name in sorted(name for name in config if is_secret_property(name)):
-        omitted.append(f"{cluster.alias}.{name} (a secret: set it in the Connect cluster's config providers)")
-        del config[name]
+    for name in sorted(config):
+        if is_secret_property(name) or name.partition(".")[2] in _TLS_MATERIAL:
+            omitted.append(
+                f"{cluster.alias}.{name} (a secret: set it in the Connect cluster's config providers)"
+            )
+            del config[name]
     if config:
         spec["config"] = dict(sorted(config.items()))
     return spec

@@ -228,3 +228,29 @@ def test_a_missing_field_is_reported_at_its_parents_line():
         ("spec.clusters[0].bootstrapServers", 4, "missing"),
         ("spec.mirrors[0].targetCluster", 6, "missing"),
     }
+
+
+def test_what_a_resource_cannot_hold_is_named_in_the_header_and_no_secret_is_written():
+    kerberos = ClusterConfig(
+        alias="a",
+        bootstrap_servers="a.example:9092",
+        client={
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "GSSAPI",
+            "sasl.jaas.config": 'com.sun.security.auth.module.Krb5LoginModule required password="pw-1";',
+            "ssl.ca.pem": "CA-PEM",
+            "sasl.kerberos.service.name": "kafka",
+        },
+        producer={"ssl.key.pem": "KEY-PEM"},
+    )
+    written = write_strimzi(
+        Mm2Config(
+            clusters=(kerberos, ClusterConfig(alias="b", bootstrap_servers="b.example:9092")),
+            flows=(FlowConfig(source="a", target="b", enabled=True),),
+        )
+    )
+    assert not any(secret in written for secret in ("pw-1", "CA-PEM", "KEY-PEM"))
+    assert "# Not written: a.ssl.ca.pem (security.protocol SASL_PLAINTEXT uses no TLS)" in written
+    assert "# Not written: a: SASL GSSAPI (set spec.clusters[].authentication)" in written
+    assert "# Not written: a.producer.ssl.key.pem (a secret" in written
+    assert "sasl.kerberos.service.name: kafka" in written
