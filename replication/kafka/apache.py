@@ -259,8 +259,7 @@ class ApacheKafkaBroker:
                 self._java(
                     "kafka.tools.StorageTool",
                     "format",
-                    "--cluster-id",
-                    self.cluster_id,
+                    f"--cluster-id={self.cluster_id}",  # an id may start with "-"
                     "--config",
                     str(properties_path),
                     "--ignore-formatted",
