@@ -195,3 +195,101 @@ def test_mm2s_translate_offsets_reads_mirrorplanes_checkpoints_as_mirrorplane_tr
     finally:
         run.kill()
     assert mm2_translate_offsets(target.bootstrap_servers, source_alias=source.alias, group=group) == ours
+
+
+def commit(cluster: ClusterConfig, group: str, topic: str, offsets: dict[int, int]) -> None:
+    consumer = make_consumer(cluster, group_id=group)
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(topic, p, offset) for p, offset in offsets.items()], asynchronous=False
+        )
+    finally:
+        consumer.close()
+
+
+def test_mm2s_checkpoint_connector_on_mirrorplanes_offset_syncs_agrees_for_caught_up_groups(
+    cluster_a, cluster_b, unique_name, tmp_path
+):
+    """MM2's MirrorCheckpointConnector fed only Mirrorplane's offset syncs: a caught-up group's checkpoint
+    is the one Mirrorplane writes; a group behind gets MM2's lossy translation, never ahead of ours."""
+    tag = uuid.uuid4().hex[:8]
+    source = ClusterConfig(alias=f"s{tag}", bootstrap_servers=cluster_a.bootstrap_servers)
+    target = ClusterConfig(alias=f"t{tag}", bootstrap_servers=cluster_b.bootstrap_servers)
+    # MM2 sees the same source cluster under another alias: its checkpoints go to their own topic, and
+    # the offset syncs it reads (named after the target) are Mirrorplane's.
+    mm2_alias = f"x{tag}"
+    flow_name = f"{source.alias}->{target.alias}"
+    topic, remote = unique_name, f"{source.alias}.{unique_name}"
+    create_topic(cluster_a, topic, PARTITIONS)
+    produce_records(cluster_a, topic, partitions=PARTITIONS, count=200)
+    create_topic(cluster_b, remote, PARTITIONS)
+    produce_records(cluster_b, remote, partitions=PARTITIONS, count=20, origin="before-")
+    caught_up, behind = f"{unique_name}-end", f"{unique_name}-mid"
+    commit(cluster_a, caught_up, topic, {0: 100, 1: 100})
+    commit(cluster_a, behind, topic, {0: 37, 1: 58})
+    properties = write_mm2(
+        tmp_path / "mirrorplane.properties",
+        {source.alias: source, target.alias: target},
+        [
+            f"{flow_name}.enabled = true",
+            f"{flow_name}.topics = {topic}",
+            f"{flow_name}.groups = {unique_name}-.*",
+            "emit.checkpoints.interval.seconds = 1",
+            "refresh.groups.interval.seconds = 1",
+            "emit.heartbeats.enabled = false",
+        ],
+    )
+    policy = DefaultReplicationPolicy(known_aliases=[source.alias, target.alias])
+    expected = {caught_up: {0: 110, 1: 110}, behind: {0: 47, 1: 68}}  # exact: the remote copy is 10 ahead
+
+    def ours(group: str) -> dict[int, int]:
+        checkpoints = latest_group_checkpoints(
+            target=target, source_alias=source.alias, group=group, policy=policy
+        )
+        return {partition: checkpoint.downstream_offset for (_, partition), checkpoint in checkpoints.items()}
+
+    run = RunProcess(properties)
+    try:
+        deadline = time.monotonic() + 60
+        while any(ours(group) != offsets for group, offsets in expected.items()):
+            assert run.process.poll() is None and time.monotonic() < deadline, run.output()[-3000:]
+            time.sleep(0.5)
+        assert run.stop() == 0, run.output()[-3000:]  # its last offset syncs are written at the stop
+    finally:
+        run.kill()
+
+    mm2_flow = f"{mm2_alias}->{target.alias}"
+    mm2 = MirrorMaker2(
+        tmp_path / "mm2",
+        {
+            "clusters": f"{mm2_alias}, {target.alias}",
+            f"{mm2_alias}.bootstrap.servers": source.bootstrap_servers,
+            f"{target.alias}.bootstrap.servers": target.bootstrap_servers,
+            f"{mm2_flow}.enabled": "true",
+            f"{mm2_flow}.topics": topic,
+            f"{mm2_flow}.groups": f"{unique_name}-.*",
+            f"{mm2_flow}.consumer.auto.offset.reset": "latest",  # MM2 copies nothing, writes no sync
+            "emit.heartbeats.enabled": "false",
+        },
+    ).start()
+    try:
+        deadline = time.monotonic() + 180
+        while (
+            len(
+                theirs := mm2_translate_offsets(
+                    target.bootstrap_servers, source_alias=mm2_alias, group=caught_up
+                )
+            )
+            < PARTITIONS
+        ):
+            assert mm2.running() and time.monotonic() < deadline, mm2.output()[-5000:]
+            time.sleep(2)
+        theirs_behind = mm2_translate_offsets(target.bootstrap_servers, source_alias=mm2_alias, group=behind)
+    finally:
+        mm2.stop()
+    assert remote_records(cluster_b, f"{mm2_alias}.{topic}") == 0
+    assert {partition: offset for (_, partition), offset in theirs.items()} == expected[caught_up]
+    behind_by_partition = {partition: offset for (_, partition), offset in theirs_behind.items()}
+    assert all(behind_by_partition.get(p, 0) <= offset for p, offset in expected[behind].items()), (
+        behind_by_partition
+    )
