@@ -144,6 +144,16 @@ def test_a_flow_taken_over_from_a_running_mm2_under_traffic_has_no_duplicate_and
         assert values == expected
 
 
+def commit(cluster: ClusterConfig, group: str, topic: str, offsets: dict[int, int]) -> None:
+    consumer = make_consumer(cluster, group_id=group)
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(topic, p, offset) for p, offset in offsets.items()], asynchronous=False
+        )
+    finally:
+        consumer.close()
+
+
 def test_mm2s_translate_offsets_reads_mirrorplanes_checkpoints_as_mirrorplane_translates(
     cluster_a, cluster_b, unique_name, tmp_path
 ):
@@ -158,13 +168,7 @@ def test_mm2s_translate_offsets_reads_mirrorplanes_checkpoints_as_mirrorplane_tr
     create_topic(cluster_b, remote, PARTITIONS)
     produce_records(cluster_b, remote, partitions=PARTITIONS, count=20, origin="before-")
     committed = {0: 37, 1: 58}
-    consumer = make_consumer(cluster_a, group_id=group)
-    try:
-        consumer.commit(
-            offsets=[TopicPartition(topic, p, offset) for p, offset in committed.items()], asynchronous=False
-        )
-    finally:
-        consumer.close()
+    commit(cluster_a, group, topic, committed)
     properties = write_mm2(
         tmp_path / "mirrorplane.properties",
         {source.alias: source, target.alias: target},
@@ -195,16 +199,6 @@ def test_mm2s_translate_offsets_reads_mirrorplanes_checkpoints_as_mirrorplane_tr
     finally:
         run.kill()
     assert mm2_translate_offsets(target.bootstrap_servers, source_alias=source.alias, group=group) == ours
-
-
-def commit(cluster: ClusterConfig, group: str, topic: str, offsets: dict[int, int]) -> None:
-    consumer = make_consumer(cluster, group_id=group)
-    try:
-        consumer.commit(
-            offsets=[TopicPartition(topic, p, offset) for p, offset in offsets.items()], asynchronous=False
-        )
-    finally:
-        consumer.close()
 
 
 def test_mm2s_checkpoint_connector_on_mirrorplanes_offset_syncs_agrees_for_caught_up_groups(
