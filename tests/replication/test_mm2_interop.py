@@ -144,14 +144,37 @@ def test_a_flow_taken_over_from_a_running_mm2_under_traffic_has_no_duplicate_and
         assert values == expected
 
 
-def commit(cluster: ClusterConfig, group: str, topic: str, offsets: dict[int, int]) -> None:
-    consumer = make_consumer(cluster, group_id=group)
-    try:
-        consumer.commit(
-            offsets=[TopicPartition(topic, p, offset) for p, offset in offsets.items()], asynchronous=False
-        )
-    finally:
-        consumer.close()
+def checkpointed_flow(
+    tmp_path, source: ClusterConfig, target: ClusterConfig, *, topic: str, groups: dict[str, dict[int, int]]
+):
+    """100 records in each source partition, 10 already in each remote one (translation is then a shift,
+    not the identity), `groups` committed on the source; Mirrorplane's properties for the flow, checkpoints
+    every second for the groups named `<topic>-...`."""
+    create_topic(source, topic, PARTITIONS)
+    produce_records(source, topic, partitions=PARTITIONS, count=200)
+    remote = f"{source.alias}.{topic}"
+    create_topic(target, remote, PARTITIONS)
+    produce_records(target, remote, partitions=PARTITIONS, count=20, origin="before-")
+    for group, offsets in groups.items():
+        consumer = make_consumer(source, group_id=group)
+        try:
+            commit = [TopicPartition(topic, p, offset) for p, offset in offsets.items()]
+            consumer.commit(offsets=commit, asynchronous=False)
+        finally:
+            consumer.close()
+    flow_name = f"{source.alias}->{target.alias}"
+    return write_mm2(
+        tmp_path / "mirrorplane.properties",
+        {source.alias: source, target.alias: target},
+        [
+            f"{flow_name}.enabled = true",
+            f"{flow_name}.topics = {topic}",
+            f"{flow_name}.groups = {topic}-.*",
+            "emit.checkpoints.interval.seconds = 1",
+            "refresh.groups.interval.seconds = 1",
+            "emit.heartbeats.enabled = false",
+        ],
+    )
 
 
 def test_mm2s_translate_offsets_reads_mirrorplanes_checkpoints_as_mirrorplane_translates(
@@ -160,27 +183,9 @@ def test_mm2s_translate_offsets_reads_mirrorplanes_checkpoints_as_mirrorplane_tr
     tag = uuid.uuid4().hex[:8]
     source = ClusterConfig(alias=f"s{tag}", bootstrap_servers=cluster_a.bootstrap_servers)
     target = ClusterConfig(alias=f"t{tag}", bootstrap_servers=cluster_b.bootstrap_servers)
-    flow_name, group = f"{source.alias}->{target.alias}", f"{unique_name}-g"
-    topic, remote = unique_name, f"{source.alias}.{unique_name}"
-    create_topic(cluster_a, topic, PARTITIONS)
-    produce_records(cluster_a, topic, partitions=PARTITIONS, count=200)
-    # The remote partitions already hold 10 records each: translation is a shift, not the identity.
-    create_topic(cluster_b, remote, PARTITIONS)
-    produce_records(cluster_b, remote, partitions=PARTITIONS, count=20, origin="before-")
+    group, topic, remote = f"{unique_name}-g", unique_name, f"{source.alias}.{unique_name}"
     committed = {0: 37, 1: 58}
-    commit(cluster_a, group, topic, committed)
-    properties = write_mm2(
-        tmp_path / "mirrorplane.properties",
-        {source.alias: source, target.alias: target},
-        [
-            f"{flow_name}.enabled = true",
-            f"{flow_name}.topics = {topic}",
-            f"{flow_name}.groups = {group}",
-            "emit.checkpoints.interval.seconds = 1",
-            "refresh.groups.interval.seconds = 1",
-            "emit.heartbeats.enabled = false",
-        ],
-    )
+    properties = checkpointed_flow(tmp_path, source, target, topic=topic, groups={group: committed})
     policy = DefaultReplicationPolicy(known_aliases=[source.alias, target.alias])
     expected = {(remote, p): offset + 10 for p, offset in committed.items()}
     run = RunProcess(properties)
@@ -212,26 +217,10 @@ def test_mm2s_checkpoint_connector_on_mirrorplanes_offset_syncs_agrees_for_caugh
     # MM2 sees the same source cluster under another alias: its checkpoints go to their own topic, and
     # the offset syncs it reads (named after the target) are Mirrorplane's.
     mm2_alias = f"x{tag}"
-    flow_name = f"{source.alias}->{target.alias}"
-    topic, remote = unique_name, f"{source.alias}.{unique_name}"
-    create_topic(cluster_a, topic, PARTITIONS)
-    produce_records(cluster_a, topic, partitions=PARTITIONS, count=200)
-    create_topic(cluster_b, remote, PARTITIONS)
-    produce_records(cluster_b, remote, partitions=PARTITIONS, count=20, origin="before-")
+    topic = unique_name
     caught_up, behind = f"{unique_name}-end", f"{unique_name}-mid"
-    commit(cluster_a, caught_up, topic, {0: 100, 1: 100})
-    commit(cluster_a, behind, topic, {0: 37, 1: 58})
-    properties = write_mm2(
-        tmp_path / "mirrorplane.properties",
-        {source.alias: source, target.alias: target},
-        [
-            f"{flow_name}.enabled = true",
-            f"{flow_name}.topics = {topic}",
-            f"{flow_name}.groups = {unique_name}-.*",
-            "emit.checkpoints.interval.seconds = 1",
-            "refresh.groups.interval.seconds = 1",
-            "emit.heartbeats.enabled = false",
-        ],
+    properties = checkpointed_flow(
+        tmp_path, source, target, topic=topic, groups={caught_up: {0: 100, 1: 100}, behind: {0: 37, 1: 58}}
     )
     policy = DefaultReplicationPolicy(known_aliases=[source.alias, target.alias])
     expected = {caught_up: {0: 110, 1: 110}, behind: {0: 47, 1: 68}}  # exact: the remote copy is 10 ahead
