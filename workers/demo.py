@@ -29,16 +29,6 @@ def _wait_for_cluster(cluster, timeout_s: float = 60.0) -> None:
             time.sleep(0.5)
 
 
-# The embedded broker holds every fetch for fetch.wait.max.ms even when records are there (Apache Kafka
-# answers at once): the demo's clusters on it fetch every 10 ms rather than the engine's default 500 ms.
-EMBEDDED_BROKER_CLIENT_PROPERTIES = {"consumer": {"fetch.wait.max.ms": "10"}}
-
-
-def demo_client_properties() -> dict:
-    """Client properties of the demo's clusters: none on Apache Kafka (`make demo KAFKA=apache`)."""
-    return EMBEDDED_BROKER_CLIENT_PROPERTIES if os.environ.get("DEMO_KAFKA", "embedded") == "embedded" else {}
-
-
 DEMO_FLOWS = {
     ("dc1", "dc2"): ["orders", "payments"],
     ("dc2", "dc1"): ["inventory"],
@@ -61,12 +51,7 @@ def store_demo_flows(*, servers: dict[str, str]) -> list:
     for alias, bootstrap in servers.items():
         cluster = Cluster.objects.filter(alias=alias).first()
         if cluster is None:
-            cluster = services.cluster_create(
-                actor=None,
-                alias=alias,
-                bootstrap_servers=bootstrap,
-                client_properties=demo_client_properties(),
-            )
+            cluster = services.cluster_create(actor=None, alias=alias, bootstrap_servers=bootstrap)
         elif cluster.bootstrap_servers != bootstrap:
             cluster = services.cluster_update(
                 actor=None, cluster=cluster, changes={"bootstrap_servers": bootstrap}

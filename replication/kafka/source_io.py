@@ -64,13 +64,14 @@ CONSUMER_DEFAULTS: Mapping[str, object] = {
     "isolation.level": "read_committed",  # records of aborted transactions are never mirrored
     "queued.max.messages.kbytes": 65_536,
     # How long the broker may hold a fetch that found nothing. Apache Kafka answers as soon as a record
-    # arrives (fetch.min.bytes = 1), whatever this is, so on Apache Kafka it costs no latency; what it
-    # costs is idle fetch requests. Measured on Apache Kafka 4.1 (`python -m bench idle`, one task on 20
-    # idle partitions): 10 ms made ~55 fetch requests/s and ~120 ms of broker CPU per second over the idle
-    # broker's; 500 ms (Kafka's and librdkafka's default) ~2 requests/s and nothing measurable. Brokers
-    # that hold every fetch this long (the embedded tansu broker) need it short: the demo's clusters on it
-    # set `consumer.fetch.wait.max.ms = 10` (workers/demo.py).
-    "fetch.wait.max.ms": 500,
+    # arrives (fetch.min.bytes = 1), whatever this is; brokers that hold every fetch this long (the
+    # embedded tansu broker) add up to this much to every record's latency. On Apache Kafka it sets the
+    # idle cost (docs/apache-kafka.md, `python -m bench idle`, one task on 20 idle partitions): 10 ms ~58
+    # fetch requests/s and ~120 ms of broker CPU per second over the idle broker's, 100 ms ~9/s and
+    # ~16 ms/s, 500 ms ~2/s and nothing measurable. Kept at 10 ms for now: at 100 and 500 ms a task's
+    # first status reports left records_behind unknown (tests/workers/test_live_status.py); a fleet of
+    # idle partitions on Apache Kafka can set `consumer.fetch.wait.max.ms = 500`.
+    "fetch.wait.max.ms": 10,
 }
 
 

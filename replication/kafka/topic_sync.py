@@ -171,13 +171,17 @@ class TopicMetadataSync:
             sync_configs=sync_configs,
             previous_configs=self._source_configs,
         )
-        errors, failed = self._apply(plan, target_topics=target_topics)
+        errors, failed, acknowledged = self._apply(plan, target_topics=target_topics)
         self._remember_configs(plan, source_topics=source_topics, synced=sync_configs, failed=failed)
         self._mirrored = plan.mirrored
         self._topic_errors = tuple(errors)
-        return replicated_partitions(
-            plan, source_topics=source_topics, remote_partitions=self._target_admin.partition_counts()
-        )
+        # A topic Apache Kafka just created or grew may be missing from the metadata a broker answers for
+        # a moment (KRaft brokers learn it from the metadata log): the counts the target acknowledged
+        # count, or a new topic would wait for the next refresh (10 minutes by default) to replicate.
+        remote_partitions = dict(self._target_admin.partition_counts())
+        for name, count in acknowledged.items():
+            remote_partitions[name] = max(remote_partitions.get(name, 0), count)
+        return replicated_partitions(plan, source_topics=source_topics, remote_partitions=remote_partitions)
 
     def _remember_configs(
         self, plan: TopicSyncPlan, *, source_topics, synced: bool, failed: set[str]
@@ -191,15 +195,19 @@ class TopicMetadataSync:
             configs[name] = replicated_configs(source_topics[name].configs, config_filter=self._config_filter)
         self._source_configs = configs
 
-    def _apply(self, plan: TopicSyncPlan, *, target_topics) -> tuple[list[str], set[str]]:
-        """Apply `plan`: the errors, and the source topics whose create or config update failed."""
+    def _apply(self, plan: TopicSyncPlan, *, target_topics) -> tuple[list[str], set[str], dict[str, int]]:
+        """Apply `plan`: the errors, the source topics whose create or config update failed, and the
+        partition counts of the remote topics the target acknowledged creating or growing."""
         errors: list[str] = []
         failed: set[str] = set()
+        acknowledged: dict[str, int] = {}
+        partitions = {topic.name: topic.partitions for topic in plan.create}
         for warning in plan.warnings:
             warn_once(log, "flow %s: %s", self.flow.name, warning)
         for name, error in self._target_admin.create_topics(plan.create).items():
             if error is None:
                 log.info("flow %s: created remote topic %s", self.flow.name, name)
+                acknowledged[name] = partitions[name]
             else:
                 errors.append(str(error))
                 failed.update(t.source_topic for t in plan.create if t.name == name)
@@ -208,6 +216,7 @@ class TopicMetadataSync:
                 self._target_admin.create_partitions(
                     growth.topic, current=growth.current, desired=growth.desired
                 )
+                acknowledged[growth.topic] = growth.desired
                 log.info(
                     "flow %s: grew %s from %d to %d partitions",
                     self.flow.name,
@@ -239,4 +248,4 @@ class TopicMetadataSync:
                 failed.add(update.source_topic)
         for error in errors:
             log.error("flow %s: %s", self.flow.name, error)
-        return errors, failed
+        return errors, failed, acknowledged

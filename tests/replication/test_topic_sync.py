@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 from confluent_kafka.admin import ConfigEntry, ConfigSource, NewTopic
@@ -155,3 +156,23 @@ def test_source_config_reset_deletes_the_synced_target_override_only(cluster_a, 
         "segment.ms": "3600000",
         "min.insync.replicas": "1",
     }
+
+
+def test_the_run_that_creates_remote_topics_plans_their_partitions_at_once(cluster_a, cluster_b, unique_name):
+    """Apache Kafka acknowledges CreateTopics before every broker's metadata lists the topic: the plan takes
+    the acknowledged counts, or a new flow's topics would wait for the next refresh to replicate."""
+    for index in range(5):
+        _create(cluster_a, f"{unique_name}-new{index}", 3)
+    source = TopicAdmin(cluster_a)
+    deadline = time.monotonic() + 30  # the source's own metadata lists them (its lag is not the point)
+    while len(_own([(t, 0) for t in source.partition_counts()], unique_name)) < 5:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    sync = _sync(cluster_a, cluster_b, unique_name)
+
+    sync.tick(now=1000.0)
+
+    assert sync.last_errors == ()
+    assert _own(sync.replicated_partitions(), unique_name) == sorted(
+        (f"{unique_name}-new{index}", partition) for index in range(5) for partition in range(3)
+    )
