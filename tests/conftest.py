@@ -98,6 +98,8 @@ def secure_clusters(tmp_path_factory) -> SecureClusters:
             broker.launch()
         for broker in brokers.values():
             broker.wait_ready()
+        for broker in brokers.values():
+            broker.wait_coordinators()
         yield SecureClusters(brokers=brokers, ca_pem=pki.ca_pem)
     finally:
         for broker in brokers.values():

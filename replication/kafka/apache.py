@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from replication.kafka.processes import die_with_parent, free_port
@@ -296,6 +297,7 @@ class ApacheKafkaBroker:
         self.launch()
         try:
             self.wait_ready(ready_timeout_s)
+            self.wait_coordinators()
         except BaseException:
             self.stop()
             raise
@@ -325,6 +327,32 @@ class ApacheKafkaBroker:
             f"Apache Kafka {self.name} on {self.bootstrap_servers} did not answer metadata within "
             f"{timeout_s}s ({last_error}); see {self.log_path}"
         )
+
+    def wait_coordinators(self, timeout_s: float = 60.0) -> None:
+        """Wait until the group and transaction coordinators answer: a new cluster creates
+        `__consumer_offsets` and `__transaction_state` on first use, and until their partitions are loaded
+        a group request answers NOT_COORDINATOR and a producer's InitProducerId COORDINATOR_LOAD_IN_PROGRESS
+        (clients retry, but a one-shot admin call fails)."""
+        deadline = time.monotonic() + timeout_s
+        admin = AdminClient({**self.admin_client_properties(), "log_level": 0})
+        while True:
+            try:
+                (future,) = admin.describe_consumer_groups(
+                    ["mirrorplane-readiness"], request_timeout=5
+                ).values()
+                future.result()
+                break
+            except Exception as exc:
+                if time.monotonic() > deadline:
+                    raise ApacheKafkaError(f"Apache Kafka {self.name}: no group coordinator ({exc})") from exc
+                time.sleep(0.2)
+        producer = Producer(
+            {**self.admin_client_properties(), "transactional.id": "mirrorplane-readiness", "log_level": 0}
+        )
+        try:
+            producer.init_transactions(max(1.0, deadline - time.monotonic()))
+        except Exception as exc:
+            raise ApacheKafkaError(f"Apache Kafka {self.name}: no transaction coordinator ({exc})") from exc
 
     def admin_client_properties(self) -> dict[str, str]:
         """librdkafka properties of the cluster's super user (the broker's own, for readiness and tests)."""
@@ -395,6 +423,8 @@ def apache_clusters(
             broker.launch()
         for broker in brokers.values():
             broker.wait_ready()
+        for broker in brokers.values():
+            broker.wait_coordinators()
         yield brokers
     finally:
         for broker in brokers.values():
