@@ -86,25 +86,8 @@ def secure_clusters(tmp_path_factory) -> SecureClusters:
     security = BrokerSecurity(
         scram_users=SCRAM_USERS, keystore_pem=pki.keystore_path, truststore_pem=pki.ca_path
     )
-    brokers = {
-        alias: ApacheKafkaBroker(
-            name=f"secure-{alias}", security=security, workdir=KAFKA_LOGS / f"secure-{alias}"
-        )
-        for alias in ("A", "B")
-    }
-    try:
-        for broker in brokers.values():
-            broker.workdir.mkdir(parents=True, exist_ok=True)
-            broker.launch()
-        for broker in brokers.values():
-            broker.wait_ready()
-        for broker in brokers.values():
-            broker.wait_coordinators()
+    with apache_clusters(["A", "B"], workdir=KAFKA_LOGS / "secure", security=security) as brokers:
         yield SecureClusters(brokers=brokers, ca_pem=pki.ca_pem)
-    finally:
-        for broker in brokers.values():
-            broker.stop()
-            broker.remove_data()
 
 
 @pytest.fixture

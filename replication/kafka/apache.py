@@ -18,7 +18,6 @@ import logging
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -30,7 +29,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from replication.kafka.processes import die_with_parent, free_port
+from replication.kafka.processes import die_with_parent, free_port, stop_child
 
 log = logging.getLogger(__name__)
 
@@ -373,17 +372,7 @@ class ApacheKafkaBroker:
         """SIGTERM and a controlled shutdown (SIGKILL after STOP_GRACE_S), or `kill`: kill -9."""
         process, self.process = self.process, None
         _RUNNING.discard(self)
-        if process is None or process.poll() is not None:
-            return
-        if kill:
-            process.send_signal(signal.SIGKILL)
-        else:
-            process.terminate()
-        try:
-            process.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_child(process, kill=kill, grace_s=STOP_GRACE_S)
 
     def remove_data(self) -> None:
         """Delete the stopped broker's data, keeping server.log."""
@@ -404,7 +393,11 @@ def _stop_all() -> None:
 
 @contextlib.contextmanager
 def apache_clusters(
-    aliases: list[str] | tuple[str, ...], *, ports: list[int] | None = None, workdir: Path | None = None
+    aliases: list[str] | tuple[str, ...],
+    *,
+    ports: list[int] | None = None,
+    workdir: Path | None = None,
+    security: BrokerSecurity | None = None,
 ) -> Iterator[dict[str, ApacheKafkaBroker]]:
     """Start one single-node cluster per alias (on `ports`, else free ports), side by side; stop them all
     on exit and delete their data (their server.log stays in each broker's folder)."""
@@ -413,6 +406,7 @@ def apache_clusters(
             name=alias,
             port=ports[index] if ports else 0,
             workdir=(workdir / alias) if workdir else None,
+            security=security,
         )
         for index, alias in enumerate(aliases)
     }

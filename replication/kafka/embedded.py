@@ -19,10 +19,12 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from replication.kafka.processes import die_with_parent, free_port
+from replication.kafka.processes import die_with_parent, free_port, stop_child
 
 log = logging.getLogger(__name__)
 
+# Graceful shutdown waits for clients to disconnect; the broker keeps nothing on disk, so a short grace
+# period loses nothing.
 STOP_GRACE_S = 1.0
 
 
@@ -113,19 +115,7 @@ class EmbeddedBroker:
     def stop(self, *, kill: bool = False) -> None:
         process, self.process = self.process, None
         _RUNNING.discard(self)
-        if process is None or process.poll() is not None:
-            return
-        if kill:
-            process.kill()
-        else:
-            process.terminate()
-        try:
-            # Graceful shutdown waits for clients to disconnect; the broker keeps nothing on disk, so a
-            # short grace period loses nothing.
-            process.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_child(process, kill=kill, grace_s=STOP_GRACE_S)
 
     def __hash__(self) -> int:
         return id(self)

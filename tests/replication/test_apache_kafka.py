@@ -31,22 +31,7 @@ pytestmark = [
 
 
 def _values(cluster: ClusterConfig, topic: str, partition: int, *, isolation: str) -> list[bytes]:
-    consumer = make_consumer(cluster, overrides={"enable.partition.eof": True, "isolation.level": isolation})
-    consumer.assign([TopicPartition(topic, partition, 0)])
-    values: list[bytes] = []
-    deadline = time.monotonic() + 30
-    try:
-        while time.monotonic() < deadline:
-            for message in consumer.consume(1000, 0.5):
-                if message.error() is None:
-                    values.append(message.value())
-                elif message.error().code() == -191:  # _PARTITION_EOF
-                    return values
-                else:
-                    raise AssertionError(message.error())
-    finally:
-        consumer.close()
-    raise AssertionError(f"{topic}[{partition}] did not reach its end")
+    return [m.value() for m in read_partition(cluster, topic, partition, isolation=isolation)]
 
 
 def test_a_broker_formats_once_keeps_its_data_across_restarts_and_kill_9_and_keeps_its_log(tmp_path):

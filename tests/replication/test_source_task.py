@@ -44,11 +44,11 @@ def produce(cluster: ClusterConfig, topic: str, records: dict[int, list[Record]]
     assert producer.flush(30) == 0
 
 
-def read_partition(cluster: ClusterConfig, topic: str, partition: int) -> list:
+def read_partition(
+    cluster: ClusterConfig, topic: str, partition: int, *, isolation: str = "read_uncommitted"
+) -> list:
     """Every record of the partition (read_uncommitted: what is physically there), in order."""
-    consumer = make_consumer(
-        cluster, overrides={"enable.partition.eof": True, "isolation.level": "read_uncommitted"}
-    )
+    consumer = make_consumer(cluster, overrides={"enable.partition.eof": True, "isolation.level": isolation})
     consumer.assign([TopicPartition(topic, partition, 0)])
     messages = []
     deadline = time.monotonic() + 30
