@@ -18,6 +18,7 @@ import pytest
 from replication.config import ClusterConfig
 from replication.kafka.apache import ApacheKafkaBroker, BrokerSecurity, apache_clusters, kafka_version
 from replication.kafka.embedded import EmbeddedBroker, embedded_clusters
+from tests.lake import S3_ENVIRONMENT, moto_s3_server
 from tests.tls import make_pki
 
 KAFKA_KIND = os.environ.get("MIRRORPLANE_TEST_KAFKA", "apache")
@@ -156,3 +157,13 @@ def client_as(users):
         return client
 
     return make
+
+
+@pytest.fixture
+def s3_server(tmp_path, monkeypatch) -> str:
+    """An S3-compatible server (moto's) with a `metrics` bucket, its `host:port`; this process's AWS
+    environment names its credentials, as a worker's would."""
+    for name, value in S3_ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
+    with moto_s3_server(tmp_path / "moto.log") as endpoint:
+        yield endpoint

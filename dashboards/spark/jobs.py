@@ -432,6 +432,7 @@ def run_reports(
                 return None
             return (
                 spark.read.schema(spark_schema_ddl())
+                .options(**location.spark_options)
                 .option("recursiveFileLookup", "true")  # no partition discovery: see lake.partition_path
                 .parquet(*files)
                 .withColumn("_origin", F.lit(SEALED if sealed else UNSEALED).cast("byte"))

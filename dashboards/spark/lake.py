@@ -9,10 +9,11 @@ source offset to replicate), so `source_end_offset - next_offset` is records beh
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 LAKE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("ts", "timestamp"),  # UTC instant the sample was taken
@@ -67,6 +68,8 @@ class LakeLocation:
     filesystem: Any  # pyarrow.fs.FileSystem
     root: str  # the lake's root inside `filesystem`, without a trailing slash
     spark_root: str  # a local path, or e.g. `s3a://bucket/prefix`
+    # Hadoop settings Spark's reads of the lake take as options: where the store is, from the same URL.
+    spark_options: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def is_local(self) -> bool:
@@ -105,7 +108,33 @@ def lake_location(lake: str | Path) -> LakeLocation:
     root = root.strip("/")
     if not root:
         raise ValueError(f"METRICS_DIR={text!r} names no bucket: write {parts.scheme}://bucket/prefix")
-    return LakeLocation(filesystem, root, f"{SPARK_SCHEMES[parts.scheme]}://{root}")
+    return LakeLocation(
+        filesystem,
+        root,
+        f"{SPARK_SCHEMES[parts.scheme]}://{root}",
+        s3a_options(parts, bucket=root.split("/")[0]),
+    )
+
+
+def s3a_options(parts, *, bucket: str) -> dict[str, str]:
+    """The s3a settings of the lake's bucket for what its `s3://` URL says beyond the bucket: an
+    S3-compatible store's endpoint (`endpoint_override`, with `scheme`; addressed by path, as such stores
+    are) and `region`. Credentials are not here: s3a takes them where pyarrow does (AWS_ACCESS_KEY_ID /
+    AWS_SECRET_ACCESS_KEY, which Spark hands from the driver's environment to the executors, or the
+    instance role)."""
+    if parts.scheme != "s3":
+        return {}
+    query = {name: values[-1] for name, values in parse_qs(parts.query).items()}
+    prefix = f"fs.s3a.bucket.{bucket}."
+    options = {}
+    if "endpoint_override" in query:
+        endpoint = query["endpoint_override"]
+        if "://" not in endpoint:
+            endpoint = f"{query.get('scheme', 'https')}://{endpoint}"
+        options |= {f"{prefix}endpoint": endpoint, f"{prefix}path.style.access": "true"}
+    if "region" in query:
+        options[f"{prefix}endpoint.region"] = query["region"]
+    return options
 
 
 def partition_path(root: Path, *, date: str, flow_id: int) -> Path:

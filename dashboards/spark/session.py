@@ -6,8 +6,10 @@ Settings (environment), read here:
   pyarrow); by default this process's interpreter, which a standalone worker on the same machine, or
   on machines running the same image, finds at the same path.
 - SPARK_EXECUTOR_MEMORY: each executor's heap (`spark.executor.memory`, Spark's default 1g) on a cluster.
-Anything else (the s3a connector's settings, jars) goes in `$SPARK_CONF_DIR/spark-defaults.conf`,
-which the driver reads when it starts: docs/analytics.md, "Spark on a cluster".
+Anything else (the s3a connector's jars, `spark.jars`: `make spark-jars`) goes in
+`$SPARK_CONF_DIR/spark-defaults.conf`, which the driver reads when it starts; an object-store lake's
+endpoint comes with its reads from METRICS_DIR (`lake.LakeLocation.spark_options`): docs/analytics.md,
+"Spark on a cluster".
 """
 
 from __future__ import annotations

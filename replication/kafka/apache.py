@@ -2,7 +2,7 @@
 `make demo KAFKA=apache`.
 
 The broker's jars come from Maven Central through `deploy/kafka/pom.xml` (fetched once into
-`var/kafka/<version>/libs`; Maven's cache keeps a second fetch local). Each cluster is one JVM that is both
+`var/kafka/<version>/libs` by `replication.maven`). Each cluster is one JVM that is both
 controller and broker, formatted once in its own folder, started as a child that dies with its parent,
 ready once it answers a metadata request, stopped by SIGTERM (a controlled shutdown). Its folder keeps
 `server.log` after a stop, so a failed test can show what the broker said; a restart keeps the data, as a
@@ -16,7 +16,6 @@ import base64
 import contextlib
 import logging
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -30,6 +29,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from replication.kafka.processes import die_with_parent, free_port, stop_child
+from replication.maven import maven_libs, pom_property
 
 log = logging.getLogger(__name__)
 
@@ -129,10 +129,7 @@ class BrokerSecurity:
 
 def kafka_version() -> str:
     """The Apache Kafka version deploy/kafka/pom.xml names (its one home)."""
-    match = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", POM.read_text())
-    if not match:  # pragma: no cover - the pom is part of the repository
-        raise ApacheKafkaError(f"{POM} names no <kafka.version>")
-    return match.group(1)
+    return pom_property(POM, "kafka.version")
 
 
 def kafka_libs() -> Path:
@@ -142,35 +139,8 @@ def kafka_libs() -> Path:
     override = os.environ.get("MIRRORPLANE_KAFKA_LIBS")
     if override:
         return Path(override)
-    libs = PROJECT_ROOT / "var" / "kafka" / kafka_version() / "libs"
-    done = libs / ".complete"
-    if done.exists():
-        return libs
-    maven = shutil.which("mvn")
-    if maven is None:
-        raise ApacheKafkaError("Maven (mvn) is needed to fetch Apache Kafka from Maven Central")
-    log.info("fetching Apache Kafka %s from Maven Central into %s", kafka_version(), libs)
-    result = subprocess.run(
-        [
-            maven,
-            "-q",
-            "-B",
-            "-f",
-            str(POM),
-            "dependency:copy-dependencies",
-            "-DincludeScope=runtime",
-            f"-DoutputDirectory={libs}",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise ApacheKafkaError(
-            f"fetching Apache Kafka from Maven Central failed:\n{result.stdout[-4000:]}{result.stderr[-4000:]}"
-        )
-    done.touch()
-    return libs
+    version = kafka_version()
+    return maven_libs(POM, PROJECT_ROOT / "var" / "kafka" / version / "libs", what=f"Apache Kafka {version}")
 
 
 def random_cluster_id() -> str:

@@ -9,7 +9,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from dashboards.spark.lake import spark_schema_ddl
+from dashboards.spark.s3a import s3a_jars
 from dashboards.spark.session import spark_session
+from tests.lake import S3_ENVIRONMENT
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 
@@ -21,7 +23,17 @@ def spark():
     session = spark_session(
         app_name="mirrorplane-tests",
         master="local[2]",
-        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+        conf={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            # The s3a connector, for the lake on object storage (test_lake_location.py), with the test
+            # server's credentials as per-bucket settings: this JVM may start before the server's
+            # fixture sets them in the environment (tests/workers/test_shared_lake_cluster.py reads them
+            # from there).
+            "spark.jars": ",".join(str(jar) for jar in s3a_jars()),
+            "spark.hadoop.fs.s3a.bucket.metrics.access.key": S3_ENVIRONMENT["AWS_ACCESS_KEY_ID"],
+            "spark.hadoop.fs.s3a.bucket.metrics.secret.key": S3_ENVIRONMENT["AWS_SECRET_ACCESS_KEY"],
+        },
     )
     session.sparkContext.setLogLevel("ERROR")
     yield session

@@ -1,64 +1,22 @@
 """Where the metrics lake lives: a directory, or an object store written through pyarrow's filesystems
-(an S3-compatible server started here: moto's), and the report job's listing through the same
-filesystem. Spark's s3a reads cannot run here (no hadoop-aws jar on this machine): docs/analytics.md."""
+(an S3-compatible server started here: moto's), the report job's listing through the same filesystem,
+and Spark reading it through the s3a connector (deploy/spark/pom.xml) on the local session.
+tests/workers/test_shared_lake_cluster.py reads one from a standalone cluster."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from datetime import UTC, datetime
-from pathlib import Path
+from datetime import timedelta
 
 import pyarrow.fs
 import pyarrow.parquet as pq
 import pytest
-import requests
 
-from dashboards.spark.jobs import list_lake_partitions
+from dashboards.spark.jobs import list_lake_partitions, run_reports
 from dashboards.spark.lake import arrow_schema, lake_location
+from dashboards.spark.s3a import pyspark_hadoop_version, s3a_hadoop_version
 from dashboards.spark.session import cluster_conf
-from replication.metrics import PartitionMetrics
-from tests.workers.harness import free_port, wait_until
-from workers.lake import MetricsLake, lake_rows, part_name
-
-AT = datetime(2026, 3, 1, 23, 59, 59, tzinfo=UTC)
-
-
-def _rows(flow_id: int, *, partitions: int, at: datetime = AT) -> list[dict]:
-    metrics = [
-        PartitionMetrics(
-            topic="A.orders",
-            partition=p,
-            source_topic="orders",
-            record_count=10,
-            record_rate=0.0,
-            byte_count=100,
-            byte_rate=0.0,
-            record_age_ms=5.0,
-            replication_latency_ms=7.0,
-            records_behind=0,
-            seconds_behind=0.0,
-            source_end_offset=10,
-            next_offset=10,
-            skipped_count=0,
-            gap_count=0,
-            lost_records=0,
-            stopped=False,
-            last_error=None,
-        )
-        for p in range(partitions)
-    ]
-    rows, _ = lake_rows(
-        flow_id=flow_id,
-        flow_name="A->B",
-        task_index=0,
-        worker="h:1",
-        partitions=metrics,
-        previous={},
-        interval_s=1.0,
-        at=at,
-    )
-    return rows
+from tests.lake import AT, lake_samples
+from workers.lake import MetricsLake, part_name
 
 
 def test_a_directory_is_a_local_location_spark_reads_by_path(tmp_path):
@@ -67,10 +25,25 @@ def test_a_directory_is_a_local_location_spark_reads_by_path(tmp_path):
     assert lake_location(f"file://{tmp_path}/lake").root == location.root
 
 
-def test_an_s3_url_is_read_by_spark_through_s3a():
-    location = lake_location("s3://metrics/lake/?endpoint_override=127.0.0.1:9&scheme=http")
+def test_an_s3_url_is_read_by_spark_through_s3a_at_the_endpoint_it_names():
+    location = lake_location("s3://metrics/lake/?endpoint_override=127.0.0.1:9&scheme=http&region=eu-west-1")
     assert not location.is_local
     assert (location.root, location.spark_root) == ("metrics/lake", "s3a://metrics/lake")
+    assert location.spark_options == {
+        "fs.s3a.bucket.metrics.endpoint": "http://127.0.0.1:9",
+        "fs.s3a.bucket.metrics.path.style.access": "true",
+        "fs.s3a.bucket.metrics.endpoint.region": "eu-west-1",
+    }
+    assert (
+        lake_location("s3://metrics/lake?endpoint_override=minio:9000").spark_options[
+            "fs.s3a.bucket.metrics.endpoint"
+        ]
+        == "https://minio:9000"
+    )
+
+
+def test_the_s3a_connector_is_fetched_for_the_hadoop_pyspark_bundles():
+    assert s3a_hadoop_version() == pyspark_hadoop_version()
 
 
 @pytest.mark.parametrize(
@@ -94,7 +67,7 @@ def test_file_names_differ_between_machines_with_the_same_pid_at_the_same_second
 def test_two_writers_sharing_a_directory_write_files_the_listing_finds(tmp_path):
     lake = tmp_path / "shared"
     for _ in range(2):  # two workers (or machines) with the same lake
-        MetricsLake(lake, flush_interval_s=60, flush_rows=1).append(_rows(3, partitions=2))
+        MetricsLake(lake, flush_interval_s=60, flush_rows=1).append(lake_samples(3, partitions=2))
     (partition,) = list_lake_partitions(lake)
     assert partition.name == "date=2026-03-01/flow=3" and len(partition.files) == 2
     (tmp_path / "shared" / "date=2026-03-01" / "flow=3" / ".part-x.parquet.tmp").write_bytes(b"partial")
@@ -110,44 +83,11 @@ def test_executor_memory_is_set_on_a_cluster_only_and_checked():
         cluster_conf("spark://h:7077", {"SPARK_EXECUTOR_MEMORY": "2 GB"})
 
 
-@pytest.fixture
-def s3_server(tmp_path, monkeypatch):
-    """moto's S3-compatible server on a free port (`moto[server]`, the dev extra), with a `metrics` bucket."""
-    port = free_port()
-    log = (tmp_path / "moto.log").open("wb")
-    server = subprocess.Popen(
-        [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    for name, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test")):
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    endpoint = f"127.0.0.1:{port}"
-
-    def answers() -> bool:
-        try:
-            return requests.get(f"http://{endpoint}/", timeout=1).ok
-        except requests.RequestException:
-            return False
-
-    try:
-        wait_until(answers, timeout_s=30, what=f"moto_server on {endpoint} (log: {log.name})")
-        pyarrow.fs.S3FileSystem(
-            endpoint_override=endpoint, scheme="http", allow_bucket_creation=True
-        ).create_dir("metrics")
-        yield endpoint
-    finally:
-        server.terminate()
-        server.wait(10)
-        log.close()
-
-
 def test_workers_write_an_object_store_lake_the_report_job_lists(s3_server):
     url = f"s3://metrics/lake?endpoint_override={s3_server}&scheme=http"
     writers = [MetricsLake(url, flush_interval_s=60, flush_rows=10_000) for _ in range(2)]
-    writers[0].append(_rows(1, partitions=3))
-    writers[1].append(_rows(1, partitions=2) + _rows(2, partitions=1))
+    writers[0].append(lake_samples(1, partitions=3))
+    writers[1].append(lake_samples(1, partitions=2) + lake_samples(2, partitions=1))
     written = [path for writer in writers for path in writer.flush()]
     assert len(written) == 3 and all(
         path.startswith("metrics/lake/date=2026-03-01/flow=") for path in written
@@ -164,3 +104,21 @@ def test_workers_write_an_object_store_lake_the_report_job_lists(s3_server):
     tables = [pq.read_table(path, filesystem=location.filesystem) for path in written]
     assert all(table.schema.equals(arrow_schema()) for table in tables)
     assert sum(table.num_rows for table in tables) == 3 + 2 + 1
+
+
+def test_the_report_job_reads_an_object_store_lake_through_s3a(spark, s3_server, tmp_path):
+    """The local session (with the connector's jars in `spark.jars`, tests/dashboards/conftest.py) reads
+    what the workers' writer put in the S3-compatible server, at the endpoint METRICS_DIR names."""
+    url = f"s3://metrics/lake?endpoint_override={s3_server}&scheme=http"
+    lake = MetricsLake(url, flush_interval_s=60, flush_rows=10_000)
+    lake.append(lake_samples(1, partitions=3, behind=4) + lake_samples(2, partitions=1, behind=0))
+    assert len(lake.flush()) == 2
+
+    result = run_reports(spark=spark, lake_dir=url, state_dir=tmp_path / "state", now=AT + timedelta(days=2))
+    assert result.samples_read == 4
+    assert result.partitions_sealed == ["date=2026-03-01/flow=1", "date=2026-03-01/flow=2"]
+    lag = {
+        (row["flow_id"], row["partition"]): row["records_behind_max"]
+        for row in result.datasets["partition_lag"]
+    }
+    assert lag == {(1, 0): 4, (1, 1): 4, (1, 2): 4, (2, 0): 0}

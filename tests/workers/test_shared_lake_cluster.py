@@ -1,21 +1,33 @@
-"""A lake every machine shares, read by a Spark standalone cluster: two Celery workers, each with its own
-working directory (two machines), write to one lake directory; the report job, another process, runs on
-a standalone master and worker started from the pyspark package's own launcher and counts every sample
-of both."""
+"""A lake every machine shares, read by a Spark standalone cluster (a master and a worker started from the
+pyspark package's own launcher): two Celery workers, each with its own working directory (two machines),
+write to one lake directory, and the report job, another process, counts every sample of both; and a
+lake on object storage (an S3-compatible server) that the report job's executors read through s3a."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
 
-from controlplane.models import ReportRun, ReportRunState
-from tests.workers.harness import CeleryRuntime, create_topic, free_port, produce, wait_until
+from controlplane.models import ReportRow, ReportRun, ReportRunState
+from dashboards.spark.s3a import s3a_jars
+from tests.lake import S3_ENVIRONMENT, lake_samples
+from tests.workers.harness import (
+    REPO,
+    CeleryRuntime,
+    create_topic,
+    database_url,
+    free_port,
+    produce,
+    wait_until,
+)
+from workers.lake import MetricsLake
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+pytestmark = [pytest.mark.slow]
 
 
 class SparkStandalone:
@@ -90,6 +102,7 @@ def _lake_samples(lake: Path):
     return ds.dataset(files, format="parquet").to_table(columns=["worker", "records"]) if files else None
 
 
+@pytest.mark.kafka
 @pytest.mark.timeout(900)  # seven JVM and Python processes: minutes on a loaded 2-core machine
 def test_two_machines_share_a_lake_and_a_standalone_cluster_reports_every_sample(
     make_flow, cluster_a, redis_url, unique_name, tmp_path
@@ -154,4 +167,60 @@ def test_two_machines_share_a_lake_and_a_standalone_cluster_reports_every_sample
     finally:
         for runtime in machines:
             runtime.close()
+        cluster.stop()
+
+
+@pytest.mark.timeout(600)  # three JVMs and the executor's Python workers on a loaded 2-core machine
+def test_a_standalone_cluster_reports_a_lake_on_object_storage_through_s3a(
+    transactional_db, s3_server, tmp_path
+):
+    """As in production: the workers' writer puts the samples in the object store (`METRICS_DIR=s3://...`),
+    and `manage.py run_reports` runs the report job on the cluster, whose executor reads them through s3a.
+    The connector reaches the session as docs/analytics.md tells operators: `spark.jars` in
+    `$SPARK_CONF_DIR/spark-defaults.conf` (Spark ships the jars to the executor); the endpoint comes from
+    METRICS_DIR, the credentials from the driver's environment only: the cluster's processes have none."""
+    cluster = SparkStandalone(tmp_path / "spark")
+    for name in S3_ENVIRONMENT:
+        cluster.env.pop(name, None)
+    cluster.start()
+    try:
+        url = f"s3://metrics/lake?endpoint_override={s3_server}&scheme=http"
+        lake = MetricsLake(url, flush_interval_s=60, flush_rows=10_000)
+        lake.append(lake_samples(1, partitions=2, behind=5) + lake_samples(2, partitions=1, behind=0))
+        assert len(lake.flush()) == 2
+        conf_dir = tmp_path / "spark-conf"
+        conf_dir.mkdir()
+        (conf_dir / "spark-defaults.conf").write_text(f"spark.jars {','.join(map(str, s3a_jars()))}\n")
+        cluster.wait_ready()
+
+        log = tmp_path / "run_reports.log"
+        with log.open("wb") as output:
+            finished = subprocess.run(
+                [sys.executable, "manage.py", "run_reports"],
+                cwd=REPO,
+                env={
+                    **os.environ,
+                    "DATABASE_URL": database_url(),
+                    "METRICS_DIR": url,
+                    "REPORTS_STATE_DIR": str(tmp_path / "reports-state"),
+                    "SPARK_MASTER": cluster.master_url,
+                    "SPARK_EXECUTOR_MEMORY": "512m",
+                    "SPARK_LOCAL_IP": "127.0.0.1",
+                    "SPARK_CONF_DIR": str(conf_dir),
+                },
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                timeout=540,
+                check=False,
+            )
+        assert finished.returncode == 0, log.read_text(errors="replace")[-6000:]
+        run = ReportRun.objects.get()
+        assert (run.state, run.samples_read, run.partitions_read) == (ReportRunState.SUCCEEDED, 3, 2)
+        lag = {
+            (row.flow_id, row.data["partition"]): row.data["records_behind_max"]
+            for row in ReportRow.objects.filter(dataset="partition_lag")
+        }
+        assert lag == {(1, 0): 5, (1, 1): 5, (2, 0): 0}
+        assert "Asked to launch executor" in cluster.log("spark-worker")  # it ran on the cluster's executor
+    finally:
         cluster.stop()
