@@ -48,6 +48,7 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from bench.brokers import bench_clusters
 from bench.engine_vs_raw import TARGET_RATIO, Scenario, compare, engine_task
+from controlplane.flows import services
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
@@ -261,7 +262,6 @@ class RuntimeCopy(Copy):
     ) -> None:
         super().__init__(source, target, topic)
         from bench.runtime import _redis_url
-        from controlplane import services
         from controlplane.models import Cluster
         from tests.workers.harness import CeleryRuntime
 
@@ -300,7 +300,6 @@ class RuntimeCopy(Copy):
         self.runtime.start_beat()
 
     def stop(self) -> None:
-        from controlplane import services
 
         self.runtime.close()
         services.flow_delete(actor=None, flow=self.flow)

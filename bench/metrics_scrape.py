@@ -96,7 +96,8 @@ def main(argv: list[str]) -> int:
     from django.db import connection
     from django.test.utils import setup_test_environment
 
-    from controlplane import alerts, prometheus
+    from controlplane import alerts
+    from controlplane.metrics import prometheus
     from controlplane.models import FlowPartitionStatus
 
     setup_test_environment()

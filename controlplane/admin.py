@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from controlplane import engine
+from controlplane.flows import engine
 from controlplane.models import AuditEvent, Cluster, Flow, FlowEvent, FlowPartitionStatus
 
 

@@ -7,7 +7,8 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from controlplane import health_views, metrics_view
+from controlplane.metrics import health_views
+from controlplane.metrics import views as metrics_view
 
 urlpatterns = [
     path("healthz", health_views.healthz, name="healthz"),

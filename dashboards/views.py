@@ -14,9 +14,9 @@ from datetime import UTC, datetime, timedelta
 from django.http import Http404
 from django.shortcuts import render
 
-from controlplane import selectors
-from controlplane.pools import pool_label
-from controlplane.roles import Role
+from controlplane import reports
+from controlplane.core.roles import Role
+from controlplane.flows.pools import pool_label
 from controlplane.web.access import viewer_required
 from dashboards import figures
 
@@ -46,7 +46,7 @@ class Page:
 
 
 def _capacity_charts(plan: Rows) -> list:
-    usage = selectors.report_rows(dataset="daily_flow_usage")
+    usage = reports.report_rows(dataset="daily_flow_usage")
     scopes = dict.fromkeys(row["flow_name"] for row in plan)  # the plan's order: fleet, then pool by pool
     return [figures.capacity_figure(plan, usage, flow=name) for name in scopes]
 
@@ -252,7 +252,7 @@ def time_range(request, errors: list[str]) -> TimeRange:
 def _bounds(spec: Page, flow_id: int | None, chosen: TimeRange) -> tuple[datetime | None, datetime | None]:
     if chosen.span is None:
         return chosen.start, chosen.end
-    newest = selectors.report_rows(dataset=spec.dataset, flow_id=flow_id, limit=1)
+    newest = reports.report_rows(dataset=spec.dataset, flow_id=flow_id, limit=1)
     end = newest[0].get("window_end") or newest[0].get("window_start") if newest else None
     # The windows wholly inside the span that ends with the newest window.
     return (datetime.fromisoformat(end) - chosen.span if end else None), None
@@ -267,7 +267,7 @@ def dashboard(request, page: str):
     errors: list[str] = []
     chosen = time_range(request, errors)
     since, until = _bounds(spec, flow_id, chosen)
-    rows = selectors.report_rows(dataset=spec.dataset, flow_id=flow_id, since=since, until=until)
+    rows = reports.report_rows(dataset=spec.dataset, flow_id=flow_id, since=since, until=until)
     charts = [figure.to_json() for figure in spec.charts(rows)] if rows else []
     shown = reversed(rows[-TABLE_ROWS:]) if spec.newest_first else rows[:TABLE_ROWS]
     table = [[_cell(row.get(column), column) for column in spec.columns] for row in shown]
@@ -279,18 +279,18 @@ def dashboard(request, page: str):
         "columns": spec.columns,
         "table": table,
         "row_count": len(rows),
-        "flows": sorted(selectors.report_flow_names().items(), key=lambda item: item[1]),
+        "flows": sorted(reports.report_flow_names().items(), key=lambda item: item[1]),
         "flow_id": flow_id,
         "range": chosen,
         "ranges": list(RANGES),
         "since": since,
         "until": until,
         "errors": errors,
-        "run": selectors.report_run_latest(),
+        "run": reports.report_run_latest(),
         "can_run": request.web_role >= Role.OPERATOR,
     }
     if page == "status":
-        context["flow_statuses"] = selectors.report_rows(
+        context["flow_statuses"] = reports.report_rows(
             dataset="flow_status", flow_id=flow_id, since=since, until=until
         )[-TABLE_ROWS:][::-1]
     return render(request, "web/reports_dashboard.html", context, status=400 if errors else 200)

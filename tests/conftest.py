@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from controlplane import core
 from replication.config import ClusterConfig
 from replication.kafka.apache import ApacheKafkaBroker, BrokerSecurity, apache_clusters, kafka_version
 from replication.kafka.embedded import EmbeddedBroker, embedded_clusters
@@ -130,14 +131,12 @@ def unique_name(request) -> str:
 @pytest.fixture
 def users(db) -> dict:
     """A user per role, plus `norole`: authenticated but holding no role (web and dashboards tests)."""
-    from controlplane import services
-    from controlplane.roles import Role
+    from controlplane.core.roles import Role
 
     result = {
-        role.group_name: services.user_create_with_role(username=role.group_name, role=role)[0]
-        for role in Role
+        role.group_name: core.user_create_with_role(username=role.group_name, role=role)[0] for role in Role
     }
-    norole, _ = services.user_create_with_role(username="norole", role=Role.VIEWER)
+    norole, _ = core.user_create_with_role(username="norole", role=Role.VIEWER)
     norole.groups.clear()
     result["norole"] = norole
     return result

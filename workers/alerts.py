@@ -20,7 +20,10 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import close_old_connections
 
-from controlplane import alerts, notifications, presence, runtime
+from controlplane import alerts
+from controlplane.alerts import notifications
+from controlplane.core import presence
+from controlplane.status import runtime
 from workers import context
 from workers.app import app
 from workers.leases import task_lease_key

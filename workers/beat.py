@@ -24,7 +24,7 @@ from celery.beat import PersistentScheduler
 from django.conf import settings
 from django.db import close_old_connections
 
-from controlplane import presence
+from controlplane.core import presence
 
 log = logging.getLogger(__name__)
 

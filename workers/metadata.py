@@ -23,9 +23,9 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 
-from controlplane import alerts, runtime
 from controlplane.models import FlowEventKind
-from controlplane.runtime import FlowSpec
+from controlplane.status import runtime
+from controlplane.status.runtime import FlowSpec
 from replication.checkpoint import MirrorCheckpointTask
 from replication.connector import TopicPartition
 from replication.kafka.admin import TopicAdminError
@@ -211,6 +211,6 @@ def _record_emitted(flow_id: int, entry: CachedMetadata) -> None:
         emitted["checkpoint_latency_ms"] = latency
     entry.emitted.clear()
     try:
-        alerts.flow_signals_record(flow_id=flow_id, **emitted)
+        runtime.flow_signals_record(flow_id=flow_id, **emitted)
     except Exception:
         log.exception("flow %s: recording heartbeat/checkpoint times failed", entry.spec.flow.name)

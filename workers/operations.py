@@ -18,7 +18,8 @@ from collections.abc import Callable
 from celery import signals
 from django.db import close_old_connections
 
-from controlplane import drills, failover, operations
+from controlplane import operations
+from controlplane.operations import drills
 from workers.app import app
 
 
@@ -30,13 +31,13 @@ def worker_name() -> str:
 def run_operation_task(operation_id: int) -> None:
     # acks_late off: a killed worker's operation is resumed through its lease by beat, not redelivered.
     close_old_connections()
-    failover.run_operation(operation_id=operation_id, worker=worker_name())
+    operations.run_operation(operation_id=operation_id, worker=worker_name())
 
 
 @signals.worker_shutting_down.connect
 def _hand_over_on_shutdown(**_: object) -> None:
     """A warm shutdown does not wait for a drain: the running operation goes to another worker."""
-    failover.STOPPING.set()
+    operations.STOPPING.set()
 
 
 def dispatch_operations(*, send: Callable[[int], object] = run_operation_task.delay) -> list[int]:

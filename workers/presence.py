@@ -14,7 +14,7 @@ import time
 
 from django.conf import settings
 
-from controlplane import presence
+from controlplane.core import presence
 from workers import replication
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     import django
 
     django.setup()
-    from controlplane import presence
+    from controlplane.core import presence
 
     try:
         seen = presence.beat_seen() if args.role == "beat" else _worker(presence, args.name)

@@ -27,9 +27,9 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 
-from controlplane import alerts, runtime
 from controlplane.models import FlowEventKind
-from controlplane.runtime import FlowSpec
+from controlplane.status import runtime
+from controlplane.status.runtime import FlowSpec
 from replication.config import OffsetSyncsTopicLocation
 from replication.kafka.legacy_offset_syncs import move_legacy_offset_syncs
 from replication.kafka.positions import KafkaPositionStore
@@ -572,7 +572,7 @@ def _record_signals(ref: TaskRef, entry: CachedTask, result: SliceResult, *, at:
     if synced is not None and synced != entry.recorded_sync_at:
         signals["offset_sync_emitted_at"] = datetime.fromtimestamp(synced, UTC)
         entry.recorded_sync_at = synced
-    alerts.flow_signals_record(flow_id=ref.flow_id, **signals)
+    runtime.flow_signals_record(flow_id=ref.flow_id, **signals)
 
 
 def _record_errors(ref: TaskRef, entry: CachedTask, result: SliceResult) -> None:

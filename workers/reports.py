@@ -20,7 +20,8 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
-from controlplane import pools, selectors, services
+from controlplane import reports
+from controlplane.flows import pools, selectors
 from controlplane.models import ReportRun, ReportTrigger
 from dashboards.spark.jobs import REPORT_KEYS, CapacityOptions, ReportOptions, run_reports
 from dashboards.spark.session import spark_session
@@ -70,13 +71,13 @@ def run_report(
 
     A failing job fails the run with its error (logged with the traceback) instead of raising.
     """
-    run = services.report_run_start(run_id=run_id)
+    run = reports.report_run_start(run_id=run_id)
     if run is None:
         log.info("report run %s is not queued any more: skipped", run_id)
         return None
 
     def progress(stage: str, fraction: float) -> None:
-        services.report_run_progress(run=run, stage=stage, fraction=fraction)
+        reports.report_run_progress(run=run, stage=stage, fraction=fraction)
         echo(stage, fraction)
 
     try:
@@ -86,14 +87,14 @@ def run_report(
             state_dir=state_dir or settings.REPORTS_STATE_DIR,
             options=options or report_options(),
             on_progress=progress,
-            store_rows=lambda datasets: services.report_rows_store(
+            store_rows=lambda datasets: reports.report_rows_store(
                 run=run, datasets=datasets, keys=REPORT_KEYS
             ),
         )
     except Exception as exc:
         log.exception("report run %s failed", run_id)
-        return services.report_run_finish(run=run, error=f"{type(exc).__name__}: {exc}")
-    return services.report_run_finish(
+        return reports.report_run_finish(run=run, error=f"{type(exc).__name__}: {exc}")
+    return reports.report_run_finish(
         run=run, samples_read=result.samples_read, partitions_read=len(result.partitions_read)
     )
 
@@ -107,13 +108,13 @@ def run_reports_task(run_id: int) -> None:
 
 def dispatch_report_runs(*, send: Callable[[int], object] = run_reports_task.delay) -> list[int]:
     """Queue the scheduled run when it is due, then send every undispatched queued run to the queue."""
-    if selectors.report_schedule_due(now=timezone.now(), interval_s=settings.REPORTS_INTERVAL_S):
+    if reports.report_schedule_due(now=timezone.now(), interval_s=settings.REPORTS_INTERVAL_S):
         # Someone asking at the same moment is refused or refuses this one: either run will do.
-        with contextlib.suppress(services.ReportRunActive):
-            services.report_run_request(actor=None, trigger=ReportTrigger.SCHEDULE)
+        with contextlib.suppress(reports.ReportRunActive):
+            reports.report_run_request(actor=None, trigger=ReportTrigger.SCHEDULE)
     sent = []
-    for run in selectors.report_runs_to_dispatch():
+    for run in reports.report_runs_to_dispatch():
         send(run.pk)
-        services.report_run_dispatched(run=run)
+        reports.report_run_dispatched(run=run)
         sent.append(run.pk)
     return sent

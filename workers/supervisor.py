@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from django.conf import settings
 
-from controlplane import runtime
+from controlplane.status import runtime
 from workers import context
 from workers.leases import metadata_lease_key, new_token, task_lease_key
 from workers.plans import RunnableFlow, TaskRef, desired_tasks

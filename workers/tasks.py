@@ -10,7 +10,7 @@ from celery.utils.nodenames import worker_direct
 from celery.worker import state as worker_state
 from django.conf import settings
 
-from controlplane import runtime
+from controlplane.status import runtime
 from workers import context, presence, replication
 from workers import metadata as flow_metadata_work
 from workers.app import app

@@ -22,8 +22,9 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import close_old_connections
 
-from controlplane import runtime, verification
-from controlplane.runtime import FlowSpec
+from controlplane.assurance import verification
+from controlplane.status import runtime
+from controlplane.status.runtime import FlowSpec
 from replication.kafka.verification_io import FlowVerifier
 from replication.verification import ByteBudget, VerificationLimits
 from workers import context

@@ -10,10 +10,11 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane import alerts, notifications
+from controlplane import alerts, assurance
+from controlplane.alerts import notifications
 from controlplane.api.views import ID_PATTERN
+from controlplane.core.roles import Role
 from controlplane.models import Alert, AlertSilence, ChannelKind, Flow, NotificationChannel
-from controlplane.roles import Role
 
 
 class RpoBudgetSerializer(serializers.Serializer):
@@ -28,7 +29,7 @@ class RpoBudgetView(APIView):
 
     @extend_schema(summary="Get a flow's RPO budget", responses=RpoBudgetSerializer)
     def get(self, request, pk: int):
-        budget = alerts.rpo_budget_of(flow=get_object_or_404(Flow, pk=pk))
+        budget = assurance.rpo_budget_of(flow=get_object_or_404(Flow, pk=pk))
         return Response(RpoBudgetSerializer(budget).data)
 
     @extend_schema(
@@ -38,7 +39,7 @@ class RpoBudgetView(APIView):
         flow = get_object_or_404(Flow, pk=pk)
         serializer = RpoBudgetSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        budget = alerts.rpo_budget_set(actor=request.user, flow=flow, **serializer.validated_data)
+        budget = assurance.rpo_budget_set(actor=request.user, flow=flow, **serializer.validated_data)
         return Response(RpoBudgetSerializer(budget).data)
 
 

@@ -11,8 +11,11 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane import alerts, assurance, selectors, verification
+from controlplane import assurance
+from controlplane.assurance import verification
+from controlplane.flows import selectors
 from controlplane.models import PartitionVerification
+from controlplane.status import rollup
 
 
 class TopicRpoSerializer(serializers.Serializer):
@@ -67,7 +70,7 @@ class VerificationSerializer(serializers.Serializer):
 
 
 def _status(pk: int):
-    return selectors.flow_status(flow=get_object_or_404(selectors.flow_list(), pk=pk))
+    return rollup.flow_status(flow=get_object_or_404(selectors.flow_list(), pk=pk))
 
 
 class FlowRpoView(APIView):
@@ -76,7 +79,7 @@ class FlowRpoView(APIView):
     )
     def get(self, request, pk: int):
         status = _status(pk)
-        rpo = assurance.flow_rpo(status, budget=alerts.rpo_budget_of(flow=status.flow))
+        rpo = assurance.flow_rpo(status, budget=assurance.rpo_budget_of(flow=status.flow))
         return Response(FlowRpoSerializer(rpo).data)
 
 

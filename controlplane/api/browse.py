@@ -16,9 +16,11 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane import browse, groups, selectors
-from controlplane.errors import ClusterUnavailable
-from controlplane.roles import role_of
+from controlplane import browse
+from controlplane.browse import groups
+from controlplane.core.errors import ClusterUnavailable
+from controlplane.core.roles import role_of
+from controlplane.flows import selectors
 
 SEEK_PARAMETERS = [
     OpenApiParameter("partition", int, description="partition number (default 0)"),

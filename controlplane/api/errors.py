@@ -7,8 +7,8 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from controlplane.crypto import SecretsKeyError
-from controlplane.errors import ClusterUnavailable, RateLimited, ServiceConflict, ServiceValidationError
+from controlplane.core.crypto import SecretsKeyError
+from controlplane.core.errors import ClusterUnavailable, RateLimited, ServiceConflict, ServiceValidationError
 
 
 def exception_handler(exc, context):

@@ -26,8 +26,10 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from controlplane import cutover, drills, failover, operations, selectors
+from controlplane import operations
+from controlplane.flows import selectors
 from controlplane.models import DrillPartitionResult, Flow, Operation, OperationGroupResult, OperationKind
+from controlplane.operations import cutover, drills, failover
 
 
 def _flow(pk: str) -> Flow:

@@ -12,8 +12,9 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane import offset_mapping, selectors
-from controlplane.roles import Role
+from controlplane.browse import offset_mapping
+from controlplane.core.roles import Role
+from controlplane.flows import selectors
 from replication.offset_mapping import Direction, OffsetQuery
 
 

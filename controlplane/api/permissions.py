@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
-from controlplane.roles import Role, role_of
+from controlplane.core.roles import Role, role_of
 
 
 def required_role(request, view) -> Role:

@@ -10,9 +10,9 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane import selectors, services
+from controlplane import reports
+from controlplane.core.roles import Role
 from controlplane.models import ReportDataset, ReportRun, ReportTrigger
-from controlplane.roles import Role
 
 BIGINT_MAX = 2**63 - 1
 
@@ -60,8 +60,8 @@ class ReportQuerySerializer(serializers.Serializer):
     limit = serializers.IntegerField(
         required=False,
         min_value=1,
-        max_value=selectors.REPORT_ROWS_LIMIT,
-        default=selectors.REPORT_ROWS_LIMIT,
+        max_value=reports.REPORT_ROWS_LIMIT,
+        default=reports.REPORT_ROWS_LIMIT,
         help_text="the newest rows at most",
     )
 
@@ -83,7 +83,7 @@ class ReportRowsSerializer(serializers.Serializer):
     retrieve=extend_schema(summary="One report run: state, progress, stage, error, rows stored"),
 )
 class ReportRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    queryset = selectors.report_run_list()
+    queryset = reports.report_run_list()
     serializer_class = ReportRunSerializer
     filterset_fields = ["state", "trigger"]
     lookup_value_regex = r"[0-9]{1,18}"
@@ -99,8 +99,8 @@ class ReportRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewset
     )
     def run(self, request):
         try:
-            run = services.report_run_request(actor=request.user, trigger=ReportTrigger.USER)
-        except services.ReportRunActive as exc:
+            run = reports.report_run_request(actor=request.user, trigger=ReportTrigger.USER)
+        except reports.ReportRunActive as exc:
             return Response(
                 {"detail": str(exc), "run": ReportRunSerializer(exc.run).data},
                 status=status.HTTP_409_CONFLICT,
@@ -123,7 +123,7 @@ class ReportRowsView(APIView):
         query = ReportQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
-        rows = selectors.report_rows(
+        rows = reports.report_rows(
             dataset=dataset,
             flow_id=params.get("flow"),
             since=params.get("since"),

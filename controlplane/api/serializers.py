@@ -7,9 +7,9 @@ import datetime
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from controlplane import engine, lifecycle
+from controlplane.flows import engine, lifecycle
 from controlplane.models import AuditEvent, Cluster, Flow, FlowEvent, FlowPartitionStatus
-from controlplane.selectors import HEALTHS
+from controlplane.status.rollup import HEALTHS
 from replication.config import FLOW_PROPERTIES
 from replication.policy import ACCEPTED_POLICY_CLASSES
 

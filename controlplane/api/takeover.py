@@ -13,8 +13,8 @@ from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.views import APIView
 
-from controlplane import takeover
 from controlplane.api.failover import REQUEST_RESPONSES, queue_operation
+from controlplane.operations import takeover
 from replication.takeover import MM2_SOURCE_CONNECTOR
 
 

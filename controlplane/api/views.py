@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import datetime
 import time
 
 import django_filters
-from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
@@ -16,13 +14,13 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane import engine, pools, selectors, services
+from controlplane import core
 from controlplane.api import serializers as s
-from controlplane.models import AuditAction, AuditOutcome, Cluster, Flow, FlowState, SecurityProtocol
-from controlplane.roles import Role
-from replication.kafka.cluster_check import check_cluster
+from controlplane.core.roles import Role
+from controlplane.flows import pools, selectors, services
+from controlplane.models import Cluster, Flow, FlowState, SecurityProtocol
+from controlplane.status import rollup
 
-CHECK_TIMEOUT_S = 5.0
 # Ids are BigAutoField: longer numbers cannot exist (and PostgreSQL would refuse them), so they are 404.
 ID_PATTERN = r"[0-9]{1,18}"
 
@@ -79,7 +77,7 @@ class ClusterViewSet(viewsets.ModelViewSet):
     )
     @action(detail=True, methods=["post"])
     def check(self, request, pk=None):
-        result = check_cluster(engine.cluster_to_config(self.get_object()), timeout_s=CHECK_TIMEOUT_S)
+        result = selectors.cluster_check(cluster=self.get_object())
         return Response(s.ClusterCheckSerializer(result).data)
 
 
@@ -155,7 +153,7 @@ class FlowViewSet(viewsets.ModelViewSet):
     )
     @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def status(self, request, pk=None):
-        return Response(s.FlowStatusSerializer(selectors.flow_status(flow=self.get_object())).data)
+        return Response(s.FlowStatusSerializer(rollup.flow_status(flow=self.get_object())).data)
 
 
 class LiveStatusView(APIView):
@@ -164,7 +162,7 @@ class LiveStatusView(APIView):
         responses=s.LiveStatusSerializer,
     )
     def get(self, request):
-        return Response(s.LiveStatusSerializer(selectors.live_status()).data)
+        return Response(s.LiveStatusSerializer(rollup.live_status()).data)
 
 
 class PoolListView(APIView):
@@ -220,47 +218,13 @@ class Mm2ExportView(APIView):
         return HttpResponse(selectors.mm2_export(), content_type="text/plain; charset=utf-8")
 
 
-class UtcIsoDateTimeField(django_filters.fields.IsoDateTimeField):
-    """ISO 8601 date-time read in UTC: any offset Python accepts (up to 23:59) reaches the database as
-    UTC, which PostgreSQL always accepts (it refuses offsets beyond 15:59)."""
-
-    def to_python(self, value):
-        parsed = super().to_python(value)
-        if parsed is None:
-            return None
-        try:
-            return parsed.astimezone(datetime.UTC)
-        except OverflowError:
-            raise ValidationError("date-time out of range", code="invalid") from None
-
-
-class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
-    field_class = UtcIsoDateTimeField
-
-
-class AuditFilter(django_filters.FilterSet):
-    actor = django_filters.CharFilter(field_name="actor_name")
-    action = django_filters.ChoiceFilter(choices=AuditAction.choices)
-    outcome = django_filters.ChoiceFilter(choices=AuditOutcome.choices)
-    at_after = UtcIsoDateTimeFilter(
-        field_name="at", lookup_expr="gte", help_text="events at or after (ISO 8601)"
-    )
-    at_before = UtcIsoDateTimeFilter(
-        field_name="at", lookup_expr="lte", help_text="events at or before (ISO 8601)"
-    )
-
-    class Meta:
-        model = s.AuditEvent
-        fields = ["actor", "action", "object_type", "object_id", "outcome"]
-
-
 @extend_schema_view(
     list=extend_schema(summary="Audit events, newest first"),
     retrieve=extend_schema(summary="One audit event"),
 )
 class AuditEventViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    queryset = selectors.audit_list()
+    queryset = core.audit_list()
     serializer_class = s.AuditEventSerializer
-    filterset_class = AuditFilter
+    filterset_class = core.AuditFilter
     ordering_fields = ["at"]
     lookup_value_regex = ID_PATTERN

@@ -8,8 +8,9 @@ from functools import wraps
 from django.contrib.auth.views import redirect_to_login
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 
-from controlplane.roles import Role, role_of
+from controlplane.core.roles import Role, role_of
 
 
 def role_required(role: Role) -> Callable:
@@ -55,3 +56,11 @@ def signed_in_required(view: Callable) -> Callable:
         return view(request, *args, **kwargs)
 
     return wrapper
+
+
+def back_url(request, default: str) -> str:
+    """The page a POST came from (when it is ours), else `default`."""
+    target = request.POST.get("next", "")
+    if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        return target
+    return default

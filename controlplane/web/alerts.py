@@ -10,10 +10,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from controlplane import alerts, notifications
-from controlplane.errors import ServiceValidationError
+from controlplane import alerts
+from controlplane.alerts import notifications
+from controlplane.core.errors import ServiceValidationError
+from controlplane.core.roles import Role
 from controlplane.models import AlertRule, AlertSilence, NotificationChannel
-from controlplane.roles import Role
 from controlplane.web.access import admin_required, operator_required, viewer_required
 from controlplane.web.forms import ChannelForm, SilenceForm
 from controlplane.web.listing import Filter, ListSpec, Sort, list_page

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.shortcuts import get_object_or_404, render
 
-from controlplane import selectors
+from controlplane.flows import selectors
 from controlplane.models import FlowEvent, FlowEventKind
 from controlplane.web.access import viewer_required
 

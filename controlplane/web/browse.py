@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from django.shortcuts import get_object_or_404, render
 
-from controlplane import browse, selectors
-from controlplane.errors import ClusterUnavailable, ServiceValidationError
+from controlplane import browse
+from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
+from controlplane.flows import selectors
 from controlplane.web.access import viewer_required
 from controlplane.web.listing import Filter, ListSpec, Sort, list_page
 

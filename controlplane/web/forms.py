@@ -9,8 +9,9 @@ from typing import Any
 
 from django import forms
 
-from controlplane import alerts, engine, selectors
-from controlplane.errors import NON_FIELD, ServiceValidationError
+from controlplane import assurance
+from controlplane.core.errors import NON_FIELD, ServiceValidationError
+from controlplane.flows import engine, selectors
 from controlplane.models import AlertRule, ChannelKind, Cluster, Flow, SaslMechanism, SecurityProtocol
 from replication.config import FLOW_PROPERTIES, FlowProperty
 from replication.flow_rules import CLIENT_ROLES, parse_flow_value, value_problem
@@ -265,7 +266,7 @@ class FlowForm(forms.Form):
     def __init__(self, *args, flow: Flow | None = None, **kwargs) -> None:
         settings = engine.flow_settings(flow or Flow())
         initial = {prop.field: settings[prop.field] for prop in FLOW_PROPERTIES}
-        budget = alerts.rpo_budget_of(flow=flow) if flow is not None else alerts.DEFAULT_BUDGET
+        budget = assurance.rpo_budget_of(flow=flow) if flow is not None else assurance.DEFAULT_BUDGET
         initial |= {"rpo_seconds_behind": budget.seconds_behind, "rpo_records_behind": budget.records_behind}
         initial["extra"] = properties_text(settings["extra"])
         initial["pool"] = flow.pool if flow is not None else ""
@@ -304,7 +305,8 @@ class FlowForm(forms.Form):
 
     def rpo_budget(self) -> dict[str, Any]:
         return {
-            "seconds_behind": self.cleaned_data["rpo_seconds_behind"] or alerts.DEFAULT_BUDGET.seconds_behind,
+            "seconds_behind": self.cleaned_data["rpo_seconds_behind"]
+            or assurance.DEFAULT_BUDGET.seconds_behind,
             "records_behind": self.cleaned_data["rpo_records_behind"],
         }
 

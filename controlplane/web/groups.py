@@ -9,8 +9,9 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
-from controlplane import groups, selectors
-from controlplane.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
+from controlplane.browse import groups
+from controlplane.core.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
+from controlplane.flows import selectors
 from controlplane.web.access import operator_required, viewer_required
 from controlplane.web.listing import Filter, ListSpec, Sort, list_page
 

@@ -12,8 +12,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from controlplane import alerts
 from controlplane.models import Cluster
-from controlplane.selectors import FlowSummary
+from controlplane.status.rollup import FlowSummary
 
 # -- topology picture --------------------------------------------------------------------------------------
 WIDTH, HEIGHT, NODE_RADIUS, PAIR_OFFSET = 720, 320, 38, 14
@@ -127,3 +128,9 @@ def _shown(values: Mapping[str, object], field: str) -> str:
         return ABSENT
     value = values[field]
     return value if isinstance(value, str) and value else json.dumps(value, sort_keys=True, default=str)
+
+
+def flows_firing_first(flow_summaries: list) -> tuple[list, dict]:
+    """The summaries with flows that have firing alerts first, and flow id -> its firing alerts."""
+    firing = alerts.firing_by_flow()
+    return sorted(flow_summaries, key=lambda summary: summary.flow.pk not in firing), firing

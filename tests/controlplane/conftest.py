@@ -5,18 +5,18 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from controlplane import services
-from controlplane.roles import Role
+from controlplane import core
+from controlplane.core.roles import Role
+from controlplane.flows import services
 
 
 @pytest.fixture
 def tokens(db) -> dict[str, str]:
     """An API token per role, plus `norole`: a user who authenticated but holds no role."""
     result = {
-        role.group_name: services.user_create_with_role(username=role.group_name, role=role)[1]
-        for role in Role
+        role.group_name: core.user_create_with_role(username=role.group_name, role=role)[1] for role in Role
     }
-    norole, result["norole"] = services.user_create_with_role(username="norole", role=Role.VIEWER)
+    norole, result["norole"] = core.user_create_with_role(username="norole", role=Role.VIEWER)
     norole.groups.clear()
     return result
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from controlplane.alert_rules import FlowFacts, Limits, evaluate
+from controlplane.alerts.rules import FlowFacts, Limits, evaluate
 from controlplane.models import AlertRule
 
 NOW = 1_000_000.0

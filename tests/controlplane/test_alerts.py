@@ -8,8 +8,11 @@ import datetime
 import pytest
 from django.utils import timezone
 
-from controlplane import alerts, crypto, notifications, services
-from controlplane.errors import ServiceValidationError
+from controlplane import alerts, assurance, core
+from controlplane.alerts import notifications
+from controlplane.core import crypto
+from controlplane.core.errors import ServiceValidationError
+from controlplane.flows import services
 from controlplane.models import (
     AlertNotification,
     AlertRule,
@@ -53,7 +56,7 @@ def test_a_flow_over_its_budget_fires_once_notifies_and_resolves_when_back(flow,
     channel = notifications.channel_save(
         actor=admin_user, name="hook", kind="webhook", url="http://h.example/x"
     )
-    alerts.rpo_budget_set(actor=admin_user, flow=flow, seconds_behind=30, records_behind=None)
+    assurance.rpo_budget_set(actor=admin_user, flow=flow, seconds_behind=30, records_behind=None)
     report(flow, seconds_behind=45)
     first = alerts.alerts_evaluate()
     assert [a.rule for a in first.fired] == [AlertRule.RPO_SECONDS]
@@ -100,7 +103,7 @@ def test_rpo_budget_api_admin_writes_viewer_reads_bad_values_are_field_errors(fl
     assert client_as("operator").put(url, {"seconds_behind": 5}, format="json").status_code == 403
     bad = client_as("admin").put(url, {"seconds_behind": 0, "records_behind": -3}, format="json")
     assert bad.status_code == 400 and set(bad.json()) == {"seconds_behind", "records_behind"}
-    assert alerts.rpo_budget_of(flow=flow) == alerts.DEFAULT_BUDGET  # unchanged
+    assert assurance.rpo_budget_of(flow=flow) == assurance.DEFAULT_BUDGET  # unchanged
     ok = client_as("admin").put(url, {"seconds_behind": 5, "records_behind": 1000}, format="json")
     assert ok.json() == {"seconds_behind": 5.0, "records_behind": 1000}
     assert AuditEvent.objects.filter(object_type="rpo_budget", after__records_behind=1000).exists()
@@ -210,7 +213,7 @@ def test_rotating_the_secrets_key_re_encrypts_channel_urls(admin_user, settings)
         actor=admin_user, name="slack", kind="slack", url=f"https://hooks.example.com/{TOKEN}"
     )
     new_key = crypto.generate_key()
-    services.secrets_key_rotate(actor=admin_user, new_key=new_key)
+    core.secrets_key_rotate(actor=admin_user, new_key=new_key)
     settings.MIRRORPLANE_SECRETS_KEYS = [new_key]  # the old key is gone
     channel.refresh_from_db()
     assert notifications.channel_url(channel) == f"https://hooks.example.com/{TOKEN}"

@@ -8,7 +8,7 @@ import re
 import pytest
 from django.conf import settings
 
-from controlplane import services
+from controlplane.flows import services
 from controlplane.models import AuditEvent, Cluster, Flow
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,7 @@ from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-from controlplane import services
+from controlplane.flows import services
 from controlplane.models import Cluster, Flow
 from controlplane.wsgi import application
 from replication.kafka.processes import free_port

@@ -9,7 +9,9 @@ import datetime
 import pytest
 from django.utils import timezone
 
-from controlplane import alerts, assurance, prometheus, selectors, services
+from controlplane import alerts, assurance
+from controlplane.flows import services
+from controlplane.metrics import prometheus
 from controlplane.models import (
     AlertRule,
     FlowAssurance,
@@ -17,6 +19,7 @@ from controlplane.models import (
     FlowSignals,
     PartitionVerification,
 )
+from controlplane.status import rollup
 
 HOUR = datetime.timedelta(hours=1)
 
@@ -73,7 +76,7 @@ def signals(flow, *, offset_sync, replicated, checkpoint) -> None:
 
 
 def readiness(flow):
-    return assurance.flow_readiness(selectors.flow_status(flow=flow))
+    return assurance.flow_readiness(rollup.flow_status(flow=flow))
 
 
 def reason(flow, check: str):

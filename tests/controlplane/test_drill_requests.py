@@ -11,9 +11,10 @@ from django.core.exceptions import PermissionDenied
 from django.test import Client
 from django.utils import timezone
 
-from controlplane import cutover, drills, lifecycle, services
-from controlplane.errors import ServiceConflict, ServiceValidationError
+from controlplane.core.errors import ServiceConflict, ServiceValidationError
+from controlplane.flows import lifecycle, services
 from controlplane.models import AuditEvent, Operation
+from controlplane.operations import cutover, drills
 
 pytestmark = pytest.mark.django_db
 

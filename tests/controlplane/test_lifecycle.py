@@ -6,9 +6,10 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from controlplane import lifecycle, runtime, services
-from controlplane.errors import ServiceValidationError
+from controlplane.core.errors import ServiceValidationError
+from controlplane.flows import lifecycle, services
 from controlplane.models import AuditEvent, Flow, FlowState
+from controlplane.status import runtime
 from replication.metrics import GapEvent, PartitionMetrics
 from tests.controlplane.test_mm2_import_export import ACTIVE_ACTIVE, ENV, _import
 

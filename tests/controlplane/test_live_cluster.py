@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from controlplane import services
+from controlplane.flows import services
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
@@ -51,7 +51,7 @@ def test_flow_topics_against_the_source_cluster(admin_client, admin_user, cluste
 
 
 def test_flow_topics_when_the_source_does_not_answer_is_502(admin_client, admin_user, monkeypatch):
-    monkeypatch.setattr("controlplane.selectors.TOPIC_LIST_TIMEOUT_S", 1.0)
+    monkeypatch.setattr("controlplane.flows.selectors.TOPIC_LIST_TIMEOUT_S", 1.0)
     source = services.cluster_create(
         actor=admin_user, alias="A", bootstrap_servers=f"127.0.0.1:{free_port()}"
     )

@@ -10,8 +10,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from controlplane import engine, selectors, services
-from controlplane.errors import ServiceValidationError
+from controlplane.core.errors import ServiceValidationError
+from controlplane.flows import engine, selectors, services
 from controlplane.models import AuditEvent, Cluster, Flow
 from replication.mm2file import parse_mm2
 from replication.strimzi import parse_strimzi

@@ -12,8 +12,11 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from controlplane import cluster_reads, failover, services, takeover
+from controlplane import operations
+from controlplane.browse import cluster_reads
+from controlplane.flows import services
 from controlplane.models import AuditEvent, AuditOutcome, Operation
+from controlplane.operations import takeover
 from replication.kafka.positions import KafkaPositionStore
 from tests.replication.test_source_task import produce
 from tests.replication.test_takeover import MM2_RESUMES, stopped_mm2
@@ -49,7 +52,7 @@ def stored_positions(cluster_b, topic: str) -> dict:
 def run(operation_id: int) -> dict:
     """What an operations worker does with the queued operation (in process, as the other operations'
     control-plane tests do); the operation as the API shows it then."""
-    assert failover.run_operation(operation_id=operation_id, worker="test-worker") is not None
+    assert operations.run_operation(operation_id=operation_id, worker="test-worker") is not None
     return Operation.objects.get(pk=operation_id)
 
 
@@ -136,12 +139,14 @@ def test_a_worker_stopping_warm_hands_the_dry_run_over_mid_read(mm2_flow):
 
     def stop_once_reading(current: Operation) -> None:
         if current.phase == "planning":
-            failover.STOPPING.set()  # what a warm shutdown of the worker does (workers.operations)
+            operations.STOPPING.set()  # what a warm shutdown of the worker does (workers.operations)
 
     try:
-        assert failover.run_operation(operation_id=operation.pk, worker="w1", echo=stop_once_reading) is None
+        assert (
+            operations.run_operation(operation_id=operation.pk, worker="w1", echo=stop_once_reading) is None
+        )
     finally:
-        failover.STOPPING.clear()
+        operations.STOPPING.clear()
     operation.refresh_from_db()
     assert (operation.active, operation.phase, operation.worker) == (True, "planning", "")  # handed over
     assert "plan" not in operation.result

@@ -9,7 +9,8 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from controlplane import lifecycle, operations, services
+from controlplane import operations
+from controlplane.flows import lifecycle, services
 from controlplane.models import AuditEvent, GroupOutcome, Operation, OperationOutcome
 
 pytestmark = pytest.mark.django_db

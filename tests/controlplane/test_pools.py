@@ -8,11 +8,11 @@ import dataclasses
 
 import pytest
 
-from controlplane import pools, services
-from controlplane.alert_rules import evaluate
-from controlplane.errors import ServiceValidationError
+from controlplane.alerts.rules import evaluate
+from controlplane.core.errors import ServiceValidationError
+from controlplane.core.presence import Presence
+from controlplane.flows import pools, services
 from controlplane.models import AlertRule, AuditEvent, Flow
-from controlplane.presence import Presence
 from tests.controlplane.test_alert_rules import HEALTHY, LIMITS, NOW
 
 

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from controlplane import ratelimit, runtime, services
-from controlplane.errors import RateLimited
+from controlplane.core import ratelimit
+from controlplane.core.errors import RateLimited
+from controlplane.flows import services
+from controlplane.status import runtime
 from replication.config import ClusterConfig
 
 REPO = Path(__file__).resolve().parents[2]

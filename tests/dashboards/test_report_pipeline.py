@@ -12,7 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from controlplane import selectors, services
+from controlplane import reports
 from controlplane.models import ReportRow, ReportRun, ReportRunState, ReportTrigger
 from dashboards.lakegen import generate_lake
 from dashboards.spark.capacity import capacity_plan_from_usage
@@ -55,9 +55,9 @@ def test_the_command_runs_the_job_stores_rows_and_every_role_sees_the_dashboards
     assert f"report run {run.pk} succeeded: {run.samples_read} samples from 4 lake partition(s)" in out
     assert run.samples_read > 0
     assert run.rows_stored["partition_lag"] == ReportRow.objects.filter(dataset="partition_lag").count() > 0
-    statuses = {row["status"] for row in selectors.report_rows(dataset="partition_status", flow_id=1)}
+    statuses = {row["status"] for row in reports.report_rows(dataset="partition_status", flow_id=1)}
     assert {"OK", "STALL", "REWIND", "WARN", "STOP"} <= statuses  # the generated incidents
-    verdicts = selectors.report_rows(dataset="capacity_plan")
+    verdicts = reports.report_rows(dataset="capacity_plan")
     assert {(row["scope"], row["horizon_days"]) for row in verdicts} >= {("overall", 0), ("flow", 90)}
 
     # Incremental: nothing new in the lake, nothing read, rows kept.
@@ -103,9 +103,9 @@ def test_the_capacity_pages_and_the_api_show_each_pools_rows_with_its_flows(spar
         pools={2: "payments"},
         pool_workers={"": 3, "payments": 1},
     )
-    run = services.report_run_request(actor=None, trigger=ReportTrigger.SCHEDULE)
+    run = reports.report_run_request(actor=None, trigger=ReportTrigger.SCHEDULE)
     datasets = {"daily_flow_usage": usage.toArrow().to_pylist(), "capacity_plan": plan.toArrow().to_pylist()}
-    services.report_rows_store(run=run, datasets=datasets, keys=REPORT_KEYS)
+    reports.report_rows_store(run=run, datasets=datasets, keys=REPORT_KEYS)
 
     rows = api_as("viewer").get("/api/v1/reports/capacity_plan/").json()["rows"]
     assert [
@@ -172,7 +172,7 @@ def test_the_run_button_queues_a_run_for_operators_only(client_as):
 def test_a_failing_job_fails_its_run_with_the_error(spark, settings, tmp_path):
     (tmp_path / "lake" / "date=2026-01-01" / "flow=1").mkdir(parents=True)
     (tmp_path / "lake" / "date=2026-01-01" / "flow=1" / "part-0.parquet").write_text("not parquet")
-    run = services.report_run_request(actor=None, trigger=ReportTrigger.COMMAND)
+    run = reports.report_run_request(actor=None, trigger=ReportTrigger.COMMAND)
 
     failed = run_report(run_id=run.pk, lake_dir=tmp_path / "lake", state_dir=tmp_path / "state")
 

@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from controlplane import selectors, services
+from controlplane import reports
 from controlplane.models import AuditEvent, ReportDataset, ReportRow, ReportRun, ReportRunState, ReportTrigger
 from dashboards.spark.jobs import REPORT_KEYS
 from workers.reports import dispatch_report_runs
@@ -37,27 +37,27 @@ def test_the_web_app_knows_every_dataset_the_job_produces():
 
 
 def test_one_run_at_a_time_and_a_refusal_names_the_active_run(users):
-    first = services.report_run_request(actor=users["operator"], trigger=ReportTrigger.USER)
+    first = reports.report_run_request(actor=users["operator"], trigger=ReportTrigger.USER)
 
-    with pytest.raises(services.ReportRunActive, match=f"report run {first.pk} is already queued") as refused:
-        services.report_run_request(actor=users["admin"], trigger=ReportTrigger.USER)
+    with pytest.raises(reports.ReportRunActive, match=f"report run {first.pk} is already queued") as refused:
+        reports.report_run_request(actor=users["admin"], trigger=ReportTrigger.USER)
 
     assert refused.value.run == first
     assert [(e.actor_name, e.outcome) for e in AuditEvent.objects.filter(action="run_reports")] == [
         ("admin", "refused"),
         ("operator", "success"),
     ]
-    services.report_run_finish(run=first)
-    assert services.report_run_request(actor=users["admin"], trigger=ReportTrigger.USER).pk > first.pk
+    reports.report_run_finish(run=first)
+    assert reports.report_run_request(actor=users["admin"], trigger=ReportTrigger.USER).pk > first.pk
 
 
 def test_a_run_without_progress_for_the_timeout_is_failed_and_no_longer_blocks(users, settings):
     settings.REPORTS_RUN_TIMEOUT_S = 60
-    stuck = services.report_run_request(actor=users["operator"], trigger=ReportTrigger.USER)
-    services.report_run_start(run_id=stuck.pk)
+    stuck = reports.report_run_request(actor=users["operator"], trigger=ReportTrigger.USER)
+    reports.report_run_start(run_id=stuck.pk)
     ReportRun.objects.filter(pk=stuck.pk).update(updated_at=timezone.now() - timedelta(seconds=61))
 
-    fresh = services.report_run_request(actor=users["operator"], trigger=ReportTrigger.USER)
+    fresh = reports.report_run_request(actor=users["operator"], trigger=ReportTrigger.USER)
 
     stuck.refresh_from_db()
     assert (stuck.state, stuck.active) == (ReportRunState.FAILED, False)
@@ -66,21 +66,21 @@ def test_a_run_without_progress_for_the_timeout_is_failed_and_no_longer_blocks(u
 
 
 def test_a_run_is_claimed_once():
-    run = services.report_run_request(actor=None, trigger=ReportTrigger.COMMAND)
+    run = reports.report_run_request(actor=None, trigger=ReportTrigger.COMMAND)
 
-    assert services.report_run_start(run_id=run.pk).state == ReportRunState.RUNNING
-    assert services.report_run_start(run_id=run.pk) is None
+    assert reports.report_run_start(run_id=run.pk).state == ReportRunState.RUNNING
+    assert reports.report_run_start(run_id=run.pk) is None
 
 
 def test_rows_are_upserted_by_key_and_the_capacity_plan_is_replaced():
-    run = services.report_run_request(actor=None, trigger=ReportTrigger.SCHEDULE)
+    run = reports.report_run_request(actor=None, trigger=ReportTrigger.SCHEDULE)
     plan = [{"scope": "flow", "flow_id": 1, "flow_name": "A->B", "horizon_days": h} for h in (0, 7)]
-    services.report_rows_store(
+    reports.report_rows_store(
         run=run,
         datasets={"partition_lag": [lag_row(behind=5), lag_row(partition=1)], "capacity_plan": plan},
         keys=REPORT_KEYS,
     )
-    stored = services.report_rows_store(
+    stored = reports.report_rows_store(
         run=run,
         # Same ids under a new flow name (a cluster alias changed): still the same row.
         datasets={"partition_lag": [lag_row(behind=None, name="A2->B")], "capacity_plan": plan[:1]},
@@ -88,27 +88,27 @@ def test_rows_are_upserted_by_key_and_the_capacity_plan_is_replaced():
     )
 
     assert stored == {"partition_lag": 1, "capacity_plan": 1}
-    rows = selectors.report_rows(dataset="partition_lag")
+    rows = reports.report_rows(dataset="partition_lag")
     assert [(r["partition"], r["records_behind_max"], r["flow_name"]) for r in rows] == [
         (0, None, "A2->B"),
         (1, 5, "A->B"),
     ]
     assert rows[0]["seconds_behind_max"] is None  # NaN -> null
     assert rows[0]["window_start"] == W0.isoformat()
-    assert selectors.report_rows(dataset="capacity_plan") == plan[:1]
+    assert reports.report_rows(dataset="capacity_plan") == plan[:1]
     run.refresh_from_db()
     assert run.rows_stored == stored
 
 
 def test_rows_are_read_by_flow_and_half_open_time_range():
-    run = services.report_run_request(actor=None, trigger=ReportTrigger.SCHEDULE)
+    run = reports.report_run_request(actor=None, trigger=ReportTrigger.SCHEDULE)
     rows = [lag_row(flow_id=f, start=W0 + timedelta(minutes=5 * i)) for f in (1, 2) for i in range(4)]
     usage = [{"flow_id": 2, "flow_name": "B->C", "date": date(2026, 1, 5), "p95_mb_per_s": 1.0}]
-    services.report_rows_store(
+    reports.report_rows_store(
         run=run, datasets={"partition_lag": rows, "daily_flow_usage": usage}, keys=REPORT_KEYS
     )
 
-    picked = selectors.report_rows(
+    picked = reports.report_rows(
         dataset="partition_lag", flow_id=2, since=W0 + timedelta(minutes=5), until=W0 + timedelta(minutes=15)
     )
 
@@ -116,8 +116,8 @@ def test_rows_are_read_by_flow_and_half_open_time_range():
         (2, (W0 + timedelta(minutes=5)).isoformat()),
         (2, (W0 + timedelta(minutes=10)).isoformat()),
     ]
-    assert len(selectors.report_rows(dataset="partition_lag", limit=3)) == 3
-    assert selectors.report_flow_names() == {2: "B->C"}
+    assert len(reports.report_rows(dataset="partition_lag", limit=3)) == 3
+    assert reports.report_flow_names() == {2: "B->C"}
     assert ReportRow.objects.get(dataset="daily_flow_usage").window_start == W0.replace(hour=0)
 
 
@@ -131,7 +131,7 @@ def test_beat_queues_a_run_each_interval_and_hands_queued_runs_over_once(setting
     run = ReportRun.objects.get()
     assert (first, sent, run.trigger) == ([run.pk], [run.pk], ReportTrigger.SCHEDULE)
     assert run.dispatched_at is not None
-    services.report_run_finish(run=run)
+    reports.report_run_finish(run=run)
     assert dispatch_report_runs(send=sent.append) == []  # finished, but requested less than 300 s ago
     ReportRun.objects.update(requested_at=timezone.now() - timedelta(seconds=301))
     assert len(dispatch_report_runs(send=sent.append)) == 1
@@ -166,8 +166,8 @@ def test_an_operator_queues_a_run_and_a_second_request_is_409_with_the_active_ru
 
 
 def test_report_rows_as_json_and_clear_errors_for_bad_requests(api_as):
-    run = services.report_run_request(actor=None, trigger=ReportTrigger.SCHEDULE)
-    services.report_rows_store(
+    run = reports.report_run_request(actor=None, trigger=ReportTrigger.SCHEDULE)
+    reports.report_rows_store(
         run=run,
         datasets={"partition_lag": [lag_row(flow_id=f, start=W0) for f in (1, 2)]},
         keys=REPORT_KEYS,

@@ -9,8 +9,9 @@ import time
 import pytest
 from playwright.sync_api import Page, expect
 
-from controlplane import cluster_reads, services
-from controlplane.roles import Role
+from controlplane import core
+from controlplane.browse import cluster_reads
+from controlplane.core.roles import Role
 from replication.config import FlowConfig
 from replication.kafka.flow_tasks import periodic_tasks_for_flow
 from replication.kafka.groups import GroupOffsetsAdmin
@@ -37,7 +38,7 @@ def test_records_beside_their_copies_and_a_group_reset_dry_run(
     ):
         job.tick(now=time.time())
         job.close()
-    user, _ = services.user_create_with_role(username="oncall", role=Role.OPERATOR, password=PASSWORD)
+    user, _ = core.user_create_with_role(username="oncall", role=Role.OPERATOR, password=PASSWORD)
     a, b = stored_cluster(actor=user, config=cluster_a), stored_cluster(actor=user, config=cluster_b)
     mirrored_flow(actor=user, source=a, target=b, topic=topic, group=group)
     base = live_server.url

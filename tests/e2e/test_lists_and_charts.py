@@ -11,9 +11,11 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
-from controlplane import runtime, services
+from controlplane import core, reports
+from controlplane.core.roles import Role
+from controlplane.flows import services
 from controlplane.models import Cluster, ReportTrigger
-from controlplane.roles import Role
+from controlplane.status import runtime
 from dashboards.spark.jobs import REPORT_KEYS
 from replication.metrics import PartitionMetrics
 from tests.e2e.conftest import ARTIFACTS
@@ -26,7 +28,7 @@ PHONE = {"width": 390, "height": 844}
 
 @pytest.fixture
 def signed_in(page: Page, live_server):
-    services.user_create_with_role(username="lists", role=Role.ADMIN, password=PASSWORD)
+    core.user_create_with_role(username="lists", role=Role.ADMIN, password=PASSWORD)
     page.goto(f"{live_server.url}/login/")
     page.get_by_label("Username").fill("lists")
     page.get_by_label("Password").fill(PASSWORD)
@@ -127,9 +129,9 @@ def _store_lag(flow_id: int, newest: datetime, windows: int) -> None:
         }
         for i in range(windows)
     ]
-    run = services.report_run_request(actor=None, trigger=ReportTrigger.SCHEDULE)
-    services.report_rows_store(run=run, datasets={"partition_lag": rows}, keys=REPORT_KEYS)
-    services.report_run_finish(run=run)
+    run = reports.report_run_request(actor=None, trigger=ReportTrigger.SCHEDULE)
+    reports.report_rows_store(run=run, datasets={"partition_lag": rows}, keys=REPORT_KEYS)
+    reports.report_run_finish(run=run)
 
 
 def _store_capacity() -> None:
@@ -167,11 +169,11 @@ def _store_capacity() -> None:
         )
         for h in (0, 7, 30, 90, 180)
     ]
-    run = services.report_run_request(actor=None, trigger=ReportTrigger.SCHEDULE)
-    services.report_rows_store(
+    run = reports.report_run_request(actor=None, trigger=ReportTrigger.SCHEDULE)
+    reports.report_rows_store(
         run=run, datasets={"daily_flow_usage": usage, "capacity_plan": plan}, keys=REPORT_KEYS
     )
-    services.report_run_finish(run=run)
+    reports.report_run_finish(run=run)
 
 
 def _points(page: Page) -> int:

@@ -9,8 +9,8 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from controlplane import services
-from controlplane.roles import Role
+from controlplane import core
+from controlplane.core.roles import Role
 from replication.kafka.groups import GroupOffsetsAdmin
 from tests.workers.harness import create_topic, produce
 
@@ -50,7 +50,7 @@ def _confirm(page: Page, opener: str, action: str) -> None:
 def test_on_call_path(
     page: Page, live_server, celery_runtime, kafka_brokers, cluster_a, cluster_b, unique_name, screenshot
 ):
-    services.user_create_with_role(username="oncall", role=Role.ADMIN, password=PASSWORD)
+    core.user_create_with_role(username="oncall", role=Role.ADMIN, password=PASSWORD)
     topic, skipped = f"orders-{unique_name}", f"tmp-{unique_name}"
     create_topic(cluster_a, topic, PARTITIONS)
     create_topic(cluster_a, skipped, 1)

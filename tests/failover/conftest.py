@@ -15,8 +15,8 @@ import pytest
 from confluent_kafka import KafkaError, TopicPartition
 from django.db import connection
 
-from controlplane import services
-from controlplane.runtime import runtime_flow_spec
+from controlplane.flows import services
+from controlplane.status.runtime import runtime_flow_spec
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin

@@ -11,7 +11,7 @@ import threading
 import pytest
 from django.test import Client
 
-from controlplane import failover
+from controlplane import operations
 from controlplane.models import AuditEvent, Flow, FlowState
 from replication.kafka.clients import make_producer
 from replication.kafka.groups import GroupOffsetsAdmin
@@ -60,7 +60,7 @@ def cutover(client, flow, **fields) -> dict:
     """Request a cutover through the API and run it here, as an operations worker does."""
     response = client.post(f"/api/v1/flows/{flow.pk}/cutover/", {"confirm": "A->B", **fields}, format="json")
     assert response.status_code == 202, response.content
-    failover.run_operation(operation_id=response.json()["id"], worker="test-worker")
+    operations.run_operation(operation_id=response.json()["id"], worker="test-worker")
     return client.get(response["Location"]).json()
 
 

@@ -9,7 +9,8 @@ import re
 import pytest
 from django.test import Client
 
-from controlplane import failover, services
+from controlplane import operations
+from controlplane.flows import services
 from controlplane.models import AuditEvent, ShadowGroup
 from replication.config import ClusterConfig
 from replication.drill import SHADOW_PREFIX
@@ -35,7 +36,7 @@ def drill(client, flow, groups: list[str], *, timeout_s: float = 3) -> dict:
         f"/api/v1/flows/{flow.pk}/drills/", {"groups": groups, "timeout_s": timeout_s}, format="json"
     )
     assert response.status_code == 202, response.content
-    failover.run_operation(operation_id=response.json()["id"], worker="test-worker")
+    operations.run_operation(operation_id=response.json()["id"], worker="test-worker")
     body = client.get(response["Location"]).json()
     return body
 

@@ -17,7 +17,8 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
 
-from controlplane import failover, services
+from controlplane import operations
+from controlplane.flows import services
 from controlplane.models import AuditEvent, Flow, FlowPartitionStatus, FlowState
 from replication.config import ClusterConfig
 from replication.kafka.admin import TopicAdmin
@@ -139,7 +140,7 @@ def test_failover_is_exact_across_gaps_and_a_restart_then_fails_back(
     assert next_records(cluster_b, group, remote_topic, PARTITIONS) == expected_next
 
     # Running it again (a worker that takes over a finished operation) changes nothing.
-    assert failover.run_operation(operation_id=result["id"], worker="another") is None
+    assert operations.run_operation(operation_id=result["id"], worker="another") is None
     again = operator.post(
         f"/api/v1/flows/{flow.pk}/failover/", {"groups": [group], "confirm": "A->B"}, format="json"
     )
@@ -197,13 +198,13 @@ def test_failover_is_exact_across_gaps_and_a_restart_then_fails_back(
 
 def run_queued(client, response) -> dict:
     """Run the queued operation here, as an operations worker does; its state as the API shows it."""
-    failover.run_operation(operation_id=response.json()["id"], worker="test-worker")
+    operations.run_operation(operation_id=response.json()["id"], worker="test-worker")
     return client.get(response["Location"]).json()
 
 
 def run_in_thread(operation_id: int) -> None:
     try:
-        failover.run_operation(operation_id=operation_id, worker="test-thread")
+        operations.run_operation(operation_id=operation_id, worker="test-thread")
     finally:
         connection.close()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from controlplane.prometheus import latency_histogram
+from controlplane.metrics.prometheus import latency_histogram
 from replication.metrics import LATENCY_BUCKETS_MS, MirrorMetrics, cumulative, latency_bucket
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane import services
+from controlplane.flows import services
 
 
 @pytest.fixture

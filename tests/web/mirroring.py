@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import time
 
-from controlplane import services
+from controlplane.flows import services
 from controlplane.models import Cluster
 from replication.config import ClusterConfig, FlowConfig
 from replication.connector import NewRemoteTopic

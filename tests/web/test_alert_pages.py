@@ -9,7 +9,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from controlplane import alerts, services
+from controlplane import alerts, assurance
+from controlplane.flows import services
 from controlplane.models import AlertSilence, FlowPartitionStatus, NotificationChannel
 from tests.web.test_pages import _flow_form
 
@@ -22,11 +23,11 @@ def test_the_flow_form_sets_the_rpo_budget_and_the_flow_page_shows_it(client_as,
     data = _flow_form(flow.source, flow.target)
     bad = admin.post(edit, data | {"rpo_seconds_behind": "-5", "rpo_records_behind": "x"})
     assert set(bad.context["form"].errors) == {"rpo_seconds_behind", "rpo_records_behind"}
-    assert alerts.rpo_budget_of(flow=flow) == alerts.DEFAULT_BUDGET
+    assert assurance.rpo_budget_of(flow=flow) == assurance.DEFAULT_BUDGET
     assert (
         admin.post(edit, data | {"rpo_seconds_behind": "15", "rpo_records_behind": "5000"}).status_code == 302
     )
-    assert alerts.rpo_budget_of(flow=flow) == alerts.RpoBudget(15.0, 5000)
+    assert assurance.rpo_budget_of(flow=flow) == assurance.RpoBudget(15.0, 5000)
     page = client_as("viewer").get(reverse("web:flow", args=[flow.pk])).content.decode()
     assert 'id="rpo-budget"' in page and "5,000 records" in page
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from controlplane import cluster_reads, services
+from controlplane.browse import cluster_reads
+from controlplane.flows import services
 from tests.web.mirroring import create_topic, mirror_topic, mirrored_flow, produce_keyed, stored_cluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.django_db]

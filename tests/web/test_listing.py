@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from django.test import RequestFactory
 
-from controlplane import services
+from controlplane.flows import services
 from controlplane.models import Cluster, SecurityProtocol
 from controlplane.web.listing import Filter, ListSpec, Sort, list_page
 

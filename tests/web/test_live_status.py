@@ -10,8 +10,10 @@ from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
-from controlplane import lifecycle, presence, selectors
+from controlplane.core import presence
+from controlplane.flows import lifecycle
 from controlplane.models import Flow, FlowPartitionStatus, PartitionState
+from controlplane.status import rollup
 
 pytestmark = pytest.mark.django_db
 
@@ -33,9 +35,9 @@ def _row(flow, partition: int, *, age_s: float, behind: int | None = 0, state=Pa
     )
 
 
-def _summary(flow) -> selectors.FlowSummary:
+def _summary(flow) -> rollup.FlowSummary:
     flow = Flow.objects.get(pk=flow.pk)
-    return selectors.summarize(
+    return rollup.summarize(
         flow, list(flow.partition_statuses.all()), now=timezone.now(), stale_after=STALE_AFTER
     )
 
@@ -150,26 +152,26 @@ def test_the_banner_says_whether_workers_run_from_their_presence_in_redis(client
 def test_replication_activity_expects_reports_only_from_flows_that_should_replicate(flow):
     now = timezone.now()
     Flow.objects.filter(pk=flow.pk).update(state_changed_at=now - timedelta(minutes=5))
-    never = selectors.replication_activity(now=now)
+    never = rollup.replication_activity(now=now)
     assert never.silent and never.alarming and never.last_report_at is None
     _row(flow, 0, age_s=2)
-    assert not selectors.replication_activity().silent
+    assert not rollup.replication_activity().silent
     lifecycle.transition(flow=flow, name="pause")
     Flow.objects.filter(pk=flow.pk).update(state_changed_at=now - timedelta(minutes=5))
-    paused = selectors.replication_activity(now=now + timedelta(minutes=10))
+    paused = rollup.replication_activity(now=now + timedelta(minutes=10))
     assert not paused.silent and not paused.no_workers and not paused.alarming  # nothing should run
 
 
 @override_settings(MIRRORPLANE_STALE_AFTER_S=STALE_AFTER)
 def test_the_failover_plan_gets_the_last_known_lag_with_its_age_by_the_same_rule(flow):
-    assert selectors.last_known_lag(flow=flow).note().startswith("no worker has measured")
+    assert rollup.last_known_lag(flow=flow).note().startswith("no worker has measured")
     _row(flow, 0, age_s=2, behind=4)
-    fresh = selectors.last_known_lag(flow=flow)
+    fresh = rollup.last_known_lag(flow=flow)
     assert (fresh.records_behind, fresh.stale) == ({("orders", 0): 4}, False)
     assert "last measurement, 2 s old" in fresh.note() and "STALE" not in fresh.note()
     _row(flow, 1, age_s=90, behind=None)  # never measured: not a known lag
     _row(flow, 2, age_s=60, behind=1)
-    old = selectors.last_known_lag(flow=flow)
+    old = rollup.last_known_lag(flow=flow)
     assert old.records_behind == {("orders", 0): 4, ("orders", 2): 1} and old.stale
     assert "60 s old; STALE" in old.note()
 
@@ -178,7 +180,7 @@ def test_a_partition_behind_without_a_known_age_makes_the_flows_seconds_behind_u
     from django.utils import timezone
 
     from controlplane.models import Flow, FlowPartitionStatus
-    from controlplane.selectors import summarize
+    from controlplane.status.rollup import summarize
 
     now = timezone.now()
     caught_up = FlowPartitionStatus(

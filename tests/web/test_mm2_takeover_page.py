@@ -9,7 +9,9 @@ import re
 import pytest
 from django.urls import reverse
 
-from controlplane import cluster_reads, failover, services
+from controlplane import operations
+from controlplane.browse import cluster_reads
+from controlplane.flows import services
 from controlplane.models import Operation
 from tests.replication.test_takeover import stopped_mm2
 from tests.web.mirroring import stored_cluster
@@ -53,7 +55,7 @@ def test_the_takeover_page_queues_the_dry_run_shows_it_and_applies_it(
     assert "waiting for a worker" in waiting and "?polling=1" in waiting  # the card polls
     assert operator.post(url, form).status_code == 409  # one operation of the flow at a time
 
-    failover.run_operation(operation_id=dry_run.pk, worker="test-worker")
+    operations.run_operation(operation_id=dry_run.pk, worker="test-worker")
     polled = operator.get(reverse("web:operation", args=[flow.pk, dry_run.pk]), {"polling": "1"})
     assert polled["HX-Refresh"] == "true"  # ended: the page reloads to show the result
     page = operator.get(queued["Location"]).content.decode()
@@ -69,7 +71,7 @@ def test_the_takeover_page_queues_the_dry_run_shows_it_and_applies_it(
     applying = operator.post(url, apply)
     assert applying.status_code == 303
     applied = Operation.objects.get(flow=flow, dry_run=False)
-    failover.run_operation(operation_id=applied.pk, worker="test-worker")
+    operations.run_operation(operation_id=applied.pk, worker="test-worker")
     page = operator.get(applying["Location"]).content.decode()
     assert "Applied: 2 positions stored" in page and "Apply: store these positions" not in page
     assert "takes over from MM2" in page and reverse("web:flow", args=[flow.pk]) in page

@@ -10,6 +10,8 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
+from controlplane.flows import services
+
 pytestmark = pytest.mark.django_db
 
 
@@ -36,7 +38,6 @@ def test_not_allowed_page_for_a_user_without_a_role_still_has_the_navigation(cli
 def test_a_new_flow_defaults_to_enabled_and_the_preview_says_saving_starts_it(
     client_as, cluster_a, cluster_b
 ):
-    from controlplane import services
     from controlplane.models import Flow
 
     a = services.cluster_create(actor=None, alias="A", bootstrap_servers=cluster_a.bootstrap_servers)
@@ -62,7 +63,6 @@ def test_a_new_flow_defaults_to_enabled_and_the_preview_says_saving_starts_it(
 
 
 def test_the_api_keeps_mm2s_default_a_new_flow_is_disabled(client_as, flow):
-    from controlplane import services
 
     services.cluster_create(actor=None, alias="C", bootstrap_servers="c.invalid:9092")
     response = client_as("admin").post(
@@ -107,7 +107,6 @@ def test_demo_banner_links_a_page_the_demo_admin_sees(client):
 
 
 def test_audit_log_shows_changed_fields_before_and_after_with_secrets_masked(client_as, users, flow):
-    from controlplane import services
 
     services.flow_update(actor=users["admin"], flow=flow, topics=["orders.*"], tasks_max=3)
     services.cluster_update(
@@ -155,7 +154,7 @@ def _readme_mm2_example() -> str:
 def test_mm2_import_asks_for_a_missing_placeholder_write_only_and_imports_the_readme_example(
     client_as, monkeypatch
 ):
-    from controlplane import engine
+    from controlplane.flows import engine
     from controlplane.models import AuditEvent, Cluster
 
     monkeypatch.delenv("B_PASSWORD", raising=False)

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from django.utils import timezone
 
-from controlplane import services
+from controlplane.flows import services
 from controlplane.models import FlowPartitionStatus
 from tests.receiver import Receiver
 from tests.workers.harness import Gunicorn, free_port, start_prometheus, wait_until

@@ -18,7 +18,9 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from controlplane import alerts, notifications, services
+from controlplane import assurance
+from controlplane.alerts import notifications
+from controlplane.flows import services
 from controlplane.models import (
     Alert,
     AlertNotification,
@@ -50,7 +52,9 @@ def test_over_budget_fires_notifies_with_figure_and_link_resolves_and_a_silence_
     )
     create_topic(cluster_a, unique_name)
     flow = make_flow(topics=[unique_name], tasks_max=1)
-    alerts.rpo_budget_set(actor=users["admin"], flow=flow, seconds_behind=3600, records_behind=BUDGET_RECORDS)
+    assurance.rpo_budget_set(
+        actor=users["admin"], flow=flow, seconds_behind=3600, records_behind=BUDGET_RECORDS
+    )
     produce(cluster_a, unique_name, BACKLOG)
     viewer = client_as("viewer")
 

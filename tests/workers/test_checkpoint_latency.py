@@ -9,7 +9,7 @@ from confluent_kafka import TopicPartition
 from django.test import Client
 
 from controlplane.models import FlowSignals
-from controlplane.runtime import runtime_flow_spec
+from controlplane.status.runtime import runtime_flow_spec
 from replication.kafka.clients import make_consumer
 from replication.positions import InMemoryPositionStore
 from replication.source import MirrorSourceTask

@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from controlplane import lifecycle, runtime
+from controlplane.flows import lifecycle
 from controlplane.models import Flow, FlowEvent, FlowEventKind, FlowState
+from controlplane.status import runtime
 from replication.circuit_breaker import BreakerPolicy
 from replication.config import ClusterConfig
 from replication.kafka.processes import free_port

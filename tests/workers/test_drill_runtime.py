@@ -7,8 +7,9 @@ import re
 
 import pytest
 
-from controlplane import drills, failover
+from controlplane import operations
 from controlplane.models import Operation, OperationPhase, ShadowGroup
+from controlplane.operations import drills
 from replication.drill import SHADOW_PREFIX
 from replication.kafka.groups import GroupOffsetsAdmin
 from tests.failover.conftest import Mirror, produce_plain, read_partition
@@ -56,7 +57,7 @@ def test_no_shadow_group_is_left_behind_after_a_kill_9_mid_drill(
     mirror = Mirror(flow.pk, topic, 1).start()  # replication back: the copy arrives
     try:
         wait_until(
-            lambda: failover.run_operation(operation_id=operation.pk, worker="resumer") is not None,
+            lambda: operations.run_operation(operation_id=operation.pk, worker="resumer") is not None,
             timeout_s=30,
             what="the lease to expire and the drill to resume",
         )

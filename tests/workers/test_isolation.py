@@ -11,7 +11,7 @@ import time
 import pytest
 from django.urls import reverse
 
-from controlplane import services
+from controlplane.flows import services
 from controlplane.models import Flow, FlowEvent, FlowEventKind, FlowState
 from replication.kafka.processes import free_port
 from replication.kafka.source_io import PartitionReader, PartitionReadError

@@ -8,8 +8,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from controlplane import runtime, services
+from controlplane.flows import services
 from controlplane.models import FlowEvent, FlowEventKind, FlowPartitionStatus, PartitionState
+from controlplane.status import runtime
 from dashboards.spark.lake import arrow_schema
 from replication.metrics import GapEvent, PartitionMetrics
 from workers.lake import Counts, MetricsLake, lake_rows

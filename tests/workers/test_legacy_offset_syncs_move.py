@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane import runtime
+from controlplane.status import runtime
 from replication.formats import OffsetSync
 from replication.kafka.internal_topics import InternalTopicWriter
 from tests.replication.test_legacy_offset_syncs import read_syncs

@@ -11,7 +11,7 @@ from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from controlplane import services
+from controlplane.flows import services
 from controlplane.models import FlowPartitionStatus
 from tests.workers.harness import Gunicorn, create_topic, free_port, produce, start_prometheus, wait_until
 

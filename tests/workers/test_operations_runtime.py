@@ -10,9 +10,10 @@ import re
 import pytest
 import requests
 
-from controlplane import operations, services
+from controlplane import core, operations
+from controlplane.core.roles import Role
+from controlplane.flows import services
 from controlplane.models import AuditEvent, Flow, FlowState, Operation
-from controlplane.roles import Role
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_producer
 from replication.kafka.groups import GroupOffsetsAdmin
@@ -60,7 +61,7 @@ def test_a_failover_through_gunicorn_survives_a_web_restart_a_killed_worker_a_wa
     create_topic(cluster_a, topic, PARTITIONS)
     flow = make_flow(topics=[topic], groups=[group], refresh_groups_interval_seconds=1)
     remote_topic = f"A.{topic}"
-    services.user_create_with_role(username="oncall", role=Role.OPERATOR, password=PASSWORD)
+    core.user_create_with_role(username="oncall", role=Role.OPERATOR, password=PASSWORD)
     committed = {(topic, p): 10 for p in range(PARTITIONS)}
     assert GroupOffsetsAdmin(cluster_a).alter_offsets(group, committed) == {}
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane import pools, presence, services
+from controlplane.core import presence
+from controlplane.flows import pools, services
 from dashboards.spark import capacity
 from workers.reports import report_options
 

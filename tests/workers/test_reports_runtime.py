@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 import pytest
 from rest_framework.test import APIClient
 
-from controlplane import services
+from controlplane import core
+from controlplane.core.roles import Role
 from controlplane.models import ReportRow, ReportRun, ReportRunState
-from controlplane.roles import Role
 from dashboards.lakegen import generate_lake
 from tests.workers.harness import CeleryRuntime, wait_until
 
@@ -31,9 +31,7 @@ def test_an_api_request_is_run_by_a_reports_worker_and_its_rows_stored(transacti
         start=datetime(2026, 1, 1, tzinfo=UTC),
         step_s=600,
     )
-    operator, _ = services.user_create_with_role(
-        username="oncall", role=Role.OPERATOR, password="pw-oncall-1"
-    )
+    operator, _ = core.user_create_with_role(username="oncall", role=Role.OPERATOR, password="pw-oncall-1")
     api = APIClient()
     api.force_authenticate(operator)
     try:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane import services
+from controlplane.flows import services
 from controlplane.models import Cluster
-from controlplane.runtime import runtime_flow_spec
+from controlplane.status.runtime import runtime_flow_spec
 from replication.config import OffsetSyncsTopicLocation
 from replication.formats import OffsetSync
 from replication.kafka.groups import GroupOffsetsAdmin

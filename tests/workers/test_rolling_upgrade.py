@@ -20,7 +20,8 @@ import time
 
 import pytest
 
-from controlplane import alerts, pools
+from controlplane import alerts
+from controlplane.flows import pools
 from controlplane.models import Alert, AlertRule
 from tests.workers.harness import (
     ArrivalRecorder,

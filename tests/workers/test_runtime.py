@@ -7,7 +7,7 @@ import time
 import pyarrow.dataset as ds
 import pytest
 
-from controlplane import services
+from controlplane.flows import services
 from controlplane.models import FlowEvent, FlowPartitionStatus, PartitionState
 from tests.workers.harness import (
     PARTITIONS,

@@ -9,8 +9,9 @@ import time
 import pytest
 from django.db import transaction
 
-from controlplane import failover, takeover
+from controlplane import operations
 from controlplane.models import Operation, OperationPhase
+from controlplane.operations import takeover
 from tests.replication.test_takeover import MM2_RESUMES, stopped_mm2
 from tests.workers.harness import wait_until
 
@@ -46,7 +47,7 @@ def test_a_dry_run_killed_mid_read_is_resumed_by_another_worker(
     assert "plan" not in operation.result
 
     wait_until(
-        lambda: failover.run_operation(operation_id=operation.pk, worker="resumer") is not None,
+        lambda: operations.run_operation(operation_id=operation.pk, worker="resumer") is not None,
         timeout_s=30,
         what="the lease to expire and the dry run to resume",
     )

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand
 
-from controlplane import services
-from controlplane.roles import Role
+from controlplane import core
+from controlplane.core.roles import Role
 
 
 class Command(BaseCommand):
@@ -15,7 +15,5 @@ class Command(BaseCommand):
         parser.add_argument("--password", help="for session login on the web; omit for token-only users")
 
     def handle(self, *args, username, role, password, **options):
-        _, token = services.user_create_with_role(
-            username=username, role=Role.from_name(role), password=password
-        )
+        _, token = core.user_create_with_role(username=username, role=Role.from_name(role), password=password)
         self.stdout.write(token)

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from controlplane import selectors
+from controlplane.flows import selectors
 
 
 class Command(BaseCommand):

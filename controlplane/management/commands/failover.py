@@ -14,9 +14,10 @@ import sys
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
-from controlplane import failover, operations
-from controlplane.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
+from controlplane import operations
+from controlplane.core.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
 from controlplane.models import Flow, Operation, OperationKind, OperationOutcome
+from controlplane.operations import failover
 
 
 def flow_by_name(name: str) -> Flow:
@@ -91,11 +92,11 @@ def run_operation_command(
             command.stdout.write(line)
 
     worker = f"command@{socket.gethostname()}:{os.getpid()}"
-    finished = failover.run_operation(operation_id=operation.pk, worker=worker, echo=echo)
+    finished = operations.run_operation(operation_id=operation.pk, worker=worker, echo=echo)
     if finished is None:
         raise CommandError(f"{kind} operation {operation.pk} is run by a worker: follow it in the UI or API")
     if options["json"]:
-        command.stdout.write(json.dumps(failover.operation_summary(finished), indent=2, default=str))
+        command.stdout.write(json.dumps(operations.operation_summary(finished), indent=2, default=str))
     else:
         for result in finished.group_results.all():
             command.stdout.write(f"  group {result.group}: {result.outcome} {result.written} {result.detail}")

@@ -3,8 +3,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from controlplane import services
-from controlplane.errors import ServiceValidationError
+from controlplane.core.errors import ServiceValidationError
+from controlplane.flows import services
 
 
 class Command(BaseCommand):

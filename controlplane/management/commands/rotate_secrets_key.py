@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from controlplane import crypto, services
+from controlplane import core
+from controlplane.core import crypto
 
 
 class Command(BaseCommand):
@@ -22,7 +23,7 @@ class Command(BaseCommand):
             return
         key = crypto.generate_key() if generate else new_key
         try:
-            count = services.secrets_key_rotate(actor=None, new_key=key)
+            count = core.secrets_key_rotate(actor=None, new_key=key)
         except crypto.SecretsKeyError as exc:
             raise CommandError(str(exc)) from exc
         self.stderr.write(f"re-encrypted the secrets of {count} cluster(s)")

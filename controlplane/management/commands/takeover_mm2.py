@@ -8,9 +8,11 @@ import socket
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
-from controlplane import failover, selectors, takeover
-from controlplane.errors import ServiceConflict, ServiceValidationError
+from controlplane import operations
+from controlplane.core.errors import ServiceConflict, ServiceValidationError
+from controlplane.flows import selectors
 from controlplane.models import OperationOutcome
+from controlplane.operations import takeover
 from replication.takeover import MM2_SOURCE_CONNECTOR
 
 
@@ -57,7 +59,7 @@ class Command(BaseCommand):
             raise CommandError(f"take-over refused: {exc}") from exc
         # A command is not a web request: it runs the operation here, as a worker would (progress on stderr).
         worker = f"command@{socket.gethostname()}:{os.getpid()}"
-        finished = failover.run_operation(
+        finished = operations.run_operation(
             operation_id=operation.pk,
             worker=worker,
             echo=lambda current: self.stderr.write(f"[{current.progress:4.0%}] {current.message}"),

@@ -9,8 +9,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 
-from controlplane import lifecycle
-from controlplane.roles import Role
+from controlplane.core.roles import Role
+from controlplane.flows import lifecycle
 from controlplane.web.summaries import FieldChange, audit_changes
 
 register = template.Library()

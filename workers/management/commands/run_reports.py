@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from controlplane import services
+from controlplane import reports
 from controlplane.models import ReportRunState, ReportTrigger
 from workers.reports import run_report
 
@@ -22,8 +22,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, queue_only: bool, **options):
         try:
-            run = services.report_run_request(actor=None, trigger=ReportTrigger.COMMAND)
-        except services.ReportRunActive as exc:
+            run = reports.report_run_request(actor=None, trigger=ReportTrigger.COMMAND)
+        except reports.ReportRunActive as exc:
             raise CommandError(str(exc)) from None
         if queue_only:
             self.stdout.write(f"report run {run.pk} queued")

@@ -1,0 +1,52 @@
+"""Reads of the alert page and API: alerts firing and resolved, silences, and the firing-first order of
+lists."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from django.db.models import QuerySet
+
+from controlplane.models import (
+    Alert,
+    AlertSilence,
+    AlertState,
+)
+
+
+# -- reads ------------------------------------------------------------------------------------------------
+def alert_list() -> QuerySet[Alert]:
+    """Firing first (newest first), then resolved history (newest first): "firing" sorts before "resolved"."""
+    return Alert.objects.select_related("flow__source", "flow__target").order_by("state", "-fired_at", "-id")
+
+
+def alerts_firing() -> QuerySet[Alert]:
+    return alert_list().filter(state=AlertState.FIRING)
+
+
+def alerts_resolved() -> QuerySet[Alert]:
+    return (
+        Alert.objects.select_related("flow__source", "flow__target")
+        .filter(state=AlertState.RESOLVED)
+        .order_by("-resolved_at", "-id")
+    )
+
+
+def firing_by_flow() -> dict[int, list[Alert]]:
+    """Flow id -> its firing alerts, for the flow list and overview (firing first, with a marker)."""
+    found: dict[int, list[Alert]] = {}
+    for alert in Alert.objects.filter(state=AlertState.FIRING).order_by("fired_at"):
+        found.setdefault(alert.flow_id, []).append(alert)
+    return found
+
+
+def silence_list() -> QuerySet[AlertSilence]:
+    """Latest expiry first: active silences, then expired ones."""
+    return AlertSilence.objects.select_related("flow__source", "flow__target", "created_by").order_by(
+        "-expires_at", "-id"
+    )
+
+
+def firing_first(items: list, *, flow_of, firing: Mapping[int, list[Alert]]) -> list:
+    """`items` with those whose flow has firing alerts first, each group in its original order."""
+    return sorted(items, key=lambda item: 0 if flow_of(item).pk in firing else 1)

@@ -1,0 +1,42 @@
+"""Assurance: RPO budgets, live RPO, failover readiness, and continuous verification
+(`controlplane.assurance.verification`)."""
+
+from controlplane.assurance import verification
+from controlplane.assurance.budgets import (
+    DEFAULT_BUDGET,
+    RpoBudget,
+    rpo_budget_of,
+    rpo_budget_set,
+    rpo_budgets,
+)
+from controlplane.assurance.readiness import (
+    FlowReadiness,
+    flow_readiness,
+    flow_readiness_all,
+    readiness_facts,
+    readiness_limits,
+)
+from controlplane.assurance.rpo import (
+    FlowRpo,
+    TopicRpo,
+    bytes_behind,
+    flow_rpo,
+)
+
+__all__ = [
+    "verification",
+    "DEFAULT_BUDGET",
+    "RpoBudget",
+    "rpo_budget_of",
+    "rpo_budget_set",
+    "rpo_budgets",
+    "FlowReadiness",
+    "flow_readiness",
+    "flow_readiness_all",
+    "readiness_facts",
+    "readiness_limits",
+    "FlowRpo",
+    "TopicRpo",
+    "bytes_behind",
+    "flow_rpo",
+]

@@ -1,0 +1,192 @@
+"""Failover readiness: the score (`replication.readiness`), recomputed on every read from the live
+status, the RPO budget, the runtime signals, the verifier's rows and observations, the reverse flow and
+the ACL sync warnings. The overview, the failover page, the API, /metrics and the `readiness_low` alert
+rule all read it here, so they agree.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.utils import timezone
+
+from controlplane.assurance.budgets import DEFAULT_BUDGET, RpoBudget, rpo_budgets
+from controlplane.assurance.verification import VerificationSummary, verification_statuses
+from controlplane.flows import engine
+from controlplane.models import (
+    Cluster,
+    Flow,
+    FlowAssurance,
+    FlowEvent,
+    FlowEventKind,
+    FlowSignals,
+)
+from controlplane.status import rollup
+from replication.filters import TopicFilter
+from replication.policy import classify_topic, replication_policy_for
+from replication.readiness import Readiness, ReadinessFacts, ReadinessLimits, readiness_score
+
+UNKNOWN, STALE = rollup.UNKNOWN, rollup.STALE
+
+
+# -- failover readiness -----------------------------------------------------------------------------------
+def readiness_limits() -> ReadinessLimits:
+    return ReadinessLimits(
+        offset_sync_max_lag_s=settings.ALERTS_OFFSET_SYNC_MAX_LAG_S,
+        verification_max_age_s=settings.READINESS_VERIFICATION_MAX_AGE_S,
+    )
+
+
+def _epoch(value: datetime.datetime | None) -> float | None:
+    return None if value is None else value.timestamp()
+
+
+# A reverse flow's topic decisions, by (flow id, updated_at): rebuilt when the flow is edited.
+_DECIDERS: dict[tuple, tuple] = {}
+
+
+class _ReverseFlows:
+    """Each flow's reverse flow (target -> source), found among the flows read (one query for the others)."""
+
+    def __init__(self, flows: list[Flow]) -> None:
+        self._by_clusters = {(f.source_id, f.target_id): f for f in flows}
+        wanted = {(f.target_id, f.source_id) for f in flows} - self._by_clusters.keys()
+        if wanted:
+            candidates = Flow.objects.filter(
+                source_id__in={source for source, _ in wanted}, target_id__in={target for _, target in wanted}
+            ).select_related("source", "target")
+            for flow in candidates:
+                self._by_clusters.setdefault((flow.source_id, flow.target_id), flow)
+        self._aliases: list[str] | None = None
+
+    def _decider(self, reverse: Flow) -> tuple:
+        key = (reverse.pk, reverse.updated_at)
+        if key not in _DECIDERS:
+            if self._aliases is None:
+                self._aliases = list(Cluster.objects.values_list("alias", flat=True))
+            config = engine.flow_to_config(reverse)
+            policy = replication_policy_for(config, known_aliases=self._aliases)
+            if len(_DECIDERS) > 10_000:
+                _DECIDERS.clear()
+            _DECIDERS[key] = (config, policy, TopicFilter.for_flow(config), {})
+        return _DECIDERS[key]
+
+    def of(self, summary: rollup.FlowSummary) -> tuple[str | None, list[str]]:
+        """The reverse flow's name and the flow's source topics it does not replicate back yet."""
+        flow = summary.flow
+        reverse = self._by_clusters.get((flow.target_id, flow.source_id))
+        if reverse is None:
+            return None, []
+        config, policy, topic_filter, decided = self._decider(reverse)
+        missing = []
+        for topic in sorted({p.row.topic for p in summary.partitions}):
+            if topic not in decided:
+                decision = classify_topic(topic=topic, flow=config, policy=policy, topic_filter=topic_filter)
+                decided[topic] = decision.replicate
+            if not decided[topic]:
+                missing.append(topic)
+        return reverse.name, missing
+
+
+@dataclass(frozen=True)
+class FlowReadiness:
+    flow: Flow
+    readiness: Readiness
+    computed_at: datetime.datetime
+    threshold: float
+
+    @property
+    def score(self) -> int:
+        return self.readiness.score
+
+    @property
+    def below_threshold(self) -> bool:
+        return self.readiness.score < self.threshold
+
+
+def readiness_facts(
+    summary: rollup.FlowSummary,
+    *,
+    budget: RpoBudget,
+    signals: FlowSignals | None,
+    verification: VerificationSummary | None,
+    assurance: FlowAssurance | None,
+    reverse: tuple[str | None, list[str]],
+    acl_unsupported: str | None,
+) -> ReadinessFacts:
+    flow = summary.flow
+    partitions = [(p.row.topic, p.row.partition) for p in summary.partitions]
+    rows = {(v.topic, v.partition): v for v in (verification.partitions if verification else ())}
+    with_sync = sum(1 for key in partitions if key in rows and rows[key].sync_upstream is not None)
+    return ReadinessFacts(
+        partitions=len(partitions),
+        partitions_with_sync=with_sync if verification is not None else None,
+        offset_sync_at=_epoch(signals and signals.offset_sync_emitted_at),
+        records_replicated_at=_epoch(signals and signals.records_replicated_at),
+        partitions_verified=sum(
+            1 for key in partitions if key in rows and rows[key].verified_up_to is not None
+        ),
+        mismatches=tuple(p.reason for p in verification.mismatches) if verification else (),
+        verified_at=_epoch(verification.verified_at) if verification else None,
+        status_fresh=summary.status not in (STALE, UNKNOWN),
+        seconds_behind=summary.seconds_behind,
+        records_behind=summary.records_behind,
+        budget_seconds=budget.seconds_behind,
+        budget_records=budget.records_behind,
+        groups_active_on_target=tuple(assurance.groups_active_on_target) if assurance else None,
+        checkpoints_enabled=flow.emit_checkpoints_enabled,
+        checkpoint_interval_s=float(flow.emit_checkpoints_interval_seconds),
+        checkpoint_at=_epoch(signals and signals.checkpoint_emitted_at),
+        reverse_flow=reverse[0],
+        topics_not_brought_home=tuple(reverse[1]),
+        partition_problems=tuple(assurance.partition_problems) if assurance else None,
+        config_problems=tuple(assurance.config_problems) if assurance else None,
+        acl_sync_enabled=flow.sync_topic_acls_enabled,
+        acl_unsupported=acl_unsupported,
+    )
+
+
+def _acl_warnings() -> dict[int, str]:
+    found: dict[int, str] = {}
+    for flow_id, message in FlowEvent.objects.filter(
+        kind=FlowEventKind.WARNING, message__startswith="ACL sync unsupported"
+    ).values_list("flow_id", "message"):
+        found.setdefault(flow_id, message)
+    return found
+
+
+def flow_readiness_all(
+    summaries: list[rollup.FlowSummary] | None = None, *, now: datetime.datetime | None = None
+) -> dict[int, FlowReadiness]:
+    """Every flow's readiness (a few queries for all flows), keyed by flow id."""
+    now = now or timezone.now()
+    summaries = rollup.flow_summaries(now=now) if summaries is None else summaries
+    budgets = rpo_budgets()
+    signals = {row.flow_id: row for row in FlowSignals.objects.all()}
+    verifications = verification_statuses()
+    assurances = {row.flow_id: row for row in FlowAssurance.objects.all()}
+    acl = _acl_warnings()
+    reverse_flows = _ReverseFlows([summary.flow for summary in summaries])
+    limits, threshold = readiness_limits(), settings.READINESS_ALERT_BELOW
+    result: dict[int, FlowReadiness] = {}
+    for summary in summaries:
+        flow_id = summary.flow.pk
+        facts = readiness_facts(
+            summary,
+            budget=budgets.get(flow_id, DEFAULT_BUDGET),
+            signals=signals.get(flow_id),
+            verification=verifications.get(flow_id),
+            assurance=assurances.get(flow_id),
+            reverse=reverse_flows.of(summary),
+            acl_unsupported=acl.get(flow_id),
+        )
+        readiness = readiness_score(facts, limits, now=now.timestamp())
+        result[flow_id] = FlowReadiness(summary.flow, readiness, now, threshold)
+    return result
+
+
+def flow_readiness(summary: rollup.FlowSummary, *, now: datetime.datetime | None = None) -> FlowReadiness:
+    """One flow's readiness, from its live summary (e.g. `selectors.flow_status`)."""
+    return flow_readiness_all([summary], now=now)[summary.flow.pk]

@@ -1,0 +1,68 @@
+"""Offset mapping for applications that keep offsets outside Kafka: a read of the flow's offset syncs
+and the target's topics, then `replication.offset_mapping` (exact translation, per-item errors).
+
+Rate-limited per user (each request reads the offset-syncs topic); the batch size is bounded by
+OFFSET_MAPPING_MAX_ITEMS. Reads only: any role may call it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from django.conf import settings
+
+from controlplane.core import ratelimit
+from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
+from controlplane.flows import engine
+from controlplane.models import Flow
+from replication.filters import TopicFilter
+from replication.kafka import failover_io
+from replication.offset_mapping import Direction, MappedTopic, OffsetMapping, OffsetQuery, map_offsets
+from replication.policy import classify_topic
+
+
+def mapped_topics(reader: failover_io.FailoverReader, *, names: Iterable[str], direction: Direction) -> list:
+    """The replicated topics among `names` (source names, or remote names from the target), with the
+    remote topic's partition count on the target; names the flow does not replicate are left out."""
+    counts = reader.partition_counts(reader.target)
+    topic_filter = TopicFilter.for_flow(reader.flow)
+    found = []
+    for name in set(names):
+        source = name if direction == Direction.SOURCE_TO_TARGET else reader.policy.upstream_topic(name)
+        if source is None or reader.policy.is_heartbeats_topic(source):
+            continue
+        decision = classify_topic(
+            topic=source, flow=reader.flow, policy=reader.policy, topic_filter=topic_filter
+        )
+        if not decision.replicate or decision.remote_topic not in counts:
+            continue
+        if direction == Direction.TARGET_TO_SOURCE and decision.remote_topic != name:
+            continue
+        found.append(MappedTopic(source, decision.remote_topic, counts[decision.remote_topic]))
+    return found
+
+
+def offsets_map(*, flow: Flow, actor, direction: str, queries: Sequence[OffsetQuery]) -> list[OffsetMapping]:
+    """Translate `queries` between the flow's source and target (see the module docstring)."""
+    limit = settings.OFFSET_MAPPING_MAX_ITEMS
+    if not queries:
+        raise ServiceValidationError.single("offsets", "give at least one {topic, partition, offset}")
+    if len(queries) > limit:
+        raise ServiceValidationError.single(
+            "offsets", f"{len(queries)} items: at most {limit} per request; split the batch"
+        )
+    ratelimit.hit(
+        scope="offset_mapping",
+        user_id=getattr(actor, "pk", None),
+        limit=settings.OFFSET_MAPPING_RATE_PER_MINUTE,
+        window_s=60,
+    )
+    reader = engine.flow_reader(flow)
+    try:
+        topics = mapped_topics(reader, names={q.topic for q in queries}, direction=Direction(direction))
+        store = reader.refresh_offset_syncs()
+    except failover_io.FailoverIOError as exc:
+        raise ClusterUnavailable(f"reading the offset syncs of {flow.name}: {exc}") from exc
+    finally:
+        reader.close()
+    return map_offsets(queries, direction=Direction(direction), topics=topics, store=store)

@@ -1,0 +1,529 @@
+"""The topic and message browser's reads: a cluster's topics, a topic's partitions, a page of records from
+an offset or a moment, and a mirrored record beside its copy on the target.
+
+Selectors only: nothing here writes. Every Kafka read goes through `cluster_reads.cluster_read` (bounded
+by the cluster timeout, refused at once while the cluster does not answer) and is bounded by a record
+count (at most MAX_RECORDS): never a whole topic. Viewers see the values of topics matching
+MIRRORPLANE_BROWSE_MASKED_TOPICS masked; operators and admins see them. Bad input raises
+ServiceValidationError naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from controlplane.browse.cluster_reads import cluster_read, timed
+from controlplane.core.errors import ServiceValidationError
+from controlplane.core.roles import Role
+from controlplane.flows import engine, selectors
+from controlplane.models import Cluster, Flow
+from replication.browse import (
+    CopyState,
+    KafkaRecord,
+    MaskPatterns,
+    PartitionOffsets,
+    Rendered,
+    ValueFormat,
+    compare_copies,
+    copy_range,
+    masked_bytes,
+    render_bytes,
+)
+from replication.config import ClusterConfig
+from replication.filters import TopicFilter
+from replication.kafka.browser import RecordPage as BrowsedPage
+from replication.kafka.browser import TopicBrowser, TopicListing, UnknownTopic, read_records
+from replication.kafka.failover_io import FailoverReader
+from replication.policy import classify_topic, replication_policy_for
+
+DEFAULT_RECORDS = 20
+MAX_RECORDS = 500
+
+
+# -- input ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Seek:
+    """Where to start reading a partition: an offset, a moment, or (neither) the newest `max_records`."""
+
+    partition: int = 0
+    offset: int | None = None
+    timestamp_ms: int | None = None
+    max_records: int = DEFAULT_RECORDS
+    format: ValueFormat = ValueFormat.AUTO
+
+    def to_dict(self) -> dict:
+        return {
+            "partition": self.partition,
+            "offset": self.offset,
+            "timestamp_ms": self.timestamp_ms,
+            "max_records": self.max_records,
+            "format": self.format.value,
+        }
+
+
+def _int(params: Mapping, name: str, errors: dict, *, minimum: int, maximum: int | None = None, fix: str):
+    raw = str(params.get(name, "")).strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        errors[name] = [f"'{raw}' is not a whole number: {fix}"]
+        return None
+    if value < minimum or (maximum is not None and value > maximum):
+        bounds = f"at least {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+        errors[name] = [f"{value} is out of range: give a number {bounds}"]
+        return None
+    return value
+
+
+def parse_moment(raw: str) -> int:
+    """Epoch milliseconds from ISO 8601 (no zone: the server's zone) or from epoch milliseconds."""
+    text = raw.strip()
+    if re.fullmatch(r"\d{10,16}", text):
+        return int(text)
+    try:
+        moment = parse_datetime(text.replace(" ", "T", 1))
+    except ValueError:
+        moment = None
+    if moment is None:
+        raise ValueError(text)
+    if timezone.is_naive(moment):
+        moment = timezone.make_aware(moment, timezone.get_current_timezone())
+    return int(moment.timestamp() * 1000)
+
+
+def parse_seek(params: Mapping) -> Seek:
+    """A Seek from query parameters (`partition`, `offset`, `time`, `max_records`, `format`)."""
+    errors: dict[str, list[str]] = {}
+    partition = _int(params, "partition", errors, minimum=0, fix="give a partition number, e.g. 0")
+    offset = _int(params, "offset", errors, minimum=0, fix="give a record offset, e.g. 42")
+    max_records = _int(
+        params, "max_records", errors, minimum=1, maximum=MAX_RECORDS, fix=f"give 1 to {MAX_RECORDS}"
+    )
+    timestamp_ms = None
+    raw_time = str(params.get("time", "")).strip()
+    if raw_time:
+        try:
+            timestamp_ms = parse_moment(raw_time)
+        except ValueError:
+            errors["time"] = [
+                f"'{raw_time}' is not a time: give ISO 8601 (2026-11-24T05:30:00, with or without a zone; "
+                "without one the server's zone) or epoch milliseconds"
+            ]
+    if offset is not None and timestamp_ms is not None:
+        errors.setdefault("time", []).append("give an offset or a time to seek to, not both")
+    raw_format = str(params.get("format", "") or ValueFormat.AUTO.value)
+    try:
+        fmt = ValueFormat(raw_format)
+    except ValueError:
+        errors["format"] = [f"'{raw_format}' is not a format: use one of auto, text, json, hex"]
+        fmt = ValueFormat.AUTO
+    if errors:
+        raise ServiceValidationError(errors)
+    return Seek(
+        partition=partition or 0,
+        offset=offset,
+        timestamp_ms=timestamp_ms,
+        max_records=max_records or DEFAULT_RECORDS,
+        format=fmt,
+    )
+
+
+TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+def topic_name_error(topic: str) -> str | None:
+    if not TOPIC_NAME.fullmatch(topic):
+        return f"'{topic}' is not a Kafka topic name (letters, digits, '.', '_', '-'; at most 249)"
+    return None
+
+
+# -- mirrors of a topic -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Mirror:
+    """A flow that copies this topic (`role` source: this cluster is its source) or whose copy it is."""
+
+    flow: Flow
+    role: str  # "source": this topic is copied to `other_topic` on the flow's target; "target": it is a copy
+    source_topic: str
+    remote_topic: str
+
+    @property
+    def other_cluster(self) -> Cluster:
+        return self.flow.target if self.role == "source" else self.flow.source
+
+    @property
+    def other_topic(self) -> str:
+        return self.remote_topic if self.role == "source" else self.source_topic
+
+
+def _aliases() -> list[str]:
+    return list(selectors.cluster_list().values_list("alias", flat=True))
+
+
+def mirrors_by_topic(*, cluster: Cluster, topics: Iterable[str]) -> dict[str, list[Mirror]]:
+    """For each of `topics` of `cluster`: the flows that replicate it, and the flow that wrote it as a
+    remote topic (the engine's own topic classification, no cluster read)."""
+    aliases = _aliases()
+    names = list(topics)
+    found: dict[str, list[Mirror]] = {name: [] for name in names}
+    for flow in selectors.flow_list().filter(source=cluster) | selectors.flow_list().filter(target=cluster):
+        config = engine.flow_to_config(flow)
+        policy = replication_policy_for(config, known_aliases=aliases)
+        topic_filter = TopicFilter.for_flow(config)
+        for topic in names:
+            if flow.source_id == cluster.pk:
+                decision = classify_topic(topic=topic, flow=config, policy=policy, topic_filter=topic_filter)
+                if decision.replicate and decision.remote_topic:
+                    found[topic].append(Mirror(flow, "source", topic, decision.remote_topic))
+            upstream = policy.upstream_topic(topic) if flow.target_id == cluster.pk else None
+            if upstream and policy.format_remote_topic(flow.source.alias, upstream) == topic:
+                decision = classify_topic(
+                    topic=upstream, flow=config, policy=policy, topic_filter=topic_filter
+                )
+                if decision.replicate:
+                    found[topic].append(Mirror(flow, "target", upstream, topic))
+    return found
+
+
+# -- reads ------------------------------------------------------------------------------------------------
+@dataclass
+class TopicList:
+    cluster: Cluster
+    topics: list[TopicListing]
+    read_at: datetime.datetime
+    read_ms: float
+    mirrors: dict[str, list[Mirror]] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> list[tuple[TopicListing, list[Mirror]]]:
+        return [(topic, self.mirrors.get(topic.name, [])) for topic in self.topics]
+
+
+def topic_list(*, cluster: Cluster) -> TopicList:
+    topics, read_at, read_ms = timed(
+        lambda: cluster_read(
+            cluster, lambda config, timeout: TopicBrowser(config, timeout_s=timeout).topics()
+        )
+    )
+    mirrors = mirrors_by_topic(cluster=cluster, topics=[t.name for t in topics])
+    return TopicList(cluster, topics, read_at, read_ms, mirrors)
+
+
+def _partitions(cluster: Cluster, topic: str) -> list[PartitionOffsets]:
+    if error := topic_name_error(topic):
+        raise ServiceValidationError.single("topic", error)
+
+    def read(config: ClusterConfig, timeout_s: float) -> list[PartitionOffsets]:
+        return TopicBrowser(config, timeout_s=timeout_s).partition_offsets(topic)
+
+    try:
+        return cluster_read(cluster, read)
+    except UnknownTopic as exc:
+        raise ServiceValidationError.single("topic", f"{exc}: check the name on the topics page") from exc
+
+
+@dataclass(frozen=True)
+class ShownRecord:
+    """A record as a page and the API show it (values masked when the reader may not see them)."""
+
+    partition: int
+    offset: int
+    timestamp: datetime.datetime | None
+    key: Rendered
+    value: Rendered
+    headers: tuple[tuple[str, Rendered], ...]
+
+    def to_dict(self) -> dict:
+        return {
+            "partition": self.partition,
+            "offset": self.offset,
+            "timestamp": self.timestamp.isoformat() if self.timestamp else None,
+            "key": self.key.to_dict(),
+            "value": self.value.to_dict(),
+            "headers": [{"name": name, "value": value.to_dict()} for name, value in self.headers],
+        }
+
+
+def _moment(timestamp_ms: int | None) -> datetime.datetime | None:
+    if timestamp_ms is None:
+        return None
+    return datetime.datetime.fromtimestamp(timestamp_ms / 1000, tz=datetime.UTC)
+
+
+def shown(record: KafkaRecord, *, fmt: ValueFormat, masked: bool) -> ShownRecord:
+    value = masked_bytes if masked else (lambda data: render_bytes(data, fmt))
+    return ShownRecord(
+        partition=record.partition,
+        offset=record.offset,
+        timestamp=_moment(record.timestamp_ms),
+        key=render_bytes(record.key, fmt),
+        value=value(record.value),
+        headers=tuple((name, value(data)) for name, data in record.headers),
+    )
+
+
+def masks_values(*, topic: str, role: Role | None) -> bool:
+    """Viewers (and anyone below operator) see masked values on the configured topics."""
+    if role is not None and role >= Role.OPERATOR:
+        return False
+    return MaskPatterns(settings.MIRRORPLANE_BROWSE_MASKED_TOPICS).masks(topic)
+
+
+@dataclass
+class RecordPage:
+    cluster: Cluster
+    topic: str
+    partitions: list[PartitionOffsets]
+    seek: Seek
+    start_offset: int | None  # where the read began (None: nothing at or after the moment)
+    records: list[ShownRecord]
+    complete: bool
+    masked: bool
+    mirrors: list[Mirror]
+    read_at: datetime.datetime
+    read_ms: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def previous_offset(self) -> int | None:
+        """Where the page before this one starts (None: this one starts at the log start)."""
+        earliest = self.partitions[self.seek.partition].earliest
+        if self.start_offset is None or self.start_offset <= earliest:
+            return None
+        return max(self.start_offset - self.seek.max_records, earliest)
+
+
+def _start_offset(
+    browser: TopicBrowser, topic: str, seek: Seek, offsets: PartitionOffsets, notes: list[str]
+) -> int | None:
+    if seek.offset is not None:
+        if seek.offset < offsets.earliest:
+            notes.append(
+                f"offset {seek.offset} is before the log start {offsets.earliest} (retention deleted it): "
+                "read from the log start"
+            )
+            return offsets.earliest
+        return seek.offset
+    if seek.timestamp_ms is not None:
+        found = browser.offsets_at([(topic, seek.partition)], seek.timestamp_ms).get(
+            (topic, seek.partition), -1
+        )
+        return None if found < 0 else found
+    return max(offsets.end - seek.max_records, offsets.earliest)  # the newest records
+
+
+# Reads past records older than the moment at most this often (a broker's time index may be coarse).
+_TIME_SEEK_READS = 4
+
+
+def _from_moment(browser: TopicBrowser, topic: str, seek: Seek, page: BrowsedPage, start: int):
+    """The page from the first record at or after the moment: some brokers answer a time lookup with an
+    offset before it (a batch's or an index entry's), so older records at the head are skipped."""
+    deadline = time.monotonic() + browser.timeout_s
+    reads = 1
+    while True:
+        kept = [r for r in page.records if r.timestamp_ms is None or r.timestamp_ms >= seek.timestamp_ms]
+        settled = bool(kept) or len(page.records) < seek.max_records
+        if settled or reads >= _TIME_SEEK_READS or time.monotonic() > deadline:
+            # Unsettled: every record read so far is older than the moment; the page says it stopped.
+            return BrowsedPage(kept, page.complete and settled), (kept[0].offset if kept else start)
+        start = page.records[-1].offset + 1
+        page = browser.read(topic, seek.partition, start=start, max_records=seek.max_records)
+        reads += 1
+
+
+@dataclass
+class _RawPage:
+    partitions: list[PartitionOffsets]
+    start_offset: int | None
+    records: list[KafkaRecord]
+    complete: bool
+    read_at: datetime.datetime
+    read_ms: float
+    notes: list[str]
+
+
+def _read_page(cluster: Cluster, topic: str, seek: Seek) -> _RawPage:
+    if error := topic_name_error(topic):
+        raise ServiceValidationError.single("topic", error)
+    notes: list[str] = []
+
+    def read(config: ClusterConfig, timeout_s: float):
+        browser = TopicBrowser(config, timeout_s=timeout_s)
+        try:
+            partitions = browser.partition_offsets(topic)
+        except UnknownTopic as exc:
+            raise ServiceValidationError.single("topic", f"{exc}: check the name on the topics page") from exc
+        if seek.partition >= len(partitions):
+            raise ServiceValidationError.single(
+                "partition",
+                f"topic {topic} has partitions 0 to {len(partitions) - 1}: partition {seek.partition} "
+                "does not exist",
+            )
+        start = _start_offset(browser, topic, seek, partitions[seek.partition], notes)
+        if start is None:
+            return partitions, None, None
+        page = browser.read(topic, seek.partition, start=start, max_records=seek.max_records)
+        if seek.timestamp_ms is not None:
+            page, start = _from_moment(browser, topic, seek, page, start)
+        return partitions, start, page
+
+    (partitions, start, page), read_at, read_ms = timed(lambda: cluster_read(cluster, read))
+    records = [] if page is None else page.records
+    if start is None:
+        notes.append("no record at or after that time in this partition")
+    elif page is not None and not page.complete:
+        notes.append(
+            f"the read stopped at its time limit after {read_ms / 1000:.1f} s with {len(records)} record(s)"
+        )
+    elif not records:
+        notes.append(f"no record at or after offset {start} yet")
+    return _RawPage(partitions, start, records, page is None or page.complete, read_at, read_ms, notes)
+
+
+def topic_records(*, cluster: Cluster, topic: str, seek: Seek, role: Role | None) -> RecordPage:
+    """The topic's partitions and at most `seek.max_records` records of `seek.partition` from the seek."""
+    raw = _read_page(cluster, topic, seek)
+    masked = masks_values(topic=topic, role=role)
+    return RecordPage(
+        cluster=cluster,
+        topic=topic,
+        partitions=raw.partitions,
+        seek=seek,
+        start_offset=raw.start_offset,
+        records=[shown(record, fmt=seek.format, masked=masked) for record in raw.records],
+        complete=raw.complete,
+        masked=masked,
+        mirrors=mirrors_by_topic(cluster=cluster, topics=[topic])[topic],
+        read_at=raw.read_at,
+        read_ms=raw.read_ms,
+        notes=raw.notes,
+    )
+
+
+# -- side by side -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ShownCopy:
+    source: ShownRecord
+    target_offset: int | None
+    copy: ShownRecord | None
+    state: CopyState
+    differences: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        return {
+            "source": self.source.to_dict(),
+            "target_offset": self.target_offset,
+            "target": None if self.copy is None else self.copy.to_dict(),
+            "state": self.state.value,
+            "differences": list(self.differences),
+        }
+
+
+@dataclass
+class CopyPage:
+    flow: Flow
+    topic: str
+    remote_topic: str
+    seek: Seek
+    copies: list[ShownCopy]
+    masked: bool
+    read_at: datetime.datetime
+    read_ms: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for copy in self.copies:
+            counts[copy.state.value] = counts.get(copy.state.value, 0) + 1
+        return counts
+
+
+def _remote_topic(flow: Flow, topic: str) -> str:
+    config = engine.flow_to_config(flow)
+    policy = replication_policy_for(config, known_aliases=_aliases())
+    decision = classify_topic(
+        topic=topic, flow=config, policy=policy, topic_filter=TopicFilter.for_flow(config)
+    )
+    if not decision.replicate or not decision.remote_topic:
+        raise ServiceValidationError.single(
+            "topic", f"flow {flow.name} does not replicate topic {topic!r}: pick a topic it mirrors"
+        )
+    return decision.remote_topic
+
+
+def record_copies(*, flow: Flow, topic: str, seek: Seek, role: Role | None) -> CopyPage:
+    """Source records of `topic` from the seek (at most `seek.max_records`), each beside the record at its
+    translated offset on the target (exact, from the flow's offset syncs), equal or not."""
+    if error := topic_name_error(topic):
+        raise ServiceValidationError.single("topic", error)
+    remote_topic = _remote_topic(flow, topic)
+    source = _read_page(flow.source, topic, seek)
+    key = (remote_topic, seek.partition)
+    notes = list(source.notes)
+
+    def read_target(config: ClusterConfig, timeout_s: float):
+        reader = FailoverReader(
+            flow=engine.flow_to_config(flow),
+            source=engine.cluster_to_config(flow.source),
+            target=config,
+            known_aliases=_aliases(),
+            timeout_s=timeout_s,
+        )
+        try:
+            store = reader.refresh_offset_syncs()
+            if not reader.offset_syncs_complete:
+                notes.append(
+                    f"the offset syncs were not read to their end within {timeout_s:g} s: records past the "
+                    "last sync read show as not replicated yet"
+                )
+        finally:
+            reader.close()
+        span = copy_range(store, source.records)
+        if span is None:
+            return store, []
+        first, last = span
+        pages = read_records(
+            config,
+            {key: first},
+            max_records=last - first + 1,
+            timeout_s=timeout_s,
+            stop_before={key: last + 1},
+        )
+        return store, pages[key].records
+
+    (store, target_records), read_at, read_ms = timed(lambda: cluster_read(flow.target, read_target))
+    masked = masks_values(topic=topic, role=role) or masks_values(topic=remote_topic, role=role)
+    pairs = compare_copies(store=store, source_records=source.records, target_records=target_records)
+    copies = [
+        ShownCopy(
+            source=shown(pair.source, fmt=seek.format, masked=masked),
+            target_offset=pair.target_offset,
+            copy=None if pair.copy is None else shown(pair.copy, fmt=seek.format, masked=masked),
+            state=pair.state,
+            differences=pair.differences,
+        )
+        for pair in pairs
+    ]
+    return CopyPage(
+        flow=flow,
+        topic=topic,
+        remote_topic=remote_topic,
+        seek=seek,
+        copies=copies,
+        masked=masked,
+        read_at=source.read_at,
+        read_ms=round(source.read_ms + read_ms, 1),
+        notes=notes,
+    )

@@ -1,0 +1,26 @@
+"""Core: errors, roles and users, secrets at rest, the audit log, rate limits, and which runtime processes
+are alive. Every other package may import it; it imports none of them."""
+
+from controlplane.core.audit import (
+    AuditFilter,
+    audit_list,
+    audit_record,
+    audited_attempt,
+)
+from controlplane.core.secrets import (
+    secrets_key_rotate,
+)
+from controlplane.core.users import (
+    user_create_with_role,
+    user_set_role,
+)
+
+__all__ = [
+    "AuditFilter",
+    "audit_list",
+    "audit_record",
+    "audited_attempt",
+    "secrets_key_rotate",
+    "user_create_with_role",
+    "user_set_role",
+]

@@ -1,0 +1,109 @@
+"""The audit log: every write of the control plane records who did what, with which outcome; its reads
+(`audit_list`, filtered by `AuditFilter` on the audit page and the API).
+
+`audited_attempt` wraps a write so that a refusal or a failure is audited too (outcome "refused" or
+"failure"); `audit_record` writes one event; secrets never reach it (only their names, masked).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+from typing import Any
+
+import django_filters
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import QuerySet
+
+from controlplane.core.errors import ServiceConflict, ServiceValidationError
+from controlplane.models import AuditAction, AuditEvent, AuditOutcome
+
+
+# -- audit ------------------------------------------------------------------------------------------------
+def _actor_name(actor) -> str:
+    return getattr(actor, "username", "") or "system"
+
+
+def audit_record(
+    *,
+    actor,
+    action: str,
+    object_type: str,
+    object_id: object = "",
+    object_repr: str = "",
+    before: Any = None,
+    after: Any = None,
+    outcome: str = AuditOutcome.SUCCESS,
+    detail: str = "",
+) -> AuditEvent:
+    """Record who did what to which object, with its before/after (callers pass secret-free views)."""
+    return AuditEvent.objects.create(
+        actor=actor if getattr(actor, "pk", None) else None,
+        actor_name=_actor_name(actor),
+        action=action,
+        object_type=object_type,
+        object_id=str(object_id or ""),
+        object_repr=object_repr[:300],
+        before=before,
+        after=after,
+        outcome=outcome,
+        detail=detail,
+    )
+
+
+@contextlib.contextmanager
+def audited_attempt(*, actor, action: str, object_type: str, object_id: object = "", object_repr: str = ""):
+    """Run a change atomically; when it is refused, roll it back and record the refusal."""
+    try:
+        with transaction.atomic():
+            yield
+    except (ServiceValidationError, ServiceConflict) as exc:
+        audit_record(
+            actor=actor,
+            action=action,
+            object_type=object_type,
+            object_id=object_id,
+            object_repr=object_repr,
+            outcome=AuditOutcome.REFUSED,
+            detail=str(exc),
+        )
+        raise
+
+
+def audit_list() -> QuerySet[AuditEvent]:
+    return AuditEvent.objects.select_related("actor")
+
+
+class UtcIsoDateTimeField(django_filters.fields.IsoDateTimeField):
+    """ISO 8601 date-time read in UTC: any offset Python accepts (up to 23:59) reaches the database as
+    UTC, which PostgreSQL always accepts (it refuses offsets beyond 15:59)."""
+
+    def to_python(self, value):
+        parsed = super().to_python(value)
+        if parsed is None:
+            return None
+        try:
+            return parsed.astimezone(datetime.UTC)
+        except OverflowError:
+            raise ValidationError("date-time out of range", code="invalid") from None
+
+
+class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
+    field_class = UtcIsoDateTimeField
+
+
+class AuditFilter(django_filters.FilterSet):
+    actor = django_filters.CharFilter(field_name="actor_name")
+    action = django_filters.ChoiceFilter(choices=AuditAction.choices)
+    outcome = django_filters.ChoiceFilter(choices=AuditOutcome.choices)
+    at_after = UtcIsoDateTimeFilter(
+        field_name="at", lookup_expr="gte", help_text="events at or after (ISO 8601)"
+    )
+    at_before = UtcIsoDateTimeFilter(
+        field_name="at", lookup_expr="lte", help_text="events at or before (ISO 8601)"
+    )
+
+    class Meta:
+        model = AuditEvent
+        fields = ["actor", "action", "object_type", "object_id", "outcome"]

@@ -1,0 +1,7 @@
+"""Flows: clusters and flows (`services` writes, `selectors` reads, the MM2 import and export), their
+lifecycle (`lifecycle`, the only writer of a flow's state), worker pools (`pools`), and the one bridge
+between rows and the engine's configs (`engine`). Other packages import these modules."""
+
+from controlplane.flows import engine, lifecycle, pools, selectors, services
+
+__all__ = ["engine", "lifecycle", "pools", "selectors", "services"]

@@ -1,0 +1,101 @@
+"""Reads of clusters and flows: the lists, a flow's topics on its source, and the MM2 export."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from django.db.models import QuerySet
+
+from controlplane.core.errors import ClusterUnavailable
+from controlplane.flows import engine
+from controlplane.models import (
+    Cluster,
+    Flow,
+)
+from replication.config import ClusterConfig, Mm2Config
+from replication.filters import TopicFilter
+from replication.kafka.admin import TopicAdmin, TopicAdminError
+from replication.kafka.cluster_check import ClusterCheck, check_cluster
+from replication.mm2file import write_mm2
+from replication.policy import TopicDecision, classify_topic, replication_policy_for
+from replication.strimzi import write_strimzi
+
+# How long a request waits for a cluster's metadata before answering 502.
+TOPIC_LIST_TIMEOUT_S = 10.0
+CHECK_TIMEOUT_S = 5.0
+
+TopicLister = Callable[[ClusterConfig], dict[str, int]]
+
+
+def cluster_list() -> QuerySet[Cluster]:
+    return Cluster.objects.all()
+
+
+def flow_list() -> QuerySet[Flow]:
+    return Flow.objects.select_related("source", "target")
+
+
+def live_partition_counts(cluster: ClusterConfig) -> dict[str, int]:
+    """Topic -> partition count, asked of the cluster now."""
+    try:
+        return TopicAdmin(cluster, timeout_s=TOPIC_LIST_TIMEOUT_S).partition_counts()
+    except TopicAdminError as exc:
+        raise ClusterUnavailable(str(exc)) from exc
+
+
+@dataclass(frozen=True)
+class FlowTopic:
+    decision: TopicDecision
+    partitions: int
+
+
+def flow_topics(*, flow: Flow, list_topics: TopicLister = live_partition_counts) -> list[FlowTopic]:
+    """Each topic of the flow's source cluster: replicated (with its remote name) or why not."""
+    config = engine.flow_to_config(flow)
+    aliases = list(Cluster.objects.values_list("alias", flat=True))
+    policy = replication_policy_for(config, known_aliases=aliases)
+    topic_filter = TopicFilter.for_flow(config)
+    partitions = list_topics(engine.cluster_to_config(flow.source))
+    return [
+        FlowTopic(classify_topic(topic=topic, flow=config, policy=policy, topic_filter=topic_filter), count)
+        for topic, count in sorted(partitions.items())
+    ]
+
+
+def _stored_config(clusters: list[Cluster], *, secrets: Literal["values", "placeholders"]) -> Mm2Config:
+    return Mm2Config(
+        clusters=tuple(engine.cluster_to_config(cluster, secrets=secrets) for cluster in clusters),
+        flows=tuple(engine.flow_to_config(flow) for flow in flow_list()),
+    )
+
+
+def strimzi_export() -> str:
+    """Every cluster and flow as Strimzi KafkaMirrorMaker2 resources; secrets are references to Kubernetes
+    Secrets, never values (`write_strimzi` writes none of the values it is given)."""
+    return write_strimzi(_stored_config(list(Cluster.objects.all()), secrets="values"))
+
+
+def mm2_export() -> str:
+    """Every cluster and flow as mm2.properties; secrets are `${env:...}` placeholders, never values."""
+    clusters = list(Cluster.objects.all())
+    config = _stored_config(clusters, secrets="placeholders")
+    variables = sorted(
+        engine.secret_placeholder(cluster.alias, scope, name)
+        for cluster in clusters
+        for scope, values in engine.cluster_secrets(cluster).items()
+        for name in values
+    )
+    header = []
+    if variables:
+        header = [
+            "# Secrets are not exported: set these environment variables where this file is used:",
+            *(f"#   {variable}" for variable in variables),
+        ]
+    return "\n".join(header + [write_mm2(config)]) if header else write_mm2(config)
+
+
+def cluster_check(*, cluster: Cluster) -> ClusterCheck:
+    """Whether the cluster answers with its stored settings (the "test connection" button), bounded."""
+    return check_cluster(engine.cluster_to_config(cluster), timeout_s=CHECK_TIMEOUT_S)

@@ -1,0 +1,48 @@
+"""`GET /metrics`: Prometheus text exposition (controlplane.prometheus), for a scrape or a signed-in user.
+
+Access, by settings: with METRICS_BEARER_TOKEN set, a scrape sends `Authorization: Bearer <token>`
+(Prometheus's `authorization` / `bearer_token_file`); with METRICS_OPEN true anyone may read it (a
+network that only Prometheus reaches); a signed-in user with any role may always read it. Otherwise 401,
+saying which setting to use.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from django.conf import settings
+from django.http import HttpResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from controlplane.core.roles import role_of
+from controlplane.metrics import prometheus
+
+
+def _bearer_ok(request) -> bool:
+    token = settings.METRICS_BEARER_TOKEN
+    header = request.headers.get("Authorization", "")
+    return bool(token) and header.startswith("Bearer ") and hmac.compare_digest(header[7:].strip(), token)
+
+
+def _allowed(request) -> bool:
+    if settings.METRICS_OPEN or _bearer_ok(request):
+        return True
+    user = request.user
+    return user.is_authenticated and role_of(user) is not None
+
+
+@never_cache
+@require_GET
+def metrics(request) -> HttpResponse:
+    if not _allowed(request):
+        response = HttpResponse(
+            "metrics need `Authorization: Bearer <METRICS_BEARER_TOKEN>` (set METRICS_BEARER_TOKEN on the "
+            "web, and the same token in Prometheus's scrape config), a signed-in user, or METRICS_OPEN=true\n",
+            status=401,
+            content_type="text/plain",
+        )
+        response["WWW-Authenticate"] = 'Bearer realm="mirrorplane-metrics"'
+        return response
+    return HttpResponse(prometheus.exposition(), content_type=CONTENT_TYPE_LATEST)

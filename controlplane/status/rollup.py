@@ -1,0 +1,281 @@
+"""Live status roll-ups: the latest partition status the workers stored, judged OK / WARN / STALE / ERR
+and rolled up per flow (`flow_summaries`, `flow_status`), the runtime's activity, and the lag last known
+(what a failover plan reads when the source is gone). Every page, the API, /metrics and the alert
+evaluation read lag here: one definition of `records_behind` and `seconds_behind`.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import redis
+from django.conf import settings
+from django.db.models import Max, Prefetch
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from controlplane.core import presence
+from controlplane.flows import lifecycle, pools
+from controlplane.flows.pools import PoolCheck
+from controlplane.flows.selectors import flow_list
+from controlplane.models import (
+    Flow,
+    FlowEvent,
+    FlowPartitionStatus,
+    FlowState,
+    PartitionState,
+)
+from replication.failover import LastKnownLag
+
+# -- live status ------------------------------------------------------------------------------------------
+# One rule for every page and API answer (docs/lag.md): a figure observed more than
+# MIRRORPLANE_STALE_AFTER_S ago is STALE, shown with its age; a partition never observed is UNKNOWN.
+STALE = "STALE"
+UNKNOWN = "UNKNOWN"
+# Burrow: a group is as bad as its worst partition; STOP, STALL and REWIND report as ERR. A partition
+# nobody reports on is worse than one that is behind, better than one that reports an error.
+_SEVERITY = {PartitionState.OK: 0, PartitionState.WARN: 1, STALE: 2}
+_STATUS_BY_SEVERITY = (PartitionState.OK, PartitionState.WARN, STALE, PartitionState.ERR)
+HEALTHS = ("ok", "lagging", "stale", "error", "paused", "disabled", "waiting")
+RECENT_EVENTS = 100
+
+
+def stale_after_s() -> float:
+    return settings.MIRRORPLANE_STALE_AFTER_S
+
+
+def age_s(observed_at: datetime.datetime, *, now: datetime.datetime) -> float:
+    """Seconds since `observed_at` (0 for a clock slightly ahead of ours)."""
+    return max((now - observed_at).total_seconds(), 0.0)
+
+
+@dataclass(frozen=True)
+class PartitionLive:
+    """A status row as of `now`: the worker's figures with their age."""
+
+    row: FlowPartitionStatus
+    age_s: float
+    stale: bool
+
+    def __getattr__(self, name: str):
+        if name == "row":  # not set yet (copy, unpickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.row, name)  # the row's figures: topic, records_behind, observed_at, ...
+
+    @property
+    def state(self) -> str:
+        """The worker's Burrow state while fresh, STALE once nobody has reported for too long."""
+        return STALE if self.stale else self.row.state
+
+
+def partition_live(row: FlowPartitionStatus, *, now: datetime.datetime, stale_after: float) -> PartitionLive:
+    age = age_s(row.observed_at, now=now)
+    return PartitionLive(row=row, age_s=age, stale=age > stale_after)
+
+
+def group_status(states: Sequence[str]) -> str:
+    """The worst of the partitions' states; UNKNOWN when there are none."""
+    if not states:
+        return UNKNOWN
+    return _STATUS_BY_SEVERITY[max(_SEVERITY.get(state, 3) for state in states)]
+
+
+@dataclass(frozen=True)
+class FlowSummary:
+    """A flow's live roll-up, the same for the overview, the flow page and the API."""
+
+    flow: Flow
+    partitions: tuple[PartitionLive, ...]
+    records_behind: int | None  # sum over the partitions; None until a worker has measured it
+    seconds_behind: float | None  # the worst partition's; None while a partition behind has no known age
+    seconds_behind_at_least: float | None  # the worst known partition's: a lower bound while undated
+    position: int  # sum of replicated offsets: its change between refreshes is the throughput
+    status: str  # the worst partition: OK, WARN, STALE or ERR; UNKNOWN when none reported
+    observed_at: datetime.datetime | None  # the newest observation
+    age_s: float | None  # of the newest observation
+    pool: PoolCheck | None  # its worker pool and the live workers consuming it (None: not looked up)
+
+    @property
+    def pool_without_workers(self) -> bool:
+        """Pinned to a pool no live worker consumes, while it should replicate: nothing runs it."""
+        return (
+            self.pool is not None
+            and self.pool.without_workers
+            and bool(self.pool.pool)
+            and lifecycle.is_runnable(self.flow.state)
+        )
+
+    @property
+    def stale(self) -> bool:
+        return self.status == STALE
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.partitions)
+
+    @property
+    def health(self) -> str:
+        """One word for colour: error, stale, lagging or ok while the flow should replicate; paused or
+        disabled when it should not; waiting before any report. Stale figures are never ok."""
+        state = self.flow.state
+        if state == FlowState.FAULTED:
+            return "error"
+        if not lifecycle.is_runnable(state):
+            return "disabled" if state == FlowState.DISABLED else "paused"
+        if self.status == UNKNOWN:
+            return "waiting"
+        if self.status == PartitionState.ERR:
+            return "error"
+        if self.status == STALE:
+            return "stale"
+        return "lagging" if self.records_behind else "ok"
+
+
+def summarize(
+    flow: Flow,
+    rows: Sequence[FlowPartitionStatus],
+    *,
+    now: datetime.datetime,
+    stale_after: float,
+    pool: PoolCheck | None = None,
+) -> FlowSummary:
+    partitions = tuple(partition_live(row, now=now, stale_after=stale_after) for row in rows)
+    behind = [row.records_behind for row in rows if row.records_behind is not None]
+    seconds = [row.seconds_behind for row in rows if row.seconds_behind is not None]
+    # A partition behind whose age is not known yet (a task that took it over has not replicated from it
+    # yet) makes the flow's unknown: never a 0 s that hides it. The known worst stays as a lower bound.
+    undated = any(row.seconds_behind is None and (row.records_behind or 0) > 0 for row in rows)
+    newest = max((row.observed_at for row in rows), default=None)
+    return FlowSummary(
+        flow=flow,
+        partitions=partitions,
+        records_behind=sum(behind) if behind else None,
+        seconds_behind=max(seconds) if seconds and not undated else None,
+        seconds_behind_at_least=max(seconds) if seconds else None,
+        position=sum(row.replicated_offset or 0 for row in rows),
+        status=group_status([p.state for p in partitions]),
+        observed_at=newest,
+        age_s=None if newest is None else age_s(newest, now=now),
+        pool=pool,
+    )
+
+
+def flow_summaries(*, now: datetime.datetime | None = None) -> list[FlowSummary]:
+    """Every flow's live roll-up as of `now` (default: now)."""
+    now = now or timezone.now()
+    stale_after = stale_after_s()
+    flows = flow_list().prefetch_related(
+        Prefetch("partition_statuses", queryset=FlowPartitionStatus.objects.order_by("topic", "partition"))
+    )
+    flows = list(flows)
+    checks = pools.flow_pool_checks(flows)
+    return [
+        summarize(
+            flow, list(flow.partition_statuses.all()), now=now, stale_after=stale_after, pool=checks[flow.pk]
+        )
+        for flow in flows
+    ]
+
+
+@dataclass(frozen=True)
+class FlowStatus(FlowSummary):
+    """A flow's roll-up with its latest events, as the flow page and its API endpoint show it."""
+
+    events: list[FlowEvent]
+    stale_after_s: float
+
+
+def flow_status(*, flow: Flow, now: datetime.datetime | None = None) -> FlowStatus:
+    """Live per-partition state with its age, the flow's roll-up and the latest events."""
+    stale_after = stale_after_s()
+    summary = summarize(
+        flow,
+        list(flow.partition_statuses.all()),
+        now=now or timezone.now(),
+        stale_after=stale_after,
+        pool=pools.flow_pool_checks([flow])[flow.pk],
+    )
+    return FlowStatus(
+        **vars(summary), events=list(flow.events.all()[:RECENT_EVENTS]), stale_after_s=stale_after
+    )
+
+
+@dataclass(frozen=True)
+class ReplicationActivity:
+    """Whether replication runs: the newest slice report of any flow, and the replication workers that
+    announce themselves in Redis (`controlplane.presence`), while some flow should replicate."""
+
+    runnable: bool  # some flow is in a state the workers replicate
+    expected: bool  # ... and has been for longer than the stale limit: its reports are due
+    last_report_at: datetime.datetime | None
+    age_s: float | None
+    stale_after_s: float
+    replication_workers: int | None  # alive on the replication queue; None when Redis does not answer
+
+    @property
+    def silent(self) -> bool:
+        """No slice of any flow has reported within the stale limit although flows should replicate."""
+        return self.expected and (self.age_s is None or self.age_s > self.stale_after_s)
+
+    @property
+    def no_workers(self) -> bool:
+        """Flows should replicate and no replication worker is alive."""
+        return self.runnable and self.replication_workers == 0
+
+    @property
+    def alarming(self) -> bool:
+        return self.silent or self.no_workers
+
+
+def replication_activity(*, now: datetime.datetime | None = None) -> ReplicationActivity:
+    now = now or timezone.now()
+    stale_after = stale_after_s()
+    runnable = Flow.objects.filter(state__in=lifecycle.RUNNABLE_STATES).annotate(
+        runnable_since=Coalesce("state_changed_at", "created_at")
+    )
+    newest = FlowPartitionStatus.objects.aggregate(newest=Max("observed_at"))["newest"]
+    try:
+        workers = sum(settings.REPLICATION_QUEUE in w.queues for w in presence.workers_seen())
+    except redis.RedisError:
+        workers = None
+    return ReplicationActivity(
+        runnable=runnable.exists(),
+        expected=runnable.filter(runnable_since__lte=now - datetime.timedelta(seconds=stale_after)).exists(),
+        last_report_at=newest,
+        age_s=None if newest is None else age_s(newest, now=now),
+        stale_after_s=stale_after,
+        replication_workers=workers,
+    )
+
+
+@dataclass(frozen=True)
+class LiveStatus:
+    """What the overview shows and `GET /api/v1/status/` answers."""
+
+    stale_after_s: float
+    replication: ReplicationActivity
+    flows: list[FlowSummary]
+
+
+def live_status(*, now: datetime.datetime | None = None) -> LiveStatus:
+    now = now or timezone.now()
+    return LiveStatus(
+        stale_after_s=stale_after_s(),
+        replication=replication_activity(now=now),
+        flows=flow_summaries(now=now),
+    )
+
+
+def last_known_lag(*, flow: Flow, now: datetime.datetime | None = None) -> LastKnownLag:
+    """`records_behind` per source partition as the workers last measured it, with the age of the oldest
+    measurement and the stale rule's verdict on it (what the failover plan knows when the source is lost)."""
+    rows = list(flow.partition_statuses.filter(records_behind__isnull=False))
+    oldest = min((row.observed_at for row in rows), default=None)
+    age = None if oldest is None else age_s(oldest, now=now or timezone.now())
+    return LastKnownLag(
+        records_behind={(row.topic, row.partition): row.records_behind for row in rows},
+        age_s=age,
+        stale=age is not None and age > stale_after_s(),
+    )

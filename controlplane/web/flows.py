@@ -1,0 +1,322 @@
+"""Clusters and flows on the web: lists, forms, the flow page, pause/resume/delete, the MM2 import and
+export. Roles as in the API: viewers read, operators also pause, resume and test connections, admins
+change configuration."""
+
+from __future__ import annotations
+
+import os
+
+from django.contrib import messages
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from controlplane import alerts, assurance
+from controlplane.assurance import verification
+from controlplane.core.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
+from controlplane.flows import engine, selectors, services
+from controlplane.models import (
+    Flow,
+    FlowState,
+    SecurityProtocol,
+)
+from controlplane.status import rollup
+from controlplane.web import summaries
+from controlplane.web.access import admin_required, back_url, operator_required, viewer_required
+from controlplane.web.forms import PREVIEW_FIELDS, ClusterForm, FlowForm, Mm2ImportForm
+from controlplane.web.listing import Filter, ListSpec, Sort, list_page
+from controlplane.web.operations import drill_history
+from replication.strimzi import missing_placeholders
+
+# -- clusters ---------------------------------------------------------------------------------------------
+CLUSTER_LIST = ListSpec(
+    sorts=(Sort("alias"), Sort("bootstrap", field="bootstrap_servers"), Sort("security", field="security_protocol"),
+           Sort("updated", field="updated_at")),
+    default_sort="alias",
+    search_fields=("alias", "bootstrap_servers"),
+    search_label="Search alias or bootstrap servers",
+    filters=(Filter("security", "Security", SecurityProtocol.choices, field="security_protocol"),),
+)  # fmt: skip
+
+
+@viewer_required
+def cluster_list(request):
+    listing = list_page(request, CLUSTER_LIST, selectors.cluster_list())
+    clusters = [(cluster, engine.secret_names(engine.cluster_secrets(cluster))) for cluster in listing.rows]
+    return render(
+        request,
+        "web/clusters.html",
+        {"clusters": clusters, "listing": listing},
+        status=400 if listing.errors else 200,
+    )
+
+
+def _cluster_form_page(request, *, cluster=None):
+    form = ClusterForm(request.POST or None, cluster=cluster)
+    if request.method == "POST" and form.is_valid():
+        try:
+            if cluster is None:
+                cluster = services.cluster_create(
+                    actor=request.user, **form.columns(), secrets=form.secret_changes()
+                )
+                messages.success(request, f"Cluster {cluster.alias} created. Next: test its connection.")
+            else:
+                cluster = services.cluster_update(
+                    actor=request.user,
+                    cluster=cluster,
+                    changes=form.columns(),
+                    secret_changes=form.secret_changes(),
+                )
+                messages.success(request, f"Cluster {cluster.alias} saved.")
+            return redirect("web:clusters")
+        except ServiceValidationError as exc:
+            form.add_service_errors(exc)
+    return render(request, "web/cluster_form.html", {"form": form, "cluster": cluster})
+
+
+@admin_required
+def cluster_create(request):
+    return _cluster_form_page(request)
+
+
+@admin_required
+def cluster_edit(request, pk: int):
+    return _cluster_form_page(request, cluster=get_object_or_404(selectors.cluster_list(), pk=pk))
+
+
+@require_POST
+@operator_required
+def cluster_check(request, pk: int):
+    cluster = get_object_or_404(selectors.cluster_list(), pk=pk)
+    result = selectors.cluster_check(cluster=cluster)
+    return render(request, "web/_cluster_check.html", {"cluster": cluster, "check": result})
+
+
+@require_POST
+@admin_required
+def cluster_delete(request, pk: int):
+    cluster = get_object_or_404(selectors.cluster_list(), pk=pk)
+    try:
+        services.cluster_delete(actor=request.user, cluster=cluster)
+        messages.success(request, f"Cluster {cluster.alias} deleted.")
+    except ServiceConflict as exc:
+        messages.error(request, f"Cluster not deleted: {exc}.")
+    return redirect("web:clusters")
+
+
+# -- flows ------------------------------------------------------------------------------------------------
+def _flow_clusters(summary) -> set[str]:
+    return {summary.flow.source.alias, summary.flow.target.alias}
+
+
+def flow_list_spec() -> ListSpec:
+    """The flows list: firing alerts first unless sorted; filters by state, health and either cluster."""
+    return ListSpec(
+        sorts=(
+            Sort("name", key=lambda s: s.flow.name),
+            Sort("state", key=lambda s: s.flow.state),
+            Sort("partitions", key=lambda s: s.partition_count),
+            Sort("records_behind", key=lambda s: s.records_behind),
+            Sort("seconds_behind", key=lambda s: s.seconds_behind),
+            Sort("observed", key=lambda s: s.observed_at),
+        ),
+        search_text=lambda s: " ".join([s.flow.name, *map(str, s.flow.topics or [])]),
+        search_label="Search name or topics",
+        filters=(
+            Filter("state", "State", FlowState.choices, key=lambda s: s.flow.state),
+            Filter("health", "Health", [(h, h) for h in rollup.HEALTHS], key=lambda s: s.health),
+            Filter(
+                "cluster",
+                "Cluster",
+                [(c.alias, c.alias) for c in selectors.cluster_list()],
+                key=_flow_clusters,
+            ),
+        ),
+    )
+
+
+@viewer_required
+def flow_list(request):
+    ordered, firing = summaries.flows_firing_first(rollup.flow_summaries())
+    listing = list_page(request, flow_list_spec(), ordered)
+    return render(
+        request,
+        "web/flows.html",
+        {
+            "listing": listing,
+            "summaries": listing.rows,
+            "firing": firing,
+            "activity": rollup.replication_activity(),
+            "has_clusters": selectors.cluster_list().count() >= 2,
+        },
+        status=400 if listing.errors else 200,
+    )
+
+
+def _flow_form_page(request, *, flow=None):
+    form = FlowForm(request.POST or None, flow=flow)
+    if request.method == "POST" and form.is_valid():
+        try:
+            if flow is None:
+                flow = services.flow_create(
+                    actor=request.user,
+                    source=form.cleaned_data["source"],
+                    target=form.cleaned_data["target"],
+                    **form.settings(),
+                )
+                messages.success(request, f"Flow {flow.name} created.")
+            else:
+                flow = services.flow_update(actor=request.user, flow=flow, **form.settings())
+                messages.success(request, f"Flow {flow.name} saved.")
+            if form.rpo_budget() != vars(assurance.rpo_budget_of(flow=flow)):
+                assurance.rpo_budget_set(actor=request.user, flow=flow, **form.rpo_budget())
+            return redirect("web:flow", pk=flow.pk)
+        except ServiceValidationError as exc:
+            form.add_service_errors(exc)
+    return render(request, "web/flow_form.html", {"form": form, "flow": flow})
+
+
+@admin_required
+def flow_create(request):
+    return _flow_form_page(request)
+
+
+@admin_required
+def flow_edit(request, pk: int):
+    return _flow_form_page(request, flow=get_object_or_404(selectors.flow_list(), pk=pk))
+
+
+@require_POST
+@admin_required
+def flow_preview(request):
+    """Which of the source cluster's topics the typed patterns replicate, under which names, and why not."""
+    stored = selectors.flow_list().filter(pk=request.POST.get("flow") or None).first()
+    form = FlowForm(request.POST, flow=stored)
+    form.is_valid()
+    context = {"form": form, "enabled": form.cleaned_data.get("enabled", False), "stored": stored}
+    source, target = form.cleaned_data.get("source"), form.cleaned_data.get("target")
+    invalid = [name for name in PREVIEW_FIELDS if name in form.errors]
+    if source is None or target is None:
+        context["problem"] = "Choose the source and target clusters to see which topics will replicate."
+    elif invalid:
+        context["problem"] = "Fix the patterns flagged above to see the preview."
+    else:
+        draft = Flow(source=source, target=target)
+        for name in PREVIEW_FIELDS:
+            setattr(draft, name, form.cleaned_data[name])
+        try:
+            topics = selectors.flow_topics(flow=draft)
+            context["replicated"] = [t for t in topics if t.decision.replicate]
+            context["excluded"] = [t for t in topics if not t.decision.replicate]
+        except ClusterUnavailable as exc:
+            context["problem"] = (
+                f"Source cluster {source.alias} did not answer: {exc}. Check its bootstrap servers and "
+                "use Test connection on the Clusters page."
+            )
+    return render(request, "web/_flow_preview.html", context)
+
+
+def _flow_detail_context(flow: Flow) -> dict:
+    status = rollup.flow_status(flow=flow)
+    errors = summaries.last_errors(status.events)
+    budget = assurance.rpo_budget_of(flow=flow)
+    return {
+        "flow": flow,
+        "summary": status,
+        "partitions": [(p, errors.get((p.row.topic, p.row.partition))) for p in status.partitions],
+        "events": status.events,
+        "activity": rollup.replication_activity(),
+        "budget": budget,
+        "rpo": assurance.flow_rpo(status, budget=budget),
+        "readiness": assurance.flow_readiness(status),
+        "verification": verification.verification_status(flow=flow),
+        "flow_alerts": list(alerts.alerts_firing().filter(flow=flow)),
+        "pool_waiting": [status] if status.pool_without_workers else [],
+        "last_drill": drill_history(flow).first(),
+        "back": reverse("web:flow", args=[flow.pk]),
+    }
+
+
+@viewer_required
+def flow_detail(request, pk: int):
+    flow = get_object_or_404(selectors.flow_list(), pk=pk)
+    return render(request, "web/flow_detail.html", _flow_detail_context(flow))
+
+
+@viewer_required
+def flow_live(request, pk: int):
+    flow = get_object_or_404(selectors.flow_list(), pk=pk)
+    return render(request, "web/_flow_live.html", _flow_detail_context(flow))
+
+
+@require_POST
+@operator_required
+def flow_pause(request, pk: int):
+    flow = services.flow_pause(actor=request.user, flow=get_object_or_404(selectors.flow_list(), pk=pk))
+    messages.success(request, f"Flow {flow.name} paused: positions are kept; Resume continues from there.")
+    return redirect(back_url(request, reverse("web:flow", args=[flow.pk])))
+
+
+@require_POST
+@operator_required
+def flow_resume(request, pk: int):
+    flow = services.flow_resume(actor=request.user, flow=get_object_or_404(selectors.flow_list(), pk=pk))
+    messages.success(request, f"Flow {flow.name} resumed.")
+    return redirect(back_url(request, reverse("web:flow", args=[flow.pk])))
+
+
+@require_POST
+@admin_required
+def flow_delete(request, pk: int):
+    flow = get_object_or_404(selectors.flow_list(), pk=pk)
+    name = flow.name
+    services.flow_delete(actor=request.user, flow=flow)
+    messages.success(request, f"Flow {name} deleted. Its remote topics on the target are kept.")
+    return redirect("web:flows")
+
+
+# -- MM2 import / export ----------------------------------------------------------------------------------
+@admin_required
+def mm2_import(request):
+    form = Mm2ImportForm(request.POST or None, request.FILES or None)
+    context = {"form": form}
+    if request.method == "POST" and form.is_valid():
+        text = form.cleaned_data["text"]
+        missing = missing_placeholders(text, environ=os.environ)
+        typed = form.ask_for_placeholders(missing)
+        unfilled = [name for name in missing if name not in typed]
+        if unfilled:  # ask, keeping the text (an upload too) in the form; typed values are not shown again
+            form.data = form.data.copy()
+            form.data["text"] = text
+            context["unfilled"] = unfilled
+            return render(request, "web/mm2_import.html", context)
+        dry_run = "apply" not in request.POST
+        try:
+            result = services.mm2_import(
+                actor=request.user,
+                text=text,
+                dry_run=dry_run,
+                environ={**os.environ, **typed},
+                source_name="web import",
+            )
+            context |= {"result": result, "text": text}
+            if result.applied:
+                messages.success(request, "Import applied. The audit log lists every change.")
+        except ServiceValidationError as exc:
+            # Parse errors carry their line and fix; semantic ones (loops, bad values) name the object.
+            context["import_errors"] = exc.details or [
+                {"reason": f"{field}: {message}"} for field, texts in exc.errors.items() for message in texts
+            ]
+    return render(request, "web/mm2_import.html", context)
+
+
+@viewer_required
+def mm2_export(request):
+    if request.GET.get("format") == "strimzi":
+        response = HttpResponse(selectors.strimzi_export(), content_type="application/yaml; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="kafkamirrormaker2.yaml"'
+        return response
+    response = HttpResponse(selectors.mm2_export(), content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="mm2.properties"'
+    return response

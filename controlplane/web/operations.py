@@ -1,0 +1,251 @@
+"""Operations on the web: the failover page (plan, failover, failback, the drill form and history, the
+cutover form), an operation's polling card, and taking a flow over from MM2. Every request goes to its
+kind's module in controlplane.operations (operator, audited); `queue_operation` renders the answer of
+all five."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from controlplane import assurance, operations
+from controlplane.core.errors import ClusterUnavailable, RateLimited, ServiceConflict, ServiceValidationError
+from controlplane.flows import lifecycle, selectors
+from controlplane.models import Flow, Operation, OperationKind
+from controlplane.operations import cutover, drills, failback, failover, takeover
+from controlplane.status import rollup
+from controlplane.web.access import operator_required, signed_in_required, viewer_required
+from replication.takeover import MM2_SOURCE_CONNECTOR
+
+HISTORY = 10
+
+
+def drill_history(flow: Flow) -> QuerySet[Operation]:
+    """The flow's newest drills (results prefetched): the history the failover page shows."""
+    return operations.operation_list().filter(flow=flow, kind=OperationKind.DRILL)[:HISTORY]
+
+
+def queue_operation(
+    request, pk: int, kind: str, queue, *, bad_number: str = "give the seconds as numbers, e.g. 30"
+) -> HttpResponse:
+    """Queue through `queue(flow)` (202 and the operation's polling card) or show why not (a number that
+    does not parse: `bad_number`); the services audit both. Failover, failback, drills and cutovers."""
+    flow = get_object_or_404(selectors.flow_list(), pk=pk)
+    context: dict = {"flow": flow, "kind": kind}
+    try:
+        operation = queue(flow)
+    except ValueError:
+        context["errors"] = [bad_number]
+    except operations.OperationActive as exc:
+        context |= {"errors": [str(exc)], "operation": exc.operation}
+    except ServiceValidationError as exc:
+        context["errors"] = [f"{name}: {text}" for name, texts in exc.errors.items() for text in texts]
+    except (ServiceConflict, PermissionDenied) as exc:
+        context["errors"] = [str(exc)]
+    else:
+        context["operation"] = operation
+        return render(request, "web/_operation_started.html", context, status=202)
+    return render(request, "web/_operation_refused.html", context)
+
+
+# Signed in is enough to reach the services: they refuse (and audit) anyone below operator.
+@require_POST
+@signed_in_required
+def drill_execute(request, pk: int):
+    def queue(flow: Flow) -> Operation:
+        groups = [g for g in request.POST.get("drill_groups", "").replace(",", " ").split() if g]
+        timeout_s = float(request.POST.get("timeout_s") or drills.DEFAULT_DRILL_WAIT_S)
+        return drills.drill_request(actor=request.user, flow=flow, groups=groups, timeout_s=timeout_s)
+
+    return queue_operation(request, pk, OperationKind.DRILL, queue)
+
+
+@require_POST
+@signed_in_required
+def cutover_execute(request, pk: int):
+    def queue(flow: Flow) -> Operation:
+        return cutover.cutover_request(
+            actor=request.user,
+            flow=flow,
+            confirm=request.POST.get("confirm", ""),
+            dry_run=bool(request.POST.get("dry_run")),
+            fence_s=float(request.POST.get("fence_s") or cutover.DEFAULT_FENCE_S),
+            timeout_s=float(request.POST.get("timeout_s") or operations.DEFAULT_DRAIN_TIMEOUT_S),
+        )
+
+    return queue_operation(request, pk, OperationKind.CUTOVER, queue)
+
+
+def _failback_preview(flow: Flow) -> dict:
+    """What a failback would do: the groups the last failover moved, the topics that flow back, the
+    reverse flow (and what it gains: it is never narrowed)."""
+    failover = operations.last_failover(flow)
+    moved = operations.moved_groups(failover)
+    topics = sorted({topic for result in moved for topic in result.topics})
+    reverse = failback.reverse_flow_of(flow)
+    merged = failback.reverse_flow_settings(flow, reverse, topics=topics)["topics"]
+    return {
+        "failover": failover,
+        "groups": moved,
+        "topics": topics,
+        "reverse": reverse,
+        "reverse_name": f"{flow.target.alias}->{flow.source.alias}",
+        "added": [pattern for pattern in merged if reverse is None or pattern not in reverse.topics],
+    }
+
+
+def _failover_page_context(flow: Flow) -> dict:
+    active = operations.operation_active(flow)
+    latest = active or operations.operation_latest(flow)
+    allowed = lifecycle.allowed_actions(flow.state) if active is None else frozenset()
+    context = {
+        "flow": flow,
+        "active": active,
+        "latest": None if active else latest,
+        "allowed": allowed,
+        "stale": active is not None and operations.lease_stale(active),
+        "readiness": assurance.flow_readiness(rollup.flow_status(flow=flow)),
+        "drills": list(drill_history(flow)),
+    }
+    if "failback" in allowed:
+        context["failback"] = _failback_preview(flow)
+    if (
+        latest
+        and latest.kind == OperationKind.FAILBACK
+        and latest.outcome == "succeeded"
+        and "resume" in allowed
+    ):
+        context["next_step"] = latest
+    return context
+
+
+@operator_required
+def failover_page(request, pk: int):
+    flow = get_object_or_404(selectors.flow_list(), pk=pk)
+    return render(request, "web/failover.html", _failover_page_context(flow))
+
+
+@operator_required
+def failover_plan(request, pk: int):
+    """The read-only plan (the dry run): checklist, records at risk, each group's translated offsets."""
+    flow = get_object_or_404(selectors.flow_list(), pk=pk)
+    context = {"flow": flow}
+    try:
+        context["plan"] = failover.failover_plan(flow=flow, actor=request.user)
+    except ClusterUnavailable as exc:
+        context["problem"] = f"The plan could not be read: {exc}. Check both clusters with Test connection."
+    except RateLimited as exc:
+        context["problem"] = f"The plan was not read: {exc}."
+    return render(request, "web/_failover_plan.html", context)
+
+
+@viewer_required
+def operation_status(request, pk: int, operation_id: int):
+    """The operation's card, polled while it runs; when it has ended the page reloads to show the
+    flow's new state and the actions it allows (one truthful state, no leftovers)."""
+    operation = get_object_or_404(operations.operation_list(), pk=operation_id, flow_id=pk)
+    context = {"operation": operation, "flow": operation.flow, "stale": operations.lease_stale(operation)}
+    response = render(request, "web/_operation.html", context)
+    if not operation.active and request.GET.get("polling"):
+        response["HX-Refresh"] = "true"
+    return response
+
+
+def _request_operation(request, pk: int, *, kind: str, groups: list[str]) -> HttpResponse:
+    """Queue the failover or failback (202 and its polling card) or show why not; the service audits both."""
+
+    def queue(flow: Flow) -> Operation:
+        return operations.operation_request(
+            actor=request.user,
+            kind=kind,
+            flow=flow,
+            confirm=request.POST.get("confirm", ""),
+            groups=groups,
+            force=bool(request.POST.get("force")),
+            timeout_s=float(request.POST.get("timeout_s") or operations.DEFAULT_DRAIN_TIMEOUT_S),
+        )
+
+    return queue_operation(
+        request, pk, kind, queue, bad_number="timeout_s: give the drain timeout in seconds, e.g. 300"
+    )
+
+
+# Signed in is enough to reach the service: it refuses (and audits) anyone below operator.
+@require_POST
+@signed_in_required
+def failover_execute(request, pk: int):
+    return _request_operation(request, pk, kind=OperationKind.FAILOVER, groups=request.POST.getlist("groups"))
+
+
+@require_POST
+@signed_in_required
+def failback_execute(request, pk: int):
+    return _request_operation(request, pk, kind=OperationKind.FAILBACK, groups=request.POST.getlist("groups"))
+
+
+@operator_required
+def mm2_takeover(request):
+    """Take a flow over from a stopped MM2 (the MM2 import step after the import of the file): the form
+    queues the dry run, a finished dry run offers apply; both are operations (`?operation=`), whose card
+    polls while a worker runs them and then shows the plan per partition."""
+    flows = list(selectors.flow_list().order_by("source__alias", "target__alias"))
+    chosen = next((f for f in flows if str(f.pk) == request.POST.get("flow", request.GET.get("flow"))), None)
+    shown = request.GET.get("operation", "")
+    operation = (
+        operations.operation_list().filter(pk=shown, flow=chosen, kind=OperationKind.TAKEOVER).first()
+        if chosen and shown.isdigit() and len(shown) <= 18
+        else None
+    )
+    context: dict = {
+        "flows": flows,
+        "chosen": chosen,
+        "flow": chosen,
+        "operation": operation,
+        "stale": operation is not None and operations.lease_stale(operation),
+        "offsets_topic": request.POST.get("offsets_topic", ""),
+        "connector": request.POST.get("connector", MM2_SOURCE_CONNECTOR),
+        "mm2_source_alias": request.POST.get("mm2_source_alias", ""),
+        "default_offsets_topic": takeover.default_offsets_topic(chosen)
+        if chosen
+        else "mm2-offsets.<source>.internal",
+    }
+    if operation is not None and not request.POST:
+        context |= {
+            key: operation.result["request"][key]
+            for key in ("offsets_topic", "connector", "mm2_source_alias")
+        }
+    if request.method != "POST":
+        return render(request, "web/mm2_takeover.html", context)
+    if chosen is None:
+        context["errors"] = ["flow: choose the flow MM2 ran (import the MM2 file first)"]
+        return render(request, "web/mm2_takeover.html", context, status=400)
+    from_dry_run = request.POST.get("from_dry_run", "")
+    try:
+        queued = takeover.takeover_request(
+            actor=request.user,
+            flow=chosen,
+            dry_run="apply" not in request.POST,
+            offsets_topic=context["offsets_topic"],
+            connector=context["connector"],
+            mm2_source_alias=context["mm2_source_alias"],
+            from_dry_run=int(from_dry_run) if from_dry_run.isdigit() and len(from_dry_run) <= 18 else None,
+        )
+    except operations.OperationActive as exc:
+        context |= {"errors": [str(exc)], "operation": exc.operation}
+        status = 409
+    except ServiceValidationError as exc:
+        context["errors"] = [f"{name}: {text}" for name, texts in exc.errors.items() for text in texts]
+        status = 400
+    except (ServiceConflict, RateLimited) as exc:
+        context["errors"] = [str(exc)]
+        status = 409 if isinstance(exc, ServiceConflict) else 429
+    else:
+        # Answered at once: the page of the queued operation, whose card polls until a worker ends it.
+        response = redirect(f"{reverse('web:mm2-takeover')}?flow={chosen.pk}&operation={queued.pk}")
+        response.status_code = 303
+        return response
+    return render(request, "web/mm2_takeover.html", context, status=status)
