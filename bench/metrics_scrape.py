@@ -2,10 +2,10 @@
 
 Creates a throw-away test database (Django's test database machinery, next to DATABASE_URL's), stores
 `--flows` flows between generated clusters with `--partitions` fresh status rows each, and times the whole
-exposition (`controlplane.prometheus.exposition`: the selectors' queries, the roll-ups, the text format)
+exposition (`controlplane.metrics.prometheus.exposition`: the selectors' queries, the roll-ups, the text format)
 against, as the baseline in the same run, reading the same status rows raw (`values_list`). Each flow also
 has an RPO budget and runtime signals, and one flow in ten is over its budget, so the alert families are
-in the scrape; the alert evaluation (`controlplane.alerts.alerts_evaluate`) over the same flows is timed
+in the scrape; the alert evaluation (`controlplane.alerts.evaluation.alerts_evaluate`) over the same flows is timed
 too. The issue's target: under 1 s for 500 flows x 10 partitions (exit 1 when missed).
 """
 

@@ -1,7 +1,8 @@
-"""Clusters, flows, audit events and the live status tables. Data only: rules live in services.py.
+"""Clusters, flows, audit events and the live status tables. Data only: rules live in the domain packages
+(controlplane.flows, controlplane.status, controlplane.operations...).
 
 Flow columns map 1:1 to `replication.config.FlowConfig` fields (same names, MM2's defaults taken from the
-engine's table), so `controlplane.engine.flow_to_config` is a plain field copy.
+engine's table), so `controlplane.flows.engine.flow_to_config` is a plain field copy.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ class Flow(models.Model):
     source = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="outgoing_flows")
     target = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="incoming_flows")
     enabled = models.BooleanField(default=_DEFAULTS["enabled"])
-    # The lifecycle (controlplane.lifecycle is its only writer; settings edits never touch it).
+    # The lifecycle (controlplane.flows.lifecycle is its only writer; settings edits never touch it).
     state = models.CharField(max_length=20, choices=FlowState.choices, default=FlowState.DISABLED)
     state_reason = models.TextField(blank=True, default="", help_text="why the flow is in its state")
     state_changed_at = models.DateTimeField(null=True, blank=True)
@@ -183,7 +184,7 @@ class Flow(models.Model):
     )
     # Flow-scoped client overrides (`A->B.producer.*`, `A->B.consumer.*`) and pass-through properties.
     extra = models.JSONField(default=dict)
-    # The worker pool the flow runs on (controlplane.pools; not an MM2 property): empty is the default.
+    # The worker pool the flow runs on (controlplane.flows.pools; not an MM2 property): empty is the default.
     pool = models.CharField(max_length=40, blank=True, default="")
 
     created_at = models.DateTimeField(auto_now_add=True)
@@ -609,7 +610,7 @@ class ReportRow(models.Model):
         indexes = [models.Index(fields=["dataset", "flow_id", "window_start"])]
 
 
-# -- RPO budgets, runtime signals and alerts (controlplane.alerts, controlplane.notifications) ------------
+# -- RPO budgets, runtime signals and alerts (controlplane.alerts, controlplane.alerts.notifications) ------------
 DEFAULT_RPO_SECONDS = 60.0
 
 
@@ -653,7 +654,7 @@ class FlowSignals(models.Model):
 
 
 class AlertRule(models.TextChoices):
-    """The rules Mirrorplane evaluates itself (controlplane.alert_rules); deploy/ ships the same ones."""
+    """The rules Mirrorplane evaluates itself (controlplane.alerts.rules); deploy/ ships the same ones."""
 
     RPO_SECONDS = "rpo_seconds_exceeded", "RPO budget exceeded (seconds behind)"
     RPO_RECORDS = "rpo_records_exceeded", "RPO budget exceeded (records behind)"
@@ -727,7 +728,7 @@ class ChannelKind(models.TextChoices):
 
 class NotificationChannel(models.Model):
     """Where alert notifications go. A webhook URL may hold a token: it is encrypted at rest
-    (controlplane.crypto) and never returned, logged or audited, only a masked form of it."""
+    (controlplane.core.crypto) and never returned, logged or audited, only a masked form of it."""
 
     name = models.CharField(max_length=100, unique=True)
     kind = models.CharField(max_length=10, choices=ChannelKind.choices)
@@ -778,7 +779,7 @@ class AlertNotification(models.Model):
         ordering = ["-created_at", "-id"]
 
 
-# -- continuous verification (controlplane.verification, workers.verification) ---------------------------
+# -- continuous verification (controlplane.assurance.verification, workers.verification) ---------------------------
 class VerificationStatus(models.TextChoices):
     PENDING = "pending"  # nothing verified yet
     OK = "ok"  # every range checked matched

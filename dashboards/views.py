@@ -1,6 +1,6 @@
 """The report dashboards: Plotly charts first (built by `dashboards.figures`), the rows behind them beneath.
 
-Read-only pages for every role (viewer and up); rows come from `controlplane.selectors.report_rows`.
+Read-only pages for every role (viewer and up); rows come from `controlplane.reports.selectors.report_rows`.
 Each page shows the last `hours` of its dataset, counted back from its newest window (not from now: a
 lake may stop growing), for one flow or all.
 """

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from replication.verification import MirroredRecord, record_digest
+from replication.verification import MirroredRecord, record_digest, same_record
 
 SHADOW_PREFIX = "mirrorplane-drill-"
 MAX_GROUP_NAME = 249
@@ -48,16 +48,6 @@ def record_evidence(record: MirroredRecord | None) -> dict | None:
         "timestamp_ms": record.timestamp_ms,
         "digest": record_digest(record).hex(),
     }
-
-
-def same_record(source: MirroredRecord, target: MirroredRecord) -> bool:
-    if record_digest(source) != record_digest(target):
-        return False
-    return (
-        source.timestamp_ms is None
-        or target.timestamp_ms is None
-        or source.timestamp_ms == target.timestamp_ms
-    )
 
 
 def judge_partition(

@@ -88,7 +88,9 @@ def record_digest(record: MirroredRecord) -> bytes:
     return digest.digest()
 
 
-def _same(source: MirroredRecord, target: MirroredRecord) -> bool:
+def same_record(source: MirroredRecord, target: MirroredRecord) -> bool:
+    """Whether `target` is a copy of `source`: the same key, value and headers (ours aside), and the same
+    timestamp when both have one. The verifier and the drill judge copies by this one rule."""
     if record_digest(source) != record_digest(target):
         return False
     return (
@@ -299,7 +301,7 @@ def compare_range(
             )
             break
         matched.append(copy)
-        if not _same(record, copy):
+        if not same_record(record, copy):
             candidates.append(
                 (record.offset, 1, Mismatch("content differs", record.offset, at, record, copy))
             )

@@ -3,9 +3,9 @@
 Beat queues `evaluate_alerts` every ALERTS_EVALUATE_INTERVAL_S (`dispatch_evaluation`, called at the
 supervisor's cadence; the message expires after one interval, so a backlog behind a stopped worker
 never runs twice). The task reads the task leases from Redis (which tasks each runnable flow plans, which
-of them someone holds) and the replication workers alive, calls `controlplane.alerts.alerts_evaluate`,
+of them someone holds) and the replication workers alive, calls `controlplane.alerts.evaluation.alerts_evaluate`,
 and hands each notification it opened (and each channel test asked for) to `deliver_notification`: one attempt per run, retried with
-exponential backoff (`controlplane.notifications.retry_delay_s`) up to ALERTS_NOTIFY_RETRIES times, so a
+exponential backoff (`controlplane.alerts.notifications.retry_delay_s`) up to ALERTS_NOTIFY_RETRIES times, so a
 receiver that answers 500 or not at all costs its own retries, never an evaluation.
 """
 

@@ -1,7 +1,7 @@
 """Operations (failover, failback, drill, cutover, takeover): the Celery task on the `operations` queue
 and beat's dispatcher, which also queues the scheduled drills (MIRRORPLANE_DRILL_INTERVAL_S).
 
-The task claims the operation's lease and runs it (`controlplane.failover.run_operation`) from its
+The task claims the operation's lease and runs it (`controlplane.operations.runner.run_operation`) from its
 recorded phase. Beat (`dispatch_operations`, at the supervisor's cadence) sends every active operation
 nobody runs: new ones, and those whose worker stopped renewing its lease (killed, machine lost), which
 another worker then resumes. A duplicate message is harmless: only the lease holder runs it. A worker

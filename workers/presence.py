@@ -1,4 +1,4 @@
-"""This worker process announces itself (controlplane.presence) from start to a clean stop.
+"""This worker process announces itself (controlplane.core.presence) from start to a clean stop.
 
 A daemon thread writes the worker's presence every MIRRORPLANE_PRESENCE_INTERVAL_S; it keeps trying
 while Redis is away (the key simply expires meanwhile: the worker is not seen, which is the truth

@@ -1,6 +1,6 @@
 """Container health probe for workers and beat: `python -m workers.probe worker|beat [--name NAME]`.
 
-Exits 0 when the process announced itself recently (controlplane.presence), 1 otherwise, printing why.
+Exits 0 when the process announced itself recently (controlplane.core.presence), 1 otherwise, printing why.
 A worker is looked up by its Celery hostname (`celery@<host>` unless started with `-n`).
 """
 

@@ -192,7 +192,7 @@ def consumes(queue: str) -> bool:
 
 
 class WorkerStats:
-    """What this worker process did, for its presence announcement (controlplane.presence, /metrics)."""
+    """What this worker process did, for its presence announcement (controlplane.core.presence, /metrics)."""
 
     def __init__(self) -> None:
         self.slices = 0

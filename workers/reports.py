@@ -4,7 +4,7 @@ A run is a `ReportRun` row (controlplane). The API, the web UI and `manage.py ru
 one; beat queues one every REPORTS_INTERVAL_S and hands queued runs to the `reports` queue
 (`dispatch_report_runs`, called from `workers.beat` at the supervisor's cadence). The task claims the
 run, runs `dashboards.spark.jobs.run_reports` over METRICS_DIR with its ledger in REPORTS_STATE_DIR,
-reports progress on the run, and stores the rows through `controlplane.services.report_rows_store`
+reports progress on the run, and stores the rows through `controlplane.reports.report_rows_store`
 before the ledger moves on (a failed store is read again next run).
 """
 

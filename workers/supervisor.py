@@ -24,7 +24,7 @@ def supervise(
     *, start_chain: Callable[[TaskRef, str, str], None], start_metadata: Callable[[int, str], None]
 ) -> list[TaskRef]:
     """Start what is missing; the tasks whose chains were started. `start_chain(task, chain, queue)`
-    sends a chain's first slice to its flow's pool queue (controlplane.pools)."""
+    sends a chain's first slice to its flow's pool queue (controlplane.flows.pools)."""
     leases = context.leases()
     ttl_s = settings.MIRRORPLANE_LEASE_TTL_S
     specs = runtime.runtime_flow_specs()

@@ -47,13 +47,13 @@ def replicate_slice(
     if following.sticky and self.request.hostname:
         options["queue"] = worker_direct(self.request.hostname)
     elif following.queue:
-        options["queue"] = following.queue  # the flow's pool (controlplane.pools)
+        options["queue"] = following.queue  # the flow's pool (controlplane.flows.pools)
     replicate_slice.apply_async((flow_id, task_index, chain, seq + 1), **options)
 
 
 @signals.worker_ready.connect
 def _announce_presence(sender=None, **_: object) -> None:
-    """From now on the worker is seen (controlplane.presence) with the queues it consumes."""
+    """From now on the worker is seen (controlplane.core.presence) with the queues it consumes."""
     queues = sorted(queue.name for queue in sender.app.amqp.queues.consume_from.values())
     replication.set_worker_queues(queues)
     presence.start(hostname=sender.hostname, queues=[q for q in queues if not q.endswith(".dq")])

@@ -4,7 +4,7 @@ One run at a time (a Redis lock; queued runs expire after one interval): for eve
 clusters answer, read the new offset syncs, verify the next ranges of each replicated partition
 (`replication.kafka.verification_io`) within one byte allowance for the run (VERIFY_MAX_BYTES_PER_S x
 VERIFY_INTERVAL_S, shared by every flow, flows and partitions taken in turn so each gets its share),
-store each partition's outcome (`controlplane.verification`), and observe what the failover readiness
+store each partition's outcome (`controlplane.assurance.verification`), and observe what the failover readiness
 score needs (groups active on the target, topic parity; at most every ASSURANCE_INTERVAL_S per flow). Each run logs what it read and the CPU it
 used, which is the verifier's cost.
 """

@@ -81,7 +81,7 @@ def _facts(
     flow = summary.flow
     since = flow.state_changed_at or flow.created_at
     pool_workers = summary.pool.live_workers if summary.pool is not None else None
-    if flow.pool:  # a pinned flow is replicated by its pool's workers only (controlplane.pools)
+    if flow.pool:  # a pinned flow is replicated by its pool's workers only (controlplane.flows.pools)
         replication_workers = pool_workers
     return FlowFacts(
         runnable=lifecycle.is_runnable(flow.state),

@@ -1,7 +1,7 @@
 """Alert notifications: channels (webhook, Slack-compatible, email), their messages, and one delivery.
 
 A channel's URL may carry a token (Slack's incoming webhooks do): it is encrypted at rest with
-controlplane.crypto, never returned by the API, and never logged, audited or stored in an error: only
+controlplane.core.crypto, never returned by the API, and never logged, audited or stored in an error: only
 its masked form (`scheme://host/***`) is. Email uses Django's mail settings (EMAIL_*).
 
 `notification_deliver` makes one attempt and records its outcome on the notification and the channel

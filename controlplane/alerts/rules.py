@@ -53,7 +53,7 @@ class FlowFacts:
     tasks_leased: int | None = None
     tasks_observed_at: float | None = None
     replication_workers: int | None = None  # alive on the flow's pool queue; None: Redis away
-    pool: str = ""  # its worker pool (controlplane.pools); empty: the default pool
+    pool: str = ""  # its worker pool (controlplane.flows.pools); empty: the default pool
     pool_workers: int | None = None  # live workers consuming the pool's queue; None: Redis away
     gaps_recent: int = 0  # data-loss gaps within the window
     lost_records_recent: int = 0

@@ -1,6 +1,6 @@
 """Assurance API (viewers): a flow's live RPO, failover readiness and verification (docs/verification.md).
 
-The same reads as the flow page (`controlplane.assurance`, `controlplane.verification`), so the API and
+The same reads as the flow page (`controlplane.assurance`, `controlplane.assurance.verification`), so the API and
 the UI agree; every figure carries when it was observed."""
 
 from __future__ import annotations

@@ -126,7 +126,7 @@ class FlowSerializer(serializers.ModelSerializer):
     target = ClusterAliasField()
     name = serializers.CharField(read_only=True)
     allowed_actions = serializers.SerializerMethodField(
-        help_text="operator actions the flow's state allows now (controlplane.lifecycle)"
+        help_text="operator actions the flow's state allows now (controlplane.flows.lifecycle)"
     )
     topics = _pattern_list(required=False)
     topics_exclude = _pattern_list(required=False)

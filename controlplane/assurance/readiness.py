@@ -188,5 +188,5 @@ def flow_readiness_all(
 
 
 def flow_readiness(summary: rollup.FlowSummary, *, now: datetime.datetime | None = None) -> FlowReadiness:
-    """One flow's readiness, from its live summary (e.g. `selectors.flow_status`)."""
+    """One flow's readiness, from its live summary (e.g. `rollup.flow_status`)."""
     return flow_readiness_all([summary], now=now)[summary.flow.pk]

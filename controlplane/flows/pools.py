@@ -9,7 +9,7 @@ rebalance or when a worker stops (`workers.replication`), and a worker that does
 the chain on after one slice (a pool changed while it ran).
 
 Pools are not stored: a pool exists while a flow is pinned to it or a worker consumes its queue. Which
-workers are alive comes from their presence (`controlplane.presence`); a flow pinned to a pool that no
+workers are alive comes from their presence (`controlplane.core.presence`); a flow pinned to a pool that no
 live worker consumes is flagged (`Pool.flows_waiting`, the flow page, the overview, the
 `pool_without_workers` alert rule).
 """

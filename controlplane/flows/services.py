@@ -282,7 +282,7 @@ def flow_snapshot(flow: Flow) -> dict[str, Any]:
 
 
 def _stored_flow_settings(flow: Flow) -> dict[str, Any]:
-    """The flow's MM2 settings and its worker pool (controlplane.pools)."""
+    """The flow's MM2 settings and its worker pool (controlplane.flows.pools)."""
     return engine.flow_settings(flow) | {"pool": flow.pool}
 
 

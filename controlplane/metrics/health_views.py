@@ -1,4 +1,4 @@
-"""`/healthz` and `/readyz` (controlplane.health): unauthenticated, no secrets, no cluster calls."""
+"""`/healthz` and `/readyz` (controlplane.status.health): unauthenticated, no secrets, no cluster calls."""
 
 from __future__ import annotations
 

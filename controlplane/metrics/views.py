@@ -1,4 +1,4 @@
-"""`GET /metrics`: Prometheus text exposition (controlplane.prometheus), for a scrape or a signed-in user.
+"""`GET /metrics`: Prometheus text exposition (controlplane.metrics.prometheus), for a scrape or a signed-in user.
 
 Access, by settings: with METRICS_BEARER_TOKEN set, a scrape sends `Authorization: Bearer <token>`
 (Prometheus's `authorization` / `bearer_token_file`); with METRICS_OPEN true anyone may read it (a

@@ -12,7 +12,7 @@ a worker that takes over resumes at the first step not passed:
    changed. Once still: `lifecycle.begin_cutover` (MIGRATING, a runnable state);
 3. `drain` (draining): every record now on the source is copied, with its offset sync;
 4. `verify` (verifying): every drained partition compared with its copy over the source range not yet
-   verified by the continuous verifier (its `verified_up_to`, `controlplane.verification`) up to the
+   verified by the continuous verifier (its `verified_up_to`, `controlplane.assurance.verification`) up to the
    drained end, range by range (`replication.kafka.verification_io.FlowVerifier`: counts and digests of
    key, value, headers and timestamp); a mismatch fails the cutover, named;
 5. `offsets` (moving_groups): exact translated offsets written on the target for every group, never
@@ -34,11 +34,10 @@ from typing import Any
 
 from django.utils import timezone
 
-from controlplane import core
 from controlplane.assurance import verification
 from controlplane.core.errors import ServiceConflict, ServiceValidationError
 from controlplane.flows import engine, lifecycle
-from controlplane.models import AuditOutcome, Cluster, Flow, Operation, OperationKind, OperationPhase
+from controlplane.models import Cluster, Flow, Operation, OperationKind, OperationPhase
 from controlplane.operations import drain, failover, requests
 from controlplane.status import rollup
 from replication import failover as failover_rules
@@ -71,33 +70,24 @@ def cutover_request(
 ) -> Operation:
     """Queue a cutover (or its dry run) of `flow`; refused, and audited, like a failover request."""
     kind = OperationKind.CUTOVER
-    requests.require_operator(actor=actor, kind=kind, flow=flow)
-    with core.audited_attempt(
-        actor=actor, action=kind, object_type="flow", object_id=flow.pk, object_repr=flow.name
-    ):
-        flow = Flow.objects.select_for_update().select_related("source", "target").get(pk=flow.pk)
+    with requests.locked_request(actor=actor, kind=kind, flow=flow) as flow:
         requests.check_confirmation(flow=flow, confirm=confirm)
         requests.check_timeout(timeout_s)
         if not 0 < fence_s <= MAX_FENCE_S:
             raise ServiceValidationError.single(
                 "fence_s", f"give how long the source must stay still, between 0 and {MAX_FENCE_S:g} seconds"
             )
-        active = Operation.objects.filter(flow=flow, active=True).first()
-        if active is not None:
-            raise requests.OperationActive(active)
+        requests.refuse_if_active(flow)
         requests.check_allowed(flow=flow, kind=kind)
-        operation = requests.operation_create(
-            kind=kind, flow=flow, actor=actor, dry_run=dry_run, fence_s=fence_s, timeout_s=timeout_s
-        )
-        requests.audit(
+        fields = {"dry_run": dry_run, "fence_s": fence_s, "timeout_s": timeout_s}
+        return requests.queue(
             actor=actor,
             kind=kind,
             flow=flow,
-            outcome=AuditOutcome.ACCEPTED,
-            detail=f"operation {operation.pk} queued{' (dry run)' if dry_run else ''}",
-            after={"operation": operation.pk, "dry_run": dry_run, "fence_s": fence_s, "timeout_s": timeout_s},
+            fields=fields,
+            audited=fields,
+            detail=" (dry run)" if dry_run else "",
         )
-    return operation
 
 
 # -- evidence ---------------------------------------------------------------------------------------------

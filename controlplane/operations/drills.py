@@ -3,7 +3,7 @@ production (the decisions in `replication.drill`).
 
 Request (`drill_request`, operator, audited): the chosen groups of a flow whose state allows a failover;
 beat requests scheduled ones (`request_scheduled_drills`). A worker runs it
-(`controlplane.failover.run_operation`), phase by phase:
+(`controlplane.operations.runner.run_operation`), phase by phase:
 
 1. planning: the failover plan for the groups, timed (its records and seconds at risk are the measured
    RPO; its duration, with the failover's arrival window, the planning part of the RTO);
@@ -30,11 +30,9 @@ from collections.abc import Callable, Sequence
 from django.conf import settings
 from django.utils import timezone
 
-from controlplane import core
 from controlplane.core.errors import ServiceConflict, ServiceValidationError
 from controlplane.flows import engine, lifecycle
 from controlplane.models import (
-    AuditOutcome,
     DrillOutcome,
     DrillPartitionResult,
     Flow,
@@ -63,11 +61,7 @@ def drill_request(
     """Queue a drill of `flow` for `groups` (operator; audited, refusals too). `timeout_s`: how long the
     drill waits for the copy of a group's next record still on its way to the target."""
     kind = OperationKind.DRILL
-    requests.require_operator(actor=actor, kind=kind, flow=flow)
-    with core.audited_attempt(
-        actor=actor, action=kind, object_type="flow", object_id=flow.pk, object_repr=flow.name
-    ):
-        flow = Flow.objects.select_for_update().select_related("source", "target").get(pk=flow.pk)
+    with requests.locked_request(actor=actor, kind=kind, flow=flow) as flow:
         chosen = requests.clean_groups(groups)
         if not chosen:
             raise ServiceValidationError.single("groups", "name at least one consumer group to rehearse")
@@ -76,26 +70,19 @@ def drill_request(
                 "timeout_s",
                 f"give the wait for records on their way between 0 and {MAX_DRILL_WAIT_S:g} seconds",
             )
-        active = Operation.objects.filter(flow=flow, active=True).first()
-        if active is not None:
-            raise requests.OperationActive(active)
+        requests.refuse_if_active(flow)
         if "failover" not in lifecycle.allowed_actions(flow.state):
             raise ServiceConflict(
                 f"flow {flow.name} is {flow.state}: a drill rehearses a failover, which is not possible now"
             )
         # The drain goes on after timeout_s (forced): the partitions still lagging fail, named.
-        operation = requests.operation_create(
-            kind=kind, flow=flow, actor=actor, groups=chosen, force=True, timeout_s=timeout_s
-        )
-        requests.audit(
+        return requests.queue(
             actor=actor,
             kind=kind,
             flow=flow,
-            outcome=AuditOutcome.ACCEPTED,
-            detail=f"operation {operation.pk} queued",
-            after={"operation": operation.pk, "groups": chosen, "timeout_s": timeout_s},
+            fields={"groups": chosen, "force": True, "timeout_s": timeout_s},
+            audited={"groups": chosen, "timeout_s": timeout_s},
         )
-    return operation
 
 
 def request_scheduled_drills(*, now=None) -> list[Operation]:

@@ -1,12 +1,12 @@
 """Operations (failover, failback, drill, cutover, takeover): durable jobs a request queues and a worker
-runs, phase by phase (drills: `controlplane.drills`; cutovers: `controlplane.cutover`; taking a flow over
-from MM2: `controlplane.takeover`).
+runs, phase by phase (drills: `controlplane.operations.drills`; cutovers: `controlplane.operations.cutover`; taking a flow over
+from MM2: `controlplane.operations.takeover`).
 
 A request (API, web UI, command line) checks what it can without touching a cluster (the role, the
 confirmation, the groups, the flow's lifecycle state, one operation per flow), stores an `Operation`
 and audits it as `accepted`; every refusal is audited as `refused`. Beat hands queued operations to
 the `operations` queue (`workers.operations`); the worker that takes one holds a lease on its row (the
-`worker` token and `heartbeat_at`, renewed at every step), and `controlplane.failover` runs its phases.
+`worker` token and `heartbeat_at`, renewed at every step), and `controlplane.operations.runner` runs its phases.
 An operation whose worker stops renewing for OPERATION_LEASE_S is handed to another worker, which
 resumes at the recorded phase: every phase is idempotent. The outcome is audited by whoever finishes it.
 """
@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import datetime
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
@@ -25,6 +26,7 @@ from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from controlplane import core
+from controlplane.core import ratelimit
 from controlplane.core.errors import ServiceConflict, ServiceValidationError
 from controlplane.core.roles import Role, role_of
 from controlplane.flows import lifecycle
@@ -163,16 +165,10 @@ def operation_request(
     """Queue a failover or failback of `flow` (a worker runs it); refused, and audited, when the actor
     is below operator, the confirmation or the groups are wrong, the flow's state does not allow it, or
     another operation of the flow is active (OperationActive, with that operation)."""
-    require_operator(actor=actor, kind=kind, flow=flow)
-    with core.audited_attempt(
-        actor=actor, action=kind, object_type="flow", object_id=flow.pk, object_repr=flow.name
-    ):
-        flow = Flow.objects.select_for_update().select_related("source", "target").get(pk=flow.pk)
+    with locked_request(actor=actor, kind=kind, flow=flow) as flow:
         check_confirmation(flow=flow, confirm=confirm)
         check_timeout(timeout_s)
-        active = Operation.objects.filter(flow=flow, active=True).first()
-        if active is not None:
-            raise OperationActive(active)
+        refuse_if_active(flow)
         check_allowed(flow=flow, kind=kind)
         chosen, failover = clean_groups(groups), None
         if kind == OperationKind.FAILOVER and not chosen:
@@ -180,23 +176,56 @@ def operation_request(
         if kind == OperationKind.FAILBACK:
             _check_provenance(flow=flow, force=force)
             failover, chosen = _failback_groups(flow=flow, groups=chosen)
-        operation = operation_create(
-            kind=kind,
-            flow=flow,
-            actor=actor,
-            groups=chosen,
-            force=force,
-            timeout_s=timeout_s,
-            failover=failover,
-        )
-        audit(
+        return queue(
             actor=actor,
             kind=kind,
             flow=flow,
-            outcome=AuditOutcome.ACCEPTED,
-            detail=f"operation {operation.pk} queued",
-            after={"operation": operation.pk, "groups": chosen, "force": force, "timeout_s": timeout_s},
+            fields={"groups": chosen, "force": force, "timeout_s": timeout_s, "failover": failover},
+            audited={"groups": chosen, "force": force, "timeout_s": timeout_s},
         )
+
+
+# -- the skeleton every kind's request shares ------------------------------------------------------------
+@contextmanager
+def locked_request(*, actor, kind: str, flow: Flow, rate_limit: str = "") -> Iterator[Flow]:
+    """Operators only (a refusal audited), rate-limited per user when `rate_limit` names a scope, then the
+    attempt audited (any refusal raised inside too) with the flow's row locked: the body checks its kind's
+    inputs, calls `refuse_if_active`, checks the flow's state and `queue`s the operation."""
+    require_operator(actor=actor, kind=kind, flow=flow)
+    if rate_limit:
+        ratelimit.hit(
+            scope=rate_limit,
+            user_id=getattr(actor, "pk", None),
+            limit=settings.FAILOVER_PLAN_RATE_PER_MINUTE,
+            window_s=60,
+        )
+    with core.audited_attempt(
+        actor=actor, action=kind, object_type="flow", object_id=flow.pk, object_repr=flow.name
+    ):
+        yield Flow.objects.select_for_update().select_related("source", "target").get(pk=flow.pk)
+
+
+def refuse_if_active(flow: Flow) -> None:
+    """One operation per flow: OperationActive (with it) while another one is active."""
+    active = Operation.objects.filter(flow=flow, active=True).first()
+    if active is not None:
+        raise OperationActive(active)
+
+
+def queue(
+    *, actor, kind: str, flow: Flow, fields: dict[str, Any], audited: dict[str, Any], detail: str = ""
+) -> Operation:
+    """Store the operation, queued, and audit it as accepted (`audited`: what the audit keeps of the
+    request; `detail` follows "operation N queued")."""
+    operation = operation_create(kind=kind, flow=flow, actor=actor, **fields)
+    audit(
+        actor=actor,
+        kind=kind,
+        flow=flow,
+        outcome=AuditOutcome.ACCEPTED,
+        detail=f"operation {operation.pk} queued{detail}",
+        after={"operation": operation.pk, **audited},
+    )
     return operation
 
 

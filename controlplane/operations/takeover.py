@@ -3,7 +3,7 @@
 
 After importing the MM2 file, the operator stops MM2 and requests the dry run (`takeover_request`,
 operator, audited, refusals too; rate-limited per user like the failover plan); a worker on the
-`operations` queue runs it (`run`, from `controlplane.failover.run_operation`): it reads MM2's Connect
+`operations` queue runs it (`run`, from `controlplane.operations.runner.run_operation`): it reads MM2's Connect
 offsets topic partition by partition (progress per partition, the lease renewed at each), its offset
 syncs and checkpoints, and keeps per source partition where replication resumes
 (`replication.takeover`: after MM2's committed Connect offset, or past what MM2's newest offset sync
@@ -28,13 +28,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from controlplane import core
 from controlplane.browse import topic_name_error
-from controlplane.core import ratelimit
 from controlplane.core.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
 from controlplane.flows import engine
 from controlplane.models import (
-    AuditOutcome,
     Cluster,
     Flow,
     FlowState,
@@ -150,17 +147,7 @@ def takeover_request(
     points must still hold). Operators only (the command line, no actor, runs as the system); refused,
     and audited, like a failover request: bad inputs, an apply of a flow that replicates, another
     operation of the flow active (OperationActive)."""
-    requests.require_operator(actor=actor, kind=KIND, flow=flow)
-    ratelimit.hit(
-        scope="mm2_takeover",
-        user_id=getattr(actor, "pk", None),
-        limit=settings.FAILOVER_PLAN_RATE_PER_MINUTE,
-        window_s=60,
-    )
-    with core.audited_attempt(
-        actor=actor, action=KIND, object_type="flow", object_id=flow.pk, object_repr=flow.name
-    ):
-        flow = Flow.objects.select_for_update().select_related("source", "target").get(pk=flow.pk)
+    with requests.locked_request(actor=actor, kind=KIND, flow=flow, rate_limit="mm2_takeover") as flow:
         request = {
             "offsets_topic": offsets_topic.strip(),
             "connector": connector.strip(),
@@ -170,28 +157,21 @@ def takeover_request(
         if from_dry_run is not None and not dry_run:
             request = {**_dry_run_of(flow, from_dry_run).result["request"], "from_dry_run": from_dry_run}
         _check_inputs(**{name: request[name] for name in ("offsets_topic", "connector", "mm2_source_alias")})
-        active = Operation.objects.filter(flow=flow, active=True).first()
-        if active is not None:
-            raise requests.OperationActive(active)
+        requests.refuse_if_active(flow)
         if not dry_run and (refusal := apply_refusal(flow)):
             raise ServiceConflict(refusal)
-        operation = requests.operation_create(
-            kind=KIND,
-            flow=flow,
-            actor=actor,
-            dry_run=dry_run,
-            timeout_s=settings.MIRRORPLANE_CLUSTER_TIMEOUT_S,
-            result={"request": request},
-        )
-        requests.audit(
+        return requests.queue(
             actor=actor,
             kind=KIND,
             flow=flow,
-            outcome=AuditOutcome.ACCEPTED,
-            detail=f"operation {operation.pk} queued: take over from MM2{' (dry run)' if dry_run else ''}",
-            after={"operation": operation.pk, "dry_run": dry_run, **request},
+            fields={
+                "dry_run": dry_run,
+                "timeout_s": settings.MIRRORPLANE_CLUSTER_TIMEOUT_S,
+                "result": {"request": request},
+            },
+            audited={"dry_run": dry_run, **request},
+            detail=f": take over from MM2{' (dry run)' if dry_run else ''}",
         )
-    return operation
 
 
 # -- running ----------------------------------------------------------------------------------------------

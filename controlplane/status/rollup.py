@@ -205,7 +205,7 @@ def flow_status(*, flow: Flow, now: datetime.datetime | None = None) -> FlowStat
 @dataclass(frozen=True)
 class ReplicationActivity:
     """Whether replication runs: the newest slice report of any flow, and the replication workers that
-    announce themselves in Redis (`controlplane.presence`), while some flow should replicate."""
+    announce themselves in Redis (`controlplane.core.presence`), while some flow should replicate."""
 
     runnable: bool  # some flow is in a state the workers replicate
     expected: bool  # ... and has been for longer than the stale limit: its reports are due

@@ -44,7 +44,7 @@ class FlowSpec:
     known_aliases: tuple[str, ...]
     runnable: bool  # the lifecycle state is one the workers replicate in
     config_version: str
-    queue: str  # its worker pool's queue (controlplane.pools): where its chains' slices go
+    queue: str  # its worker pool's queue (controlplane.flows.pools): where its chains' slices go
     # The flow target->source when one is stored: its offset syncs translate the checkpoints of topics
     # that came from the target (replication.checkpoint). Not part of config_version: editing the
     # reverse flow rebuilds only this flow's metadata tasks (workers.metadata), never its replication.
@@ -80,7 +80,7 @@ def _aliases() -> tuple[str, ...]:
 
 
 def runtime_flow_specs() -> list[FlowSpec]:
-    """Every flow that should replicate now (its state is runnable: controlplane.lifecycle)."""
+    """Every flow that should replicate now (its state is runnable: controlplane.flows.lifecycle)."""
     aliases = _aliases()
     stored = {(f.source_id, f.target_id): f for f in Flow.objects.select_related("source", "target")}
     return [

@@ -2,7 +2,7 @@
 before/after diff (pure functions).
 
 The live roll-ups the pages show (flow health, worst partition, lag, staleness) are
-`controlplane.selectors.flow_summaries` / `flow_status`, the same the API answers with.
+`controlplane.status.rollup.flow_summaries` / `flow_status`, the same the API answers with.
 """
 
 from __future__ import annotations

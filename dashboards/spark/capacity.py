@@ -21,7 +21,7 @@ Sizing follows Confluent's one-task method and Cruise Control's thresholds (REFE
 
 The overall rows add up every flow's rows, a pool's rows its flows' (one rule, `_fleet`): the daily loads
 add (the sum of p95s bounds the p95 of the sum from above). A flow runs only on its pool's workers
-(controlplane.pools), so a pool is judged on the live workers consuming its queue; the fleet still on
+(controlplane.flows.pools), so a pool is judged on the live workers consuming its queue; the fleet still on
 the workers it is given.
 """
 
@@ -56,7 +56,7 @@ MAX_PARTITIONS_PER_TASK = 150
 MAX_TASKS_PER_WORKER = 20
 OVERALL = "overall"
 POOL = "pool"  # the scope of a worker pool's rows
-DEFAULT_POOL = ""  # controlplane.pools.DEFAULT_POOL: a flow with no pool, or one deleted since
+DEFAULT_POOL = ""  # controlplane.flows.pools.DEFAULT_POOL: a flow with no pool, or one deleted since
 NOT_ENOUGH_DATA = "NOT_ENOUGH_DATA"
 DEFAULT_PLAN_MONTHS = 6
 

@@ -1,4 +1,4 @@
-"""Each alert rule's pure decision (controlplane.alert_rules), time passed in: no database, no broker."""
+"""Each alert rule's pure decision (controlplane.alerts.rules), time passed in: no database, no broker."""
 
 from __future__ import annotations
 

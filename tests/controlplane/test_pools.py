@@ -1,4 +1,4 @@
-"""Worker pools (controlplane.pools): the name rule, queues, the pools built from workers and flows, the
+"""Worker pools (controlplane.flows.pools): the name rule, queues, the pools built from workers and flows, the
 pool field through the service and the API (a bad name is a 400 at the field, nothing stored), the
 pools endpoint, and the pool_without_workers rule (pure)."""
 

@@ -1,4 +1,4 @@
-"""`controlplane.prometheus.render_text` writes exactly what prometheus-client's `generate_latest` writes."""
+"""`controlplane.metrics.prometheus.render_text` writes exactly what prometheus-client's `generate_latest` writes."""
 
 from __future__ import annotations
 

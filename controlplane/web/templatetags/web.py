@@ -24,7 +24,7 @@ def at_least(role: Role | None, name: str) -> bool:
 
 @register.filter
 def allows(flow, action: str) -> bool:
-    """`{% if flow|allows:"pause" %}`: whether the flow's state allows the action (controlplane.lifecycle)."""
+    """`{% if flow|allows:"pause" %}`: whether the flow's state allows the action (controlplane.flows.lifecycle)."""
     return action in lifecycle.allowed_actions(flow.state)
 
 
@@ -67,7 +67,7 @@ def seconds(value: float | None) -> str:
     return f"{hours} h {minutes} min"
 
 
-# Burrow states, STALE and UNKNOWN (controlplane.selectors) -> the badge colours of flow healths.
+# Burrow states, STALE and UNKNOWN (controlplane.status.rollup) -> the badge colours of flow healths.
 _STATUS_CLASSES = {"OK": "ok", "WARN": "lagging", "STALE": "stale", "UNKNOWN": "waiting"}
 
 
@@ -106,7 +106,7 @@ def changes(event) -> list[FieldChange]:
 
 @register.filter
 def presence_age(worker, now: float) -> float:
-    """Seconds since a worker's last announcement (controlplane.presence.Presence)."""
+    """Seconds since a worker's last announcement (controlplane.core.presence.Presence)."""
     return worker.age_s(now)
 
 
