@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from replication.config import FlowConfig
+from replication.connector import TopicSelection
 from replication.filters import GroupFilter, TopicFilter
 from replication.formats import Checkpoint, OffsetSync
 from replication.offset_sync_store import OffsetSyncStore
@@ -220,7 +221,7 @@ class MirrorCheckpointTask:
         self.store = store if store is not None else OffsetSyncStore()
         self.reverse_store = OffsetSyncStore()
         self._reverse_offset_syncs = reverse_offset_syncs
-        self._topic_filter = TopicFilter.for_flow(flow)
+        self._topics = TopicSelection.of(flow, policy)
         self._group_filter = GroupFilter.for_flow(flow)
         self._source_groups = source_groups
         self._target_groups = target_groups
@@ -270,7 +271,7 @@ class MirrorCheckpointTask:
     def _checkpoint_topic(self, topic: str) -> CheckpointTopic | None:
         if topic not in self._checkpoint_topics:
             self._checkpoint_topics[topic] = checkpoint_topic(
-                topic=topic, flow=self.flow, policy=self.policy, topic_filter=self._topic_filter
+                topic=topic, flow=self.flow, policy=self.policy, topic_filter=self._topics.topic_filter
             )
         return self._checkpoint_topics[topic]
 

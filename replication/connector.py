@@ -125,6 +125,32 @@ def mirrored_topics(
     return tuple(decision for decision in decisions if decision.replicate)
 
 
+@dataclass(frozen=True)
+class TopicSelection:
+    """Which source topics a flow replicates, and under which remote names: the flow, its replication
+    policy and its topic filter, decided once and passed down (as MM2's connector decides the topics and
+    hands its tasks partitions). Every reader, writer and page that asks "does this flow replicate that
+    topic?" asks one of these."""
+
+    flow: FlowConfig
+    policy: ReplicationPolicy
+    topic_filter: TopicFilter
+
+    @classmethod
+    def of(cls, flow: FlowConfig, policy: ReplicationPolicy) -> TopicSelection:
+        return cls(flow, policy, TopicFilter.for_flow(flow))
+
+    def decide(self, topic: str) -> TopicDecision:
+        """Whether the flow replicates source topic `topic`, its remote name, and why not."""
+        return classify_topic(topic=topic, flow=self.flow, policy=self.policy, topic_filter=self.topic_filter)
+
+    def mirrored(self, source_topics: Iterable[str]) -> tuple[TopicDecision, ...]:
+        """The decisions of the source topics among `source_topics` the flow replicates (sorted by name)."""
+        return mirrored_topics(
+            source_topics, flow=self.flow, policy=self.policy, topic_filter=self.topic_filter
+        )
+
+
 def plan_topic_sync(
     *,
     mirrored: Sequence[TopicDecision],

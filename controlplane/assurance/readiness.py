@@ -24,8 +24,6 @@ from controlplane.models import (
     FlowSignals,
 )
 from controlplane.status import rollup
-from replication.filters import TopicFilter
-from replication.policy import classify_topic, replication_policy_for
 from replication.readiness import Readiness, ReadinessFacts, ReadinessLimits, readiness_score
 
 UNKNOWN, STALE = rollup.UNKNOWN, rollup.STALE
@@ -66,11 +64,9 @@ class _ReverseFlows:
         if key not in _DECIDERS:
             if self._aliases is None:
                 self._aliases = list(Cluster.objects.values_list("alias", flat=True))
-            config = engine.flow_to_config(reverse)
-            policy = replication_policy_for(config, known_aliases=self._aliases)
             if len(_DECIDERS) > 10_000:
                 _DECIDERS.clear()
-            _DECIDERS[key] = (config, policy, TopicFilter.for_flow(config), {})
+            _DECIDERS[key] = (engine.topic_selection(reverse, known_aliases=self._aliases), {})
         return _DECIDERS[key]
 
     def of(self, summary: rollup.FlowSummary) -> tuple[str | None, list[str]]:
@@ -79,12 +75,11 @@ class _ReverseFlows:
         reverse = self._by_clusters.get((flow.target_id, flow.source_id))
         if reverse is None:
             return None, []
-        config, policy, topic_filter, decided = self._decider(reverse)
+        topics, decided = self._decider(reverse)
         missing = []
         for topic in sorted({p.row.topic for p in summary.partitions}):
             if topic not in decided:
-                decision = classify_topic(topic=topic, flow=config, policy=policy, topic_filter=topic_filter)
-                decided[topic] = decision.replicate
+                decided[topic] = topics.decide(topic).replicate
             if not decided[topic]:
                 missing.append(topic)
         return reverse.name, missing

@@ -15,25 +15,20 @@ from controlplane.core import ratelimit
 from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.flows import engine
 from controlplane.models import Flow
-from replication.filters import TopicFilter
 from replication.kafka import failover_io
 from replication.offset_mapping import Direction, MappedTopic, OffsetMapping, OffsetQuery, map_offsets
-from replication.policy import classify_topic
 
 
 def mapped_topics(reader: failover_io.FailoverReader, *, names: Iterable[str], direction: Direction) -> list:
     """The replicated topics among `names` (source names, or remote names from the target), with the
     remote topic's partition count on the target; names the flow does not replicate are left out."""
     counts = reader.partition_counts(reader.target)
-    topic_filter = TopicFilter.for_flow(reader.flow)
     found = []
     for name in set(names):
         source = name if direction == Direction.SOURCE_TO_TARGET else reader.policy.upstream_topic(name)
         if source is None or reader.policy.is_heartbeats_topic(source):
             continue
-        decision = classify_topic(
-            topic=source, flow=reader.flow, policy=reader.policy, topic_filter=topic_filter
-        )
+        decision = reader.topics.decide(source)
         if not decision.replicate or decision.remote_topic not in counts:
             continue
         if direction == Direction.TARGET_TO_SOURCE and decision.remote_topic != name:

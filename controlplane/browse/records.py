@@ -38,11 +38,9 @@ from replication.browse import (
     render_bytes,
 )
 from replication.config import ClusterConfig
-from replication.filters import TopicFilter
 from replication.kafka.browser import RecordPage as BrowsedPage
 from replication.kafka.browser import TopicBrowser, TopicListing, UnknownTopic, read_records
 from replication.kafka.failover_io import FailoverReader
-from replication.policy import classify_topic, replication_policy_for
 
 DEFAULT_RECORDS = 20
 MAX_RECORDS = 500
@@ -177,21 +175,17 @@ def mirrors_by_topic(*, cluster: Cluster, topics: Iterable[str]) -> dict[str, li
     names = list(topics)
     found: dict[str, list[Mirror]] = {name: [] for name in names}
     for flow in selectors.flow_list().filter(source=cluster) | selectors.flow_list().filter(target=cluster):
-        config = engine.flow_to_config(flow)
-        policy = replication_policy_for(config, known_aliases=aliases)
-        topic_filter = TopicFilter.for_flow(config)
+        topics = engine.topic_selection(flow, known_aliases=aliases)
+        policy = topics.policy
         for topic in names:
             if flow.source_id == cluster.pk:
-                decision = classify_topic(topic=topic, flow=config, policy=policy, topic_filter=topic_filter)
+                decision = topics.decide(topic)
                 if decision.replicate and decision.remote_topic:
                     found[topic].append(Mirror(flow, "source", topic, decision.remote_topic))
             upstream = policy.upstream_topic(topic) if flow.target_id == cluster.pk else None
-            if upstream and policy.format_remote_topic(flow.source.alias, upstream) == topic:
-                decision = classify_topic(
-                    topic=upstream, flow=config, policy=policy, topic_filter=topic_filter
-                )
-                if decision.replicate:
-                    found[topic].append(Mirror(flow, "target", upstream, topic))
+            mirrored_here = upstream and policy.format_remote_topic(flow.source.alias, upstream) == topic
+            if mirrored_here and topics.decide(upstream).replicate:
+                found[topic].append(Mirror(flow, "target", upstream, topic))
     return found
 
 
@@ -451,11 +445,7 @@ class CopyPage:
 
 
 def _remote_topic(flow: Flow, topic: str) -> str:
-    config = engine.flow_to_config(flow)
-    policy = replication_policy_for(config, known_aliases=_aliases())
-    decision = classify_topic(
-        topic=topic, flow=config, policy=policy, topic_filter=TopicFilter.for_flow(config)
-    )
+    decision = engine.topic_selection(flow, known_aliases=_aliases()).decide(topic)
     if not decision.replicate or not decision.remote_topic:
         raise ServiceValidationError.single(
             "topic", f"flow {flow.name} does not replicate topic {topic!r}: pick a topic it mirrors"

@@ -20,9 +20,11 @@ from controlplane.core import crypto
 from controlplane.core.errors import NON_FIELD
 from controlplane.models import Cluster, Flow, SecurityProtocol
 from replication.config import FLOW_PROPERTIES, ClusterConfig, FlowConfig
+from replication.connector import TopicSelection
 from replication.flow_rules import CLIENT_ROLES, FlowProblem, flow_problems
 from replication.kafka import failover_io
 from replication.mm2file import CLUSTER_ALIAS as MM2_CLUSTER_ALIAS
+from replication.policy import replication_policy_for
 from replication.secrets import MASK, is_secret_property
 
 # "client" holds cluster-wide client properties; the others `<alias>.<role>.*` overrides.
@@ -224,6 +226,15 @@ def flow_config_errors(flow: FlowConfig, *, aliases: Sequence[str]) -> dict[str,
     (`replication.flow_rules`), which the mm2.properties reader applies too, so the control plane accepts
     exactly what `python -m replication run` accepts."""
     return problem_errors(flow_problems(flow, aliases=aliases))
+
+
+def topic_selection(flow: Flow, *, known_aliases: Sequence[str] | None = None) -> TopicSelection:
+    """Which topics the flow replicates and under which remote names (its policy and topic filter), for
+    pages and reads that ask without a reader; `known_aliases` saves the read of every cluster's alias."""
+    config = flow_to_config(flow)
+    if known_aliases is None:
+        known_aliases = list(Cluster.objects.values_list("alias", flat=True))
+    return TopicSelection.of(config, replication_policy_for(config, known_aliases=known_aliases))
 
 
 def flow_reader(flow: Flow) -> failover_io.FailoverReader:

@@ -15,11 +15,10 @@ from controlplane.models import (
     Flow,
 )
 from replication.config import ClusterConfig, Mm2Config
-from replication.filters import TopicFilter
 from replication.kafka.admin import TopicAdmin, TopicAdminError
 from replication.kafka.cluster_check import ClusterCheck, check_cluster
 from replication.mm2file import write_mm2
-from replication.policy import TopicDecision, classify_topic, replication_policy_for
+from replication.policy import TopicDecision
 from replication.strimzi import write_strimzi
 
 # How long a request waits for a cluster's metadata before answering 502.
@@ -53,15 +52,9 @@ class FlowTopic:
 
 def flow_topics(*, flow: Flow, list_topics: TopicLister = live_partition_counts) -> list[FlowTopic]:
     """Each topic of the flow's source cluster: replicated (with its remote name) or why not."""
-    config = engine.flow_to_config(flow)
-    aliases = list(Cluster.objects.values_list("alias", flat=True))
-    policy = replication_policy_for(config, known_aliases=aliases)
-    topic_filter = TopicFilter.for_flow(config)
+    topics = engine.topic_selection(flow)
     partitions = list_topics(engine.cluster_to_config(flow.source))
-    return [
-        FlowTopic(classify_topic(topic=topic, flow=config, policy=policy, topic_filter=topic_filter), count)
-        for topic, count in sorted(partitions.items())
-    ]
+    return [FlowTopic(topics.decide(topic), count) for topic, count in sorted(partitions.items())]
 
 
 def _stored_config(clusters: list[Cluster], *, secrets: Literal["values", "placeholders"]) -> Mm2Config:

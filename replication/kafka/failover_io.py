@@ -26,7 +26,8 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from replication import failover, remote
 from replication.checkpoint import ABSENT, CommittedOffset
 from replication.config import ClusterConfig, FlowConfig, OffsetSyncsTopicLocation
-from replication.filters import GroupFilter, TopicFilter
+from replication.connector import TopicSelection
+from replication.filters import GroupFilter
 from replication.formats import Checkpoint, Heartbeat, OffsetSync, RecordFormatError
 from replication.kafka.clients import kafka_error_code, kafka_error_reason, make_admin, make_consumer
 from replication.kafka.cluster_check import check_cluster
@@ -34,7 +35,7 @@ from replication.kafka.flow_tasks import offset_syncs_cluster
 from replication.kafka.groups import GroupAdminError, GroupOffsetsAdmin
 from replication.kafka.internal_topics import InternalTopicReader
 from replication.offset_sync_store import OffsetSyncStore
-from replication.policy import classify_topic, replication_policy_for
+from replication.policy import replication_policy_for
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ class FailoverReader:
         self.flow, self.source, self.target = flow, source, target
         self.timeout_s = timeout_s
         self.policy = replication_policy_for(flow, known_aliases=known_aliases)
+        self.topics = TopicSelection.of(flow, self.policy)
         self.store = OffsetSyncStore()
         self._admins: dict[str, AdminClient] = {}
         self._sync_reader: InternalTopicReader | None = None
@@ -90,12 +92,9 @@ class FailoverReader:
 
     def replicated_partitions(self) -> dict[TopicPartitionKey, str]:
         """Every source partition the flow replicates -> its remote topic."""
-        topic_filter = TopicFilter.for_flow(self.flow)
         partitions: dict[TopicPartitionKey, str] = {}
         for topic, count in self.partition_counts(self.source).items():
-            decision = classify_topic(
-                topic=topic, flow=self.flow, policy=self.policy, topic_filter=topic_filter
-            )
+            decision = self.topics.decide(topic)
             if decision.replicate and not self.policy.is_heartbeats_topic(topic):
                 partitions.update({(topic, p): decision.remote_topic for p in range(count)})
         return partitions

@@ -16,8 +16,7 @@ from collections.abc import Callable, Sequence
 from confluent_kafka import KafkaException
 
 from replication.config import ClusterConfig, FlowConfig
-from replication.connector import mirrored_topics
-from replication.filters import TopicFilter
+from replication.connector import TopicSelection
 from replication.formats import Checkpoint, OffsetSync
 from replication.kafka.admin import TopicAdmin, TopicAdminError
 from replication.kafka.cluster_check import check_cluster
@@ -139,9 +138,7 @@ def _read_plan(
         records, source_alias=mm2_source_alias or flow.source, connector=connector
     )
 
-    mirrored = mirrored_topics(
-        source_counts, flow=flow, policy=policy, topic_filter=TopicFilter.for_flow(flow)
-    )
+    mirrored = TopicSelection.of(flow, policy).mirrored(source_counts)
     remote_of = {decision.topic: decision.remote_topic for decision in mirrored}
     keys = [(d.topic, p) for d in mirrored for p in range(source_counts[d.topic])]
     source_reader, target_reader = (

@@ -23,13 +23,13 @@ from replication.acls import TopicAcl, acl_sync_unsupported_message, missing_acl
 from replication.config import ClusterConfig, FlowConfig
 from replication.connector import (
     TopicPartition,
+    TopicSelection,
     TopicSyncPlan,
-    mirrored_topics,
     plan_topic_sync,
     replicated_configs,
     replicated_partitions,
 )
-from replication.filters import ConfigPropertyFilter, TopicFilter
+from replication.filters import ConfigPropertyFilter
 from replication.kafka.acls import AclSyncUnsupported, TopicAclAdmin
 from replication.kafka.admin import ADMIN_TIMEOUT_S, TopicAdmin, TopicAdminError
 from replication.logonce import warn_once
@@ -60,7 +60,7 @@ class TopicMetadataSync:
         self._target_admin = TopicAdmin(target, timeout_s=timeout_s)
         self._source_acls = TopicAclAdmin(source, timeout_s=timeout_s)
         self._target_acls = TopicAclAdmin(target, timeout_s=timeout_s)
-        self._topic_filter = TopicFilter.for_flow(flow)
+        self._topics = TopicSelection.of(flow, policy)
         self._config_filter = ConfigPropertyFilter.for_flow(flow)
         self._scheduler = Scheduler(
             [
@@ -149,9 +149,7 @@ class TopicMetadataSync:
 
     def _sync(self, *, sync_configs: bool) -> list[TopicPartition]:
         source_counts = self._source_admin.partition_counts()
-        mirrored = mirrored_topics(
-            source_counts, flow=self.flow, policy=self.policy, topic_filter=self._topic_filter
-        )
+        mirrored = self._topics.mirrored(source_counts)
         target_counts = self._target_admin.partition_counts()
         source_topics = self._source_admin.describe_topics(
             {d.topic: source_counts[d.topic] for d in mirrored}

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException, TopicPartition
 
 from replication.config import ClusterConfig, FlowConfig
-from replication.connector import mirrored_topics, plan_topic_sync
-from replication.filters import ConfigPropertyFilter, GroupFilter, TopicFilter
+from replication.connector import TopicSelection, plan_topic_sync
+from replication.filters import ConfigPropertyFilter, GroupFilter
 from replication.formats import OffsetSync
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_consumer
@@ -156,6 +156,7 @@ class FlowVerifier:
     ) -> None:
         self.flow, self.source, self.target, self.timeout_s = flow, source, target, timeout_s
         self.policy = replication_policy_for(flow, known_aliases=known_aliases)
+        self.topics = TopicSelection.of(flow, self.policy)
         self.store = OffsetSyncStore()
         self._syncs = InternalTopicReader(
             offset_syncs_cluster(flow, source=source, target=target),
@@ -295,9 +296,7 @@ class FlowVerifier:
         source_admin = TopicAdmin(self.source, timeout_s=self.timeout_s)
         target_admin = TopicAdmin(self.target, timeout_s=self.timeout_s)
         source_counts = source_admin.partition_counts()
-        mirrored = mirrored_topics(
-            source_counts, flow=self.flow, policy=self.policy, topic_filter=TopicFilter.for_flow(self.flow)
-        )
+        mirrored = self.topics.mirrored(source_counts)
         mirrored = tuple(d for d in mirrored if not self.policy.is_heartbeats_topic(d.topic))
         target_counts = target_admin.partition_counts()
         source_topics = source_admin.describe_topics({d.topic: source_counts[d.topic] for d in mirrored})
