@@ -464,6 +464,29 @@ class Operation(models.Model):
     def __str__(self) -> str:
         return f"{self.kind} {self.pk} of flow {self.flow_id} ({self.phase}, {self.outcome})"
 
+    # `timeout_s` is one stored column (the API's `timeout_s` of every kind) that means a different wait
+    # per use; the code reads it by these names. A column per meaning would need a migration that moves
+    # every stored operation's value, for no change of behaviour.
+    @property
+    def drain_timeout_s(self) -> float:
+        """Failover, failback, cutover and drill: the longest drain before giving up (or, forced, going on)."""
+        return self.timeout_s
+
+    @property
+    def fence_timeout_s(self) -> float:
+        """Cutover: how long the fence waits for the source's end offsets to stay still."""
+        return self.timeout_s
+
+    @property
+    def record_wait_s(self) -> float:
+        """Drill: how long it waits for the copy of a group's next record still on its way to the target."""
+        return self.timeout_s
+
+    @property
+    def client_timeout_s(self) -> float:
+        """Takeover: the bound of each read and write of MM2's topics and the target."""
+        return self.timeout_s
+
 
 class GroupOutcome(models.TextChoices):
     WRITTEN = "written"

@@ -26,8 +26,7 @@ from django.utils import timezone
 
 from controlplane.alerts.rules import FlowFacts, Limits, Verdict, evaluate
 from controlplane.alerts.silences import active_silences
-from controlplane.assurance import DEFAULT_BUDGET, RpoBudget, flow_readiness_all
-from controlplane.assurance.verification import verification_statuses
+from controlplane.assurance import DEFAULT_BUDGET, RpoBudget, flow_readiness_all, readiness_reads
 from controlplane.flows import lifecycle
 from controlplane.models import (
     Alert,
@@ -37,7 +36,6 @@ from controlplane.models import (
     Flow,
     FlowEvent,
     FlowEventKind,
-    FlowRpoBudget,
     FlowSignals,
     NotificationChannel,
 )
@@ -171,14 +169,8 @@ def alerts_evaluate(
     if tasks is not None:
         _store_task_leases(tasks, now=now)
     summaries = rollup.flow_summaries(now=now)
-    # assurance reads the RPO budgets defined here: imported when evaluating, not at import time.
-
-    readiness = flow_readiness_all(summaries, now=now)
-    verifications = verification_statuses()
-    budgets = {
-        row.flow_id: RpoBudget(row.seconds_behind, row.records_behind) for row in FlowRpoBudget.objects.all()
-    }
-    signals = {row.flow_id: row for row in FlowSignals.objects.all()}
+    reads = readiness_reads()
+    readiness = flow_readiness_all(summaries, now=now, reads=reads)
     window_start = now - datetime.timedelta(seconds=settings.ALERTS_DATA_LOSS_WINDOW_S)
     gaps = {
         row["flow_id"]: row
@@ -201,11 +193,11 @@ def alerts_evaluate(
             flow_id = summary.flow.pk
             facts = _facts(
                 summary,
-                budget=budgets.get(flow_id, DEFAULT_BUDGET),
-                signals=signals.get(flow_id),
+                budget=reads.budgets.get(flow_id, DEFAULT_BUDGET),
+                signals=reads.signals.get(flow_id),
                 gaps=gaps.get(flow_id),
                 replication_workers=replication_workers,
-                verification=verifications.get(flow_id),
+                verification=reads.verifications.get(flow_id),
                 readiness=readiness.get(flow_id),
             )
             for rule, verdict in evaluate(facts, rule_limits, now=epoch).items():

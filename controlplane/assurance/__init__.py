@@ -11,10 +11,12 @@ from controlplane.assurance.budgets import (
 )
 from controlplane.assurance.readiness import (
     FlowReadiness,
+    ReadinessReads,
     flow_readiness,
     flow_readiness_all,
     readiness_facts,
     readiness_limits,
+    readiness_reads,
 )
 from controlplane.assurance.rpo import (
     FlowRpo,
@@ -31,10 +33,12 @@ __all__ = [
     "rpo_budget_set",
     "rpo_budgets",
     "FlowReadiness",
+    "ReadinessReads",
     "flow_readiness",
     "flow_readiness_all",
     "readiness_facts",
     "readiness_limits",
+    "readiness_reads",
     "FlowRpo",
     "TopicRpo",
     "bytes_behind",

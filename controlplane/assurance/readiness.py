@@ -152,17 +152,39 @@ def _acl_warnings() -> dict[int, str]:
     return found
 
 
+@dataclass(frozen=True)
+class ReadinessReads:
+    """What the readiness score reads of every flow at once (keyed by flow id): RPO budgets, runtime
+    signals, the verifier's summaries, the stored assurance observations and the ACL sync warnings. The
+    alert evaluation judges the same reads (`alerts_evaluate`), so both see one moment."""
+
+    budgets: dict[int, RpoBudget]
+    signals: dict[int, FlowSignals]
+    verifications: dict[int, VerificationSummary]
+    assurances: dict[int, FlowAssurance]
+    acl_warnings: dict[int, str]
+
+
+def readiness_reads() -> ReadinessReads:
+    return ReadinessReads(
+        budgets=rpo_budgets(),
+        signals={row.flow_id: row for row in FlowSignals.objects.all()},
+        verifications=verification_statuses(),
+        assurances={row.flow_id: row for row in FlowAssurance.objects.all()},
+        acl_warnings=_acl_warnings(),
+    )
+
+
 def flow_readiness_all(
-    summaries: list[rollup.FlowSummary] | None = None, *, now: datetime.datetime | None = None
+    summaries: list[rollup.FlowSummary] | None = None,
+    *,
+    now: datetime.datetime | None = None,
+    reads: ReadinessReads | None = None,
 ) -> dict[int, FlowReadiness]:
-    """Every flow's readiness (a few queries for all flows), keyed by flow id."""
+    """Every flow's readiness (a few queries for all flows, none when `reads` are given), keyed by flow id."""
     now = now or timezone.now()
     summaries = rollup.flow_summaries(now=now) if summaries is None else summaries
-    budgets = rpo_budgets()
-    signals = {row.flow_id: row for row in FlowSignals.objects.all()}
-    verifications = verification_statuses()
-    assurances = {row.flow_id: row for row in FlowAssurance.objects.all()}
-    acl = _acl_warnings()
+    reads = readiness_reads() if reads is None else reads
     reverse_flows = _ReverseFlows([summary.flow for summary in summaries])
     limits, threshold = readiness_limits(), settings.READINESS_ALERT_BELOW
     result: dict[int, FlowReadiness] = {}
@@ -170,12 +192,12 @@ def flow_readiness_all(
         flow_id = summary.flow.pk
         facts = readiness_facts(
             summary,
-            budget=budgets.get(flow_id, DEFAULT_BUDGET),
-            signals=signals.get(flow_id),
-            verification=verifications.get(flow_id),
-            assurance=assurances.get(flow_id),
+            budget=reads.budgets.get(flow_id, DEFAULT_BUDGET),
+            signals=reads.signals.get(flow_id),
+            verification=reads.verifications.get(flow_id),
+            assurance=reads.assurances.get(flow_id),
             reverse=reverse_flows.of(summary),
-            acl_unsupported=acl.get(flow_id),
+            acl_unsupported=reads.acl_warnings.get(flow_id),
         )
         readiness = readiness_score(facts, limits, now=now.timestamp())
         result[flow_id] = FlowReadiness(summary.flow, readiness, now, threshold)

@@ -72,7 +72,7 @@ def cutover_request(
     kind = OperationKind.CUTOVER
     with requests.locked_request(actor=actor, kind=kind, flow=flow) as flow:
         requests.check_confirmation(flow=flow, confirm=confirm)
-        requests.check_timeout(timeout_s)
+        requests.check_drain_timeout(timeout_s)
         if not 0 < fence_s <= MAX_FENCE_S:
             raise ServiceValidationError.single(
                 "fence_s", f"give how long the source must stay still, between 0 and {MAX_FENCE_S:g} seconds"
@@ -181,7 +181,7 @@ def _check_lag(operation: Operation, step: Step, reader: failover_io.FailoverRea
 
 
 def _watch_fence(operation: Operation, step: Step, reader: failover_io.FailoverReader) -> None:
-    """Wait until the source's end offsets stay still for fence_s (refused past timeout_s)."""
+    """Wait until the source's end offsets stay still for fence_s (refused past fence_timeout_s)."""
     step(phase=Phase.FENCING, message=f"watching {reader.source.alias}'s end offsets stay still")
     partitions = reader.replicated_partitions()
     watch = FenceWatch(
@@ -196,7 +196,7 @@ def _watch_fence(operation: Operation, step: Step, reader: failover_io.FailoverR
         watch.observe(reader.end_offsets(reader.source, partitions), now=now)
         if watch.fenced(now=now):
             break
-        if now - watch.started >= operation.timeout_s:
+        if now - watch.started >= operation.fence_timeout_s:
             summary = (
                 f"producers still write: {sum(watch.appended.values())} record(s) appended on "
                 f"{len(watch.appended)} partition(s) of {reader.source.alias} in {now - watch.started:.0f} s; "

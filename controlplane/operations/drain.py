@@ -49,7 +49,7 @@ def drain(
     producers_stopped: bool,
 ) -> None:
     """Wait until every record below the recorded end offsets is copied, with its offset sync; progress
-    on the operation at every look. Raises DrainTimeout after `timeout_s` unless forced."""
+    on the operation at every look. Raises DrainTimeout after `drain_timeout_s` unless forced."""
     rows = operation.drain_partitions
     partitions = {(row["topic"], row["partition"]): row["remote_topic"] for row in rows}
     ends = {(row["topic"], row["partition"]): row["end"] for row in rows if row["end"] is not None}
@@ -83,11 +83,11 @@ def drain(
         if progress.done:
             step(**fields, phase=OperationPhase.MOVING_GROUPS, message=f"drained in {elapsed:.0f} s")
             return
-        if elapsed >= operation.timeout_s:
+        if elapsed >= operation.drain_timeout_s:
             if not operation.force:
                 step(**fields, message=f"drain timed out after {elapsed:.0f} s: {remaining}")
                 raise DrainTimeout(
-                    f"{remaining} after {operation.timeout_s:g} s (the drain timeout). "
+                    f"{remaining} after {operation.drain_timeout_s:g} s (the drain timeout). "
                     "Start the replication workers (or check the flow's errors) and run it again, "
                     "or force it to go on without them"
                 )

@@ -99,7 +99,9 @@ def request_scheduled_drills(*, now=None) -> list[Operation]:
         if last is None or (now - last.requested_at).total_seconds() < interval:
             continue
         try:
-            queued.append(drill_request(actor=None, flow=flow, groups=last.groups, timeout_s=last.timeout_s))
+            queued.append(
+                drill_request(actor=None, flow=flow, groups=last.groups, timeout_s=last.record_wait_s)
+            )
         except ServiceConflict as exc:
             log.info("scheduled drill of %s waits: %s", flow.name, exc)
     return queued
@@ -264,7 +266,7 @@ def _drill_group(operation: Operation, step, reader: failover_io.FailoverReader,
             note=row.note,
             source=source,
             target=target,
-            wait_s=operation.timeout_s,
+            wait_s=operation.record_wait_s,
         )
         sync = (
             None
@@ -290,7 +292,7 @@ def _shadow_next_records(operation: Operation, step, reader, group: str, offsets
         group=shadow.name,
         partitions=sorted(offsets),
         wait_for=waiting,
-        timeout_s=max(operation.timeout_s, reader.timeout_s),
+        timeout_s=max(operation.record_wait_s, reader.timeout_s),
         tick=step,
     )
     clean_shadow_groups(operation=operation)

@@ -99,7 +99,7 @@ def clean_groups(groups: Sequence[str] | None) -> list[str]:
     return sorted({group.strip() for group in groups or () if group.strip()})
 
 
-def check_timeout(timeout_s: float) -> None:
+def check_drain_timeout(timeout_s: float) -> None:
     if not 0 <= timeout_s <= MAX_DRAIN_TIMEOUT_S:
         raise ServiceValidationError.single(
             "timeout_s", f"give a drain timeout between 0 and {MAX_DRAIN_TIMEOUT_S:g} seconds"
@@ -167,7 +167,7 @@ def operation_request(
     another operation of the flow is active (OperationActive, with that operation)."""
     with locked_request(actor=actor, kind=kind, flow=flow) as flow:
         check_confirmation(flow=flow, confirm=confirm)
-        check_timeout(timeout_s)
+        check_drain_timeout(timeout_s)
         refuse_if_active(flow)
         check_allowed(flow=flow, kind=kind)
         chosen, failover = clean_groups(groups), None

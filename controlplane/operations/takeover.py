@@ -209,7 +209,7 @@ def _read(operation: Operation, step: Step) -> TakeoverPlan:
             offsets_topic=request["offsets_topic"] or None,
             connector=request["connector"],
             mm2_source_alias=request["mm2_source_alias"] or None,
-            timeout_s=operation.timeout_s,
+            timeout_s=operation.client_timeout_s,
             progress=progress,
         )
     except TakeoverError as exc:
@@ -256,7 +256,7 @@ def _store(operation: Operation, step: Step, plan: TakeoverPlan) -> None:
                 plan,
                 target=engine.cluster_to_config(flow.target),
                 source_alias=flow.source.alias,
-                timeout_s=operation.timeout_s,
+                timeout_s=operation.client_timeout_s,
             )
         except Mm2StillWriting as exc:
             raise TakeoverRefused(str(exc)) from exc
