@@ -43,8 +43,8 @@ def documented_names() -> set[str]:
 
 
 def exported_names() -> set[str]:
-    """The series controlplane/metrics.prometheus.py builds (`_gauge("x", ...)`, `_counter("x", ...)`, `_histogram`)."""
-    text = (ROOT / "controlplane" / "prometheus.py").read_text()
+    """The series controlplane/metrics/prometheus.py builds (`_gauge("x", ...)`, `_counter("x", ...)`, `_histogram`)."""
+    text = (ROOT / "controlplane" / "metrics" / "prometheus.py").read_text()
     gauges = re.findall(r"_gauge\(\s*\"(\w+)\"", text)
     counters = re.findall(r"_counter\(\s*\"(\w+)\"", text)
     histograms = re.findall(r"_histogram\(\s*\"(\w+)\"", text)

@@ -166,7 +166,7 @@ def test_rules_and_dashboard_read_only_metrics_mirrorplane_exports():
     for expr in _dashboard_exprs():
         used.setdefault("dashboard", set()).update(metric_names(expr))
     unknown = {where: sorted(names - known) for where, names in used.items() if names - known}
-    assert not unknown, f"not in docs/metrics.md nor controlplane/metrics.prometheus.py: {unknown}"
+    assert not unknown, f"not in docs/metrics.md nor controlplane/metrics/prometheus.py: {unknown}"
     assert {"mirrorplane_flow_seconds_behind", "mirrorplane_records_replicated_total"} <= used["dashboard"]
 
 
