@@ -48,7 +48,6 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from bench.brokers import bench_clusters
 from bench.engine_vs_raw import TARGET_RATIO, Scenario, compare, engine_task
-from controlplane.flows import services
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
@@ -262,6 +261,7 @@ class RuntimeCopy(Copy):
     ) -> None:
         super().__init__(source, target, topic)
         from bench.runtime import _redis_url
+        from controlplane.flows import services
         from controlplane.models import Cluster
         from tests.workers.harness import CeleryRuntime
 
@@ -300,6 +300,7 @@ class RuntimeCopy(Copy):
         self.runtime.start_beat()
 
     def stop(self) -> None:
+        from controlplane.flows import services
 
         self.runtime.close()
         services.flow_delete(actor=None, flow=self.flow)

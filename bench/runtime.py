@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.engine_vs_raw import Measurement, Scenario, engine_copy, fill_source
-from controlplane.flows import services
 
 TARGET_RATIO = 0.8
 VALUE_BYTES = 1024
@@ -51,6 +50,7 @@ def runtime_copy(
 ) -> Measurement:
     from django.db.models import Sum
 
+    from controlplane.flows import services
     from controlplane.models import Cluster, FlowPartitionStatus
     from tests.workers.harness import CeleryRuntime, wait_until
 

@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.runtime import _redis_url, _setup_django
-from controlplane.flows import services
 
 TARGET_GAP_S = 1.0
 PARTITIONS = 4
@@ -66,6 +65,7 @@ def measure(
     ):
         workdir = Path(tmp)
         _setup_django(workdir)
+        from controlplane.flows import services
 
         a = ClusterConfig(alias="A", bootstrap_servers=brokers["A"].bootstrap_servers)
         b = ClusterConfig(alias="B", bootstrap_servers=brokers["B"].bootstrap_servers)

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from controlplane import core
 from replication.config import ClusterConfig
 from replication.kafka.apache import ApacheKafkaBroker, BrokerSecurity, apache_clusters, kafka_version
 from replication.kafka.embedded import EmbeddedBroker, embedded_clusters
@@ -131,6 +130,7 @@ def unique_name(request) -> str:
 @pytest.fixture
 def users(db) -> dict:
     """A user per role, plus `norole`: authenticated but holding no role (web and dashboards tests)."""
+    from controlplane import core
     from controlplane.core.roles import Role
 
     result = {

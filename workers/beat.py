@@ -24,8 +24,6 @@ from celery.beat import PersistentScheduler
 from django.conf import settings
 from django.db import close_old_connections
 
-from controlplane.core import presence
-
 log = logging.getLogger(__name__)
 
 
@@ -42,7 +40,8 @@ class SupervisingScheduler(PersistentScheduler):
         return min(super().tick(*args, **kwargs), max(self._next_supervise - time.monotonic(), 0.0))
 
     def _supervise(self) -> None:
-        # The tasks modules need the app configured first.
+        # The tasks modules and the control plane's packages need the app (and Django's models) ready first.
+        from controlplane.core import presence
         from workers import alerts, operations, reports, supervisor, tasks, verification
 
         close_old_connections()  # the database may have restarted since the last run

@@ -14,8 +14,6 @@ import signal
 import threading
 import time
 
-from controlplane.flows import services
-
 
 def _wait_for_cluster(cluster, timeout_s: float = 60.0) -> None:
     from replication.kafka.admin import TopicAdmin, TopicAdminError
@@ -46,6 +44,7 @@ DEMO_FLOW_SETTINGS = {
 
 def store_demo_flows(*, servers: dict[str, str]) -> list:
     """Clusters dc1/dc2 at `servers` and the two flows, created or brought up to date."""
+    from controlplane.flows import services
     from controlplane.models import Cluster, Flow
 
     clusters = {}

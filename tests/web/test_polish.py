@@ -10,8 +10,6 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from controlplane.flows import services
-
 pytestmark = pytest.mark.django_db
 
 
@@ -38,6 +36,7 @@ def test_not_allowed_page_for_a_user_without_a_role_still_has_the_navigation(cli
 def test_a_new_flow_defaults_to_enabled_and_the_preview_says_saving_starts_it(
     client_as, cluster_a, cluster_b
 ):
+    from controlplane.flows import services
     from controlplane.models import Flow
 
     a = services.cluster_create(actor=None, alias="A", bootstrap_servers=cluster_a.bootstrap_servers)
@@ -63,6 +62,7 @@ def test_a_new_flow_defaults_to_enabled_and_the_preview_says_saving_starts_it(
 
 
 def test_the_api_keeps_mm2s_default_a_new_flow_is_disabled(client_as, flow):
+    from controlplane.flows import services
 
     services.cluster_create(actor=None, alias="C", bootstrap_servers="c.invalid:9092")
     response = client_as("admin").post(
@@ -107,6 +107,7 @@ def test_demo_banner_links_a_page_the_demo_admin_sees(client):
 
 
 def test_audit_log_shows_changed_fields_before_and_after_with_secrets_masked(client_as, users, flow):
+    from controlplane.flows import services
 
     services.flow_update(actor=users["admin"], flow=flow, topics=["orders.*"], tasks_max=3)
     services.cluster_update(

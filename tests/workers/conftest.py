@@ -7,7 +7,6 @@ import os
 import pytest
 import redis
 
-from controlplane.flows import services
 from workers import context
 
 # A database number of the shared Redis that nothing else uses; only it is ever flushed.
@@ -39,6 +38,7 @@ def celery_runtime(transactional_db, redis_url, tmp_path):
 @pytest.fixture
 def make_flow(transactional_db, cluster_a, cluster_b):
     """make_flow(topics=[...], **settings) -> a stored, enabled flow A->B on the embedded clusters."""
+    from controlplane.flows import services
 
     a = services.cluster_create(actor=None, alias="A", bootstrap_servers=cluster_a.bootstrap_servers)
     b = services.cluster_create(actor=None, alias="B", bootstrap_servers=cluster_b.bootstrap_servers)
