@@ -675,6 +675,7 @@ class MirrorSourceTask:
             elif (
                 return_when_caught_up
                 and not any(state.in_flight for state in states.values())
+                and self._fetched_to_end()
                 and (
                     self._persisted_all()
                     or self._cadence.due(now=time.monotonic(), acked=self._acked_totals()[0])
@@ -685,6 +686,21 @@ class MirrorSourceTask:
                 return True
             self._persist_if_due()
         return False
+
+    def _fetched_to_end(self) -> bool:
+        """Every running partition was read to the end its source reports: a fetch that found nothing is
+        not "caught up" before the consumer knows where the end is (a new consumer's first fetches come
+        back empty while it looks up its partitions' leaders and offsets)."""
+        for state in self._states.values():
+            if state.stopped:
+                continue
+            watermarks = self._source.watermarks(*state.key)
+            if watermarks is None:
+                return False
+            position = self._source.position(*state.key)
+            if max(position if position is not None else -1, state.next_offset) < watermarks[1]:
+                return False
+        return True
 
     def _persisted_all(self) -> bool:
         return all(state.position == state.persisted for state in self._states.values())
