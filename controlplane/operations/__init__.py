@@ -1,13 +1,13 @@
 """Operations: durable failover, failback, drill, cutover and takeover jobs.
 
-The requests' checks, creation and lease (`requests`), the drain (`drain`) and the runner
-(`runner`, which dispatches by kind: `dispatch`) are this package's names; each kind has its own module
+The requests' checks, creation and lease (`requests`), the drain's names (`drain`, a module: its
+function `drain.drain` is not re-exported, so the module keeps its name) and the runner (`runner`, which
+dispatches by kind: `dispatch`) are this package's names; each kind has its own module
 (`failover`, `failback`, `drills`, `cutover`, `takeover`) with its request and its phases."""
 
 from controlplane.operations.drain import (
     DRAIN_POLL_S,
     DrainTimeout,
-    drain,
     drain_rows,
     partition_label,
 )
@@ -51,7 +51,6 @@ from controlplane.operations.runner import (
 __all__ = [
     "DRAIN_POLL_S",
     "DrainTimeout",
-    "drain",
     "drain_rows",
     "partition_label",
     "DEFAULT_DRAIN_TIMEOUT_S",

@@ -112,10 +112,6 @@ def _record(operation: Operation, step: Step, name: str, status: str, summary: s
     step(result=result, message=f"{name}: {summary}"[:500])
 
 
-def _key(topic: str, partition: int) -> str:
-    return f"{topic}[{partition}]"
-
-
 # -- running ----------------------------------------------------------------------------------------------
 def run(operation: Operation, step: Step) -> None:
     reader = engine.flow_reader(operation.flow)
@@ -156,7 +152,9 @@ def _check_lag(operation: Operation, step: Step, reader: failover_io.FailoverRea
     evidence = {
         "records_behind": plan.records_at_risk,
         "seconds_behind": plan.seconds_behind,
-        "partitions_behind": {_key(p.topic, p.partition): p.records_at_risk for p in behind[:20]},
+        "partitions_behind": {
+            drain.partition_label(p.topic, p.partition): p.records_at_risk for p in behind[:20]
+        },
         "groups": len(plan.groups),
         "checks": {item.check.value: item.status.value for item in plan.checklist},
     }
@@ -282,7 +280,7 @@ def _verify(operation: Operation, step: Step, reader: failover_io.FailoverReader
             already = summary.verified_up_to(topic, partition)
             start = max(low, already or low)
             if start >= end:
-                evidence[_key(topic, partition)] = {
+                evidence[drain.partition_label(topic, partition)] = {
                     "verified_before": already,
                     "from": start,
                     "to": end,
@@ -291,9 +289,9 @@ def _verify(operation: Operation, step: Step, reader: failover_io.FailoverReader
                 continue
             if oldest is None:
                 raise CutoverFailed(
-                    f"{_key(topic, partition)} has records but no offset sync: nothing proves its copy"
+                    f"{drain.partition_label(topic, partition)} has records but no offset sync: nothing proves its copy"
                 )
-            evidence[_key(topic, partition)] = _verify_partition(
+            evidence[drain.partition_label(topic, partition)] = _verify_partition(
                 verifier, step, topic, partition, remote, OffsetRange(start, end), limits, already
             )
     finally:
@@ -320,7 +318,7 @@ def _verify_partition(verifier, step, topic, partition, remote, offsets, limits,
             verdict = verifier.verify_range(topic, partition, remote, chunk, limits=limits)
         except (RangeNotReadable, TimeoutError) as exc:
             raise CutoverFailed(
-                f"verifying {_key(topic, partition)} {chunk}: {exc}; run the cutover again"
+                f"verifying {drain.partition_label(topic, partition)} {chunk}: {exc}; run the cutover again"
             ) from exc
         if not verdict.clean:
             message = verdict.mismatch.message(topic=topic, partition=partition, remote_topic=remote)
@@ -351,7 +349,9 @@ def _write_offsets(operation: Operation, step: Step, reader: failover_io.Failove
             reader, groups=operation.groups, remote_topics=remote_topics
         )
         would = {
-            plan.group: {_key(*key): offset for key, offset in sorted(plan.offsets_to_write().items())}
+            plan.group: {
+                drain.partition_label(*key): offset for key, offset in sorted(plan.offsets_to_write().items())
+            }
             for plan in plans
         }
         _record(

@@ -40,7 +40,7 @@ from controlplane.models import (
     OperationOutcome,
     OperationPhase,
 )
-from controlplane.operations import requests
+from controlplane.operations import drain, requests
 from replication.kafka.takeover_io import (
     Mm2StillWriting,
     TakeoverError,
@@ -91,10 +91,6 @@ def plan_summary(plan: TakeoverPlan) -> dict:
             for point in plan.partitions
         ],
     }
-
-
-def _position_key(topic: str, partition: int) -> str:
-    return f"{topic}[{partition}]"
 
 
 def _check_inputs(*, offsets_topic: str, connector: str, mm2_source_alias: str = "") -> None:
@@ -242,7 +238,7 @@ def _check_dry_run_holds(operation: Operation, plan: TakeoverPlan) -> None:
 
 def _change(key: tuple[str, int], was: tuple | None, now: tuple | None) -> str:
     (was_next, was_end), (now_next, now_end) = was or (None, None), now or (None, None)
-    return f"{_position_key(*key)} resumes at {was_next} -> {now_next}, remote end {was_end} -> {now_end}"
+    return f"{drain.partition_label(*key)} resumes at {was_next} -> {now_next}, remote end {was_end} -> {now_end}"
 
 
 def _store(operation: Operation, step: Step, plan: TakeoverPlan) -> None:
@@ -262,9 +258,9 @@ def _store(operation: Operation, step: Step, plan: TakeoverPlan) -> None:
             raise TakeoverRefused(str(exc)) from exc
         except TakeoverError as exc:
             raise ClusterUnavailable(str(exc)) from exc
-        written = {_position_key(*key): offset for key, offset in sorted(positions.items())}
+        written = {drain.partition_label(*key): offset for key, offset in sorted(positions.items())}
         before = {
-            _position_key(p.topic, p.partition): p.current_next_offset
+            drain.partition_label(p.topic, p.partition): p.current_next_offset
             for p in plan.partitions
             if (p.topic, p.partition) in positions
         }
