@@ -141,11 +141,11 @@ def _plan_failover(
         for p in plan.partitions
         if p.source_end is not None
     }
-    drain = plan.source_reachable
+    drains = plan.source_reachable
     step(
-        drain_partitions=drain.drain_rows(partitions, ends) if drain else [],
-        phase=OperationPhase.DRAINING if drain else OperationPhase.MOVING_GROUPS,
-        message="draining" if drain else f"{flow.source.alias} does not answer: no drain",
+        drain_partitions=drain.drain_rows(partitions, ends) if drains else [],
+        phase=OperationPhase.DRAINING if drains else OperationPhase.MOVING_GROUPS,
+        message="draining" if drains else f"{flow.source.alias} does not answer: no drain",
     )
 
 
