@@ -24,6 +24,8 @@ import resource
 import time
 from collections.abc import Sequence
 
+from confluent_kafka import OFFSET_END, TopicPartition
+
 from bench.brokers import bench_clusters
 from replication.config import ClusterConfig, FlowConfig
 from replication.connector import NewRemoteTopic
@@ -67,7 +69,6 @@ def fetch_requests_per_s(
 
     settings = {**CONSUMER_DEFAULTS, "fetch.wait.max.ms": wait_ms, "statistics.interval.ms": 1000}
     consumer = make_consumer(source, overrides={**settings, "stats_cb": on_stats})
-    from confluent_kafka import OFFSET_END, TopicPartition
 
     consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
     deadline = time.monotonic() + seconds
