@@ -20,7 +20,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, F, Max, Sum
 from django.utils import timezone
 
@@ -42,6 +42,9 @@ from controlplane.models import (
 from controlplane.status import rollup
 
 EVALUATED_AT_KEY = "alerts:evaluated_at"
+# Beat's evaluation and one asked for by hand (a page, a test) can overlap: without one lock both would see no
+# firing instance of a rule and both open one, and the second would break the one-firing-instance rule.
+EVALUATION_LOCK = 0x4D50_414C  # "MPAL": a PostgreSQL advisory lock key of its own
 
 
 @dataclass(frozen=True)
@@ -182,6 +185,7 @@ def alerts_evaluate(
     rule_limits = limits()
     epoch = now.timestamp()
     with transaction.atomic():
+        _one_evaluation_at_a_time()
         open_alerts = {
             (alert.flow_id, alert.rule): alert
             for alert in Alert.objects.select_for_update().filter(state=AlertState.FIRING)
@@ -227,6 +231,13 @@ def alerts_evaluate(
         Alert.objects.bulk_update(updated, ["figure", "threshold", "observed_at", "message"])
     cache.set(EVALUATED_AT_KEY, now.timestamp(), timeout=None)
     return Evaluation(fired, resolved, notifications)
+
+
+def _one_evaluation_at_a_time() -> None:
+    """Hold the evaluation lock until the transaction ends (SQLite serialises writers by itself)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [EVALUATION_LOCK])
 
 
 def _open(flow_id: int, rule: str, verdict: Verdict, *, now: datetime.datetime, silenced: bool) -> Alert:

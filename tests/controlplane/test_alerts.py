@@ -4,8 +4,10 @@ API (secrets write-only, field errors), and one delivery to a real local HTTP re
 from __future__ import annotations
 
 import datetime
+import threading
 
 import pytest
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from controlplane import alerts, assurance, core
@@ -230,3 +232,34 @@ def test_a_channel_disabled_after_queueing_sends_nothing(flow, admin_user, setti
         notifications.notification_deliver(notification_id=notification_id)
     assert receiver.received == []
     assert AlertNotification.objects.get(pk=notification_id).state == NotificationState.FAILED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_evaluations_at_once_open_one_alert_not_an_integrity_error(flow, admin_user, settings):
+    """Beat's evaluation and one run by hand overlapped in CI: both saw no firing alert and both opened one.
+    The second now waits for the first, then finds its alert firing."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the overlap needs two database connections at once (PostgreSQL)")
+    settings.MIRRORPLANE_STALE_AFTER_S = 60
+    assurance.rpo_budget_set(actor=admin_user, flow=flow, seconds_behind=30, records_behind=None)
+    report(flow, seconds_behind=45)
+    second: dict = {}
+
+    def evaluate_beside():
+        try:
+            second["fired"] = alerts.alerts_evaluate().fired
+        except Exception as error:  # reported to the test, not raised in the thread
+            second["error"] = error
+        finally:
+            connections.close_all()
+
+    with transaction.atomic():  # the first evaluation's transaction stays open while the second starts
+        assert [a.rule for a in alerts.alerts_evaluate().fired] == [AlertRule.RPO_SECONDS]
+        beside = threading.Thread(target=evaluate_beside)
+        beside.start()
+        beside.join(timeout=1.0)
+        assert beside.is_alive()  # waiting for the first to end, not racing it
+    beside.join(timeout=30)
+    assert "error" not in second, second.get("error")
+    assert second["fired"] == []
+    assert alerts.alert_list().filter(state="firing").count() == 1
