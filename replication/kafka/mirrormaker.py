@@ -1,4 +1,5 @@
-"""Apache Kafka's own MirrorMaker 2 (connect-mirror, dedicated mode) as a child process, for interop tests.
+"""Apache Kafka's own MirrorMaker 2 (connect-mirror, dedicated mode) as a child process, for the interop
+tests and the side-by-side benchmark (`python -m bench vs-mm2`).
 
 Its jars are the brokers' (`deploy/kafka/pom.xml` brings connect-mirror and the log4j2 binding); its log
 goes to `mm2.log` in its folder, shown when a test fails.
@@ -90,7 +91,7 @@ class MirrorMaker2:
 def mm2_translate_offsets(
     bootstrap_servers: str, *, source_alias: str, group: str
 ) -> dict[tuple[str, int], int]:
-    """`RemoteClusterUtils.translateOffsets` (tests/java/TranslateOffsets.java, run by the JDK's source
+    """`RemoteClusterUtils.translateOffsets` (java/TranslateOffsets.java beside this module, run by the JDK's source
     launcher) on the cluster holding `<source_alias>.checkpoints.internal`: {(remote topic, partition): offset}."""
     workdir = Path(__file__).resolve().parent / "java"
     result = subprocess.run(

@@ -13,10 +13,10 @@ from confluent_kafka import TopicPartition
 
 from replication.config import ClusterConfig, FlowConfig
 from replication.kafka.clients import make_consumer, make_producer
+from replication.kafka.mirrormaker import MirrorMaker2, mm2_translate_offsets
 from replication.kafka.remote import latest_group_checkpoints
 from replication.kafka.takeover_io import apply_takeover, read_takeover_plan
 from replication.policy import DefaultReplicationPolicy
-from tests.mm2_process import MirrorMaker2, mm2_translate_offsets
 from tests.replication.test_run_cli import (
     RunProcess,
     create_topic,
