@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import time
+
 import pytest
 
 from replication.config import IDENTITY_REPLICATION_POLICY, FlowConfig
@@ -93,15 +96,68 @@ def test_three_cluster_identity_ring_is_one_loop() -> None:
     assert loops[0].startswith("A->B->C->A: every flow uses IdentityReplicationPolicy")
 
 
-def test_every_elementary_cycle_is_reported_once() -> None:
+def test_every_looping_flow_is_on_one_reported_loop_the_shortest() -> None:
     aliases = ["A", "B", "C"]
     flows = [flow(f"{s}->{t}", policy=IDENTITY) for s in aliases for t in aliases if s != t]
     paths = sorted(loop.path for loop in detect_replication_loops(flows, aliases=aliases))
-    # three 2-cycles and the two orientations of the triangle
-    assert paths == ["A->B->A", "A->B->C->A", "A->C->A", "A->C->B->A", "B->C->B"]
+    assert paths == ["A->B->A", "A->C->A", "B->C->B"]
+
+
+def test_identity_flow_with_provenance_loops_through_a_flow_without_it() -> None:
+    flows = [
+        flow("A->B", policy=IDENTITY, provenance=True),
+        flow("B->C", provenance=True),
+        flow("C->A"),
+    ]
+    loops = detect_replication_loops(flows, aliases=["A", "B", "C"])
+    assert [loop.path for loop in loops] == ["A->B->C->A"]
+    assert loops[0].fix.startswith("enable provenance.header.enabled=true on C->A")
+
+
+def test_identity_pair_with_provenance_beside_a_default_pair_is_not_a_loop() -> None:
+    flows = [flow("A->B", policy=IDENTITY, provenance=True), flow("B->A", policy=IDENTITY, provenance=True)]
+    flows += [flow("A->C"), flow("C->A")]
+    assert detect_replication_loops(flows, aliases=["A", "B", "C"]) == []
+
+
+def test_a_loop_needing_a_longer_cycle_than_the_shortest_is_found() -> None:
+    flows = [flow("A->B"), flow("B->A"), flow("B->C", provenance=True, separator="_")]
+    flows += [flow("C->A", provenance=True, separator="_")]
+    loops = detect_replication_loops(flows, aliases=["A", "B", "C"])
+    assert [loop.path for loop in loops] == ["A->B->C->A"]
+
+
+def test_a_component_too_large_to_search_is_reported_on_a_walk() -> None:
+    mesh = [f"C{index}" for index in range(12)]
+    flows = [flow(f"{s}->{t}", provenance=True) for s in mesh for t in mesh if s != t and t != "C11"]
+    flows += [flow("C10->C11"), flow("C11->C0", separator="_", provenance=True)]
+    started = time.perf_counter()
+    loops = detect_replication_loops(flows, aliases=mesh)
+    assert time.perf_counter() - started < 5
+    assert [loop.path for loop in loops] == ["C0->C10->C11->C0"]
+
+
+def test_loop_detection_is_linear_on_a_full_mesh_and_a_long_chain() -> None:
+    """Issue 27 item 7: an 11-cluster mesh killed the web worker; a 2,999-flow chain hit RecursionError."""
+    started = time.perf_counter()
+    chain = [f"N{index}" for index in range(5_000)]
+    hops = [flow(f"{s}->{t}") for s, t in itertools.pairwise(chain)]
+    assert detect_replication_loops(hops, aliases=chain) == []
+    [loop] = detect_replication_loops(
+        [*hops, flow(f"{chain[-1]}->{chain[0]}", policy=IDENTITY)], aliases=chain
+    )
+    assert len(loop.flows) == len(chain)
+    mesh = [f"C{index}" for index in range(20)]
+    assert (
+        detect_replication_loops([flow(f"{s}->{t}") for s in mesh for t in mesh if s != t], aliases=mesh)
+        == []
+    )
+    mixed = [flow(f"{s}->{t}", separator="_" if s == mesh[-1] else ".") for s in mesh for t in mesh if s != t]
+    assert len(detect_replication_loops(mixed, aliases=mesh)) == 1
+    assert time.perf_counter() - started < 5
 
 
 def test_reported_loops_are_capped_for_large_meshes() -> None:
-    aliases = [f"C{index}" for index in range(6)]
+    aliases = [f"C{index}" for index in range(8)]
     flows = [flow(f"{s}->{t}", policy=IDENTITY) for s in aliases for t in aliases if s != t]
     assert len(detect_replication_loops(flows, aliases=aliases)) == MAX_REPORTED_LOOPS
