@@ -20,6 +20,7 @@ BENCHMARKS = {
     "metrics": "bench.metrics_scrape",  # /metrics scrape time for 500 flows x 10 partitions
     "upgrade": "bench.upgrade",  # longest arrival gap during a rolling upgrade and a scale-down
     "idle": "bench.idle",  # idle cost of the source consumer's fetch.wait.max.ms (fetches/s, broker CPU)
+    "vs-mm2": "bench.vs_mm2",  # beside Apache Kafka's MirrorMaker 2: throughput, latency, CPU, memory, re-reads
 }
 
 

@@ -11,11 +11,25 @@ import re
 import shutil
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from replication.kafka.apache import LOG4J2, kafka_libs
 from replication.kafka.processes import die_with_parent
+
+# The JVM options Apache Kafka's bin/connect-mirror-maker.sh runs MM2 with (its heap, and
+# kafka-run-class.sh's performance options): MM2 as its users start it, for the benchmark.
+SCRIPT_JVM_OPTIONS = (
+    "-Xms256M",
+    "-Xmx2G",
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:MaxInlineLevel=15",
+    "-Djava.awt.headless=true",
+)
 
 # Settings for single-node test clusters: every internal topic at replication factor 1, short intervals.
 TEST_SETTINGS = {
@@ -37,7 +51,9 @@ class MirrorMaker2:
     """`org.apache.kafka.connect.mirror.MirrorMaker mm2.properties`; `properties` are the file's lines
     (clusters, flows) over TEST_SETTINGS."""
 
-    def __init__(self, workdir: Path, properties: Mapping[str, str]) -> None:
+    def __init__(
+        self, workdir: Path, properties: Mapping[str, str], *, jvm_options: Sequence[str] = ("-Xmx512m",)
+    ) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.workdir = workdir
         self.properties_path = workdir / "mm2.properties"
@@ -46,6 +62,7 @@ class MirrorMaker2:
         )
         (workdir / "log4j2.properties").write_text(LOG4J2)
         self.log_path = workdir / "mm2.log"
+        self.jvm_options = tuple(jvm_options)
         self.process: subprocess.Popen | None = None
 
     def start(self) -> MirrorMaker2:
@@ -53,7 +70,7 @@ class MirrorMaker2:
             self.process = subprocess.Popen(
                 [
                     shutil.which("java") or "java",
-                    "-Xmx512m",
+                    *self.jvm_options,
                     f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
                     "-cp",
                     str(kafka_libs() / "*"),
