@@ -188,6 +188,9 @@ class PartitionLiveSerializer(serializers.ModelSerializer):
 
     state = serializers.CharField(help_text="the worker's Burrow state (OK, STOP, ERR), or STALE")
     reported_state = serializers.CharField(source="row.state", help_text="the state the worker last wrote")
+    health = serializers.ChoiceField(
+        choices=HEALTHS, help_text="as the pages colour it: the flow's rule on this partition's figures"
+    )
     age_s = serializers.FloatField(help_text="seconds since observed_at")
     stale = serializers.BooleanField()
 
@@ -210,7 +213,10 @@ class FlowSummarySerializer(serializers.Serializer):
     state = serializers.CharField(source="flow.state")
     state_reason = serializers.CharField(source="flow.state_reason")
     enabled = serializers.BooleanField(source="flow.enabled")
-    health = serializers.ChoiceField(choices=HEALTHS, help_text="as the pages colour it")
+    health = serializers.ChoiceField(
+        choices=HEALTHS,
+        help_text="as the pages colour it: state, age, and lag against the RPO budget (docs/lag.md)",
+    )
     status = serializers.CharField(
         help_text="worst partition: OK, WARN, STALE or ERR; UNKNOWN before any report"
     )

@@ -1,39 +1,21 @@
 """RPO budgets: how much a flow may be behind (seconds, and optionally records) before its RPO is
-breached. Read by the live RPO, the readiness score, /metrics and the `rpo_breach` alert rule; set by an
-admin (audited).
+breached. Set here by an admin (audited); read (`controlplane.status.budgets`) by the health rule, the live
+RPO, the readiness score, /metrics and the `rpo_breach` alert rule.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from controlplane.core import audit_record, audited_attempt
 from controlplane.core.errors import ServiceValidationError
-from controlplane.models import (
-    DEFAULT_RPO_SECONDS,
-    AuditAction,
-    Flow,
-    FlowRpoBudget,
-)
+from controlplane.models import AuditAction, Flow, FlowRpoBudget
+from controlplane.status.budgets import DEFAULT_BUDGET, RpoBudget, rpo_budget_of, rpo_budgets
+
+__all__ = ["DEFAULT_BUDGET", "RpoBudget", "rpo_budget_of", "rpo_budget_set", "rpo_budgets"]
 
 
 # -- RPO budgets ------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RpoBudget:
-    seconds_behind: float
-    records_behind: int | None
-
-
-DEFAULT_BUDGET = RpoBudget(DEFAULT_RPO_SECONDS, None)
-
-
-def rpo_budget_of(*, flow: Flow) -> RpoBudget:
-    """The flow's budget; the defaults (60 s, no records budget) when it has none stored."""
-    row = FlowRpoBudget.objects.filter(flow=flow).first()
-    return DEFAULT_BUDGET if row is None else RpoBudget(row.seconds_behind, row.records_behind)
-
-
 def _budget_errors(seconds_behind: Any, records_behind: Any) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
     if not isinstance(seconds_behind, int | float) or isinstance(seconds_behind, bool) or seconds_behind <= 0:
@@ -72,9 +54,3 @@ def rpo_budget_set(*, actor, flow: Flow, seconds_behind: float, records_behind: 
             after=vars(after),
         )
     return after
-
-
-def rpo_budgets() -> dict[int, RpoBudget]:
-    return {
-        row.flow_id: RpoBudget(row.seconds_behind, row.records_behind) for row in FlowRpoBudget.objects.all()
-    }

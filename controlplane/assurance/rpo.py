@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 from controlplane.assurance.budgets import RpoBudget
-from controlplane.status import rollup
+from controlplane.status import budgets, rollup
 
 
 # -- live RPO ---------------------------------------------------------------------------------------------
@@ -53,12 +53,9 @@ class FlowRpo:
         """None while the figures are stale or unknown: never judged then."""
         if self.stale or self.seconds_behind is None:
             return None
-        over_records = (
-            self.budget.records_behind is not None
-            and self.records_behind is not None
-            and self.records_behind > self.budget.records_behind
+        return budgets.over_budget(
+            budget=self.budget, records_behind=self.records_behind, seconds_behind=self.seconds_behind
         )
-        return self.seconds_behind > self.budget.seconds_behind or over_records
 
 
 def _sum(values: list[int | None]) -> int | None:

@@ -1,7 +1,7 @@
 """Status: what the workers report and how it is judged: the workers' gateway (`runtime`: the flows to
-run, partition status, events, signals), the live status roll-ups (`rollup`) and the control plane's
-own health (`health`). Other packages import these modules."""
+run, partition status, events, signals), the live status roll-ups (`rollup`) judged against the RPO
+budgets (`budgets`), and the control plane's own health (`health`). Other packages import these modules."""
 
-from controlplane.status import health, rollup, runtime
+from controlplane.status import budgets, health, rollup, runtime
 
-__all__ = ["health", "rollup", "runtime"]
+__all__ = ["budgets", "health", "rollup", "runtime"]

@@ -27,6 +27,7 @@ from controlplane.models import (
     FlowState,
     PartitionState,
 )
+from controlplane.status.budgets import DEFAULT_BUDGET, RpoBudget, over_budget, rpo_budget_of, rpo_budgets
 from replication.failover import LastKnownLag
 
 # -- live status ------------------------------------------------------------------------------------------
@@ -39,6 +40,16 @@ UNKNOWN = "UNKNOWN"
 _SEVERITY = {PartitionState.OK: 0, PartitionState.WARN: 1, STALE: 2}
 _STATUS_BY_SEVERITY = (PartitionState.OK, PartitionState.WARN, STALE, PartitionState.ERR)
 HEALTHS = ("ok", "lagging", "stale", "error", "paused", "disabled", "waiting")
+# What a badge of each health says (its colour is its class, static/css/mirrorplane.css).
+HEALTH_LABELS = {
+    "ok": "within budget",
+    "lagging": "behind",
+    "stale": "stale",
+    "error": "error",
+    "paused": "paused",
+    "disabled": "disabled",
+    "waiting": "no report yet",
+}
 RECENT_EVENTS = 100
 
 
@@ -51,13 +62,46 @@ def age_s(observed_at: datetime.datetime, *, now: datetime.datetime) -> float:
     return max((now - observed_at).total_seconds(), 0.0)
 
 
+def health(
+    *,
+    state: str,
+    status: str,
+    budget: RpoBudget,
+    records_behind: int | None,
+    seconds_behind: float | None,
+    seconds_behind_at_least: float | None = None,
+) -> str:
+    """The one rule of a flow's or a partition's health colour (docs/lag.md, "Health"), in order:
+    `error` (faulted), `disabled`/`paused` (not replicating by design, whatever the age of its figures),
+    `waiting` (no report yet), `stale` (no report within the limit: never judged healthy), `error` (a
+    fresh ERR/STOP/STALL/REWIND), `lagging` (over the RPO budget in seconds or records, or records
+    behind whose age is not known yet), else `ok`: records in flight within the budget are healthy.
+    `status` is the worst partition's (Burrow's state, STALE or UNKNOWN); the lower bound of a flow's
+    seconds behind is judged while its exact figure is unknown."""
+    if state == FlowState.FAULTED:
+        return "error"
+    if not lifecycle.is_runnable(state):
+        return "disabled" if state == FlowState.DISABLED else "paused"
+    if status == UNKNOWN:
+        return "waiting"
+    if status == STALE:
+        return "stale"
+    if status not in (PartitionState.OK, PartitionState.WARN):
+        return "error"
+    known = seconds_behind if seconds_behind is not None else seconds_behind_at_least
+    if over_budget(budget=budget, records_behind=records_behind, seconds_behind=known):
+        return "lagging"
+    return "lagging" if seconds_behind is None and records_behind else "ok"
+
+
 @dataclass(frozen=True)
 class PartitionLive:
-    """A status row as of `now`: the worker's figures with their age."""
+    """A status row as of `now`: the worker's figures with their age, and its health by the flow's rule."""
 
     row: FlowPartitionStatus
     age_s: float
     stale: bool
+    health: str
 
     def __getattr__(self, name: str):
         if name == "row":  # not set yet (copy, unpickle): no recursion
@@ -69,10 +113,26 @@ class PartitionLive:
         """The worker's Burrow state while fresh, STALE once nobody has reported for too long."""
         return STALE if self.stale else self.row.state
 
+    @property
+    def health_label(self) -> str:
+        """What its badge says: the worker's own word for an error (ERR, STOP, STALL, REWIND)."""
+        errored = self.health == "error" and self.state not in (PartitionState.OK, PartitionState.WARN, STALE)
+        return self.state if errored else HEALTH_LABELS[self.health]
 
-def partition_live(row: FlowPartitionStatus, *, now: datetime.datetime, stale_after: float) -> PartitionLive:
+
+def partition_live(
+    row: FlowPartitionStatus, *, flow: Flow, budget: RpoBudget, now: datetime.datetime, stale_after: float
+) -> PartitionLive:
     age = age_s(row.observed_at, now=now)
-    return PartitionLive(row=row, age_s=age, stale=age > stale_after)
+    stale = age > stale_after
+    verdict = health(
+        state=flow.state,
+        status=STALE if stale else row.state,
+        budget=budget,
+        records_behind=row.records_behind,
+        seconds_behind=row.seconds_behind,
+    )
+    return PartitionLive(row=row, age_s=age, stale=stale, health=verdict)
 
 
 def group_status(states: Sequence[str]) -> str:
@@ -96,6 +156,7 @@ class FlowSummary:
     observed_at: datetime.datetime | None  # the newest observation
     age_s: float | None  # of the newest observation
     pool: PoolCheck | None  # its worker pool and the live workers consuming it (None: not looked up)
+    budget: RpoBudget
 
     @property
     def pool_without_workers(self) -> bool:
@@ -117,20 +178,19 @@ class FlowSummary:
 
     @property
     def health(self) -> str:
-        """One word for colour: error, stale, lagging or ok while the flow should replicate; paused or
-        disabled when it should not; waiting before any report. Stale figures are never ok."""
-        state = self.flow.state
-        if state == FlowState.FAULTED:
-            return "error"
-        if not lifecycle.is_runnable(state):
-            return "disabled" if state == FlowState.DISABLED else "paused"
-        if self.status == UNKNOWN:
-            return "waiting"
-        if self.status == PartitionState.ERR:
-            return "error"
-        if self.status == STALE:
-            return "stale"
-        return "lagging" if self.records_behind else "ok"
+        """One word for colour, by the one rule (`health`). Stale figures are never ok."""
+        return health(
+            state=self.flow.state,
+            status=self.status,
+            budget=self.budget,
+            records_behind=self.records_behind,
+            seconds_behind=self.seconds_behind,
+            seconds_behind_at_least=self.seconds_behind_at_least,
+        )
+
+    @property
+    def health_label(self) -> str:
+        return HEALTH_LABELS[self.health]
 
 
 def summarize(
@@ -139,9 +199,12 @@ def summarize(
     *,
     now: datetime.datetime,
     stale_after: float,
+    budget: RpoBudget,
     pool: PoolCheck | None = None,
 ) -> FlowSummary:
-    partitions = tuple(partition_live(row, now=now, stale_after=stale_after) for row in rows)
+    partitions = tuple(
+        partition_live(row, flow=flow, budget=budget, now=now, stale_after=stale_after) for row in rows
+    )
     behind = [row.records_behind for row in rows if row.records_behind is not None]
     seconds = [row.seconds_behind for row in rows if row.seconds_behind is not None]
     # A partition behind whose age is not known yet (a task that took it over has not replicated from it
@@ -159,6 +222,7 @@ def summarize(
         observed_at=newest,
         age_s=None if newest is None else age_s(newest, now=now),
         pool=pool,
+        budget=budget,
     )
 
 
@@ -171,9 +235,15 @@ def flow_summaries(*, now: datetime.datetime | None = None) -> list[FlowSummary]
     )
     flows = list(flows)
     checks = pools.flow_pool_checks(flows)
+    budgets = rpo_budgets()
     return [
         summarize(
-            flow, list(flow.partition_statuses.all()), now=now, stale_after=stale_after, pool=checks[flow.pk]
+            flow,
+            list(flow.partition_statuses.all()),
+            now=now,
+            stale_after=stale_after,
+            budget=budgets.get(flow.pk, DEFAULT_BUDGET),
+            pool=checks[flow.pk],
         )
         for flow in flows
     ]
@@ -195,6 +265,7 @@ def flow_status(*, flow: Flow, now: datetime.datetime | None = None) -> FlowStat
         list(flow.partition_statuses.all()),
         now=now or timezone.now(),
         stale_after=stale_after,
+        budget=rpo_budget_of(flow=flow),
         pool=pools.flow_pool_checks([flow])[flow.pk],
     )
     return FlowStatus(

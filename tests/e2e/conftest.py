@@ -8,6 +8,10 @@ from pathlib import Path
 
 import pytest
 import redis
+from playwright.sync_api import expect
+
+from controlplane import core
+from controlplane.core.roles import Role
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make are still
 # synchronous and safe here.
@@ -17,6 +21,21 @@ CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).parent / "artifacts"
 # A Redis database of its own (the workers tests flush theirs).
 E2E_REDIS_URL = os.environ.get("MIRRORPLANE_E2E_REDIS_URL", "redis://127.0.0.1:6379/14")
+
+
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture
+def signed_in(page, live_server):
+    """An administrator logged in through the login page; the live server's URL."""
+    core.user_create_with_role(username="e2e-admin", role=Role.ADMIN, password=PASSWORD)
+    page.goto(f"{live_server.url}/login/")
+    page.get_by_label("Username").fill("e2e-admin")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("link", name="Clusters")).to_be_visible()
+    return live_server.url
 
 
 @pytest.fixture(scope="session")

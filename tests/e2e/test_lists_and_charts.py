@@ -11,8 +11,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
-from controlplane import core, reports
-from controlplane.core.roles import Role
+from controlplane import reports
 from controlplane.flows import services
 from controlplane.models import Cluster, ReportTrigger
 from controlplane.status import runtime
@@ -22,19 +21,7 @@ from tests.e2e.conftest import ARTIFACTS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "correct horse battery staple"
 PHONE = {"width": 390, "height": 844}
-
-
-@pytest.fixture
-def signed_in(page: Page, live_server):
-    core.user_create_with_role(username="lists", role=Role.ADMIN, password=PASSWORD)
-    page.goto(f"{live_server.url}/login/")
-    page.get_by_label("Username").fill("lists")
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("link", name="Clusters")).to_be_visible()
-    return live_server.url
 
 
 # Elements reaching past the screen's right edge, outside any box that scrolls them (tag#id.class).

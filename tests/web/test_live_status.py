@@ -10,17 +10,29 @@ from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
+from controlplane import assurance
 from controlplane.core import presence
 from controlplane.flows import lifecycle
 from controlplane.models import Flow, FlowPartitionStatus, PartitionState
 from controlplane.status import rollup
+from controlplane.status.budgets import DEFAULT_BUDGET, RpoBudget
 
 pytestmark = pytest.mark.django_db
 
 STALE_AFTER = 10.0
 
 
-def _row(flow, partition: int, *, age_s: float, behind: int | None = 0, state=PartitionState.OK):
+def _row(
+    flow,
+    partition: int,
+    *,
+    age_s: float,
+    behind: int | None = 0,
+    state=PartitionState.OK,
+    seconds: float | None = None,
+):
+    if seconds is None and behind is not None:
+        seconds = 1.5 if behind else 0.0
     return FlowPartitionStatus.objects.create(
         flow=flow,
         topic="orders",
@@ -29,16 +41,16 @@ def _row(flow, partition: int, *, age_s: float, behind: int | None = 0, state=Pa
         replicated_offset=100,
         source_end_offset=None if behind is None else 100 + behind,
         records_behind=behind,
-        seconds_behind=None if behind is None else (1.5 if behind else 0.0),
+        seconds_behind=seconds,
         state=state,
         observed_at=timezone.now() - timedelta(seconds=age_s),
     )
 
 
-def _summary(flow) -> rollup.FlowSummary:
+def _summary(flow, budget: RpoBudget = DEFAULT_BUDGET) -> rollup.FlowSummary:
     flow = Flow.objects.get(pk=flow.pk)
     return rollup.summarize(
-        flow, list(flow.partition_statuses.all()), now=timezone.now(), stale_after=STALE_AFTER
+        flow, list(flow.partition_statuses.all()), now=timezone.now(), stale_after=STALE_AFTER, budget=budget
     )
 
 
@@ -47,7 +59,7 @@ def _summary(flow) -> rollup.FlowSummary:
     [
         ([], "UNKNOWN", "waiting"),
         ([(1, 0, "OK"), (2, 0, "OK")], "OK", "ok"),
-        ([(1, 0, "OK"), (2, 7, "OK")], "OK", "lagging"),
+        ([(1, 0, "OK"), (2, 7, "OK")], "OK", "ok"),  # 7 records in flight, 1.5 s: within the budget
         ([(1, 0, "OK"), (60, 0, "OK")], "STALE", "stale"),  # one silent partition: the flow is stale
         ([(60, 0, "OK"), (60, 0, "OK")], "STALE", "stale"),  # caught up when last seen: still not ok
         ([(60, 0, "ERR"), (1, 0, "OK")], "STALE", "stale"),  # an old error is history, not the state now
@@ -68,6 +80,57 @@ def test_a_paused_flow_with_old_figures_is_paused_not_ok(flow):
     lifecycle.transition(flow=flow, name="pause")
     summary = _summary(flow)
     assert summary.health == "paused" and summary.stale and summary.partitions[0].state == "STALE"
+    assert summary.partitions[0].health == "paused"  # not replicating by design: paused, not STALE
+
+
+@pytest.mark.parametrize(
+    ("behind", "seconds", "budget", "health"),
+    [
+        (3, 0.0, RpoBudget(60.0, None), "ok"),  # in flight: not behind
+        (1, 180.0, RpoBudget(60.0, None), "lagging"),  # 3 min behind a 60 s budget, whatever Burrow says
+        (5_000, 2.0, RpoBudget(60.0, 1_000), "lagging"),  # over the records budget
+        (5_000, 2.0, RpoBudget(60.0, None), "ok"),  # no records budget: seconds decide
+    ],
+)
+def test_health_judges_lag_against_the_flows_rpo_budget(flow, behind, seconds, budget, health):
+    _row(flow, 0, age_s=1, behind=behind, seconds=seconds)
+    summary = _summary(flow, budget)
+    assert summary.status == "OK"  # Burrow's verdict: OK, yet the budget decides the colour
+    assert (summary.health, summary.partitions[0].health) == (health, health)
+
+
+def test_every_page_and_the_api_colour_a_flow_by_its_budget(client_as, flow):
+    _row(flow, 0, age_s=1, behind=1, seconds=180.0)
+    _row(flow, 1, age_s=1, behind=7, seconds=0.0)
+    viewer = client_as("viewer")
+    assert viewer.get(f"/api/v1/flows/{flow.pk}/status/").json()["health"] == "lagging"
+    assert [p["health"] for p in viewer.get(f"/api/v1/flows/{flow.pk}/status/").json()["partitions"]] == [
+        "lagging",
+        "ok",
+    ]
+    assert viewer.get("/api/v1/status/").json()["flows"][0]["health"] == "lagging"
+    page = viewer.get(reverse("web:flow-live", args=[flow.pk])).content.decode()
+    assert '<span class="badge lagging" title="the worker\'s state: OK">behind</span>' in page
+    assert '<span class="badge ok" title="the worker\'s state: OK">within budget</span>' in page
+    assert 'class="edge lagging"' in viewer.get(reverse("web:overview-live")).content.decode()
+
+    assurance.rpo_budget_set(actor=None, flow=flow, seconds_behind=600.0, records_behind=None)
+    assert viewer.get("/api/v1/status/").json()["flows"][0]["health"] == "ok"
+    assert 'class="edge ok"' in viewer.get(reverse("web:overview-live")).content.decode()
+    flows = viewer.get(reverse("web:flows"), {"health": "ok"}).content.decode()
+    assert reverse("web:flow", args=[flow.pk]) in flows
+
+
+@override_settings(MIRRORPLANE_STALE_AFTER_S=STALE_AFTER)
+def test_a_paused_flows_pages_say_paused_with_the_age_never_stale(client_as, flow):
+    _row(flow, 0, age_s=600, behind=4)
+    lifecycle.transition(flow=flow, name="pause")
+    viewer = client_as("viewer")
+    page = viewer.get(reverse("web:flow-live", args=[flow.pk])).content.decode()
+    assert ">paused</span>" in page and "last seen 10 min" in page
+    assert 'class="badge stale">stale' not in page and ">STALE<" not in page
+    overview = viewer.get(reverse("web:overview-live")).content.decode()
+    assert 'class="edge paused"' in overview and "paused · 4 behind, seen 10 min" in overview
 
 
 def test_lag_roll_up_sums_records_and_takes_the_worst_seconds(flow):
@@ -120,7 +183,8 @@ def test_pages_show_the_age_of_stale_figures_and_a_banner_when_no_worker_reports
     assert 'class="edge stale"' in overview and "last seen 2 min" in overview
     page = viewer.get(reverse("web:flow-live", args=[flow.pk])).content.decode()
     assert "No replication worker has reported" in page
-    assert '<span class="badge stale">STALE</span>' in page and "last seen 2 min" in page
+    assert 'class="badge stale" title="the worker\'s state: STALE">stale</span>' in page
+    assert "last seen 2 min" in page
     assert 'class="badge ok"' not in page
 
     _row(flow, 1, age_s=0)  # a worker reports again
@@ -189,7 +253,13 @@ def test_a_partition_behind_without_a_known_age_makes_the_flows_seconds_behind_u
     undated = FlowPartitionStatus(
         topic="t", partition=1, records_behind=900, seconds_behind=None, observed_at=now
     )
-    summary = summarize(Flow(state="active"), [caught_up, undated], now=now, stale_after=10)
+    summary = summarize(
+        Flow(state="active"), [caught_up, undated], now=now, stale_after=10, budget=DEFAULT_BUDGET
+    )
     assert summary.records_behind == 900 and summary.seconds_behind is None  # not "0 s behind"
     assert summary.seconds_behind_at_least == 0.0  # what is known: a lower bound
-    assert summarize(Flow(state="active"), [caught_up], now=now, stale_after=10).seconds_behind == 0.0
+    assert summary.health == "lagging"  # behind for a time not known yet: not provably within budget
+    caught_up_only = summarize(
+        Flow(state="active"), [caught_up], now=now, stale_after=10, budget=DEFAULT_BUDGET
+    )
+    assert caught_up_only.seconds_behind == 0.0

@@ -7,6 +7,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from controlplane import assurance
 from controlplane.flows import engine, services
 from controlplane.models import AuditEvent, Cluster, Flow
 from controlplane.status import rollup
@@ -159,7 +160,10 @@ def test_audit_log_filters_by_action(client_as, flow):
 
 def test_opposite_flows_are_drawn_as_two_separate_arrows(flow):
     back = services.flow_create(actor=None, source=flow.target, target=flow.source)
-    rows = [rollup.summarize(f, [], now=timezone.now(), stale_after=10.0) for f in (flow, back)]
+    rows = [
+        rollup.summarize(f, [], now=timezone.now(), stale_after=10.0, budget=assurance.DEFAULT_BUDGET)
+        for f in (flow, back)
+    ]
     picture = summaries.topology(clusters=[flow.source, flow.target], summaries=rows)
 
     there, back_edge = picture.edges

@@ -9,6 +9,7 @@ import time
 import pytest
 from django.urls import reverse
 
+from controlplane import assurance
 from replication.kafka.clients import make_producer
 from tests.workers.harness import PARTITIONS, create_topic, wait_until
 
@@ -60,6 +61,8 @@ def test_stopped_workers_make_the_flow_stale_with_its_age_and_lag_grows_when_the
     )
     create_topic(cluster_a, unique_name)
     flow = make_flow(topics=[unique_name], tasks_max=1)
+    # A backlog older than a second is over this budget: amber "behind" by the one health rule.
+    assurance.rpo_budget_set(actor=None, flow=flow, seconds_behind=1.0, records_behind=None)
     viewer = client_as("viewer")
 
     def status() -> dict:

@@ -67,16 +67,6 @@ def seconds(value: float | None) -> str:
     return f"{hours} h {minutes} min"
 
 
-# Burrow states, STALE and UNKNOWN (controlplane.status.rollup) -> the badge colours of flow healths.
-_STATUS_CLASSES = {"OK": "ok", "WARN": "lagging", "STALE": "stale", "UNKNOWN": "waiting"}
-
-
-@register.filter
-def status_class(status: str) -> str:
-    """The badge class of a partition or flow status: STOP, STALL, REWIND and ERR are errors."""
-    return _STATUS_CLASSES.get(status, "error")
-
-
 @register.filter
 def millis(value: int | None) -> str:
     return "—" if value is None else f"{value:,} ms"

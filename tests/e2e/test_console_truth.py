@@ -1,0 +1,99 @@
+"""The console tells the truth, in a real Chromium (issue 28): one health rule colours every page, and
+"behind" and "stale" look different; a screenshot of each page is kept under tests/e2e/artifacts/, and
+of the page at the moment an assertion fails."""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from playwright.sync_api import Page, expect
+
+from controlplane.flows import lifecycle, services
+from controlplane.models import FlowPartitionStatus, PartitionState
+from tests.e2e.conftest import ARTIFACTS
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+@contextlib.contextmanager
+def kept(page: Page, name: str):
+    """Screenshot the page under tests/e2e/artifacts/: `name`.png on success, `name`-FAILED.png on a failure."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        page.screenshot(path=ARTIFACTS / f"truth-{name}-FAILED.png", full_page=True)
+        raise
+    page.screenshot(path=ARTIFACTS / f"truth-{name}.png", full_page=True)
+
+
+def _report(flow, *, age_s: float, behind: int, seconds: float, state=PartitionState.OK) -> None:
+    FlowPartitionStatus.objects.create(
+        flow=flow,
+        topic="orders",
+        partition=0,
+        remote_topic=f"{flow.source.alias}.orders",
+        replicated_offset=100,
+        source_end_offset=100 + behind,
+        records_behind=behind,
+        seconds_behind=seconds,
+        record_rate=0.0,
+        state=state,
+        observed_at=timezone.now() - timedelta(seconds=age_s),
+    )
+
+
+BADGE_LOOK = "(e) => { const s = getComputedStyle(e); return [s.color, s.borderTopStyle]; }"
+
+
+def test_one_health_rule_colours_every_page_and_behind_is_not_stale(page: Page, signed_in):
+    clusters = {
+        alias: services.cluster_create(actor=None, alias=alias, bootstrap_servers=f"{alias}.invalid:9092")
+        for alias in ("east", "west", "lab", "dr")
+    }
+    # 3 minutes behind a 60 s budget at 0 rec/s: Burrow says OK, the budget says behind.
+    behind = services.flow_create(actor=None, source=clusters["east"], target=clusters["west"], enabled=True)
+    _report(behind, age_s=1, behind=1, seconds=180.0)
+    # 7 records in flight, 0 s: within the budget.
+    in_flight = services.flow_create(
+        actor=None, source=clusters["west"], target=clusters["east"], enabled=True
+    )
+    _report(in_flight, age_s=1, behind=7, seconds=0.0)
+    silent = services.flow_create(actor=None, source=clusters["lab"], target=clusters["west"], enabled=True)
+    _report(silent, age_s=600, behind=0, seconds=0.0)
+    paused = services.flow_create(actor=None, source=clusters["dr"], target=clusters["east"], enabled=True)
+    _report(paused, age_s=600, behind=4, seconds=2.0)
+    lifecycle.transition(flow=paused, name="pause")
+
+    page.goto(f"{signed_in}/")
+    with kept(page, "overview"):
+        rows = page.locator("table.flows tbody tr")
+        expect(rows).to_have_count(4)
+        expect(rows.filter(has_text="east->west").locator(".badge.lagging")).to_have_text(
+            ["active", "behind"]
+        )
+        expect(rows.filter(has_text="west->east").locator(".badge.ok")).to_have_text("active")
+        expect(rows.filter(has_text="west->east").locator(".badge.lagging")).to_have_count(0)
+        expect(rows.filter(has_text="lab->west").locator(".badge.stale").first).to_have_text("active")
+        expect(rows.filter(has_text="dr->east")).not_to_contain_text("stale")
+        expect(rows.filter(has_text="dr->east").locator(".badge.paused")).to_have_text("paused")
+        expect(page.locator(".topology .edge.lagging")).to_have_count(1)
+        expect(page.locator(".topology .edge.stale")).to_have_count(1)
+        expect(page.locator(".topology .edge.paused")).to_contain_text("seen 10 min")
+        behind_look = rows.filter(has_text="east->west").locator(".badge.lagging").last.evaluate(BADGE_LOOK)
+        stale_look = rows.filter(has_text="lab->west").locator(".badge.stale").first.evaluate(BADGE_LOOK)
+        assert behind_look[0] != stale_look[0] and behind_look[1] != stale_look[1], (behind_look, stale_look)
+
+    page.goto(f"{signed_in}/flows/{behind.pk}/")
+    with kept(page, "flow-behind"):
+        expect(page.locator("table.partitions tbody tr .badge.lagging")).to_have_text("behind")
+        expect(page.locator("#flow-live .stats .badge.lagging").first).to_have_text("active")
+
+    page.goto(f"{signed_in}/flows/{paused.pk}/")
+    with kept(page, "flow-paused"):
+        expect(page.locator("table.partitions tbody tr .badge.paused")).to_have_text("paused")
+        expect(page.locator("#flow-live")).not_to_contain_text("STALE")
+        expect(page.locator("#observed")).to_contain_text("last seen 10 min")
