@@ -18,6 +18,7 @@ so on the secrets key derived from it: both are public, in this file.
 | OFFSET_MAPPING_RATE_PER_MINUTE | 60 (offset mapping requests one user may send per minute; 0: no limit) |
 | OFFSET_MAPPING_MAX_ITEMS | 10000 (the most offsets one offset mapping request translates) |
 | MIRRORPLANE_BASE_URL | http://localhost:8000 (the links in alert notifications) |
+| MIRRORPLANE_IMPORT_ENV_ALLOWED | empty (the server's environment variables an MM2 import's `${env:VAR}` may read, comma-separated; `PREFIX_*` allows every name with that prefix; each value read is stored as a secret) |
 | MIRRORPLANE_BROWSE_MASKED_TOPICS | empty (regexes, comma-separated, matched against whole topic names: the message browser shows viewers these topics' values and header values as "masked") |
 | LOG_LEVEL | INFO (the root logger) |
 | CELERY_TASK_LOG_LEVEL | WARNING (Celery's per-task "received"/"succeeded" lines are INFO; failures stay visible) |
@@ -96,6 +97,9 @@ FAILOVER_PLAN_RATE_PER_MINUTE = env.int("FAILOVER_PLAN_RATE_PER_MINUTE", default
 OFFSET_MAPPING_RATE_PER_MINUTE = env.int("OFFSET_MAPPING_RATE_PER_MINUTE", default=60)
 # The most (topic, partition, offset) items one offset mapping request may translate.
 OFFSET_MAPPING_MAX_ITEMS = env.int("OFFSET_MAPPING_MAX_ITEMS", default=10_000)
+# The server's environment variables an MM2 import's ${env:VAR} may read (`NAME`, or `PREFIX_*`); none by
+# default: the web server's environment holds SECRET_KEY, DATABASE_URL and the secrets key.
+MIRRORPLANE_IMPORT_ENV_ALLOWED = env.list("MIRRORPLANE_IMPORT_ENV_ALLOWED", default=[])
 # Topics whose record values (and header values) the message browser masks for viewers.
 MIRRORPLANE_BROWSE_MASKED_TOPICS = env.list("MIRRORPLANE_BROWSE_MASKED_TOPICS", default=[])
 # Alert notifications link to the flow page here; email channels use Django's mail settings.

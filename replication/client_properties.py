@@ -123,13 +123,14 @@ ENUMERATED_CLIENT_PROPERTIES: Mapping[str, _Choice] = {
 }
 
 
-def client_property_problem(name: str, value: str) -> tuple[str, str] | None:
-    """(reason, fix) when `value` is not a value client property `name` takes; None when it is."""
+def client_property_problem(name: str, value: str, *, shown: str | None = None) -> tuple[str, str] | None:
+    """(reason, fix) when `value` is not a value client property `name` takes; None when it is. The
+    reason quotes `shown` instead of the value when given: a secret's value is never repeated."""
     choice = ENUMERATED_CLIENT_PROPERTIES.get(name)
     if choice is None or choice.accepts(value):
         return None
-    shown = ", ".join(allowed or repr(allowed) for allowed in choice.values)
+    allowed_values = ", ".join(allowed or repr(allowed) for allowed in choice.values)
     return (
-        f"'{value}' is not a valid {name}",
-        f"set {name} to one of {shown}" + (" (exactly as written)" if choice.case_sensitive else ""),
+        f"'{value if shown is None else shown}' is not a valid {name}",
+        f"set {name} to one of {allowed_values}" + (" (exactly as written)" if choice.case_sensitive else ""),
     )

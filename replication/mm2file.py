@@ -11,7 +11,7 @@ Reading follows Java's .properties syntax (what MM2 loads) and MM2's meaning of 
     A->B.<flow property>                      a flow-scoped setting (any row of FLOW_PROPERTIES)
     <flow property>                           top-level: the default for every flow
     A->B.producer.* / .consumer.* / other     kept in FlowConfig.extra
-    ${env:VAR} / ${env:VAR:-default}          resolved from the environment
+    ${env:VAR} / ${env:VAR:-default}          resolved from the environment (`Placeholders`)
 
 Every problem of a file is collected and reported at once, each naming the line, the property, the reason
 and the fix. Values are trimmed as MM2's ConfigDef trims them. The syntax is `replication.properties`'s;
@@ -104,9 +104,33 @@ class Mm2FileError(ValueError):
 
 
 @dataclass(frozen=True)
+class Placeholders:
+    """How `${env:VAR}` placeholders are read.
+
+    MM2's way (`MM2_PLACEHOLDERS`, what `python -m replication` uses): in any value, from the whole
+    environment. The control plane's (`secrets_only`): only in a cluster's client properties (those it
+    stores encrypted; not `security.protocol` or `sasl.mechanism`, which are shown), from the variables
+    it was given, so a resolved value is never stored, shown or exported in clear. Either way an error
+    about a resolved value quotes the placeholder, never the value; `unset_fix` is the fix of an
+    unresolvable one (`{variable}` is its name).
+    """
+
+    secrets_only: bool = False
+    unset_fix: str = "export {variable}, or give a default as ${{env:{variable}:-value}}"
+
+
+MM2_PLACEHOLDERS = Placeholders()
+# Client properties the control plane keeps in clear columns: no placeholder there.
+_SHOWN_CLIENT_PROPERTIES = frozenset({"security.protocol", "sasl.mechanism"})
+
+
+@dataclass(frozen=True)
 class ParsedMm2:
     config: Mm2Config
     warnings: tuple[str, ...]
+    # alias -> the (scope, property) client properties whose value a placeholder gave ("client" scope:
+    # the cluster-wide ones); with `Placeholders.secrets_only` the control plane stores them as secrets.
+    placeholder_properties: Mapping[str, frozenset[tuple[str, str]]] = field(default_factory=dict)
 
 
 def _read_entries(text: str, *, source_name: str) -> list[PropertyLine]:
@@ -143,12 +167,16 @@ class _ClusterDraft:
     bootstrap_servers: str | None = None
     client: dict[str, str] = field(default_factory=dict)
     roles: dict[str, dict[str, str]] = field(default_factory=lambda: {role: {} for role in CLIENT_ROLES})
+    placeholder_properties: set[tuple[str, str]] = field(default_factory=set)
 
 
 class _Mm2Reader:
-    def __init__(self, *, source_name: str, environ: Mapping[str, str]) -> None:
+    def __init__(self, *, source_name: str, environ: Mapping[str, str], placeholders: Placeholders) -> None:
         self.source_name = source_name
         self.environ = environ
+        self.placeholders = placeholders
+        self.placeholder_keys: set[str] = set()  # the entries a placeholder gave a value to
+        self.shared_placeholder_properties: set[str] = set()
         self.errors: list[Mm2FileError] = []
         self.warnings: list[str] = []
         self.aliases: tuple[str, ...] = ()
@@ -172,6 +200,8 @@ class _Mm2Reader:
     def resolve(self, entry: PropertyLine) -> str | None:
         """The value with `${env:VAR}` placeholders replaced; None (and an error) when one cannot be."""
         failed = False
+        if _PLACEHOLDER.search(entry.value):
+            self.placeholder_keys.add(entry.key)
 
         def replace(match: re.Match[str]) -> str:
             nonlocal failed
@@ -204,12 +234,31 @@ class _Mm2Reader:
                 entry.line,
                 entry.key,
                 f"environment variable {variable} is not set",
-                f"export {variable}, or give a default as ${{env:{variable}:-value}}",
+                self.placeholders.unset_fix.format(variable=variable),
             )
             return ""
 
         value = _PLACEHOLDER.sub(replace, entry.value)
         return None if failed else value.strip()
+
+    def placeholder_refused(self, entry: PropertyLine, *, secret: bool = False) -> bool:
+        """Whether `entry`'s placeholder may not stand where it is (`secret`: a property stored as a
+        secret); records the error."""
+        refused = self.placeholders.secrets_only and not secret and entry.key in self.placeholder_keys
+        if refused:
+            self.error(
+                entry.line,
+                entry.key,
+                "a ${env:...} placeholder is resolved only in a cluster's client properties (credentials, "
+                "TLS material), whose values are stored encrypted; this value would be stored and shown "
+                "in clear",
+                "write the value itself here",
+            )
+        return refused
+
+    def quoted(self, entry: PropertyLine) -> str | None:
+        """How an error quotes `value`: the placeholder text when one gave it, never its secret value."""
+        return entry.value if entry.key in self.placeholder_keys else None
 
     # -- clusters ------------------------------------------------------------------------------------------
     def read_clusters(self, entries: dict[str, PropertyLine]) -> None:
@@ -217,8 +266,10 @@ class _Mm2Reader:
         if entry is None:
             self.error(None, "clusters", "missing", "list the cluster aliases, e.g. clusters = A, B")
             return
-        self.clusters_line = entry.line
         value = self.resolve(entry)
+        if self.placeholder_refused(entry):
+            return  # no alias to read the other keys with: parse_mm2 reports this alone
+        self.clusters_line = entry.line
         aliases = [alias.strip() for alias in (value or "").split(",") if alias.strip()]
         if value is not None and not aliases:
             self.error(
@@ -242,10 +293,12 @@ class _Mm2Reader:
         cluster = self.clusters[alias]
         role, _, role_property = rest.partition(".")
         if rest == "bootstrap.servers":
-            cluster.bootstrap_servers = value
+            # Refused, the text as written stands in, so that only the refusal is reported.
+            cluster.bootstrap_servers = entry.value if self.placeholder_refused(entry) else value
         elif role in CLIENT_ROLES and role_property:
             if self.client_property(entry, role_property, value, role=True):
                 cluster.roles[role][role_property] = value
+                self.note_placeholder(entry, cluster.placeholder_properties, (role, role_property))
         elif rest in FLOW_PROPERTIES_BY_NAME or rest in _DEPRECATED:
             self.error(
                 entry.line,
@@ -255,15 +308,23 @@ class _Mm2Reader:
             )
         elif self.client_property(entry, rest, value):
             cluster.client[rest] = value
+            self.note_placeholder(entry, cluster.placeholder_properties, ("client", rest))
+
+    def note_placeholder(self, entry: PropertyLine, noted: set[Any], name: Any) -> None:
+        """Adds `name` to `noted` when a placeholder gave `entry` its value."""
+        if entry.key in self.placeholder_keys:
+            noted.add(name)
 
     def client_property(self, entry: PropertyLine, name: str, value: str, *, role: bool = False) -> bool:
         """Whether client property `name` goes to the clients: a not-applicable one (a Connect worker
         property, unless scoped to a client `role`) is reported (warning) and dropped, an invalid
-        enumerated value is an error."""
+        enumerated value is an error, and so is a placeholder where the control plane shows the value."""
         if not role and (reason := not_applicable_reason(name)):
             self.warn(entry.line, f"{entry.key}: {reason}; ignored")
             return False
-        if problem := client_property_problem(name, value):
+        if self.placeholder_refused(entry, secret=role or name not in _SHOWN_CLIENT_PROPERTIES):
+            return False
+        if problem := client_property_problem(name, value, shown=self.quoted(entry)):
             self.error(entry.line, entry.key, *problem)
             return False
         return True
@@ -325,6 +386,8 @@ class _Mm2Reader:
                 "use two different aliases, source->target",
             )
             return
+        if self.placeholder_refused(entry):
+            return
         flow = self.flows.setdefault((source, target), _FlowDraft(source, target, entry.line))
         if rest in FLOW_PROPERTIES_BY_NAME or rest in _DEPRECATED:
             self.flow_setting(flow.settings, entry, rest, value, entry.key)
@@ -349,10 +412,12 @@ class _Mm2Reader:
                 entry.line, key, "'enabled' only makes sense for one flow", "write A->B.enabled = true"
             )
         elif key in FLOW_PROPERTIES_BY_NAME or key in _DEPRECATED:
-            self.flow_setting(self.defaults, entry, key, value, key)
+            if not self.placeholder_refused(entry):
+                self.flow_setting(self.defaults, entry, key, value, key)
         elif _SHARED_CLIENT_PROPERTY.fullmatch(key):
             if self.client_property(entry, key, value):
                 self.shared_client[key] = value
+                self.note_placeholder(entry, self.shared_placeholder_properties, key)
         elif reason := not_applicable_reason(key):
             self.warn(entry.line, f"{key}: {reason}; ignored")
         else:
@@ -405,6 +470,14 @@ class _Mm2Reader:
             )
         return tuple(clusters)
 
+    def placeholder_properties(self) -> dict[str, frozenset[tuple[str, str]]]:
+        """ParsedMm2.placeholder_properties: a cluster's own, and the shared ones it does not override."""
+        return {
+            alias: frozenset(draft.placeholder_properties)
+            | {("client", name) for name in self.shared_placeholder_properties if name not in draft.client}
+            for alias, draft in self.clusters.items()
+        }
+
     def build_flow(self, draft: _FlowDraft) -> FlowConfig:
         settings = {name: value for name, (value, _) in {**self.defaults, **draft.settings}.items()}
         flow = FlowConfig(source=draft.source, target=draft.target, extra=draft.extra, **settings)
@@ -452,22 +525,38 @@ def missing_placeholders_of_entries(entries: list[PropertyLine], *, environ: Map
 
 
 def parse_mm2(
-    text: str, *, source_name: str = "mm2.properties", environ: Mapping[str, str] | None = None
+    text: str,
+    *,
+    source_name: str = "mm2.properties",
+    environ: Mapping[str, str] | None = None,
+    placeholders: Placeholders = MM2_PLACEHOLDERS,
 ) -> ParsedMm2:
     """The clusters and flows an mm2.properties text describes, plus warnings (deprecated names, ...).
+    Placeholders resolve from `environ` (the process's environment by default) as `placeholders` says.
 
     Raises one Mm2FileError listing every problem found.
     """
     return parse_mm2_entries(
-        _read_entries(text, source_name=source_name), source_name=source_name, environ=environ
+        _read_entries(text, source_name=source_name),
+        source_name=source_name,
+        environ=environ,
+        placeholders=placeholders,
     )
 
 
 def parse_mm2_entries(
-    entries: list[PropertyLine], *, source_name: str, environ: Mapping[str, str] | None = None
+    entries: list[PropertyLine],
+    *,
+    source_name: str,
+    environ: Mapping[str, str] | None = None,
+    placeholders: Placeholders = MM2_PLACEHOLDERS,
 ) -> ParsedMm2:
     """parse_mm2 of entries already read (an mm2.properties text's, or those another format maps to)."""
-    reader = _Mm2Reader(source_name=source_name, environ=os.environ if environ is None else environ)
+    reader = _Mm2Reader(
+        source_name=source_name,
+        environ=os.environ if environ is None else environ,
+        placeholders=placeholders,
+    )
     last: dict[str, PropertyLine] = {}
     for entry in entries:
         if entry.key in last:
@@ -490,7 +579,9 @@ def parse_mm2_entries(
         reader.warnings.append(f"{source_name}: no flow is enabled; set e.g. A->B.enabled = true")
     defaults = {name: value for name, (value, _) in reader.defaults.items()}
     return ParsedMm2(
-        Mm2Config(clusters=clusters, flows=flows, flow_defaults=defaults), tuple(reader.warnings)
+        Mm2Config(clusters=clusters, flows=flows, flow_defaults=defaults),
+        tuple(reader.warnings),
+        reader.placeholder_properties(),
     )
 
 

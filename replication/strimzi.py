@@ -46,8 +46,10 @@ import yaml
 from replication.config import FLOW_PROPERTIES, ClusterConfig, FlowConfig, Mm2Config
 from replication.flow_rules import CLIENT_ROLES
 from replication.mm2file import (
+    MM2_PLACEHOLDERS,
     Mm2FileError,
     ParsedMm2,
+    Placeholders,
     format_flow_value,
     missing_placeholders_of_entries,
     parse_mm2,
@@ -95,13 +97,16 @@ def is_strimzi_resource(text: str) -> bool:
 
 
 def parse_mirrormaker(
-    text: str, *, source_name: str = "mm2.properties", environ: Mapping[str, str] | None = None
+    text: str,
+    *,
+    source_name: str = "mm2.properties",
+    environ: Mapping[str, str] | None = None,
+    placeholders: Placeholders = MM2_PLACEHOLDERS,
 ) -> ParsedMm2:
     """An mm2.properties text or a KafkaMirrorMaker2 resource, whichever `text` is; Mm2FileError lists
     every problem."""
-    if is_strimzi_resource(text):
-        return parse_strimzi(text, source_name=source_name, environ=environ)
-    return parse_mm2(text, source_name=source_name, environ=environ)
+    parse = parse_strimzi if is_strimzi_resource(text) else parse_mm2
+    return parse(text, source_name=source_name, environ=environ, placeholders=placeholders)
 
 
 def missing_placeholders(text: str, *, environ: Mapping[str, str]) -> list[str]:
@@ -566,7 +571,11 @@ class _ResourceReader:
 
 
 def parse_strimzi(
-    text: str, *, source_name: str = "KafkaMirrorMaker2", environ: Mapping[str, str] | None = None
+    text: str,
+    *,
+    source_name: str = "KafkaMirrorMaker2",
+    environ: Mapping[str, str] | None = None,
+    placeholders: Placeholders = MM2_PLACEHOLDERS,
 ) -> ParsedMm2:
     """The clusters and flows a KafkaMirrorMaker2 resource describes (see the module docstring), plus
     warnings; raises one Mm2FileError listing every problem, each naming the resource's field."""
@@ -574,7 +583,9 @@ def parse_strimzi(
     entries = [PropertyLine("clusters", ", ".join(reader.aliases), 1), *reader.entries()]
     fields = {key: node.path for key, node in reader.fields.items()} | {"clusters": "spec.clusters"}
     try:
-        parsed = parse_mm2_entries(entries, source_name=source_name, environ=environ)
+        parsed = parse_mm2_entries(
+            entries, source_name=source_name, environ=environ, placeholders=placeholders
+        )
     except Mm2FileError as exc:
         raise Mm2FileError.collect(
             [
@@ -589,7 +600,9 @@ def parse_strimzi(
             ]
         ) from None
     return ParsedMm2(
-        parsed.config, (*reader.warnings, *(_named(w, fields, source_name) for w in parsed.warnings))
+        parsed.config,
+        (*reader.warnings, *(_named(w, fields, source_name) for w in parsed.warnings)),
+        parsed.placeholder_properties,
     )
 
 
@@ -663,7 +676,14 @@ def _secret_name(prefix: str, alias: str) -> str:
 _TLS_MATERIAL = frozenset({"ssl.ca.pem", "ssl.certificate.pem", "ssl.key.pem"})
 
 
-def _cluster_spec(cluster: ClusterConfig, *, prefix: str, secrets: _SecretKeys, omitted: list[str]) -> dict:
+def _cluster_spec(
+    cluster: ClusterConfig,
+    *,
+    prefix: str,
+    secrets: _SecretKeys,
+    omitted: list[str],
+    secret_properties: frozenset[tuple[str, str]],
+) -> dict:
     client = dict(cluster.client)
     protocol = client.pop("security.protocol", "PLAINTEXT").upper()
     mechanism = client.pop("sasl.mechanism", "").upper()
@@ -706,10 +726,13 @@ def _cluster_spec(cluster: ClusterConfig, *, prefix: str, secrets: _SecretKeys, 
             f"{cluster.alias}: the TLS client certificate and key (a cluster authenticates one way)"
         )
     config = dict(client)
+    scopes = {name: ("client", name) for name in client}
     for role in CLIENT_ROLES:
         config |= {f"{role}.{name}": value for name, value in getattr(cluster, role).items()}
+        scopes |= {f"{role}.{name}": (role, name) for name in getattr(cluster, role)}
     for name in sorted(config):
-        if is_secret_property(name) or name.partition(".")[2] in _TLS_MATERIAL:
+        secret = is_secret_property(name) or scopes[name] in secret_properties
+        if secret or name.partition(".")[2] in _TLS_MATERIAL:
             omitted.append(
                 f"{cluster.alias}.{name} (a secret: set it in the Connect cluster's config providers)"
             )
@@ -777,18 +800,30 @@ def _mirror_spec(flow: FlowConfig) -> dict:
     return mirror
 
 
-def write_strimzi(config: Mm2Config, *, name: str = "mirrorplane") -> str:
+def write_strimzi(
+    config: Mm2Config,
+    *,
+    name: str = "mirrorplane",
+    secret_properties: Mapping[str, frozenset[tuple[str, str]]] | None = None,
+) -> str:
     """KafkaMirrorMaker2 resources for `config`: one per target cluster (`<name>-to-<target>`), the clusters
     that never appear in a flow with the first; parse_strimzi of it gives back the same clusters and flows.
 
     `config` may hold secret values: none is written. Passwords, client keys and CA certificates become
     references to Secrets (`<name>-<alias>`) the header lists with their keys; any other secret property
-    is left out and named in the header.
+    is left out and named in the header, and so is every (scope, property) `secret_properties` names for a
+    cluster alias whatever its name (the control plane's stored secrets).
     """
     targets = list(dict.fromkeys(flow.target for flow in config.flows)) or list(config.aliases[:1])
     secrets, omitted = _SecretKeys({}), []
     specs = {
-        cluster.alias: _cluster_spec(cluster, prefix=name, secrets=secrets, omitted=omitted)
+        cluster.alias: _cluster_spec(
+            cluster,
+            prefix=name,
+            secrets=secrets,
+            omitted=omitted,
+            secret_properties=(secret_properties or {}).get(cluster.alias, frozenset()),
+        )
         for cluster in config.clusters
     }
     placed = {alias for flow in config.flows for alias in (flow.source, flow.target)}

@@ -287,6 +287,13 @@ class Mm2ImportRequestSerializer(serializers.Serializer):
         help_text="mm2.properties content, or a Strimzi KafkaMirrorMaker2 resource (YAML)",
     )
     dry_run = serializers.BooleanField(default=False, help_text="only report what would change")
+    placeholder_values = serializers.DictField(
+        child=serializers.CharField(trim_whitespace=False),
+        required=False,
+        write_only=True,
+        help_text="values of the text's ${env:VAR} placeholders, by variable name (write-only; stored as "
+        "secrets). The server's own environment gives only the variables MIRRORPLANE_IMPORT_ENV_ALLOWED names",
+    )
 
 
 class ImportChangeSerializer(serializers.Serializer):

@@ -191,7 +191,11 @@ class ClusterFields:
     secrets: ScopedProperties
 
 
-def cluster_fields_from_config(config: ClusterConfig) -> ClusterFields:
+def cluster_fields_from_config(
+    config: ClusterConfig, *, secret_properties: frozenset[tuple[str, str]] = frozenset()
+) -> ClusterFields:
+    """`config` split into columns; `secret_properties` ((scope, name): those a placeholder gave a value
+    to) are secrets whatever their name."""
     properties, secrets = empty_scopes(), empty_scopes()
     columns = {"security.protocol": SecurityProtocol.PLAINTEXT.value, "sasl.mechanism": ""}
     for scope in PROPERTY_SCOPES:
@@ -199,7 +203,7 @@ def cluster_fields_from_config(config: ClusterConfig) -> ClusterFields:
         for name, value in values.items():
             if scope == "client" and name in COLUMN_PROPERTIES:
                 columns[name] = value
-            elif is_stored_as_secret(name):
+            elif is_stored_as_secret(name) or (scope, name) in secret_properties:
                 secrets[scope][name] = value
             else:
                 properties[scope][name] = value

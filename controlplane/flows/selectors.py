@@ -67,7 +67,14 @@ def _stored_config(clusters: list[Cluster], *, secrets: Literal["values", "place
 def strimzi_export() -> str:
     """Every cluster and flow as Strimzi KafkaMirrorMaker2 resources; secrets are references to Kubernetes
     Secrets, never values (`write_strimzi` writes none of the values it is given)."""
-    return write_strimzi(_stored_config(list(Cluster.objects.all()), secrets="values"))
+    clusters = list(Cluster.objects.all())
+    stored_secrets = {
+        cluster.alias: frozenset(
+            (scope, name) for scope, values in engine.cluster_secrets(cluster).items() for name in values
+        )
+        for cluster in clusters
+    }
+    return write_strimzi(_stored_config(clusters, secrets="values"), secret_properties=stored_secrets)
 
 
 def mm2_export() -> str:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from controlplane.core.audit import audit_record, audited_attempt
@@ -30,7 +31,7 @@ from controlplane.models import (
 from replication.client_properties import client_property_problem, not_applicable_reason
 from replication.config import FLOW_PROPERTIES, FlowConfig
 from replication.flow_rules import flow_problems
-from replication.mm2file import Mm2FileError
+from replication.mm2file import Mm2FileError, ParsedMm2, Placeholders
 from replication.secrets import MASK
 from replication.strimzi import parse_mirrormaker
 from replication.topology import find_replication_loops
@@ -87,7 +88,7 @@ def _scoped_errors(value: Any, *, field_name: str, secret: bool) -> Errors:
                 _add(errors, field_name, f"{where} is a secret: set it in secret_properties (write-only)")
             elif scope == "client" and (reason := not_applicable_reason(name)):
                 _add(errors, field_name, f"{where}: {reason}; remove it")
-            elif problem := client_property_problem(name, prop_value):
+            elif problem := client_property_problem(name, prop_value, shown=MASK if secret else None):
                 _add(errors, field_name, f"{where}: {problem[0]}; {problem[1]}")
     return errors
 
@@ -530,21 +531,49 @@ def _prefixed(prefix: str, errors: Errors) -> Errors:
     return {f"{prefix}.{name}": messages for name, messages in errors.items()}
 
 
+IMPORT_PLACEHOLDERS = Placeholders(
+    secrets_only=True,
+    unset_fix=(
+        "type its value on the web import page, or have the server's administrator allow {variable} in "
+        "MIRRORPLANE_IMPORT_ENV_ALLOWED and set it (its value is stored as a secret)"
+    ),
+)
+
+
+def import_environ() -> dict[str, str]:
+    """The server's environment variables an MM2 import may read: the names MIRRORPLANE_IMPORT_ENV_ALLOWED
+    lists (`PREFIX_*`: every name with that prefix). None by default: the web server's environment holds
+    SECRET_KEY, DATABASE_URL and the secrets key."""
+    names = [entry for entry in settings.MIRRORPLANE_IMPORT_ENV_ALLOWED if not entry.endswith("*")]
+    prefixes = tuple(entry[:-1] for entry in settings.MIRRORPLANE_IMPORT_ENV_ALLOWED if entry.endswith("*"))
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if name in names or (prefixes and name.startswith(prefixes))
+    }
+
+
 def mm2_import(
     *,
     actor,
     text: str,
     dry_run: bool,
-    environ: Mapping[str, str] | None = None,
+    placeholder_values: Mapping[str, str] | None = None,
     source_name: str = "mm2.properties",
 ) -> Mm2ImportResult:
     """Create or update the clusters and flows an mm2.properties text, or a Strimzi KafkaMirrorMaker2
-    resource (YAML), describes (objects it does not name are kept). `dry_run` only reports the changes. Placeholders `${env:VAR}` resolve from `environ`
-    (the server's environment by default), as MM2's config providers do.
+    resource (YAML), describes (objects it does not name are kept). `dry_run` only reports the changes.
+
+    Placeholders `${env:VAR}` resolve from `placeholder_values` (typed by the importer) and the variables
+    of `import_environ`, only in a cluster's client properties; every value they give is stored as a
+    secret (encrypted, shown as ******, exported as a placeholder) and no error or audit event repeats it.
     """
     try:
         parsed = parse_mirrormaker(
-            text, source_name=source_name, environ=os.environ if environ is None else environ
+            text,
+            source_name=source_name,
+            environ={**import_environ(), **(placeholder_values or {})},
+            placeholders=IMPORT_PLACEHOLDERS,
         )
     except Mm2FileError as exc:
         error = ServiceValidationError(
@@ -565,20 +594,22 @@ def mm2_import(
         raise error from exc
     if dry_run:
         with transaction.atomic():
-            changes = _apply_import(actor=actor, parsed=parsed.config, apply=False)
+            changes = _apply_import(actor=actor, parsed=parsed, apply=False)
         return Mm2ImportResult(dry_run=True, applied=False, changes=changes, warnings=list(parsed.warnings))
     with audited_attempt(actor=actor, action=AuditAction.IMPORT, object_type="mm2", object_repr=source_name):
-        changes = _apply_import(actor=actor, parsed=parsed.config, apply=True)
+        changes = _apply_import(actor=actor, parsed=parsed, apply=True)
     return Mm2ImportResult(dry_run=False, applied=True, changes=changes, warnings=list(parsed.warnings))
 
 
-def _apply_import(*, actor, parsed, apply: bool) -> list[ImportChange]:
+def _apply_import(*, actor, parsed: ParsedMm2, apply: bool) -> list[ImportChange]:
     clusters = {cluster.alias: cluster for cluster in Cluster.objects.select_for_update()}
     changes: list[ImportChange] = []
     errors: Errors = {}
     cluster_plans = []
-    for config in parsed.clusters:
-        fields = engine.cluster_fields_from_config(config)
+    for config in parsed.config.clusters:
+        fields = engine.cluster_fields_from_config(
+            config, secret_properties=parsed.placeholder_properties.get(config.alias, frozenset())
+        )
         stored = clusters.get(config.alias)
         columns = {
             "alias": config.alias,
@@ -600,14 +631,14 @@ def _apply_import(*, actor, parsed, apply: bool) -> list[ImportChange]:
         changes.append(_change("cluster", config.alias, stored is not None, diff))
         cluster_plans.append((stored, columns, fields.secrets, bool(diff)))
 
-    aliases = sorted(set(clusters) | set(parsed.aliases))
+    aliases = sorted(set(clusters) | set(parsed.config.aliases))
     stored_flows = {
         (flow.source.alias, flow.target.alias): flow
         for flow in Flow.objects.select_for_update().select_related("source", "target")
     }
     merged = {pair: engine.flow_to_config(flow) for pair, flow in stored_flows.items()}
     flow_plans = []
-    for config in parsed.flows:
+    for config in parsed.config.flows:
         pair = (config.source, config.target)
         settings = engine.flow_fields_from_config(config)
         errors |= _prefixed(f"flows.{config.name}", engine.flow_config_errors(config, aliases=aliases))

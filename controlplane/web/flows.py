@@ -4,8 +4,6 @@ change configuration."""
 
 from __future__ import annotations
 
-import os
-
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -283,7 +281,7 @@ def mm2_import(request):
     context = {"form": form}
     if request.method == "POST" and form.is_valid():
         text = form.cleaned_data["text"]
-        missing = missing_placeholders(text, environ=os.environ)
+        missing = missing_placeholders(text, environ=services.import_environ())
         typed = form.ask_for_placeholders(missing)
         unfilled = [name for name in missing if name not in typed]
         if unfilled:  # ask, keeping the text (an upload too) in the form; typed values are not shown again
@@ -297,7 +295,7 @@ def mm2_import(request):
                 actor=request.user,
                 text=text,
                 dry_run=dry_run,
-                environ={**os.environ, **typed},
+                placeholder_values=typed,
                 source_name="web import",
             )
             context |= {"result": result, "text": text}

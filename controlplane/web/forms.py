@@ -338,8 +338,8 @@ class Mm2ImportForm(forms.Form):
         label="mm2.properties or Strimzi KafkaMirrorMaker2 (YAML)",
         help_text=(
             "Paste the file or the resource, or upload it below. ${env:VAR} placeholders (and the values of "
-            "a resource's Secrets) resolve on the server; the ones it does not have are asked for "
-            "(write-only)."
+            "a resource's Secrets) may stand only in a cluster's client properties; they are asked for "
+            "(write-only) unless the server's administrator allowed the variable, and stored as secrets."
         ),
     )
     upload = forms.FileField(required=False, label="…or upload a file")
@@ -373,7 +373,7 @@ class Mm2ImportForm(forms.Form):
                 strip=False,
                 label=f"${{env:{name}}}",
                 widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
-                help_text="not set on the server: type its value (write-only, used for this import only)",
+                help_text="the server does not provide it: type its value (write-only, stored as a secret)",
             )
             if self.data.get(field_name):
                 typed[name] = self.data[field_name]

@@ -50,7 +50,8 @@ ENV = {"DC3_USER": "mirror-user", "DC3_PASSWORD": "Pw-ch4nge-me-9"}
 
 
 def _import(admin_user, text=ACTIVE_ACTIVE, *, dry_run=False, environ=ENV):
-    return services.mm2_import(actor=admin_user, text=text, dry_run=dry_run, environ=environ)
+    """Imports `text`, the placeholders typed as `environ` (the server allows none of its own)."""
+    return services.mm2_import(actor=admin_user, text=text, dry_run=dry_run, placeholder_values=environ)
 
 
 def test_dry_run_reports_changes_and_writes_nothing(admin_user):
@@ -148,13 +149,22 @@ def test_import_refuses_a_loop_with_stored_flows(admin_user, two_clusters):
     assert Flow.objects.count() == 1
 
 
-def test_api_import_and_export(admin_client, monkeypatch):
+def test_api_import_and_export(admin_client, monkeypatch, settings):
     monkeypatch.setenv("DC3_USER", ENV["DC3_USER"])
     monkeypatch.setenv("DC3_PASSWORD", ENV["DC3_PASSWORD"])
-    dry = admin_client.post("/api/v1/mm2/import/", {"text": ACTIVE_ACTIVE, "dry_run": True}, format="json")
+    settings.MIRRORPLANE_IMPORT_ENV_ALLOWED = ["DC3_USER"]  # the password is typed
+    dry = admin_client.post(
+        "/api/v1/mm2/import/",
+        {"text": ACTIVE_ACTIVE, "dry_run": True, "placeholder_values": {"DC3_PASSWORD": "typed-pw"}},
+        format="json",
+    )
     assert dry.status_code == 200 and dry.json()["applied"] is False and len(dry.json()["changes"]) == 7
     assert not Cluster.objects.exists()
-    done = admin_client.post("/api/v1/mm2/import/", {"text": ACTIVE_ACTIVE}, format="json")
+    done = admin_client.post(
+        "/api/v1/mm2/import/",
+        {"text": ACTIVE_ACTIVE, "placeholder_values": {"DC3_PASSWORD": "typed-pw"}},
+        format="json",
+    )
     assert done.status_code == 200 and done.json()["applied"] is True
     export = admin_client.get("/api/v1/mm2/export/")
     assert export["Content-Type"].startswith("text/plain")
@@ -163,9 +173,10 @@ def test_api_import_and_export(admin_client, monkeypatch):
     assert bad.status_code == 400 and bad.json()["details"][0]["property"] == "A.bootstrap.servers"
 
 
-def test_management_commands(admin_user, tmp_path: Path, monkeypatch):
+def test_management_commands(admin_user, tmp_path: Path, monkeypatch, settings):
     monkeypatch.setenv("DC3_USER", ENV["DC3_USER"])
     monkeypatch.setenv("DC3_PASSWORD", ENV["DC3_PASSWORD"])
+    settings.MIRRORPLANE_IMPORT_ENV_ALLOWED = ["DC3_*"]
     path = tmp_path / "mm2.properties"
     path.write_text(ACTIVE_ACTIVE)
     out = io.StringIO()
@@ -217,9 +228,10 @@ def test_cluster_api_refuses_worker_properties_and_bad_enumerated_values(admin_u
     )
 
 
-def test_api_imports_a_strimzi_resource_like_a_file_and_exports_it_back(admin_client, monkeypatch):
+def test_api_imports_a_strimzi_resource_like_a_file_and_exports_it_back(admin_client, monkeypatch, settings):
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
+    settings.MIRRORPLANE_IMPORT_ENV_ALLOWED = list(SECRETS)
     dry = admin_client.post("/api/v1/mm2/import/", {"text": RESOURCE, "dry_run": True}, format="json")
     assert dry.status_code == 200 and dry.json()["applied"] is False
     assert [(c["object_type"], c["name"], c["change"]) for c in dry.json()["changes"]] == [
@@ -258,9 +270,11 @@ def test_api_imports_a_strimzi_resource_like_a_file_and_exports_it_back(admin_cl
         parse_strimzi(text, environ=secrets).config.flows
         == parse_strimzi(RESOURCE, environ=SECRETS).config.flows
     )
-    for name, value in secrets.items():
-        monkeypatch.setenv(name, value)
-    again = admin_client.post("/api/v1/mm2/import/", {"text": text, "dry_run": True}, format="json")
+    again = admin_client.post(
+        "/api/v1/mm2/import/",
+        {"text": text, "dry_run": True, "placeholder_values": secrets},
+        format="json",
+    )
     assert {c["change"] for c in again.json()["changes"]} == {"unchanged"}
 
     out = io.StringIO()

@@ -21,6 +21,7 @@ from replication.config import (
 )
 from replication.mm2file import (
     Mm2FileError,
+    Placeholders,
     describe_config,
     load_mm2_file,
     parse_mm2,
@@ -618,4 +619,28 @@ def test_worker_properties_never_reach_a_client_whatever_built_the_config() -> N
         "bootstrap.servers": "a:9092",
         "security.protocol": "SSL",
         "group.id": "g",
+    }
+
+
+def test_placeholders_mark_the_properties_they_fill_and_errors_quote_the_placeholder_not_the_value():
+    text = (
+        "clusters = A, B\nA.bootstrap.servers = ${env:HOSTS}\nB.bootstrap.servers = b:1\n"
+        "A.client.id = ${env:ID}\nA.producer.linger.ms = 5\nsasl.password = ${env:PW}\n"
+        "B.sasl.password = own\nA->B.enabled = true\nA->B.tasks.max = ${env:TASKS}\n"
+    )
+    environ = {"HOSTS": "a:1", "ID": "id-value", "PW": "pw-value", "TASKS": "2"}
+    parsed = parse_mm2(text, environ=environ)  # MM2's way: anywhere, from the environment
+    assert parsed.config.cluster("A").bootstrap_servers == "a:1" and parsed.config.flows[0].tasks_max == 2
+    assert parsed.placeholder_properties == {
+        "A": {("client", "client.id"), ("client", "sasl.password")},
+        "B": frozenset(),  # B sets its own sasl.password
+    }
+    (error,) = errors_of("clusters = A\nA.bootstrap.servers = a:1\nA.acks = ${env:ACKS}\n", ACKS="leaked")
+    assert error.reason == "'${env:ACKS}' is not a valid acks" and "leaked" not in str(error)
+
+    with pytest.raises(Mm2FileError) as caught:
+        parse_mm2(text, environ=environ, placeholders=Placeholders(secrets_only=True))
+    assert {(e.property_name, "stored and shown in clear" in e.reason) for e in caught.value.errors} == {
+        ("A.bootstrap.servers", True),
+        ("A->B.tasks.max", True),
     }

@@ -264,6 +264,24 @@ class Gunicorn:
         self.process.wait(10)
 
 
+def sign_in(url: str, *, username: str, password: str) -> requests.Session:
+    """A session signed in through the login page (its CSRF cookie and token), as a browser does."""
+    session = requests.Session()
+    session.get(f"{url}/login/", timeout=10)
+    response = session.post(
+        f"{url}/login/",
+        data={
+            "username": username,
+            "password": password,
+            "csrfmiddlewaretoken": session.cookies["csrftoken"],
+        },
+        headers={"Referer": f"{url}/login/"},
+        timeout=10,
+    )
+    assert response.ok and "sessionid" in session.cookies, response.text[:500]
+    return session
+
+
 class SteadyTraffic:
     """Records produced at a fixed rate from a thread, round robin over the partitions, until `stop()`."""
 

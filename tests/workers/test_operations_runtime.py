@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 
 import pytest
-import requests
 
 from controlplane import core, operations
 from controlplane.core.roles import Role
@@ -18,7 +17,7 @@ from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_producer
 from replication.kafka.groups import GroupOffsetsAdmin
 from tests.failover.conftest import commit_after, next_records, read_partition
-from tests.workers.harness import Gunicorn, create_topic, wait_until
+from tests.workers.harness import Gunicorn, create_topic, sign_in, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -34,23 +33,6 @@ def produce_one_per_batch(cluster, topic: str) -> None:
         for partition in range(PARTITIONS):
             producer.produce(topic, value=f"r{index}-p{partition}".encode(), partition=partition)
             assert producer.flush(30) == 0
-
-
-def sign_in(url: str) -> requests.Session:
-    session = requests.Session()
-    session.get(f"{url}/login/", timeout=10)
-    response = session.post(
-        f"{url}/login/",
-        data={
-            "username": "oncall",
-            "password": PASSWORD,
-            "csrfmiddlewaretoken": session.cookies["csrftoken"],
-        },
-        headers={"Referer": f"{url}/login/"},
-        timeout=10,
-    )
-    assert response.ok and "sessionid" in session.cookies, response.text[:500]
-    return session
 
 
 def test_a_failover_through_gunicorn_survives_a_web_restart_a_killed_worker_a_warm_stop_and_a_long_drain(
@@ -76,7 +58,7 @@ def test_a_failover_through_gunicorn_survives_a_web_restart_a_killed_worker_a_wa
     produce_one_per_batch(cluster_a, topic)
 
     web = Gunicorn(env=celery_runtime.env, log=tmp_path / "gunicorn.log").start()
-    session = sign_in(web.url)
+    session = sign_in(web.url, username="oncall", password=PASSWORD)
     response = session.post(
         f"{web.url}/flows/{flow.pk}/failover/execute/",
         data={"confirm": "A->B", "groups": [group]},

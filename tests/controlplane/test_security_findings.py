@@ -1,0 +1,174 @@
+"""Regressions of the security review (issue "Security"), each named after its finding and run through
+gunicorn as the Dockerfile runs it (DEBUG off), with the web server's own secrets in its environment."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import pytest
+import requests
+from django.conf import settings
+
+from controlplane import core
+from controlplane.core.roles import Role
+from controlplane.flows import engine
+from controlplane.models import AuditEvent, Cluster, Flow
+from tests.workers.harness import Gunicorn, database_url, sign_in
+
+REPO = Path(__file__).resolve().parents[2]
+PASSWORD = "review-password-1"
+# What the web server's environment holds that no import may hand out.
+SERVER_SECRETS = {
+    "SECRET_KEY": "server-secret-key-" + secrets.token_hex(16),
+    "METRICS_BEARER_TOKEN": "scrape-token-" + secrets.token_hex(8),
+    "UNLISTED_PASSWORD": "unlisted-" + secrets.token_hex(8),
+}
+# Variables the administrator allowed (MIRRORPLANE_IMPORT_ENV_ALLOWED = MP_IMPORT_*).
+ALLOWED = {
+    "MP_IMPORT_CLIENT_ID": "allowed-client-id-" + secrets.token_hex(6),
+    "MP_IMPORT_PASSWORD": "allowed-password-" + secrets.token_hex(6),
+}
+
+
+@pytest.fixture
+def web(transactional_db, tmp_path):
+    """gunicorn with DEBUG off, the server's secrets and the allowed variables in its environment, on the
+    test database; and an admin and a viewer with their API tokens."""
+    env = {
+        **os.environ,
+        **SERVER_SECRETS,
+        **ALLOWED,
+        "DEBUG": "false",
+        # The test process reads what gunicorn encrypts.
+        "MIRRORPLANE_SECRETS_KEY": ",".join(settings.MIRRORPLANE_SECRETS_KEYS),
+        "MIRRORPLANE_IMPORT_ENV_ALLOWED": "MP_IMPORT_*",
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "PYTHONPATH": str(REPO),
+    }
+    server = Gunicorn(env=env, log=tmp_path / "gunicorn.log").start()
+    server.tokens = {
+        role: core.user_create_with_role(username=role, role=Role[role.upper()], password=PASSWORD)[1]
+        for role in ("admin", "viewer")
+    }
+    yield server
+    server.kill()
+
+
+def _api(web, role: str, method: str, path: str, **kwargs) -> requests.Response:
+    headers = {"Authorization": f"Token {web.tokens[role]}"}
+    return requests.request(method, f"{web.url}/api/v1/{path}", headers=headers, timeout=20, **kwargs)
+
+
+def _import(web, text: str, *, dry_run: bool, **extra) -> requests.Response:
+    return _api(web, "admin", "post", "mm2/import/", json={"text": text, "dry_run": dry_run, **extra})
+
+
+def _everything_a_viewer_reads(web) -> str:
+    """Every page and API answer where a stored or audited value could show."""
+    viewer = sign_in(web.url, username="viewer", password=PASSWORD)
+    pages = [viewer.get(f"{web.url}/{path}", timeout=20).text for path in ("clusters/", "audit/", "flows/")]
+    api = [
+        _api(web, "viewer", "get", path).text
+        for path in ("clusters/", "flows/", "audit/", "mm2/export/", "mm2/export/?format=strimzi")
+    ]
+    return "\n".join(pages + api)
+
+
+BASE = "clusters = A, B\nA.bootstrap.servers = a.example:9092\nB.bootstrap.servers = b.example:9092\n"
+# Every kind of place a placeholder can stand in a file.
+POSITIONS = [
+    'A.sasl.jaas.config = x required password="${{env:{var}}}";\nA->B.enabled = true\n',
+    "A.client.id = ${{env:{var}}}\nA->B.enabled = true\n",
+    "A.producer.acks = ${{env:{var}}}\nA->B.enabled = true\n",
+    "A.security.protocol = ${{env:{var}}}\nA->B.enabled = true\n",
+    "sasl.password = ${{env:{var}}}\nA->B.enabled = true\n",
+    "A->B.enabled = true\nA->B.topics = ${{env:{var}}}\n",
+    "A->B.enabled = true\nA->B.producer.client.id = ${{env:{var}}}\n",
+    "A->B.enabled = true\nreplication.factor = ${{env:{var}}}\n",
+]
+
+
+def test_finding_1_env_placeholders_never_read_the_web_servers_own_secrets(web):
+    leaks = [*SERVER_SECRETS.values(), os.environ["PATH"]]
+    for position in POSITIONS:
+        for variable in [*SERVER_SECRETS, "PATH", "DATABASE_URL", "MIRRORPLANE_SECRETS_KEY"]:
+            text = BASE + position.format(var=variable)
+            for dry_run in (True, False):
+                response = _import(web, text, dry_run=dry_run)
+                assert response.status_code == 400, (text, response.text)
+                assert not any(value in response.text for value in leaks), (text, response.text)
+                assert f"environment variable {variable} is not set" in response.text or (
+                    "placeholder is resolved only in a cluster's client properties" in response.text
+                ), response.text
+    assert not Cluster.objects.exists() and not Flow.objects.exists()
+    # A default is the file's own value: the server's variable is still not read.
+    with_default = BASE + "A.client.id = ${env:SECRET_KEY:-mirrorplane}\nA->B.enabled = true\n"
+    assert _import(web, with_default, dry_run=False).status_code == 200
+    assert engine.cluster_secrets(Cluster.objects.get(alias="A"))["client"] == {"client.id": "mirrorplane"}
+    # The web import asks for an unlisted variable (write-only) rather than read it.
+    admin = sign_in(web.url, username="admin", password=PASSWORD)
+    asked = admin.post(
+        f"{web.url}/mm2/import/",
+        data={
+            "text": BASE + "A.sasl.password = ${env:SECRET_KEY}\n",
+            "dry_run": "1",
+            "csrfmiddlewaretoken": admin.cookies["csrftoken"],
+        },
+        headers={"Referer": f"{web.url}/mm2/import/"},
+        timeout=20,
+    )
+    assert asked.status_code == 200 and 'name="env_SECRET_KEY"' in asked.text
+    assert SERVER_SECRETS["SECRET_KEY"] not in asked.text
+    assert AuditEvent.objects.filter(action="import", outcome="refused").exists()
+    shown = _everything_a_viewer_reads(web)
+    assert not any(value in shown for value in leaks)
+
+
+def test_finding_1_every_value_a_placeholder_gives_is_a_secret(web):
+    text = BASE + (
+        "A.client.id = ${env:MP_IMPORT_CLIENT_ID}\n"
+        "A.consumer.client.rack = rack-${env:MP_IMPORT_CLIENT_ID}\n"
+        'sasl.jaas.config = x required password="${env:MP_IMPORT_PASSWORD}";\n'
+        "B.ssl.key.password = ${env:TYPED_KEY_PASSWORD}\n"
+        "A->B.enabled = true\n"
+    )
+    typed = {"TYPED_KEY_PASSWORD": "typed-" + secrets.token_hex(6)}
+    values = [*ALLOWED.values(), *typed.values()]
+    dry = _import(web, text, dry_run=True, placeholder_values=typed)
+    assert dry.status_code == 200, dry.text
+    assert not any(value in dry.text for value in values)
+    assert "secrets.client.client.id" in dry.text and "secrets.consumer.client.rack" in dry.text
+    applied = _import(web, text, dry_run=False, placeholder_values=typed)
+    assert applied.status_code == 200 and not any(value in applied.text for value in values)
+
+    a, b = Cluster.objects.get(alias="A"), Cluster.objects.get(alias="B")
+    assert a.client_properties.get("client", {}) == {} and a.client_properties.get("consumer", {}) == {}
+    assert engine.cluster_secrets(a)["client"]["client.id"] == ALLOWED["MP_IMPORT_CLIENT_ID"]
+    assert engine.cluster_secrets(b)["client"]["ssl.key.password"] == typed["TYPED_KEY_PASSWORD"]
+    assert not any(value in a.secrets_encrypted + b.secrets_encrypted for value in values)
+    shown = _everything_a_viewer_reads(web)
+    for value in values:
+        assert value not in shown, shown[max(0, shown.find(value) - 300) : shown.find(value) + 100]
+    assert "A.client.id = ${env\\:A_CLIENT_ID}" in shown  # exported as a placeholder again
+
+    # An invalid value a placeholder gave is quoted as the placeholder, never as the value.
+    bad = BASE + "A.producer.acks = ${env:MP_IMPORT_PASSWORD}\nA->B.enabled = true\n"
+    refused = _import(web, bad, dry_run=False)
+    assert refused.status_code == 400 and "'${env:MP_IMPORT_PASSWORD}' is not a valid acks" in refused.text
+    # An allowed variable is still refused where its value would be stored in clear.
+    for clear in (
+        "A.bootstrap.servers = ${env:MP_IMPORT_PASSWORD}\n",
+        "A->B.topics = ${env:MP_IMPORT_PASSWORD}\n",
+    ):
+        refused = _import(web, BASE + "A->B.enabled = true\n" + clear, dry_run=False)
+        assert refused.status_code == 400 and "stored and shown in clear" in refused.text, refused.text
+    shown = _everything_a_viewer_reads(web)
+    assert not any(value in shown for value in values)
+    assert not any(
+        value in f"{event.before} {event.after} {event.detail}"
+        for event in AuditEvent.objects.all()
+        for value in values
+    )
