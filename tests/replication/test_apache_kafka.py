@@ -9,11 +9,16 @@ import time
 import pytest
 from confluent_kafka import TopicPartition
 
-from replication.config import ClusterConfig, DeliveryGuarantee
+from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.apache import ApacheKafkaBroker, kafka_version
 from replication.kafka.clients import make_consumer, make_producer
+from replication.kafka.failover_io import FailoverReader
 from replication.kafka.positions import KafkaPositionStore, positions_topic
+from replication.offset_mapping import Direction, MappedTopic, MappingError, OffsetQuery, map_offset
+from replication.policy import DefaultReplicationPolicy
+from replication.positions import InMemoryPositionStore
+from replication.source import MirrorSourceTask
 from tests.conftest import KAFKA_KIND
 from tests.replication.test_source_task import (
     create_topics,
@@ -164,6 +169,74 @@ def test_the_positions_topic_is_compacted_to_the_latest_position_per_partition(c
         }
     finally:
         reader.close()
+
+
+def test_the_offset_syncs_topic_is_compacted_and_translation_says_from_which_offset_it_is_exact(
+    cluster_a, cluster_b, unique_name
+):
+    """The offset-syncs topic is compacted as MM2's is (docs/api.md `before_first_sync`): once the cleaner
+    kept only the newest syncs, an offset older than the oldest sync held is refused with the offset from
+    which translation is exact, and an offset from there on still translates to the copy of its record."""
+    alias = (
+        "C" + unique_name.replace("-", "")[:24]
+    )  # a target alias of its own: the syncs topic is this test's
+    target = ClusterConfig(alias=alias, bootstrap_servers=cluster_b.bootstrap_servers)
+    topic = unique_name
+    create_topics(cluster_a, [topic], 1)
+    flow = FlowConfig(source="A", target=alias, enabled=True, topics=(topic,))
+    policy = DefaultReplicationPolicy(known_aliases=["A", alias])
+    task = MirrorSourceTask(
+        flow=flow,
+        source=cluster_a,
+        target=target,
+        policy=policy,
+        task_index=0,
+        position_store=InMemoryPositionStore(),
+    )
+    task.assign([(topic, 0)])
+    syncs_topic = policy.flow_offset_syncs_topic(flow)
+    written = 0
+
+    def copy_more(count: int) -> None:
+        nonlocal written
+        produce(
+            cluster_a, topic, {0: [(b"k%d" % i, b"v", [], 0) for i in range(written, written + count)]}
+        )
+        written += count
+        run_until(task, replicated(task, {(topic, 0): written}))
+
+    try:
+        copy_more(500)  # a sync every offset.lag.max (100) records
+        TopicAdmin(cluster_a).set_topic_configs(
+            syncs_topic, {"segment.ms": "200", "min.cleanable.dirty.ratio": "0.01"}, current={}
+        )
+        deadline = time.monotonic() + 60
+        while True:  # more syncs roll segments; the cleaner keeps the newest per partition key
+            copy_more(100)
+            time.sleep(0.5)
+            reader = FailoverReader(flow=flow, source=cluster_a, target=target, known_aliases=["A", alias])
+            try:
+                store = reader.refresh_offset_syncs()
+            finally:
+                reader.close()
+            oldest = store.oldest_upstream_offset(topic, 0)
+            if oldest is not None and oldest >= 500:
+                break
+            assert time.monotonic() < deadline, f"syncs from {oldest} still held after 60 s: not compacted"
+    finally:
+        task.close()
+
+    topics = {topic: MappedTopic(topic, f"A.{topic}", 1)}
+    refused = map_offset(
+        OffsetQuery(topic, 0, 7), direction=Direction.SOURCE_TO_TARGET, topics=topics, store=store
+    )
+    assert refused.error == MappingError.BEFORE_FIRST_SYNC
+    assert f"offsets from {oldest} on translate exactly" in refused.message
+    query = OffsetQuery(topic, 0, oldest + 3)
+    mapped = map_offset(query, direction=Direction.SOURCE_TO_TARGET, topics=topics, store=store)
+    assert mapped.error is None and mapped.exact
+    copy = read_partition(cluster_b, f"A.{topic}", 0)[mapped.offset]
+    assert copy.key() == b"k%d" % query.offset
 
 
 def test_cli_runs_apache_kafka_clusters_until_sigterm():
