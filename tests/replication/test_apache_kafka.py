@@ -199,9 +199,7 @@ def test_the_offset_syncs_topic_is_compacted_and_translation_says_from_which_off
 
     def copy_more(count: int) -> None:
         nonlocal written
-        produce(
-            cluster_a, topic, {0: [(b"k%d" % i, b"v", [], 0) for i in range(written, written + count)]}
-        )
+        produce(cluster_a, topic, {0: [(b"k%d" % i, b"v", [], 0) for i in range(written, written + count)]})
         written += count
         run_until(task, replicated(task, {(topic, 0): written}))
 
