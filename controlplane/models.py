@@ -711,7 +711,9 @@ class Alert(models.Model):
     unit = models.CharField(max_length=20, blank=True, default="")
     observed_at = models.DateTimeField(null=True, blank=True, help_text="when the figure was measured")
     message = models.TextField(blank=True, default="")
-    silenced = models.BooleanField(default=False, help_text="a silence covered it when it fired")
+    silenced = models.BooleanField(
+        default=False, help_text="an active silence covers it (while firing; when it resolved, once resolved)"
+    )
 
     class Meta:
         ordering = ["-fired_at", "-id"]

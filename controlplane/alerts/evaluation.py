@@ -6,7 +6,8 @@ flow's facts from the same live status roll-up as the pages (one lag definition)
 (controlplane.assurance), the runtime signals the workers record (`FlowSignals`) and the task leases the
 caller read from Redis, asks every rule, and turns verdicts into alert instances: a rule that starts
 firing opens an `Alert` (one per flow and rule), one that stops resolves it. Each opening and resolution
-queues one notification per enabled channel, unless a silence covered the alert when it fired; delivery
+queues one notification per enabled channel, unless a silence covers the alert (a firing alert is marked
+`silenced` exactly while one does: `silences.silence_marks_refresh`); delivery
 is a separate task (`controlplane.alerts.notifications`), so a channel that does not answer never delays
 evaluation.
 """
@@ -24,14 +25,13 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Max, Sum
 from django.utils import timezone
 
+from controlplane.alerts.notifications import notifications_queue
 from controlplane.alerts.rules import FlowFacts, Limits, Verdict, evaluate
-from controlplane.alerts.silences import active_silences
+from controlplane.alerts.silences import active_silences, covered, silence_marks_refresh
 from controlplane.assurance import DEFAULT_BUDGET, RpoBudget, flow_readiness_all, readiness_reads
 from controlplane.flows import lifecycle
 from controlplane.models import (
     Alert,
-    AlertNotification,
-    AlertSilence,
     AlertState,
     Flow,
     FlowEvent,
@@ -134,22 +134,11 @@ def _store_task_leases(tasks: Mapping[int, TaskLeases], *, now: datetime.datetim
     FlowSignals.objects.bulk_create([row for row in rows if row.flow_id not in existing])
 
 
-def _silenced(silences: list[AlertSilence], *, flow_id: int, rule: str) -> bool:
-    return any(s.flow_id in (None, flow_id) and s.rule in ("", rule) for s in silences)
-
-
 @dataclass(frozen=True)
 class Evaluation:
     fired: list[Alert]
     resolved: list[Alert]
     notifications: list[int]  # AlertNotification ids to deliver
-
-
-def _notify(alert: Alert, *, event: str, channels: list[NotificationChannel]) -> list[int]:
-    made = AlertNotification.objects.bulk_create(
-        [AlertNotification(channel=channel, alert=alert, event=event) for channel in channels]
-    )
-    return [notification.pk for notification in made]
 
 
 def _at(epoch: float | None) -> datetime.datetime | None:
@@ -212,23 +201,28 @@ def alerts_evaluate(
                         rule,
                         verdict,
                         now=now,
-                        silenced=_silenced(silences, flow_id=flow_id, rule=rule),
+                        silenced=covered(silences, flow_id=flow_id, rule=rule),
                     )
                     fired.append(alert)
                     if not alert.silenced:
-                        notifications += _notify(alert, event=AlertState.FIRING, channels=channels)
+                        notifications += notifications_queue(
+                            alert=alert, event=AlertState.FIRING, channels=channels
+                        )
                 elif verdict.firing:
                     _refresh(alert, verdict)
                     updated.append(alert)
                 elif alert is not None:
                     _resolve(alert, now=now)
                     resolved.append(alert)
-                    if not alert.silenced and not _silenced(silences, flow_id=flow_id, rule=rule):
-                        notifications += _notify(alert, event=AlertState.RESOLVED, channels=channels)
+                    if not alert.silenced and not covered(silences, flow_id=flow_id, rule=rule):
+                        notifications += notifications_queue(
+                            alert=alert, event=AlertState.RESOLVED, channels=channels
+                        )
         for alert in open_alerts.values():  # its flow is gone or the rule no longer exists
             _resolve(alert, now=now)
             resolved.append(alert)
         Alert.objects.bulk_update(updated, ["figure", "threshold", "observed_at", "message"])
+        notifications += silence_marks_refresh(now=now)  # silences made or ended since, or expired
     cache.set(EVALUATED_AT_KEY, now.timestamp(), timeout=None)
     return Evaluation(fired, resolved, notifications)
 

@@ -341,6 +341,14 @@ def notification_give_up(*, notification_id: int) -> None:
     )
 
 
+def notifications_queue(*, alert: Alert, event: str, channels: Sequence[NotificationChannel]) -> list[int]:
+    """One pending notification of `event` (firing, resolved) of `alert` per channel; their ids."""
+    made = AlertNotification.objects.bulk_create(
+        [AlertNotification(channel=channel, alert=alert, event=event) for channel in channels]
+    )
+    return [notification.pk for notification in made]
+
+
 def notifications_to_dispatch() -> list[int]:
     """Pending notifications nobody handed to the delivery task yet (evaluations' and tests'), marked
     handed over now: the caller queues each exactly once."""

@@ -33,9 +33,10 @@ def alerts_resolved() -> QuerySet[Alert]:
 
 
 def firing_by_flow() -> dict[int, list[Alert]]:
-    """Flow id -> its firing alerts, for the flow list and overview (firing first, with a marker)."""
+    """Flow id -> its firing alerts no silence covers, for the flow list and overview (firing first, with a
+    marker): a silenced alert is not counted there (the alert page and the flow page show it, marked)."""
     found: dict[int, list[Alert]] = {}
-    for alert in Alert.objects.filter(state=AlertState.FIRING).order_by("fired_at"):
+    for alert in Alert.objects.filter(state=AlertState.FIRING, silenced=False).order_by("fired_at"):
         found.setdefault(alert.flow_id, []).append(alert)
     return found
 

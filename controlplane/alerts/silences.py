@@ -1,25 +1,59 @@
-"""Alert silences: an operator mutes a rule (or every rule) of a flow (or of every flow) for a while; audited."""
+"""Alert silences: an operator mutes a rule (or every rule) of a flow (or of every flow) for a while; audited.
+
+A firing alert is marked `silenced` exactly while an active silence covers it, from the moment a silence
+is made or ended (and at each evaluation, for silences that expire by themselves): the alert page, the
+overview's and flow list's counts, the flow page and the API read that mark. A resolved alert keeps the
+mark it had when it resolved."""
 
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
 
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from controlplane.alerts.notifications import notifications_queue
 from controlplane.core import audit_record, audited_attempt
 from controlplane.core.errors import ServiceValidationError
 from controlplane.models import (
+    Alert,
     AlertRule,
     AlertSilence,
+    AlertState,
     AuditAction,
     Flow,
+    NotificationChannel,
 )
 
 
 def active_silences(*, now: datetime.datetime) -> QuerySet[AlertSilence]:
     return AlertSilence.objects.filter(expires_at__gt=now)
+
+
+def covered(silences: Sequence[AlertSilence], *, flow_id: int, rule: str) -> bool:
+    """Whether one of `silences` covers the rule of the flow (an empty flow or rule covers every one)."""
+    return any(s.flow_id in (None, flow_id) and s.rule in ("", rule) for s in silences)
+
+
+def silence_marks_refresh(*, now: datetime.datetime) -> list[int]:
+    """Mark each firing alert silenced exactly while an active silence covers it. An alert whose silence
+    ended while it still fires is notified as firing now: its channels heard nothing while it was silenced.
+    Returns the ids of the notifications queued."""
+    silences = list(active_silences(now=now))
+    queued: list[int] = []
+    with transaction.atomic():
+        for alert in Alert.objects.select_for_update().filter(state=AlertState.FIRING):
+            mark = covered(silences, flow_id=alert.flow_id, rule=alert.rule)
+            if mark == alert.silenced:
+                continue
+            alert.silenced = mark
+            alert.save(update_fields=["silenced"])
+            if not mark:
+                channels = NotificationChannel.objects.filter(enabled=True)
+                queued += notifications_queue(alert=alert, event=AlertState.FIRING, channels=channels)
+    return queued
 
 
 # -- silences ---------------------------------------------------------------------------------------------
@@ -36,7 +70,8 @@ def silence_create(
     reason: str = "",
 ) -> AlertSilence:
     """Silence notifications of `rule` (empty: every rule) of `flow` (None: every flow) until it expires
-    (operator; audited). Firing alerts it covers are not re-notified; new ones are marked silenced."""
+    (operator; audited). Firing alerts it covers are marked silenced at once, and no channel hears of them
+    while it lasts."""
     now = timezone.now()
     with audited_attempt(
         actor=actor, action=AuditAction.SILENCE, object_type="silence", object_repr=reason[:100]
@@ -64,6 +99,7 @@ def silence_create(
             reason=reason,
             created_by=actor if getattr(actor, "pk", None) else None,
         )
+        silence_marks_refresh(now=now)
         audit_record(
             actor=actor,
             action=AuditAction.SILENCE,
@@ -81,11 +117,13 @@ def silence_create(
 
 
 def silence_expire(*, actor, silence: AlertSilence) -> AlertSilence:
-    """End a silence now (operator; audited)."""
+    """End a silence now (operator; audited): the firing alerts it alone covered are unmarked and notified
+    (the next evaluation hands the notifications to the delivery task)."""
     with transaction.atomic():
         before = silence.expires_at
         silence.expires_at = min(before, timezone.now())
         silence.save(update_fields=["expires_at"])
+        silence_marks_refresh(now=timezone.now())
         audit_record(
             actor=actor,
             action=AuditAction.UNSILENCE,

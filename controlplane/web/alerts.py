@@ -41,8 +41,10 @@ def _context(request) -> dict:
     evaluated = alerts.evaluated_at()
     now = timezone.now()
     history = list_page(request, HISTORY_LIST, alerts.alerts_resolved())
+    firing = list(alerts.alerts_firing())
     return {
-        "firing": list(alerts.alerts_firing()),
+        "firing": firing,
+        "silenced_count": sum(alert.silenced for alert in firing),
         "history": history,
         "resolved": history.rows,
         "silences": list(alerts.silence_list()[:50]),

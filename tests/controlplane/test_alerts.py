@@ -88,6 +88,44 @@ def test_a_silence_marks_the_alert_and_sends_nothing_and_is_audited(flow, admin_
     assert audit.object_id == str(silence.pk) and audit.after["reason"] == "maintenance"
 
 
+def test_silencing_a_firing_alert_marks_it_at_once_and_ending_the_silence_notifies_it(
+    flow, admin_user, client_as, settings
+):
+    settings.MIRRORPLANE_STALE_AFTER_S = 60
+    notifications.channel_save(actor=admin_user, name="hook", kind="webhook", url="http://h.example/x")
+    report(flow, seconds_behind=500)
+    (alert,) = alerts.alerts_evaluate().fired
+    assert not alert.silenced and list(alerts.firing_by_flow()) == [flow.pk]
+
+    silence = alerts.silence_create(actor=admin_user, flow=flow, duration_s=600, reason="bulk load")
+    alert.refresh_from_db()
+    assert alert.silenced  # marked now, not only alerts that fire later
+    assert alerts.firing_by_flow() == {}  # the overview and the flow list stop counting it
+    (shown,) = client_as("viewer").get("/api/v1/alerts/", {"state": "firing"}).json()["results"]
+    assert shown["silenced"] is True
+    alerts.alerts_evaluate()  # still firing, still silenced: nothing more sent
+    assert list(AlertNotification.objects.values_list("event", flat=True)) == ["firing"]
+
+    alerts.silence_expire(actor=admin_user, silence=silence)
+    alert.refresh_from_db()
+    assert not alert.silenced and list(alerts.firing_by_flow()) == [flow.pk]
+    # It fired unheard while silenced: its channels hear it now.
+    assert list(AlertNotification.objects.values_list("event", flat=True)) == ["firing", "firing"]
+
+
+def test_a_silence_that_expires_by_itself_unmarks_its_alert_at_the_next_evaluation(
+    flow, admin_user, settings
+):
+    settings.MIRRORPLANE_STALE_AFTER_S = 600
+    report(flow, seconds_behind=500)
+    alerts.silence_create(actor=admin_user, flow=flow, duration_s=60)
+    (alert,) = alerts.alerts_evaluate().fired
+    assert alert.silenced
+    alerts.alerts_evaluate(now=timezone.now() + datetime.timedelta(seconds=120))
+    alert.refresh_from_db()
+    assert alert.state == "firing" and not alert.silenced
+
+
 def test_silence_input_errors_name_the_field(flow, client_as):
     operator = client_as("operator")
     assert client_as("viewer").post("/api/v1/alerts/silences/", {"duration_s": 60}).status_code == 403

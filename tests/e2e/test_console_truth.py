@@ -11,6 +11,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
+from controlplane import alerts
 from controlplane.flows import lifecycle, services
 from controlplane.models import FlowPartitionStatus, PartitionState
 from tests.e2e.conftest import ARTIFACTS
@@ -97,3 +98,28 @@ def test_one_health_rule_colours_every_page_and_behind_is_not_stale(page: Page, 
         expect(page.locator("table.partitions tbody tr .badge.paused")).to_have_text("paused")
         expect(page.locator("#flow-live")).not_to_contain_text("STALE")
         expect(page.locator("#observed")).to_contain_text("last seen 10 min")
+
+
+def test_the_alert_rows_silence_action_marks_it_and_the_overview_stops_counting_it(page: Page, signed_in):
+    west = services.cluster_create(actor=None, alias="west", bootstrap_servers="west.invalid:9092")
+    east = services.cluster_create(actor=None, alias="east", bootstrap_servers="east.invalid:9092")
+    flow = services.flow_create(actor=None, source=east, target=west, enabled=True)
+    _report(flow, age_s=1, behind=1, seconds=999.0)
+    alerts.alerts_evaluate()
+
+    page.goto(f"{signed_in}/")
+    with kept(page, "overview-alert"):
+        expect(page.locator("table.flows .alert-marker")).to_have_text("🔔 1 alert firing")
+    page.goto(f"{signed_in}/alerts/")
+    with kept(page, "alert-silenced"):
+        row = page.locator("tr.alert-firing")
+        row.get_by_role("spinbutton").fill("0.5")
+        row.get_by_role("button", name="Silence").click()
+        expect(page.get_by_text("Silence created.")).to_be_visible()
+        expect(page.locator("tr.alert-firing .badge.paused")).to_have_text("silenced")
+        expect(page.locator("#firing-title")).to_have_text("Firing (1, 1 silenced)")
+        expect(page.locator("table.silences")).to_contain_text("silenced from its alert row")
+    page.goto(f"{signed_in}/")
+    with kept(page, "overview-silenced"):
+        expect(page.locator("table.flows")).to_be_visible()
+        expect(page.locator("table.flows .alert-marker")).to_have_count(0)

@@ -70,3 +70,31 @@ def test_flows_with_firing_alerts_come_first_with_a_marker(client_as, flow, user
         html = unescape(page.content.decode()).split('<table class="flows">')[1]
         assert html.index(flow.name) < html.index(other.name)  # alphabetically it would come second
         assert "1 alert firing" in html
+
+
+def test_the_alert_row_silences_its_alert_and_the_overview_stops_counting_it(client_as, flow, settings):
+    settings.MIRRORPLANE_STALE_AFTER_S = 60
+    FlowPartitionStatus.objects.create(
+        flow=flow, topic="t", partition=0, remote_topic="A.t", records_behind=1, seconds_behind=999,
+        observed_at=timezone.now(),
+    )  # fmt: skip
+    (alert,) = alerts.alerts_evaluate().fired
+    operator = client_as("operator")
+    page = operator.get(reverse("web:alerts")).content.decode()
+    row = page.split(f'id="alert-{alert.pk}"')[1].split("</tr>")[0]
+    assert 'class="row-action"' in row and ">Silence</button>" in row
+    assert f'name="rule" value="{alert.rule}"' in row and f'name="flow" value="{flow.pk}"' in row
+    assert "1 alert firing" in operator.get(reverse("web:overview")).content.decode()
+
+    data = {"flow": flow.pk, "rule": alert.rule, "duration_h": "2", "reason": "silenced from its alert row"}
+    assert operator.post(reverse("web:silence-create"), data).status_code == 302
+    page = operator.get(reverse("web:alerts")).content.decode()
+    row = page.split(f'id="alert-{alert.pk}"')[1].split("</tr>")[0]
+    assert '<span class="badge paused">silenced</span>' in row and "row-action" not in row
+    assert "Firing (1, 1 silenced)" in page
+    assert "alert firing" not in operator.get(reverse("web:overview")).content.decode()
+    assert "alert firing" not in operator.get(reverse("web:flows")).content.decode()
+    flow_page = operator.get(reverse("web:flow-live", args=[flow.pk])).content.decode()
+    assert "· silenced" in flow_page
+    viewer_page = client_as("viewer").get(reverse("web:alerts")).content.decode()
+    assert ">Silence</button>" not in viewer_page  # viewers read; operators silence
