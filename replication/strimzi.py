@@ -61,8 +61,9 @@ from replication.secrets import is_secret_property
 
 API_VERSION = "kafka.strimzi.io/v1beta2"
 KIND = "KafkaMirrorMaker2"
+# At the top level, or as an item of a `kind: List` (what `kubectl get kafkamirrormaker2 -o yaml` prints).
 _RESOURCE = re.compile(
-    rf"^(kind:\s*['\"]?{KIND}['\"]?|apiVersion:\s*['\"]?kafka\.strimzi\.io/)", re.MULTILINE
+    rf"^[ \t-]*(kind:\s*['\"]?{KIND}['\"]?|apiVersion:\s*['\"]?kafka\.strimzi\.io/)", re.MULTILINE
 )
 _SASL_LOGIN_MODULES = {
     "scram-sha-256": ("SCRAM-SHA-256", "org.apache.kafka.common.security.scram.ScramLoginModule"),
@@ -92,7 +93,7 @@ _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 def is_strimzi_resource(text: str) -> bool:
     """Whether `text` is a Strimzi resource (YAML naming `kind: KafkaMirrorMaker2` or a kafka.strimzi.io
-    apiVersion at the top level) rather than an mm2.properties."""
+    apiVersion, at the top level or in a List's items) rather than an mm2.properties."""
     return _RESOURCE.search(text) is not None
 
 
@@ -207,14 +208,26 @@ class _ResourceReader:
             )
             for index, document in enumerate(documents)
         ]
-        for root in roots:
-            reader.index(root)
-            reader.read_resource(root)
-        if not roots:
+        resources = [resource for root in roots for resource in reader.resources(root)]
+        for resource in resources:
+            reader.index(resource)
+            reader.read_resource(resource)
+        if not resources:
             reader.error(None, "kind", "the text holds no resource", f"paste a {KIND} resource (YAML)")
         if reader.errors:
             raise Mm2FileError.collect(reader.errors)
         return reader
+
+    def resources(self, root: _Node) -> list[_Node]:
+        """A document's resources: itself, or the items of a `kind: List` (kubectl's `-o yaml` output)."""
+        kind = root.child("kind")
+        if kind is None or kind.value != "List":
+            return [root]
+        items = root.child("items")
+        if items is None:
+            self.error(kind, "items", "a List without items", f"export the {KIND} resources with their items")
+            return []
+        return self.sequence(items)
 
     def index(self, node: _Node) -> None:
         self.lines[node.path] = node.line

@@ -254,3 +254,22 @@ def test_what_a_resource_cannot_hold_is_named_in_the_header_and_no_secret_is_wri
     assert "# Not written: a: SASL GSSAPI (set spec.clusters[].authentication)" in written
     assert "# Not written: a.producer.ssl.key.pem (a secret" in written
     assert "sasl.kerberos.service.name: kafka" in written
+
+
+def test_kubectls_list_of_resources_reads_as_its_items_with_errors_at_the_items_fields():
+    """`kubectl get kafkamirrormaker2 -o yaml` prints `kind: List` with the resources as items."""
+    listed = "apiVersion: v1\nkind: List\nitems:\n" + "".join(
+        f"  {'- ' if index == 0 else '  '}{line}\n"
+        for index, line in enumerate(RESOURCE.splitlines())
+        if line
+    )
+    assert is_strimzi_resource(listed)
+    assert (
+        parse_mirrormaker(listed, environ=SECRETS).config == parse_strimzi(RESOURCE, environ=SECRETS).config
+    )
+    (error,) = _errors(
+        listed.replace("bootstrapServers: cluster-a-kafka-bootstrap:9093", "bootstrapServers: ''")
+    )
+    assert error.property_name.startswith("items[0].spec.clusters[0]")
+    (error,) = _errors("apiVersion: v1\nkind: List\nitems: []\n")
+    assert "no resource" in error.reason
