@@ -92,7 +92,7 @@ def _json(text: str | None) -> str | None:
         return None
     try:
         return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    except ValueError:
+    except (ValueError, RecursionError):  # a producer may nest JSON deeper than the parser recurses
         return None
 
 

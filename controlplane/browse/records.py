@@ -232,7 +232,8 @@ class ShownRecord:
 
     partition: int
     offset: int
-    timestamp: datetime.datetime | None
+    timestamp_ms: int | None  # as the producer or broker wrote it: any 64-bit number
+    timestamp: datetime.datetime | None  # None when there is none or it lies outside years 1-9999
     key: Rendered
     value: Rendered
     headers: tuple[tuple[str, Rendered], ...]
@@ -241,6 +242,7 @@ class ShownRecord:
         return {
             "partition": self.partition,
             "offset": self.offset,
+            "timestamp_ms": self.timestamp_ms,
             "timestamp": self.timestamp.isoformat() if self.timestamp else None,
             "key": self.key.to_dict(),
             "value": self.value.to_dict(),
@@ -249,9 +251,14 @@ class ShownRecord:
 
 
 def _moment(timestamp_ms: int | None) -> datetime.datetime | None:
+    """The record's time, or None outside the calendar a page can show (years 1-9999): a producer may
+    write any 64-bit timestamp, and the raw milliseconds are shown then."""
     if timestamp_ms is None:
         return None
-    return datetime.datetime.fromtimestamp(timestamp_ms / 1000, tz=datetime.UTC)
+    try:
+        return datetime.datetime.fromtimestamp(timestamp_ms / 1000, tz=datetime.UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def shown(record: KafkaRecord, *, fmt: ValueFormat, masked: bool) -> ShownRecord:
@@ -259,6 +266,7 @@ def shown(record: KafkaRecord, *, fmt: ValueFormat, masked: bool) -> ShownRecord
     return ShownRecord(
         partition=record.partition,
         offset=record.offset,
+        timestamp_ms=record.timestamp_ms,
         timestamp=_moment(record.timestamp_ms),
         key=render_bytes(record.key, fmt),
         value=value(record.value),

@@ -36,10 +36,22 @@ def when(value: datetime | str | None) -> str:
         value = parse_datetime(value)
     if value is None:
         return "—"
-    local = timezone.localtime(value)
+    try:
+        local = timezone.localtime(value)
+    except OverflowError:  # the server's zone moves a moment near year 1 or 9999 off the calendar
+        local = value
     return format_html(
         '<time datetime="{}">{}</time>', local.isoformat(), local.strftime("%Y-%m-%d %H:%M:%S %Z")
     )
+
+
+@register.filter
+def record_time(record) -> str:
+    """A record's timestamp (controlplane.browse.records.ShownRecord): its moment, or the raw milliseconds
+    when they lie outside years 1-9999 (any 64-bit number a producer wrote)."""
+    if record.timestamp is None and record.timestamp_ms is not None:
+        return f"{record.timestamp_ms} ms since the epoch (outside years 1-9999)"
+    return when(record.timestamp)
 
 
 @register.filter

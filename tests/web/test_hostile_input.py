@@ -1,0 +1,144 @@
+"""Issue 27 (security), items 4, 7, 8: what a producer can write and what a client can send, through the
+real web server (gunicorn as the Dockerfile runs it, DEBUG off): every page renders, every bad input is a
+4xx naming the field and the fix, stored state unchanged, never a 500."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import requests
+
+from controlplane import core
+from controlplane.core.roles import Role
+from controlplane.flows import services
+from controlplane.models import AlertSilence, Cluster, Flow, FlowRpoBudget, NotificationChannel, Operation
+from replication.config import ClusterConfig
+from replication.connector import NewRemoteTopic
+from replication.kafka.admin import TopicAdmin
+from tests.workers.harness import Gunicorn, database_url
+
+PASSWORD = "a-long-test-password-0123"
+REDIS_URL = os.environ.get("MIRRORPLANE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+@pytest.fixture(scope="module")
+def web(django_db_setup, django_db_blocker, tmp_path_factory):
+    """One gunicorn (the Dockerfile's: 1 sync worker, 30 s timeout) on the test database for the module."""
+    with django_db_blocker.unblock():
+        env = {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": REDIS_URL, "PYTHONUNBUFFERED": "1"}
+    env.pop("DEBUG", None)
+    server = Gunicorn(env=env, log=tmp_path_factory.mktemp("web") / "gunicorn.log").start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def admin(transactional_db):
+    """An admin with a password (for the pages) and an API token."""
+    user, token = core.user_create_with_role(username="boss", role=Role.ADMIN)
+    user.set_password(PASSWORD)
+    user.save()
+    return user, token
+
+
+def signed_in(web: Gunicorn, username: str) -> requests.Session:
+    session = requests.Session()
+    session.get(f"{web.url}/login/", timeout=10)
+    answer = session.post(
+        f"{web.url}/login/",
+        data={
+            "username": username,
+            "password": PASSWORD,
+            "csrfmiddlewaretoken": session.cookies["csrftoken"],
+        },
+        headers={"Referer": f"{web.url}/login/"},
+        timeout=10,
+        allow_redirects=False,
+    )
+    assert answer.status_code == 302, answer.text[:500]
+    return session
+
+
+def api(web: Gunicorn, token: str) -> requests.Session:
+    session = requests.Session()
+    session.headers["Authorization"] = f"Token {token}"
+    return session
+
+
+def stored_state() -> list:
+    """Every row a bad input could have written (refusals are audited: the audit log is not compared)."""
+    models = (Cluster, Flow, FlowRpoBudget, NotificationChannel, AlertSilence, Operation)
+    return [sorted(map(str, model.objects.values_list())) for model in models]
+
+
+# -- item 4: any value a producer can write renders --------------------------------------------------------
+@pytest.mark.kafka
+def test_record_timestamps_past_year_9999_and_deep_json_values_render(
+    web, admin, cluster_a: ClusterConfig, unique_name
+):
+    from replication.kafka.clients import make_producer
+
+    # Apache Kafka 4 refuses timestamps over an hour ahead unless the topic allows them; other brokers don't.
+    errors = TopicAdmin(cluster_a).create_topics(
+        [NewRemoteTopic(unique_name, unique_name, 1, 1, {"message.timestamp.after.max.ms": str(2**63 - 1)})]
+    )
+    assert errors.get(unique_name) is None, errors
+    odd_timestamps = [253402300800000, 2**63 - 1, 1000, 1]  # year 10000, the largest a producer can send
+    producer, failures = make_producer(cluster_a), []
+
+    def delivered(error, message) -> None:
+        failures.extend([error] if error else [])
+
+    for timestamp in odd_timestamps:
+        producer.produce(unique_name, value=b"v", partition=0, timestamp=timestamp, on_delivery=delivered)
+        producer.flush(30)
+    deep = b"[" * 4000 + b"]" * 4000  # deeper than Python's json parser recurses
+    producer.produce(unique_name, value=deep, partition=0, on_delivery=delivered)
+    assert producer.flush(30) == 0 and failures == []
+    services.cluster_create(actor=admin[0], alias="A", bootstrap_servers=cluster_a.bootstrap_servers)
+    cluster = Cluster.objects.get(alias="A")
+
+    page = signed_in(web, "boss").get(f"{web.url}/topics/A/{unique_name}/?offset=0", timeout=30)
+    assert page.status_code == 200, page.text[:300]
+    assert "253402300800000 ms since the epoch (outside years 1-9999)" in page.text
+    assert "1970-01-01 00:00:01 UTC" in page.text
+    shown = api(web, admin[1]).get(
+        f"{web.url}/api/v1/clusters/{cluster.pk}/topics/{unique_name}/records/?offset=0&format=json",
+        timeout=30,
+    )
+    assert shown.status_code == 200, shown.text[:300]
+    records = shown.json()["records"]
+    assert [r["timestamp_ms"] for r in records[:4]] == odd_timestamps
+    assert [r["timestamp"] is None for r in records[:4]] == [True, True, False, False]
+    assert records[4]["value"]["format"] == "text" and records[4]["value"]["note"]
+
+
+# -- item 7: loop detection in linear time -----------------------------------------------------------------
+def test_mm2_import_dry_run_of_a_full_mesh_answers_in_seconds(web, admin):
+    aliases = [f"c{index}" for index in range(11)]
+    lines = ["clusters = " + ", ".join(aliases)]
+    lines += [f"{alias}.bootstrap.servers = {alias}.invalid:9092" for alias in aliases]
+    lines += [f"{s}->{t}.enabled = true" for s in aliases for t in aliases if s != t]
+    before = stored_state()
+    answer = api(web, admin[1]).post(
+        f"{web.url}/api/v1/mm2/import/", json={"text": "\n".join(lines), "dry_run": True}, timeout=25
+    )
+    assert answer.status_code == 200, answer.text[:500]
+    assert len([c for c in answer.json()["changes"] if c["object_type"] == "flow"]) == 110
+    assert stored_state() == before
+
+
+@pytest.mark.parametrize("timestamp_ms", [-(2**63), -62135596800001, -5, 253402300800000, 2**63 - 1])
+def test_record_timestamps_outside_the_calendar_render_as_milliseconds(timestamp_ms):
+    from controlplane.browse.records import shown
+    from controlplane.web.templatetags.web import record_time
+    from replication.browse import KafkaRecord, ValueFormat
+
+    record = shown(
+        KafkaRecord(topic="t", partition=0, offset=0, timestamp_ms=timestamp_ms, key=None, value=b"v"),
+        fmt=ValueFormat.AUTO,
+        masked=False,
+    )
+    assert record.to_dict()["timestamp_ms"] == timestamp_ms
+    assert str(timestamp_ms) in record_time(record) or record.timestamp is not None
