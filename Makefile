@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 export DJANGO_SETTINGS_MODULE ?= controlplane.settings
 
-.PHONY: install test test-fast lint bench demo clean chromium prometheus alertmanager postgres redis kafka spark-jars
+.PHONY: install test test-fast lint bench demo clean chromium prometheus alertmanager postgres redis kafka spark-jars schema-registry
 
 # This machine's own keys for the demo and the benchmarks (the settings refuse the public development
 # key when DEBUG is false): generated once into var/dev.env, read by every process make starts.
@@ -61,6 +61,12 @@ redis:
 kafka: install
 	@$(PY) -c "from replication.kafka.apache import kafka_libs, kafka_version; kafka_libs(); print('Apache Kafka', kafka_version())"
 
+# A Confluent-compatible schema registry for the schema tests (one per cluster): Apicurio Registry, the
+# Quarkus application deploy/schema-registry/pom.xml names, from Maven Central unpacked into
+# var/schema-registry/<version>/app (Maven's cache makes a second fetch local; replication/schemas/apicurio.py).
+schema-registry: install
+	@$(PY) -c "from replication.schemas.apicurio import apicurio_app, apicurio_version; apicurio_app(); print('Apicurio Registry', apicurio_version())"
+
 # Spark's s3a connector for a metrics lake on object storage (METRICS_DIR=s3://...): the jars named by
 # deploy/spark/pom.xml (hadoop-aws of pyspark's Hadoop and the AWS SDK modules it calls), from Maven Central
 # into var/spark-jars/<hadoop version>, cached the same way. Prints the `spark.jars` line of
@@ -73,11 +79,11 @@ test: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 test: export REDIS_URL ?= redis://127.0.0.1:6379/0
 
 # pytest exits 5 when it collected no tests: that is a failure here, as any other non-zero code.
-test: install chromium prometheus alertmanager postgres redis kafka spark-jars
+test: install chromium prometheus alertmanager postgres redis kafka schema-registry spark-jars
 	$(PY) -m pytest -p no:cacheprovider --durations=15 $(PYTEST_ARGS); \
 	  code=$$?; if [ $$code -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$code
 
-test-fast: install redis kafka spark-jars
+test-fast: install redis kafka schema-registry spark-jars
 	$(PY) -m pytest -m "not slow and not e2e" $(PYTEST_ARGS)
 
 lint: install

@@ -611,6 +611,22 @@ class GroupFilter(_IncludeExcludeFilter):
         return self._passes(group)
 
 
+class SubjectFilter(_IncludeExcludeFilter):
+    """Schema registry subjects a flow syncs (`replication.schemas.subjects`)."""
+
+    def __init__(
+        self,
+        include: Sequence[str] = (".*",),
+        exclude: Sequence[str] = (),
+        *,
+        property_names: tuple[str, str] = ("schema.subjects", "schema.subjects.exclude"),
+    ) -> None:
+        super().__init__(include, exclude, property_names=property_names)
+
+    def should_sync_subject(self, subject: str) -> bool:
+        return self._passes(subject)
+
+
 class ConfigPropertyFilter(_IncludeExcludeFilter):
     """Topic config properties copied to remote topics: all but those matching `config.properties.exclude`."""
 

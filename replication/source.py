@@ -63,6 +63,7 @@ from replication.mirroring import (
 from replication.offset_syncs import OffsetSyncEmitter, OffsetSyncWriter
 from replication.policy import ReplicationPolicy
 from replication.positions import PersistCadence, PositionStore, TopicPartition
+from replication.schemas.ids import SchemaIdRewriter, SchemaWait
 from replication.task_io import PartitionReader, PartitionReadError, RecordSink, TaskIO
 
 __all__ = [  # the MM2 decisions the task runs are imported from here too
@@ -96,6 +97,9 @@ SINK_WARM_TIMEOUT_S = 10.0
 # it this long, retried each slice, before its start is an error (`waits_for_remote_partition`). Well
 # under the time a chain stays on one worker (60 slices of 1 s): a task built elsewhere waits anew.
 REMOTE_PARTITION_WAIT_S = 30.0
+# rewrite-ids: a partition holding at a record whose schema the target registry lacks is an error (in the
+# flow's status) once it waited this long: the schema sync runs every few seconds when it works.
+SCHEMA_WAIT_ERROR_S = 30.0
 
 
 class SliceErrorKind(enum.StrEnum):
@@ -106,6 +110,7 @@ class SliceErrorKind(enum.StrEnum):
     DATA_LOSS = "data_loss"  # data.loss.policy=stop stopped a partition
     OFFSET_SYNC = "offset_sync"  # emitting offset syncs failed: positions wait, retried
     PERSIST = "persist"  # persisting positions failed: retried
+    SCHEMA = "schema"  # rewrite-ids: a partition waited longer than SCHEMA_WAIT_ERROR_S for a schema
 
 
 @dataclass(frozen=True)
@@ -162,6 +167,8 @@ class _PartitionState:
         "persisted",
         "stopped",
         "suspect_since",
+        "schema_wait",
+        "schema_wait_since",
     )
 
     def __init__(self, *, topic: str, partition: int, remote_topic: str, start: int, offset_lag_max: int):
@@ -181,6 +188,8 @@ class _PartitionState:
         self.persisted: int | None = None
         self.stopped = False
         self.suspect_since: float | None = None
+        self.schema_wait: SchemaWait | None = None  # held at next_offset this slice (rewrite-ids)
+        self.schema_wait_since: float | None = None
 
     @property
     def key(self) -> TopicPartition:
@@ -228,8 +237,10 @@ class MirrorSourceTask:
         clock: Callable[[], float] = time.time,
         gap_confirm_s: float = GAP_CONFIRM_S,
         remote_partition_wait_s: float = REMOTE_PARTITION_WAIT_S,
+        schema_ids: SchemaIdRewriter | None = None,
     ) -> None:
-        """`io` reaches the clusters; without it, Kafka clients of `source` and `target` are made."""
+        """`io` reaches the clusters; without it, Kafka clients of `source` and `target` are made.
+        `schema_ids` rewrites the schema IDs of keys and values (`rewrite-ids`)."""
         self.flow, self.source, self.target, self.policy = flow, source, target, policy
         self.task_index = task_index
         self.metrics = metrics if metrics is not None else MirrorMetrics(clock=clock)
@@ -237,6 +248,7 @@ class MirrorSourceTask:
         self._clock = clock
         self._gap_confirm_s = gap_confirm_s
         self._remote_partition_wait_s = remote_partition_wait_s
+        self._schema_ids = schema_ids
         self._exactly_once = flow.delivery_guarantee == DeliveryGuarantee.EXACTLY_ONCE
         self._rewrite = header_rewriter(
             provenance_enabled=flow.provenance_header_enabled,
@@ -308,6 +320,8 @@ class MirrorSourceTask:
         errors: list[SliceError] = []
         gaps: list[GapEvent] = []
         self._apply_assignment(errors)
+        for state in self._states.values():
+            state.schema_wait = None  # try again: the schema sync may have registered it meanwhile
         records_before, bytes_before = self._acked_totals()
         caught_up = False
         if any(not state.stopped for state in self._states.values()):
@@ -330,6 +344,7 @@ class MirrorSourceTask:
         self._observe_acks(now)
         self._check_deliveries(errors)
         gaps.extend(self._check_data_loss(now=now, errors=errors))
+        self._check_schema_waits(now=now, errors=errors)
         self._commit(now=now, errors=errors)
         self._report_metrics(now)
         if self._reassign_needed and not self._restart_needed:
@@ -587,6 +602,7 @@ class MirrorSourceTask:
         poll = sink.poll
         states = self._states
         rewrite = self._rewrite
+        schema_ids = self._schema_ids
         taken = 0
         while taken < max_records:
             remaining = deadline - time.monotonic()
@@ -615,7 +631,7 @@ class MirrorSourceTask:
                 if partition != last_partition or topic != last_topic:
                     last_topic, last_partition = topic, partition
                     state = states.get((topic, partition))
-                    if state is None or state.stopped:
+                    if state is None or state.stopped or state.schema_wait is not None:
                         state = None  # fetched before a reassignment: not ours any more
                         continue
                     state.polled = True
@@ -636,12 +652,20 @@ class MirrorSourceTask:
                         state.skipped += 1
                         state.next_offset = offset + 1
                         continue
+                key, value = message.key(), message.value()
+                if schema_ids is not None:
+                    try:
+                        key, value = schema_ids.rewrite(key), schema_ids.rewrite(value)
+                    except SchemaWait as wait:
+                        self._hold_for_schema(state, offset, wait)
+                        state = None  # its other records fetched with it wait as well
+                        continue
                 while True:
                     try:
                         produce(
                             remote_topic,
-                            value=message.value(),
-                            key=message.key(),
+                            value=value,
+                            key=key,
                             partition=partition,
                             # 0 asks the producer for "now": only when the source record has none.
                             timestamp=timestamp if timestamp_type else 0,
@@ -686,6 +710,40 @@ class MirrorSourceTask:
                 return True
             self._persist_if_due()
         return False
+
+    def _hold_for_schema(self, state: _PartitionState, offset: int, wait: SchemaWait) -> None:
+        """rewrite-ids: the partition stays at `offset` (fetched again from there next slice) because its
+        record names a schema the target registry does not hold yet; never sent with a wrong ID."""
+        state.schema_wait = wait
+        state.next_offset = offset
+        self._reassign_needed = True
+        if state.schema_wait_since is None:
+            state.schema_wait_since = self._clock()
+            log.info(
+                "flow %s task %d: %s[%d] waits at offset %d: %s",
+                self.flow.name,
+                self.task_index,
+                state.topic,
+                state.partition,
+                offset,
+                wait,
+            )
+
+    def _check_schema_waits(self, *, now: float, errors: list[SliceError]) -> None:
+        for state in self._states.values():
+            if state.schema_wait is None:
+                state.schema_wait_since = None
+            elif now - state.schema_wait_since >= SCHEMA_WAIT_ERROR_S:
+                self._record_error(
+                    SliceError(
+                        SliceErrorKind.SCHEMA,
+                        f"{state.topic}[{state.partition}] has waited {now - state.schema_wait_since:.0f}s "
+                        f"at offset {state.next_offset}: {state.schema_wait}",
+                        state.key,
+                    ),
+                    state.remote_topic,
+                    errors,
+                )
 
     def _fetched_to_end(self) -> bool:
         """Every running partition was read to the end its source reports: a fetch that found nothing is

@@ -18,6 +18,7 @@ import pytest
 from replication.config import ClusterConfig
 from replication.kafka.apache import ApacheKafkaBroker, BrokerSecurity, apache_clusters, kafka_version
 from replication.kafka.embedded import EmbeddedBroker, embedded_clusters
+from replication.schemas.apicurio import ApicurioRegistry, apicurio_registries
 from tests.lake import S3_ENVIRONMENT, moto_s3_server
 from tests.tls import make_pki
 
@@ -118,6 +119,14 @@ def cluster_a(kafka_brokers) -> ClusterConfig:
 @pytest.fixture(scope="session")
 def cluster_b(kafka_brokers) -> ClusterConfig:
     return ClusterConfig(alias="B", bootstrap_servers=kafka_brokers["B"].bootstrap_servers)
+
+
+@pytest.fixture(scope="session")
+def schema_registries() -> dict[str, ApicurioRegistry]:
+    """A real Confluent-compatible schema registry per cluster, `A` and `B` (Apicurio Registry from Maven
+    Central, in memory), for the session: tests use their own subjects (unique topic names)."""
+    with apicurio_registries(["A", "B"], workdir=KAFKA_LOGS / "schema-registry") as registries:
+        yield registries
 
 
 @pytest.fixture

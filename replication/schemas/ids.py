@@ -1,0 +1,100 @@
+"""`rewrite-ids`: the schema ID in each mirrored record's key and value becomes the target registry's ID
+of the same schema.
+
+The mapping (source ID -> target ID) is derived from the two registries, which are its durable store: a
+source ID's (subject, version) pairs come from the source registry, and the target's ID is what a lookup
+of that schema under the renamed subject answers. A task keeps the answers it got, so a restart rebuilds
+the mapping by asking again, and an ID that meant one schema keeps meaning it (registries never reuse an
+ID). A record whose schema is not on the target yet is never sent with a wrong ID: `rewrite` raises
+`SchemaWait` and the task holds the partition at that record until the schema sync registers it
+(asked again at most every `retry_s` per ID). A payload not in the wire format, or naming an ID the
+source registry does not know (a payload that merely starts with a zero byte), passes unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from replication.schemas.rest import ConfluentRegistryClient, RegistryError
+from replication.schemas.sync import renamed_schema
+from replication.schemas.wire import schema_id_of, with_schema_id
+
+RETRY_S = 1.0
+_NOT_A_SCHEMA = -1  # the source registry does not know the ID: the payload is not a registry record
+
+
+class SchemaWait(Exception):
+    """The record names a source schema the target registry does not hold yet (or that could not be
+    looked up): the partition waits at this record."""
+
+    def __init__(self, source_id: int, reason: str) -> None:
+        super().__init__(f"schema ID {source_id}: {reason}")
+        self.source_id = source_id
+
+
+class SchemaIdRewriter:
+    """Rewrites the schema ID of wire-format payloads, one registry lookup per source ID."""
+
+    def __init__(
+        self,
+        *,
+        source: ConfluentRegistryClient,
+        target: ConfluentRegistryClient,
+        rename: Callable[[str], str | None],
+        retry_s: float = RETRY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._source, self._target, self._rename = source, target, rename
+        self._retry_s, self._clock = retry_s, clock
+        self._target_ids: dict[int, int] = {}
+        self._missing: dict[int, tuple[float, str]] = {}  # source ID -> (when asked, why not there)
+
+    @property
+    def id_map(self) -> dict[int, int]:
+        """Source ID -> target ID, as resolved so far (IDs of non-registry payloads left out)."""
+        return {source: target for source, target in self._target_ids.items() if target != _NOT_A_SCHEMA}
+
+    def rewrite(self, payload: bytes | None) -> bytes | None:
+        """`payload` naming the target's ID of its schema; `SchemaWait` when that is not known yet."""
+        source_id = schema_id_of(payload)
+        if source_id is None:
+            return payload
+        target_id = self._target_ids.get(source_id)
+        if target_id is None:
+            target_id = self._resolve(source_id)
+        if target_id in (_NOT_A_SCHEMA, source_id):
+            return payload
+        return with_schema_id(payload, target_id)
+
+    def _resolve(self, source_id: int) -> int:
+        missing = self._missing.get(source_id)
+        now = self._clock()
+        if missing is not None and now - missing[0] < self._retry_s:
+            raise SchemaWait(source_id, missing[1])
+        try:
+            target_id = self._lookup(source_id)
+        except RegistryError as exc:
+            target_id, reason = None, f"lookup failed: {exc}"
+        else:
+            reason = "not on the target registry yet (waiting for the schema sync)"
+        if target_id is None:
+            self._missing[source_id] = (now, reason)
+            raise SchemaWait(source_id, reason)
+        self._missing.pop(source_id, None)
+        self._target_ids[source_id] = target_id
+        return target_id
+
+    def _lookup(self, source_id: int) -> int | None:
+        """The target's ID of the source schema, `_NOT_A_SCHEMA`, or None when the target lacks it."""
+        schema = self._source.schema_by_id(source_id)
+        if schema is None:
+            return _NOT_A_SCHEMA
+        for subject, _version in self._source.subject_versions_of(source_id):
+            target_subject = self._rename(subject)
+            if target_subject is None:
+                continue
+            found = self._target.lookup(target_subject, renamed_schema(schema, self._rename))
+            if found is not None:
+                return found.schema_id
+        return None

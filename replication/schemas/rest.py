@@ -1,0 +1,237 @@
+"""A client of the Confluent Schema Registry REST API (Confluent's registry, Apicurio's `/apis/ccompat/v7`,
+Karapace, Redpanda): the calls the subject sync and the schema-ID rewrite make, nothing more.
+
+Plain HTTP from the standard library: a sync makes a few calls per new schema version and the rewrite
+caches every answer it acts on, so no connection pool is worth a dependency. Authentication is HTTP basic
+(user and password) or a bearer token, as the registries accept.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+DEFAULT_TIMEOUT_S = 10.0
+# Confluent's error codes the callers act on (the HTTP status alone is 404 for all of them).
+SUBJECT_NOT_FOUND = 40401
+VERSION_NOT_FOUND = 40402
+SCHEMA_NOT_FOUND = 40403
+SUBJECT_CONFIG_NOT_FOUND = 40408
+
+
+@dataclass(frozen=True)
+class RegistryAuth:
+    """Basic (`username`, `password`) or bearer (`token`) credentials; the secrets arrive resolved."""
+
+    username: str | None = None
+    password: str | None = None
+    token: str | None = None
+
+    def header(self) -> str | None:
+        if self.token:
+            return f"Bearer {self.token}"
+        if self.username is not None:
+            pair = f"{self.username}:{self.password or ''}".encode()
+            return f"Basic {base64.b64encode(pair).decode()}"
+        return None
+
+
+@dataclass(frozen=True)
+class Reference:
+    name: str
+    subject: str
+    version: int
+
+
+@dataclass(frozen=True)
+class Schema:
+    """A schema as a registry stores it: its text, its type (AVRO when a registry names none) and references."""
+
+    schema: str
+    schema_type: str = "AVRO"
+    references: tuple[Reference, ...] = ()
+
+    def payload(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"schema": self.schema}
+        if self.schema_type != "AVRO":
+            body["schemaType"] = self.schema_type
+        if self.references:
+            body["references"] = [
+                {"name": ref.name, "subject": ref.subject, "version": ref.version} for ref in self.references
+            ]
+        return body
+
+    def same_as(self, other: Schema) -> bool:
+        """The same schema, however a registry re-serialized its JSON (Avro, JSON Schema)."""
+        if (self.schema_type, self.references) != (other.schema_type, other.references):
+            return False
+        if self.schema_type == "PROTOBUF":
+            return self.schema.strip() == other.schema.strip()
+        try:
+            return json.loads(self.schema) == json.loads(other.schema)
+        except ValueError:
+            return self.schema == other.schema
+
+
+@dataclass(frozen=True)
+class SubjectVersion:
+    subject: str
+    version: int
+    schema_id: int
+    schema: Schema
+
+
+class RegistryError(RuntimeError):
+    """A registry refused or failed a call: `status` the HTTP status (0: no answer), `error_code` Confluent's."""
+
+    def __init__(self, message: str, *, status: int = 0, error_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status, self.error_code = status, error_code
+
+
+def _schema_of(body: dict[str, Any]) -> Schema:
+    return Schema(
+        schema=body["schema"],
+        schema_type=body.get("schemaType") or "AVRO",
+        references=tuple(
+            Reference(name=ref["name"], subject=ref["subject"], version=int(ref["version"]))
+            for ref in body.get("references") or ()
+        ),
+    )
+
+
+@dataclass
+class ConfluentRegistryClient:
+    """One registry's Confluent API at `url` (e.g. `http://host:8081`, or Apicurio's `.../apis/ccompat/v7`)."""
+
+    url: str
+    auth: RegistryAuth | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    _headers: dict[str, str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.url = self.url.rstrip("/")
+        self._headers = {"Accept": CONTENT_TYPE, "Content-Type": CONTENT_TYPE}
+        authorization = self.auth.header() if self.auth else None
+        if authorization:
+            self._headers["Authorization"] = authorization
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        request = urllib.request.Request(
+            self.url + path,
+            method=method,
+            headers=self._headers,
+            data=None if body is None else json.dumps(body).encode(),
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            try:
+                answer = json.loads(exc.read() or b"{}")
+            except ValueError:
+                answer = {}
+            code = answer.get("error_code") if isinstance(answer, dict) else None
+            message = answer.get("message") if isinstance(answer, dict) else None
+            raise RegistryError(
+                f"{method} {self.url}{path}: HTTP {exc.code}: {message or exc.reason}",
+                status=exc.code,
+                error_code=code,
+            ) from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise RegistryError(f"{method} {self.url}{path}: {exc}") from None
+
+    @staticmethod
+    def _quote(subject: str) -> str:
+        return urllib.parse.quote(subject, safe="")
+
+    # -- reads ------------------------------------------------------------------------------------------
+    def subjects(self) -> list[str]:
+        return list(self._call("GET", "/subjects"))
+
+    def versions(self, subject: str) -> list[int]:
+        """The subject's versions, ascending; [] when the subject does not exist."""
+        try:
+            return sorted(int(v) for v in self._call("GET", f"/subjects/{self._quote(subject)}/versions"))
+        except RegistryError as exc:
+            if exc.status == 404:
+                return []
+            raise
+
+    def version(self, subject: str, version: int) -> SubjectVersion:
+        body = self._call("GET", f"/subjects/{self._quote(subject)}/versions/{version}")
+        return SubjectVersion(
+            subject=body.get("subject", subject),
+            version=int(body["version"]),
+            schema_id=int(body["id"]),
+            schema=_schema_of(body),
+        )
+
+    def schema_by_id(self, schema_id: int) -> Schema | None:
+        """The schema of an ID; None when the registry has no such ID."""
+        try:
+            return _schema_of(self._call("GET", f"/schemas/ids/{schema_id}"))
+        except RegistryError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def subject_versions_of(self, schema_id: int) -> list[tuple[str, int]]:
+        """The (subject, version) pairs registered with an ID; [] when the registry has no such ID."""
+        try:
+            body = self._call("GET", f"/schemas/ids/{schema_id}/versions")
+        except RegistryError as exc:
+            if exc.status == 404:
+                return []
+            raise
+        return [(entry["subject"], int(entry["version"])) for entry in body]
+
+    def lookup(self, subject: str, schema: Schema) -> SubjectVersion | None:
+        """The version of `subject` that holds `schema`; None when it holds no such version."""
+        try:
+            body = self._call("POST", f"/subjects/{self._quote(subject)}", schema.payload())
+        except RegistryError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return SubjectVersion(
+            subject=body.get("subject", subject),
+            version=int(body["version"]),
+            schema_id=int(body["id"]),
+            schema=schema,
+        )
+
+    def compatibility(self, subject: str) -> str | None:
+        """The subject's own compatibility level; None when it has none (the global level applies)."""
+        try:
+            body = self._call("GET", f"/config/{self._quote(subject)}")
+        except RegistryError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return body.get("compatibilityLevel") or body.get("compatibility")
+
+    # -- writes -----------------------------------------------------------------------------------------
+    def register(
+        self, subject: str, schema: Schema, *, schema_id: int | None = None, version: int | None = None
+    ) -> int:
+        """Register `schema` under `subject`; its ID. `schema_id` / `version` ask for those (IMPORT mode)."""
+        body = schema.payload()
+        if schema_id is not None:
+            body["id"] = schema_id
+        if version is not None:
+            body["version"] = version
+        return int(self._call("POST", f"/subjects/{self._quote(subject)}/versions", body)["id"])
+
+    def set_mode(self, subject: str, mode: str) -> str:
+        """Set the subject's mode (READWRITE, READONLY, IMPORT); the mode the registry answers."""
+        return self._call("PUT", f"/mode/{self._quote(subject)}", {"mode": mode})["mode"]
+
+    def set_compatibility(self, subject: str, level: str) -> None:
+        self._call("PUT", f"/config/{self._quote(subject)}", {"compatibility": level})

@@ -1,0 +1,143 @@
+"""Schema sync between two real registries (Apicurio Registry's Confluent API, one per cluster):
+rewrite-ids registers every version in order under the renamed subject and maps the IDs; keep-ids is
+refused clearly where the target cannot hold the source IDs; the ID rewriter finds the target's IDs and
+makes a record wait, never pass with a wrong ID, while its schema is missing on the target."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from replication.filters import SubjectFilter
+from replication.policy import DefaultReplicationPolicy
+from replication.schemas.ids import SchemaIdRewriter, SchemaWait
+from replication.schemas.rest import ConfluentRegistryClient, Schema
+from replication.schemas.subjects import subject_renamer
+from replication.schemas.sync import IdMode, id_conflict, sync_schemas
+from replication.schemas.wire import schema_id_of, with_schema_id
+
+
+def record_schema(name: str, *fields: str) -> Schema:
+    return Schema(
+        json.dumps(
+            {
+                "type": "record",
+                "name": name,
+                "fields": [{"name": "id", "type": "long"}]
+                + [{"name": field, "type": "string", "default": ""} for field in fields],
+            }
+        )
+    )
+
+
+@pytest.fixture
+def registries(schema_registries):
+    return (
+        ConfluentRegistryClient(schema_registries["A"].url),
+        ConfluentRegistryClient(schema_registries["B"].url),
+    )
+
+
+def flow_renamer(topic: str):
+    return subject_renamer(
+        policy=DefaultReplicationPolicy(known_aliases=["A", "B"]),
+        source_alias="A",
+        target_alias="B",
+        subject_filter=SubjectFilter(),
+        topic_replicated=lambda name: name == topic,
+    )
+
+
+def shift_target_ids(target: ConfluentRegistryClient, stem: str, count: int = 3) -> None:
+    """Schemas of the target's own, so that its next IDs are not the source's."""
+    for index in range(count):
+        target.register(
+            f"{stem}-local-value", record_schema(f"Local{index}", *(f"f{i}" for i in range(index)))
+        )
+
+
+def test_rewrite_ids_registers_every_version_in_order_and_maps_the_ids(registries, unique_name):
+    source, target = registries
+    topic = unique_name
+    shift_target_ids(target, topic)
+    v1, v2 = record_schema("Order"), record_schema("Order", "note")
+    ids = [source.register(f"{topic}-value", v1), source.register(f"{topic}-value", v2)]
+    key_id = source.register(f"{topic}-key", Schema('"string"'))
+    source.set_compatibility(f"{topic}-value", "BACKWARD")
+    rename = flow_renamer(topic)
+
+    first = sync_schemas(source=source, target=target, rename=rename, mode=IdMode.REWRITE_IDS)
+
+    assert first.ok, first.errors
+    assert first.subjects == {f"{topic}-key": f"A.{topic}-key", f"{topic}-value": f"A.{topic}-value"}
+    assert first.registered == 3 and first.versions_behind == 0
+    assert target.versions(f"A.{topic}-value") == [1, 2]
+    for number, (source_id, schema) in enumerate(zip(ids, (v1, v2), strict=True), start=1):
+        on_target = target.version(f"A.{topic}-value", number)
+        assert on_target.schema.same_as(schema)
+        assert first.id_map[source_id] == on_target.schema_id != source_id
+    assert first.id_map[key_id] == target.version(f"A.{topic}-key", 1).schema_id
+    assert target.compatibility(f"A.{topic}-value") == "BACKWARD"
+
+    again = sync_schemas(source=source, target=target, rename=rename, mode=IdMode.REWRITE_IDS)
+    assert again.ok and again.registered == 0 and again.id_map == first.id_map
+    assert target.versions(f"A.{topic}-value") == [1, 2]
+
+
+def test_keep_ids_is_refused_clearly_by_a_target_without_import_mode(registries, unique_name):
+    source, target = registries
+    topic = unique_name
+    source.register(f"{topic}-value", record_schema("Payment"))
+
+    result = sync_schemas(source=source, target=target, rename=flow_renamer(topic), mode=IdMode.KEEP_IDS)
+
+    assert not result.ok and result.versions_behind == 1 and result.registered == 0
+    (error,) = result.errors
+    assert f"A.{topic}-value" in error and "no IMPORT mode" in error and "use rewrite-ids" in error
+    assert target.versions(f"A.{topic}-value") == []  # refused before registering anything
+
+
+def test_an_id_the_target_uses_for_another_schema_is_a_keep_ids_conflict(registries, unique_name):
+    """Checked before each keep-ids registration (on a target with IMPORT mode, which Apicurio 2.6 lacks)."""
+    source, target = registries
+    topic = unique_name
+    schema = record_schema("Invoice", "total")
+    source_id = source.register(f"{topic}-value", schema)
+    other = record_schema("SomethingElse", "x")
+    while (taken := target.register(f"{topic}-occupied-value", other)) < source_id:
+        other = record_schema("SomethingElse", "x", f"f{taken}")  # a new schema, a new ID
+    assert target.schema_by_id(source_id) is not None
+
+    conflict = id_conflict(target, source_id, schema)
+
+    assert conflict and f"already uses ID {source_id} for another schema" in conflict
+    assert id_conflict(target, source_id, target.schema_by_id(source_id)) is None  # the same schema: free
+    assert id_conflict(target, 10**9, schema) is None  # unused
+
+
+def test_the_rewriter_waits_for_a_missing_schema_then_rewrites_to_the_target_id(registries, unique_name):
+    source, target = registries
+    topic = unique_name
+    shift_target_ids(target, topic)
+    source_id = source.register(f"{topic}-value", record_schema("Shipment"))
+    record = with_schema_id(b"\x00\x00\x00\x00\x00avro-bytes", source_id)
+    rename = flow_renamer(topic)
+    now = [0.0]
+    rewriter = SchemaIdRewriter(source=source, target=target, rename=rename, clock=lambda: now[0])
+
+    with pytest.raises(SchemaWait) as waited:
+        rewriter.rewrite(record)
+    assert waited.value.source_id == source_id and "not on the target registry yet" in str(waited.value)
+    sync_schemas(source=source, target=target, rename=rename, mode=IdMode.REWRITE_IDS)
+    with pytest.raises(SchemaWait):  # asked again only after retry_s
+        rewriter.rewrite(record)
+    now[0] += 1.0
+    rewritten = rewriter.rewrite(record)
+
+    target_id = target.version(f"A.{topic}-value", 1).schema_id
+    assert target_id != source_id and schema_id_of(rewritten) == target_id
+    assert rewritten[5:] == b"avro-bytes" and rewriter.id_map == {source_id: target_id}
+    assert rewriter.rewrite(b"plain key") == b"plain key"
+    unknown = with_schema_id(record, 10**9)  # no such ID in the source registry: not a registry record
+    assert rewriter.rewrite(unknown) == unknown
