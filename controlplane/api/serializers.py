@@ -7,6 +7,7 @@ import datetime
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from controlplane import browse
 from controlplane.flows import engine, lifecycle
 from controlplane.models import AuditEvent, Cluster, Flow, FlowEvent, FlowPartitionStatus
 from controlplane.status.rollup import HEALTHS
@@ -200,9 +201,17 @@ class PartitionLiveSerializer(serializers.ModelSerializer):
 
 
 class FlowEventSerializer(serializers.ModelSerializer):
+    detail = serializers.SerializerMethodField(
+        help_text="a data_mismatch holds both records: on a masked topic, viewers see values and header "
+        "values masked, as in the browser"
+    )
+
     class Meta:
         model = FlowEvent
         exclude = ["flow"]
+
+    def get_detail(self, event: FlowEvent) -> dict:
+        return browse.event_detail_shown(event=event, role=self.context.get("role"))
 
 
 class FlowSummarySerializer(serializers.Serializer):

@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from controlplane import core
 from controlplane.api import serializers as s
-from controlplane.core.roles import Role
+from controlplane.core.roles import Role, role_of
 from controlplane.flows import pools, selectors, services
 from controlplane.models import Cluster, Flow, FlowState, SecurityProtocol
 from controlplane.status import rollup
@@ -153,7 +153,8 @@ class FlowViewSet(viewsets.ModelViewSet):
     )
     @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def status(self, request, pk=None):
-        return Response(s.FlowStatusSerializer(rollup.flow_status(flow=self.get_object())).data)
+        status = rollup.flow_status(flow=self.get_object())
+        return Response(s.FlowStatusSerializer(status, context={"role": role_of(request.user)}).data)
 
 
 class LiveStatusView(APIView):

@@ -24,7 +24,7 @@ from controlplane.browse.cluster_reads import cluster_read, timed
 from controlplane.core.errors import ServiceValidationError
 from controlplane.core.roles import Role
 from controlplane.flows import engine, selectors
-from controlplane.models import Cluster, Flow
+from controlplane.models import Cluster, Flow, FlowEvent, FlowEventKind
 from replication.browse import (
     CopyState,
     KafkaRecord,
@@ -275,10 +275,46 @@ def shown(record: KafkaRecord, *, fmt: ValueFormat, masked: bool) -> ShownRecord
 
 
 def masks_values(*, topic: str, role: Role | None) -> bool:
-    """Viewers (and anyone below operator) see masked values on the configured topics."""
+    """The one masking rule of record contents, wherever they are shown (the browser, the copies page, a
+    verification mismatch's records): viewers (and anyone below operator) see the values and header
+    values of the topics MIRRORPLANE_BROWSE_MASKED_TOPICS names masked; keys are shown."""
     if role is not None and role >= Role.OPERATOR:
         return False
     return MaskPatterns(settings.MIRRORPLANE_BROWSE_MASKED_TOPICS).masks(topic)
+
+
+def masks_copy_values(*, topic: str, remote_topic: str, role: Role | None) -> bool:
+    """masks_values of a record and its copy: masked when either name is (the copy is the same data)."""
+    return masks_values(topic=topic, role=role) or masks_values(topic=remote_topic, role=role)
+
+
+MASKED_EVIDENCE = "masked"
+
+
+def _masked_evidence(record: Mapping | None) -> Mapping | None:
+    """A stored record (`MirroredRecord.as_evidence`) masked as `shown` masks a read one."""
+    if record is None:
+        return None
+    return {
+        **record,
+        "value": None if record.get("value") is None else MASKED_EVIDENCE,
+        "headers": [
+            [name, None if value is None else MASKED_EVIDENCE] for name, value in record.get("headers", [])
+        ],
+    }
+
+
+def event_detail_shown(*, event: FlowEvent, role: Role | None) -> dict:
+    """An event's detail as `role` may see it: the two records a data_mismatch holds (source and copy)
+    under masks_values, like the copies page; other events hold no record contents."""
+    detail = dict(event.detail or {})
+    if event.kind != FlowEventKind.DATA_MISMATCH:
+        return detail
+    remote_topic = detail.get("remote_topic") or ""
+    if masks_copy_values(topic=event.topic, remote_topic=remote_topic, role=role):
+        detail["source"] = _masked_evidence(detail.get("source"))
+        detail["target"] = _masked_evidence(detail.get("target"))
+    return detail
 
 
 @dataclass
@@ -502,7 +538,7 @@ def record_copies(*, flow: Flow, topic: str, seek: Seek, role: Role | None) -> C
         return store, pages[key].records
 
     (store, target_records), read_at, read_ms = timed(lambda: cluster_read(flow.target, read_target))
-    masked = masks_values(topic=topic, role=role) or masks_values(topic=remote_topic, role=role)
+    masked = masks_copy_values(topic=topic, remote_topic=remote_topic, role=role)
     pairs = compare_copies(store=store, source_records=source.records, target_records=target_records)
     copies = [
         ShownCopy(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.shortcuts import get_object_or_404, render
 
+from controlplane import browse
 from controlplane.flows import selectors
 from controlplane.models import FlowEvent, FlowEventKind
 from controlplane.web.access import viewer_required
@@ -13,7 +14,7 @@ from controlplane.web.access import viewer_required
 def mismatch_event(request, pk: int, event_id: int):
     flow = get_object_or_404(selectors.flow_list(), pk=pk)
     event = get_object_or_404(FlowEvent, pk=event_id, flow=flow, kind=FlowEventKind.DATA_MISMATCH)
-    detail = event.detail or {}
+    detail = browse.event_detail_shown(event=event, role=request.web_role)
     return render(
         request,
         "web/mismatch_event.html",

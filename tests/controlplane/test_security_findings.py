@@ -10,11 +10,14 @@ from pathlib import Path
 import pytest
 import requests
 from django.conf import settings
+from django.utils import timezone
 
 from controlplane import core
+from controlplane.assurance.verification import verification_outcome_record
 from controlplane.core.roles import Role
-from controlplane.flows import engine
-from controlplane.models import AuditEvent, Cluster, Flow
+from controlplane.flows import engine, services
+from controlplane.models import AuditEvent, Cluster, Flow, FlowEvent
+from replication.verification import MirroredRecord, Mismatch, OffsetRange, PartitionOutcome
 from tests.workers.harness import Gunicorn, database_url, sign_in
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,6 +47,7 @@ def web(transactional_db, tmp_path):
         # The test process reads what gunicorn encrypts.
         "MIRRORPLANE_SECRETS_KEY": ",".join(settings.MIRRORPLANE_SECRETS_KEYS),
         "MIRRORPLANE_IMPORT_ENV_ALLOWED": "MP_IMPORT_*",
+        "MIRRORPLANE_BROWSE_MASKED_TOPICS": MASKED_TOPICS,
         "DATABASE_URL": database_url(),
         "REDIS_URL": settings.REDIS_URL,
         "PYTHONPATH": str(REPO),
@@ -51,7 +55,7 @@ def web(transactional_db, tmp_path):
     server = Gunicorn(env=env, log=tmp_path / "gunicorn.log").start()
     server.tokens = {
         role: core.user_create_with_role(username=role, role=Role[role.upper()], password=PASSWORD)[1]
-        for role in ("admin", "viewer")
+        for role in ("admin", "operator", "viewer")
     }
     yield server
     server.kill()
@@ -77,6 +81,7 @@ def _everything_a_viewer_reads(web) -> str:
     return "\n".join(pages + api)
 
 
+MASKED_TOPICS = r"payments\..*,.*\.cards"
 BASE = "clusters = A, B\nA.bootstrap.servers = a.example:9092\nB.bootstrap.servers = b.example:9092\n"
 # Every kind of place a placeholder can stand in a file.
 POSITIONS = [
@@ -172,3 +177,60 @@ def test_finding_1_every_value_a_placeholder_gives_is_a_secret(web):
         for event in AuditEvent.objects.all()
         for value in values
     )
+
+
+def _mismatch(flow, *, topic: str, remote_topic: str, value: bytes, header: bytes) -> FlowEvent:
+    """A data_mismatch as the verifier records it (its write path), holding both records."""
+    source = MirroredRecord(offset=7, key=b"customer-17", value=value, headers=(("card", header),))
+    target = MirroredRecord(offset=7, key=b"customer-17", value=value + b"!", headers=(("card", header),))
+    verification_outcome_record(
+        flow_id=flow.pk,
+        outcome=PartitionOutcome(
+            topic=topic,
+            partition=0,
+            remote_topic=remote_topic,
+            status="mismatch",
+            reason="content differs",
+            recheck=OffsetRange(7, 8),
+            mismatch=Mismatch("content differs", 7, 7, source, target),
+        ),
+        at=timezone.now(),
+    )
+    return FlowEvent.objects.get(flow=flow, topic=topic)
+
+
+def test_finding_2_verification_mismatches_mask_what_the_browser_masks(web):
+    a = services.cluster_create(actor=None, alias="A", bootstrap_servers="a.example:9092")
+    b = services.cluster_create(actor=None, alias="B", bootstrap_servers="b.example:9092")
+    flow = services.flow_create(actor=None, source=a, target=b, enabled=True)
+    secret_value, secret_header = b"pan=4111111111111111", b"cvv=737"
+    # Masked by the source name, by the remote name only (the copy is the same data), and not masked.
+    masked_source = _mismatch(
+        flow, topic="payments.eu", remote_topic="A.payments.eu", value=secret_value, header=secret_header
+    )
+    masked_remote = _mismatch(
+        flow, topic="eu.cards", remote_topic="A.eu.cards", value=secret_value, header=secret_header
+    )
+    clear = _mismatch(flow, topic="orders", remote_topic="A.orders", value=b"order-1", header=b"h-1")
+
+    viewer = sign_in(web.url, username="viewer", password=PASSWORD)
+    operator = sign_in(web.url, username="operator", password=PASSWORD)
+    for event in (masked_source, masked_remote):
+        page = viewer.get(f"{web.url}/flows/{flow.pk}/events/{event.pk}/", timeout=20).text
+        assert "pan=4111" not in page and "cvv=737" not in page and "masked" in page
+        assert "customer-17" in page  # keys are shown, as in the browser
+        assert "pan=4111" in operator.get(f"{web.url}/flows/{flow.pk}/events/{event.pk}/", timeout=20).text
+    assert "order-1" in viewer.get(f"{web.url}/flows/{flow.pk}/events/{clear.pk}/", timeout=20).text
+
+    for role, sees in (("viewer", False), ("operator", True), ("admin", True)):
+        status = _api(web, role, "get", f"flows/{flow.pk}/status/")
+        assert status.status_code == 200
+        assert ("pan=4111" in status.text, "cvv=737" in status.text) == (sees, sees), role
+        events = {event["topic"]: event["detail"] for event in status.json()["events"]}
+        assert events["orders"]["source"]["value"] == "order-1"
+        if not sees:
+            assert events["payments.eu"]["source"]["value"] == "masked"
+            assert events["eu.cards"]["target"]["headers"] == [["card", "masked"]]
+            assert events["eu.cards"]["source"]["key"] == "customer-17"
+    flow_page = viewer.get(f"{web.url}/flows/{flow.pk}/", timeout=20).text
+    assert "pan=4111" not in flow_page and "cvv=737" not in flow_page
