@@ -16,7 +16,8 @@ $(DEV_ENV): | $(STAMP)
 	mkdir -p var
 	$(PY) -c "import secrets; from cryptography.fernet import Fernet; \
 	  print(f'SECRET_KEY={secrets.token_urlsafe(50)}'); \
-	  print(f'MIRRORPLANE_SECRETS_KEY={Fernet.generate_key().decode()}')" > $@.tmp && mv $@.tmp $@
+	  print(f'MIRRORPLANE_SECRETS_KEY={Fernet.generate_key().decode()}'); \
+	  print(f'METRICS_BEARER_TOKEN={secrets.token_urlsafe(24)}')" > $@.tmp && mv $@.tmp $@
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
@@ -95,15 +96,17 @@ bench: install redis kafka $(DEV_ENV)
 	$(WITH_DEV_ENV) $(PY) -m bench
 
 # The whole product on one machine: embedded Kafka dc1/dc2 (KAFKA=apache: Apache Kafka from Maven
-# Central), web, Celery worker and beat, active-active flows with traffic (Procfile.demo, run by honcho;
-# Ctrl-C stops everything).
+# Central), web, Celery worker and beat, active-active flows with traffic and consumer groups
+# (Procfile.demo, run by workers.procfile; Ctrl-C stops them in reverse order: workers before Kafka).
 KAFKA ?= embedded
 demo: install redis $(if $(filter apache,$(KAFKA)),kafka) $(DEV_ENV)
 	@case "$(KAFKA)" in embedded|apache) ;; *) echo "KAFKA=$(KAFKA): use KAFKA=embedded (default) or KAFKA=apache"; exit 2;; esac
 	mkdir -p var/demo
 	$(WITH_DEV_ENV) $(PY) manage.py migrate --no-input
 	$(WITH_DEV_ENV) $(PY) manage.py create_admin demo --password demo-password >/dev/null
-	DEMO_KAFKA=$(KAFKA) $(VENV)/bin/honcho -e $(DEV_ENV) -f Procfile.demo start; code=$$?; \
+	@grep -q '^METRICS_BEARER_TOKEN=' $(DEV_ENV) || $(PY) -c "import secrets; \
+	  print(f'METRICS_BEARER_TOKEN={secrets.token_urlsafe(24)}')" >> $(DEV_ENV)
+	$(WITH_DEV_ENV) DEMO_KAFKA=$(KAFKA) $(PY) -m workers.procfile Procfile.demo; code=$$?; \
 	  if [ $$code -eq 130 ] || [ $$code -eq 0 ]; then echo "demo stopped"; else exit $$code; fi
 
 clean:

@@ -1,9 +1,16 @@
-"""`make demo`'s setup process (run by honcho next to Kafka, web, worker and beat; see Procfile.demo).
+"""`make demo`'s setup process (run by workers.procfile next to Kafka, web, workers and beat; see
+Procfile.demo).
 
-Waits for the two embedded clusters, stores them as clusters dc1 and dc2 with the active-active flows
-dc1->dc2 (orders, payments) and dc2->dc1 (inventory) through the control plane's services, runs a
-traffic generator on each side, prints the URL and the login, and stops the generators on SIGTERM.
-Running it again reuses what is stored.
+Waits for the two clusters, stores them as clusters dc1 and dc2 with the active-active flows dc1->dc2
+(orders, payments) and dc2->dc1 (inventory) through the control plane's services, runs a traffic
+generator and an application's consumer group on each side (`billing` on dc1's orders and payments,
+`stock` on dc2's inventory: they commit, so checkpoints, offset translation and failover have groups to
+work on), waits for the web to answer and the workers to replicate, then prints the URL, the login and the metrics token last. Stops
+the generators and consumers on SIGTERM. Running it again reuses what is stored.
+
+`python -m workers.demo traffic off` pauses the generators (a failover plan then finds the source
+quiet and passes without force); `traffic on` resumes them. The switch is a cache key the setup
+process reads every second.
 """
 
 from __future__ import annotations
@@ -11,8 +18,14 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import sys
 import threading
 import time
+import urllib.error
+import urllib.request
+
+TRAFFIC_KEY = "demo:traffic"  # "off" pauses the demo's generators
+DEMO_GROUPS = {"dc1": ("billing", ["orders", "payments"]), "dc2": ("stock", ["inventory"])}
 
 
 def _wait_for_cluster(cluster, timeout_s: float = 60.0) -> None:
@@ -39,6 +52,12 @@ DEMO_FLOW_SETTINGS = {
     "tasks_max": 2,
     "emit_checkpoints_interval_seconds": 5,
     "refresh_topics_interval_seconds": 30,
+    # One broker per demo cluster, no authorizer: say so rather than warn about it at every start.
+    "replication_factor": 1,
+    "checkpoints_topic_replication_factor": 1,
+    "heartbeats_topic_replication_factor": 1,
+    "offset_syncs_topic_replication_factor": 1,
+    "sync_topic_acls_enabled": False,
 }
 
 
@@ -73,20 +92,80 @@ def store_demo_flows(*, servers: dict[str, str]) -> list:
     return flows
 
 
-def banner(*, args: argparse.Namespace, flow_names: list[str]) -> str:
+def banner(*, args: argparse.Namespace, flow_names: list[str], metrics_token: str) -> str:
     """What `make demo` prints once everything runs: where to look first (the flows page, where the demo
-    admin sees the replication), the login, the API docs."""
+    admin sees the replication), the login, the API docs, the metrics scrape, the traffic switch."""
     user, password = args.login.split(":", 1)
+    metrics = (
+        f"curl -H 'Authorization: Bearer {metrics_token}' {args.url}metrics"
+        if metrics_token
+        else f"{args.url}metrics (signed in)"
+    )
     return (
         "\nMirrorplane demo is running\n"
-        f"  web:   {args.url}flows/   (login {user} / {password}; API: {args.url}api/docs/)\n"
-        f"  flows: {', '.join(flow_names)} (exactly_once, 2 tasks each)\n"
-        f"  kafka: dc1 {args.dc1}, dc2 {args.dc2}; traffic {args.rate:g}/s on dc1, {args.rate / 2:g}/s on dc2\n"
-        "  Ctrl-C stops everything\n"
+        f"  web:     {args.url}flows/   (login {user} / {password}; API: {args.url}api/docs/)\n"
+        f"  flows:   {', '.join(flow_names)} (exactly_once, 2 tasks each)\n"
+        f"  kafka:   dc1 {args.dc1}, dc2 {args.dc2}; traffic {args.rate:g}/s on dc1, {args.rate / 2:g}/s on dc2\n"
+        f"  groups:  {', '.join(f'{g} on {alias}' for alias, (g, _) in DEMO_GROUPS.items())}\n"
+        f"  metrics: {metrics}\n"
+        "  traffic: .venv/bin/python -m workers.demo traffic off|on (off: a failover plan passes without force)\n"
+        "  logs:    var/demo/logs/; Ctrl-C stops everything (workers first, Kafka last)\n"
     )
 
 
+def wait_for_web(url: str, *, timeout_s: float = 120.0) -> None:
+    """Until `url`healthz answers 200 (the banner must not send anyone to a page that is not up yet)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}healthz", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the web at {url} did not answer in {timeout_s:g} s: see var/demo/logs/web.log")
+        time.sleep(0.5)
+
+
+def wait_for_replication(flows: list, *, timeout_s: float = 120.0) -> None:
+    """Until the workers reported a partition of every flow since now (the banner comes after their
+    start-up)."""
+    from django.utils import timezone
+
+    from controlplane.models import FlowPartitionStatus
+
+    since = timezone.now()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        fresh = FlowPartitionStatus.objects.filter(observed_at__gte=since)
+        reported = set(fresh.values_list("flow_id", flat=True).distinct())
+        if all(flow.pk in reported for flow in flows):
+            return
+        time.sleep(1)
+    print(f"the workers reported no status in {timeout_s:g} s: see var/demo/logs/worker.log", flush=True)
+
+
+def traffic_switch(state: str) -> int:
+    """`python -m workers.demo traffic off|on`."""
+    from django.core.cache import cache
+
+    cache.set(TRAFFIC_KEY, state, timeout=None)
+    print(f"demo traffic {state}" + (" (the generators pause within a second)" if state == "off" else ""))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["traffic"]:
+        if argv[1:] not in (["on"], ["off"]):
+            print("usage: python -m workers.demo traffic on|off", file=sys.stderr)
+            return 2
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+        import django
+
+        django.setup()
+        return traffic_switch(argv[1])
     parser = argparse.ArgumentParser(prog="python -m workers.demo", description=__doc__)
     parser.add_argument("--dc1", default="127.0.0.1:19092")
     parser.add_argument("--dc2", default="127.0.0.1:19093")
@@ -99,8 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     import django
 
     django.setup()
+    from django.core.cache import cache
+
     from replication.config import ClusterConfig
-    from replication.kafka.traffic import TrafficGenerator
+    from replication.kafka.traffic import GroupConsumer, TrafficGenerator
 
     servers = {"dc1": args.dc1, "dc2": args.dc2}
     configs = {
@@ -113,17 +194,37 @@ def main(argv: list[str] | None = None) -> int:
         TrafficGenerator(cluster=configs["dc1"], topics=DEMO_FLOWS[("dc1", "dc2")], rate_per_s=args.rate),
         TrafficGenerator(cluster=configs["dc2"], topics=DEMO_FLOWS[("dc2", "dc1")], rate_per_s=args.rate / 2),
     ]
-    for generator in generators:
-        generator.start()
-    print(banner(args=args, flow_names=[flow.name for flow in flows]), flush=True)
+    consumers = [
+        GroupConsumer(cluster=configs[alias], group=group, topics=topics)
+        for alias, (group, topics) in DEMO_GROUPS.items()
+    ]
+    cache.set(TRAFFIC_KEY, "on", timeout=None)
+    for worker in (*generators, *consumers):
+        worker.start()
+    wait_for_web(args.url)
+    wait_for_replication(flows)
+    print(
+        banner(
+            args=args,
+            flow_names=[flow.name for flow in flows],
+            metrics_token=os.environ.get("METRICS_BEARER_TOKEN", ""),
+        ),
+        flush=True,
+    )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    stop.wait()
-    for generator in generators:
-        generator.stop()
-    for generator in generators:
-        generator.join(timeout=15)
+    while not stop.wait(1.0):
+        try:
+            paused = cache.get(TRAFFIC_KEY) == "off"
+        except Exception:  # Redis restarting: keep the generators as they are
+            continue
+        for generator in generators:
+            generator.pause(paused)
+    for worker in (*generators, *consumers):
+        worker.stop()
+    for worker in (*generators, *consumers):
+        worker.join(timeout=15)
     return 0
 
 

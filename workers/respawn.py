@@ -3,9 +3,9 @@
 COMMAND is started again whenever it exits on its own (a crash, an unrecoverable error, a kill -9), after
 a pause that doubles with each quick failure (1 s up to 30 s; a run of a minute or more resets it), so a
 process that cannot start does not spin. SIGTERM or SIGINT is passed on to COMMAND and ends the wrapper
-once COMMAND exited, with COMMAND's exit code: Ctrl-C under honcho still stops everything cleanly.
+once COMMAND exited, with COMMAND's exit code: Ctrl-C under `make demo` still stops everything cleanly.
 
-`make demo` runs its workers and beat through it (honcho restarts nothing). In production the platform's
+`make demo` runs its workers and beat through it (workers.procfile restarts nothing). In production the platform's
 supervisor does this job (compose `restart: unless-stopped`, systemd `Restart=always`: docs/operations.md).
 Standard library only, so it starts even when the application cannot.
 """
