@@ -12,8 +12,10 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from controlplane import browse
@@ -29,6 +31,29 @@ SEEK_PARAMETERS = [
     OpenApiParameter("max_records", int, description=f"1 to {browse.MAX_RECORDS} (default 20)"),
     OpenApiParameter("format", str, enum=[f.value for f in browse.ValueFormat], description="default auto"),
 ]
+
+
+class _NoUrlFormatOverride:
+    """The REST framework's settings without its `?format=` renderer override."""
+
+    URL_FORMAT_OVERRIDE = None
+
+    def __getattr__(self, name: str):
+        return getattr(api_settings, name)
+
+
+class ValueFormatNegotiation(DefaultContentNegotiation):
+    """Renderers chosen by the Accept header alone: in the browser API `?format=` is how values are
+    decoded (auto, text, json, hex), which the REST framework would otherwise take as the renderer to use
+    (and answer 404 for hex and text)."""
+
+    settings = _NoUrlFormatOverride()
+
+
+class RecordsView(APIView):
+    """A view of records: its `format` query parameter is the value format (`ValueFormatNegotiation`)."""
+
+    content_negotiation_class = ValueFormatNegotiation
 
 
 def _cluster(pk: str):
@@ -65,7 +90,7 @@ class TopicListView(APIView):
         )
 
 
-class TopicRecordsView(APIView):
+class TopicRecordsView(RecordsView):
     @extend_schema(
         summary="A topic's partitions and at most max_records records of one partition from an offset, "
         "a moment, or (neither) the newest",
@@ -98,7 +123,7 @@ class TopicRecordsView(APIView):
         )
 
 
-class RecordCopiesView(APIView):
+class RecordCopiesView(RecordsView):
     @extend_schema(
         summary="Source records of a mirrored topic beside their copies at the translated offsets on the "
         "target: equal, different (naming the fields), missing, or not replicated yet",

@@ -4,6 +4,8 @@ a cluster that does not answer."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 from django.urls import reverse
 
@@ -174,6 +176,74 @@ def test_the_api_reads_records_and_copies_with_field_errors(client_as, flow, mir
     assert unknown.status_code == 400 and "has no topic" in unknown.json()["topic"][0]
     listing = viewer.get(f"/api/v1/clusters/{flow.source_id}/topics/")
     assert topic in [t["name"] for t in listing.json()["topics"]]
+
+
+@pytest.mark.parametrize(
+    ("params", "expect"),
+    [
+        ({}, {"offsets": list(range(RECORDS)), "format": "json"}),  # the newest 20: all 12
+        ({"offset": 3, "max_records": 2}, {"offsets": [3, 4], "format": "json"}),
+        ({"partition": 1}, {"offsets": [], "partition": 1}),  # partition 1 holds nothing
+        ({"offset": 3, "max_records": 1, "format": "auto"}, {"offsets": [3], "format": "json", "key": "k3"}),
+        ({"offset": 3, "max_records": 1, "format": "text"}, {"offsets": [3], "format": "text", "key": "k3"}),
+        ({"offset": 3, "max_records": 1, "format": "json"}, {"offsets": [3], "format": "json"}),
+        ({"offset": 3, "max_records": 1, "format": "hex"}, {"offsets": [3], "format": "hex", "key": "6b 33"}),
+        ({"offset": "x"}, {"error": "offset"}),
+        ({"partition": -1}, {"error": "partition"}),
+        ({"max_records": 501}, {"error": "max_records"}),
+        ({"time": "yesterday"}, {"error": "time"}),
+        ({"format": "yaml"}, {"error": "format"}),
+    ],
+)
+def test_every_documented_query_parameter_of_the_records_api(client_as, flow, mirrored, params, expect):
+    """docs/api.md: `?partition=&offset=` or `&time=`, `&max_records=`, `&format=` (auto, text, json, hex):
+    `format` is the value format, never the REST framework's renderer (which answered 404 for hex)."""
+    topic, _ = mirrored
+    answer = client_as("viewer").get(f"/api/v1/clusters/{flow.source_id}/topics/{topic}/records/", params)
+    body = answer.json()
+    if "error" in expect:
+        assert answer.status_code == 400 and list(body) == [expect["error"]], body
+        return
+    assert answer.status_code == 200, body
+    assert [r["offset"] for r in body["records"]] == expect["offsets"]
+    assert body["seek"]["partition"] == expect.get("partition", 0)
+    assert body["seek"]["format"] == params.get("format", "auto")
+    if body["records"]:
+        first = body["records"][0]
+        assert first["value"]["format"] == expect["format"]
+        assert first["key"]["text"] == expect.get("key", first["key"]["text"])
+
+
+def test_the_records_api_seeks_by_time_and_the_copies_api_takes_the_same_parameters(
+    client_as, flow, mirrored
+):
+    topic, remote_topic = mirrored
+    viewer = client_as("viewer")
+    url = f"/api/v1/clusters/{flow.source_id}/topics/{topic}/records/"
+    sixth = viewer.get(url, {"offset": 5, "max_records": 1}).json()["records"][0]
+    moment = datetime.fromisoformat(sixth["timestamp"])
+    for time in (sixth["timestamp"], str(int(moment.timestamp() * 1000))):  # ISO 8601 or epoch ms
+        body = viewer.get(url, {"time": time, "max_records": 2}).json()
+        assert body["seek"]["timestamp_ms"] == int(moment.timestamp() * 1000)
+        assert body["records"][0]["offset"] <= 5 <= body["records"][-1]["offset"] + 1
+
+    copies_url = f"/api/v1/flows/{flow.pk}/copies/"
+    for params, offsets in (
+        ({"topic": topic, "offset": 2, "max_records": 3, "format": "hex"}, [2, 3, 4]),
+        ({"topic": topic, "partition": 0, "time": sixth["timestamp"], "max_records": 1}, None),
+        ({"topic": topic, "offset": 0, "max_records": 2, "format": "text"}, [0, 1]),
+    ):
+        answer = viewer.get(copies_url, params)
+        assert answer.status_code == 200, answer.content.decode()
+        body = answer.json()
+        shown = [c["source"]["offset"] for c in body["copies"]]
+        assert shown == offsets if offsets is not None else shown and shown[0] <= 5
+        assert body["seek"]["format"] == params.get("format", "auto")
+        assert set(body["counts"]) == {"equal"}, body["counts"]
+        if params.get("format") == "hex":
+            assert body["copies"][0]["source"]["key"]["text"] == "6b 32"  # "k2"
+    missing = viewer.get(copies_url, {"offset": 0})
+    assert missing.status_code == 400 and "topic" in missing.json()
 
 
 def test_pages_need_a_role_and_the_reset_needs_operator(client_as, users):
