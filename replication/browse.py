@@ -8,11 +8,11 @@ Pure: no I/O. The reads are `replication.kafka.browser`'s; the copy's offset com
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from replication.filters import PatternError, compile_java_regex
 from replication.offset_sync_store import OffsetSyncStore
 
 # Bytes of a key, value or header shown at most (the rest is cut, with the full size said).
@@ -126,8 +126,9 @@ def masked_bytes(data: bytes | None) -> Rendered:
 
 
 class MaskPatterns:
-    """Topics whose values are masked for viewers: MM2-style regexes, each matched against the whole name.
-    A pattern that does not compile masks every topic (fail closed) and is reported by `errors`."""
+    """Topics whose values are masked for viewers: Java regexes as MM2's filters read them (the same
+    linear-time matcher), each matched against the whole name. A pattern that does not compile masks every
+    topic (fail closed) and is reported by `errors`."""
 
     def __init__(self, patterns: Sequence[str]) -> None:
         self.patterns = tuple(p.strip() for p in patterns if p.strip())
@@ -135,9 +136,9 @@ class MaskPatterns:
         compiled = []
         for pattern in self.patterns:
             try:
-                compiled.append(re.compile(pattern))
-            except re.error as exc:
-                self.errors.append(f"{pattern!r}: {exc}")
+                compiled.append(compile_java_regex(pattern, property_name="MIRRORPLANE_BROWSE_MASKED_TOPICS"))
+            except PatternError as exc:
+                self.errors.append(str(exc))
         self._compiled = tuple(compiled)
 
     def masks(self, topic: str) -> bool:

@@ -16,7 +16,7 @@ from controlplane.models import AlertSilence, Cluster, Flow, FlowRpoBudget, Noti
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
-from tests.workers.harness import Gunicorn, database_url
+from tests.workers.harness import Gunicorn, create_topic, database_url
 
 PASSWORD = "a-long-test-password-0123"
 REDIS_URL = os.environ.get("MIRRORPLANE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -142,3 +142,56 @@ def test_record_timestamps_outside_the_calendar_render_as_milliseconds(timestamp
     )
     assert record.to_dict()["timestamp_ms"] == timestamp_ms
     assert str(timestamp_ms) in record_time(record) or record.timestamp is not None
+
+
+# -- item 6: patterns match in linear time, and what RE2 cannot run is refused at input ---------------------
+@pytest.mark.kafka
+def test_backtracking_patterns_match_topic_names_in_linear_time(
+    web, admin, cluster_a, cluster_b, unique_name
+):
+    """`(a+)+b` against a 29-character name took 24-27 s on Python's backtracking re (gunicorn kills at 30)."""
+    hostile = f"{unique_name}-" + "a" * 40 + "-"
+    create_topic(cluster_a, hostile, 1)
+    services.cluster_create(actor=admin[0], alias="A", bootstrap_servers=cluster_a.bootstrap_servers)
+    services.cluster_create(actor=admin[0], alias="B", bootstrap_servers=cluster_b.bootstrap_servers)
+    client = api(web, admin[1])
+    created = client.post(
+        f"{web.url}/api/v1/flows/",
+        json={"source": "A", "target": "B", "topics": [r".*(a+)+b", r"(.*a){12}x"], "enabled": False},
+        timeout=25,
+    )
+    assert created.status_code == 201, created.text[:500]
+    page = signed_in(web, "boss").get(f"{web.url}/topics/?cluster=A&q={unique_name}", timeout=25)
+    assert page.status_code == 200 and hostile in page.text
+
+
+@pytest.mark.parametrize(
+    ("pattern", "said"),
+    [
+        (r"(?<r>[a-z]+)-\k<r>", "back-references"),
+        (r"(a)\1", "back-references"),
+        (r"(?!internal).*", "lookahead and lookbehind"),
+        (r"(?<=a)b", "lookahead and lookbehind"),
+        (r"a*+b", "possessive"),
+        (r"(?>a|ab)c", "atomic group"),
+        (r"orders$\r", "followed by more pattern"),
+    ],
+)
+def test_patterns_the_linear_time_matcher_cannot_run_are_refused_naming_the_field(web, admin, pattern, said):
+    services.cluster_create(actor=admin[0], alias="A", bootstrap_servers="a.invalid:9092")
+    services.cluster_create(actor=admin[0], alias="B", bootstrap_servers="b.invalid:9092")
+    before = stored_state()
+    client = api(web, admin[1])
+    for field in ("topics", "groups_exclude"):
+        answer = client.post(
+            f"{web.url}/api/v1/flows/", json={"source": "A", "target": "B", field: [pattern]}, timeout=25
+        )
+        assert answer.status_code == 400, answer.text[:500]
+        [message] = answer.json()[field]
+        assert said in message and "RE2" in message, message
+        assert stored_state() == before
+    escaped = pattern.replace("\\", "\\\\")  # a backslash in a .properties file is written twice
+    text = f"clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.topics = {escaped}\n"
+    imported = client.post(f"{web.url}/api/v1/mm2/import/", json={"text": text, "dry_run": True}, timeout=25)
+    assert imported.status_code == 400 and said in imported.text, imported.text[:500]
+    assert stored_state() == before
