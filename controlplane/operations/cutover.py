@@ -354,19 +354,23 @@ def _write_offsets(operation: Operation, step: Step, reader: failover_io.Failove
             }
             for plan in plans
         }
+        consumes = {plan.group: sorted({row.topic for row in plan.partitions}) for plan in plans}
         _record(
             operation,
             step,
             "offsets",
             "pass",
             f"{len(would)} group(s): offsets to write shown",
-            {"groups": would},
+            {"groups": would, "consumes": consumes},
         )
         return
     failover.move_groups_to_target(operation, step, reader)
     results = list(operation.group_results.all())
     evidence = {
-        "groups": {r.group: {"outcome": r.outcome, "written": r.written, "detail": r.detail} for r in results}
+        "groups": {
+            r.group: {"outcome": r.outcome, "written": r.written, "detail": r.detail} for r in results
+        },
+        "consumes": {r.group: sorted(r.topics) for r in results},
     }
     refused = [r for r in results if r.outcome == "refused"]
     if refused:
@@ -378,13 +382,21 @@ def _write_offsets(operation: Operation, step: Step, reader: failover_io.Failove
     )
 
 
+def _step_evidence(operation: Operation, name: str) -> dict:
+    return next((s["evidence"] for s in (operation.result or {}).get("steps", []) if s["step"] == name), {})
+
+
 def _clients(operation: Operation, step: Step, reader: failover_io.FailoverReader) -> None:
-    """Which clients to switch to the target, and to what names (remote topics may be renamed)."""
+    """Which clients to switch to the target, and to what names (remote topics may be renamed): the
+    consumer groups are those the `offsets` step planned (a dry run) or moved, as it recorded them."""
     flow = operation.flow
     remote_topics = dict(sorted({t: r for (t, _), r in reader.replicated_partitions().items()}.items()))
+    consumes = _step_evidence(operation, "offsets").get("consumes")
+    if consumes is None:  # recorded by a worker of the version before: its groups moved are on the rows
+        consumes = {r.group: r.topics for r in operation.group_results.all()}
     consumers = [
-        {"group": r.group, "topics": sorted(remote_topics.get(t, t) for t in r.topics)}
-        for r in operation.group_results.all()
+        {"group": group, "topics": sorted(remote_topics.get(t, t) for t in topics)}
+        for group, topics in sorted(consumes.items())
     ]
     renamed = {t: r for t, r in remote_topics.items() if t != r}
     evidence = {

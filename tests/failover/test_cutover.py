@@ -169,6 +169,9 @@ def test_offsets_map_both_ways_then_a_cutover_refuses_while_producers_write_and_
     assert (dry["outcome"], dry["dry_run"]) == ("succeeded", True), dry["error"]
     assert list(steps(dry)) == ["lag", "fence", "drain", "verify", "offsets", "clients"]
     assert set(steps(dry)["offsets"]["evidence"]["groups"]) == {group}
+    clients = steps(dry)["clients"]  # what the offsets step planned, not what only a real run writes
+    assert clients["evidence"]["consumers"] == [{"group": group, "topics": [remote_topic]}]
+    assert clients["summary"].startswith("would switch 1 consumer group(s)"), clients["summary"]
     assert Flow.objects.get(pk=flow.pk).state == FlowState.ACTIVE
     assert GroupOffsetsAdmin(cluster_b).committed_offsets(group) == {}  # nothing written
 
