@@ -8,6 +8,11 @@ that failed MIRRORPLANE_CLUSTER_FAILURES_TO_FAULT reads in a row opens its circu
 process (`replication.circuit_breaker`, the workers' rule): reads of it are refused without a network call
 until the backoff ends, so a dead cluster costs a web worker one timeout per backoff period, not one per
 page view. Failures are `ClusterUnavailable` (HTTP 502) naming the cluster and the broker's reason.
+
+Only cluster failures count (`replication.kafka.clients.is_cluster_failure`: unreachable, timed out,
+credentials refused): a request the cluster answered with an error (an invalid offset or time, a partition
+or group that is not there, an ACL on one topic) is the asker's, a 400 quoting the broker, and proves
+the cluster answers, so a viewer's bad seeks never block the cluster's reads for everyone.
 """
 
 from __future__ import annotations
@@ -21,13 +26,14 @@ from typing import TypeVar
 from django.conf import settings
 from django.utils import timezone
 
-from controlplane.core.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
+from controlplane.core.errors import NON_FIELD, ClusterUnavailable, ServiceConflict, ServiceValidationError
 from controlplane.flows import engine
 from controlplane.models import Cluster
 from replication import circuit_breaker as breaker
 from replication.circuit_breaker import BreakerPolicy, BreakerState
 from replication.config import ClusterConfig
 from replication.kafka.browser import BrowseError, UnknownTopic
+from replication.kafka.clients import is_cluster_failure
 from replication.kafka.cluster_check import tcp_unreachable
 from replication.kafka.failover_io import FailoverIOError
 from replication.kafka.groups import GroupAdminError
@@ -88,6 +94,12 @@ def cluster_read(
         _record(key, None)
         raise
     except UNAVAILABLE_ERRORS as exc:
+        if not is_cluster_failure(exc):
+            _record(key, None)
+            raise ServiceValidationError.single(
+                NON_FIELD,
+                f"{exc}. The cluster answered and refused this request: change what was asked for",
+            ) from exc
         _record(key, str(exc))
         raise ClusterUnavailable(str(exc)) from exc
     _record(key, None)

@@ -117,6 +117,10 @@ def parse_seek(params: Mapping) -> Seek:
                 f"'{raw_time}' is not a time: give ISO 8601 (2026-11-24T05:30:00, with or without a zone; "
                 "without one the server's zone) or epoch milliseconds"
             ]
+    if timestamp_ms is not None and timestamp_ms < 0:  # Kafka reads -1 and -2 as "latest" and "earliest"
+        errors["time"] = [
+            f"'{raw_time}' is before 1970-01-01T00:00:00Z, where Kafka time starts: give a later time"
+        ]
     if offset is not None and timestamp_ms is not None:
         errors.setdefault("time", []).append("give an offset or a time to seek to, not both")
     raw_format = str(params.get("format", "") or ValueFormat.AUTO.value)
@@ -323,7 +327,7 @@ class RecordPage:
     topic: str
     partitions: list[PartitionOffsets]
     seek: Seek
-    start_offset: int | None  # where the read began (None: nothing at or after the moment)
+    start_offset: int | None  # where the read began (None: nothing at or after the moment or the offset)
     records: list[ShownRecord]
     complete: bool
     masked: bool
@@ -345,6 +349,11 @@ def _start_offset(
     browser: TopicBrowser, topic: str, seek: Seek, offsets: PartitionOffsets, notes: list[str]
 ) -> int | None:
     if seek.offset is not None:
+        if seek.offset > offsets.end:  # the consumer would "reset" such an offset to the log start
+            notes.append(
+                f"offset {seek.offset} is past the partition's end {offsets.end}: no record there yet"
+            )
+            return None
         if seek.offset < offsets.earliest:
             notes.append(
                 f"offset {seek.offset} is before the log start {offsets.earliest} (retention deleted it): "
@@ -418,7 +427,7 @@ def _read_page(cluster: Cluster, topic: str, seek: Seek) -> _RawPage:
 
     (partitions, start, page), read_at, read_ms = timed(lambda: cluster_read(cluster, read))
     records = [] if page is None else page.records
-    if start is None:
+    if start is None and seek.timestamp_ms is not None:
         notes.append("no record at or after that time in this partition")
     elif page is not None and not page.complete:
         notes.append(

@@ -182,7 +182,9 @@ def read_records(
                         pending.discard(key)
                         done.append(TopicPartition(*key))
                         continue
-                    raise BrowseError(f"cluster {cluster.alias}: reading {key[0]}[{key[1]}]: {error.str()}")
+                    raise BrowseError(
+                        f"cluster {cluster.alias}: reading {key[0]}[{key[1]}]: {error.str()}"
+                    ) from KafkaException(error)
                 limit = limits.get(key)
                 if limit is not None and message.offset() >= limit:
                     pending.discard(key)

@@ -113,3 +113,47 @@ def kafka_error_code(exc: BaseException) -> int | None:
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
         return exc.args[0].code()
     return None
+
+
+# What a cluster that does not answer, or does not accept our credentials, reports; any other error code is
+# a request the cluster answered and refused (an invalid offset or time, an unknown topic or partition, a
+# group in use, an ACL on one topic).
+CLUSTER_FAILURE_CODES = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError._TIMED_OUT_QUEUE,
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError._RESOLVE,
+        KafkaError._SSL,
+        KafkaError._AUTHENTICATION,
+        KafkaError._WAIT_COORD,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+        KafkaError.BROKER_NOT_AVAILABLE,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.KAFKA_STORAGE_ERROR,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError.UNSUPPORTED_SASL_MECHANISM,
+        KafkaError.ILLEGAL_SASL_STATE,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    }
+)
+
+
+def is_cluster_failure(exc: BaseException) -> bool:
+    """Whether `exc` says the cluster did not answer (unreachable, timed out) or refused our credentials,
+    rather than answered a request with an error. The first Kafka error code along `exc` and the
+    exceptions it was raised from decides; none (a refused TCP connection, a deadline of ours) is a
+    cluster failure. Only cluster failures count against a cluster's circuit breaker."""
+    seen: BaseException | None = exc
+    for _ in range(10):  # a chain of causes, never a cycle
+        if seen is None:
+            break
+        if (code := kafka_error_code(seen)) is not None:
+            return code in CLUSTER_FAILURE_CODES
+        seen = seen.__cause__
+    return True

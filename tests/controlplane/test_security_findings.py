@@ -9,16 +9,20 @@ from pathlib import Path
 
 import pytest
 import requests
+from confluent_kafka import KafkaError, KafkaException
 from django.conf import settings
 from django.utils import timezone
 
 from controlplane import core
 from controlplane.assurance.verification import verification_outcome_record
+from controlplane.browse import cluster_reads
+from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.core.roles import Role
 from controlplane.flows import engine, services
 from controlplane.models import AuditEvent, Cluster, Flow, FlowEvent
+from replication.kafka.browser import BrowseError
 from replication.verification import MirroredRecord, Mismatch, OffsetRange, PartitionOutcome
-from tests.workers.harness import Gunicorn, database_url, sign_in
+from tests.workers.harness import Gunicorn, create_topic, database_url, produce, sign_in
 
 REPO = Path(__file__).resolve().parents[2]
 PASSWORD = "review-password-1"
@@ -234,3 +238,62 @@ def test_finding_2_verification_mismatches_mask_what_the_browser_masks(web):
             assert events["eu.cards"]["source"]["key"] == "customer-17"
     flow_page = viewer.get(f"{web.url}/flows/{flow.pk}/", timeout=20).text
     assert "pan=4111" not in flow_page and "cvv=737" not in flow_page
+
+
+def test_finding_3_a_viewers_bad_reads_never_open_a_healthy_clusters_breaker(web, cluster_a, unique_name):
+    create_topic(cluster_a, unique_name, 2)
+    produce(cluster_a, unique_name, 10, partitions=2)
+    a = services.cluster_create(actor=None, alias="A", bootstrap_servers=cluster_a.bootstrap_servers)
+    records = f"clusters/{a.pk}/topics/{unique_name}/records/"
+    bad_reads = [
+        (records, {"time": "1960-01-01T00:00:00Z"}, "time"),
+        (records, {"time": "1969-12-31T23:59:59.999Z"}, "time"),  # -1: Kafka's "latest"
+        (records, {"time": "-5"}, "time"),
+        (records, {"partition": 99}, "partition"),
+        (records, {"offset": -1}, "offset"),
+        (f"clusters/{a.pk}/topics/no-such-topic-{unique_name}/records/", {}, "topic"),
+    ]
+    for _ in range(3):  # more than MIRRORPLANE_CLUSTER_FAILURES_TO_FAULT rounds
+        for path, params, field in bad_reads:
+            response = _api(web, "viewer", "get", path, params=params)
+            assert response.status_code == 400, (params, response.text)
+            assert field in response.json(), (params, response.text)
+        past_the_end = _api(web, "viewer", "get", records, params={"partition": 0, "offset": 10**15})
+        assert past_the_end.status_code == 200 and past_the_end.json()["records"] == []
+        assert "past the partition's end" in " ".join(past_the_end.json()["notes"])
+    good = _api(web, "operator", "get", records, params={"partition": 0, "offset": 0})
+    assert good.status_code == 200 and len(good.json()["records"]) == 5, good.text
+
+
+def _broker_error(code: int):
+    def read(config, timeout_s):
+        raise BrowseError(f"cluster A: {KafkaError(code).str()}") from KafkaException(KafkaError(code))
+
+    return read
+
+
+@pytest.mark.django_db
+def test_finding_3_only_cluster_failures_count_against_the_breaker(cluster_a):
+    cluster_reads.reset_breakers()
+    a = services.cluster_create(actor=None, alias="A", bootstrap_servers=cluster_a.bootstrap_servers)
+    answered = [
+        KafkaError._INVALID_ARG,
+        KafkaError.OFFSET_OUT_OF_RANGE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError.GROUP_ID_NOT_FOUND,
+        KafkaError.NON_EMPTY_GROUP,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.INVALID_REQUEST,
+    ]
+    for _ in range(3):
+        for code in answered:
+            with pytest.raises(ServiceValidationError) as refused:
+                cluster_reads.cluster_read(a, _broker_error(code))
+            assert "refused this request" in str(refused.value)
+    assert cluster_reads.cluster_read(a, lambda config, timeout_s: "answered") == "answered"
+    for _ in range(2):  # a cluster that does not answer opens it (MIRRORPLANE_CLUSTER_FAILURES_TO_FAULT)
+        with pytest.raises(ClusterUnavailable):
+            cluster_reads.cluster_read(a, _broker_error(KafkaError._TRANSPORT))
+    with pytest.raises(ClusterUnavailable, match="did not answer the last 2"):
+        cluster_reads.cluster_read(a, lambda config, timeout_s: "not called")
+    cluster_reads.reset_breakers()
