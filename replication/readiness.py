@@ -6,6 +6,7 @@ at least 0. The checks are what careful failover runbooks ask before the button 
 
 | check | costs | why |
 |---|---|---|
+| replication_running | 35 when no worker has reported within the stale limit | nothing replicates: the target falls further behind every second, unseen |
 | offset_sync_coverage | up to 30 (5 while unknown) | a partition without an offset sync has no exact translation: its groups re-read or skip |
 | offset_sync_freshness | 25 | records replicated long after the newest sync: offsets after it translate inexactly |
 | verification | 30 on a mismatch; 5 never verified, partly verified or stale | the target's data differs from the source's |
@@ -44,6 +45,7 @@ class ReadinessFacts:
     mismatches: Sequence[str] = ()  # one line per partition in mismatch
     verified_at: float | None = None  # the newest verification check
     status_fresh: bool = True  # the live figures are not STALE / UNKNOWN
+    silent_for_s: float | None = None  # it should replicate and its reports stopped this long ago (STALE)
     seconds_behind: float | None = None
     records_behind: int | None = None
     budget_seconds: float = 60.0
@@ -82,6 +84,21 @@ class Readiness:
 def _listing(items: Sequence[str], limit: int = 3) -> str:
     shown = ", ".join(items[:limit])
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def replication_running(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> Reason:
+    check = "replication_running"
+    if facts.silent_for_s is not None:
+        return Reason(
+            check,
+            FAIL,
+            35,
+            f"no worker has reported for {facts.silent_for_s:.0f} s: nothing replicates, the target falls "
+            "further behind every second",
+        )
+    if facts.partitions == 0:
+        return Reason(check, NOT_APPLICABLE, 0, "no partition replicated yet")
+    return Reason(check, OK, 0, "workers report on every partition")
 
 
 def offset_sync_coverage(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> Reason:
@@ -238,6 +255,7 @@ def acl_parity(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> Re
 
 
 CHECKS = (
+    replication_running,
     offset_sync_coverage,
     offset_sync_freshness,
     verification,

@@ -126,6 +126,7 @@ def readiness_facts(
         mismatches=tuple(p.reason for p in verification.mismatches) if verification else (),
         verified_at=_epoch(verification.verified_at) if verification else None,
         status_fresh=summary.status not in (STALE, UNKNOWN),
+        silent_for_s=summary.age_s if summary.health == "stale" else None,
         seconds_behind=summary.seconds_behind,
         records_behind=summary.records_behind,
         budget_seconds=budget.seconds_behind,

@@ -25,7 +25,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.utils import floatToGoString
 
-from controlplane import assurance
+from controlplane import alerts, assurance
 from controlplane.assurance import DEFAULT_BUDGET, verification
 from controlplane.core import presence
 from controlplane.models import (
@@ -270,7 +270,26 @@ class MirrorplaneCollector:
         for flow_id, rule in Alert.objects.filter(state=AlertState.FIRING).values_list("flow_id", "rule"):
             if flow_id in names:
                 firing.add_metric([names[flow_id], rule], 1)
-        yield from (*ages.values(), checkpoint_latency, tasks, leased, budget_s, budget_r, firing)
+        # The dead-man's switch: with beat or the metadata worker stopped, no rule is evaluated and no
+        # alert of Mirrorplane's own can fire; Prometheus notices this age grow (or the series vanish).
+        evaluation_age = _gauge(
+            "alert_evaluation_age_seconds",
+            "Seconds since Mirrorplane last evaluated its alert rules (absent: never, or Redis is away)",
+            [],
+        )
+        evaluated = alerts.evaluated_at()
+        if evaluated is not None:
+            evaluation_age.add_metric([], max(now - evaluated, 0.0))
+        yield from (
+            *ages.values(),
+            checkpoint_latency,
+            tasks,
+            leased,
+            budget_s,
+            budget_r,
+            firing,
+            evaluation_age,
+        )
 
     def _assurance_families(self, summaries) -> Iterator[Metric]:
         """Live RPO per topic, failover readiness and continuous verification (docs/verification.md)."""

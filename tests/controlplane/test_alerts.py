@@ -7,6 +7,7 @@ import datetime
 import threading
 
 import pytest
+from django.core.cache import cache
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
@@ -15,6 +16,7 @@ from controlplane.alerts import notifications
 from controlplane.core import crypto
 from controlplane.core.errors import ServiceValidationError
 from controlplane.flows import services
+from controlplane.metrics import prometheus
 from controlplane.models import (
     AlertNotification,
     AlertRule,
@@ -301,3 +303,16 @@ def test_two_evaluations_at_once_open_one_alert_not_an_integrity_error(flow, adm
     assert "error" not in second, second.get("error")
     assert second["fired"] == []
     assert alerts.alert_list().filter(state="firing").count() == 1
+
+
+def test_the_age_of_the_last_rule_evaluation_is_exported_for_a_dead_mans_switch(flow):
+    cache.delete(alerts.EVALUATED_AT_KEY)
+    never = prometheus.exposition().decode().splitlines()
+    assert not [line for line in never if line.startswith("mirrorplane_alert_evaluation_age_seconds ")]
+    alerts.alerts_evaluate(now=timezone.now() - datetime.timedelta(seconds=90))
+    line = next(
+        line
+        for line in prometheus.exposition().decode().splitlines()
+        if line.startswith("mirrorplane_alert_evaluation_age_seconds ")
+    )
+    assert 89 <= float(line.split()[1]) < 120  # 90 s ago: what MirrorplaneRulesNotEvaluated judges

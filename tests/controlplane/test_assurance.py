@@ -161,3 +161,21 @@ def test_a_mismatch_costs_readiness_and_fires_its_own_alert(ready_flow, settings
     assert reason(ready_flow, "verification").points == 30
     assert fired(ready_flow) == {AlertRule.VERIFICATION_MISMATCH}
     assert "offset 42" in ready_flow.alerts.get(rule=AlertRule.VERIFICATION_MISMATCH).message
+
+
+def test_with_every_worker_and_beat_stopped_readiness_falls_below_readiness_low(ready_flow, settings):
+    """Nothing reports, verifies or emits any more: the score must fire readiness_low (it was 75)."""
+    settings.MIRRORPLANE_STALE_AFTER_S = 60
+    stopped = timezone.now() - datetime.timedelta(minutes=10)
+    FlowPartitionStatus.objects.filter(flow=ready_flow).update(observed_at=stopped)
+    PartitionVerification.objects.filter(flow=ready_flow).update(checked_at=stopped, verified_at=stopped)
+    signals(ready_flow, offset_sync=stopped, replicated=stopped, checkpoint=stopped)
+    found = reason(ready_flow, "replication_running")
+    assert (found.status, found.points) == (
+        "fail",
+        35,
+    ) and "no worker has reported for 600 s" in found.message
+    score = readiness(ready_flow)
+    assert score.score < settings.READINESS_ALERT_BELOW and score.below_threshold, score.readiness.problems
+    paused = services.flow_pause(actor=None, flow=ready_flow)
+    assert reason(paused, "replication_running").status == "ok"  # paused on purpose: not silent

@@ -34,6 +34,7 @@ FLOW_ALERTS = {
 }  # fmt: skip
 RUNTIME_ALERTS = {
     "MirrorplaneNoReplicationWorker", "MirrorplaneSupervisorMissing", "MirrorplaneDown", "MirrorplaneRedisDown",
+    "MirrorplaneRulesNotEvaluated",
 }  # fmt: skip
 
 

@@ -125,3 +125,14 @@ def test_score_never_below_zero_and_problems_worst_first():
     assert [r.points for r in readiness.problems] == sorted(
         (r.points for r in readiness.problems), reverse=True
     )
+
+
+def test_a_stopped_runtime_scores_below_the_readiness_low_threshold():
+    """Every worker and beat stopped: the figures go stale, nothing is verified any more (issue 28: it
+    scored 75, above readiness_low's 70)."""
+    stopped = replace(READY, status_fresh=False, silent_for_s=300.0, verified_at=NOW - 1000)
+    score, found = reason(stopped, "replication_running")
+    assert (found.status, found.points) == (FAIL, 35) and "no worker has reported for 300 s" in found.message
+    assert score < 70
+    assert reason(READY, "replication_running")[1].status == OK
+    assert reason(replace(READY, partitions=0), "replication_running")[1].status == NOT_APPLICABLE
