@@ -16,6 +16,7 @@ from replication.config import (
     DataLossPolicy,
     DeliveryGuarantee,
     OffsetSyncsTopicLocation,
+    SchemaIdMode,
 )
 
 _DEFAULTS = {prop.field: prop.default for prop in FLOW_PROPERTIES}
@@ -25,6 +26,10 @@ INT32_MAX = 2**31 - 1
 # Migrations need named, importable callables for mutable defaults.
 def default_topics() -> list[str]:
     return list(_DEFAULTS["topics"])
+
+
+def default_schemas_subjects() -> list[str]:
+    return list(_DEFAULTS["schemas_subjects"])
 
 
 def default_topics_exclude() -> list[str]:
@@ -182,6 +187,14 @@ class Flow(models.Model):
         choices=[(member.value, member.value) for member in DataLossPolicy],
         default=_DEFAULTS["data_loss_policy"].value,
     )
+    schemas_sync_mode = models.CharField(
+        max_length=20,
+        choices=[(member.value, member.value) for member in SchemaIdMode],
+        default=_DEFAULTS["schemas_sync_mode"].value,
+    )
+    schemas_subjects = models.JSONField(default=default_schemas_subjects)
+    schemas_subjects_exclude = models.JSONField(default=list, blank=True)
+    schemas_sync_interval_seconds = models.IntegerField(default=_DEFAULTS["schemas_sync_interval_seconds"])
     # Flow-scoped client overrides (`A->B.producer.*`, `A->B.consumer.*`) and pass-through properties.
     extra = models.JSONField(default=dict)
     # The worker pool the flow runs on (controlplane.flows.pools; not an MM2 property): empty is the default.

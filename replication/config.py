@@ -41,6 +41,20 @@ class OffsetSyncsTopicLocation(StrEnum):
     TARGET = "target"
 
 
+class SchemaIdMode(StrEnum):
+    """How a flow keeps the schema IDs of wire-format records right on the target (`replication.schemas`)."""
+
+    NONE = "none"  # no schema sync: records are copied byte for byte, their IDs unchanged
+    KEEP_IDS = "keep-ids"  # versions registered under their source IDs (the target subject in IMPORT mode)
+    REWRITE_IDS = "rewrite-ids"  # versions registered where the target puts them; IDs rewritten in records
+
+
+# A cluster's schema registry: its `schema.registry.*` properties (`A.schema.registry.url`,
+# `A.schema.registry.basic.auth.user.info`, `A.schema.registry.bearer.auth.token`), kept with the cluster's
+# client properties (and their secrets with its secrets) but never passed to a Kafka client.
+SCHEMA_REGISTRY_PREFIX = "schema.registry."
+
+
 class DataLossPolicy(StrEnum):
     """What a partition does when the next source offset no longer exists (retention, topic recreated)."""
 
@@ -97,8 +111,21 @@ class ClusterConfig:
         passed to a client, however the config was built (the file reader and the services refuse or
         drop them already)."""
         overrides = {"producer": self.producer, "consumer": self.consumer, "admin": self.admin}[role]
-        shared = {name: value for name, value in self.client.items() if not_applicable_reason(name) is None}
+        shared = {
+            name: value
+            for name, value in self.client.items()
+            if not_applicable_reason(name) is None and not name.startswith(SCHEMA_REGISTRY_PREFIX)
+        }
         return {"bootstrap.servers": self.bootstrap_servers, **shared, **overrides}
+
+    def schema_registry(self) -> dict[str, str]:
+        """The cluster's schema registry properties without their prefix (`url`, `basic.auth.user.info`,
+        `bearer.auth.token`); empty when it has none."""
+        return {
+            name.removeprefix(SCHEMA_REGISTRY_PREFIX): value
+            for name, value in self.client.items()
+            if name.startswith(SCHEMA_REGISTRY_PREFIX)
+        }
 
 
 @dataclass(frozen=True)
@@ -142,6 +169,10 @@ class FlowConfig:
     delivery_guarantee: DeliveryGuarantee = DeliveryGuarantee.AT_LEAST_ONCE
     provenance_header_enabled: bool = False
     data_loss_policy: DataLossPolicy = DataLossPolicy.STOP
+    schemas_sync_mode: SchemaIdMode = SchemaIdMode.NONE
+    schemas_subjects: tuple[str, ...] = (".*",)
+    schemas_subjects_exclude: tuple[str, ...] = ()
+    schemas_sync_interval_seconds: int = 10
     # Flow-scoped client overrides (`A->B.producer.*`, `A->B.consumer.*`) and any property we pass through.
     extra: Mapping[str, str] = field(default_factory=dict)
 
@@ -211,6 +242,10 @@ FLOW_PROPERTIES: tuple[FlowProperty, ...] = (
     FlowProperty("delivery.guarantee", "delivery_guarantee", DeliveryGuarantee),
     FlowProperty("provenance.header.enabled", "provenance_header_enabled", bool),
     FlowProperty("data.loss.policy", "data_loss_policy", DataLossPolicy),
+    FlowProperty("schemas.sync.mode", "schemas_sync_mode", SchemaIdMode),
+    FlowProperty("schemas.subjects", "schemas_subjects", tuple),
+    FlowProperty("schemas.subjects.exclude", "schemas_subjects_exclude", tuple),
+    FlowProperty("schemas.sync.interval.seconds", "schemas_sync_interval_seconds", int),
 )
 
 FLOW_PROPERTIES_BY_NAME: Mapping[str, FlowProperty] = MappingProxyType(

@@ -740,9 +740,13 @@ class SubjectFilter(_IncludeExcludeFilter):
         include: Sequence[str] = (".*",),
         exclude: Sequence[str] = (),
         *,
-        property_names: tuple[str, str] = ("schema.subjects", "schema.subjects.exclude"),
+        property_names: tuple[str, str] = ("schemas.subjects", "schemas.subjects.exclude"),
     ) -> None:
         super().__init__(include, exclude, property_names=property_names)
+
+    @classmethod
+    def for_flow(cls, flow: FlowConfig) -> SubjectFilter:
+        return cls(flow.schemas_subjects, flow.schemas_subjects_exclude)
 
     def should_sync_subject(self, subject: str) -> bool:
         return self._passes(subject)

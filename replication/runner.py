@@ -30,6 +30,7 @@ from replication.kafka.positions import KafkaPositionStore
 from replication.kafka.topic_sync import TopicMetadataSync
 from replication.metrics import MirrorMetrics
 from replication.policy import replication_policy_for
+from replication.schemas.flow import schema_id_rewriter
 from replication.source import MirrorSourceTask
 
 log = logging.getLogger(__name__)
@@ -197,6 +198,9 @@ class FlowRunner:
             task_index=task_index,
             position_store=self.position_store,
             metrics=self.metrics,
+            schema_ids=schema_id_rewriter(
+                flow=self.flow, source=self.source, target=self.target, policy=self.policy
+            ),
         )
         task.assign(partitions)
 

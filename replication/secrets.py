@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-SECRET_PROPERTY = re.compile(r"(password|secret|jaas\.config|ssl\.key\.pem|keystore|token)", re.IGNORECASE)
+SECRET_PROPERTY = re.compile(
+    r"(password|secret|jaas\.config|ssl\.key\.pem|keystore|token|user\.info)", re.IGNORECASE
+)
 MASK = "******"
 
 

@@ -32,6 +32,7 @@ from replication.kafka.admin import TopicAdminError
 from replication.kafka.flow_tasks import PeriodicTask, periodic_tasks_for_flow
 from replication.kafka.topic_sync import TopicMetadataSync
 from replication.policy import replication_policy_for
+from replication.schemas.flow import SchemaSyncTask
 from workers import context
 from workers.leases import metadata_lease_key
 from workers.plans import FlowPlan
@@ -47,6 +48,7 @@ class CachedMetadata:
     synced: bool = False  # the topic sync succeeded once: its partition list is real
     partitions: tuple[TopicPartition, ...] | None = None
     errors: tuple[str, ...] = ()
+    schema_errors: tuple[str, ...] = ()  # of the schema sync's latest pass, already recorded as events
     warned: set[str] = field(default_factory=set)  # warnings of the topic sync already reported
     fault_reason: str | None = None  # the unreachable cluster this process last reported for the flow
     faulted: bool = False  # ... and the flow is FAULTED for it (a failing-over flow is not: its drain runs)
@@ -173,7 +175,24 @@ def _tick(flow_id: int, entry: CachedMetadata) -> None:
             task.tick(now=now)
         except Exception:
             log.exception("flow %s: %s failed; retrying at its next interval", flow.name, type(task).__name__)
+    _record_schema_errors(flow_id, entry, now=now)
     _record_emitted(flow_id, entry)
+
+
+def _record_schema_errors(flow_id: int, entry: CachedMetadata, *, now: float) -> None:
+    """The schema sync's errors (a subject it could not sync, keep-ids refused, a registry that does not
+    answer) as flow error events, when they change."""
+    errors = tuple(
+        error for task in entry.periodic if isinstance(task, SchemaSyncTask) for error in task.last_errors
+    )
+    if errors == entry.schema_errors:
+        return
+    at = datetime.fromtimestamp(now, UTC)
+    for error in errors:
+        runtime.flow_event_record(
+            flow_id=flow_id, kind=FlowEventKind.ERROR, message=f"schema sync: {error}", at=at
+        )
+    entry.schema_errors = errors
 
 
 def _report_warnings_once(flow_id: int, entry: CachedMetadata, *, now: float) -> None:

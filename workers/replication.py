@@ -34,6 +34,7 @@ from replication.config import OffsetSyncsTopicLocation
 from replication.kafka.legacy_offset_syncs import move_legacy_offset_syncs
 from replication.kafka.positions import KafkaPositionStore
 from replication.policy import replication_policy_for
+from replication.schemas.flow import schema_id_rewriter
 from replication.source import MirrorSourceTask, SliceResult
 from workers import context
 from workers.bridge import SliceBridge, bridge_max_s, merge_results, slice_records_left
@@ -77,13 +78,17 @@ class CachedTask:
     def build(cls, spec: FlowSpec, task_index: int) -> CachedTask:
         _move_legacy_offset_syncs(spec)
         store = KafkaPositionStore(spec.target, source_alias=spec.flow.source)
+        policy = replication_policy_for(spec.flow, known_aliases=spec.known_aliases)
         task = MirrorSourceTask(
             flow=spec.flow,
             source=spec.source,
             target=spec.target,
-            policy=replication_policy_for(spec.flow, known_aliases=spec.known_aliases),
+            policy=policy,
             task_index=task_index,
             position_store=store,
+            schema_ids=schema_id_rewriter(
+                flow=spec.flow, source=spec.source, target=spec.target, policy=policy
+            ),
         )
         return cls(spec=spec, task=task, position_store=store)
 

@@ -20,6 +20,7 @@ from replication.kafka.admin import ADMIN_TIMEOUT_S
 from replication.kafka.groups import GroupOffsetsAdmin
 from replication.kafka.internal_topics import InternalTopicReader, InternalTopicWriter
 from replication.policy import ReplicationPolicy, replication_policy_for
+from replication.schemas.flow import schema_sync_task
 
 
 class PeriodicTask(Protocol):
@@ -155,7 +156,7 @@ def periodic_tasks_for_flow(
     timeout_s: float = ADMIN_TIMEOUT_S,
     on_emit: EmitListener | None = None,
 ) -> list[PeriodicTask]:
-    """The enabled periodic tasks of `flow` (none when heartbeats, checkpoints and group sync are off);
+    """The enabled periodic tasks of `flow` (heartbeats, checkpoints and group sync, the schema sync);
     `timeout_s` bounds each of their requests to a cluster; `reverse` is the flow target->source when
     known (see `checkpoint_task_for_flow`)."""
     policy = replication_policy_for(flow, known_aliases=known_aliases)
@@ -178,4 +179,7 @@ def periodic_tasks_for_flow(
                 on_emit=on_emit,
             )
         )
+    schemas = schema_sync_task(flow=flow, source=source, target=target, policy=policy)
+    if schemas is not None:
+        tasks.append(schemas)
     return tasks

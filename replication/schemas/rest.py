@@ -113,6 +113,7 @@ class ConfluentRegistryClient:
     url: str
     auth: RegistryAuth | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
+    name: str = "the cluster"  # for messages: the cluster alias whose registry this is
     _headers: dict[str, str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -123,6 +124,8 @@ class ConfluentRegistryClient:
             self._headers["Authorization"] = authorization
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        if not self.url:
+            raise RegistryError(f"no schema registry configured ({self.name} has no schema.registry.url)")
         request = urllib.request.Request(
             self.url + path,
             method=method,

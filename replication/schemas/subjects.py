@@ -4,7 +4,7 @@ Subjects named after a topic (the serializers' default TopicNameStrategy: `<topi
 follow their topic: under the default policy subject `orders-value` of cluster `A` becomes
 `A.orders-value`, the subject of remote topic `A.orders`. Other subjects (RecordNameStrategy's record
 names) are not tied to a topic and keep their name. A subject is synced when it passes the flow's subject
-filter (`schema.subjects` / `schema.subjects.exclude`, Java regular expressions as MM2's topic lists) and,
+filter (`schemas.subjects` / `schemas.subjects.exclude`, Java regular expressions as MM2's topic lists) and,
 for a topic's subject, when the flow replicates that topic and it is not a cycle (a subject of a topic that
 came from the target goes no further back, as the topic does not).
 """

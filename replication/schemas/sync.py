@@ -20,21 +20,16 @@ renaming, so a referenced subject must be synced first: subjects are visited ref
 
 from __future__ import annotations
 
-import enum
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from replication.config import SchemaIdMode
 from replication.schemas.rest import ConfluentRegistryClient, Reference, RegistryError, Schema
 
 log = logging.getLogger(__name__)
 
 IMPORT_MODE = "IMPORT"
-
-
-class IdMode(enum.StrEnum):
-    KEEP_IDS = "keep-ids"
-    REWRITE_IDS = "rewrite-ids"
 
 
 class SchemaIdConflict(RuntimeError):
@@ -75,7 +70,7 @@ def sync_schemas(
     source: ConfluentRegistryClient,
     target: ConfluentRegistryClient,
     rename: Callable[[str], str | None],
-    mode: IdMode,
+    mode: SchemaIdMode,
 ) -> SchemaSyncResult:
     """One pass over the source registry's subjects that `rename` keeps (it names them on the target)."""
     sync = _SyncPass(source=source, target=target, rename=rename, mode=mode)
@@ -94,7 +89,7 @@ class _SyncPass:
     source: ConfluentRegistryClient
     target: ConfluentRegistryClient
     rename: Callable[[str], str | None]
-    mode: IdMode
+    mode: SchemaIdMode
     result: SchemaSyncResult = field(default_factory=SchemaSyncResult)
     visited: set[str] = field(default_factory=set)
 
@@ -129,14 +124,14 @@ class _SyncPass:
         schema = renamed_schema(version.schema, self.rename)
         found = self.target.lookup(target_subject, schema)
         if found is not None:
-            if self.mode == IdMode.KEEP_IDS and found.schema_id != version.schema_id:
+            if self.mode == SchemaIdMode.KEEP_IDS and found.schema_id != version.schema_id:
                 raise SchemaIdConflict(
                     f"version {number} (ID {version.schema_id}) is on the target under ID "
                     f"{found.schema_id}: the target registry already had this schema under an ID of its own"
                 )
             self.result.id_map[version.schema_id] = found.schema_id
             return
-        if self.mode == IdMode.REWRITE_IDS:
+        if self.mode == SchemaIdMode.REWRITE_IDS:
             self.result.id_map[version.schema_id] = self.target.register(target_subject, schema)
             self.result.registered += 1
             return

@@ -3,28 +3,30 @@ producers serialize Avro with confluent-kafka's AvroSerializer against the sourc
 sync registers the subjects on the target (`rewrite-ids`), MirrorSourceTask rewrites the schema IDs of
 keys and values, and a consumer on the target deserializes every mirrored record with the target
 registry into the same objects: across a schema evolution mid-stream and a restart of the task, each
-record once (exactly_once), none sent while its schema was missing on the target."""
+record once (exactly_once), none sent while its schema was missing on the target; and the same through
+`python -m replication run` configured by an mm2.properties file."""
 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from replication.config import DeliveryGuarantee, FlowConfig
-from replication.filters import SubjectFilter
+from replication.config import DeliveryGuarantee, FlowConfig, SchemaIdMode
 from replication.kafka.clients import make_producer
 from replication.policy import DefaultReplicationPolicy
 from replication.positions import InMemoryPositionStore
+from replication.schemas.flow import flow_subject_renamer
 from replication.schemas.ids import SchemaIdRewriter
 from replication.schemas.rest import ConfluentRegistryClient, Schema
-from replication.schemas.subjects import subject_renamer
-from replication.schemas.sync import IdMode, sync_schemas
+from replication.schemas.sync import sync_schemas
 from replication.schemas.wire import schema_id_of
 from replication.source import MirrorSourceTask
+from tests.replication.test_run_cli import RunProcess, write_mm2
 from tests.replication.test_source_task import create_topics, read_partition, replicated, run_until
 
 pytestmark = pytest.mark.kafka
@@ -72,12 +74,9 @@ def test_rewrite_ids_mirrors_avro_records_that_decode_with_the_target_registry(
         target_api.register(f"{topic}-local-value", Schema(json.dumps({**ORDER_V1, "name": f"Local{index}"})))
     source_registry = SchemaRegistryClient({"url": schema_registries["A"].url})
     target_registry = SchemaRegistryClient({"url": schema_registries["B"].url})
-    rename = subject_renamer(
-        policy=DefaultReplicationPolicy(known_aliases=["A", "B"]),
-        source_alias="A",
-        target_alias="B",
-        subject_filter=SubjectFilter(),
-        topic_replicated=lambda name: name == topic,
+    rename = flow_subject_renamer(
+        FlowConfig(source="A", target="B", topics=(topic,)),
+        DefaultReplicationPolicy(known_aliases=["A", "B"]),
     )
     store = InMemoryPositionStore()
 
@@ -101,7 +100,9 @@ def test_rewrite_ids_mirrors_avro_records_that_decode_with_the_target_registry(
         return task
 
     def sync() -> None:
-        result = sync_schemas(source=source_api, target=target_api, rename=rename, mode=IdMode.REWRITE_IDS)
+        result = sync_schemas(
+            source=source_api, target=target_api, rename=rename, mode=SchemaIdMode.REWRITE_IDS
+        )
         assert result.ok, result.errors
 
     first = [{"id": i, "item": f"item-{i}"} for i in range(60)]
@@ -141,3 +142,70 @@ def test_rewrite_ids_mirrors_avro_records_that_decode_with_the_target_registry(
         assert decoded == expected[partition]
         decoded_keys = [keys(m.key(), SerializationContext(remote, MessageField.KEY)) for m in mirrored]
         assert decoded_keys == [f"customer-{o['id'] % 7}" for o in expected[partition]]
+
+
+def wait_for_records(cluster, topic: str, counts: dict[int, int], *, timeout_s: float = 90) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = {p: len(read_partition(cluster, topic, p)) for p in counts}
+        if got == counts:
+            return
+        assert time.monotonic() < deadline, f"{topic}: {got}, expected {counts}"
+        time.sleep(0.5)
+
+
+def test_dedicated_mode_syncs_schemas_and_rewrites_ids_from_the_mm2_file_across_a_kill(
+    cluster_a, cluster_b, schema_registries, unique_name, tmp_path
+):
+    """`python -m replication run` with the clusters' registries and the flow's mode in mm2.properties:
+    the flow's metadata tasks sync the subjects, its source tasks rewrite the IDs; a kill -9 mid-stream
+    and a new process lose nothing and copy nothing twice (exactly_once)."""
+    topic, remote = unique_name, f"A.{unique_name}"
+    create_topics(cluster_a, [topic], len(PARTITIONS))
+    target_api = ConfluentRegistryClient(schema_registries["B"].url)
+    for index in range(2):  # the target's own schemas: its IDs are not the source's
+        target_api.register(f"{topic}-local-value", Schema(json.dumps({**ORDER_V1, "name": f"Own{index}"})))
+    properties = write_mm2(
+        tmp_path / "mm2.properties",
+        {"A": cluster_a, "B": cluster_b},
+        [
+            f"A.schema.registry.url = {schema_registries['A'].url}",
+            f"B.schema.registry.url = {schema_registries['B'].url}",
+            "A->B.enabled = true",
+            f"A->B.topics = {topic}",
+            "A->B.delivery.guarantee = exactly_once",
+            "A->B.schemas.sync.mode = rewrite-ids",
+            "A->B.schemas.sync.interval.seconds = 1",
+            "A->B.emit.checkpoints.enabled = false",
+        ],
+    )
+    source_registry = SchemaRegistryClient({"url": schema_registries["A"].url})
+    first = [{"id": i, "item": f"item-{i}"} for i in range(40)]
+    second = [{"id": i, "item": f"item-{i}", "quantity": i % 3} for i in range(40, 80)]
+    produce_orders(cluster_a, source_registry, topic, ORDER_V1, first)
+    runner = RunProcess(properties)
+    try:
+        wait_for_records(cluster_b, remote, {p: 20 for p in PARTITIONS})
+        runner.kill()  # kill -9 mid-stream
+        produce_orders(cluster_a, source_registry, topic, ORDER_V2, second)  # evolution while it is down
+        runner = RunProcess(properties)
+        wait_for_records(cluster_b, remote, {p: 40 for p in PARTITIONS})
+    except BaseException:
+        print(runner.output())
+        raise
+    finally:
+        runner.stop()
+
+    target_registry = SchemaRegistryClient({"url": schema_registries["B"].url})
+    values = AvroDeserializer(target_registry)
+    expected = expected_per_partition(first + second)
+    for partition in PARTITIONS:
+        mirrored = read_partition(cluster_b, remote, partition)
+        decoded = [values(m.value(), SerializationContext(remote, MessageField.VALUE)) for m in mirrored]
+        assert decoded == expected[partition]
+    assert [
+        v.schema.same_as(Schema(json.dumps(s)))
+        for v, s in zip(
+            (target_api.version(f"{remote}-value", n) for n in (1, 2)), (ORDER_V1, ORDER_V2), strict=True
+        )
+    ] == [True, True]

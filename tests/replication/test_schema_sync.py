@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from replication.filters import SubjectFilter
+from replication.config import FlowConfig, SchemaIdMode
 from replication.policy import DefaultReplicationPolicy
+from replication.schemas.flow import flow_subject_renamer
 from replication.schemas.ids import SchemaIdRewriter, SchemaWait
 from replication.schemas.rest import ConfluentRegistryClient, Schema
-from replication.schemas.subjects import subject_renamer
-from replication.schemas.sync import IdMode, id_conflict, sync_schemas
+from replication.schemas.sync import id_conflict, sync_schemas
 from replication.schemas.wire import schema_id_of, with_schema_id
 
 
@@ -40,12 +40,9 @@ def registries(schema_registries):
 
 
 def flow_renamer(topic: str):
-    return subject_renamer(
-        policy=DefaultReplicationPolicy(known_aliases=["A", "B"]),
-        source_alias="A",
-        target_alias="B",
-        subject_filter=SubjectFilter(),
-        topic_replicated=lambda name: name == topic,
+    return flow_subject_renamer(
+        FlowConfig(source="A", target="B", topics=(topic,)),
+        DefaultReplicationPolicy(known_aliases=["A", "B"]),
     )
 
 
@@ -67,7 +64,7 @@ def test_rewrite_ids_registers_every_version_in_order_and_maps_the_ids(registrie
     source.set_compatibility(f"{topic}-value", "BACKWARD")
     rename = flow_renamer(topic)
 
-    first = sync_schemas(source=source, target=target, rename=rename, mode=IdMode.REWRITE_IDS)
+    first = sync_schemas(source=source, target=target, rename=rename, mode=SchemaIdMode.REWRITE_IDS)
 
     assert first.ok, first.errors
     assert first.subjects == {f"{topic}-key": f"A.{topic}-key", f"{topic}-value": f"A.{topic}-value"}
@@ -80,7 +77,7 @@ def test_rewrite_ids_registers_every_version_in_order_and_maps_the_ids(registrie
     assert first.id_map[key_id] == target.version(f"A.{topic}-key", 1).schema_id
     assert target.compatibility(f"A.{topic}-value") == "BACKWARD"
 
-    again = sync_schemas(source=source, target=target, rename=rename, mode=IdMode.REWRITE_IDS)
+    again = sync_schemas(source=source, target=target, rename=rename, mode=SchemaIdMode.REWRITE_IDS)
     assert again.ok and again.registered == 0 and again.id_map == first.id_map
     assert target.versions(f"A.{topic}-value") == [1, 2]
 
@@ -90,7 +87,9 @@ def test_keep_ids_is_refused_clearly_by_a_target_without_import_mode(registries,
     topic = unique_name
     source.register(f"{topic}-value", record_schema("Payment"))
 
-    result = sync_schemas(source=source, target=target, rename=flow_renamer(topic), mode=IdMode.KEEP_IDS)
+    result = sync_schemas(
+        source=source, target=target, rename=flow_renamer(topic), mode=SchemaIdMode.KEEP_IDS
+    )
 
     assert not result.ok and result.versions_behind == 1 and result.registered == 0
     (error,) = result.errors
@@ -129,7 +128,7 @@ def test_the_rewriter_waits_for_a_missing_schema_then_rewrites_to_the_target_id(
     with pytest.raises(SchemaWait) as waited:
         rewriter.rewrite(record)
     assert waited.value.source_id == source_id and "not on the target registry yet" in str(waited.value)
-    sync_schemas(source=source, target=target, rename=rename, mode=IdMode.REWRITE_IDS)
+    sync_schemas(source=source, target=target, rename=rename, mode=SchemaIdMode.REWRITE_IDS)
     with pytest.raises(SchemaWait):  # asked again only after retry_s
         rewriter.rewrite(record)
     now[0] += 1.0
