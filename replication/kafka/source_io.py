@@ -240,8 +240,11 @@ class PartitionReader:
     def __init__(self, cluster: ClusterConfig, *, timeout_s: float = 30.0) -> None:
         self.cluster = cluster
         self.timeout_s = timeout_s
-        self._consumer = make_consumer(
-            cluster,
+        self._consumer = self._new_consumer()
+
+    def _new_consumer(self):
+        return make_consumer(
+            self.cluster,
             overrides={
                 "enable.partition.eof": True,
                 "isolation.level": "read_uncommitted",
@@ -282,6 +285,12 @@ class PartitionReader:
                     found.pop((topic, partition), None)
                 else:
                     found[(topic, partition)].append(offset)
+        if any(failure.unknown_partition for failure in failures.values()):
+            # librdkafka keeps a partition it once found missing (a remote topic looked up before topic
+            # sync created it) unknown until its next periodic metadata refresh, minutes later: the
+            # `make demo` tasks kept failing to start that way. A new consumer asks the broker afresh.
+            self._consumer.close()
+            self._consumer = self._new_consumer()
         return {key: (low, high) for key, (low, high) in found.items()}, failures
 
     def read_all_to_end(

@@ -15,6 +15,7 @@ from replication.kafka.apache import ApacheKafkaBroker, kafka_version
 from replication.kafka.clients import make_consumer, make_producer
 from replication.kafka.failover_io import FailoverReader
 from replication.kafka.positions import KafkaPositionStore, positions_topic
+from replication.kafka.source_io import PartitionReader
 from replication.offset_mapping import Direction, MappedTopic, MappingError, OffsetQuery, map_offset
 from replication.policy import DefaultReplicationPolicy
 from replication.positions import InMemoryPositionStore
@@ -256,3 +257,30 @@ def test_cli_runs_apache_kafka_clusters_until_sigterm():
     finally:
         process.terminate()
     assert process.wait(timeout=60) == 0
+
+
+def test_a_reader_that_met_a_partition_before_it_existed_reads_it_once_it_does(cluster_b, unique_name):
+    """A task's reader asks for the offsets of a remote partition that topic sync has not created yet (a
+    grown source topic; a fresh target). librdkafka then keeps the partition unknown until its periodic
+    metadata refresh, 5 minutes later: in `make demo` a task could not start for minutes. The reader
+    answers from the broker as soon as the partition exists."""
+    create_topics(cluster_b, [unique_name], 2)
+    reader = PartitionReader(cluster_b, timeout_s=10)
+    try:
+        deadline = time.monotonic() + 20
+        while reader.watermarks_all([(unique_name, 0)])[1]:  # the new topic reaches the client's metadata
+            assert time.monotonic() < deadline, "the topic's partition 0 stayed unreadable"
+            time.sleep(0.5)
+        found, failed = reader.watermarks_all([(unique_name, 3)])
+        assert failed[(unique_name, 3)].unknown_partition
+        TopicAdmin(cluster_b).create_partitions(unique_name, current=2, desired=4)
+        deadline = time.monotonic() + 20
+        while True:  # the broker itself knows the new partitions within a second or two
+            found, failed = reader.watermarks_all([(unique_name, 3)])
+            if not failed:
+                break
+            assert time.monotonic() < deadline, f"still {failed[(unique_name, 3)]} after 20 s"
+            time.sleep(0.5)
+        assert found == {(unique_name, 3): (0, 0)}
+    finally:
+        reader.close()
