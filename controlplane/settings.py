@@ -14,6 +14,7 @@ so on the secrets key derived from it: both are public, in this file.
 | ALLOWED_HOSTS | localhost, 127.0.0.1, [::1] |
 | METRICS_BEARER_TOKEN | unset (a Prometheus scrape sends `Authorization: Bearer <token>`) |
 | METRICS_OPEN | false (true: /metrics needs no token) |
+| MIRRORPLANE_WEB_READ_TIMEOUT_S | 3.0 (the bound of each Kafka request a web request makes: topics, records, groups, offset mapping, failover plan; a sync web worker waits for it) |
 | FAILOVER_PLAN_RATE_PER_MINUTE | 12 (failover plans one user may read per minute; 0: no limit) |
 | OFFSET_MAPPING_RATE_PER_MINUTE | 60 (offset mapping requests one user may send per minute; 0: no limit) |
 | OFFSET_MAPPING_MAX_ITEMS | 10000 (the most offsets one offset mapping request translates) |
@@ -91,6 +92,8 @@ CACHES = {
 # /metrics: a scrape's bearer token (Prometheus `authorization`), or open to anyone who reaches it.
 METRICS_BEARER_TOKEN = env.str("METRICS_BEARER_TOKEN", default="")
 METRICS_OPEN = env.bool("METRICS_OPEN", default=False)
+# Each Kafka request of a web request (behind the cluster's circuit breaker): a sync web worker waits for it.
+MIRRORPLANE_WEB_READ_TIMEOUT_S = env.float("MIRRORPLANE_WEB_READ_TIMEOUT_S", default=3.0)
 # Failover plans per user and minute (each opens clients on both clusters); 0 turns the limit off.
 FAILOVER_PLAN_RATE_PER_MINUTE = env.int("FAILOVER_PLAN_RATE_PER_MINUTE", default=12)
 # Offset mapping requests per user and minute (each reads the offset syncs); 0 turns the limit off.

@@ -1,6 +1,6 @@
 """Browse: topics and records (this module's names), consumer groups (`controlplane.browse.groups`), offset
-mapping (`controlplane.browse.offset_mapping`), and the bounded Kafka reads a web request makes
-(`controlplane.browse.cluster_reads`)."""
+mapping (`controlplane.browse.offset_mapping`); their Kafka reads go through
+`controlplane.flows.cluster_reads`."""
 
 from controlplane.browse.records import (
     DEFAULT_RECORDS,

@@ -19,11 +19,11 @@ from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
 from controlplane import core
-from controlplane.browse.cluster_reads import cluster_read, timed
 from controlplane.browse.records import parse_moment, topic_name_error
 from controlplane.core.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
 from controlplane.core.roles import Role, role_of
 from controlplane.flows import engine, selectors
+from controlplane.flows.cluster_reads import cluster_read, clusters_read, timed
 from controlplane.models import AuditAction, AuditOutcome, Cluster, Flow
 from controlplane.status import rollup
 from replication.config import ClusterConfig
@@ -208,13 +208,7 @@ class _FlowRead:
 
 
 def _group_plan(flow: Flow, group: str, timeout_s: float) -> _FlowRead:
-    reader = failover_io.FailoverReader(
-        flow=engine.flow_to_config(flow),
-        source=engine.cluster_to_config(flow.source),
-        target=engine.cluster_to_config(flow.target),
-        known_aliases=list(selectors.cluster_list().values_list("alias", flat=True)),
-        timeout_s=timeout_s,
-    )
+    reader = engine.flow_reader(flow, timeout_s=timeout_s)
     try:
         remote_topics = {topic: remote for (topic, _), remote in reader.replicated_partitions().items()}
         (plan,) = failover_io.group_plans_from_source(reader, groups=[group], remote_topics=remote_topics)
@@ -237,14 +231,14 @@ def flow_checkpoints(*, flow: Flow, group: str) -> FlowCheckpoints:
     on the target with their age, and what a failover would write."""
     entry = FlowCheckpoints(flow)
 
-    def read(config: ClusterConfig, timeout_s: float):
+    def read(configs: list[ClusterConfig], timeout_s: float):
         flow_read = _group_plan(flow, group, timeout_s)
         topic = flow_read.checkpoints_topic
-        checkpoints, complete = newest_checkpoints(config, topic, group=group, timeout_s=timeout_s)
+        checkpoints, complete = newest_checkpoints(configs[0], topic, group=group, timeout_s=timeout_s)
         return flow_read, checkpoints, complete
 
     try:
-        flow_read, checkpoints, entry.checkpoints_complete = cluster_read(flow.target, read)
+        flow_read, checkpoints, entry.checkpoints_complete = clusters_read([flow.target, flow.source], read)
     except ClusterUnavailable as exc:
         entry.problem = str(exc)
         return entry

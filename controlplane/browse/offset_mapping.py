@@ -14,6 +14,7 @@ from django.conf import settings
 from controlplane.core import ratelimit
 from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.flows import engine
+from controlplane.flows.cluster_reads import clusters_read
 from controlplane.models import Flow
 from replication.kafka import failover_io
 from replication.offset_mapping import Direction, MappedTopic, OffsetMapping, OffsetQuery, map_offsets
@@ -52,12 +53,19 @@ def offsets_map(*, flow: Flow, actor, direction: str, queries: Sequence[OffsetQu
         limit=settings.OFFSET_MAPPING_RATE_PER_MINUTE,
         window_s=60,
     )
-    reader = engine.flow_reader(flow)
+
+    def read(configs, timeout_s: float):
+        reader = engine.flow_reader(flow, timeout_s=timeout_s)
+        try:
+            names = {q.topic for q in queries}
+            return mapped_topics(
+                reader, names=names, direction=Direction(direction)
+            ), reader.refresh_offset_syncs()
+        finally:
+            reader.close()
+
     try:
-        topics = mapped_topics(reader, names={q.topic for q in queries}, direction=Direction(direction))
-        store = reader.refresh_offset_syncs()
-    except failover_io.FailoverIOError as exc:
+        topics, store = clusters_read([flow.source, flow.target], read)
+    except ClusterUnavailable as exc:
         raise ClusterUnavailable(f"reading the offset syncs of {flow.name}: {exc}") from exc
-    finally:
-        reader.close()
     return map_offsets(queries, direction=Direction(direction), topics=topics, store=store)

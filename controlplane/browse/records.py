@@ -20,10 +20,10 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from controlplane.browse.cluster_reads import cluster_read, timed
 from controlplane.core.errors import ServiceValidationError
 from controlplane.core.roles import Role
 from controlplane.flows import engine, selectors
+from controlplane.flows.cluster_reads import cluster_read, clusters_read, timed
 from controlplane.models import Cluster, Flow, FlowEvent, FlowEventKind
 from replication.browse import (
     CopyState,
@@ -40,7 +40,6 @@ from replication.browse import (
 from replication.config import ClusterConfig
 from replication.kafka.browser import RecordPage as BrowsedPage
 from replication.kafka.browser import TopicBrowser, TopicListing, UnknownTopic, read_records
-from replication.kafka.failover_io import FailoverReader
 
 DEFAULT_RECORDS = 20
 MAX_RECORDS = 500
@@ -516,14 +515,9 @@ def record_copies(*, flow: Flow, topic: str, seek: Seek, role: Role | None) -> C
     key = (remote_topic, seek.partition)
     notes = list(source.notes)
 
-    def read_target(config: ClusterConfig, timeout_s: float):
-        reader = FailoverReader(
-            flow=engine.flow_to_config(flow),
-            source=engine.cluster_to_config(flow.source),
-            target=config,
-            known_aliases=_aliases(),
-            timeout_s=timeout_s,
-        )
+    def read_target(configs: list[ClusterConfig], timeout_s: float):
+        config = configs[0]
+        reader = engine.flow_reader(flow, timeout_s=timeout_s)
         try:
             store = reader.refresh_offset_syncs()
             if not reader.offset_syncs_complete:
@@ -546,7 +540,9 @@ def record_copies(*, flow: Flow, topic: str, seek: Seek, role: Role | None) -> C
         )
         return store, pages[key].records
 
-    (store, target_records), read_at, read_ms = timed(lambda: cluster_read(flow.target, read_target))
+    (store, target_records), read_at, read_ms = timed(
+        lambda: clusters_read([flow.target, flow.source], read_target)
+    )
     masked = masks_copy_values(topic=topic, remote_topic=remote_topic, role=role)
     pairs = compare_copies(store=store, source_records=source.records, target_records=target_records)
     copies = [

@@ -241,11 +241,14 @@ def topic_selection(flow: Flow, *, known_aliases: Sequence[str] | None = None) -
     return TopicSelection.of(config, replication_policy_for(config, known_aliases=known_aliases))
 
 
-def flow_reader(flow: Flow) -> failover_io.FailoverReader:
-    """The Kafka reads (and offset writes) of the flow's failover, drill, cutover, takeover and offset mapping."""
+def flow_reader(flow: Flow, *, timeout_s: float | None = None) -> failover_io.FailoverReader:
+    """The Kafka reads (and offset writes) of the flow's failover, drill, cutover, takeover and offset
+    mapping; each request bounded by `timeout_s` (the reader's own bound by default: operations run in
+    workers, a web request passes its short one)."""
     return failover_io.FailoverReader(
         flow=flow_to_config(flow),
         source=cluster_to_config(flow.source),
         target=cluster_to_config(flow.target),
         known_aliases=list(Cluster.objects.values_list("alias", flat=True)),
+        **({} if timeout_s is None else {"timeout_s": timeout_s}),
     )

@@ -8,24 +8,22 @@ from typing import Literal
 
 from django.db.models import QuerySet
 
-from controlplane.core.errors import ClusterUnavailable
 from controlplane.flows import engine
+from controlplane.flows.cluster_reads import cluster_read
 from controlplane.models import (
     Cluster,
     Flow,
 )
-from replication.config import ClusterConfig, Mm2Config
-from replication.kafka.admin import TopicAdmin, TopicAdminError
+from replication.config import Mm2Config
+from replication.kafka.admin import TopicAdmin
 from replication.kafka.cluster_check import ClusterCheck, check_cluster
 from replication.mm2file import write_mm2
 from replication.policy import TopicDecision
 from replication.strimzi import write_strimzi
 
-# How long a request waits for a cluster's metadata before answering 502.
-TOPIC_LIST_TIMEOUT_S = 10.0
 CHECK_TIMEOUT_S = 5.0
 
-TopicLister = Callable[[ClusterConfig], dict[str, int]]
+TopicLister = Callable[[Cluster], dict[str, int]]
 
 
 def cluster_list() -> QuerySet[Cluster]:
@@ -36,12 +34,11 @@ def flow_list() -> QuerySet[Flow]:
     return Flow.objects.select_related("source", "target")
 
 
-def live_partition_counts(cluster: ClusterConfig) -> dict[str, int]:
-    """Topic -> partition count, asked of the cluster now."""
-    try:
-        return TopicAdmin(cluster, timeout_s=TOPIC_LIST_TIMEOUT_S).partition_counts()
-    except TopicAdminError as exc:
-        raise ClusterUnavailable(str(exc)) from exc
+def live_partition_counts(cluster: Cluster) -> dict[str, int]:
+    """Topic -> partition count, asked of the cluster now (behind its breaker, MIRRORPLANE_WEB_READ_TIMEOUT_S)."""
+    return cluster_read(
+        cluster, lambda config, timeout_s: TopicAdmin(config, timeout_s=timeout_s).partition_counts()
+    )
 
 
 @dataclass(frozen=True)
@@ -53,7 +50,7 @@ class FlowTopic:
 def flow_topics(*, flow: Flow, list_topics: TopicLister = live_partition_counts) -> list[FlowTopic]:
     """Each topic of the flow's source cluster: replicated (with its remote name) or why not."""
     topics = engine.topic_selection(flow)
-    partitions = list_topics(engine.cluster_to_config(flow.source))
+    partitions = list_topics(flow.source)
     return [FlowTopic(topics.decide(topic), count) for topic, count in sorted(partitions.items())]
 
 

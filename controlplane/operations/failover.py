@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from controlplane.core import ratelimit
-from controlplane.core.errors import ClusterUnavailable
 from controlplane.flows import engine, lifecycle
+from controlplane.flows.cluster_reads import clusters_read
 from controlplane.models import (
     Flow,
     Operation,
@@ -88,16 +88,20 @@ def failover_plan(
         limit=settings.FAILOVER_PLAN_RATE_PER_MINUTE,
         window_s=60,
     )
-    reader = engine.flow_reader(flow)
-    try:
-        plan, _ = failover_io.read_plan(
-            reader, groups=groups, arrival_window_s=arrival_window_s, last_known_lag=_last_known_lag(flow)
-        )
-    except failover_io.FailoverIOError as exc:
-        raise ClusterUnavailable(str(exc)) from exc
-    finally:
-        reader.close()
-    return plan
+    last_known_lag = _last_known_lag(flow)
+
+    def read(configs, timeout_s: float) -> failover.FailoverPlan:
+        reader = engine.flow_reader(flow, timeout_s=timeout_s)
+        try:
+            plan, _ = failover_io.read_plan(
+                reader, groups=groups, arrival_window_s=arrival_window_s, last_known_lag=last_known_lag
+            )
+        finally:
+            reader.close()
+        return plan
+
+    # Behind the target's breaker only: the plan is made without the source when it does not answer.
+    return clusters_read([flow.target], read)
 
 
 # -- failover ---------------------------------------------------------------------------------------------

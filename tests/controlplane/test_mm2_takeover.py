@@ -13,8 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from controlplane import operations
-from controlplane.browse import cluster_reads
-from controlplane.flows import services
+from controlplane.flows import cluster_reads, services
 from controlplane.models import AuditEvent, AuditOutcome, Operation
 from controlplane.operations import takeover
 from replication.kafka.positions import KafkaPositionStore

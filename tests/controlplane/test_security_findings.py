@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -15,10 +18,9 @@ from django.utils import timezone
 
 from controlplane import core
 from controlplane.assurance.verification import verification_outcome_record
-from controlplane.browse import cluster_reads
 from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.core.roles import Role
-from controlplane.flows import engine, services
+from controlplane.flows import cluster_reads, engine, services
 from controlplane.models import AuditEvent, Cluster, Flow, FlowEvent
 from replication.kafka.browser import BrowseError
 from replication.verification import MirroredRecord, Mismatch, OffsetRange, PartitionOutcome
@@ -297,3 +299,49 @@ def test_finding_3_only_cluster_failures_count_against_the_breaker(cluster_a):
     with pytest.raises(ClusterUnavailable, match="did not answer the last 2"):
         cluster_reads.cluster_read(a, lambda config, timeout_s: "not called")
     cluster_reads.reset_breakers()
+
+
+def test_finding_5_a_source_that_times_out_costs_the_web_two_short_reads_not_a_worker_per_request(web):
+    """One sync gunicorn worker (the harness's, as `gunicorn controlplane.wsgi` without flags): a cluster
+    that accepts TCP connections and never answers is asked at most twice, each read bounded by
+    MIRRORPLANE_WEB_READ_TIMEOUT_S (3 s); every other read of it, on every endpoint, is refused at once."""
+    with socket.socket() as silent:  # the kernel completes handshakes; nothing ever answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        source = services.cluster_create(actor=None, alias="S", bootstrap_servers=address)
+        target = services.cluster_create(actor=None, alias="B", bootstrap_servers="127.0.0.1:1")
+        flow = services.flow_create(actor=None, source=source, target=target, enabled=True)
+        started = time.monotonic()
+        with ThreadPoolExecutor(6) as pool:
+            answers = list(
+                pool.map(lambda _: _api(web, "viewer", "get", f"flows/{flow.pk}/topics/"), range(6))
+            )
+        healthz = requests.get(f"{web.url}/healthz", timeout=30)
+        elapsed = time.monotonic() - started
+        assert [answer.status_code for answer in answers] == [502] * 6
+        assert sum("did not answer the last 2 read(s)" in answer.text for answer in answers) == 4
+        assert healthz.status_code in (200, 503) and elapsed < 2 * 3 + 3, elapsed  # two reads, not six
+
+        reads = [
+            ("get", f"clusters/{source.pk}/topics/", {}),
+            ("get", f"clusters/{source.pk}/topics/orders/records/", {}),
+            ("get", f"clusters/{source.pk}/groups/", {}),
+            ("get", f"clusters/{source.pk}/groups/billing/", {}),
+            ("get", f"flows/{flow.pk}/copies/", {"params": {"topic": "orders"}}),
+            (
+                "post",
+                f"flows/{flow.pk}/offsets/translate/",
+                {
+                    "json": {
+                        "direction": "source_to_target",
+                        "offsets": [{"topic": "orders", "partition": 0, "offset": 1}],
+                    }
+                },
+            ),
+        ]
+        for method, path, extra in reads:
+            asked = time.monotonic()
+            response = _api(web, "viewer", method, path, **extra)
+            assert time.monotonic() - asked < 1.5, (path, response.text)
+            assert response.status_code == 502 and "cluster S" in response.text, (path, response.text)

@@ -10,8 +10,8 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from controlplane import core
-from controlplane.browse import cluster_reads
 from controlplane.core.roles import Role
+from controlplane.flows import cluster_reads
 from replication.config import FlowConfig
 from replication.kafka.flow_tasks import periodic_tasks_for_flow
 from replication.kafka.groups import GroupOffsetsAdmin

@@ -9,8 +9,7 @@ from datetime import datetime
 import pytest
 from django.urls import reverse
 
-from controlplane.browse import cluster_reads
-from controlplane.flows import services
+from controlplane.flows import cluster_reads, services
 from tests.web.mirroring import create_topic, mirror_topic, mirrored_flow, produce_keyed, stored_cluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.django_db]

@@ -9,7 +9,7 @@ import time
 import pytest
 from django.urls import reverse
 
-from controlplane.browse import cluster_reads
+from controlplane.flows import cluster_reads
 from controlplane.models import AuditEvent
 from replication.config import FlowConfig
 from replication.kafka.clients import make_consumer

@@ -10,8 +10,7 @@ import pytest
 from django.urls import reverse
 
 from controlplane import operations
-from controlplane.browse import cluster_reads
-from controlplane.flows import services
+from controlplane.flows import cluster_reads, services
 from controlplane.models import Operation
 from tests.replication.test_takeover import stopped_mm2
 from tests.web.mirroring import stored_cluster

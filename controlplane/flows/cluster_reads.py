@@ -1,9 +1,10 @@
-"""Kafka reads a web request makes (browsing topics, consumer groups): bounded, and refused at once while
-the cluster does not answer.
+"""Kafka reads a web request makes (a flow's topics, browsing topics and consumer groups, offset mapping,
+the failover plan): bounded, and refused at once while the cluster does not answer. Every cluster read of
+a web request goes through `cluster_read` or `clusters_read`.
 
-Each read gets MIRRORPLANE_CLUSTER_TIMEOUT_S (the bound of every admin request, 5 s by default); a
+Each read gets MIRRORPLANE_WEB_READ_TIMEOUT_S (3 s by default: a sync web worker waits for it); a
 cluster that has not answered for TCP_CHECK_AFTER_S is first asked for a TCP connection (a refused port
-or an unknown host fails at once instead of after the timeout). A cluster
+or an unknown host fails at once, a silent one within TCP_CHECK_TIMEOUT_S). A cluster
 that failed MIRRORPLANE_CLUSTER_FAILURES_TO_FAULT reads in a row opens its circuit breaker in this
 process (`replication.circuit_breaker`, the workers' rule): reads of it are refused without a network call
 until the backoff ends, so a dead cluster costs a web worker one timeout per backoff period, not one per
@@ -18,9 +19,10 @@ the cluster answers, so a viewer's bad seeks never block the cluster's reads for
 from __future__ import annotations
 
 import datetime
+import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from django.conf import settings
@@ -32,6 +34,7 @@ from controlplane.models import Cluster
 from replication import circuit_breaker as breaker
 from replication.circuit_breaker import BreakerPolicy, BreakerState
 from replication.config import ClusterConfig
+from replication.kafka.admin import TopicAdminError
 from replication.kafka.browser import BrowseError, UnknownTopic
 from replication.kafka.clients import is_cluster_failure
 from replication.kafka.cluster_check import tcp_unreachable
@@ -41,7 +44,7 @@ from replication.kafka.groups import GroupAdminError
 T = TypeVar("T")
 
 # What a cluster that does not answer raises from the adapters (UnknownTopic is an answer).
-UNAVAILABLE_ERRORS = (BrowseError, GroupAdminError, FailoverIOError)
+UNAVAILABLE_ERRORS = (BrowseError, GroupAdminError, FailoverIOError, TopicAdminError)
 
 _breakers: dict[str, BreakerState] = {}
 _answered_at: dict[str, float] = {}  # when each cluster last answered a read
@@ -49,10 +52,17 @@ _lock = threading.Lock()
 # A cluster that answered this recently is read at once; otherwise a TCP connection to its bootstrap
 # servers is tried first, so a refused port or an unknown host fails in milliseconds, not a timeout.
 TCP_CHECK_AFTER_S = 30.0
+TCP_CHECK_TIMEOUT_S = 1.0
 
 
 def read_timeout_s() -> float:
-    return settings.MIRRORPLANE_CLUSTER_TIMEOUT_S
+    """The bound of each Kafka request a web request makes: short, a web worker waits for it."""
+    return settings.MIRRORPLANE_WEB_READ_TIMEOUT_S
+
+
+def _tcp_timeout_s() -> float:
+    # A TCP handshake takes a round trip: a cluster that cannot complete one in a second does not answer.
+    return min(read_timeout_s(), TCP_CHECK_TIMEOUT_S)
 
 
 def _policy() -> BreakerPolicy:
@@ -70,40 +80,72 @@ def cluster_read(
     cluster: Cluster, read: Callable[[ClusterConfig, float], T], *, now: float | None = None
 ) -> T:
     """`read(config, timeout_s)` on `cluster`, or ClusterUnavailable at once while its breaker is open."""
-    config = engine.cluster_to_config(cluster)
-    key = _key(config)
+    return clusters_read([cluster], lambda configs, timeout_s: read(configs[0], timeout_s), now=now)
+
+
+def clusters_read(
+    clusters: Sequence[Cluster], read: Callable[[list[ClusterConfig], float], T], *, now: float | None = None
+) -> T:
+    """`read(configs, timeout_s)` of a read that needs every one of `clusters` (a flow's source and target),
+    or ClusterUnavailable at once while one's breaker is open. A cluster failure counts against the
+    clusters the error names (the adapters' errors start "cluster <alias>"), or all of them when it names
+    none; an error naming a cluster not in `clusters` (one the read may do without) counts against none."""
+    configs = [engine.cluster_to_config(cluster) for cluster in clusters]
     moment = time.time() if now is None else now
+    for config in configs:
+        _allow(config, moment)
+    try:
+        for config in configs:
+            stale = moment - _answered_at.get(_key(config), float("-inf")) > TCP_CHECK_AFTER_S
+            if stale and (reason := tcp_unreachable(config, timeout_s=_tcp_timeout_s())):
+                raise BrowseError(
+                    f"cluster {config.alias} ({config.bootstrap_servers}) is unreachable: {reason}"
+                )
+        result = read(configs, read_timeout_s())
+    except (UnknownTopic, ServiceValidationError, ServiceConflict):  # the cluster answered
+        _record_answers(configs)
+        raise
+    except UNAVAILABLE_ERRORS as exc:
+        if not is_cluster_failure(exc):
+            _record_answers(configs)
+            raise ServiceValidationError.single(
+                NON_FIELD,
+                f"{exc}. The cluster answered and refused this request: change what was asked for",
+            ) from exc
+        for config in _blamed(exc, configs):
+            _record(_key(config), str(exc))
+        raise ClusterUnavailable(str(exc)) from exc
+    _record_answers(configs)
+    return result
+
+
+def _allow(config: ClusterConfig, moment: float) -> None:
+    key = _key(config)
     with _lock:
         allowed, _breakers[key] = breaker.allow(_breakers.get(key, BreakerState()), now=moment)
         state = _breakers[key]
     if not allowed:
         wait_s = max(state.retry_at - moment, 0)
         raise ClusterUnavailable(
-            f"cluster {cluster.alias} did not answer the last {state.failures} read(s) "
+            f"cluster {config.alias} did not answer the last {state.failures} read(s) "
             f"({state.last_error}); it is asked again in {wait_s:.0f} s. Check it with Test connection "
             "on the Clusters page"
         )
-    try:
-        stale = moment - _answered_at.get(key, float("-inf")) > TCP_CHECK_AFTER_S
-        if stale and (reason := tcp_unreachable(config, timeout_s=read_timeout_s())):
-            raise BrowseError(
-                f"cluster {cluster.alias} ({config.bootstrap_servers}) is unreachable: {reason}"
-            )
-        result = read(config, read_timeout_s())
-    except (UnknownTopic, ServiceValidationError, ServiceConflict):  # the cluster answered
-        _record(key, None)
-        raise
-    except UNAVAILABLE_ERRORS as exc:
-        if not is_cluster_failure(exc):
-            _record(key, None)
-            raise ServiceValidationError.single(
-                NON_FIELD,
-                f"{exc}. The cluster answered and refused this request: change what was asked for",
-            ) from exc
-        _record(key, str(exc))
-        raise ClusterUnavailable(str(exc)) from exc
-    _record(key, None)
-    return result
+
+
+_NAMED_CLUSTER = re.compile(r"\b(?:cluster|source|target) ([A-Za-z0-9_-]+)")
+
+
+def _blamed(exc: BaseException, configs: list[ClusterConfig]) -> list[ClusterConfig]:
+    named = set(_NAMED_CLUSTER.findall(str(exc))) & set(Cluster.objects.values_list("alias", flat=True))
+    if not named:
+        return configs
+    return [config for config in configs if config.alias in named]
+
+
+def _record_answers(configs: list[ClusterConfig]) -> None:
+    for config in configs:
+        _record(_key(config), None)
 
 
 def _record(key: str, error: str | None) -> None:
