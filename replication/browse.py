@@ -14,6 +14,7 @@ from enum import StrEnum
 
 from replication.filters import PatternError, compile_java_regex
 from replication.offset_sync_store import OffsetSyncStore
+from replication.verification import MirroredRecord, record_differences, record_digest
 
 # Bytes of a key, value or header shown at most (the rest is cut, with the full size said).
 SHOWN_BYTES = 4096
@@ -46,6 +47,17 @@ class KafkaRecord:
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...] = ()
+    log_append_time: bool = False  # the broker stamped it: not the source's timestamp
+
+    def as_mirrored(self) -> MirroredRecord:
+        """The record as the verifier compares it (a CreateTime timestamp only)."""
+        return MirroredRecord(
+            offset=self.offset,
+            key=self.key,
+            value=self.value,
+            headers=self.headers,
+            timestamp_ms=None if self.log_append_time else self.timestamp_ms,
+        )
 
 
 @dataclass(frozen=True)
@@ -169,17 +181,10 @@ def copy_offset(
 
 
 def differences(source: KafkaRecord, copy: KafkaRecord) -> tuple[str, ...]:
-    """The fields in which the copy differs from the source record (MM2 copies all four)."""
-    fields = []
-    if source.key != copy.key:
-        fields.append("key")
-    if source.value != copy.value:
-        fields.append("value")
-    if source.headers != copy.headers:
-        fields.append("headers")
-    if source.timestamp_ms != copy.timestamp_ms:
-        fields.append("timestamp")
-    return tuple(fields)
+    """The fields in which the copy differs from the source record, by the verifier's one rule of the
+    same record (`replication.verification.record_differences`): Mirrorplane's own headers (provenance,
+    source offset) are not the record's, a broker-stamped timestamp is not the source's."""
+    return record_differences(source.as_mirrored(), copy.as_mirrored())
 
 
 @dataclass(frozen=True)
@@ -191,6 +196,41 @@ class RecordCopy:
     copy: KafkaRecord | None
     state: CopyState
     differences: tuple[str, ...] = ()
+    located_by: str = "offset_sync"  # or "content": found reading forward from the newest sync
+
+
+# Records past the newest offset sync have no translation yet (a mirror emits a sync every offset.lag.max
+# records or so): their copies are found by reading the target forward from the newest sync, in order, by
+# content. At most this many target records are read past it.
+FORWARD_RECORDS = 2000
+
+
+def _after_newest_sync(store: OffsetSyncStore, records: Sequence[KafkaRecord]) -> list[KafkaRecord]:
+    after = []
+    for record in records:
+        newest = store.newest_sync(record.topic, record.partition)
+        if newest is not None and record.offset > newest.upstream_offset:
+            after.append(record)
+    return after
+
+
+def locate_forward(
+    source_records: Sequence[KafkaRecord], target_records: Sequence[KafkaRecord]
+) -> dict[int, KafkaRecord]:
+    """Source offset -> its copy among `target_records` (those past the newest sync's downstream offset),
+    matched in order by content (key, value, headers without ours): a mirror writes a partition's records
+    in order, so each copy follows the previous one's; repeated identical records pair up in turn. A
+    source record with no copy there (not replicated yet, or changed) is left out."""
+    digests = [record_digest(record.as_mirrored()) for record in target_records]
+    found: dict[int, KafkaRecord] = {}
+    cursor = 0
+    for record in sorted(source_records, key=lambda r: r.offset):
+        digest = record_digest(record.as_mirrored())
+        at = next((i for i in range(cursor, len(digests)) if digests[i] == digest), None)
+        if at is not None:
+            found[record.offset] = target_records[at]
+            cursor = at + 1
+    return found
 
 
 def compare_copies(
@@ -200,10 +240,21 @@ def compare_copies(
     target_records: Sequence[KafkaRecord],
 ) -> list[RecordCopy]:
     """Each source record beside the target record at its translated offset (source topic and partition
-    as the syncs name them; the target records are those of the remote partition)."""
+    as the syncs name them; the target records are those of the remote partition); records past the newest
+    sync beside the copy found reading forward from it (`locate_forward`)."""
     by_offset = {record.offset: record for record in target_records}
+    after = _after_newest_sync(store, source_records)
+    located: dict[int, KafkaRecord] = {}
+    if after:
+        newest = store.newest_sync(after[0].topic, after[0].partition)
+        assert newest is not None  # `after` holds only records past a sync
+        forward = [r for r in target_records if r.offset > newest.downstream_offset]
+        located = locate_forward(after, forward)
     result = []
     for record in source_records:
+        if record.offset in located:
+            result.append(_paired(record, located[record.offset], located_by="content"))
+            continue
         target_offset, why_not = copy_offset(store, record.topic, record.partition, record.offset)
         if target_offset is None:
             result.append(RecordCopy(record, None, None, why_not or CopyState.NOT_REPLICATED))
@@ -212,17 +263,41 @@ def compare_copies(
         if copy is None:
             result.append(RecordCopy(record, target_offset, None, CopyState.MISSING))
             continue
-        changed = differences(record, copy)
-        state = CopyState.DIFFERENT if changed else CopyState.EQUAL
-        result.append(RecordCopy(record, target_offset, copy, state, changed))
+        result.append(_paired(record, copy, located_by="offset_sync"))
     return result
 
 
-def copy_range(store: OffsetSyncStore, source_records: Sequence[KafkaRecord]) -> tuple[int, int] | None:
-    """The target offsets [first, last] the copies of `source_records` occupy (None: none is provable)."""
+def _paired(record: KafkaRecord, copy: KafkaRecord, *, located_by: str) -> RecordCopy:
+    changed = differences(record, copy)
+    state = CopyState.DIFFERENT if changed else CopyState.EQUAL
+    return RecordCopy(record, copy.offset, copy, state, changed, located_by=located_by)
+
+
+@dataclass(frozen=True)
+class TargetRead:
+    """The target records a side-by-side page reads: from offset `first`, at most `records`, before
+    `stop_before` (None: forward past the newest offset sync, up to `records`)."""
+
+    first: int
+    records: int
+    stop_before: int | None
+
+
+def target_read(store: OffsetSyncStore, source_records: Sequence[KafkaRecord]) -> TargetRead | None:
+    """What to read of the target for `source_records`: the offsets their copies occupy by the offset
+    syncs, and past the newest sync enough to find the copies of the records after it (None: nothing)."""
     offsets = [
         offset
         for record in source_records
         if (offset := copy_offset(store, record.topic, record.partition, record.offset)[0]) is not None
     ]
-    return (min(offsets), max(offsets)) if offsets else None
+    after = _after_newest_sync(store, source_records)
+    if not after:
+        return (
+            TargetRead(min(offsets), max(offsets) - min(offsets) + 1, max(offsets) + 1) if offsets else None
+        )
+    newest = store.newest_sync(after[0].topic, after[0].partition)
+    assert newest is not None
+    first = min(offsets, default=newest.downstream_offset + 1)
+    ahead = min(max(r.offset for r in after) - newest.upstream_offset, FORWARD_RECORDS)
+    return TargetRead(first, newest.downstream_offset + 1 - first + ahead, None)

@@ -88,16 +88,25 @@ def record_digest(record: MirroredRecord) -> bytes:
     return digest.digest()
 
 
+def _their_headers(record: MirroredRecord) -> Headers:
+    return tuple((name, value) for name, value in record.headers if name not in OUR_HEADERS)
+
+
+def record_differences(source: MirroredRecord, target: MirroredRecord) -> tuple[str, ...]:
+    """The fields by which `target` is not a copy of `source`: key, value, headers (ours aside) and the
+    timestamp when both have one; none when it is a copy. The verifier, the drill and the side-by-side page
+    judge copies by this one rule."""
+    fields = [name for name in ("key", "value") if getattr(source, name) != getattr(target, name)]
+    if _their_headers(source) != _their_headers(target):
+        fields.append("headers")
+    if None not in (source.timestamp_ms, target.timestamp_ms) and source.timestamp_ms != target.timestamp_ms:
+        fields.append("timestamp")
+    return tuple(fields)
+
+
 def same_record(source: MirroredRecord, target: MirroredRecord) -> bool:
-    """Whether `target` is a copy of `source`: the same key, value and headers (ours aside), and the same
-    timestamp when both have one. The verifier and the drill judge copies by this one rule."""
-    if record_digest(source) != record_digest(target):
-        return False
-    return (
-        source.timestamp_ms is None
-        or target.timestamp_ms is None
-        or source.timestamp_ms == target.timestamp_ms
-    )
+    """Whether `target` is a copy of `source` (`record_differences`: none)."""
+    return not record_differences(source, target)
 
 
 def range_digest(records: Sequence[MirroredRecord]) -> str:

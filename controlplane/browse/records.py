@@ -33,9 +33,9 @@ from replication.browse import (
     Rendered,
     ValueFormat,
     compare_copies,
-    copy_range,
     masked_bytes,
     render_bytes,
+    target_read,
 )
 from replication.config import ClusterConfig
 from replication.kafka.browser import RecordPage as BrowsedPage
@@ -465,6 +465,7 @@ class ShownCopy:
     copy: ShownRecord | None
     state: CopyState
     differences: tuple[str, ...]
+    located_by: str  # "offset_sync" (translated exactly) or "content" (found past the newest sync)
 
     def to_dict(self) -> dict:
         return {
@@ -473,6 +474,7 @@ class ShownCopy:
             "target": None if self.copy is None else self.copy.to_dict(),
             "state": self.state.value,
             "differences": list(self.differences),
+            "located_by": self.located_by,
         }
 
 
@@ -523,20 +525,19 @@ def record_copies(*, flow: Flow, topic: str, seek: Seek, role: Role | None) -> C
             if not reader.offset_syncs_complete:
                 notes.append(
                     f"the offset syncs were not read to their end within {timeout_s:g} s: records past the "
-                    "last sync read show as not replicated yet"
+                    "last sync read are looked for by content, reading forward from it"
                 )
         finally:
             reader.close()
-        span = copy_range(store, source.records)
+        span = target_read(store, source.records)
         if span is None:
             return store, []
-        first, last = span
         pages = read_records(
             config,
-            {key: first},
-            max_records=last - first + 1,
+            {key: span.first},
+            max_records=span.records,
             timeout_s=timeout_s,
-            stop_before={key: last + 1},
+            stop_before=None if span.stop_before is None else {key: span.stop_before},
         )
         return store, pages[key].records
 
@@ -552,6 +553,7 @@ def record_copies(*, flow: Flow, topic: str, seek: Seek, role: Role | None) -> C
             copy=None if pair.copy is None else shown(pair.copy, fmt=seek.format, masked=masked),
             state=pair.state,
             differences=pair.differences,
+            located_by=pair.located_by,
         )
         for pair in pairs
     ]

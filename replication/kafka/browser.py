@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from replication.browse import KafkaRecord, PartitionOffsets
@@ -53,6 +53,7 @@ def record_of(message) -> KafkaRecord:
         key=message.key(),
         value=message.value(),
         headers=tuple((name, value) for name, value in (message.headers() or [])),
+        log_append_time=message.timestamp()[0] == TIMESTAMP_LOG_APPEND_TIME,
     )
 
 
