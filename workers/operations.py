@@ -19,7 +19,7 @@ from celery import signals
 from django.db import close_old_connections
 
 from controlplane import operations
-from controlplane.operations import drills
+from controlplane.operations import drills, plans
 from workers.app import app
 
 
@@ -34,15 +34,28 @@ def run_operation_task(operation_id: int) -> None:
     operations.run_operation(operation_id=operation_id, worker=worker_name())
 
 
+@app.task(name="workers.operations.failover_plan", ignore_result=True)
+def failover_plan_task(flow_id: int) -> None:
+    """Read a flow's failover plan for its page and keep it with its age (controlplane.operations.plans)."""
+    close_old_connections()
+    plans.plan_compute(flow_id)
+
+
 @signals.worker_shutting_down.connect
 def _hand_over_on_shutdown(**_: object) -> None:
     """A warm shutdown does not wait for a drain: the running operation goes to another worker."""
     operations.STOPPING.set()
 
 
-def dispatch_operations(*, send: Callable[[int], object] = run_operation_task.delay) -> list[int]:
-    """Queue the scheduled drills that are due, then send every active operation without a live lease
-    holder to the queue; their ids."""
+def dispatch_operations(
+    *,
+    send: Callable[[int], object] = run_operation_task.delay,
+    send_plan: Callable[[int], object] = failover_plan_task.delay,
+) -> list[int]:
+    """Send the failover plans the pages asked for, queue the scheduled drills that are due, then send
+    every active operation without a live lease holder to the queue; the operations' ids."""
+    for flow_id in plans.plans_requested():
+        send_plan(flow_id)
     drills.request_scheduled_drills()
     sent = []
     for operation in operations.operations_to_dispatch():

@@ -5,6 +5,8 @@ all five."""
 
 from __future__ import annotations
 
+import time
+
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpResponse
@@ -13,10 +15,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from controlplane import assurance, operations
-from controlplane.core.errors import ClusterUnavailable, RateLimited, ServiceConflict, ServiceValidationError
+from controlplane.core.errors import RateLimited, ServiceConflict, ServiceValidationError
 from controlplane.flows import lifecycle, selectors
 from controlplane.models import Flow, Operation, OperationKind
-from controlplane.operations import cutover, drills, failback, failover, takeover
+from controlplane.operations import cutover, drills, failback, plans, takeover
 from controlplane.status import rollup
 from controlplane.web.access import operator_required, signed_in_required, viewer_required
 from replication.takeover import MM2_SOURCE_CONNECTOR
@@ -131,15 +133,32 @@ def failover_page(request, pk: int):
 
 @operator_required
 def failover_plan(request, pk: int):
-    """The read-only plan (the dry run): checklist, records at risk, each group's translated offsets."""
+    """The read-only plan (the dry run): checklist, records at risk, each group's translated offsets.
+
+    Read by the operations workers, never in this request (controlplane.operations.plans): the last plan
+    with its age; when it is older than PLAN_FRESH_S (or `refresh=1`), a fresh one is asked for and this
+    fragment polls itself (`since`: when it first asked) until it is in."""
     flow = get_object_or_404(selectors.flow_list(), pk=pk)
-    context = {"flow": flow}
+    stored = plans.plan_stored(flow)
+    now = time.time()
     try:
-        context["plan"] = failover.failover_plan(flow=flow, actor=request.user)
-    except ClusterUnavailable as exc:
-        context["problem"] = f"The plan could not be read: {exc}. Check both clusters with Test connection."
-    except RateLimited as exc:
-        context["problem"] = f"The plan was not read: {exc}."
+        since = float(request.GET.get("since", ""))
+    except ValueError:
+        since = now
+    since = min(since, now)
+    wanted = stored is None or not stored.fresh or (request.GET.get("refresh") == "1" and stored.age_s() > 2)
+    if wanted:
+        plans.plan_request(flow)
+    context = {
+        "flow": flow,
+        "stored": stored,
+        "plan": stored.plan if stored else None,
+        "problem": stored.problem if stored else "",
+        "computing": wanted,
+        "since": f"{since:.3f}",
+        "waiting_s": now - since,
+        "workers_late": wanted and now - since > plans.WORKERS_LATE_S,
+    }
     return render(request, "web/_failover_plan.html", context)
 
 

@@ -81,6 +81,9 @@ def celery_runtime(live_server, settings, tmp_path):
     client = redis.Redis.from_url(E2E_REDIS_URL)
     client.flushdb()
     settings.REDIS_URL = E2E_REDIS_URL
+    # The web and the workers share one cache, as in production (REDIS_URL): the failover page asks the
+    # operations workers for its plan through it.
+    settings.CACHES = {"default": {**settings.CACHES["default"], "LOCATION": E2E_REDIS_URL}}
     context.leases.cache_clear()
     runtime = CeleryRuntime(workdir=tmp_path, redis_url=E2E_REDIS_URL)
     yield runtime

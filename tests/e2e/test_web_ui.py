@@ -92,7 +92,7 @@ def test_on_call_path(
     rows = page.locator("table.partitions tbody tr")
     expect(rows).to_have_count(PARTITIONS, timeout=60_000)
     expect(page.locator("#records-behind")).to_have_text("0", timeout=60_000)
-    expect(rows.first).to_contain_text("OK")
+    expect(rows.first).to_contain_text("within budget")  # the one health rule (status.rollup.health)
     page.wait_for_function("document.querySelector('#chart-lag .main-svg') !== null")
     screenshot("04-flow-detail")
 
@@ -110,12 +110,14 @@ def test_on_call_path(
     _confirm(page, "Resume…", "Resume A->B")
     expect(page.get_by_text("Flow A->B resumed.")).to_be_visible()
 
-    # The failover dry run: the plan and its checklist, read from both clusters; nothing changes.
+    # The failover dry run: the plan and its checklist, read from both clusters by a worker; nothing changes.
     page.goto(f"{base}/flows/")
     page.get_by_role("link", name="A->B").click()
     page.get_by_role("link", name="Failover…").click()
     checklist = page.locator("ul.checklist")
-    expect(checklist).to_contain_text("source_reachable")
+    # The operations worker reads the plan (beat sends the page's request): the page polls until it is in.
+    expect(checklist).to_contain_text("source_reachable", timeout=60_000)
+    expect(page.locator("[data-plan-state=fresh]")).to_contain_text("by the operations workers")
     expect(checklist).to_contain_text("lag_zero")
     expect(page.get_by_label("Type A->B to confirm")).to_be_visible()
     screenshot("07-failover-plan")
