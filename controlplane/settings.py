@@ -206,6 +206,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["controlplane.api.permissions.RolePermission"],
+    # JSON nested past controlplane.core.bounds.JSON_MAX_DEPTH is a 400; forms as DRF's defaults.
+    "DEFAULT_PARSER_CLASSES": [
+        "controlplane.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "controlplane.api.pagination.Pagination",
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",

@@ -62,6 +62,9 @@ class FlowValueError(ValueError):
         self.fix = fix
 
 
+JAVA_INT_MIN, JAVA_INT_MAX = -(2**31), 2**31 - 1
+
+
 # -- one property ---------------------------------------------------------------------------------------
 def parse_flow_value(prop: FlowProperty, text: str) -> Any:
     """The typed value of property `prop` written as `text` (MM2's syntax: lists comma-separated, items
@@ -87,6 +90,8 @@ def parse_flow_value(prop: FlowProperty, text: str) -> Any:
 
 
 def _int_problem(name: str, number: int) -> str | None:
+    if not JAVA_INT_MIN <= number <= JAVA_INT_MAX:
+        return f"must be from {JAVA_INT_MIN} to {JAVA_INT_MAX} (MM2 reads it as a Java int)"
     if name.endswith(".interval.seconds") and number < 1:
         return f"must be at least 1 second; turn the task off with {_INTERVAL_ENABLED[name]} = false instead"
     if name.endswith("replication.factor") and number < 1 and number != -1:

@@ -28,6 +28,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from controlplane.core import audit_record, audited_attempt, crypto
+from controlplane.core.bounds import http_url_error
 from controlplane.core.errors import ServiceValidationError
 from controlplane.models import (
     Alert,
@@ -84,10 +85,8 @@ def _channel_errors(*, name: Any, kind: Any, url: Any, email_to: Any) -> dict[st
                     EmailValidator()(address)
                 except ValidationError:
                     errors.setdefault("email_to", []).append(f"{address!r} is not an email address")
-    else:
-        parts = urlsplit(url) if isinstance(url, str) else None
-        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-            errors["url"] = ["must be an http:// or https:// URL, e.g. https://hooks.slack.com/services/..."]
+    elif problem := http_url_error(url):
+        errors["url"] = [problem]
     return errors
 
 

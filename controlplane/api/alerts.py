@@ -12,15 +12,21 @@ from rest_framework.views import APIView
 
 from controlplane import alerts, assurance
 from controlplane.alerts import notifications
+from controlplane.api.fields import FiniteFloatField, WholeNumberField
 from controlplane.api.views import ID_PATTERN
+from controlplane.core.bounds import MAX_SECONDS
 from controlplane.core.roles import Role
 from controlplane.models import Alert, AlertSilence, ChannelKind, Flow, NotificationChannel
 
 
 class RpoBudgetSerializer(serializers.Serializer):
-    seconds_behind = serializers.FloatField(help_text="largest seconds_behind allowed, e.g. 60")
-    records_behind = serializers.IntegerField(
-        allow_null=True, required=False, default=None, help_text="largest records_behind allowed; null: none"
+    seconds_behind = FiniteFloatField(help_text="largest seconds_behind allowed, e.g. 60")
+    records_behind = WholeNumberField(
+        min_value=None,
+        allow_null=True,
+        required=False,
+        default=None,
+        help_text="largest records_behind allowed; null: none",
     )
 
 
@@ -71,7 +77,9 @@ class AlertViewSet(viewsets.ReadOnlyModelViewSet):
 class SilenceSerializer(serializers.ModelSerializer):
     flow_name = serializers.CharField(source="flow.name", read_only=True, default=None)
     created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
-    duration_s = serializers.FloatField(write_only=True, required=False, help_text="or expires_at")
+    duration_s = FiniteFloatField(
+        write_only=True, required=False, max_value=MAX_SECONDS, help_text="or expires_at"
+    )
     expires_at = serializers.DateTimeField(required=False)
     rule = serializers.CharField(required=False, allow_blank=True, default="", help_text="empty: every rule")
     flow = serializers.PrimaryKeyRelatedField(queryset=Flow.objects.all(), required=False, allow_null=True)

@@ -19,6 +19,7 @@ from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from controlplane import browse
+from controlplane.api.fields import WholeNumberField
 from controlplane.browse import groups
 from controlplane.core.errors import ClusterUnavailable
 from controlplane.core.roles import role_of
@@ -237,7 +238,7 @@ class GroupResetSerializer(serializers.Serializer):
     timestamp = serializers.CharField(
         required=False, allow_blank=True, help_text="for timestamp: ISO 8601 or epoch ms"
     )
-    flow = serializers.IntegerField(
+    flow = WholeNumberField(
         required=False, allow_null=True, help_text="for translated: a flow into this cluster"
     )
     topic = serializers.CharField(

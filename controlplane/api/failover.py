@@ -27,6 +27,7 @@ from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
 from controlplane import operations
+from controlplane.api.fields import FiniteFloatField
 from controlplane.flows import selectors
 from controlplane.models import DrillPartitionResult, Flow, Operation, OperationGroupResult, OperationKind
 from controlplane.operations import cutover, drills, failover
@@ -42,7 +43,7 @@ class FailoverRequestSerializer(serializers.Serializer):
     force = serializers.BooleanField(
         default=False, help_text="go on despite failed checks or a drain timeout"
     )
-    timeout_s = serializers.FloatField(
+    timeout_s = FiniteFloatField(
         default=operations.DEFAULT_DRAIN_TIMEOUT_S, min_value=0, max_value=operations.MAX_DRAIN_TIMEOUT_S
     )
 
@@ -55,14 +56,14 @@ class FailbackRequestSerializer(serializers.Serializer):
         help_text="default: the groups the last failover moved",
     )
     force = serializers.BooleanField(default=False, help_text="go on despite a drain timeout")
-    timeout_s = serializers.FloatField(
+    timeout_s = FiniteFloatField(
         default=operations.DEFAULT_DRAIN_TIMEOUT_S, min_value=0, max_value=operations.MAX_DRAIN_TIMEOUT_S
     )
 
 
 class DrillRequestSerializer(serializers.Serializer):
     groups = serializers.ListField(child=serializers.CharField(max_length=255), allow_empty=False)
-    timeout_s = serializers.FloatField(
+    timeout_s = FiniteFloatField(
         default=drills.DEFAULT_DRILL_WAIT_S,
         min_value=0.1,
         max_value=drills.MAX_DRILL_WAIT_S,
@@ -73,13 +74,13 @@ class DrillRequestSerializer(serializers.Serializer):
 class CutoverRequestSerializer(serializers.Serializer):
     confirm = serializers.CharField(allow_blank=True, help_text="the flow's name, e.g. A->B")
     dry_run = serializers.BooleanField(default=False, help_text="check every step, write nothing")
-    fence_s = serializers.FloatField(
+    fence_s = FiniteFloatField(
         default=cutover.DEFAULT_FENCE_S,
         min_value=0.1,
         max_value=cutover.MAX_FENCE_S,
         help_text="how long the source's end offsets must stay still (producers stopped)",
     )
-    timeout_s = serializers.FloatField(
+    timeout_s = FiniteFloatField(
         default=operations.DEFAULT_DRAIN_TIMEOUT_S,
         min_value=0,
         max_value=operations.MAX_DRAIN_TIMEOUT_S,

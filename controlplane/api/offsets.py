@@ -12,6 +12,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from controlplane.api.fields import WholeNumberField
 from controlplane.browse import offset_mapping
 from controlplane.core.roles import Role
 from controlplane.flows import selectors
@@ -22,8 +23,8 @@ class OffsetItemSerializer(serializers.Serializer):
     topic = serializers.CharField(
         max_length=249, help_text="the source topic, or the remote topic from the target"
     )
-    partition = serializers.IntegerField(min_value=0)
-    offset = serializers.IntegerField(min_value=0, help_text="the next offset to read (a committed offset)")
+    partition = WholeNumberField(max_value=2**31 - 1)
+    offset = WholeNumberField(help_text="the next offset to read (a committed offset)")
 
 
 class OffsetMappingRequestSerializer(serializers.Serializer):

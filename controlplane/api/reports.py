@@ -11,10 +11,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane import reports
+from controlplane.api.fields import WholeNumberField
 from controlplane.core.roles import Role
 from controlplane.models import ReportDataset, ReportRun, ReportTrigger
-
-BIGINT_MAX = 2**63 - 1
 
 
 class ReportRunSerializer(serializers.ModelSerializer):
@@ -54,7 +53,7 @@ class UtcDateTimeField(serializers.DateTimeField):
 
 
 class ReportQuerySerializer(serializers.Serializer):
-    flow = serializers.IntegerField(required=False, min_value=0, max_value=BIGINT_MAX, help_text="a flow id")
+    flow = WholeNumberField(required=False, help_text="a flow id")
     since = UtcDateTimeField(required=False, help_text="windows starting at or after (ISO 8601)")
     until = UtcDateTimeField(required=False, help_text="windows starting before (ISO 8601)")
     limit = serializers.IntegerField(

@@ -14,6 +14,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.views import APIView
 
 from controlplane.api.failover import REQUEST_RESPONSES, queue_operation
+from controlplane.api.fields import WholeNumberField
 from controlplane.operations import takeover
 from replication.takeover import MM2_SOURCE_CONNECTOR
 
@@ -42,12 +43,11 @@ class TakeoverRequestSerializer(serializers.Serializer):
         max_length=100,
         help_text="the source cluster's alias in MM2's file, when it differs from the flow's",
     )
-    from_dry_run = serializers.IntegerField(
+    from_dry_run = WholeNumberField(
         required=False,
         allow_null=True,
         default=None,
         min_value=1,
-        max_value=2**63 - 1,
         help_text="apply: the finished dry run to store (its inputs are used; refused if its resume points "
         "no longer hold)",
     )

@@ -20,7 +20,7 @@ urlpatterns = [
     path("mm2/export/", views.Mm2ExportView.as_view(), name="mm2-export"),
     re_path(rf"^clusters/(?P<pk>{views.ID_PATTERN})/topics/$", browse.TopicListView.as_view()),
     re_path(
-        rf"^clusters/(?P<pk>{views.ID_PATTERN})/topics/(?P<topic>[^/]+)/records/$",
+        rf"^clusters/(?P<pk>{views.ID_PATTERN})/topics/(?P<topic>.+)/records/$",
         browse.TopicRecordsView.as_view(),
     ),
     re_path(rf"^clusters/(?P<pk>{views.ID_PATTERN})/groups/$", browse.GroupListView.as_view()),

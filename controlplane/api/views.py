@@ -16,13 +16,13 @@ from rest_framework.views import APIView
 
 from controlplane import core
 from controlplane.api import serializers as s
+from controlplane.core.bounds import ID_PATTERN
 from controlplane.core.roles import Role, role_of
 from controlplane.flows import pools, selectors, services
 from controlplane.models import Cluster, Flow, FlowState, SecurityProtocol
 from controlplane.status import rollup
 
 # Ids are BigAutoField: longer numbers cannot exist (and PostgreSQL would refuse them), so they are 404.
-ID_PATTERN = r"[0-9]{1,18}"
 
 
 class ClusterFilter(django_filters.FilterSet):

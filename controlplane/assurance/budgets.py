@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from controlplane.core import audit_record, audited_attempt
+from controlplane.core.bounds import INT64_MAX, MAX_SECONDS
 from controlplane.core.errors import ServiceValidationError
 from controlplane.models import AuditAction, Flow, FlowRpoBudget
 from controlplane.status.budgets import DEFAULT_BUDGET, RpoBudget, rpo_budget_of, rpo_budgets
@@ -18,12 +19,20 @@ __all__ = ["DEFAULT_BUDGET", "RpoBudget", "rpo_budget_of", "rpo_budget_set", "rp
 # -- RPO budgets ------------------------------------------------------------------------------------------
 def _budget_errors(seconds_behind: Any, records_behind: Any) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
-    if not isinstance(seconds_behind, int | float) or isinstance(seconds_behind, bool) or seconds_behind <= 0:
-        errors["seconds_behind"] = ["must be a number of seconds above 0, e.g. 60"]
-    if records_behind is not None and (
-        not isinstance(records_behind, int) or isinstance(records_behind, bool) or records_behind < 0
+    if (
+        not isinstance(seconds_behind, int | float)
+        or isinstance(seconds_behind, bool)
+        or not 0 < seconds_behind <= MAX_SECONDS
     ):
-        errors["records_behind"] = ["must be a whole number of records, 0 or more, or empty for no budget"]
+        errors["seconds_behind"] = [f"must be a number of seconds above 0 and at most {MAX_SECONDS}, e.g. 60"]
+    if records_behind is not None and (
+        not isinstance(records_behind, int)
+        or isinstance(records_behind, bool)
+        or not 0 <= records_behind <= INT64_MAX
+    ):
+        errors["records_behind"] = [
+            f"must be a whole number of records from 0 to {INT64_MAX}, or empty for no budget"
+        ]
     return errors
 
 

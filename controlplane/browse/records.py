@@ -20,6 +20,7 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from controlplane.core.bounds import INT64_MAX, whole_number
 from controlplane.core.errors import ServiceValidationError
 from controlplane.core.roles import Role
 from controlplane.flows import engine, selectors
@@ -66,20 +67,15 @@ class Seek:
         }
 
 
-def _int(params: Mapping, name: str, errors: dict, *, minimum: int, maximum: int | None = None, fix: str):
+def _int(params: Mapping, name: str, errors: dict, *, minimum: int, maximum: int = INT64_MAX, fix: str):
     raw = str(params.get(name, "")).strip()
     if not raw:
         return None
     try:
-        value = int(raw)
-    except ValueError:
-        errors[name] = [f"'{raw}' is not a whole number: {fix}"]
+        return whole_number(raw, field=name, minimum=minimum, maximum=maximum, fix=fix)
+    except ServiceValidationError as exc:
+        errors |= exc.errors
         return None
-    if value < minimum or (maximum is not None and value > maximum):
-        bounds = f"at least {minimum}" if maximum is None else f"from {minimum} to {maximum}"
-        errors[name] = [f"{value} is out of range: give a number {bounds}"]
-        return None
-    return value
 
 
 def parse_moment(raw: str) -> int:
@@ -93,15 +89,20 @@ def parse_moment(raw: str) -> int:
         moment = None
     if moment is None:
         raise ValueError(text)
-    if timezone.is_naive(moment):
-        moment = timezone.make_aware(moment, timezone.get_current_timezone())
-    return int(moment.timestamp() * 1000)
+    try:
+        if timezone.is_naive(moment):
+            moment = timezone.make_aware(moment, timezone.get_current_timezone())
+        return int(moment.timestamp() * 1000)
+    except OverflowError:  # a zone moving year 1 or 9999 off the calendar
+        raise ValueError(text) from None
 
 
 def parse_seek(params: Mapping) -> Seek:
     """A Seek from query parameters (`partition`, `offset`, `time`, `max_records`, `format`)."""
     errors: dict[str, list[str]] = {}
-    partition = _int(params, "partition", errors, minimum=0, fix="give a partition number, e.g. 0")
+    partition = _int(
+        params, "partition", errors, minimum=0, maximum=2**31 - 1, fix="give a partition number, e.g. 0"
+    )
     offset = _int(params, "offset", errors, minimum=0, fix="give a record offset, e.g. 42")
     max_records = _int(
         params, "max_records", errors, minimum=1, maximum=MAX_RECORDS, fix=f"give 1 to {MAX_RECORDS}"

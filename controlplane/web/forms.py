@@ -10,11 +10,12 @@ from typing import Any
 from django import forms
 
 from controlplane import assurance
+from controlplane.core.bounds import INT64_MAX, MAX_SECONDS
 from controlplane.core.errors import NON_FIELD, ServiceValidationError
 from controlplane.flows import engine, selectors
 from controlplane.models import AlertRule, ChannelKind, Cluster, Flow, SaslMechanism, SecurityProtocol
 from replication.config import FLOW_PROPERTIES, FlowProperty
-from replication.flow_rules import CLIENT_ROLES, parse_flow_value, value_problem
+from replication.flow_rules import CLIENT_ROLES, JAVA_INT_MAX, JAVA_INT_MIN, parse_flow_value, value_problem
 from replication.policy import ACCEPTED_POLICY_CLASSES
 from replication.properties import PropertiesSyntaxError, escape, read_properties
 
@@ -224,7 +225,7 @@ def _flow_field(prop: FlowProperty) -> forms.Field:
     if prop.kind is bool:
         return forms.BooleanField(required=False, **common)
     if prop.kind is int:
-        return forms.IntegerField(min_value=-(2**31), max_value=2**31 - 1, **common)
+        return forms.IntegerField(min_value=JAVA_INT_MIN, max_value=JAVA_INT_MAX, **common)
     if prop.kind is tuple:
         return PatternListField(prop=prop, **common)
     if isinstance(prop.kind, type) and issubclass(prop.kind, Enum):
@@ -252,12 +253,14 @@ class FlowForm(forms.Form):
     # The RPO budget (controlplane.alerts; not an MM2 property): an alert fires past it.
     rpo_seconds_behind = forms.FloatField(
         min_value=0.001,
+        max_value=MAX_SECONDS,
         required=False,
         label="RPO budget: seconds behind",
         help_text="an alert fires when the flow is further behind than this (seconds_behind); empty: 60",
     )
     rpo_records_behind = forms.IntegerField(
         min_value=0,
+        max_value=INT64_MAX,
         required=False,
         label="RPO budget: records behind",
         help_text="an alert fires past this many records behind; empty: no records budget",

@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from controlplane import assurance, operations
+from controlplane.core import bounds
 from controlplane.core.errors import RateLimited, ServiceConflict, ServiceValidationError
 from controlplane.flows import lifecycle, selectors
 from controlplane.models import Flow, Operation, OperationKind
@@ -31,17 +32,26 @@ def drill_history(flow: Flow) -> QuerySet[Operation]:
     return operations.operation_list().filter(flow=flow, kind=OperationKind.DRILL)[:HISTORY]
 
 
-def queue_operation(
-    request, pk: int, kind: str, queue, *, bad_number: str = "give the seconds as numbers, e.g. 30"
-) -> HttpResponse:
-    """Queue through `queue(flow)` (202 and the operation's polling card) or show why not (a number that
-    does not parse: `bad_number`); the services audit both. Failover, failback, drills and cutovers."""
+def _seconds(request, name: str, default: float) -> float:
+    """A form's number of seconds (its default when empty), finite (the service checks its own range)."""
+    raw = request.POST.get(name) or ""
+    if not raw.strip():
+        return default
+    fix = f"give seconds, e.g. {default:g}"
+    return bounds.seconds(raw, field=name, minimum=0, maximum=bounds.MAX_SECONDS, fix=fix)
+
+
+def _drain_timeout(request) -> float:
+    return _seconds(request, "timeout_s", operations.DEFAULT_DRAIN_TIMEOUT_S)
+
+
+def queue_operation(request, pk: int, kind: str, queue) -> HttpResponse:
+    """Queue through `queue(flow)` (202 and the operation's polling card) or show why not (a field's
+    message for a number that does not parse); the services audit both. Failover, failback, drills and cutovers."""
     flow = get_object_or_404(selectors.flow_list(), pk=pk)
     context: dict = {"flow": flow, "kind": kind}
     try:
         operation = queue(flow)
-    except ValueError:
-        context["errors"] = [bad_number]
     except operations.OperationActive as exc:
         context |= {"errors": [str(exc)], "operation": exc.operation}
     except ServiceValidationError as exc:
@@ -60,7 +70,7 @@ def queue_operation(
 def drill_execute(request, pk: int):
     def queue(flow: Flow) -> Operation:
         groups = [g for g in request.POST.get("drill_groups", "").replace(",", " ").split() if g]
-        timeout_s = float(request.POST.get("timeout_s") or drills.DEFAULT_DRILL_WAIT_S)
+        timeout_s = _seconds(request, "timeout_s", drills.DEFAULT_DRILL_WAIT_S)
         return drills.drill_request(actor=request.user, flow=flow, groups=groups, timeout_s=timeout_s)
 
     return queue_operation(request, pk, OperationKind.DRILL, queue)
@@ -75,8 +85,8 @@ def cutover_execute(request, pk: int):
             flow=flow,
             confirm=request.POST.get("confirm", ""),
             dry_run=bool(request.POST.get("dry_run")),
-            fence_s=float(request.POST.get("fence_s") or cutover.DEFAULT_FENCE_S),
-            timeout_s=float(request.POST.get("timeout_s") or operations.DEFAULT_DRAIN_TIMEOUT_S),
+            fence_s=_seconds(request, "fence_s", cutover.DEFAULT_FENCE_S),
+            timeout_s=_drain_timeout(request),
         )
 
     return queue_operation(request, pk, OperationKind.CUTOVER, queue)
@@ -185,12 +195,10 @@ def _request_operation(request, pk: int, *, kind: str, groups: list[str]) -> Htt
             confirm=request.POST.get("confirm", ""),
             groups=groups,
             force=bool(request.POST.get("force")),
-            timeout_s=float(request.POST.get("timeout_s") or operations.DEFAULT_DRAIN_TIMEOUT_S),
+            timeout_s=_drain_timeout(request),
         )
 
-    return queue_operation(
-        request, pk, kind, queue, bad_number="timeout_s: give the drain timeout in seconds, e.g. 300"
-    )
+    return queue_operation(request, pk, kind, queue)
 
 
 # Signed in is enough to reach the service: it refuses (and audits) anyone below operator.

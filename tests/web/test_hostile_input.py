@@ -4,6 +4,7 @@ real web server (gunicorn as the Dockerfile runs it, DEBUG off): every page rend
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -194,4 +195,103 @@ def test_patterns_the_linear_time_matcher_cannot_run_are_refused_naming_the_fiel
     text = f"clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.topics = {escaped}\n"
     imported = client.post(f"{web.url}/api/v1/mm2/import/", json={"text": text, "dry_run": True}, timeout=25)
     assert imported.status_code == 400 and said in imported.text, imported.text[:500]
+    assert stored_state() == before
+
+
+# -- item 8: every input gets a 4xx naming the field, never a 500 --------------------------------------------
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.fixture
+def flow_ab(admin):
+    a = services.cluster_create(actor=admin[0], alias="A", bootstrap_servers="a.invalid:9092")
+    b = services.cluster_create(actor=admin[0], alias="B", bootstrap_servers="b.invalid:9092")
+    return services.flow_create(actor=admin[0], source=a, target=b, enabled=False)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        (
+            "post",
+            "offsets/translate/",
+            {"offsets": [{"topic": "t", "partition": 0, "offset": 2**63}]},
+            "offset",
+        ),
+        (
+            "post",
+            "offsets/translate/",
+            {"offsets": [{"topic": "t", "partition": 2**40, "offset": 0}]},
+            "partition",
+        ),
+        ("put", "rpo-budget/", {"seconds_behind": 60, "records_behind": 2**70}, "records_behind"),
+        ("put", "rpo-budget/", {"seconds_behind": "1e400"}, "seconds_behind"),
+        ("put", "rpo-budget/", '{"seconds_behind": 1e400}', "seconds_behind"),
+        ("put", "rpo-budget/", {"seconds_behind": 2**70}, "seconds_behind"),
+        ("patch", "", {"offset_lag_max": 2**40}, "offset_lag_max"),
+        ("patch", "", {"tasks_max": -(2**63) - 1}, "tasks_max"),
+        ("post", "failover/", {"groups": ["g"], "confirm": "A->B", "timeout_s": "nan"}, "timeout_s"),
+        ("post", "mm2-takeover/", {"from_dry_run": 2**64}, "from_dry_run"),
+        (
+            "post",
+            "/api/v1/notification-channels/",
+            {"name": "n", "kind": "webhook", "url": "http://h:99999/"},
+            "url",
+        ),
+        (
+            "post",
+            "/api/v1/notification-channels/",
+            {"name": "n", "kind": "webhook", "url": "http://[::1/x"},
+            "url",
+        ),
+        ("post", "/api/v1/alerts/silences/", {"duration_s": 1e300}, "duration_s"),
+        ("post", "/api/v1/flows/", DEEP_JSON, "detail"),
+        ("post", "/api/v1/mm2/import/", DEEP_JSON, "detail"),
+        ("put", "rpo-budget/", "[" * 65 + "]" * 65, "nested deeper than 64"),
+    ],
+)
+def test_api_inputs_out_of_bounds_are_a_4xx_naming_the_field(web, admin, flow_ab, method, path, body, field):
+    url = f"{web.url}{path}" if path.startswith("/") else f"{web.url}/api/v1/flows/{flow_ab.pk}/{path}"
+    data = body if isinstance(body, str) else json.dumps(body)
+    before = stored_state()
+    answer = api(web, admin[1]).request(
+        method, url, data=data, headers={"Content-Type": "application/json"}, timeout=25
+    )
+    assert 400 <= answer.status_code < 500, (answer.status_code, answer.text[:300])
+    assert f'"{field}"' in answer.text or field in answer.json().get("detail", ""), answer.text[:300]
+    assert stored_state() == before
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "said"),
+    [
+        ("/flows/99999999999999999999/", 404, ""),
+        ("/flows/99999999999999999999/failover/", 404, ""),
+        ("/topics/A/orders/?offset=1e20", 400, "offset"),
+        (f"/topics/A/orders/?offset={2**63}", 400, "offset"),
+        (f"/topics/A/orders/?partition={2**64}", 400, "partition"),
+        ("/topics/A/orders/?time=99999-01-01T00:00:00", 400, "time"),
+        ("/topics/A/a/b/", 400, "not a Kafka topic name"),
+    ],
+)
+def test_web_inputs_out_of_bounds_are_a_4xx(web, admin, flow_ab, path, status, said):
+    answer = signed_in(web, "boss").get(f"{web.url}{path}", timeout=25)
+    assert answer.status_code == status, (answer.status_code, answer.text[:300])
+    assert said in answer.text
+
+
+def test_web_operation_and_budget_forms_refuse_numbers_past_their_bounds(web, admin, flow_ab):
+    session = signed_in(web, "boss")
+    before = stored_state()
+    for path, data in (
+        (f"/flows/{flow_ab.pk}/drills/", {"drill_groups": "g", "timeout_s": "1e400"}),
+        (f"/flows/{flow_ab.pk}/cutover/", {"confirm": "A->B", "fence_s": "nan"}),
+    ):
+        answer = session.post(
+            f"{web.url}{path}",
+            data={**data, "csrfmiddlewaretoken": session.cookies["csrftoken"]},
+            headers={"Referer": f"{web.url}/"},
+            timeout=25,
+        )
+        assert answer.status_code < 500 and "is not a number of seconds" in answer.text, answer.text[:300]
     assert stored_state() == before
