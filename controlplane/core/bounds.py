@@ -29,7 +29,9 @@ def whole_number(raw: object, *, field: str, minimum: int = 0, maximum: int = IN
     if value is None or isinstance(raw, float | bool):
         raise ServiceValidationError.single(field, f"'{text[:40]}' is not a whole number: {fix}")
     if not minimum <= value <= maximum:
-        raise ServiceValidationError.single(field, f"{value} is out of range: give {minimum} to {maximum}")
+        raise ServiceValidationError.single(
+            field, f"{value} is out of range: give a number from {minimum} to {maximum}"
+        )
     return value
 
 
@@ -44,7 +46,7 @@ def seconds(raw: object, *, field: str, minimum: float, maximum: float, fix: str
         raise ServiceValidationError.single(field, f"'{text[:40]}' is not a number of seconds: {fix}")
     if not minimum <= value <= maximum:
         raise ServiceValidationError.single(
-            field, f"{value:g} is out of range: give {minimum:g} to {maximum:g}"
+            field, f"{value:g} is out of range: give a number from {minimum:g} to {maximum:g}"
         )
     return value
 
