@@ -12,6 +12,7 @@ import sys
 
 BENCHMARKS = {
     "engine": "bench.engine_vs_raw",  # replication engine vs a raw consume-produce copy loop
+    "schema-ids": "bench.schema_ids",  # the engine with the rewrite-ids schema ID rewrite vs without
     "latency": "bench.latency",  # end-to-end latency at fixed rates: engine, Celery runtime, raw loop
     "runtime": "bench.runtime",  # Celery workers vs the engine run in one process
     "failover": "bench.failover_plan",  # failover plan time for 1000 partitions x 20 groups

@@ -25,6 +25,7 @@ from replication.kafka.clients import make_consumer, make_producer
 from replication.kafka.positions import KafkaPositionStore
 from replication.policy import replication_policy_for
 from replication.runner import SLICE_SECONDS
+from replication.schemas.ids import SchemaIdRewriter
 from replication.source import MirrorSourceTask
 
 PARTITIONS = 4
@@ -69,13 +70,14 @@ def _produce_until_accepted(producer, topic: str, **record) -> None:
             producer.poll(0.05)
 
 
-def fill_source(cluster: ClusterConfig, topic: str, scenario: Scenario) -> None:
+def fill_source(cluster: ClusterConfig, topic: str, scenario: Scenario, *, value_prefix: bytes = b"") -> None:
+    """`scenario.records` records of `scenario.value_bytes` bytes each, starting with `value_prefix`."""
     TopicAdmin(cluster).create_topics([NewRemoteTopic(topic, topic, PARTITIONS, 1, {})])
     producer = make_producer(cluster, overrides={"linger.ms": 50, "batch.size": 1_000_000})
     padding = b"x" * scenario.value_bytes
     for index in range(scenario.records):
         key = b"key-%d" % index
-        value = (key + b"|" + padding)[: scenario.value_bytes]
+        value = (value_prefix + key + b"|" + padding)[: scenario.value_bytes]
         _produce_until_accepted(
             producer, topic, key=key, value=value, partition=index % PARTITIONS, headers=[("bench", b"1")]
         )
@@ -114,7 +116,9 @@ def raw_copy(source: ClusterConfig, target: ClusterConfig, topic: str, scenario:
     return Measurement("raw loop", scenario, seconds)
 
 
-def engine_task(source: ClusterConfig, target: ClusterConfig, topic: str) -> tuple[MirrorSourceTask, str]:
+def engine_task(
+    source: ClusterConfig, target: ClusterConfig, topic: str, *, schema_ids: SchemaIdRewriter | None = None
+) -> tuple[MirrorSourceTask, str]:
     """One MirrorSourceTask assigned the topic's 4 partitions, and its remote topic (created)."""
     flow = FlowConfig(source=source.alias, target=target.alias, enabled=True, topics=(topic,))
     policy = replication_policy_for(flow, known_aliases=(source.alias, target.alias))
@@ -128,6 +132,7 @@ def engine_task(source: ClusterConfig, target: ClusterConfig, topic: str) -> tup
         policy=policy,
         task_index=0,
         position_store=position_store,
+        schema_ids=schema_ids,
     )
     task.assign([(topic, p) for p in range(PARTITIONS)])
     position_store.prepare()  # as dedicated mode does before its first slice (replication.runner)
@@ -135,9 +140,17 @@ def engine_task(source: ClusterConfig, target: ClusterConfig, topic: str) -> tup
     return task, remote
 
 
-def engine_copy(source: ClusterConfig, target: ClusterConfig, topic: str, scenario: Scenario) -> Measurement:
+def engine_copy(
+    source: ClusterConfig,
+    target: ClusterConfig,
+    topic: str,
+    scenario: Scenario,
+    *,
+    schema_ids: SchemaIdRewriter | None = None,
+    method: str = "engine",
+) -> Measurement:
     """The engine: one MirrorSourceTask owning the 4 partitions, run in slices until all are copied."""
-    task, _ = engine_task(source, target, topic)
+    task, _ = engine_task(source, target, topic, schema_ids=schema_ids)
     started = time.perf_counter()
     copied = 0
     while copied < scenario.records:
@@ -146,7 +159,7 @@ def engine_copy(source: ClusterConfig, target: ClusterConfig, topic: str, scenar
         ).records
     task.close()
     seconds = time.perf_counter() - started
-    return Measurement("engine", scenario, seconds)
+    return Measurement(method, scenario, seconds)
 
 
 def _print_measurement(m: Measurement, print_line: Callable[[str], None]) -> None:

@@ -687,6 +687,15 @@ class FlowSignals(models.Model):
     tasks_planned = models.IntegerField(null=True, blank=True, help_text="tasks of the flow's current plan")
     tasks_leased = models.IntegerField(null=True, blank=True, help_text="of them, tasks whose lease is held")
     tasks_observed_at = models.DateTimeField(null=True, blank=True)
+    schemas_synced_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="the schema sync's latest pass (replication.schemas.flow.SchemaSyncTask)",
+    )
+    schemas_subjects = models.IntegerField(null=True, blank=True, help_text="subjects the latest pass synced")
+    schemas_versions_behind = models.IntegerField(
+        null=True, blank=True, help_text="source versions not on the target registry after the latest pass"
+    )
 
 
 class AlertRule(models.TextChoices):

@@ -49,6 +49,7 @@ class CachedMetadata:
     partitions: tuple[TopicPartition, ...] | None = None
     errors: tuple[str, ...] = ()
     schema_errors: tuple[str, ...] = ()  # of the schema sync's latest pass, already recorded as events
+    schema_result: object = None  # the schema sync's pass last recorded in the flow's signals
     warned: set[str] = field(default_factory=set)  # warnings of the topic sync already reported
     fault_reason: str | None = None  # the unreachable cluster this process last reported for the flow
     faulted: bool = False  # ... and the flow is FAULTED for it (a failing-over flow is not: its drain runs)
@@ -175,24 +176,33 @@ def _tick(flow_id: int, entry: CachedMetadata) -> None:
             task.tick(now=now)
         except Exception:
             log.exception("flow %s: %s failed; retrying at its next interval", flow.name, type(task).__name__)
-    _record_schema_errors(flow_id, entry, now=now)
+    _record_schema_sync(flow_id, entry, now=now)
     _record_emitted(flow_id, entry)
 
 
-def _record_schema_errors(flow_id: int, entry: CachedMetadata, *, now: float) -> None:
-    """The schema sync's errors (a subject it could not sync, keep-ids refused, a registry that does not
-    answer) as flow error events, when they change."""
-    errors = tuple(
-        error for task in entry.periodic if isinstance(task, SchemaSyncTask) for error in task.last_errors
-    )
-    if errors == entry.schema_errors:
+def _record_schema_sync(flow_id: int, entry: CachedMetadata, *, now: float) -> None:
+    """The schema sync's latest pass in the flow's signals (subjects synced, versions behind), and its
+    errors (a subject it could not sync, keep-ids refused, a registry that does not answer) as flow error
+    events when they change."""
+    sync = next((task for task in entry.periodic if isinstance(task, SchemaSyncTask)), None)
+    result = sync.last_result if sync is not None else None
+    if result is None or result is entry.schema_result:
         return
     at = datetime.fromtimestamp(now, UTC)
-    for error in errors:
-        runtime.flow_event_record(
-            flow_id=flow_id, kind=FlowEventKind.ERROR, message=f"schema sync: {error}", at=at
-        )
-    entry.schema_errors = errors
+    runtime.flow_signals_record(
+        flow_id=flow_id,
+        schemas_synced_at=at,
+        schemas_subjects=len(result.subjects),
+        schemas_versions_behind=result.versions_behind,
+    )
+    entry.schema_result = result
+    errors = tuple(result.errors)
+    if errors != entry.schema_errors:
+        for error in errors:
+            runtime.flow_event_record(
+                flow_id=flow_id, kind=FlowEventKind.ERROR, message=f"schema sync: {error}", at=at
+            )
+        entry.schema_errors = errors
 
 
 def _report_warnings_once(flow_id: int, entry: CachedMetadata, *, now: float) -> None:

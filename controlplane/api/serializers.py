@@ -251,10 +251,25 @@ class FlowSummarySerializer(serializers.Serializer):
     )
 
 
+class SchemaSyncStatusSerializer(serializers.Serializer):
+    mode = serializers.CharField(help_text="schemas.sync.mode: rewrite-ids or keep-ids")
+    observed_at = serializers.DateTimeField(
+        allow_null=True, help_text="the sync's latest pass; null before one"
+    )
+    age_s = serializers.FloatField(allow_null=True)
+    subjects_synced = serializers.IntegerField(allow_null=True)
+    versions_behind = serializers.IntegerField(
+        allow_null=True, help_text="source versions not on the target registry (errors: the flow's events)"
+    )
+
+
 class FlowStatusSerializer(FlowSummarySerializer):
     stale_after_s = serializers.FloatField()
     partitions = PartitionLiveSerializer(many=True)
     events = FlowEventSerializer(many=True)
+    schemas = SchemaSyncStatusSerializer(
+        allow_null=True, help_text="the schema registry sync (docs/schemas.md); null when the flow syncs none"
+    )
 
 
 class ReplicationActivitySerializer(serializers.Serializer):

@@ -24,10 +24,12 @@ from controlplane.models import (
     Flow,
     FlowEvent,
     FlowPartitionStatus,
+    FlowSignals,
     FlowState,
     PartitionState,
 )
 from controlplane.status.budgets import DEFAULT_BUDGET, RpoBudget, over_budget, rpo_budget_of, rpo_budgets
+from replication.config import SchemaIdMode
 from replication.failover import LastKnownLag
 
 # -- live status ------------------------------------------------------------------------------------------
@@ -250,26 +252,58 @@ def flow_summaries(*, now: datetime.datetime | None = None) -> list[FlowSummary]
 
 
 @dataclass(frozen=True)
+class SchemaSyncStatus:
+    """A flow's schema registry sync (docs/schemas.md) as its latest pass left it; `observed_at` None
+    while no pass ran. Its errors are the flow's events."""
+
+    mode: str
+    observed_at: datetime.datetime | None
+    age_s: float | None
+    subjects_synced: int | None
+    versions_behind: int | None
+
+
+def schema_sync_status(flow: Flow, *, now: datetime.datetime) -> SchemaSyncStatus | None:
+    """None for a flow that syncs no schemas."""
+    if flow.schemas_sync_mode == SchemaIdMode.NONE:
+        return None
+    signals = FlowSignals.objects.filter(flow=flow).first()
+    observed_at = signals.schemas_synced_at if signals else None
+    return SchemaSyncStatus(
+        mode=flow.schemas_sync_mode,
+        observed_at=observed_at,
+        age_s=(now - observed_at).total_seconds() if observed_at else None,
+        subjects_synced=signals.schemas_subjects if signals else None,
+        versions_behind=signals.schemas_versions_behind if signals else None,
+    )
+
+
+@dataclass(frozen=True)
 class FlowStatus(FlowSummary):
     """A flow's roll-up with its latest events, as the flow page and its API endpoint show it."""
 
     events: list[FlowEvent]
     stale_after_s: float
+    schemas: SchemaSyncStatus | None = None
 
 
 def flow_status(*, flow: Flow, now: datetime.datetime | None = None) -> FlowStatus:
     """Live per-partition state with its age, the flow's roll-up and the latest events."""
     stale_after = stale_after_s()
+    now = now or timezone.now()
     summary = summarize(
         flow,
         list(flow.partition_statuses.all()),
-        now=now or timezone.now(),
+        now=now,
         stale_after=stale_after,
         budget=rpo_budget_of(flow=flow),
         pool=pools.flow_pool_checks([flow])[flow.pk],
     )
     return FlowStatus(
-        **vars(summary), events=list(flow.events.all()[:RECENT_EVENTS]), stale_after_s=stale_after
+        **vars(summary),
+        events=list(flow.events.all()[:RECENT_EVENTS]),
+        stale_after_s=stale_after,
+        schemas=schema_sync_status(flow, now=now),
     )
 
 

@@ -339,6 +339,9 @@ SIGNAL_FIELDS = frozenset(
         "checkpoint_latency_ms",
         "offset_sync_emitted_at",
         "records_replicated_at",
+        "schemas_synced_at",
+        "schemas_subjects",
+        "schemas_versions_behind",
     }
 )
 

@@ -1,0 +1,112 @@
+"""Schema sync on the Celery runtime, the shape that ships: real worker and beat processes, Apache Kafka,
+two real registries. A flow stored through the services with `rewrite-ids` and its clusters' registries:
+the metadata task syncs the subjects, the slices rewrite the schema IDs, and a consumer on the target
+decodes every mirrored record with the target registry, across a schema evolution and a worker killed
+mid-stream (exactly_once: each record once). The flow's status shows the sync's latest pass (subjects,
+versions behind); a subject the target refuses is a flow error event."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from controlplane.flows import services
+from controlplane.models import FlowEvent, FlowEventKind
+from replication.schemas.rest import ConfluentRegistryClient, Schema
+from tests.replication.test_schema_replication import (
+    ORDER_V1,
+    ORDER_V2,
+    PARTITIONS,
+    expected_per_partition,
+    produce_orders,
+)
+from tests.replication.test_source_task import create_topics, read_partition
+from tests.workers.harness import wait_until
+
+pytestmark = pytest.mark.kafka
+
+
+def test_celery_workers_sync_schemas_and_rewrite_ids_across_a_killed_worker(
+    celery_runtime, cluster_a, cluster_b, schema_registries, unique_name, client_as
+):
+    topic, remote = unique_name, f"A.{unique_name}"
+    create_topics(cluster_a, [topic], len(PARTITIONS))
+    target_api = ConfluentRegistryClient(schema_registries["B"].url)
+    for index in range(3):  # the target's own schemas: its IDs are not the source's
+        target_api.register(f"{topic}-local-value", Schema(json.dumps({**ORDER_V1, "name": f"Mine{index}"})))
+    # A subject the target refuses: it holds a version under that name that the source's is incompatible with.
+    target_api.register(f"A.{topic}-clash-value", Schema('"string"'))
+    target_api.set_compatibility(f"A.{topic}-clash-value", "BACKWARD")
+    source_api = ConfluentRegistryClient(schema_registries["A"].url)
+    source_api.register(f"{topic}-clash-value", Schema(json.dumps(ORDER_V1)))
+    clusters = {
+        alias: services.cluster_create(
+            actor=None,
+            alias=alias,
+            bootstrap_servers=cluster.bootstrap_servers,
+            client_properties={"client": {"schema.registry.url": schema_registries[alias].url}},
+        )
+        for alias, cluster in (("A", cluster_a), ("B", cluster_b))
+    }
+    flow = services.flow_create(
+        actor=None,
+        source=clusters["A"],
+        target=clusters["B"],
+        enabled=True,
+        topics=[f"{topic}(-clash)?"],
+        delivery_guarantee="exactly_once",
+        schemas_sync_mode="rewrite-ids",
+        schemas_sync_interval_seconds=1,
+    )
+    source_registry = SchemaRegistryClient({"url": schema_registries["A"].url})
+    first = [{"id": i, "item": f"item-{i}"} for i in range(40)]
+    second = [{"id": i, "item": f"item-{i}", "quantity": i % 4} for i in range(40, 80)]
+
+    def mirrored(count: int):
+        def check():
+            try:
+                return all(len(read_partition(cluster_b, remote, p)) >= count for p in PARTITIONS)
+            except Exception:  # the remote topic is not created yet
+                return False
+
+        return check
+
+    produce_orders(cluster_a, source_registry, topic, ORDER_V1, first)
+    celery_runtime.start_worker("w1")
+    celery_runtime.start_beat()
+    try:
+        wait_until(mirrored(20), timeout_s=120, what="the first records mirrored")
+        celery_runtime.kill("w1")  # mid-stream
+        produce_orders(cluster_a, source_registry, topic, ORDER_V2, second)  # an evolution meanwhile
+        celery_runtime.start_worker("w2")
+        wait_until(mirrored(40), timeout_s=120, what="every record mirrored")
+    except BaseException:
+        print(celery_runtime.log("w2" if "w2" in celery_runtime.processes else "w1"))
+        raise
+
+    values = AvroDeserializer(SchemaRegistryClient({"url": schema_registries["B"].url}))
+    expected = expected_per_partition(first + second)
+    for partition in PARTITIONS:
+        records = read_partition(cluster_b, remote, partition)
+        assert len(records) == 40  # each record once
+        decoded = [values(r.value(), SerializationContext(remote, MessageField.VALUE)) for r in records]
+        assert decoded == expected[partition]
+
+    def schema_status() -> dict | None:
+        response = client_as("viewer").get(f"/api/v1/flows/{flow.pk}/status/")
+        assert response.status_code == 200, response.content
+        return response.json()["schemas"]
+
+    status = wait_until(
+        lambda: (status := schema_status())["observed_at"] and status, timeout_s=30, what="the sync's status"
+    )
+    assert status["mode"] == "rewrite-ids" and status["age_s"] < 30
+    assert status["subjects_synced"] == 3 and status["versions_behind"] == 1  # the refused subject's version
+    errors = FlowEvent.objects.filter(flow=flow, kind=FlowEventKind.ERROR).values_list("message", flat=True)
+    assert any(f"schema sync: subject {topic}-clash-value -> A.{topic}-clash-value" in e for e in errors), (
+        list(errors)
+    )
