@@ -230,6 +230,7 @@ def test_pause_resume_and_status(client_as, flow):
         "id": flow.pk,
         "flow": "A->B",
         "state": "paused",
+        "schemas": None,  # the flow syncs no schemas (docs/schemas.md)
         "state_reason": "",
         "enabled": True,
         "health": "paused",
