@@ -209,21 +209,36 @@ def run(
             raw, engine = compare(
                 source, target, scenario, number=number, rounds=rounds, print_line=print_line
             )
-            ratio = engine.records_per_s / raw.records_per_s
-            verdict = "ok" if ratio >= TARGET_RATIO else f"BELOW the {TARGET_RATIO} target"
-            print_line(
-                f"{scenario.label:<22}engine/raw ratio {ratio:.2f} (best of {rounds} each: "
-                f"{engine.records_per_s:,.0f} / {raw.records_per_s:,.0f} records/s; {verdict})"
-            )
-            ratios.append(ratio)
+            ratios.append(print_ratio("engine/raw", engine, raw, rounds=rounds, print_line=print_line))
     return ratios
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+def print_ratio(
+    name: str, measured: Measurement, baseline: Measurement, *, rounds: int, print_line: Callable[[str], None]
+) -> float:
+    """`measured`'s records/s over `baseline`'s, printed with its verdict against TARGET_RATIO."""
+    ratio = measured.records_per_s / baseline.records_per_s
+    verdict = "ok" if ratio >= TARGET_RATIO else f"BELOW the {TARGET_RATIO} target"
+    print_line(
+        f"{measured.scenario.label:<22}{name} ratio {ratio:.2f} (best of {rounds} each: "
+        f"{measured.records_per_s:,.0f} / {baseline.records_per_s:,.0f} records/s; {verdict})"
+    )
+    return ratio
+
+
+def scenarios_main(
+    argv: Sequence[str] | None, *, prog: str, description: str | None, run: Callable[..., list[float]]
+) -> int:
+    """The command line of a ratio benchmark over FULL (or QUICK) scenarios: 0 when every ratio meets
+    TARGET_RATIO."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--quick", action="store_true", help="small volumes (a smoke run)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per scenario (best of)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     ratios = run(QUICK if args.quick else FULL, rounds=args.rounds)
     return 0 if all(ratio >= TARGET_RATIO for ratio in ratios) else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return scenarios_main(argv, prog="python -m bench", description=__doc__, run=run)

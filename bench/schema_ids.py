@@ -11,20 +11,18 @@ record), so the target ratio with/without is >= 0.9.
 
 from __future__ import annotations
 
-import argparse
 import json
-import logging
 from collections.abc import Callable, Sequence
 
 from bench.brokers import bench_clusters
 from bench.engine_vs_raw import (
-    FULL,
-    QUICK,
     Measurement,
     Scenario,
     _print_measurement,
     engine_copy,
     fill_source,
+    print_ratio,
+    scenarios_main,
 )
 from replication.config import ClusterConfig, FlowConfig, SchemaIdMode
 from replication.policy import DefaultReplicationPolicy
@@ -35,7 +33,6 @@ from replication.schemas.rest import ConfluentRegistryClient, Schema
 from replication.schemas.sync import sync_schemas
 from replication.schemas.wire import with_schema_id
 
-TARGET_RATIO = 0.9
 SCHEMA = Schema(json.dumps({"type": "record", "name": "Bench", "fields": [{"name": "v", "type": "bytes"}]}))
 
 
@@ -105,21 +102,11 @@ def run(
                 rounds=rounds,
                 print_line=print_line,
             )
-            ratio = rewrite.records_per_s / plain.records_per_s
-            verdict = "ok" if ratio >= TARGET_RATIO else f"BELOW the {TARGET_RATIO} target"
-            print_line(
-                f"{scenario.label:<22}rewrite-ids/plain ratio {ratio:.2f} (best of {rounds} each: "
-                f"{rewrite.records_per_s:,.0f} / {plain.records_per_s:,.0f} records/s; {verdict})"
+            ratios.append(
+                print_ratio("rewrite-ids/plain", rewrite, plain, rounds=rounds, print_line=print_line)
             )
-            ratios.append(ratio)
     return ratios
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench schema-ids", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="small volumes (a smoke run)")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per scenario (best of)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    ratios = run(QUICK if args.quick else FULL, rounds=args.rounds)
-    return 0 if all(ratio >= TARGET_RATIO for ratio in ratios) else 1
+    return scenarios_main(argv, prog="python -m bench schema-ids", description=__doc__, run=run)
