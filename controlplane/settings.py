@@ -15,6 +15,9 @@ so on the secrets key derived from it: both are public, in this file.
 | METRICS_BEARER_TOKEN | unset (a Prometheus scrape sends `Authorization: Bearer <token>`) |
 | METRICS_OPEN | false (true: /metrics needs no token) |
 | MIRRORPLANE_WEB_READ_TIMEOUT_S | 3.0 (the bound of each Kafka request a web request makes: topics, records, groups, offset mapping, failover plan; a sync web worker waits for it) |
+| MIRRORPLANE_CLUSTER_HOSTS_ALLOWED | empty: any host (bootstrap hosts clusters may name, comma-separated: host names, `*.domain`, IP networks such as 10.20.0.0/16; the console connects there, so set it to keep it from probing other addresses) |
+| CLUSTER_CHECK_RATE_PER_MINUTE | 20 (cluster checks, "Test connection", one user may run per minute; 0: no limit) |
+| MIRRORPLANE_API_DOCS_OPEN | false (the OpenAPI schema /api/schema/ and its Swagger UI /api/docs/ need a signed-in user or a token; true: open to anyone) |
 | FAILOVER_PLAN_RATE_PER_MINUTE | 12 (failover plans one user may read per minute; 0: no limit) |
 | OFFSET_MAPPING_RATE_PER_MINUTE | 60 (offset mapping requests one user may send per minute; 0: no limit) |
 | OFFSET_MAPPING_MAX_ITEMS | 10000 (the most offsets one offset mapping request translates) |
@@ -94,6 +97,12 @@ METRICS_BEARER_TOKEN = env.str("METRICS_BEARER_TOKEN", default="")
 METRICS_OPEN = env.bool("METRICS_OPEN", default=False)
 # Each Kafka request of a web request (behind the cluster's circuit breaker): a sync web worker waits for it.
 MIRRORPLANE_WEB_READ_TIMEOUT_S = env.float("MIRRORPLANE_WEB_READ_TIMEOUT_S", default=3.0)
+# Hosts clusters may name (host names, *.domain, IP networks); empty: any. Checks and pages connect there.
+MIRRORPLANE_CLUSTER_HOSTS_ALLOWED = env.list("MIRRORPLANE_CLUSTER_HOSTS_ALLOWED", default=[])
+# Cluster checks ("Test connection") one user may run per minute; 0 turns the limit off.
+CLUSTER_CHECK_RATE_PER_MINUTE = env.int("CLUSTER_CHECK_RATE_PER_MINUTE", default=20)
+# /api/schema/ and /api/docs/: open to anyone (true) or to signed-in users only (false).
+MIRRORPLANE_API_DOCS_OPEN = env.bool("MIRRORPLANE_API_DOCS_OPEN", default=False)
 # Failover plans per user and minute (each opens clients on both clusters); 0 turns the limit off.
 FAILOVER_PLAN_RATE_PER_MINUTE = env.int("FAILOVER_PLAN_RATE_PER_MINUTE", default=12)
 # Offset mapping requests per user and minute (each reads the offset syncs); 0 turns the limit off.
@@ -231,6 +240,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "SERVE_PERMISSIONS": ["controlplane.api.permissions.ApiDocsPermission"],
 }
 
 LOGGING = {

@@ -208,13 +208,18 @@ def accepted(request, operation: Operation) -> Response:
     return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
 
 
-def queue_operation(request, pk: str, *, serializer_class, queue: Callable[..., Operation]) -> Response:
-    """Validate, queue through `queue(actor=, flow=, **fields)`: 202 with the operation, 409 with the
-    active one (the services refuse and audit the rest). Failover, failback, drills, cutovers, takeovers."""
+def queue_operation(
+    request, pk: str, *, kind: str, serializer_class, queue: Callable[..., Operation]
+) -> Response:
+    """The role first (a refusal audited, whatever the body holds), then validate and queue through
+    `queue(actor=, flow=, **fields)`: 202 with the operation, 409 with the active one (the services refuse
+    and audit the rest). Failover, failback, drills, cutovers, takeovers."""
+    flow = _flow(pk)
+    operations.require_operator(actor=request.user, kind=kind, flow=flow)
     serializer = serializer_class(data=request.data)
     serializer.is_valid(raise_exception=True)
     try:
-        operation = queue(actor=request.user, flow=_flow(pk), **serializer.validated_data)
+        operation = queue(actor=request.user, flow=flow, **serializer.validated_data)
     except operations.OperationActive as exc:
         body = OperationSerializer(exc.operation, context={"request": request}).data
         return Response({"detail": str(exc), "operation": body}, status=status.HTTP_409_CONFLICT)
@@ -255,7 +260,9 @@ class FailoverExecuteView(APIView):
     )
     def post(self, request, pk: str):
         queue = partial(operations.operation_request, kind=OperationKind.FAILOVER)
-        return queue_operation(request, pk, serializer_class=FailoverRequestSerializer, queue=queue)
+        return queue_operation(
+            request, pk, kind=OperationKind.FAILOVER, serializer_class=FailoverRequestSerializer, queue=queue
+        )
 
 
 class FailbackView(APIView):
@@ -269,7 +276,9 @@ class FailbackView(APIView):
     )
     def post(self, request, pk: str):
         queue = partial(operations.operation_request, kind=OperationKind.FAILBACK)
-        return queue_operation(request, pk, serializer_class=FailbackRequestSerializer, queue=queue)
+        return queue_operation(
+            request, pk, kind=OperationKind.FAILBACK, serializer_class=FailbackRequestSerializer, queue=queue
+        )
 
 
 class DrillView(APIView):
@@ -283,7 +292,11 @@ class DrillView(APIView):
     )
     def post(self, request, pk: str):
         return queue_operation(
-            request, pk, serializer_class=DrillRequestSerializer, queue=drills.drill_request
+            request,
+            pk,
+            kind=OperationKind.DRILL,
+            serializer_class=DrillRequestSerializer,
+            queue=drills.drill_request,
         )
 
 
@@ -298,7 +311,11 @@ class CutoverView(APIView):
     )
     def post(self, request, pk: str):
         return queue_operation(
-            request, pk, serializer_class=CutoverRequestSerializer, queue=cutover.cutover_request
+            request,
+            pk,
+            kind=OperationKind.CUTOVER,
+            serializer_class=CutoverRequestSerializer,
+            queue=cutover.cutover_request,
         )
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
+from controlplane import core
 from controlplane.core.roles import Role, role_of
 
 
@@ -14,6 +16,14 @@ def required_role(request, view) -> Role:
     if action in overrides:
         return overrides[action]
     return Role.VIEWER if request.method in SAFE_METHODS else Role.ADMIN
+
+
+class ApiDocsPermission(BasePermission):
+    """The OpenAPI schema and its Swagger UI: anyone signed in (session or token), or anyone at all with
+    MIRRORPLANE_API_DOCS_OPEN (read at each request)."""
+
+    def has_permission(self, request, view) -> bool:
+        return settings.MIRRORPLANE_API_DOCS_OPEN or bool(request.user and request.user.is_authenticated)
 
 
 class RolePermission(BasePermission):
@@ -29,5 +39,16 @@ class RolePermission(BasePermission):
                 f"this action needs the {needed.group_name} role; you have "
                 f"{'no role' if role is None else 'the ' + role.group_name + ' role'}"
             )
+            if request.method not in SAFE_METHODS:
+                object_type = getattr(view, "basename", None) or type(view).__name__.removesuffix("View")
+                core.audit_role_refusal(
+                    actor=request.user,
+                    method=request.method,
+                    path=request.path,
+                    object_type=object_type,
+                    object_id=getattr(view, "kwargs", {}).get("pk", ""),
+                    action=getattr(view, "action", None),
+                    message=self.message,
+                )
             return False
         return True

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from controlplane.api.failover import REQUEST_RESPONSES, queue_operation
 from controlplane.api.fields import WholeNumberField
+from controlplane.models import OperationKind
 from controlplane.operations import takeover
 from replication.takeover import MM2_SOURCE_CONNECTOR
 
@@ -65,5 +66,9 @@ class Mm2TakeoverView(APIView):
     )
     def post(self, request, pk: str):
         return queue_operation(
-            request, pk, serializer_class=TakeoverRequestSerializer, queue=takeover.takeover_request
+            request,
+            pk,
+            kind=OperationKind.TAKEOVER,
+            serializer_class=TakeoverRequestSerializer,
+            queue=takeover.takeover_request,
         )

@@ -77,7 +77,7 @@ class ClusterViewSet(viewsets.ModelViewSet):
     )
     @action(detail=True, methods=["post"])
     def check(self, request, pk=None):
-        result = selectors.cluster_check(cluster=self.get_object())
+        result = selectors.cluster_check(cluster=self.get_object(), actor=request.user)
         return Response(s.ClusterCheckSerializer(result).data)
 
 

@@ -5,6 +5,7 @@ from controlplane.core.audit import (
     AuditFilter,
     audit_list,
     audit_record,
+    audit_role_refusal,
     audited_attempt,
 )
 from controlplane.core.secrets import (
@@ -19,6 +20,7 @@ __all__ = [
     "AuditFilter",
     "audit_list",
     "audit_record",
+    "audit_role_refusal",
     "audited_attempt",
     "secrets_key_rotate",
     "user_create_with_role",

@@ -52,6 +52,34 @@ def audit_record(
     )
 
 
+_METHOD_ACTIONS = {"POST": AuditAction.CREATE, "PUT": AuditAction.UPDATE, "PATCH": AuditAction.UPDATE}
+
+
+def audit_role_refusal(
+    *,
+    actor,
+    method: str,
+    path: str,
+    object_type: str,
+    object_id: object = "",
+    action: str | None = None,
+    message: str,
+) -> AuditEvent:
+    """A write refused for the actor's role (API or web), recorded before its body is read: who, which
+    request, why. `action` when it is an audit action (pause, delete...), else the method's."""
+    if action not in AuditAction.values:
+        action = _METHOD_ACTIONS.get(method, AuditAction.DELETE)
+    return audit_record(
+        actor=actor,
+        action=action,
+        object_type=object_type.lower()[:30],
+        object_id=object_id,
+        object_repr=path,
+        outcome=AuditOutcome.REFUSED,
+        detail=f"{method} {path}: {message}",
+    )
+
+
 @contextlib.contextmanager
 def audited_attempt(*, actor, action: str, object_type: str, object_id: object = "", object_repr: str = ""):
     """Run a change atomically; when it is refused, roll it back and record the refusal."""

@@ -10,11 +10,14 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Literal
+
+from django.conf import settings
 
 from controlplane.core import crypto
 from controlplane.core.errors import NON_FIELD
@@ -76,7 +79,46 @@ def bootstrap_servers_error(value: str) -> str | None:
             return f"'{address}' is not host:port (port 1-65535)"
         if re.search(r"\s", address):
             return f"'{address}' contains whitespace"
+        if not bootstrap_host_allowed(host):
+            return (
+                f"host '{host}' is not one MIRRORPLANE_CLUSTER_HOSTS_ALLOWED allows "
+                f"({', '.join(settings.MIRRORPLANE_CLUSTER_HOSTS_ALLOWED)}): ask the server's administrator "
+                "to add it, or use an allowed host"
+            )
     return None
+
+
+def bootstrap_host_allowed(host: str) -> bool:
+    """Whether clusters may name `host`: MIRRORPLANE_CLUSTER_HOSTS_ALLOWED lists host names, `*.domain`
+    suffixes and IP networks (10.0.0.0/8); empty, any host. The console connects where a cluster says
+    (checks, pages): without the list, whoever may add a cluster may probe any address the server reaches."""
+    allowed = settings.MIRRORPLANE_CLUSTER_HOSTS_ALLOWED
+    if not allowed:
+        return True
+    name = host.strip("[]").lower().rstrip(".")
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        address = None
+    for entry in (item.strip().lower() for item in allowed):
+        if "/" in entry and address is not None:
+            try:
+                if address in ipaddress.ip_network(entry, strict=False):
+                    return True
+            except ValueError:
+                continue
+        elif entry.startswith("*."):
+            if name.endswith(entry[1:]):
+                return True
+        elif name == entry.rstrip("."):
+            return True
+    return False
+
+
+def cluster_hosts_error(cluster: Cluster) -> str | None:
+    """Why a stored cluster may not be contacted now (MIRRORPLANE_CLUSTER_HOSTS_ALLOWED changed since it
+    was stored), or None."""
+    return bootstrap_servers_error(cluster.bootstrap_servers)
 
 
 # -- secrets ----------------------------------------------------------------------------------------------

@@ -6,8 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from django.conf import settings
 from django.db.models import QuerySet
 
+from controlplane.core import ratelimit
+from controlplane.core.errors import ServiceValidationError
 from controlplane.flows import engine
 from controlplane.flows.cluster_reads import cluster_read
 from controlplane.models import (
@@ -93,6 +96,16 @@ def mm2_export() -> str:
     return "\n".join(header + [write_mm2(config)]) if header else write_mm2(config)
 
 
-def cluster_check(*, cluster: Cluster) -> ClusterCheck:
-    """Whether the cluster answers with its stored settings (the "test connection" button), bounded."""
+def cluster_check(*, cluster: Cluster, actor) -> ClusterCheck:
+    """Whether the cluster answers with its stored settings (the "test connection" button), bounded, and
+    how it fails (DNS, refused, timeout, TLS, authentication). Not a port scanner: only hosts
+    MIRRORPLANE_CLUSTER_HOSTS_ALLOWED allows (a 400 otherwise), CLUSTER_CHECK_RATE_PER_MINUTE per user."""
+    if problem := engine.cluster_hosts_error(cluster):
+        raise ServiceValidationError.single("bootstrap_servers", problem)
+    ratelimit.hit(
+        scope="cluster_check",
+        user_id=getattr(actor, "pk", None),
+        limit=settings.CLUSTER_CHECK_RATE_PER_MINUTE,
+        window_s=60,
+    )
     return check_cluster(engine.cluster_to_config(cluster), timeout_s=CHECK_TIMEOUT_S)

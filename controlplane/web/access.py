@@ -10,6 +10,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from controlplane import core
 from controlplane.core.roles import Role, role_of
 
 
@@ -24,6 +25,16 @@ def role_required(role: Role) -> Callable:
             current = role_of(request.user)
             if current is None or current < role:
                 held = "no role" if current is None else f"the {current.group_name} role"
+                if request.method not in ("GET", "HEAD", "OPTIONS"):  # the form is not read
+                    core.audit_role_refusal(
+                        actor=request.user,
+                        method=request.method,
+                        path=request.path,
+                        object_type=view.__name__.partition("_")[0],
+                        action=view.__name__.partition("_")[2],
+                        object_id=kwargs.get("pk", ""),
+                        message=f"needs the {role.group_name} role; has {held}",
+                    )
                 request.web_role = current  # the navigation bar, as on every page they may see
                 return render(
                     request,

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 
 from controlplane import alerts, assurance
 from controlplane.assurance import verification
-from controlplane.core.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
+from controlplane.core.errors import ClusterUnavailable, RateLimited, ServiceConflict, ServiceValidationError
 from controlplane.flows import engine, selectors, services
 from controlplane.models import (
     Flow,
@@ -87,7 +87,17 @@ def cluster_edit(request, pk: int):
 @operator_required
 def cluster_check(request, pk: int):
     cluster = get_object_or_404(selectors.cluster_list(), pk=pk)
-    result = selectors.cluster_check(cluster=cluster)
+    try:
+        result = selectors.cluster_check(cluster=cluster, actor=request.user)
+    except ServiceValidationError as exc:
+        context = {"cluster": cluster, "refused": " ".join(m for ms in exc.errors.values() for m in ms)}
+        return render(request, "web/_cluster_check.html", context, status=400)
+    except RateLimited as exc:
+        response = render(
+            request, "web/_cluster_check.html", {"cluster": cluster, "refused": str(exc)}, status=429
+        )
+        response["Retry-After"] = str(exc.retry_after_s)
+        return response
     return render(request, "web/_cluster_check.html", {"cluster": cluster, "check": result})
 
 

@@ -37,14 +37,20 @@ def add_service_errors(
 
 
 # -- properties text --------------------------------------------------------------------------------------
-def parse_scoped_lines(text: str) -> engine.ScopedProperties:
+def parse_scoped_lines(text: str, *, secret: bool = False) -> engine.ScopedProperties:
     """Properties text (the syntax of mm2.properties: `replication.properties`) into scopes:
-    `producer.linger.ms=5` -> {"producer": {"linger.ms": "5"}}. Values are trimmed, as MM2 trims them."""
+    `producer.linger.ms=5` -> {"producer": {"linger.ms": "5"}}. Values are trimmed, as MM2 trims them.
+    A `secret` text's errors name the line and the fix, never what it holds."""
     try:
         entries = read_properties(text)
     except PropertiesSyntaxError as exc:
         raise forms.ValidationError(
-            [f"line {problem.line}: {problem.reason}. Fix: {problem.fix}" for problem in exc.problems]
+            [
+                f"line {problem.line}: "
+                + ("cannot be read (a secret: not repeated here)" if secret else problem.reason)
+                + f". Fix: {problem.fix}"
+                for problem in exc.problems
+            ]
         ) from None
     scoped = engine.empty_scopes()
     for entry in entries:
@@ -76,12 +82,30 @@ def scoped_lines(scoped: Mapping[str, Mapping[str, str]]) -> str:
 
 # -- clusters ---------------------------------------------------------------------------------------------
 SECRET_HELP = "Write-only: leave blank to keep the stored value."
+
+
+class _WriteOnly:
+    """A widget that never renders a value: a form shown again after a validation error does not send the
+    secrets typed into it back to the browser (what PasswordInput(render_value=False) does)."""
+
+    def format_value(self, value: Any) -> None:
+        return None
+
+
+class WriteOnlyTextarea(_WriteOnly, forms.Textarea):
+    pass
+
+
+class WriteOnlyTextInput(_WriteOnly, forms.TextInput):
+    pass
+
+
 _SECRET_WIDGETS = {
-    "sasl_username": forms.TextInput(attrs={"autocomplete": "off"}),
+    "sasl_username": WriteOnlyTextInput(attrs={"autocomplete": "off"}),
     "sasl_password": forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
-    "ssl_ca_pem": forms.Textarea(attrs={"rows": 3}),
-    "ssl_certificate_pem": forms.Textarea(attrs={"rows": 3}),
-    "ssl_key_pem": forms.Textarea(attrs={"rows": 3}),
+    "ssl_ca_pem": WriteOnlyTextarea(attrs={"rows": 3}),
+    "ssl_certificate_pem": WriteOnlyTextarea(attrs={"rows": 3}),
+    "ssl_key_pem": WriteOnlyTextarea(attrs={"rows": 3}),
     "ssl_key_password": forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
 }
 
@@ -101,7 +125,7 @@ class ClusterForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 3}), required=False, help_text=PROPERTIES_HELP
     )
     other_secrets = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 2, "autocomplete": "off"}),
+        widget=WriteOnlyTextarea(attrs={"rows": 2, "autocomplete": "off"}),
         required=False,
         label="Other secret properties",
         help_text="Write-only, e.g. sasl.jaas.config=... " + PROPERTIES_HELP,
@@ -147,7 +171,7 @@ class ClusterForm(forms.Form):
         return parse_scoped_lines(self.cleaned_data["client_properties"])
 
     def clean_other_secrets(self) -> engine.ScopedProperties:
-        return parse_scoped_lines(self.cleaned_data["other_secrets"])
+        return parse_scoped_lines(self.cleaned_data["other_secrets"], secret=True)
 
     def columns(self) -> dict[str, Any]:
         return {

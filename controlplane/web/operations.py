@@ -51,6 +51,8 @@ def queue_operation(request, pk: int, kind: str, queue) -> HttpResponse:
     flow = get_object_or_404(selectors.flow_list(), pk=pk)
     context: dict = {"flow": flow, "kind": kind}
     try:
+        # The role before the form: a refusal is audited, whatever the form holds.
+        operations.require_operator(actor=request.user, kind=kind, flow=flow)
         operation = queue(flow)
     except operations.OperationActive as exc:
         context |= {"errors": [str(exc)], "operation": exc.operation}

@@ -267,7 +267,10 @@ def test_malformed_input_is_400(admin_client, two_clusters):
     assert response.status_code == 400 and "target" in response.json()
 
 
-def test_swagger_ui_is_served_locally(client):
+def test_swagger_ui_is_served_locally(client, tokens):
+    from django.contrib.auth import get_user_model
+
+    client.force_login(get_user_model().objects.get(username="viewer"))
     page = client.get("/api/docs/")
     assert page.status_code == 200
     html = page.content.decode()

@@ -54,6 +54,8 @@ def web(transactional_db, tmp_path):
         "MIRRORPLANE_SECRETS_KEY": ",".join(settings.MIRRORPLANE_SECRETS_KEYS),
         "MIRRORPLANE_IMPORT_ENV_ALLOWED": "MP_IMPORT_*",
         "MIRRORPLANE_BROWSE_MASKED_TOPICS": MASKED_TOPICS,
+        "MIRRORPLANE_CLUSTER_HOSTS_ALLOWED": "127.0.0.0/8,*.example,localhost",
+        "CLUSTER_CHECK_RATE_PER_MINUTE": "3",
         "DATABASE_URL": database_url(),
         "REDIS_URL": settings.REDIS_URL,
         "PYTHONPATH": str(REPO),
@@ -345,3 +347,130 @@ def test_finding_5_a_source_that_times_out_costs_the_web_two_short_reads_not_a_w
             response = _api(web, "viewer", method, path, **extra)
             assert time.monotonic() - asked < 1.5, (path, response.text)
             assert response.status_code == 502 and "cluster S" in response.text, (path, response.text)
+
+
+def _post_form(session: requests.Session, url: str, data: dict) -> requests.Response:
+    return session.post(
+        url,
+        data={**data, "csrfmiddlewaretoken": session.cookies["csrftoken"]},
+        headers={"Referer": url},
+        timeout=20,
+    )
+
+
+def test_finding_13_the_cluster_form_never_echoes_submitted_secrets(web):
+    typed = {name: f"typed-{name}-{secrets.token_hex(4)}" for name in engine.SECRET_FIELDS}
+    other = f'sasl.jaas.config=x required password="jaas-{secrets.token_hex(4)}";'
+    values = [*typed.values(), other.split('"')[1]]
+    admin = sign_in(web.url, username="admin", password=PASSWORD)
+    existing = services.cluster_create(actor=None, alias="E", bootstrap_servers="e.example:9092")
+    for url in (f"{web.url}/clusters/new/", f"{web.url}/clusters/{existing.pk}/edit/"):
+        for invalid in (
+            {"alias": "bad alias!"},
+            {"bootstrap_servers": "no-port"},
+            {"client_properties": "a=\\u12"},
+        ):
+            data = {"alias": "C", "bootstrap_servers": "c.example:9092", "security_protocol": "SASL_SSL"}
+            data |= {**typed, "other_secrets": other, **invalid}
+            page = _post_form(admin, url, data)
+            assert page.status_code in (200, 400), page.status_code
+            assert not any(value in page.text for value in values), (url, invalid)
+        broken_secret = _post_form(
+            admin, url, {"alias": "C", "bootstrap_servers": "c.example:9092", "other_secrets": "p=\\uS3cr"}
+        )
+        assert "S3cr" not in broken_secret.text and "not repeated" in broken_secret.text
+    api = _api(
+        web,
+        "admin",
+        "post",
+        "clusters/",
+        json={
+            "alias": "bad alias!",
+            "bootstrap_servers": "c.example:9092",
+            "secret_properties": {"client": {"acks": "api-secret-9"}},
+            "sasl_password": "api-secret-8",
+        },
+    )
+    assert api.status_code == 400 and "api-secret" not in api.text
+    assert not Cluster.objects.filter(alias="C").exists()
+
+
+def test_finding_13_cluster_checks_reach_only_allowed_hosts_and_are_rate_limited(web):
+    refused = _api(
+        web, "admin", "post", "clusters/", json={"alias": "I", "bootstrap_servers": "10.9.8.7:9092"}
+    )
+    assert (
+        refused.status_code == 400
+        and "MIRRORPLANE_CLUSTER_HOSTS_ALLOWED" in refused.json()["bootstrap_servers"][0]
+    )
+    for host in ("metadata.internal:80", "[::1]:22", "192.168.1.1:6379"):
+        answer = _api(web, "admin", "post", "clusters/", json={"alias": "I", "bootstrap_servers": host})
+        assert answer.status_code == 400 and "bootstrap_servers" in answer.json(), host
+    # A cluster stored before the list was set is not contacted either.
+    stored = Cluster.objects.create(alias="old", bootstrap_servers="10.9.8.7:9092")
+    asked = time.monotonic()
+    check = _api(web, "operator", "post", f"clusters/{stored.pk}/check/")
+    assert check.status_code == 400 and time.monotonic() - asked < 1 and "bootstrap_servers" in check.json()
+    operator = sign_in(web.url, username="operator", password=PASSWORD)
+    page = _post_form(operator, f"{web.url}/clusters/{stored.pk}/check/", {})
+    assert page.status_code == 400 and "not checked" in page.text
+
+    allowed = services.cluster_create(actor=None, alias="L", bootstrap_servers="127.0.0.1:1")
+    answers = [_api(web, "operator", "post", f"clusters/{allowed.pk}/check/") for _ in range(4)]
+    assert answers[0].status_code == 200 and answers[0].json()["failure"] == "refused"
+    assert [a.status_code for a in answers[1:]] == [200, 200, 429]  # CLUSTER_CHECK_RATE_PER_MINUTE = 3
+    assert int(answers[3].headers["Retry-After"]) >= 1
+
+
+def test_finding_13_the_api_schema_and_docs_follow_their_setting(web, tmp_path):
+    for path in ("/api/schema/", "/api/docs/"):
+        assert requests.get(f"{web.url}{path}", timeout=20).status_code in (401, 403), path
+        signed_in = requests.get(
+            f"{web.url}{path}", headers={"Authorization": f"Token {web.tokens['viewer']}"}, timeout=20
+        )
+        assert signed_in.status_code == 200, path
+    opened = Gunicorn(env={**web.env, "MIRRORPLANE_API_DOCS_OPEN": "true"}, log=tmp_path / "open.log").start()
+    try:
+        for path in ("/api/schema/", "/api/docs/"):
+            assert requests.get(f"{opened.url}{path}", timeout=20).status_code == 200, path
+    finally:
+        opened.kill()
+
+
+def test_finding_13_the_role_is_checked_before_the_body_and_its_refusal_audited(web):
+    a = services.cluster_create(actor=None, alias="A", bootstrap_servers="a.example:9092")
+    b = services.cluster_create(actor=None, alias="B", bootstrap_servers="b.example:9092")
+    flow = services.flow_create(actor=None, source=a, target=b, enabled=True)
+    bodies = [{}, {"groups": "not-a-list", "timeout_s": "x"}, {"confirm": 7, "groups": [None]}]
+    for kind, path in (
+        ("failover", "failover"),
+        ("failback", "failback"),
+        ("drill", "drills"),
+        ("cutover", "cutover"),
+    ):
+        for body in bodies:
+            answer = _api(web, "viewer", "post", f"flows/{flow.pk}/{path}/", json=body)
+            assert answer.status_code == 403 and "operator role" in answer.text, (kind, body, answer.text)
+        assert AuditEvent.objects.filter(action=kind, outcome="refused", actor_name="viewer").count() == len(
+            bodies
+        )
+    for method, path, body in (
+        ("post", "clusters/", {"alias": 5}),
+        ("patch", f"clusters/{a.pk}/", {"bootstrap_servers": ""}),
+        ("delete", f"flows/{flow.pk}/", None),
+        ("post", "mm2/import/", {"text": None}),
+    ):
+        before = AuditEvent.objects.filter(outcome="refused", actor_name="operator").count()
+        answer = _api(web, "operator", method, path, json=body)
+        assert answer.status_code == 403, (path, answer.text)
+        assert AuditEvent.objects.filter(outcome="refused", actor_name="operator").count() == before + 1
+    viewer = sign_in(web.url, username="viewer", password=PASSWORD)
+    before = AuditEvent.objects.filter(action="failover", outcome="refused").count()
+    page = _post_form(
+        viewer, f"{web.url}/flows/{flow.pk}/failover/execute/", {"confirm": "A->B", "timeout_s": "abc"}
+    )
+    assert "failover needs the operator role" in page.text
+    assert AuditEvent.objects.filter(action="failover", outcome="refused").count() == before + 1
+    form = _post_form(viewer, f"{web.url}/clusters/new/", {"alias": ""})
+    assert form.status_code == 403
+    assert AuditEvent.objects.filter(object_type="cluster", outcome="refused", actor_name="viewer").exists()
