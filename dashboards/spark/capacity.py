@@ -129,7 +129,6 @@ def task_usage(
     windows: np.ndarray,
     window_count: int,
     *,
-    window_s: int,
     progress: SampleProgress | None = None,
     by: Sequence[str] = ("task_index", "worker"),
 ) -> tuple[np.ndarray, pa.Table]:
@@ -137,8 +136,10 @@ def task_usage(
     in that order: each row's window index, and (*by, USAGE_SCHEMA) as Spark's sum and max give them.
 
     `_covered_s` sums the slice seconds (null without any), `_behind` is the most records behind,
-    `_saturated` says every sample was saturated (`SampleProgress`) and the slices covered the window
-    (BUSY_SHARE), `_produced` sums the records produced, `_ack_ms` and `_acks` sum and count `ack_ms`.
+    `_saturated` says every sample was saturated (`SampleProgress`); whether the slices covered the window
+    (BUSY_SHARE) is judged per task over all its workers (`daily_flow_usage_from_windows`): a task whose
+    slices alternate between workers covers the window too. `_produced` sums the records produced,
+    `_ack_ms` and `_acks` sum and count `ack_ms`.
     `progress` is `sample_progress(table)` unless given (computed over more samples, then taken).
     """
     progress = progress or sample_progress(table)
@@ -161,7 +162,7 @@ def task_usage(
     usage["_covered_s"] = pa.array(covered, from_pandas=True)
     usage["_behind"] = pa.array(max_of_longs(behind, group_of_row, count))
     unsaturated = np.bincount(group_of_row[~progress.saturated], minlength=count)
-    usage["_saturated"] = pa.array((unsaturated == 0) & (np.nan_to_num(covered) >= BUSY_SHARE * window_s))
+    usage["_saturated"] = pa.array(unsaturated == 0)
     usage["_produced"] = pa.array(
         sum_of_longs(progress.produced, np.ones(len(group_of_row), dtype=bool), group_of_row, count)[0]
     )
@@ -181,7 +182,7 @@ def window_usage(samples: DataFrame, window: timedelta = DEFAULT_USAGE_WINDOW) -
 
     def apply(table: pa.Table) -> pa.Table:
         windows, starts = report_windows(table, window_s)
-        window_of_row, usage = task_usage(table, windows, len(starts), window_s=window_s)
+        window_of_row, usage = task_usage(table, windows, len(starts))
         return pa.table(
             {
                 **key_columns(table, PARTITION_KEY, len(usage)),
@@ -205,17 +206,20 @@ def window_usage(samples: DataFrame, window: timedelta = DEFAULT_USAGE_WINDOW) -
 
 def daily_flow_usage(samples: DataFrame, window: timedelta = DEFAULT_USAGE_WINDOW) -> DataFrame:
     """Per flow and UTC day: load (average, p95 and max of window MB/s), totals, fleet shape, task speed."""
-    return daily_flow_usage_from_windows(window_usage(samples, window))
+    return daily_flow_usage_from_windows(window_usage(samples, window), window_s=window_seconds(window))
 
 
-def daily_flow_usage_from_windows(reduced: DataFrame) -> DataFrame:
-    """`daily_flow_usage` from `window_usage` rows."""
-    # A partition's rate under one task in one window; tasks and flows add their partitions' rates.
+def daily_flow_usage_from_windows(reduced: DataFrame, *, window_s: int) -> DataFrame:
+    """`daily_flow_usage` from `window_usage` rows of `window_s`-second windows."""
+    # A partition's rate under one task in one window, whichever workers ran its slices; tasks and flows
+    # add their partitions' rates. It is saturated when every sample was and the slices, on any worker,
+    # covered the window.
+    covered = F.coalesce(F.sum("_covered_s"), F.lit(0.0)) >= BUSY_SHARE * window_s
     partition_rates = reduced.groupBy(
         *FLOW_KEY, "date", "window_start", "task_index", "remote_topic", "partition"
     ).agg(
         F.coalesce(F.sum("bytes") / F.sum("_covered_s") / BYTES_PER_MB, F.lit(0.0)).alias("_mb_per_s"),
-        F.min("_saturated").alias("_saturated"),
+        (F.min("_saturated") & covered).alias("_saturated"),
     )
     # A task is saturated in a window when one of its partitions was saturated all window (behind on
     # records older than a slice at every slice, replicating at every slice, the window covered).

@@ -335,7 +335,7 @@ def _partition_windows(samples: DataFrame, options: ReportOptions) -> DataFrame:
             (table, progress) if new.all() else (table.filter(new), progress.take(new))
         )
         window_of_usage, usage = task_usage(
-            new_samples, windows[new], count, window_s=window_s, progress=new_progress, by=("_task",)
+            new_samples, windows[new], count, progress=new_progress, by=("_task",)
         )
         micros = table.column("ts").cast(pa.int64()).to_numpy()
         carry = carried_rows(
@@ -464,7 +464,9 @@ def run_reports(
         # Computed once: the rows reported and the usage kept are the same table.
         window_usage = _exploded(partition_windows, "_usage", ["window_start"], codes)
         window_usage = window_usage.withColumn("date", F.to_date("window_start"))
-        new_usage_table = daily_flow_usage_from_windows(window_usage).toArrow()
+        new_usage_table = daily_flow_usage_from_windows(
+            window_usage, window_s=window_seconds(options.window)
+        ).toArrow()
         datasets["daily_flow_usage"] = new_usage_table.to_pylist()
         new_usage = spark.createDataFrame(new_usage_table)
         if usage is not None:

@@ -19,7 +19,7 @@ USAGE_SCHEMA = (
     "record_bytes double, input_mb_per_s double, network_latency_ms double"
 )
 RECORD = 1_000  # bytes
-IDLE, IN_FLIGHT, SATURATED, STALLED, HALF_COVERED = 1, 2, 3, 4, 5
+IDLE, IN_FLIGHT, SATURATED, STALLED, HALF_COVERED, TWO_WORKERS = 1, 2, 3, 4, 5, 6
 
 
 def _window(flow_id: int, *, produced: int, replicated: int, backlog: int, slices: range) -> list[tuple]:
@@ -62,6 +62,13 @@ def usage(spark):
         *_window(STALLED, produced=200, replicated=0, backlog=1_000, slices=whole),
         # Saturated while it reported, but only for the first half of the window.
         *_window(HALF_COVERED, produced=200, replicated=100, backlog=1_000, slices=range(-1, 15)),
+        # Saturated all window, its slices taken in turn by two workers (each covers half the window).
+        *[
+            (*r[:7], f"w0:{k % 2}", *r[8:])
+            for k, r in enumerate(
+                _window(TWO_WORKERS, produced=200, replicated=100, backlog=1_000, slices=whole)
+            )
+        ],
     ]
     usage = daily_flow_usage(spark.createDataFrame(rows, spark_schema_ddl()), timedelta(minutes=5))
     return spark.createDataFrame(usage.toArrow())  # one day: the 11:55 and 12:00 windows
@@ -77,6 +84,9 @@ def test_a_task_is_saturated_only_when_behind_and_busy_for_the_whole_window(usag
         flow: (row.saturated_windows, row.task_saturated_mb_per_s) for flow, row in usage_by_flow.items()
     }
     assert saturated[SATURATED] == (1, pytest.approx(100 * RECORD / 10 / 1e6))  # 0.01 MB/s, the 12:00 window
+    # Whichever workers ran the task's slices: saturated (issue 28: flows behind all window said
+    # NOT_ENOUGH_DATA when their task moved between the demo's two workers).
+    assert saturated[TWO_WORKERS] == saturated[SATURATED]
     for flow in (IDLE, IN_FLIGHT, STALLED, HALF_COVERED):
         assert saturated[flow] == (0, None), flow
     in_flight = usage_by_flow[IN_FLIGHT]
