@@ -94,11 +94,13 @@ def schema_sync_task(
 def schema_id_rewriter(
     *, flow: FlowConfig, source: ClusterConfig, target: ClusterConfig, policy: ReplicationPolicy
 ) -> SchemaIdRewriter | None:
-    """What the flow's source tasks rewrite schema IDs with (`rewrite-ids`), or None (IDs unchanged)."""
-    if flow.schemas_sync_mode != SchemaIdMode.REWRITE_IDS:
+    """What the flow's source tasks rewrite (`rewrite-ids`) or check (`keep-ids`) schema IDs with, or
+    None for a flow that syncs no schemas (records copied byte for byte)."""
+    if flow.schemas_sync_mode == SchemaIdMode.NONE:
         return None
     return SchemaIdRewriter(
         source=registry_client(source),
         target=registry_client(target),
         rename=flow_subject_renamer(flow, policy),
+        keep_ids=flow.schemas_sync_mode == SchemaIdMode.KEEP_IDS,
     )

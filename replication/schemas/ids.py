@@ -9,6 +9,10 @@ ID). A record whose schema is not on the target yet is never sent with a wrong I
 `SchemaWait` and the task holds the partition at that record until the schema sync registers it
 (asked again at most every `retry_s` per ID). A payload not in the wire format, or naming an ID the
 source registry does not know (a payload that merely starts with a zero byte), passes unchanged.
+
+`keep_ids` (the `keep-ids` mode) rewrites nothing but holds the same way: a record passes only once the
+target registry holds its schema under the very same ID. A record whose ID the target does not hold, or
+uses for another schema (keep-ids refused), would otherwise be copied naming nothing, or the wrong schema.
 """
 
 from __future__ import annotations
@@ -44,8 +48,10 @@ class SchemaIdRewriter:
         rename: Callable[[str], str | None],
         retry_s: float = RETRY_S,
         clock: Callable[[], float] = time.monotonic,
+        keep_ids: bool = False,
     ) -> None:
         self._source, self._target, self._rename = source, target, rename
+        self._keep_ids = keep_ids
         self._retry_s, self._clock = retry_s, clock
         self._target_ids: dict[int, int] = {}
         self._missing: dict[int, tuple[float, str]] = {}  # source ID -> (when asked, why not there)
@@ -78,6 +84,11 @@ class SchemaIdRewriter:
             target_id, reason = None, f"lookup failed: {exc}"
         else:
             reason = "not on the target registry yet (waiting for the schema sync)"
+            if self._keep_ids and target_id not in (None, _NOT_A_SCHEMA, source_id):
+                target_id, reason = (
+                    None,
+                    f"on the target registry under ID {target_id}, not its own (keep-ids)",
+                )
         if target_id is None:
             self._missing[source_id] = (now, reason)
             raise SchemaWait(source_id, reason)

@@ -140,3 +140,22 @@ def test_the_rewriter_waits_for_a_missing_schema_then_rewrites_to_the_target_id(
     assert rewriter.rewrite(b"plain key") == b"plain key"
     unknown = with_schema_id(record, 10**9)  # no such ID in the source registry: not a registry record
     assert rewriter.rewrite(unknown) == unknown
+
+
+def test_keep_ids_holds_a_record_until_the_target_has_its_schema_under_the_same_id(registries, unique_name):
+    """keep-ids copies IDs unchanged, so a record passes only when the target's ID names its schema: here
+    the target holds the schema under an ID of its own (keep-ids refused), and the record waits."""
+    source, target = registries
+    topic = unique_name
+    shift_target_ids(target, topic)
+    schema = record_schema("Refund")
+    source_id = source.register(f"{topic}-value", schema)
+    target_id = target.register(f"A.{topic}-value", schema)
+    assert target_id != source_id
+    record = with_schema_id(b"\x00\x00\x00\x00\x00avro-bytes", source_id)
+    checker = SchemaIdRewriter(source=source, target=target, rename=flow_renamer(topic), keep_ids=True)
+
+    with pytest.raises(SchemaWait) as waited:
+        checker.rewrite(record)
+
+    assert f"under ID {target_id}, not its own (keep-ids)" in str(waited.value)
