@@ -126,7 +126,15 @@ def readiness_facts(
         mismatches=tuple(p.reason for p in verification.mismatches) if verification else (),
         verified_at=_epoch(verification.verified_at) if verification else None,
         status_fresh=summary.status not in (STALE, UNKNOWN),
-        silent_for_s=summary.age_s if summary.health == "stale" else None,
+        # Silent: even the newest report is stale (one silent partition beside fresh ones is not "no
+        # worker reports": the newest age would read 0 s).
+        silent_for_s=(
+            summary.age_s
+            if summary.health == "stale"
+            and summary.age_s is not None
+            and summary.age_s > rollup.stale_after_s()
+            else None
+        ),
         seconds_behind=summary.seconds_behind,
         records_behind=summary.records_behind,
         budget_seconds=budget.seconds_behind,
