@@ -311,6 +311,11 @@ class Mm2ImportRequestSerializer(serializers.Serializer):
         help_text="mm2.properties content, or a Strimzi KafkaMirrorMaker2 resource (YAML)",
     )
     dry_run = serializers.BooleanField(default=False, help_text="only report what would change")
+    force = serializers.BooleanField(
+        default=False,
+        help_text="import a cluster that shares a bootstrap server with another alias's (refused otherwise: "
+        "one cluster under two aliases makes replication loops)",
+    )
     placeholder_values = serializers.DictField(
         child=serializers.CharField(trim_whitespace=False),
         required=False,

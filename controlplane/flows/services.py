@@ -560,6 +560,7 @@ def mm2_import(
     dry_run: bool,
     placeholder_values: Mapping[str, str] | None = None,
     source_name: str = "mm2.properties",
+    force: bool = False,
 ) -> Mm2ImportResult:
     """Create or update the clusters and flows an mm2.properties text, or a Strimzi KafkaMirrorMaker2
     resource (YAML), describes (objects it does not name are kept). `dry_run` only reports the changes.
@@ -567,6 +568,11 @@ def mm2_import(
     Placeholders `${env:VAR}` resolve from `placeholder_values` (typed by the importer) and the variables
     of `import_environ`, only in a cluster's client properties; every value they give is stored as a
     secret (encrypted, shown as ******, exported as a placeholder) and no error or audit event repeats it.
+
+    A cluster is what its brokers are, not its alias: an import that names a cluster already known (stored
+    or in the same file) by another alias, i.e. sharing a bootstrap server with it, is refused unless
+    `force` (`same_cluster_errors`): replication loop detection compares aliases, and two aliases of one
+    cluster let `.*` copy copies back (DC1.dc2.inventory) and nest heartbeats.
     """
     try:
         parsed = parse_mirrormaker(
@@ -594,14 +600,39 @@ def mm2_import(
         raise error from exc
     if dry_run:
         with transaction.atomic():
-            changes = _apply_import(actor=actor, parsed=parsed, apply=False)
+            changes = _apply_import(actor=actor, parsed=parsed, apply=False, force=force)
         return Mm2ImportResult(dry_run=True, applied=False, changes=changes, warnings=list(parsed.warnings))
     with audited_attempt(actor=actor, action=AuditAction.IMPORT, object_type="mm2", object_repr=source_name):
-        changes = _apply_import(actor=actor, parsed=parsed, apply=True)
+        changes = _apply_import(actor=actor, parsed=parsed, apply=True, force=force)
     return Mm2ImportResult(dry_run=False, applied=True, changes=changes, warnings=list(parsed.warnings))
 
 
-def _apply_import(*, actor, parsed: ParsedMm2, apply: bool) -> list[ImportChange]:
+def _brokers(bootstrap_servers: str) -> frozenset[str]:
+    """The bootstrap set as host:port entries, hosts in lower case (DNS names are case-insensitive)."""
+    return frozenset(entry.strip().lower() for entry in bootstrap_servers.split(",") if entry.strip())
+
+
+def same_cluster_errors(imported: Mapping[str, str], stored: Mapping[str, str]) -> dict[str, list[str]]:
+    """Per imported alias, the other aliases (stored, or imported before it) of the same cluster: the
+    bootstrap sets (alias -> bootstrap servers) share a broker, and a broker belongs to one cluster."""
+    errors: dict[str, list[str]] = {}
+    known = dict(stored)
+    for alias, servers in imported.items():
+        brokers = _brokers(servers)
+        for other, other_servers in known.items():
+            shared = sorted(brokers & _brokers(other_servers))
+            if other != alias and shared:
+                errors.setdefault(f"clusters.{alias}.bootstrap_servers", []).append(
+                    f"{alias} is cluster {other} under another alias (both list {', '.join(shared)}): "
+                    f"replication loop detection compares aliases, so flows of both would copy copies back "
+                    f"(e.g. {alias}.{other}.topic) and nest heartbeats. Use the alias {other} in the file, "
+                    "or import with force if they really are different clusters"
+                )
+        known[alias] = servers
+    return errors
+
+
+def _apply_import(*, actor, parsed: ParsedMm2, apply: bool, force: bool = False) -> list[ImportChange]:
     clusters = {cluster.alias: cluster for cluster in Cluster.objects.select_for_update()}
     changes: list[ImportChange] = []
     errors: Errors = {}
@@ -631,6 +662,11 @@ def _apply_import(*, actor, parsed: ParsedMm2, apply: bool) -> list[ImportChange
         changes.append(_change("cluster", config.alias, stored is not None, diff))
         cluster_plans.append((stored, columns, fields.secrets, bool(diff)))
 
+    if not force:
+        errors |= same_cluster_errors(
+            {config.alias: config.bootstrap_servers for config in parsed.config.clusters},
+            {alias: cluster.bootstrap_servers for alias, cluster in clusters.items()},
+        )
     aliases = sorted(set(clusters) | set(parsed.config.aliases))
     stored_flows = {
         (flow.source.alias, flow.target.alias): flow

@@ -307,6 +307,7 @@ def mm2_import(request):
                 dry_run=dry_run,
                 placeholder_values=typed,
                 source_name="web import",
+                force=form.cleaned_data["force"],
             )
             context |= {"result": result, "text": text}
             if result.applied:

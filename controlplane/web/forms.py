@@ -370,6 +370,11 @@ class Mm2ImportForm(forms.Form):
         ),
     )
     upload = forms.FileField(required=False, label="…or upload a file")
+    force = forms.BooleanField(
+        required=False,
+        label="Import clusters that share brokers with another alias",
+        help_text="refused otherwise: one cluster under two aliases makes replication loops",
+    )
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()

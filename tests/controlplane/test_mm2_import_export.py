@@ -280,3 +280,43 @@ def test_api_imports_a_strimzi_resource_like_a_file_and_exports_it_back(admin_cl
     out = io.StringIO()
     call_command("export_mm2", "--format", "strimzi", stdout=out)
     assert out.getvalue() == text
+
+
+SEEDS_UPPER = """
+clusters = DC1, DC2
+DC1.bootstrap.servers = DC1-K1.example:9092
+DC2.bootstrap.servers = dc2-k1.example:9092
+DC1->DC2.enabled = true
+DC2->DC1.enabled = true
+"""
+
+
+def test_an_import_naming_known_clusters_by_other_aliases_is_refused_unless_forced(admin_user, admin_client):
+    """Issue 28: the seeds' DC1/DC2 file on the demo's dc1/dc2 (same brokers) made duplicate clusters, and
+    `.*` then copied copies back (DC1.dc2.inventory): loop detection compares aliases."""
+    _import(admin_user)  # dc1, dc2, dc3 and their flows
+    for dry_run in (True, False):  # the dry run says so too
+        with pytest.raises(ServiceValidationError) as caught:
+            _import(admin_user, SEEDS_UPPER, dry_run=dry_run)
+        errors = caught.value.errors
+        assert set(errors) == {"clusters.DC1.bootstrap_servers", "clusters.DC2.bootstrap_servers"}, errors
+        assert (
+            "DC1 is cluster dc1 under another alias (both list dc1-k1.example:9092)"
+            in (errors["clusters.DC1.bootstrap_servers"][0])
+        )
+    assert not Cluster.objects.filter(alias__in=["DC1", "DC2"]).exists()
+    refused = admin_client.post("/api/v1/mm2/import/", {"text": SEEDS_UPPER, "dry_run": True}, format="json")
+    assert refused.status_code == 400 and "clusters.DC2.bootstrap_servers" in refused.json()
+    forced = admin_client.post("/api/v1/mm2/import/", {"text": SEEDS_UPPER, "force": True}, format="json")
+    assert forced.status_code == 200 and forced.json()["applied"] is True  # the admin insisted
+    assert Cluster.objects.filter(alias__in=["DC1", "DC2"]).count() == 2
+
+
+def test_one_file_naming_a_cluster_twice_is_refused():
+    errors = services.same_cluster_errors(
+        {"a": "k1:9092,k2:9092", "b": "K2:9092", "c": "k3:9092"}, {"c": "k3:9092"}
+    )
+    assert list(errors) == ["clusters.b.bootstrap_servers"]  # c is itself, stored: an update
+    assert (
+        "b is cluster a under another alias (both list k2:9092)" in errors["clusters.b.bootstrap_servers"][0]
+    )

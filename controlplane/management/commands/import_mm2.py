@@ -16,14 +16,21 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("file")
         parser.add_argument("--dry-run", action="store_true")
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="import clusters that share a bootstrap server with another alias's (one cluster, two aliases)",
+        )
 
-    def handle(self, *args, file, dry_run, **options):
+    def handle(self, *args, file, dry_run, force, **options):
         try:
             text = Path(file).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise CommandError(f"cannot read {file}: {exc}") from exc
         try:
-            result = services.mm2_import(actor=None, text=text, dry_run=dry_run, source_name=file)
+            result = services.mm2_import(
+                actor=None, text=text, dry_run=dry_run, source_name=file, force=force
+            )
         except ServiceValidationError as exc:
             lines = [f"{field}: {message}" for field, messages in exc.errors.items() for message in messages]
             raise CommandError("import refused:\n" + "\n".join(lines)) from exc
