@@ -145,6 +145,7 @@ INSTALLED_APPS = [
     "controlplane.apps.ControlplaneConfig",
     "controlplane.web.apps.WebConfig",
     "workers.apps.WorkersConfig",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -156,6 +157,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "controlplane.urls"
@@ -263,4 +267,5 @@ LOGGING = {
 }
 
 from controlplane.settings_runtime import *  # noqa: E402,F403
+from controlplane.settings_security import *  # noqa: E402,F403
 from controlplane.settings_web import *  # noqa: E402,F403

@@ -160,6 +160,7 @@ class RecordCopiesView(RecordsView):
 
 class GroupListView(APIView):
     @extend_schema(
+        operation_id="v1_clusters_groups_list",
         summary="The cluster's consumer groups: state, members, checkpointing flows",
         responses=OpenApiTypes.OBJECT,
     )

@@ -11,6 +11,12 @@
     if (dialog && !dialog.open) dialog.showModal();
   });
 
+  // <select data-autosubmit>: choosing an option submits its form (no inline handler: the CSP allows none).
+  document.addEventListener("change", function (event) {
+    var select = event.target.closest("select[data-autosubmit]");
+    if (select && select.form) select.form.requestSubmit();
+  });
+
   // List and report filters are GET forms: empty fields stay out of the URL (?q=dc not ?q=dc&state=).
   document.addEventListener("submit", function (event) {
     var form = event.target;

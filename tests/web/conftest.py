@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from controlplane import core
+from controlplane.core.roles import Role
 from controlplane.flows import services
+from tests.web.served import PASSWORD, web_env
+from tests.workers.harness import Gunicorn
 
 
 @pytest.fixture
@@ -14,3 +18,22 @@ def flow(users):
     a = services.cluster_create(actor=admin, alias="A", bootstrap_servers="a.invalid:9092")
     b = services.cluster_create(actor=admin, alias="B", bootstrap_servers="b.invalid:9092")
     return services.flow_create(actor=admin, source=a, target=b, enabled=True)
+
+
+@pytest.fixture(scope="module")
+def web(django_db_setup, django_db_blocker, tmp_path_factory):
+    """One gunicorn (the Dockerfile's: 1 sync worker, 30 s timeout) on the test database for the module."""
+    with django_db_blocker.unblock():
+        env = web_env()
+    server = Gunicorn(env=env, log=tmp_path_factory.mktemp("web") / "gunicorn.log").start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def admin(transactional_db):
+    """An admin `boss` with a password (for the pages) and an API token: (user, token)."""
+    user, token = core.user_create_with_role(username="boss", role=Role.ADMIN)
+    user.set_password(PASSWORD)
+    user.save()
+    return user, token

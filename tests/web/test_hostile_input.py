@@ -5,66 +5,16 @@ real web server (gunicorn as the Dockerfile runs it, DEBUG off): every page rend
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
-import requests
 
-from controlplane import core
-from controlplane.core.roles import Role
 from controlplane.flows import services
 from controlplane.models import AlertSilence, Cluster, Flow, FlowRpoBudget, NotificationChannel, Operation
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
-from tests.workers.harness import Gunicorn, create_topic, database_url
-
-PASSWORD = "a-long-test-password-0123"
-REDIS_URL = os.environ.get("MIRRORPLANE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
-
-
-@pytest.fixture(scope="module")
-def web(django_db_setup, django_db_blocker, tmp_path_factory):
-    """One gunicorn (the Dockerfile's: 1 sync worker, 30 s timeout) on the test database for the module."""
-    with django_db_blocker.unblock():
-        env = {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": REDIS_URL, "PYTHONUNBUFFERED": "1"}
-    env.pop("DEBUG", None)
-    server = Gunicorn(env=env, log=tmp_path_factory.mktemp("web") / "gunicorn.log").start()
-    yield server
-    server.kill()
-
-
-@pytest.fixture
-def admin(transactional_db):
-    """An admin with a password (for the pages) and an API token."""
-    user, token = core.user_create_with_role(username="boss", role=Role.ADMIN)
-    user.set_password(PASSWORD)
-    user.save()
-    return user, token
-
-
-def signed_in(web: Gunicorn, username: str) -> requests.Session:
-    session = requests.Session()
-    session.get(f"{web.url}/login/", timeout=10)
-    answer = session.post(
-        f"{web.url}/login/",
-        data={
-            "username": username,
-            "password": PASSWORD,
-            "csrfmiddlewaretoken": session.cookies["csrftoken"],
-        },
-        headers={"Referer": f"{web.url}/login/"},
-        timeout=10,
-        allow_redirects=False,
-    )
-    assert answer.status_code == 302, answer.text[:500]
-    return session
-
-
-def api(web: Gunicorn, token: str) -> requests.Session:
-    session = requests.Session()
-    session.headers["Authorization"] = f"Token {token}"
-    return session
+from tests.web.served import api, signed_in
+from tests.workers.harness import create_topic
 
 
 def stored_state() -> list:

@@ -8,6 +8,7 @@ import shlex
 
 import pytest
 from django.core.management import call_command
+from django.http import HttpRequest
 from django.urls import reverse
 
 pytestmark = pytest.mark.django_db
@@ -101,7 +102,7 @@ def test_demo_banner_links_a_page_the_demo_admin_sees(client):
     web_line = next(line for line in text.splitlines() if line.strip().startswith("web:"))
     url = web_line.split()[1]
     call_command("create_admin", "demo", "--password", "demo-password")  # as `make demo` does
-    assert client.login(username="demo", password="demo-password")
+    assert client.login(request=HttpRequest(), username="demo", password="demo-password")
     response = client.get(urlsplit(url).path)
     assert response.status_code == 200 and b"Flows" in response.content
 

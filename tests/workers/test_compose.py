@@ -21,7 +21,7 @@ def _compose() -> dict:
 def _variables_read_by_settings() -> set[str]:
     """Environment variables the settings modules read (`env.str("NAME", ...)`, `env.db("NAME")`, ...)."""
     names: set[str] = set()
-    for module in ("settings.py", "settings_runtime.py"):
+    for module in ("settings.py", "settings_runtime.py", "settings_security.py"):
         text = (ROOT / "controlplane" / module).read_text()
         names.update(re.findall(r"env\.\w+\(\s*\"([A-Z][A-Z0-9_]*)\"", text))
     return names
