@@ -92,7 +92,9 @@ def test_a_flow_taken_over_from_a_running_mm2_under_traffic_has_no_duplicate_and
             f"{flow_name}.enabled": "true",
             f"{flow_name}.topics": topic,
             "emit.heartbeats.enabled": "false",
-            "offset.flush.interval.ms": "2000",
+            # A Connect worker setting: dedicated mode reads it only prefixed with the target cluster's
+            # alias (MirrorMakerConfig.workerConfig); unprefixed, MM2 commits every 60 s (its default).
+            f"{target.alias}.offset.flush.interval.ms": "2000",
         },
     )
     properties = write_mm2(
@@ -265,8 +267,21 @@ def test_mm2s_checkpoint_connector_on_mirrorplanes_offset_syncs_agrees_for_caugh
             "emit.heartbeats.enabled": "false",
         },
     ).start()
+    mm2_policy = DefaultReplicationPolicy(known_aliases=[mm2_alias, target.alias])
     try:
         deadline = time.monotonic() + 180
+        # Until the caught-up group's checkpoints are on the target, read them here (a JVM start per poll
+        # of MM2's own client costs seconds); then MM2's client reads them.
+        while (
+            len(
+                latest_group_checkpoints(
+                    target=target, source_alias=mm2_alias, group=caught_up, policy=mm2_policy
+                )
+            )
+            < PARTITIONS
+        ):
+            assert mm2.running() and time.monotonic() < deadline, mm2.output()[-5000:]
+            time.sleep(0.5)
         while (
             len(
                 theirs := mm2_translate_offsets(
