@@ -7,7 +7,7 @@ import os
 
 import requests
 
-from tests.workers.harness import Gunicorn, database_url
+from tests.workers.harness import Gunicorn, database_url, login_attempt, sign_in
 
 PASSWORD = "a-long-test-password-0123"
 REDIS_URL = os.environ.get("MIRRORPLANE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -19,29 +19,13 @@ def web_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def login(web: Gunicorn, username: str, password: str = PASSWORD, *, path: str = "/login/", **kwargs):
-    """One POST of the login form (after the GET that gives its CSRF cookie): the session and the answer."""
-    session = requests.Session()
-    session.get(f"{web.url}{path}", timeout=10, **kwargs)
-    answer = session.post(
-        f"{web.url}{path}",
-        data={
-            "username": username,
-            "password": password,
-            "csrfmiddlewaretoken": session.cookies["csrftoken"],
-        },
-        headers={"Referer": f"{web.url}{path}", **kwargs.pop("headers", {})},
-        timeout=10,
-        allow_redirects=False,
-        **kwargs,
-    )
-    return session, answer
+def login(web: Gunicorn, username: str, password: str = PASSWORD, *, path: str = "/login/"):
+    """One login attempt through the form: (session, answer)."""
+    return login_attempt(web.url, username=username, password=password, path=path)
 
 
 def signed_in(web: Gunicorn, username: str) -> requests.Session:
-    session, answer = login(web, username)
-    assert answer.status_code == 302, answer.text[:500]
-    return session
+    return sign_in(web.url, username=username, password=PASSWORD)
 
 
 def api(web: Gunicorn, token: str) -> requests.Session:

@@ -264,21 +264,31 @@ class Gunicorn:
         self.process.wait(10)
 
 
-def sign_in(url: str, *, username: str, password: str) -> requests.Session:
-    """A session signed in through the login page (its CSRF cookie and token), as a browser does."""
+def login_attempt(
+    url: str, *, username: str, password: str, path: str = "/login/", headers: dict | None = None
+) -> tuple[requests.Session, requests.Response]:
+    """One POST of a login form (after the GET that gives its CSRF cookie), as a browser sends it: the
+    session and the answer (302 signed in, 200 the form again, 429 locked out)."""
     session = requests.Session()
-    session.get(f"{url}/login/", timeout=10)
+    session.get(f"{url}{path}", timeout=10, headers=headers)
     response = session.post(
-        f"{url}/login/",
+        f"{url}{path}",
         data={
             "username": username,
             "password": password,
             "csrfmiddlewaretoken": session.cookies["csrftoken"],
         },
-        headers={"Referer": f"{url}/login/"},
+        headers={"Referer": f"{url}{path}", **(headers or {})},
         timeout=10,
+        allow_redirects=False,
     )
-    assert response.ok and "sessionid" in session.cookies, response.text[:500]
+    return session, response
+
+
+def sign_in(url: str, *, username: str, password: str) -> requests.Session:
+    """A session signed in through the login page (its CSRF cookie and token), as a browser does."""
+    session, response = login_attempt(url, username=username, password=password)
+    assert response.status_code == 302 and "sessionid" in session.cookies, response.text[:500]
     return session
 
 
