@@ -199,6 +199,7 @@ def flow_ab(admin):
         ("post", "/api/v1/mm2/import/", DEEP_JSON, "detail"),
         ("put", "rpo-budget/", "[" * 65 + "]" * 65, "nested deeper than 64"),
     ],
+    ids=lambda value: value[:30] if isinstance(value, str) else None,
 )
 def test_api_inputs_out_of_bounds_are_a_4xx_naming_the_field(web, admin, flow_ab, method, path, body, field):
     url = f"{web.url}{path}" if path.startswith("/") else f"{web.url}/api/v1/flows/{flow_ab.pk}/{path}"
