@@ -88,7 +88,7 @@ def test_favicon_is_served_and_linked_from_every_page(client_as, flow):
     assert 'rel="icon"' in login
 
 
-def test_demo_banner_links_a_page_the_demo_admin_sees(client):
+def test_demo_banner_links_a_page_the_demo_admin_sees_and_a_metrics_scrape_that_answers(client, settings):
     import argparse
     from urllib.parse import urlsplit
 
@@ -97,8 +97,13 @@ def test_demo_banner_links_a_page_the_demo_admin_sees(client):
     args = argparse.Namespace(
         url="http://127.0.0.1:8000/", login="demo:demo-password", dc1="d1:1", dc2="d2:2", rate=10.0
     )
-    text = banner(args=args, flow_names=["dc1->dc2"])
+    text = banner(args=args, flow_names=["dc1->dc2"], metrics_token="demo-scrape-token")
     assert "/admin/" not in text
+    metrics_line = next(line for line in text.splitlines() if line.strip().startswith("metrics:"))
+    header = re.search(r"-H '([^:]+): ([^']+)' (\S+)", metrics_line)
+    settings.METRICS_BEARER_TOKEN, settings.METRICS_OPEN = "demo-scrape-token", False
+    scrape = client.get(urlsplit(header.group(3)).path, headers={header.group(1): header.group(2)})
+    assert scrape.status_code == 200 and b"mirrorplane_" in scrape.content
     web_line = next(line for line in text.splitlines() if line.strip().startswith("web:"))
     url = web_line.split()[1]
     call_command("create_admin", "demo", "--password", "demo-password")  # as `make demo` does
