@@ -235,6 +235,21 @@ class AuditAction(models.TextChoices):
     SILENCE = "silence"
     UNSILENCE = "unsilence"
     TEST_CHANNEL = "test_channel"
+    ROTATE_API_TOKEN = "rotate_api_token"
+
+
+class ApiToken(models.Model):
+    """A user's API token, stored as its SHA-256 digest (the key is shown once, when issued); one per
+    user: issuing a new one (rotation) replaces it. Expired, it no longer authenticates."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_token")
+    digest = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=8, help_text="the key's first characters, to tell tokens apart")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="empty: never")
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.prefix}…"
 
 
 class AuditOutcome(models.TextChoices):

@@ -17,6 +17,7 @@ so on the secrets key derived from it: both are public, in this file.
 | MIRRORPLANE_WEB_READ_TIMEOUT_S | 3.0 (the bound of each Kafka request a web request makes: topics, records, groups, offset mapping, failover plan; a sync web worker waits for it) |
 | MIRRORPLANE_CLUSTER_HOSTS_ALLOWED | empty: any host (bootstrap hosts clusters may name, comma-separated: host names, `*.domain`, IP networks such as 10.20.0.0/16; the console connects there, so set it to keep it from probing other addresses) |
 | CLUSTER_CHECK_RATE_PER_MINUTE | 20 (cluster checks, "Test connection", one user may run per minute; 0: no limit) |
+| MIRRORPLANE_API_TOKEN_TTL_DAYS | 90 (an API token expires this many days after it was issued or rotated; 0: never) |
 | MIRRORPLANE_API_DOCS_OPEN | false (the OpenAPI schema /api/schema/ and its Swagger UI /api/docs/ need a signed-in user or a token; true: open to anyone) |
 | FAILOVER_PLAN_RATE_PER_MINUTE | 12 (failover plans one user may read per minute; 0: no limit) |
 | OFFSET_MAPPING_RATE_PER_MINUTE | 60 (offset mapping requests one user may send per minute; 0: no limit) |
@@ -101,6 +102,8 @@ MIRRORPLANE_WEB_READ_TIMEOUT_S = env.float("MIRRORPLANE_WEB_READ_TIMEOUT_S", def
 MIRRORPLANE_CLUSTER_HOSTS_ALLOWED = env.list("MIRRORPLANE_CLUSTER_HOSTS_ALLOWED", default=[])
 # Cluster checks ("Test connection") one user may run per minute; 0 turns the limit off.
 CLUSTER_CHECK_RATE_PER_MINUTE = env.int("CLUSTER_CHECK_RATE_PER_MINUTE", default=20)
+# Days an API token is valid once issued or rotated (manage.py rotate_api_token, POST tokens/rotate/); 0: no expiry.
+MIRRORPLANE_API_TOKEN_TTL_DAYS = env.int("MIRRORPLANE_API_TOKEN_TTL_DAYS", default=90)
 # /api/schema/ and /api/docs/: open to anyone (true) or to signed-in users only (false).
 MIRRORPLANE_API_DOCS_OPEN = env.bool("MIRRORPLANE_API_DOCS_OPEN", default=False)
 # Failover plans per user and minute (each opens clients on both clusters); 0 turns the limit off.
@@ -138,7 +141,6 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -215,7 +217,7 @@ WHITENOISE_USE_FINDERS = True
 REST_FRAMEWORK = {
     # Token first: an unauthenticated request gets 401 with `WWW-Authenticate: Token`, not 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "controlplane.core.tokens.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["controlplane.api.permissions.RolePermission"],

@@ -304,6 +304,12 @@ class ClusterCheckSerializer(serializers.Serializer):
     message = serializers.CharField()
 
 
+class ApiTokenSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="the new key: shown only in this answer")
+    prefix = serializers.CharField()
+    expires_at = serializers.DateTimeField(allow_null=True)
+
+
 class Mm2ImportRequestSerializer(serializers.Serializer):
     text = serializers.CharField(
         max_length=1_000_000,

@@ -16,6 +16,7 @@ router.register("notification-channels", alerts.ChannelViewSet, basename="notifi
 urlpatterns = [
     path("status/", views.LiveStatusView.as_view(), name="live-status"),
     path("pools/", views.PoolListView.as_view(), name="pools"),
+    path("tokens/rotate/", views.ApiTokenRotateView.as_view(), name="token-rotate"),
     path("mm2/import/", views.Mm2ImportView.as_view(), name="mm2-import"),
     path("mm2/export/", views.Mm2ExportView.as_view(), name="mm2-export"),
     re_path(rf"^clusters/(?P<pk>{views.ID_PATTERN})/topics/$", browse.TopicListView.as_view()),

@@ -10,6 +10,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -175,6 +176,24 @@ class PoolListView(APIView):
     def get(self, request):
         now = time.time()
         return Response(s.PoolSerializer(pools.pool_list(), many=True, context={"now": now}).data)
+
+
+class ApiTokenRotateView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        summary="Replace your API token (any signed-in user, for themselves): the new key is in this answer "
+        "only (tokens are stored hashed); the old one stops working; it expires after "
+        "MIRRORPLANE_API_TOKEN_TTL_DAYS",
+        request=None,
+        responses=s.ApiTokenSerializer,
+    )
+    def post(self, request):
+        key, token = core.api_token_rotate(user=request.user, actor=request.user)
+        return Response(
+            s.ApiTokenSerializer({"token": key, "prefix": token.prefix, "expires_at": token.expires_at}).data,
+            status=status.HTTP_201_CREATED,
+        )
 
 
 class Mm2ImportView(APIView):

@@ -11,6 +11,9 @@ from controlplane.core.audit import (
 from controlplane.core.secrets import (
     secrets_key_rotate,
 )
+from controlplane.core.tokens import (
+    api_token_rotate,
+)
 from controlplane.core.users import (
     user_create_with_role,
     user_set_role,
@@ -18,6 +21,7 @@ from controlplane.core.users import (
 
 __all__ = [
     "AuditFilter",
+    "api_token_rotate",
     "audit_list",
     "audit_record",
     "audit_role_refusal",

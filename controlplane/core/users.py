@@ -7,30 +7,34 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
-from rest_framework.authtoken.models import Token
 
 from controlplane.core.roles import Role
+from controlplane.core.tokens import api_token_issue
 
 
 # -- users and roles --------------------------------------------------------------------------------------
 def user_set_role(*, user, role: Role) -> None:
-    """Make `role` the user's only role group (groups are created on first use)."""
+    """Make `role` the user's only role group (groups are created on first use). The Django admin site
+    follows it: admins are staff, anyone demoted below admin loses staff (and superuser) status."""
     groups = [Group.objects.get_or_create(name=r.group_name)[0] for r in Role]
     user.groups.remove(*groups)
     user.groups.add(Group.objects.get(name=role.group_name))
+    user.is_staff = role is Role.ADMIN
+    if role is not Role.ADMIN:
+        user.is_superuser = False
+    user.save(update_fields=["is_staff", "is_superuser"])
 
 
 @transaction.atomic
 def user_create_with_role(*, username: str, role: Role, password: str | None = None) -> tuple[Any, str]:
-    """A user with `role` and an API token (returned). Existing users get the role and keep their token."""
+    """A user with `role` and a new API token, whose key is returned (the only time it is seen: tokens are
+    stored hashed). An existing user gets the role, and a new token replaces theirs."""
     user, _ = get_user_model().objects.get_or_create(username=username)
     if password:
         user.set_password(password)
     elif not user.has_usable_password():
         user.set_unusable_password()
-    if role is Role.ADMIN:
-        user.is_staff = True  # the Django admin site
     user.save()
     user_set_role(user=user, role=role)
-    token, _ = Token.objects.get_or_create(user=user)
-    return user, token.key
+    key, _ = api_token_issue(user=user)
+    return user, key

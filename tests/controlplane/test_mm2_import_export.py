@@ -192,7 +192,7 @@ def test_management_commands(admin_user, tmp_path: Path, monkeypatch, settings):
         call_command("import_mm2", str(path), stdout=io.StringIO())
     token = io.StringIO()
     call_command("create_admin", "root", stdout=token)
-    assert len(token.getvalue().strip()) == 40
+    assert len(token.getvalue().strip()) == 43  # 256 random bits, URL-safe
     key = io.StringIO()
     call_command("rotate_secrets_key", "--generate", stdout=key, stderr=io.StringIO())
     assert len(key.getvalue().strip()) == 44

@@ -3,6 +3,8 @@ gunicorn as the Dockerfile runs it (DEBUG off), with the web server's own secret
 
 from __future__ import annotations
 
+import datetime
+import io
 import os
 import secrets
 import socket
@@ -14,6 +16,9 @@ import pytest
 import requests
 from confluent_kafka import KafkaError, KafkaException
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 from controlplane import core
@@ -21,7 +26,7 @@ from controlplane.assurance.verification import verification_outcome_record
 from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.core.roles import Role
 from controlplane.flows import cluster_reads, engine, services
-from controlplane.models import AuditEvent, Cluster, Flow, FlowEvent
+from controlplane.models import ApiToken, AuditEvent, Cluster, Flow, FlowEvent
 from replication.kafka.browser import BrowseError
 from replication.verification import MirroredRecord, Mismatch, OffsetRange, PartitionOutcome
 from tests.workers.harness import Gunicorn, create_topic, database_url, produce, sign_in
@@ -474,3 +479,58 @@ def test_finding_13_the_role_is_checked_before_the_body_and_its_refusal_audited(
     form = _post_form(viewer, f"{web.url}/clusters/new/", {"alias": ""})
     assert form.status_code == 403
     assert AuditEvent.objects.filter(object_type="cluster", outcome="refused", actor_name="viewer").exists()
+
+
+def test_finding_11_api_tokens_are_stored_hashed_shown_once_rotated_and_expire(web):
+    old = web.tokens["viewer"]
+    assert _api(web, "viewer", "get", "flows/").status_code == 200
+    stored = ApiToken.objects.get(user__username="viewer")
+    assert old not in f"{stored.digest} {stored.prefix}" and stored.prefix == old[:8]
+    assert stored.expires_at is not None  # MIRRORPLANE_API_TOKEN_TTL_DAYS (90 by default)
+
+    rotated = _api(web, "viewer", "post", "tokens/rotate/")
+    assert rotated.status_code == 201, rotated.text
+    new = rotated.json()["token"]
+    assert new != old and rotated.json()["prefix"] == new[:8]
+    assert _api(web, "viewer", "get", "flows/").status_code == 401  # the old key no longer works
+    web.tokens["viewer"] = new
+    assert _api(web, "viewer", "get", "flows/").status_code == 200
+    shown = _everything_a_viewer_reads(web)
+    assert new not in shown and old not in shown
+    assert AuditEvent.objects.filter(action="rotate_api_token", object_repr="viewer").exists()
+    assert not any(new in f"{e.before} {e.after} {e.detail}" for e in AuditEvent.objects.all())
+
+    ApiToken.objects.filter(user__username="viewer").update(
+        expires_at=timezone.now() - datetime.timedelta(seconds=1)
+    )
+    expired = _api(web, "viewer", "get", "flows/")
+    assert expired.status_code == 401 and "expired" in expired.json()["detail"]
+    assert (
+        _api(web, "viewer", "post", "tokens/rotate/").status_code == 401
+    )  # an expired token rotates nothing
+
+    out, err = io.StringIO(), io.StringIO()
+    call_command("rotate_api_token", "viewer", "--expires-in-days", "1", stdout=out, stderr=err)
+    web.tokens["viewer"] = out.getvalue().strip()
+    assert _api(web, "viewer", "get", "flows/").status_code == 200 and "expires" in err.getvalue()
+    with pytest.raises(CommandError, match="no user"):
+        call_command("rotate_api_token", "nobody", stdout=io.StringIO())
+
+
+def test_finding_11_a_user_demoted_below_admin_loses_the_admin_site(web):
+    admin = get_user_model().objects.get(username="admin")
+    assert admin.is_staff
+    assert (
+        sign_in(web.url, username="admin", password=PASSWORD)
+        .get(f"{web.url}/admin/", timeout=20)
+        .url.endswith("/admin/")
+    )
+    core.user_set_role(user=admin, role=Role.OPERATOR)
+    admin.refresh_from_db()
+    assert not admin.is_staff and not admin.is_superuser
+    demoted = sign_in(web.url, username="admin", password=PASSWORD).get(f"{web.url}/admin/", timeout=20)
+    assert "/admin/login/" in demoted.url
+    # Staff status left behind (a group changed in the admin site's user editor) opens nothing either.
+    get_user_model().objects.filter(username="admin").update(is_staff=True)
+    still = sign_in(web.url, username="admin", password=PASSWORD).get(f"{web.url}/admin/", timeout=20)
+    assert "/admin/login/" in still.url

@@ -5,7 +5,10 @@ from controlplane.core.roles import Role
 
 
 class Command(BaseCommand):
-    help = "Create (or promote) a user with a role, admin by default, and print their API token."
+    help = (
+        "Create (or promote) a user with a role, admin by default, and print a new API token (shown once: "
+        "tokens are stored hashed; it replaces the one they had)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("username")
