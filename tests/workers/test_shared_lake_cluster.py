@@ -56,9 +56,10 @@ class SparkStandalone:
                 )
             )
 
-    def log(self, name: str) -> str:
+    def log(self, name: str, *, since: int = 0) -> str:
+        """The process's log from character `since` on (what it said after a mark taken by a test)."""
         path = self.workdir / f"{name}.log"
-        return path.read_text(errors="replace") if path.exists() else ""
+        return path.read_text(errors="replace")[since:] if path.exists() else ""
 
     def start(self) -> SparkStandalone:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -96,6 +97,18 @@ class SparkStandalone:
                 process.wait(10)
 
 
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory):
+    """One standalone cluster for this module's tests (its JVMs start once), without the object store's
+    credentials: the cluster's processes get none, the report job's driver passes them on."""
+    cluster = SparkStandalone(tmp_path_factory.mktemp("spark"))
+    for name in S3_ENVIRONMENT:
+        cluster.env.pop(name, None)
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
 def _lake_samples(lake: Path):
     """Every sample in the lake's complete files (what a report must count), read without Spark."""
     files = sorted(str(path) for path in lake.glob("date=*/flow=*/part-*.parquet"))
@@ -105,10 +118,11 @@ def _lake_samples(lake: Path):
 @pytest.mark.kafka
 @pytest.mark.timeout(900)  # seven JVM and Python processes: minutes on a loaded 2-core machine
 def test_two_machines_share_a_lake_and_a_standalone_cluster_reports_every_sample(
-    make_flow, cluster_a, redis_url, unique_name, tmp_path
+    make_flow, cluster_a, redis_url, unique_name, tmp_path, spark_cluster
 ):
     lake = tmp_path / "shared-lake"
-    cluster = SparkStandalone(tmp_path / "spark").start()  # its JVMs start while the workers replicate
+    cluster = spark_cluster  # its JVMs start while the workers replicate
+    worker_log_mark = len(cluster.log("spark-worker"))
     shared = {
         "METRICS_DIR": str(lake),
         "MIRRORPLANE_REBALANCE_SLICES": "2",
@@ -161,66 +175,62 @@ def test_two_machines_share_a_lake_and_a_standalone_cluster_reports_every_sample
         )
         assert run.state == ReportRunState.SUCCEEDED, run.error
         assert run.samples_read == samples.num_rows
-        assert "Asked to launch executor" in cluster.log("spark-worker")  # it ran on the cluster's executor
+        # it ran on the cluster's executor
+        assert "Asked to launch executor" in cluster.log("spark-worker", since=worker_log_mark)
         seconds = (run.finished_at - run.started_at).total_seconds()
         print(f"report run on the standalone cluster: {seconds:.1f} s, {run.samples_read} samples")
     finally:
         for runtime in machines:
             runtime.close()
-        cluster.stop()
 
 
 @pytest.mark.timeout(600)  # three JVMs and the executor's Python workers on a loaded 2-core machine
 def test_a_standalone_cluster_reports_a_lake_on_object_storage_through_s3a(
-    transactional_db, s3_server, tmp_path
+    transactional_db, s3_server, tmp_path, spark_cluster
 ):
     """As in production: the workers' writer puts the samples in the object store (`METRICS_DIR=s3://...`),
     and `manage.py run_reports` runs the report job on the cluster, whose executor reads them through s3a.
     The connector reaches the session as docs/analytics.md tells operators: `spark.jars` in
     `$SPARK_CONF_DIR/spark-defaults.conf` (Spark ships the jars to the executor); the endpoint comes from
     METRICS_DIR, the credentials from the driver's environment only: the cluster's processes have none."""
-    cluster = SparkStandalone(tmp_path / "spark")
-    for name in S3_ENVIRONMENT:
-        cluster.env.pop(name, None)
-    cluster.start()
-    try:
-        url = f"s3://metrics/lake?endpoint_override={s3_server}&scheme=http"
-        lake = MetricsLake(url, flush_interval_s=60, flush_rows=10_000)
-        lake.append(lake_samples(1, partitions=2, behind=5) + lake_samples(2, partitions=1, behind=0))
-        assert len(lake.flush()) == 2
-        conf_dir = tmp_path / "spark-conf"
-        conf_dir.mkdir()
-        (conf_dir / "spark-defaults.conf").write_text(f"spark.jars {','.join(map(str, s3a_jars()))}\n")
-        cluster.wait_ready()
+    cluster = spark_cluster
+    worker_log_mark = len(cluster.log("spark-worker"))
+    url = f"s3://metrics/lake?endpoint_override={s3_server}&scheme=http"
+    lake = MetricsLake(url, flush_interval_s=60, flush_rows=10_000)
+    lake.append(lake_samples(1, partitions=2, behind=5) + lake_samples(2, partitions=1, behind=0))
+    assert len(lake.flush()) == 2
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text(f"spark.jars {','.join(map(str, s3a_jars()))}\n")
+    cluster.wait_ready()
 
-        log = tmp_path / "run_reports.log"
-        with log.open("wb") as output:
-            finished = subprocess.run(
-                [sys.executable, "manage.py", "run_reports"],
-                cwd=REPO,
-                env={
-                    **os.environ,
-                    "DATABASE_URL": database_url(),
-                    "METRICS_DIR": url,
-                    "REPORTS_STATE_DIR": str(tmp_path / "reports-state"),
-                    "SPARK_MASTER": cluster.master_url,
-                    "SPARK_EXECUTOR_MEMORY": "512m",
-                    "SPARK_LOCAL_IP": "127.0.0.1",
-                    "SPARK_CONF_DIR": str(conf_dir),
-                },
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                timeout=540,
-                check=False,
-            )
-        assert finished.returncode == 0, log.read_text(errors="replace")[-6000:]
-        run = ReportRun.objects.get()
-        assert (run.state, run.samples_read, run.partitions_read) == (ReportRunState.SUCCEEDED, 3, 2)
-        lag = {
-            (row.flow_id, row.data["partition"]): row.data["records_behind_max"]
-            for row in ReportRow.objects.filter(dataset="partition_lag")
-        }
-        assert lag == {(1, 0): 5, (1, 1): 5, (2, 0): 0}
-        assert "Asked to launch executor" in cluster.log("spark-worker")  # it ran on the cluster's executor
-    finally:
-        cluster.stop()
+    log = tmp_path / "run_reports.log"
+    with log.open("wb") as output:
+        finished = subprocess.run(
+            [sys.executable, "manage.py", "run_reports"],
+            cwd=REPO,
+            env={
+                **os.environ,
+                "DATABASE_URL": database_url(),
+                "METRICS_DIR": url,
+                "REPORTS_STATE_DIR": str(tmp_path / "reports-state"),
+                "SPARK_MASTER": cluster.master_url,
+                "SPARK_EXECUTOR_MEMORY": "512m",
+                "SPARK_LOCAL_IP": "127.0.0.1",
+                "SPARK_CONF_DIR": str(conf_dir),
+            },
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            timeout=540,
+            check=False,
+        )
+    assert finished.returncode == 0, log.read_text(errors="replace")[-6000:]
+    run = ReportRun.objects.get()
+    assert (run.state, run.samples_read, run.partitions_read) == (ReportRunState.SUCCEEDED, 3, 2)
+    lag = {
+        (row.flow_id, row.data["partition"]): row.data["records_behind_max"]
+        for row in ReportRow.objects.filter(dataset="partition_lag")
+    }
+    assert lag == {(1, 0): 5, (1, 1): 5, (2, 0): 0}
+    # it ran on the cluster's executor
+    assert "Asked to launch executor" in cluster.log("spark-worker", since=worker_log_mark)
