@@ -11,8 +11,8 @@ of its own, and the rounds alternate which tool goes first.
   record on the target to the last (the target's end offsets, watched every 20 ms), so the start-up of
   each process (a Connect worker, a Python interpreter) is not counted. Records/s, MB/s, CPU seconds of
   the tool's process per million records over that window, and its peak resident memory.
-- Latency: 100 B records produced at a fixed rate (20,000/s) for 20 s, read on the target by a plain
-  consumer: produce timestamp (kept by both copies) to the time read, p50/p99/p99.9
+- Latency: 100 B records produced at fixed rates (5,000/s and 20,000/s) for 20 s each, read on the
+  target by a plain consumer: produce timestamp (kept by both copies) to the time read, p50/p99/p99.9
   (`bench.latency.measure`, the same load and reader as `python -m bench latency`).
 - Failover of a lagging group: a group committed well behind the end of a 20,000-record topic; once the
   tool copied everything and checkpointed, each tool's own translation of the group's offsets on the
@@ -54,7 +54,7 @@ from replication.mm2file import load_mm2_file
 TOOLS = ("mm2", "mirrorplane")
 FULL = (Scenario(1_000_000, 100), Scenario(200_000, 1024))
 QUICK = (Scenario(50_000, 100), Scenario(10_000, 1024))
-LATENCY_RATE, LATENCY_S = 20_000, 20.0
+LATENCY_RATES, LATENCY_S = (5_000, 20_000), 20.0
 FAILOVER_RECORDS = 20_000  # 5,000 per partition
 START_TIMEOUT_S = 120.0
 
@@ -350,21 +350,22 @@ def run(
                     if key not in best or result.seconds < best[key].seconds:
                         best[key] = result
 
-        print_line(f"\nlatency at {LATENCY_RATE:,} records/s for {latency_s:.0f} s (100 B)")
+        print_line(f"\nlatency at fixed rates for {latency_s:.0f} s each (100 B)")
         print_line(HEADER)
-        latencies: dict[str, Latency] = {}
-        for tool in TOOLS:
-            latencies[tool] = measure(
-                make_copy=lambda topic, tool=tool: ProcessCopy(tool, source, target, topic, workdir),
-                method=tool,
-                source=source,
-                target=target,
-                topic=f"vsmm2-latency-{tool}",
-                rate=LATENCY_RATE,
-                seconds=latency_s,
-                start_timeout_s=START_TIMEOUT_S,
-            )
-            print_line(latencies[tool].line())
+        latencies: dict[tuple[str, int], Latency] = {}
+        for rate in LATENCY_RATES:
+            for tool in TOOLS if rate == LATENCY_RATES[0] else TOOLS[::-1]:
+                latencies[(tool, rate)] = measure(
+                    make_copy=lambda topic, tool=tool: ProcessCopy(tool, source, target, topic, workdir),
+                    method=tool,
+                    source=source,
+                    target=target,
+                    topic=f"vsmm2-latency-{rate}-{tool}",
+                    rate=rate,
+                    seconds=latency_s,
+                    start_timeout_s=START_TIMEOUT_S,
+                )
+                print_line(latencies[(tool, rate)].line())
 
         print_line(f"\nfailover of a lagging group ({FAILOVER_RECORDS:,} records; committed -> translated)")
         rereads = [
@@ -397,14 +398,15 @@ def run(
                 f"peak MB {scenario.label}", ours.peak_rss_mb, theirs.peak_rss_mb, higher_is_better=False
             )
         )
-    print_line(
-        _ratio_line(
-            f"p99 ms at {LATENCY_RATE:,} rec/s",
-            latencies["mirrorplane"].p99,
-            latencies["mm2"].p99,
-            higher_is_better=False,
+    for rate in LATENCY_RATES:
+        print_line(
+            _ratio_line(
+                f"p99 ms at {rate:,} rec/s",
+                latencies[("mirrorplane", rate)].p99,
+                latencies[("mm2", rate)].p99,
+                higher_is_better=False,
+            )
         )
-    )
     by_tool = {r.tool: r for r in rereads}
     print_line(
         f"{'records re-read after failover':<34}{by_tool['mirrorplane'].reread:>12,}{by_tool['mm2'].reread:>12,}"
