@@ -47,7 +47,11 @@ def test_a_right_password_resets_the_count(web, admin):
 
 # -- item 10: HTTPS deployment settings ---------------------------------------------------------------------
 def production_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "SECRET_KEY", "MIRRORPLANE_SECRETS_KEY"}}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DEBUG", "SECRET_KEY", "MIRRORPLANE_SECRETS_KEY", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    }
     return {
         **env,
         "DJANGO_SETTINGS_MODULE": "controlplane.settings",
