@@ -7,6 +7,7 @@ import pytest
 from controlplane import core
 from controlplane.core.roles import Role
 from controlplane.flows import services
+from tests.conftest import web_reads_wait_for_a_loaded_machine
 from tests.web.served import PASSWORD, web_env
 from tests.workers.harness import Gunicorn
 
@@ -41,9 +42,4 @@ def admin(transactional_db):
 
 @pytest.fixture(autouse=True)
 def _web_reads_wait_for_a_loaded_machine(settings):
-    """In-process views read Kafka with MIRRORPLANE_WEB_READ_TIMEOUT_S (3 s in production). On the 2-core CI
-    machine, with brokers, Chromium and Spark beside them, a cold group read once took longer and the view
-    answered 502 (tests/web/test_groups.py): these tests are about what the views read, not about the
-    bound, so they wait up to 10 s. The bound itself is tested through gunicorn with its production
-    default (tests/controlplane/test_security_findings.py) and by tests that set their own."""
-    settings.MIRRORPLANE_WEB_READ_TIMEOUT_S = max(settings.MIRRORPLANE_WEB_READ_TIMEOUT_S, 10.0)
+    web_reads_wait_for_a_loaded_machine(settings)
