@@ -84,11 +84,26 @@ def test_failover_plan_is_rate_limited_per_user(client_as, two_clusters, setting
     assert operator.get(f"/api/v1/flows/{flow.pk}/failover/plan/").status_code != 429  # per user
 
 
-def test_rate_limit_windows_are_fixed_and_per_scope():
+def test_rate_limit_windows_slide_and_are_per_scope():
     user = secrets.randbelow(10**9)  # counts live in the shared Redis: a user no other run has
-    ratelimit.hit(scope="test_scope", user_id=user, limit=1, window_s=60, now=6_000.0)
+    ratelimit.hit(scope="test_scope", user_id=user, limit=1, window_s=60, now=6_059.0)
     with pytest.raises(RateLimited):
-        ratelimit.hit(scope="test_scope", user_id=user, limit=1, window_s=60, now=6_010.0)
-    ratelimit.hit(scope="test_scope", user_id=user, limit=1, window_s=60, now=6_060.0)  # next window
-    ratelimit.hit(scope="other_scope", user_id=user, limit=1, window_s=60, now=6_010.0)
-    ratelimit.hit(scope="test_scope", user_id=None, limit=1, window_s=60, now=6_010.0)  # the system
+        ratelimit.hit(scope="test_scope", user_id=user, limit=1, window_s=60, now=6_059.5)
+    # a fixed window would let the next one through at 6_060: the last 60 s still hold one
+    with pytest.raises(RateLimited) as refused:
+        ratelimit.hit(scope="test_scope", user_id=user, limit=1, window_s=60, now=6_061.0)
+    assert refused.value.retry_after_s == 59  # when the previous window's weight has fallen away
+    ratelimit.hit(scope="test_scope", user_id=user, limit=1, window_s=60, now=6_120.0)
+    ratelimit.hit(scope="other_scope", user_id=user, limit=1, window_s=60, now=6_061.0)
+    ratelimit.hit(scope="test_scope", user_id=None, limit=1, window_s=60, now=6_061.0)  # the system
+
+
+def test_refused_requests_do_not_count():
+    user = secrets.randbelow(10**9)
+    for moment in (9_000.0, 9_010.0):
+        ratelimit.hit(scope="test_scope", user_id=user, limit=2, window_s=60, now=moment)
+    for _ in range(5):  # a refresh key held down
+        with pytest.raises(RateLimited):
+            ratelimit.hit(scope="test_scope", user_id=user, limit=2, window_s=60, now=9_020.0)
+    # window 150 holds 2 accepted; at 9_090 it weighs 2 * 0.5 = 1, so one more fits
+    ratelimit.hit(scope="test_scope", user_id=user, limit=2, window_s=60, now=9_090.0)
