@@ -1,5 +1,5 @@
-"""Strimzi's `KafkaMirrorMaker2` resource (YAML, `kafka.strimzi.io/v1beta2`): read as the mm2.properties
-entries it means, and written back from a configuration.
+"""Strimzi's `KafkaMirrorMaker2` resource (YAML, `kafka.strimzi.io/v1beta2` or `v1`): read as the
+mm2.properties entries it means, and written back (v1beta2) from a configuration.
 
 Reading maps each field to the entries Strimzi's operator gives MM2's connectors and hands them to the
 mm2.properties reader (`parse_mm2_entries`), so a resource is judged by exactly the rules a file is; every
@@ -21,6 +21,14 @@ problem names the YAML field (`spec.mirrors[0].sourceConnector.config.tasks.max`
       heartbeatConnector.config                     A->B.<property>; one property given two values is refused
       topicsPattern, topicsExcludePattern           A->B.topics, topics.exclude (over the connectors' config,
       groupsPattern, groupsExcludePattern           A->B.groups, groups.exclude  as Strimzi puts them)
+
+The kafka.strimzi.io/v1 layout (also accepted under v1beta2, never mixed with spec.clusters) has one
+target and the source in each mirror; each is read as a cluster above:
+
+    spec.target (alias, bootstrapServers, tls, ...)  the target of every mirror (groupId and the Connect
+                                                     topics reported, ignored)
+    spec.mirrors[].source (alias, bootstrapServers,  the flow source->target
+      tls, authentication, config)
 
 A Kubernetes Secret cannot be read from here: each value taken from one becomes an `${env:SECRET_KEY}`
 placeholder (`passwordSecret: {secretName: mm2-user, password: password}` reads `${env:MM2_USER_PASSWORD}`),
@@ -85,6 +93,14 @@ _MIRROR_PATTERNS = {
 }
 _MIRROR_FIELDS = {"sourceCluster", "targetCluster", *_CONNECTORS, *_MIRROR_PATTERNS}
 _CLUSTER_FIELDS = {"alias", "bootstrapServers", "config", "tls", "authentication"}
+# v1's spec.target: the Connect cluster's group and topics besides the cluster's own fields.
+_TARGET_CONNECT_FIELDS = frozenset(
+    {"groupId", "configStorageTopic", "statusStorageTopic", "offsetStorageTopic"}
+)
+_ONE_LAYOUT = (
+    "use one layout: spec.target with each mirror's source (kafka.strimzi.io/v1), or spec.clusters with "
+    "each mirror's sourceCluster and targetCluster (v1beta2)"
+)
 _CONNECTOR_FIELDS = {"config", "tasksMax", "state", "pause", "autoRestart", "listOffsets", "alterOffsets"}
 # Connector properties Strimzi sets itself from spec.clusters and the mirror.
 _STRIMZI_OWNED = re.compile(r"(source|target)\.cluster\..+|connector\.class|name")
@@ -344,27 +360,19 @@ class _ResourceReader:
             return
         spec_fields = self.mapping(fields.get("spec"), required=True, name=f"{prefix}spec")
         mirrors = spec_fields.get("mirrors")
-        v1_mirrors = mirrors is not None and isinstance(mirrors.value, list)
-        v1_mirrors = v1_mirrors and any(
-            isinstance(m.value, dict) and "source" in m.value for m in mirrors.value
+        v1 = "target" in spec_fields
+        ignored = sorted(
+            set(spec_fields) - {"clusters", "mirrors", *(("target", "connectCluster") if v1 else ())}
         )
-        if "target" in spec_fields or v1_mirrors:
-            node = spec_fields.get("target") or mirrors
-            self.error(
-                node,
-                node.path,
-                "the kafka.strimzi.io/v1 layout (spec.target, spec.mirrors[].source) is not read yet",
-                "write the v1beta2 layout: spec.clusters with alias and bootstrapServers, and each mirror's "
-                "sourceCluster and targetCluster",
-            )
-            return
-        ignored = sorted(set(spec_fields) - {"clusters", "mirrors"})
         if ignored:
             self.warn(
                 fields["spec"],
                 f"{', '.join(ignored)}: the Connect deployment Strimzi runs; ignored (Mirrorplane's workers "
                 "are its own)",
             )
+        if v1:
+            self.read_v1_spec(spec_fields, prefix=prefix)
+            return
         for cluster in self.sequence(spec_fields.get("clusters")):
             self.read_cluster(cluster)
         if not self.aliases:
@@ -376,24 +384,91 @@ class _ResourceReader:
             )
             return
         for mirror in self.sequence(mirrors):
+            if isinstance(mirror.value, dict) and "source" in mirror.value:
+                source = mirror.value["source"]
+                self.error(
+                    source,
+                    source.path,
+                    "kafka.strimzi.io/v1's mirror 'source' in a resource without spec.target",
+                    _ONE_LAYOUT,
+                )
+                continue
             self.read_mirror(mirror)
         if mirrors is not None:
             # Strimzi runs heartbeat connectors only where a mirror lists one.
             self.set("emit.heartbeats.enabled", "false", mirrors)
 
-    def read_cluster(self, cluster: _Node) -> None:
+    def read_v1_spec(self, spec_fields: Mapping[str, _Node], *, prefix: str) -> None:
+        """The kafka.strimzi.io/v1 layout: one `spec.target` cluster, each mirror naming its `source`
+        cluster in full. Mixed with v1beta2's spec.clusters or connectCluster it is refused, as Strimzi's
+        operator refuses it."""
+        for legacy in ("clusters", "connectCluster"):
+            if legacy in spec_fields:
+                node = spec_fields[legacy]
+                self.error(
+                    node,
+                    node.path,
+                    f"v1beta2's {legacy} beside kafka.strimzi.io/v1's spec.target",
+                    _ONE_LAYOUT,
+                )
+        target = self.read_cluster(spec_fields["target"], connect_fields=_TARGET_CONNECT_FIELDS)
+        mirrors = spec_fields.get("mirrors")
+        if mirrors is None:
+            self.error(None, f"{prefix}spec.mirrors", "missing", "list the mirrors, each with its source")
+            return
+        for mirror in self.sequence(mirrors):
+            fields = self.mapping(mirror)
+            for legacy in ("sourceCluster", "targetCluster"):
+                if legacy in fields:
+                    self.error(
+                        fields[legacy],
+                        fields[legacy].path,
+                        f"v1beta2's {legacy} in a kafka.strimzi.io/v1 mirror",
+                        "describe the source cluster in the mirror's source (alias, bootstrapServers, tls, "
+                        "authentication, config); the target is spec.target",
+                    )
+            if "source" not in fields:
+                if fields:
+                    self.error(
+                        mirror,
+                        f"{mirror.path}.source",
+                        "missing",
+                        "add the source cluster: alias, bootstrapServers and its tls/authentication/config",
+                    )
+                continue
+            alias_node = self.mapping(fields["source"]).get("alias")
+            if target is not None and alias_node is not None and alias_node.value == target:
+                self.error(
+                    alias_node,
+                    alias_node.path,
+                    f"the source '{target}' is the target's alias",
+                    "a mirror copies from another cluster: give each cluster its own alias",
+                )
+                continue
+            source = self.read_cluster(fields["source"])
+            if source is None or target is None:
+                continue
+            self.read_mirror(mirror, ends=(source, target))
+        # Strimzi's v1 runs no heartbeat connector.
+        self.set("emit.heartbeats.enabled", "false", mirrors)
+
+    def read_cluster(self, cluster: _Node, *, connect_fields: frozenset[str] = frozenset()) -> str | None:
+        """A cluster's entries; its alias (None when it cannot be read). `connect_fields`: fields of the
+        Connect deployment it may carry (v1's target), reported and ignored."""
         fields = self.mapping(cluster)
         if not fields:
-            return
-        self.unknown_fields(fields, _CLUSTER_FIELDS, what="cluster")
+            return None
+        self.unknown_fields(fields, _CLUSTER_FIELDS | connect_fields, what="cluster")
+        for name in sorted(connect_fields & set(fields)):
+            self.warn(fields[name], "Kafka Connect's own (Mirrorplane keeps no Connect topics); ignored")
         alias = self.text(fields.get("alias"), required=f"{cluster.path}.alias")
         if alias is None:
-            return
+            return None
         if alias in self.document_aliases:
             self.error(
                 cluster, f"{cluster.path}.alias", f"alias '{alias}' is listed twice", "list each cluster once"
             )
-            return
+            return None
         self.document_aliases.add(alias)
         self.aliases.setdefault(alias, cluster)  # another resource may list it too: then with the same fields
         self.fields[f"{alias}.bootstrap.servers"] = fields.get("bootstrapServers", cluster)
@@ -417,6 +492,7 @@ class _ResourceReader:
         protocol = ("SASL_" if sasl else "") + ("SSL" if tls is not None else "PLAINTEXT")
         if protocol != "PLAINTEXT":
             self.set(f"{alias}.security.protocol", protocol, tls or fields["authentication"])
+        return alias
 
     def secret_placeholder(self, secret: str, key: str) -> str:
         variable = _env_name(secret, key)
@@ -492,24 +568,14 @@ class _ResourceReader:
         )
         return True
 
-    def read_mirror(self, mirror: _Node) -> None:
+    def read_mirror(self, mirror: _Node, *, ends: tuple[str, str] | None = None) -> None:
+        """One mirror; `ends` (source, target) when the v1 layout gave them, else the mirror's
+        sourceCluster and targetCluster name them."""
         fields = self.mapping(mirror)
         if not fields:
             return
-        self.unknown_fields(fields, _MIRROR_FIELDS, what="mirror")
-        ends = []
-        for end in ("sourceCluster", "targetCluster"):
-            alias = self.text(fields.get(end), required=f"{mirror.path}.{end}")
-            if alias is not None and alias not in self.aliases:
-                self.error(
-                    fields[end],
-                    fields[end].path,
-                    f"'{alias}' is not the alias of a cluster in spec.clusters",
-                    f"use one of {', '.join(self.aliases)} or add the cluster",
-                )
-                alias = None
-            ends.append(alias)
-        source, target = ends
+        self.unknown_fields(fields, _MIRROR_FIELDS | ({"source"} if ends else set()), what="mirror")
+        source, target = ends if ends is not None else self.mirror_ends(fields, mirror)
         if source is None or target is None:
             return
         if (source, target) in self.pairs:
@@ -550,6 +616,22 @@ class _ResourceReader:
                 self.warn(node, f"deprecated; use {name.replace('Blacklist', 'Exclude')}")
             if (value := self.text(node)) is not None:
                 self.override(f"{flow}.{key}", value, node, why=f"{mirror.path}.{name} is set")
+
+    def mirror_ends(self, fields: Mapping[str, _Node], mirror: _Node) -> tuple[str | None, str | None]:
+        """A v1beta2 mirror's (sourceCluster, targetCluster), each an alias of spec.clusters or None."""
+        ends = []
+        for end in ("sourceCluster", "targetCluster"):
+            alias = self.text(fields.get(end), required=f"{mirror.path}.{end}")
+            if alias is not None and alias not in self.aliases:
+                self.error(
+                    fields[end],
+                    fields[end].path,
+                    f"'{alias}' is not the alias of a cluster in spec.clusters",
+                    f"use one of {', '.join(self.aliases)} or add the cluster",
+                )
+                alias = None
+            ends.append(alias)
+        return ends[0], ends[1]
 
     def read_connector(self, flow: str, name: str, node: _Node | None) -> bool:
         """The connector's config entries; whether Strimzi runs it (listed, neither paused nor stopped)."""

@@ -15,7 +15,7 @@ from controlplane.flows import engine, selectors, services
 from controlplane.models import AuditEvent, Cluster, Flow
 from replication.mm2file import parse_mm2
 from replication.strimzi import parse_strimzi
-from tests.strimzi_resource import RESOURCE, SECRETS
+from tests.strimzi_resource import RESOURCE, SECRETS, V1_RESOURCE
 
 pytestmark = pytest.mark.django_db
 
@@ -243,6 +243,13 @@ def test_api_imports_a_strimzi_resource_like_a_file_and_exports_it_back(admin_cl
     assert flow_fields["tasks_max"] == {"before": None, "after": 4}
     assert flow_fields["emit_heartbeats_enabled"]["after"] is False  # no heartbeatConnector
     assert any("spec: connectCluster, replicas, version" in warning for warning in dry.json()["warnings"])
+    assert not Cluster.objects.exists()
+    v1 = admin_client.post("/api/v1/mm2/import/", {"text": V1_RESOURCE, "dry_run": True}, format="json")
+    assert v1.status_code == 200
+    assert sorted(v1.json()["changes"], key=str) == sorted(dry.json()["changes"], key=str)  # v1's layout
+    mixed = V1_RESOURCE.replace("  target:\n", "  connectCluster: cluster-b\n  target:\n")
+    refused = admin_client.post("/api/v1/mm2/import/", {"text": mixed, "dry_run": True}, format="json")
+    assert refused.status_code == 400 and refused.json()["details"][0]["property"] == "spec.connectCluster"
     assert not Cluster.objects.exists()
 
     oauth = RESOURCE.replace("type: scram-sha-512", "type: oauth")

@@ -13,7 +13,7 @@ from replication.strimzi import (
     parse_strimzi,
     write_strimzi,
 )
-from tests.strimzi_resource import RESOURCE, SECRETS
+from tests.strimzi_resource import RESOURCE, SECRETS, V1_RESOURCE
 
 
 def _errors(text: str, environ=SECRETS) -> list[Mm2FileError]:
@@ -176,8 +176,6 @@ def test_what_is_not_a_kafkamirrormaker2_is_refused_clearly():
     assert "MirrorMaker 1" in error.fix
     (error,) = _errors("kind: KafkaMirrorMaker2\nspec:\n  clusters: [a\n")
     assert error.property_name == "YAML" and error.line == 4
-    (error,) = _errors("kind: KafkaMirrorMaker2\nspec:\n  target:\n    alias: b\n")
-    assert error.property_name == "spec.target" and "v1beta2 layout" in error.fix
 
 
 def test_either_format_is_read_by_what_it_is():
@@ -273,3 +271,48 @@ def test_kubectls_list_of_resources_reads_as_its_items_with_errors_at_the_items_
     assert error.property_name.startswith("items[0].spec.clusters[0]")
     (error,) = _errors("apiVersion: v1\nkind: List\nitems: []\n")
     assert "no resource" in error.reason
+
+
+def test_the_v1_layout_reads_as_the_same_clusters_and_flows_as_v1beta2():
+    v1 = parse_strimzi(V1_RESOURCE, source_name="kmm2.yaml", environ=SECRETS)
+    v1beta2 = parse_strimzi(RESOURCE, source_name="kmm2.yaml", environ=SECRETS)
+    assert set(v1.config.aliases) == {"cluster-a", "cluster-b"}
+    assert {c.alias: c for c in v1.config.clusters} == {c.alias: c for c in v1beta2.config.clusters}
+    assert v1.config.flows == v1beta2.config.flows
+    assert v1.config.flows[0].emit_heartbeats_enabled is False  # v1 runs no heartbeat connector
+    warnings = "\n".join(v1.warnings)
+    assert "spec.target.groupId: Kafka Connect's own" in warnings
+    assert "line 5: spec: replicas, version: the Connect deployment" in warnings
+    assert sorted(missing_placeholders(V1_RESOURCE, environ={})) == sorted(SECRETS)
+    assert parse_mirrormaker(V1_RESOURCE, environ=SECRETS).config == v1.config
+
+
+def test_the_v1_layout_is_never_mixed_with_v1beta2s_and_names_each_problem():
+    target = "  target:\n    alias: b\n    bootstrapServers: b.example:9092\n"
+    mixed = _errors(
+        "apiVersion: kafka.strimzi.io/v1\nkind: KafkaMirrorMaker2\nspec:\n  connectCluster: b\n"
+        + target
+        + "  mirrors:\n  - sourceCluster: a\n    targetCluster: b\n"
+        "  - source:\n      alias: b\n      bootstrapServers: b2.example:9092\n"
+        "  - sourceConnector: {}\n"
+    )
+    errors = {error.property_name: error for error in mixed}
+    assert set(errors) == {
+        "spec.connectCluster",
+        "spec.mirrors[0].sourceCluster",
+        "spec.mirrors[0].targetCluster",
+        "spec.mirrors[0].source",
+        "spec.mirrors[1].source.alias",
+        "spec.mirrors[2].source",
+    }
+    assert "use one layout" in errors["spec.connectCluster"].fix
+    assert errors["spec.mirrors[0].sourceCluster"].line == 9
+    assert "is the target's alias" in errors["spec.mirrors[1].source.alias"].reason
+    (error,) = _errors(_two_clusters("  mirrors:\n  - source:\n      alias: c\n"))
+    assert error.property_name == "spec.mirrors[0].source" and "use one layout" in error.fix
+    (error,) = _errors("kind: KafkaMirrorMaker2\nspec:\n" + target)
+    assert (error.property_name, error.reason) == ("spec.mirrors", "missing")
+    (error,) = _errors(
+        "kind: KafkaMirrorMaker2\nspec:\n  target:\n    bootstrapServers: b:1\n  mirrors: []\n"
+    )
+    assert error.property_name == "spec.target.alias"
