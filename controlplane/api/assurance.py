@@ -47,6 +47,11 @@ class ReadinessSerializer(serializers.Serializer):
     score = serializers.IntegerField(help_text="0-100")
     threshold = serializers.FloatField(help_text="readiness_low fires below it")
     below_threshold = serializers.BooleanField()
+    applies = serializers.BooleanField(
+        help_text="false while a failover may not start (failing over, failed over, migrated, disabled): "
+        "the score then judges nothing"
+    )
+    not_applicable = serializers.CharField(help_text="why the score judges nothing; empty when it applies")
     computed_at = serializers.DateTimeField()
     reasons = ReasonSerializer(many=True, source="readiness.reasons")
 

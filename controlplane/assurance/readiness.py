@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from controlplane.assurance.budgets import DEFAULT_BUDGET, RpoBudget, rpo_budgets
 from controlplane.assurance.verification import VerificationSummary, verification_statuses
-from controlplane.flows import engine
+from controlplane.flows import engine, lifecycle
 from controlplane.models import (
     Cluster,
     Flow,
@@ -22,6 +22,7 @@ from controlplane.models import (
     FlowEvent,
     FlowEventKind,
     FlowSignals,
+    FlowState,
 )
 from controlplane.status import rollup
 from replication.readiness import Readiness, ReadinessFacts, ReadinessLimits, readiness_score
@@ -97,8 +98,32 @@ class FlowReadiness:
         return self.readiness.score
 
     @property
+    def applies(self) -> bool:
+        """Whether the score judges anything: a failover may start now (not while one runs, not after
+        it, nor once migrated or disabled)."""
+        return lifecycle.can_fail_over(self.flow.state)
+
+    @property
+    def not_applicable(self) -> str:
+        """Why the score judges nothing ("" when it does): shown instead of it."""
+        flow, state = self.flow, self.flow.state
+        if self.applies:
+            return ""
+        if state == FlowState.FAILED_OVER:
+            return (
+                f"{flow.name} has failed over: {flow.target.alias} serves the moved groups and replication "
+                f"is stopped, as the failover left it. There is nothing to fail over; a failback brings the "
+                f"groups home to {flow.source.alias}."
+            )
+        if state == FlowState.MIGRATED:
+            return f"{flow.name} is cut over for good: the clients use {flow.target.alias}; nothing to fail over."
+        if state == FlowState.DISABLED:
+            return f"{flow.name} is disabled: nothing replicates, so there is nothing to fail over."
+        return f"{flow.name} is {state.replace('_', ' ')}: readiness is judged again once that ends."
+
+    @property
     def below_threshold(self) -> bool:
-        return self.readiness.score < self.threshold
+        return self.applies and self.readiness.score < self.threshold
 
 
 def readiness_facts(

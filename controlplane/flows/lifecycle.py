@@ -91,6 +91,11 @@ def is_runnable(state: str) -> bool:
     return state in RUNNABLE_STATES
 
 
+def can_fail_over(state: str) -> bool:
+    """Whether a failover may start now: only then is "would it work?" (the readiness) a question."""
+    return state in TRANSITIONS[ACTIONS["failover"]].sources
+
+
 def initial_state(*, enabled: bool) -> str:
     return S.ACTIVE if enabled else S.DISABLED
 

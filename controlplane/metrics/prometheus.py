@@ -352,10 +352,11 @@ class MirrorplaneCollector:
                 flow_bytes.add_metric(labels, rpo.bytes_behind)
             if rpo.over_budget is not None:
                 over.add_metric(labels, 1 if rpo.over_budget else 0)
-            found = readiness[flow.pk].readiness
-            score.add_metric(labels, found.score)
-            for reason in found.reasons:
-                points.add_metric([flow.name, reason.check], reason.points)
+            if readiness[flow.pk].applies:  # absent where no failover may start: it would judge nothing
+                found = readiness[flow.pk].readiness
+                score.add_metric(labels, found.score)
+                for reason in found.reasons:
+                    points.add_metric([flow.name, reason.check], reason.points)
             status = verifications.get(flow.pk)
             if status is None:
                 continue

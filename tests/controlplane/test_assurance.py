@@ -7,6 +7,8 @@ from __future__ import annotations
 import datetime
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
 from django.utils import timezone
 
 from controlplane import alerts, assurance
@@ -179,3 +181,25 @@ def test_with_every_worker_and_beat_stopped_readiness_falls_below_readiness_low(
     assert score.score < settings.READINESS_ALERT_BELOW and score.below_threshold, score.readiness.problems
     paused = services.flow_pause(actor=None, flow=ready_flow)
     assert reason(paused, "replication_running").status == "ok"  # paused on purpose: not silent
+
+
+def test_a_failed_over_flow_is_not_judged_as_replicating(ready_flow, client_as, settings):
+    """After a failover replication is stopped on purpose: no score, no stale-worker verdict, the reason."""
+    settings.MIRRORPLANE_STALE_AFTER_S = 60
+    ready_flow.state = "failed_over"
+    ready_flow.save(update_fields=["state"])
+    viewer = client_as("viewer")
+    answer = viewer.get(f"/api/v1/flows/{ready_flow.pk}/readiness/").json()
+    assert answer["applies"] is False and answer["below_threshold"] is False
+    assert "has failed over: B serves the moved groups" in answer["not_applicable"]
+    assert "mirrorplane_failover_readiness_score{" not in prometheus.exposition().decode()
+    browser = Client()
+    browser.force_login(get_user_model().objects.get(username="operator"))  # client_as's API user
+    answer = browser.get(f"/flows/{ready_flow.pk}/failover/")
+    assert answer.status_code == 200, answer
+    page = answer.content.decode()
+    assert 'Failover readiness: <span class="badge">n/a</span>' in page and "has failed over" in page
+    assert "no worker has reported" not in page
+    ready_flow.state = "active"
+    ready_flow.save(update_fields=["state"])
+    assert viewer.get(f"/api/v1/flows/{ready_flow.pk}/readiness/").json()["applies"] is True
