@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from types import MappingProxyType
 
 from replication.config import FlowConfig
@@ -234,3 +235,58 @@ def replicated_partitions(
         )
         partitions.extend((decision.topic, partition) for partition in range(available))
     return partitions
+
+
+class ConfigSyncAction(StrEnum):
+    SET = "set"  # config sync sets the source's value on the remote topic
+    CREATE = "set at creation"  # the remote topic does not exist: it is created with this value
+    SAME = "same"  # both hold the source's value
+    EXCLUDED = "excluded"  # config.properties.exclude: never synced
+    TARGET_ONLY = "target only"  # an override only the target sets: config sync leaves it alone
+
+
+@dataclass(frozen=True)
+class ConfigSyncRow:
+    name: str
+    source: str | None  # the value set on the source topic (None: not set there)
+    target: str | None  # the value set on the remote topic (None: not set there, or no remote topic)
+    action: ConfigSyncAction
+
+
+def config_sync_preview(
+    *,
+    decision: TopicDecision,
+    source: TopicDescription,
+    target: TopicDescription | None,
+    flow: FlowConfig,
+    config_filter: ConfigPropertyFilter,
+) -> tuple[ConfigSyncRow, ...]:
+    """What config sync does to one remote topic, property by property, by `plan_topic_sync`'s own rule:
+    every property set on the source topic or on the remote topic (`target`, None when it does not exist
+    yet), sorted by name. Resets are not shown: they depend on the source's configs at the previous sync,
+    which only the running metadata task holds."""
+    plan = plan_topic_sync(
+        mirrored=(decision,),
+        source_topics={decision.topic: source},
+        target_topics={} if target is None else {decision.remote_topic: target},
+        flow=flow,
+        config_filter=config_filter,
+        target_broker_count=0,
+    )
+    changes = {name: value for update in plan.update_configs for name, value in update.changes.items()}
+    created = {name: value for new in plan.create for name, value in new.configs.items()}
+    target_configs = {} if target is None else target.configs
+    rows = []
+    for name in sorted(set(source.configs) | set(target_configs)):
+        if name in created:
+            action = ConfigSyncAction.CREATE
+        elif name in changes:
+            action = ConfigSyncAction.SET
+        elif name in source.configs and not config_filter.should_replicate_config_property(name):
+            action = ConfigSyncAction.EXCLUDED
+        elif name in source.configs:
+            action = ConfigSyncAction.SAME
+        else:
+            action = ConfigSyncAction.TARGET_ONLY
+        rows.append(ConfigSyncRow(name, source.configs.get(name), target_configs.get(name), action))
+    return tuple(rows)

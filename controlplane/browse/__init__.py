@@ -1,4 +1,5 @@
-"""Browse: topics and records (this module's names), consumer groups (`controlplane.browse.groups`), offset
+"""Browse: topics and records (this module's names), a topic's and a cluster's details with what config sync
+will change (`controlplane.browse.topic_details`), consumer groups (`controlplane.browse.groups`), offset
 mapping (`controlplane.browse.offset_mapping`); their Kafka reads go through
 `controlplane.flows.cluster_reads`."""
 
@@ -25,8 +26,22 @@ from controlplane.browse.records import (
     topic_name_error,
     topic_records,
 )
+from controlplane.browse.topic_details import (
+    SIZE_UNAVAILABLE,
+    ClusterDetails,
+    ConfigSync,
+    TopicDetails,
+    cluster_details,
+    topic_details,
+)
 
 __all__ = [
+    "SIZE_UNAVAILABLE",
+    "ClusterDetails",
+    "ConfigSync",
+    "TopicDetails",
+    "cluster_details",
+    "topic_details",
     "DEFAULT_RECORDS",
     "MAX_RECORDS",
     "TOPIC_NAME",

@@ -1,4 +1,5 @@
-"""The topic and message browser's pages: a cluster's topics, a topic's partitions and records, and a
+"""The topic and message browser's pages: a cluster's topics and its brokers, a topic's details (replicas,
+configs, what config sync will change), partitions and records, and a
 mirrored topic's records beside their copies on the target. Viewers may read (values of masked topics
 hidden); every Kafka read is bounded (controlplane.browse)."""
 
@@ -71,20 +72,29 @@ def topic_list(request):
     return render(request, "web/topics.html", context, status=status)
 
 
+def _read_into(context: dict, key: str, read) -> int:
+    """`context[key] = read()`, or the form's errors (400) or the cluster's problem (502); the status."""
+    try:
+        context[key] = read()
+    except ServiceValidationError as exc:
+        context["errors"] = _field_errors(exc)
+        return 400
+    except ClusterUnavailable as exc:
+        context["problem"] = str(exc)
+        return 502
+    return 200
+
+
 def _records_page(request, context: dict, read) -> int:
     """Fills `context` with the seek parsed from the query and the page `read(seek)` returns (or the form's
     errors, or the cluster's problem) and the format choices; returns the page's status: 200, 400 for a bad
     seek, 502 for an unreachable cluster."""
-    status = 200
-    try:
+
+    def page():
         context["seek"] = seek = browse.parse_seek(request.GET)
-        context["page"] = read(seek)
-    except ServiceValidationError as exc:
-        context["errors"] = _field_errors(exc)
-        status = 400
-    except ClusterUnavailable as exc:
-        context["problem"] = str(exc)
-        status = 502
+        return read(seek)
+
+    status = _read_into(context, "page", page)
     context["formats"] = [fmt.value for fmt in browse.ValueFormat]
     context["max_records"] = browse.MAX_RECORDS
     return status
@@ -100,6 +110,25 @@ def topic_detail(request, alias: str, topic: str):
         lambda seek: browse.topic_records(cluster=cluster, topic=topic, seek=seek, role=request.web_role),
     )
     return render(request, "web/topic.html", context, status=status)
+
+
+@viewer_required
+def topic_details(request, alias: str, topic: str):
+    """The topic page's details fragment (loaded after the page, its reads apart from the records'):
+    replicas, configs, and what each flow's config sync will change on the copy."""
+    cluster = _cluster(alias)
+    context: dict = {"cluster": cluster, "topic": topic}
+    status = _read_into(context, "details", lambda: browse.topic_details(cluster=cluster, topic=topic))
+    return render(request, "web/_topic_details.html", context, status=status)
+
+
+@viewer_required
+def cluster_detail(request, pk: int):
+    """A cluster as its brokers describe it: id, controller, brokers, Kafka version, with the read's age."""
+    cluster = get_object_or_404(selectors.cluster_list(), pk=pk)
+    context: dict = {"cluster": cluster}
+    status = _read_into(context, "details", lambda: browse.cluster_details(cluster=cluster))
+    return render(request, "web/cluster.html", context, status=status)
 
 
 @viewer_required

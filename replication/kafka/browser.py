@@ -89,7 +89,8 @@ class TopicBrowser:
         ]
         return sorted(listings, key=lambda listing: listing.name)
 
-    def partition_count(self, topic: str) -> int:
+    def topic_metadata(self, topic: str):
+        """The topic's metadata (its partitions with leader, replicas and in-sync replicas)."""
         # The whole listing, not list_topics(topic=...): that request may auto-create the topic.
         try:
             metadata = self._admin.list_topics(timeout=self.timeout_s)
@@ -98,7 +99,10 @@ class TopicBrowser:
         described = metadata.topics.get(topic)
         if described is None or described.error is not None or not described.partitions:
             raise UnknownTopic(f"cluster {self.cluster.alias} has no topic {topic!r}")
-        return len(described.partitions)
+        return described
+
+    def partition_count(self, topic: str) -> int:
+        return len(self.topic_metadata(topic).partitions)
 
     def _list_offsets(self, request: Mapping[TopicPartition, OffsetSpec], what: str) -> dict[Key, int]:
         if not request:

@@ -196,5 +196,14 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () { refresh(document); renderFigures(); });
+  // A fragment that explains its own failure (a 4xx naming the field, a 502 naming the cluster) is shown,
+  // not dropped as htmx does with error answers: its target says so with data-swap-errors.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail.target;
+    if (event.detail.isError && target && target.hasAttribute("data-swap-errors")) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
+  });
   document.addEventListener("htmx:afterSettle", function (event) { refresh(event.detail.elt.isConnected ? event.detail.elt : document); });
 })();

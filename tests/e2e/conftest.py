@@ -3,12 +3,13 @@ session's embedded Kafka clusters and real Celery worker processes (the workers 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
 import pytest
 import redis
-from playwright.sync_api import expect
+from playwright.sync_api import Page, expect
 
 from controlplane import core
 from controlplane.core.roles import Role
@@ -59,6 +60,18 @@ def browser_type_launch_args(browser_type_launch_args):
 @pytest.fixture(scope="session")
 def browser_context_args(browser_context_args):
     return {**browser_context_args, "viewport": {"width": 1360, "height": 900}, "timezone_id": "UTC"}
+
+
+@contextlib.contextmanager
+def kept(page: Page, name: str):
+    """Screenshot the page under tests/e2e/artifacts/: `name`.png on success, `name`-FAILED.png on a failure."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        page.screenshot(path=ARTIFACTS / f"{name}-FAILED.png", full_page=True)
+        raise
+    page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=True)
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ of the page at the moment an assertion fails."""
 
 from __future__ import annotations
 
-import contextlib
 from datetime import timedelta
 
 import pytest
@@ -14,21 +13,9 @@ from playwright.sync_api import Page, expect
 from controlplane import alerts
 from controlplane.flows import lifecycle, services
 from controlplane.models import FlowPartitionStatus, PartitionState
-from tests.e2e.conftest import ARTIFACTS
+from tests.e2e.conftest import kept
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-
-@contextlib.contextmanager
-def kept(page: Page, name: str):
-    """Screenshot the page under tests/e2e/artifacts/: `name`.png on success, `name`-FAILED.png on a failure."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    try:
-        yield
-    except BaseException:
-        page.screenshot(path=ARTIFACTS / f"truth-{name}-FAILED.png", full_page=True)
-        raise
-    page.screenshot(path=ARTIFACTS / f"truth-{name}.png", full_page=True)
 
 
 def _report(flow, *, age_s: float, behind: int, seconds: float, state=PartitionState.OK) -> None:
@@ -70,7 +57,7 @@ def test_one_health_rule_colours_every_page_and_behind_is_not_stale(page: Page, 
     lifecycle.transition(flow=paused, name="pause")
 
     page.goto(f"{signed_in}/")
-    with kept(page, "overview"):
+    with kept(page, "truth-overview"):
         rows = page.locator("table.flows tbody tr")
         expect(rows).to_have_count(4)
         expect(rows.filter(has_text="east->west").locator(".badge.lagging")).to_have_text(
@@ -89,12 +76,12 @@ def test_one_health_rule_colours_every_page_and_behind_is_not_stale(page: Page, 
         assert behind_look[0] != stale_look[0] and behind_look[1] != stale_look[1], (behind_look, stale_look)
 
     page.goto(f"{signed_in}/flows/{behind.pk}/")
-    with kept(page, "flow-behind"):
+    with kept(page, "truth-flow-behind"):
         expect(page.locator("table.partitions tbody tr .badge.lagging")).to_have_text("behind")
         expect(page.locator("#flow-live .stats .badge.lagging").first).to_have_text("active")
 
     page.goto(f"{signed_in}/flows/{paused.pk}/")
-    with kept(page, "flow-paused"):
+    with kept(page, "truth-flow-paused"):
         expect(page.locator("table.partitions tbody tr .badge.paused")).to_have_text("paused")
         expect(page.locator("#flow-live")).not_to_contain_text("STALE")
         expect(page.locator("#observed")).to_contain_text("last seen 10 min")
@@ -108,10 +95,10 @@ def test_the_alert_rows_silence_action_marks_it_and_the_overview_stops_counting_
     alerts.alerts_evaluate()
 
     page.goto(f"{signed_in}/")
-    with kept(page, "overview-alert"):
+    with kept(page, "truth-overview-alert"):
         expect(page.locator("table.flows .alert-marker")).to_have_text("🔔 1 alert firing")
     page.goto(f"{signed_in}/alerts/")
-    with kept(page, "alert-silenced"):
+    with kept(page, "truth-alert-silenced"):
         row = page.locator("tr.alert-firing")
         row.get_by_role("spinbutton").fill("0.5")
         row.get_by_role("button", name="Silence").click()
@@ -120,6 +107,6 @@ def test_the_alert_rows_silence_action_marks_it_and_the_overview_stops_counting_
         expect(page.locator("#firing-title")).to_have_text("Firing (1, 1 silenced)")
         expect(page.locator("table.silences")).to_contain_text("silenced from its alert row")
     page.goto(f"{signed_in}/")
-    with kept(page, "overview-silenced"):
+    with kept(page, "truth-overview-silenced"):
         expect(page.locator("table.flows")).to_be_visible()
         expect(page.locator("table.flows .alert-marker")).to_have_count(0)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from replication.config import FlowConfig
 from replication.connector import (
+    ConfigSyncAction,
     TopicDescription,
+    TopicSelection,
     assign_partitions,
     clamp_replication_factor,
     config_resets,
+    config_sync_preview,
     mirrored_topics,
     plan_topic_sync,
     replicated_configs,
@@ -151,6 +154,45 @@ def test_in_sync_topic_needs_nothing():
     target = _topics(TopicDescription("A.orders", 3, {"retention.ms": "5", "segment.ms": "9"}))
     plan = _plan(source, target)
     assert (plan.create, plan.grow, plan.update_configs) == ((), (), ())
+
+
+def _preview(source: TopicDescription, target: TopicDescription | None, flow=FLOW):
+    selection = TopicSelection.of(flow, replication_policy_for(flow, known_aliases=("A", "B")))
+    return {
+        row.name: (row.source, row.target, row.action)
+        for row in config_sync_preview(
+            decision=selection.decide(source.name),
+            source=source,
+            target=target,
+            flow=flow,
+            config_filter=ConfigPropertyFilter.for_flow(flow),
+        )
+    }
+
+
+def test_config_sync_preview_names_what_the_sync_sets_excludes_and_keeps():
+    source = TopicDescription(
+        "orders", 1, {"retention.ms": "2000", "min.insync.replicas": "2", "cleanup.policy": "delete"}
+    )
+    target = TopicDescription(
+        "A.orders", 1, {"retention.ms": "1000", "cleanup.policy": "delete", "segment.ms": "7"}
+    )
+    assert _preview(source, target) == {
+        "cleanup.policy": ("delete", "delete", ConfigSyncAction.SAME),
+        "min.insync.replicas": ("2", None, ConfigSyncAction.EXCLUDED),
+        "retention.ms": ("2000", "1000", ConfigSyncAction.SET),
+        "segment.ms": (None, "7", ConfigSyncAction.TARGET_ONLY),
+    }
+    unexcluded = FlowConfig(source="A", target="B", enabled=True, config_properties_exclude=())
+    assert _preview(source, target, unexcluded)["min.insync.replicas"] == ("2", None, ConfigSyncAction.SET)
+
+
+def test_config_sync_preview_of_a_copy_not_created_yet():
+    source = TopicDescription("orders", 1, {"retention.ms": "2000", "min.insync.replicas": "2"})
+    assert _preview(source, None) == {
+        "min.insync.replicas": ("2", None, ConfigSyncAction.EXCLUDED),
+        "retention.ms": ("2000", None, ConfigSyncAction.CREATE),
+    }
 
 
 def test_replicated_partitions_only_where_the_remote_partition_exists():

@@ -1,0 +1,152 @@
+"""What a cluster and one of its topics are, as a person looking at them asks: the cluster id, controller
+and brokers (DescribeCluster), the Kafka version where a broker reports one, and a topic's partitions
+with their replicas and every config with where its value comes from (Metadata, DescribeConfigs).
+
+Each call is bounded by `timeout_s`. Errors are `BrowseError` naming the cluster and the broker's
+reason; a topic the cluster does not have is `UnknownTopic` (the cluster answered).
+
+Two things an operator would want are not in the client: a topic's size on disk needs DescribeLogDirs,
+and the broker's software version needs ApiVersions or DescribeFeatures; confluent-kafka exposes none of
+them (`LOG_DIRS_UNAVAILABLE`). Brokers before Kafka 4.0 report `inter.broker.protocol.version` among their
+configs (what kafka-ui shows as the version); 4.0 removed it, and then no version is reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import confluent_kafka
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import ConfigResource, ConfigSource
+
+from replication.kafka.admin import topic_overrides
+from replication.kafka.browser import TopicBrowser
+
+LOG_DIRS_UNAVAILABLE = (
+    f"confluent-kafka {confluent_kafka.version()[0]} has no DescribeLogDirs, the only Kafka request that "
+    "reports a topic's size on disk: read it with kafka-log-dirs.sh --describe"
+)
+VERSION_CONFIG = "inter.broker.protocol.version"
+
+# ConfigSource values as a page names them.
+_SOURCE_LABELS = {
+    ConfigSource.DYNAMIC_TOPIC_CONFIG.value: "set on the topic",
+    ConfigSource.DYNAMIC_BROKER_CONFIG.value: "broker (dynamic)",
+    ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value: "cluster default (dynamic)",
+    ConfigSource.STATIC_BROKER_CONFIG.value: "broker (server.properties)",
+    ConfigSource.DEFAULT_CONFIG.value: "Kafka default",
+}
+
+
+@dataclass(frozen=True)
+class Broker:
+    id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    cluster_id: str | None
+    controller_id: int | None
+    brokers: tuple[Broker, ...]
+    kafka_version: str | None  # as a broker reports it (inter.broker.protocol.version), None when none does
+
+
+@dataclass(frozen=True)
+class PartitionReplicas:
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    in_sync: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    name: str
+    value: str | None  # None: sensitive, not shown by the broker
+    source: str  # where the value comes from (_SOURCE_LABELS)
+    is_default: bool
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    partitions: tuple[PartitionReplicas, ...]
+    configs: tuple[TopicConfig, ...]  # every config, sorted by name
+    overrides: dict[str, str]  # the configs set on the topic itself, as config sync reads them
+
+    @property
+    def replication_factor(self) -> int:
+        return max((len(p.replicas) for p in self.partitions), default=0)
+
+    @property
+    def under_replicated(self) -> int:
+        return sum(1 for p in self.partitions if len(p.in_sync) < len(p.replicas))
+
+    def config(self, name: str) -> str | None:
+        return next((c.value for c in self.configs if c.name == name), None)
+
+
+class ClusterInspector(TopicBrowser):
+    """Describes one cluster and its topics within `timeout_s` per request (reads as TopicBrowser does)."""
+
+    def _configs(self, kind: ConfigResource.Type, name: str, what: str) -> dict:
+        try:
+            futures = self._admin.describe_configs(
+                [ConfigResource(kind, name)], request_timeout=self.timeout_s
+            )
+            return next(iter(futures.values())).result()
+        except KafkaException as exc:
+            raise self._fail(what, exc) from exc
+
+    def describe_cluster(self) -> ClusterInfo:
+        try:
+            described = self._admin.describe_cluster(request_timeout=self.timeout_s).result()
+        except KafkaException as exc:
+            raise self._fail("describing the cluster", exc) from exc
+        brokers = tuple(
+            sorted(
+                (
+                    Broker(id=node.id, host=node.host, port=node.port, rack=node.rack)
+                    for node in described.nodes
+                ),
+                key=lambda broker: broker.id,
+            )
+        )
+        version = None
+        if brokers:
+            entry = self._configs(
+                ConfigResource.Type.BROKER, str(brokers[0].id), f"describing broker {brokers[0].id}"
+            ).get(VERSION_CONFIG)
+            version = entry.value if entry is not None and entry.value else None
+        controller = described.controller
+        return ClusterInfo(
+            cluster_id=described.cluster_id,
+            controller_id=controller.id if controller is not None else None,
+            brokers=brokers,
+            kafka_version=version,
+        )
+
+    def describe_topic(self, topic: str) -> TopicInfo:
+        described = self.topic_metadata(topic)
+        partitions = tuple(
+            PartitionReplicas(
+                partition=p.id, leader=p.leader, replicas=tuple(p.replicas), in_sync=tuple(p.isrs)
+            )
+            for p in sorted(described.partitions.values(), key=lambda p: p.id)
+        )
+        entries = self._configs(ConfigResource.Type.TOPIC, topic, f"describing the configs of topic {topic}")
+        configs = tuple(
+            TopicConfig(
+                name=name,
+                value=None if entry.is_sensitive else entry.value,
+                source=_SOURCE_LABELS.get(int(getattr(entry.source, "value", entry.source)), "unknown"),
+                is_default=bool(entry.is_default),
+            )
+            for name, entry in sorted(entries.items())
+        )
+        return TopicInfo(
+            name=topic, partitions=partitions, configs=configs, overrides=topic_overrides(entries)
+        )
