@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -362,8 +362,10 @@ def operation_active(flow: Flow) -> Operation | None:
     return operation_list().filter(flow=flow, active=True).first()
 
 
-def operation_latest(flow: Flow) -> Operation | None:
-    return operation_list().filter(flow=flow).first()
+def operation_latest(flow: Flow, *, kinds: Iterable[str] | None = None) -> Operation | None:
+    """The flow's newest operation (of one of `kinds` when given)."""
+    found = operation_list().filter(flow=flow)
+    return (found if kinds is None else found.filter(kind__in=list(kinds))).first()
 
 
 class ChecksFailed(ServiceConflict):

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 from controlplane import assurance, operations
 from controlplane.core import bounds
 from controlplane.core.errors import RateLimited, ServiceConflict, ServiceValidationError
-from controlplane.flows import lifecycle, selectors
+from controlplane.flows import engine, lifecycle, selectors
 from controlplane.models import Flow, Operation, OperationKind
 from controlplane.operations import cutover, drills, failback, plans, takeover
 from controlplane.status import rollup
@@ -112,21 +112,62 @@ def _failback_preview(flow: Flow) -> dict:
     }
 
 
-def _failover_page_context(flow: Flow) -> dict:
+def _switch_clients(flow: Flow) -> dict:
+    """After a failover: which consumer groups to start on the target and what they read there (the
+    replicated history under its remote names, where their offsets were written, and the topics' own names,
+    where producers write from now on and where failback brings records home from)."""
+    moved = operations.moved_groups(operations.last_failover(flow))
+    selection = engine.topic_selection(flow)
+    remote = {
+        topic: selection.policy.format_remote_topic(flow.source.alias, topic)
+        for result in moved
+        for topic in result.topics
+    }
+    return {
+        "groups": [
+            {
+                "group": result.group,
+                "reads": sorted({remote[t] for t in result.topics} | set(result.topics)),
+                "partitions_written": len(result.written),
+            }
+            for result in moved
+        ],
+        "producer_topics": sorted(remote),
+        "renamed": any(topic != name for topic, name in remote.items()),
+    }
+
+
+# The three on-call pages of a flow (each its own URL, linked by one tab bar): failover and failback,
+# the migration cutover, the drills. Each shows the flow's running operation, whatever its kind (one runs
+# at a time), and the last operation of its own kinds.
+PAGES = {
+    "failover": (OperationKind.FAILOVER, OperationKind.FAILBACK),
+    "cutover": (OperationKind.CUTOVER,),
+    "drills": (OperationKind.DRILL,),
+}
+
+
+def _operations_page_context(flow: Flow, page: str) -> dict:
     active = operations.operation_active(flow)
-    latest = active or operations.operation_latest(flow)
+    latest = operations.operation_latest(flow, kinds=PAGES[page])
     allowed = lifecycle.allowed_actions(flow.state) if active is None else frozenset()
-    context = {
+    return {
         "flow": flow,
+        "page": page,
         "active": active,
         "latest": None if active else latest,
         "allowed": allowed,
         "stale": active is not None and operations.lease_stale(active),
-        "readiness": assurance.flow_readiness(rollup.flow_status(flow=flow)),
-        "drills": list(drill_history(flow)),
     }
+
+
+def _failover_page_context(flow: Flow) -> dict:
+    context = _operations_page_context(flow, "failover")
+    latest, allowed = context["latest"], context["allowed"]
+    context["readiness"] = assurance.flow_readiness(rollup.flow_status(flow=flow))
     if "failback" in allowed:
         context["failback"] = _failback_preview(flow)
+        context["switch"] = _switch_clients(flow)
     if (
         latest
         and latest.kind == OperationKind.FAILBACK
@@ -141,6 +182,29 @@ def _failover_page_context(flow: Flow) -> dict:
 def failover_page(request, pk: int):
     flow = get_object_or_404(selectors.flow_list(), pk=pk)
     return render(request, "web/failover.html", _failover_page_context(flow))
+
+
+@operator_required
+def cutover_page(request, pk: int):
+    flow = get_object_or_404(selectors.flow_list(), pk=pk)
+    return render(request, "web/cutover.html", _operations_page_context(flow, "cutover"))
+
+
+@operator_required
+def drills_page(request, pk: int):
+    flow = get_object_or_404(selectors.flow_list(), pk=pk)
+    context = _operations_page_context(flow, "drills") | {"drills": list(drill_history(flow))}
+    return render(request, "web/drills.html", context)
+
+
+def drills_view(request, pk: int):
+    """GET: the drills page; POST: run a drill."""
+    return (drill_execute if request.method == "POST" else drills_page)(request, pk)
+
+
+def cutover_view(request, pk: int):
+    """GET: the cutover page; POST: queue a cutover (or its dry run)."""
+    return (cutover_execute if request.method == "POST" else cutover_page)(request, pk)
 
 
 @operator_required

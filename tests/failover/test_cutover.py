@@ -198,7 +198,7 @@ def test_offsets_map_both_ways_then_a_cutover_refuses_while_producers_write_and_
     ]
     web = Client()
     web.force_login(admin_user)
-    page = web.get(f"/flows/{flow.pk}/failover/").content.decode()
+    page = web.get(f"/flows/{flow.pk}/cutover/").content.decode()
     assert 'id="cutover-steps"' in page and "cut over for good" in page
     assert "cutover-section" not in page  # migrated: nothing more to cut over
     assert (

@@ -118,7 +118,7 @@ def test_a_drill_passes_by_content_then_fails_with_the_reason_once_the_offset_sy
         ]
         web = Client()
         web.force_login(admin_user)
-        page = web.get(f"/flows/{flow.pk}/failover/").content.decode()
+        page = web.get(f"/flows/{flow.pk}/drills/").content.decode()
         assert 'id="drill-history"' in page and page.count('href="/flows/') >= 2
         assert f"/flows/{flow.pk}/drills/" in page  # the form: a failover is possible
         card = web.get(f"/flows/{flow.pk}/operations/{failed['id']}/").content.decode()

@@ -169,3 +169,36 @@ def test_opposite_flows_are_drawn_as_two_separate_arrows(flow):
     there, back_edge = picture.edges
     assert there.x1 < there.x2 and back_edge.x1 > back_edge.x2
     assert abs(there.y1 - back_edge.y1) >= summaries.PAIR_OFFSET
+
+
+def test_after_a_failover_the_page_lists_the_clients_to_switch_and_no_readiness_score(flow, client_as):
+    """The groups the failover moved, what each reads on the target (the remote names with the offsets,
+    the local names producers write to now), the target's bootstrap servers; the readiness is n/a."""
+    from controlplane.models import Operation, OperationGroupResult
+
+    failover = Operation.objects.create(
+        kind="failover",
+        flow=flow,
+        phase="done",
+        outcome="succeeded",
+        active=False,
+        groups=["billing"],
+        timeout_s=60,
+    )
+    OperationGroupResult.objects.create(
+        operation=failover, group="billing", outcome="written", topics=["orders"],
+        written={f"{flow.source.alias}.orders[0]": 5, f"{flow.source.alias}.orders[1]": 7},
+    )  # fmt: skip
+    OperationGroupResult.objects.create(
+        operation=failover, group="refused-one", outcome="refused", topics=["x"]
+    )
+    Flow.objects.filter(pk=flow.pk).update(state="failed_over")
+    page = client_as("operator").get(reverse("web:failover", args=[flow.pk])).content.decode()
+    panel = page[page.index('id="switch-clients"') :]
+    assert f"Switch these clients to {flow.target.alias}" in panel
+    assert f"<code>{flow.target.bootstrap_servers}</code>" in panel
+    assert (
+        f"<code>billing</code></td><td><code>{flow.source.alias}.orders</code>, <code>orders</code>" in panel
+    )
+    assert "refused-one" not in panel  # a refused group did not move
+    assert 'Failover readiness: <span class="badge">n/a</span>' in page

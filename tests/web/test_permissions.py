@@ -154,3 +154,25 @@ def test_a_failover_request_is_queued_at_once_and_the_page_follows_it(client_as,
     Operation.objects.filter(pk=operation.pk).update(active=False, outcome="failed", error="boom")
     ended = operator.get(polling + "?polling=1")
     assert ended["HX-Refresh"] == "true" and b"boom" in ended.content
+
+
+def test_failover_cutover_and_drills_each_have_their_own_page_linked_by_tabs(client_as, flow):
+    viewer, operator = client_as("viewer"), client_as("operator")
+    pages = {name: reverse(f"web:{name}", args=[flow.pk]) for name in ("failover", "cutover", "drills")}
+    for url in pages.values():
+        assert viewer.get(url).status_code == 403  # operator pages, as the failover page
+        page = operator.get(url).content.decode()
+        assert all(f'href="{other}"' in page for other in pages.values())
+        assert f'href="{url}" aria-current="page"' in page
+    failover = operator.get(pages["failover"]).content.decode()
+    assert "cutover-section" not in failover and "drill-section" not in failover
+    cutover = operator.get(pages["cutover"]).content.decode()
+    assert 'id="cutover-section"' in cutover and f'hx-post="{pages["cutover"]}"' in cutover
+    drills = operator.get(pages["drills"]).content.decode()
+    assert 'id="drill-section"' in drills and f'hx-post="{pages["drills"]}"' in drills
+    # POST to the same URLs still queues (and audits a viewer's refusal)
+    refused = viewer.post(pages["drills"], {"drill_groups": "g"})
+    assert b"needs the operator role" in refused.content
+    queued = operator.post(pages["cutover"], {"confirm": "A->B", "dry_run": "1"})
+    assert queued.status_code == 202 and Operation.objects.get(flow=flow).kind == "cutover"
+    assert "Last cutover" not in operator.get(pages["failover"]).content.decode()
