@@ -5,3 +5,9 @@ class ControlplaneConfig(AppConfig):
     name = "controlplane"
     verbose_name = "Mirrorplane control plane"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # A wrong single sign-on setting stops the process with its message, not the first sign-in.
+        from controlplane.core.sso import oidc_settings
+
+        oidc_settings()

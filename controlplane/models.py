@@ -236,6 +236,7 @@ class AuditAction(models.TextChoices):
     UNSILENCE = "unsilence"
     TEST_CHANNEL = "test_channel"
     ROTATE_API_TOKEN = "rotate_api_token"
+    SIGN_IN = "sign_in"  # a sign-in through the OpenID Connect provider (its role from the groups, or a refusal)
 
 
 class ApiToken(models.Model):
@@ -250,6 +251,22 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} {self.prefix}…"
+
+
+class SsoIdentity(models.Model):
+    """The OpenID Connect identity a user signs in with: the provider's (issuer, subject), never the name,
+    so a provider's user cannot take over a local account by choosing its username."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sso_identity")
+    issuer = models.CharField(max_length=300)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="sso_identity_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.issuer} {self.subject})"
 
 
 class AuditOutcome(models.TextChoices):

@@ -25,6 +25,18 @@ so on the secrets key derived from it: both are public, in this file.
 | MIRRORPLANE_BASE_URL | http://localhost:8000 (the links in alert notifications) |
 | MIRRORPLANE_IMPORT_ENV_ALLOWED | empty (the server's environment variables an MM2 import's `${env:VAR}` may read, comma-separated; `PREFIX_*` allows every name with that prefix; each value read is stored as a secret) |
 | MIRRORPLANE_BROWSE_MASKED_TOPICS | empty (regexes, comma-separated, matched against whole topic names: the message browser shows viewers these topics' values and header values as "masked") |
+| MIRRORPLANE_OIDC_ENABLED | false (single sign-on through an OpenID Connect provider: the login page offers "Sign in with <provider>"; docs/sso.md) |
+| MIRRORPLANE_OIDC_ISSUER | required with OIDC (the provider's issuer URL, e.g. https://keycloak.example.com/realms/kafka) |
+| MIRRORPLANE_OIDC_DISCOVERY_URL | the issuer + /.well-known/openid-configuration |
+| MIRRORPLANE_OIDC_CLIENT_ID | required with OIDC |
+| MIRRORPLANE_OIDC_CLIENT_SECRET | required with OIDC (a secret: never shown, never logged) |
+| MIRRORPLANE_OIDC_SCOPES | openid profile email (add `groups` for Dex and Okta) |
+| MIRRORPLANE_OIDC_GROUPS_CLAIM | groups (the ID token or userinfo claim listing the user's groups) |
+| MIRRORPLANE_OIDC_USERNAME_CLAIM | preferred_username (then email, then sub: the name of a user created at their first sign-in) |
+| MIRRORPLANE_OIDC_ROLE_MAP | empty: nobody gets in (`group=role` comma-separated, roles viewer/operator/admin; the highest wins; `*=role` for everyone the provider signs in, e.g. kafka-admins=admin,kafka-oncall=operator,*=viewer) |
+| MIRRORPLANE_OIDC_PROVIDER_NAME | SSO (the login button's "Sign in with <name>") |
+| MIRRORPLANE_OIDC_PASSWORD_LOGIN | true (false with OIDC: local usernames and passwords no longer sign in, on /login/ and /admin/login/) |
+| MIRRORPLANE_OIDC_TIMEOUT_S | 5.0 (the bound of each request to the provider a sign-in makes) |
 | LOG_LEVEL | INFO (the root logger) |
 | CELERY_TASK_LOG_LEVEL | WARNING (Celery's per-task "received"/"succeeded" lines are INFO; failures stay visible) |
 | EMAIL_BACKEND, EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS, EMAIL_USE_SSL, DEFAULT_FROM_EMAIL | Django's (SMTP on localhost:25); email alert channels use them |
@@ -117,6 +129,19 @@ OFFSET_MAPPING_MAX_ITEMS = env.int("OFFSET_MAPPING_MAX_ITEMS", default=10_000)
 MIRRORPLANE_IMPORT_ENV_ALLOWED = env.list("MIRRORPLANE_IMPORT_ENV_ALLOWED", default=[])
 # Topics whose record values (and header values) the message browser masks for viewers.
 MIRRORPLANE_BROWSE_MASKED_TOPICS = env.list("MIRRORPLANE_BROWSE_MASKED_TOPICS", default=[])
+# Single sign-on (OpenID Connect): checked at start-up by controlplane.core.sso.oidc_settings (apps.py).
+MIRRORPLANE_OIDC_ENABLED = env.bool("MIRRORPLANE_OIDC_ENABLED", default=False)
+MIRRORPLANE_OIDC_ISSUER = env.str("MIRRORPLANE_OIDC_ISSUER", default="")
+MIRRORPLANE_OIDC_DISCOVERY_URL = env.str("MIRRORPLANE_OIDC_DISCOVERY_URL", default="")
+MIRRORPLANE_OIDC_CLIENT_ID = env.str("MIRRORPLANE_OIDC_CLIENT_ID", default="")
+MIRRORPLANE_OIDC_CLIENT_SECRET = env.str("MIRRORPLANE_OIDC_CLIENT_SECRET", default="")
+MIRRORPLANE_OIDC_SCOPES = env.str("MIRRORPLANE_OIDC_SCOPES", default="openid profile email")
+MIRRORPLANE_OIDC_GROUPS_CLAIM = env.str("MIRRORPLANE_OIDC_GROUPS_CLAIM", default="groups")
+MIRRORPLANE_OIDC_USERNAME_CLAIM = env.str("MIRRORPLANE_OIDC_USERNAME_CLAIM", default="preferred_username")
+MIRRORPLANE_OIDC_ROLE_MAP = env.list("MIRRORPLANE_OIDC_ROLE_MAP", default=[])
+MIRRORPLANE_OIDC_PROVIDER_NAME = env.str("MIRRORPLANE_OIDC_PROVIDER_NAME", default="SSO")
+MIRRORPLANE_OIDC_PASSWORD_LOGIN = env.bool("MIRRORPLANE_OIDC_PASSWORD_LOGIN", default=True)
+MIRRORPLANE_OIDC_TIMEOUT_S = env.float("MIRRORPLANE_OIDC_TIMEOUT_S", default=5.0)
 # Alert notifications link to the flow page here; email channels use Django's mail settings.
 MIRRORPLANE_BASE_URL = env.str("MIRRORPLANE_BASE_URL", default="http://localhost:8000").rstrip("/")
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.smtp.EmailBackend")

@@ -9,6 +9,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from controlplane.metrics import health_views
 from controlplane.metrics import views as metrics_view
+from controlplane.web import login
 
 urlpatterns = [
     path("healthz", health_views.healthz, name="healthz"),
@@ -19,6 +20,8 @@ urlpatterns = [
     path("api/v1/", include("controlplane.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # Before the admin site's own: with passwords turned off (single sign-on only) it sends to /login/.
+    path("admin/login/", login.admin_login, name="admin-login"),
     path("admin/", admin.site.urls),
     # The report dashboards (charts from dashboards.figures): a dotted name, so no import of dashboards.
     path("reports/", include("dashboards.urls")),

@@ -36,11 +36,13 @@ def audit_record(
     after: Any = None,
     outcome: str = AuditOutcome.SUCCESS,
     detail: str = "",
+    actor_name: str = "",
 ) -> AuditEvent:
-    """Record who did what to which object, with its before/after (callers pass secret-free views)."""
+    """Record who did what to which object, with its before/after (callers pass secret-free views).
+    `actor_name` names an actor who has no user here (someone an identity provider vouched for, refused)."""
     return AuditEvent.objects.create(
         actor=actor if getattr(actor, "pk", None) else None,
-        actor_name=_actor_name(actor),
+        actor_name=(actor_name or _actor_name(actor))[:150],
         action=action,
         object_type=object_type,
         object_id=str(object_id or ""),

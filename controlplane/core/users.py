@@ -13,12 +13,14 @@ from controlplane.core.tokens import api_token_issue
 
 
 # -- users and roles --------------------------------------------------------------------------------------
-def user_set_role(*, user, role: Role) -> None:
-    """Make `role` the user's only role group (groups are created on first use). The Django admin site
-    follows it: admins are staff, anyone demoted below admin loses staff (and superuser) status."""
+def user_set_role(*, user, role: Role | None) -> None:
+    """Make `role` the user's only role group (groups are created on first use); None takes every role away.
+    The Django admin site follows it: admins are staff, anyone demoted below admin loses staff (and
+    superuser) status."""
     groups = [Group.objects.get_or_create(name=r.group_name)[0] for r in Role]
     user.groups.remove(*groups)
-    user.groups.add(Group.objects.get(name=role.group_name))
+    if role is not None:
+        user.groups.add(Group.objects.get(name=role.group_name))
     user.is_staff = role is Role.ADMIN
     if role is not Role.ADMIN:
         user.is_superuser = False

@@ -1,10 +1,9 @@
-"""The overview (live status of every flow, the topology, firing alerts first), pools, login and logout."""
+"""The overview (live status of every flow, the topology, firing alerts first) and pools."""
 
 from __future__ import annotations
 
 import time
 
-from django.contrib.auth import views as auth_views
 from django.shortcuts import render
 from django.urls import reverse
 
@@ -13,11 +12,6 @@ from controlplane.flows import pools, selectors
 from controlplane.status import rollup
 from controlplane.web import summaries
 from controlplane.web.access import viewer_required
-
-login = auth_views.LoginView.as_view(
-    template_name="web/login.html", next_page="web:overview", redirect_authenticated_user=True
-)
-logout = auth_views.LogoutView.as_view(next_page="web:login")
 
 
 # -- overview ---------------------------------------------------------------------------------------------

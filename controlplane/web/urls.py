@@ -3,14 +3,27 @@
 from django.urls import path, register_converter
 
 from controlplane.core.bounds import IdConverter
-from controlplane.web import alerts, assurance, audit, browse, flows, groups, operations, overview, reports
+from controlplane.web import (
+    alerts,
+    assurance,
+    audit,
+    browse,
+    flows,
+    groups,
+    login,
+    operations,
+    overview,
+    reports,
+)
 
 app_name = "web"
 register_converter(IdConverter, "id")
 
 urlpatterns = [
-    path("login/", overview.login, name="login"),
-    path("logout/", overview.logout, name="logout"),
+    path("login/", login.login, name="login"),
+    path("login/sso/", login.sso_login, name="sso-login"),
+    path("login/sso/callback/", login.sso_callback, name="sso-callback"),
+    path("logout/", login.logout, name="logout"),
     path("", overview.overview, name="overview"),
     path("overview/live/", overview.overview_live, name="overview-live"),
     path("pools/", overview.pool_list, name="pools"),

@@ -1,0 +1,222 @@
+"""Signing in and out: the local username and password, and single sign-on through an OpenID Connect
+provider (docs/sso.md).
+
+"Sign in with <provider>" sends the browser to the provider (authorization code flow with PKCE, state and
+nonce, Authlib's client reading the provider's discovery document); the provider sends it back to the
+callback, which verifies the ID token (signature by the provider's published keys, issuer, audience,
+nonce, expiry) and signs the user in with the role their groups give (controlplane.core.sso). A provider
+that does not answer, refuses our client or sends a token that does not verify is a page saying so and
+naming the setting to check (502), never a 500; the client secret is never shown nor logged.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+import requests
+from authlib.integrations.base_client import MismatchingStateError, OAuthError
+from authlib.integrations.django_client import DjangoOAuth2App, OAuth
+from django.conf import settings
+from django.contrib import admin
+from django.contrib.auth import login as auth_login
+from django.contrib.auth import views as auth_views
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from joserfc.errors import JoseError
+
+from controlplane.core import sso
+
+_log = logging.getLogger(__name__)
+
+_NEXT = "sso_next"  # the page asked for before signing in, kept in the session across the provider's pages
+
+
+class _LoginView(auth_views.LoginView):
+    template_name = "web/login.html"
+    next_page = "web:overview"
+    redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs):
+        return {
+            **super().get_context_data(**kwargs),
+            "sso": sso.oidc_settings(),
+            "password_login": sso.password_login_allowed(),
+        }
+
+    def post(self, request, *args, **kwargs):
+        if not sso.password_login_allowed():
+            return _error(
+                request,
+                status=403,
+                title="Passwords do not sign in here",
+                message="This console signs people in through its identity provider only "
+                "(MIRRORPLANE_OIDC_PASSWORD_LOGIN is false).",
+            )
+        return super().post(request, *args, **kwargs)
+
+
+login = _LoginView.as_view()
+logout = auth_views.LogoutView.as_view(next_page="web:login")
+
+
+def admin_login(request):
+    """The admin site's login page, unless passwords are turned off: then the console's login page."""
+    if sso.password_login_allowed():
+        return admin.site.login(request)
+    return redirect(f"{reverse('web:login')}?next={reverse('admin:index')}")
+
+
+# -- single sign-on ---------------------------------------------------------------------------------------
+@functools.cache
+def _client(discovery_url: str, client_id: str, client_secret: str, scopes: str, timeout_s: float):
+    client: DjangoOAuth2App = OAuth().register(
+        name="oidc",
+        client_id=client_id,
+        client_secret=client_secret,
+        server_metadata_url=discovery_url,
+        client_kwargs={"scope": scopes, "code_challenge_method": "S256", "default_timeout": timeout_s},
+    )
+    return client
+
+
+def _provider(oidc: sso.OidcSettings) -> DjangoOAuth2App:
+    return _client(
+        oidc.discovery_url,
+        oidc.client_id,
+        settings.MIRRORPLANE_OIDC_CLIENT_SECRET,
+        oidc.scopes,
+        oidc.timeout_s,
+    )
+
+
+def _error(request, *, status: int, title: str, message: str, fix: str = ""):
+    return render(
+        request,
+        "web/sso_error.html",
+        {"title": title, "message": message, "fix": fix, "sso": sso.oidc_settings()},
+        status=status,
+    )
+
+
+def _unreachable_reason(exc: Exception, oidc: sso.OidcSettings) -> str:
+    """What went wrong, in words that carry no request detail (URLs with codes, headers)."""
+    if isinstance(exc, requests.Timeout):
+        return f"no answer within {oidc.timeout_s:g} s (MIRRORPLANE_OIDC_TIMEOUT_S)"
+    if isinstance(exc, requests.ConnectionError):
+        return "the connection failed (refused, or the name does not resolve)"
+    if isinstance(exc, requests.HTTPError) and exc.response is not None:
+        return f"it answered HTTP {exc.response.status_code}"
+    return f"its answer is not what OpenID Connect specifies ({type(exc).__name__})"
+
+
+def _provider_failed(request, oidc: sso.OidcSettings, exc: Exception):
+    reason = _unreachable_reason(exc, oidc)
+    _log.warning("single sign-on: the identity provider %s failed: %s", oidc.issuer, reason)
+    return _error(
+        request,
+        status=502,
+        title="The identity provider did not answer",
+        message=f"Signing in through {oidc.provider_name} ({oidc.issuer}) failed: {reason}.",
+        fix="An administrator checks that the provider is up and reachable from this server, and "
+        "MIRRORPLANE_OIDC_ISSUER (or MIRRORPLANE_OIDC_DISCOVERY_URL). Try again in a moment.",
+    )
+
+
+def _oidc_or_404(request) -> sso.OidcSettings:
+    oidc = sso.oidc_settings()
+    if oidc is None:
+        raise Http404("single sign-on is off (MIRRORPLANE_OIDC_ENABLED)")
+    return oidc
+
+
+def sso_login(request):
+    """Off to the provider, remembering where to come back to."""
+    oidc = _oidc_or_404(request)
+    target = request.GET.get("next", "")
+    safe = url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
+    request.session[_NEXT] = target if safe else ""
+    callback = request.build_absolute_uri(reverse("web:sso-callback"))
+    try:
+        return _provider(oidc).authorize_redirect(request, callback)
+    except (requests.RequestException, ValueError, RuntimeError) as exc:
+        return _provider_failed(request, oidc, exc)
+
+
+def _verified_claims(request, oidc: sso.OidcSettings) -> dict:
+    """The ID token's claims (verified), with the groups from the userinfo endpoint when the token has none."""
+    provider = _provider(oidc)
+    token = provider.authorize_access_token(request)
+    if not token.get("userinfo"):
+        raise OAuthError("no_id_token", "the provider sent no ID token: MIRRORPLANE_OIDC_SCOPES needs openid")
+    claims = dict(token["userinfo"])
+    if oidc.groups_claim not in claims and provider.load_server_metadata().get("userinfo_endpoint"):
+        userinfo = provider.userinfo(token=token)
+        if userinfo.get("sub") == claims.get("sub"):
+            claims.setdefault(oidc.groups_claim, userinfo.get(oidc.groups_claim))
+    return claims
+
+
+def sso_callback(request):
+    """The provider's answer: sign the user in with their groups' role, or a page saying why not."""
+    oidc = _oidc_or_404(request)
+    if request.GET.get("error"):
+        return _error(
+            request,
+            status=403,
+            title=f"{oidc.provider_name} did not sign you in",
+            message=f"The provider answered {request.GET['error']}: {request.GET.get('error_description', '')}",
+            fix="Sign in again; if it keeps failing, an administrator reads the provider's log.",
+        )
+    try:
+        claims = _verified_claims(request, oidc)
+    except MismatchingStateError:
+        return _error(
+            request,
+            status=400,
+            title="This sign-in expired",
+            message="The provider's answer does not belong to a sign-in this browser started "
+            "(it was used already, or the session ended meanwhile).",
+            fix="Start again from the login page.",
+        )
+    except OAuthError as exc:
+        credentials = exc.error in ("invalid_client", "unauthorized_client")
+        _log.warning(
+            "single sign-on: the identity provider %s refused the token request: %s", oidc.issuer, exc.error
+        )
+        return _error(
+            request,
+            status=502,
+            title="The identity provider refused this console"
+            if credentials
+            else "The identity provider refused the sign-in",
+            message=f"{oidc.provider_name} answered {exc.error}: {exc.description or ''}",
+            fix="An administrator checks MIRRORPLANE_OIDC_CLIENT_ID and MIRRORPLANE_OIDC_CLIENT_SECRET against "
+            "the client registered at the provider."
+            if credentials
+            else "Start again from the login page; if it keeps failing, an administrator reads the "
+            "provider's log.",
+        )
+    except JoseError as exc:
+        _log.warning("single sign-on: the ID token of %s did not verify: %s", oidc.issuer, exc.error)
+        return _error(
+            request,
+            status=502,
+            title="The identity provider's token did not verify",
+            message=f"The ID token from {oidc.provider_name} was refused ({exc.error}: {exc.description}).",
+            fix="An administrator checks MIRRORPLANE_OIDC_ISSUER and MIRRORPLANE_OIDC_CLIENT_ID, and the "
+            "server's clock.",
+        )
+    except (requests.RequestException, ValueError, RuntimeError) as exc:
+        return _provider_failed(request, oidc, exc)
+    try:
+        user = sso.sso_sign_in(issuer=str(claims.get("iss") or oidc.issuer), claims=claims, oidc=oidc)
+    except sso.SignInRefused as exc:
+        return _error(request, status=403, title="You may not sign in here", message=f"{exc}.")
+    target = request.session.pop(_NEXT, "")
+    auth_login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    return redirect(target or "web:overview")

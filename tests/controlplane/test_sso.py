@@ -1,0 +1,129 @@
+"""Single sign-on's rules without a provider: the role map, the settings check, the sign-in service on the
+provider's (already verified) claims, and the login pages' switches. The whole flow through a real
+provider and Chromium is tests/e2e/test_sso.py."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured
+from django.test import Client
+
+from controlplane.core import sso
+from controlplane.core.roles import Role, role_of
+from controlplane.models import AuditEvent, SsoIdentity
+
+ISSUER = "https://idp.example.com/realms/kafka"
+
+
+def test_the_role_map_gives_the_highest_role_of_the_groups_and_the_default_as_a_floor():
+    role_map = sso.role_map_parse(["kafka-admins=admin", " kafka-oncall = operator ", "*=viewer", ""])
+    assert role_map.default is Role.VIEWER
+    assert sso.role_for_groups(groups=["kafka-oncall", "kafka-admins"], role_map=role_map) is Role.ADMIN
+    assert sso.role_for_groups(groups=["kafka-oncall", "other"], role_map=role_map) is Role.OPERATOR
+    assert sso.role_for_groups(groups=[], role_map=role_map) is Role.VIEWER
+    strict = sso.role_map_parse(["/kafka/admins=admin"])  # Keycloak's full group paths are names too
+    assert sso.role_for_groups(groups=["other"], role_map=strict) is None
+    assert sso.role_for_groups(groups=["/kafka/admins"], role_map=strict) is Role.ADMIN
+
+
+@pytest.mark.parametrize(
+    ("entries", "message"),
+    [
+        (["kafka-admins"], "'kafka-admins' is not group=role"),
+        (["=admin"], "'=admin' is not group=role"),
+        (["kafka-admins=boss"], "unknown role 'boss'; roles: viewer, operator, admin"),
+        (["a=admin", "a=viewer"], "maps the group 'a' twice"),
+    ],
+)
+def test_a_wrong_role_map_entry_is_named(entries, message):
+    with pytest.raises(ValueError, match=message):
+        sso.role_map_parse(entries)
+
+
+def test_groups_come_as_a_list_or_a_single_name():
+    assert sso.claim_groups({"groups": ["a", "b"]}, "groups") == ["a", "b"]
+    assert sso.claim_groups({"roles": "a"}, "roles") == ["a"]
+    assert sso.claim_groups({"groups": None}, "groups") == []
+    assert sso.claim_groups({}, "groups") == []
+
+
+def _oidc_on(settings, **extra):
+    settings.MIRRORPLANE_OIDC_ENABLED = True
+    settings.MIRRORPLANE_OIDC_ISSUER = ISSUER
+    settings.MIRRORPLANE_OIDC_CLIENT_ID = "mirrorplane"
+    settings.MIRRORPLANE_OIDC_CLIENT_SECRET = "do-not-show-me"
+    settings.MIRRORPLANE_OIDC_ROLE_MAP = ["kafka-admins=admin", "kafka-readers=viewer"]
+    for name, value in extra.items():
+        setattr(settings, name, value)
+    return sso.oidc_settings()
+
+
+def test_settings_are_checked_and_off_by_default(settings):
+    assert sso.oidc_settings() is None and sso.password_login_allowed()
+    settings.MIRRORPLANE_OIDC_ENABLED = True
+    with pytest.raises(ImproperlyConfigured, match="MIRRORPLANE_OIDC_ISSUER, MIRRORPLANE_OIDC_CLIENT_ID, "):
+        sso.oidc_settings()
+    oidc = _oidc_on(settings, MIRRORPLANE_OIDC_ISSUER=f"{ISSUER}/")
+    assert oidc.discovery_url == f"{ISSUER}/.well-known/openid-configuration"
+    assert "do-not-show-me" not in repr(oidc)  # the secret stays in the one place that sends it
+    settings.MIRRORPLANE_OIDC_ROLE_MAP = ["kafka-admins=root"]
+    with pytest.raises(ImproperlyConfigured, match="unknown role 'root'"):
+        sso.oidc_settings()
+
+
+@pytest.mark.django_db
+def test_the_identity_is_the_issuer_and_subject_not_the_name(settings):
+    oidc = _oidc_on(settings)
+    claims = {"iss": ISSUER, "sub": "u-1", "preferred_username": "dana", "groups": ["kafka-admins"]}
+    dana = sso.sso_sign_in(issuer=ISSUER, claims=claims, oidc=oidc)
+    assert role_of(dana) is Role.ADMIN and not dana.has_usable_password()
+    renamed = sso.sso_sign_in(
+        issuer=ISSUER,
+        claims={**claims, "preferred_username": "dana2", "groups": ["kafka-readers"]},
+        oidc=oidc,
+    )
+    assert renamed.pk == dana.pk and role_of(renamed) is Role.VIEWER
+    with pytest.raises(sso.SignInRefused, match="a local account is named 'dana'"):
+        sso.sso_sign_in(issuer="https://other.example.com", claims=claims, oidc=oidc)
+    assert SsoIdentity.objects.count() == 1
+    outcomes = list(
+        AuditEvent.objects.filter(action="sign_in").order_by("id").values_list("outcome", flat=True)
+    )
+    assert outcomes == ["success", "success", "refused"]
+
+
+@pytest.mark.django_db
+def test_a_disabled_user_stays_out(settings):
+    oidc = _oidc_on(settings)
+    claims = {"sub": "u-2", "preferred_username": "erin", "groups": ["kafka-readers"]}
+    erin = sso.sso_sign_in(issuer=ISSUER, claims=claims, oidc=oidc)
+    get_user_model().objects.filter(pk=erin.pk).update(is_active=False)
+    with pytest.raises(sso.SignInRefused, match="disabled"):
+        sso.sso_sign_in(issuer=ISSUER, claims=claims, oidc=oidc)
+
+
+@pytest.mark.django_db
+def test_the_login_page_without_single_sign_on_has_no_provider_button(settings):
+    page = Client().get("/login/").content.decode()
+    assert "Sign in with" not in page and 'name="password"' in page
+    assert Client().get("/login/sso/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_passwords_can_be_turned_off(settings, users):
+    _oidc_on(settings, MIRRORPLANE_OIDC_PASSWORD_LOGIN=False, MIRRORPLANE_OIDC_PROVIDER_NAME="Keycloak")
+    users["admin"].set_password("a-long-test-password-0123")
+    users["admin"].save()
+    page = Client().get("/login/").content.decode()
+    assert "Sign in with Keycloak" in page and 'name="password"' not in page
+    client = Client()
+    refused = client.post("/login/", {"username": "admin", "password": "a-long-test-password-0123"})
+    assert (
+        refused.status_code == 403 and "MIRRORPLANE_OIDC_PASSWORD_LOGIN is false" in refused.content.decode()
+    )
+    assert "_auth_user_id" not in client.session
+    admin_login = Client().get("/admin/login/")
+    assert admin_login.status_code == 302 and admin_login["Location"] == "/login/?next=/admin/"
+    settings.MIRRORPLANE_OIDC_PASSWORD_LOGIN = True
+    assert Client().get("/admin/login/").status_code == 200

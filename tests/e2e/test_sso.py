@@ -1,0 +1,215 @@
+"""Single sign-on (issue 27 item 12) in a real Chromium: the console under gunicorn as the Dockerfile runs it,
+signing people in through a real OpenID Connect provider (django-oauth-toolkit, tests/oidc_provider) in
+its own process. The role follows the provider's groups at every sign-in; an unmapped user is refused;
+a wrong client secret or an issuer that does not answer is a clear page; the secret shows nowhere."""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+import pytest
+from django.contrib.auth import get_user_model
+from playwright.sync_api import Page, expect
+
+from controlplane.core.roles import Role, role_of
+from controlplane.models import AuditEvent
+from replication.kafka.processes import free_port
+from tests.oidc_provider.server import OidcProvider
+from tests.web.served import web_env
+from tests.workers.harness import Gunicorn
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+PROVIDER = "Test IdP"
+ROLE_MAP = "kafka-admins=admin,kafka-oncall=operator,kafka-readers=viewer"
+SECRET = f"sso-client-secret-{secrets.token_hex(12)}"
+WRONG_SECRET = f"sso-wrong-secret-{secrets.token_hex(12)}"
+PROVIDER_PASSWORD = "provider-password-0123"
+
+
+@pytest.fixture(scope="module")
+def provider(tmp_path_factory):
+    server = OidcProvider(workdir=tmp_path_factory.mktemp("oidc-provider")).start()
+    yield server
+    server.stop()
+
+
+def _sso_web(tmp_path_factory, name: str, *, issuer: str, secret: str) -> Gunicorn:
+    env = web_env(
+        MIRRORPLANE_OIDC_ENABLED="true",
+        MIRRORPLANE_OIDC_ISSUER=issuer,
+        MIRRORPLANE_OIDC_CLIENT_ID=f"mirrorplane-{name}",
+        MIRRORPLANE_OIDC_CLIENT_SECRET=secret,
+        MIRRORPLANE_OIDC_SCOPES="openid profile email groups",
+        MIRRORPLANE_OIDC_ROLE_MAP=ROLE_MAP,
+        MIRRORPLANE_OIDC_PROVIDER_NAME=PROVIDER,
+        LOG_LEVEL="DEBUG",  # every line the console could write: none may hold the secret
+    )
+    return Gunicorn(env=env, log=tmp_path_factory.mktemp(f"web-{name}") / "gunicorn.log").start()
+
+
+@pytest.fixture(scope="module")
+def web(django_db_setup, django_db_blocker, tmp_path_factory, provider):
+    """The console with single sign-on through the provider, its client registered there."""
+    with django_db_blocker.unblock():
+        server = _sso_web(tmp_path_factory, "ok", issuer=provider.issuer, secret=SECRET)
+    provider.client("mirrorplane-ok", secret=SECRET, redirect_uris=[f"{server.url}/login/sso/callback/"])
+    yield server
+    server.kill()
+
+
+def _user(name: str):
+    return get_user_model().objects.filter(username=name).first()
+
+
+def _sso_sign_in(page: Page, web: Gunicorn, username: str, *, provider_asks: bool = True) -> None:
+    """From the console's login page through the provider's (which asks for a password once a browser)."""
+    page.goto(f"{web.url}/login/")
+    page.get_by_role("link", name=f"Sign in with {PROVIDER}").click()
+    if provider_asks:
+        expect(page.get_by_role("heading", name="Test identity provider")).to_be_visible()
+        page.get_by_label("Provider username").fill(username)
+        page.get_by_label("Provider password").fill(PROVIDER_PASSWORD)
+        page.get_by_role("button", name="Continue").click()
+
+
+def _log_out(page: Page) -> None:
+    page.get_by_role("button", name="Log out").click()
+    expect(page).to_have_url(re.compile(r"/login/$"))
+
+
+def _sign_in_audit(username: str) -> list[AuditEvent]:
+    return list(AuditEvent.objects.filter(action="sign_in", actor_name=username).order_by("id"))
+
+
+def _assert_secret_nowhere(page_texts: list[str], *logs) -> None:
+    for text in [*page_texts, *(log.read_text() for log in logs)]:
+        assert SECRET not in text and WRONG_SECRET not in text
+    for event in AuditEvent.objects.all():
+        assert SECRET not in f"{event.detail} {event.before} {event.after} {event.object_repr}"
+
+
+def test_the_login_page_offers_the_provider_and_keeps_passwords(page: Page, web):
+    page.goto(f"{web.url}/login/")
+    expect(page.get_by_role("link", name=f"Sign in with {PROVIDER}")).to_be_visible()
+    # MIRRORPLANE_OIDC_PASSWORD_LOGIN's default: local accounts still sign in.
+    expect(page.get_by_label("Password", exact=True)).to_be_visible()
+
+
+def test_an_admin_group_member_signs_in_as_admin_and_is_demoted_when_the_group_goes(
+    page: Page, web, provider
+):
+    provider.user("alice", password=PROVIDER_PASSWORD, groups=["kafka-admins", "staff"])
+    page.goto(f"{web.url}/flows/")  # a page that needs signing in: back there afterwards
+    page.get_by_role("link", name=f"Sign in with {PROVIDER}").click()
+    page.get_by_label("Provider username").fill("alice")
+    page.get_by_label("Provider password").fill(PROVIDER_PASSWORD)
+    page.get_by_role("button", name="Continue").click()
+    expect(page).to_have_url(f"{web.url}/flows/")
+    expect(page.locator("header .role")).to_have_text("admin")
+    alice = _user("alice")
+    assert role_of(alice) is Role.ADMIN and alice.is_staff and not alice.has_usable_password()
+    pages = [page.content()]
+
+    provider.user("alice", password=PROVIDER_PASSWORD, groups=["kafka-readers"])
+    _log_out(page)
+    _sso_sign_in(page, web, "alice", provider_asks=False)  # the provider remembers her
+    expect(page.locator("header .role")).to_have_text("viewer")
+    alice.refresh_from_db()
+    assert role_of(alice) is Role.VIEWER and not alice.is_staff
+    pages.append(page.content())
+
+    provider.user("alice", password=PROVIDER_PASSWORD, groups=["staff"])  # no mapped group left
+    _log_out(page)
+    _sso_sign_in(page, web, "alice", provider_asks=False)
+    expect(page.get_by_role("heading", name="You may not sign in here")).to_be_visible()
+    expect(page.get_by_role("alert")).to_contain_text("no role for the groups staff")
+    assert role_of(_user("alice")) is None  # the admin role she had is gone, API token included
+    page.goto(f"{web.url}/flows/")
+    expect(page).to_have_url(re.compile(r"/login/\?next=/flows/$"))  # not signed in
+    pages.append(page.content())
+
+    events = _sign_in_audit("alice")
+    assert [(e.outcome, (e.after or {}).get("role")) for e in events] == [
+        ("success", "admin"),
+        ("success", "viewer"),
+        ("refused", None),
+    ]
+    assert events[1].before == {"role": "admin"} and "kafka-readers" in events[1].detail
+    assert "the viewer role they had is taken away" in events[2].detail
+    assert "no role for the groups staff" in events[2].detail
+    _assert_secret_nowhere(pages, web.log)
+
+
+def test_a_viewer_group_member_signs_in_as_viewer_and_a_write_is_refused_and_audited(
+    page: Page, web, provider
+):
+    provider.user("victor", password=PROVIDER_PASSWORD, groups=["kafka-readers"])
+    _sso_sign_in(page, web, "victor")
+    expect(page.locator("header .role")).to_have_text("viewer")
+    csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
+    answer = page.request.post(
+        f"{web.url}/clusters/new/",
+        form={"csrfmiddlewaretoken": csrf, "alias": "X", "bootstrap_servers": "x.invalid:9092"},
+        headers={"Referer": f"{web.url}/clusters/new/"},
+    )
+    assert answer.status == 403, answer.text()[:300]
+    refusal = AuditEvent.objects.get(actor_name="victor", outcome="refused")
+    assert refusal.action == "create" and "needs the admin role; has the viewer role" in refusal.detail
+    assert [e.outcome for e in _sign_in_audit("victor")] == ["success"]
+
+
+def test_a_user_in_no_mapped_group_is_refused_with_a_clear_page(page: Page, web, provider):
+    provider.user("mallory", password=PROVIDER_PASSWORD, groups=["marketing"])
+    _sso_sign_in(page, web, "mallory")
+    expect(page.get_by_role("heading", name="You may not sign in here")).to_be_visible()
+    expect(page.get_by_role("alert")).to_contain_text("no role for the groups marketing")
+    assert _user("mallory") is None  # nobody is created for a refused sign-in
+    [refusal] = _sign_in_audit("mallory")
+    assert refusal.outcome == "refused" and "marketing" in refusal.detail
+    page.goto(f"{web.url}/")
+    expect(page).to_have_url(re.compile(r"/login/"))
+    _assert_secret_nowhere([page.content()], web.log)
+
+
+def test_a_local_account_is_not_taken_over_by_a_provider_user_of_the_same_name(page: Page, web, provider):
+    local, _ = get_user_model().objects.get_or_create(username="carol")
+    provider.user("carol", password=PROVIDER_PASSWORD, groups=["kafka-admins"])
+    _sso_sign_in(page, web, "carol")
+    expect(page.get_by_role("alert")).to_contain_text("a local account is named 'carol'")
+    assert role_of(local) is None
+    assert [e.outcome for e in _sign_in_audit("carol")] == ["refused"]
+
+
+def test_a_wrong_client_secret_is_a_clear_page_that_shows_no_secret(
+    page: Page, provider, tmp_path_factory, transactional_db
+):
+    web = _sso_web(tmp_path_factory, "wrong", issuer=provider.issuer, secret=WRONG_SECRET)
+    try:
+        provider.client("mirrorplane-wrong", secret=SECRET, redirect_uris=[f"{web.url}/login/sso/callback/"])
+        provider.user("alice", password=PROVIDER_PASSWORD, groups=["kafka-admins"])
+        _sso_sign_in(page, web, "alice")
+        expect(page.get_by_role("heading", name="The identity provider refused this console")).to_be_visible()
+        expect(page.get_by_role("alert")).to_contain_text("invalid_client")
+        expect(page.get_by_text("MIRRORPLANE_OIDC_CLIENT_SECRET")).to_be_visible()
+        assert _user("alice") is None
+        _assert_secret_nowhere([page.content()], web.log)
+    finally:
+        web.kill()
+
+
+def test_an_issuer_that_does_not_answer_is_a_clear_page(page: Page, tmp_path_factory, transactional_db):
+    nowhere = f"http://127.0.0.1:{free_port()}/o"
+    web = _sso_web(tmp_path_factory, "unreachable", issuer=nowhere, secret=SECRET)
+    try:
+        page.goto(f"{web.url}/login/")
+        with page.expect_response(re.compile(r"/login/sso/")) as answer:
+            page.get_by_role("link", name=f"Sign in with {PROVIDER}").click()
+        assert answer.value.status == 502
+        expect(page.get_by_role("heading", name="The identity provider did not answer")).to_be_visible()
+        expect(page.get_by_role("alert")).to_contain_text(nowhere)
+        expect(page.get_by_role("alert")).to_contain_text("the connection failed")
+        _assert_secret_nowhere([page.content()], web.log)
+    finally:
+        web.kill()

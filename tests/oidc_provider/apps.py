@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class OidcProviderConfig(AppConfig):
+    name = "tests.oidc_provider"
+    label = "oidc_provider"
