@@ -203,7 +203,7 @@ def _claimed_name(claims: Mapping[str, Any], claim: str) -> str:
 def sso_sign_in(*, issuer: str, claims: Mapping[str, Any], oidc: OidcSettings):
     """The user here for the provider's verified claims, with the role their groups give now (created on
     the first sign-in). SignInRefused (audited) when no group maps to a role, the user is disabled here, or
-    the name is a local account's."""
+    the name is already another account's."""
     subject = str(claims.get("sub") or "")
     name = _claimed_name(claims, oidc.username_claim)
     groups = claim_groups(claims, oidc.groups_claim)
@@ -231,8 +231,8 @@ def sso_sign_in(*, issuer: str, claims: Mapping[str, Any], oidc: OidcSettings):
                 user=None,
                 name=name,
                 issuer=issuer,
-                message=f"a local account is named {name!r}: an administrator renames or deletes it "
-                "before this identity can sign in",
+                message=f"an account here is already named {name!r} (a local account, or another "
+                "identity's): an administrator renames or deletes it before this identity can sign in",
             )
         with transaction.atomic():
             user = get_user_model().objects.create(username=name, email=str(claims.get("email") or ""))

@@ -101,6 +101,10 @@ def _error(request, *, status: int, title: str, message: str, fix: str = ""):
     )
 
 
+def _answered(oidc: sso.OidcSettings, error: str, description: str | None) -> str:
+    return f"{oidc.provider_name} answered {error}" + (f": {description}." if description else ".")
+
+
 def _unreachable_reason(exc: Exception, oidc: sso.OidcSettings) -> str:
     """What went wrong, in words that carry no request detail (URLs with codes, headers)."""
     if isinstance(exc, requests.Timeout):
@@ -169,7 +173,7 @@ def sso_callback(request):
             request,
             status=403,
             title=f"{oidc.provider_name} did not sign you in",
-            message=f"The provider answered {request.GET['error']}: {request.GET.get('error_description', '')}",
+            message=_answered(oidc, request.GET["error"], request.GET.get("error_description")),
             fix="Sign in again; if it keeps failing, an administrator reads the provider's log.",
         )
     try:
@@ -194,7 +198,7 @@ def sso_callback(request):
             title="The identity provider refused this console"
             if credentials
             else "The identity provider refused the sign-in",
-            message=f"{oidc.provider_name} answered {exc.error}: {exc.description or ''}",
+            message=_answered(oidc, exc.error, exc.description),
             fix="An administrator checks MIRRORPLANE_OIDC_CLIENT_ID and MIRRORPLANE_OIDC_CLIENT_SECRET against "
             "the client registered at the provider."
             if credentials
@@ -216,7 +220,13 @@ def sso_callback(request):
     try:
         user = sso.sso_sign_in(issuer=str(claims.get("iss") or oidc.issuer), claims=claims, oidc=oidc)
     except sso.SignInRefused as exc:
-        return _error(request, status=403, title="You may not sign in here", message=f"{exc}.")
+        reason = str(exc)
+        return _error(
+            request,
+            status=403,
+            title="You may not sign in here",
+            message=f"{reason[:1].upper()}{reason[1:]}.",
+        )
     target = request.session.pop(_NEXT, "")
     auth_login(request, user, backend="django.contrib.auth.backends.ModelBackend")
     return redirect(target or "web:overview")

@@ -84,7 +84,7 @@ def test_the_identity_is_the_issuer_and_subject_not_the_name(settings):
         oidc=oidc,
     )
     assert renamed.pk == dana.pk and role_of(renamed) is Role.VIEWER
-    with pytest.raises(sso.SignInRefused, match="a local account is named 'dana'"):
+    with pytest.raises(sso.SignInRefused, match="already named 'dana'"):
         sso.sso_sign_in(issuer="https://other.example.com", claims=claims, oidc=oidc)
     assert SsoIdentity.objects.count() == 1
     outcomes = list(
@@ -127,3 +127,16 @@ def test_passwords_can_be_turned_off(settings, users):
     assert admin_login.status_code == 302 and admin_login["Location"] == "/login/?next=/admin/"
     settings.MIRRORPLANE_OIDC_PASSWORD_LOGIN = True
     assert Client().get("/admin/login/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_provider_refusal_or_a_stray_answer_is_a_page_not_an_error(settings):
+    _oidc_on(settings, MIRRORPLANE_OIDC_PROVIDER_NAME="Okta")
+    denied = Client().get(
+        "/login/sso/callback/", {"error": "access_denied", "error_description": "<b>no</b>"}
+    )
+    assert denied.status_code == 403
+    assert "Okta answered access_denied: &lt;b&gt;no&lt;/b&gt;." in denied.content.decode()
+    stray = Client().get("/login/sso/callback/", {"code": "abc", "state": "not-ours"})
+    assert stray.status_code == 400 and "This sign-in expired" in stray.content.decode()
+    assert "do-not-show-me" not in denied.content.decode() + stray.content.decode()

@@ -90,9 +90,10 @@ def _assert_secret_nowhere(page_texts: list[str], *logs) -> None:
         assert SECRET not in f"{event.detail} {event.before} {event.after} {event.object_repr}"
 
 
-def test_the_login_page_offers_the_provider_and_keeps_passwords(page: Page, web):
+def test_the_login_page_offers_the_provider_and_keeps_passwords(page: Page, web, screenshot):
     page.goto(f"{web.url}/login/")
     expect(page.get_by_role("link", name=f"Sign in with {PROVIDER}")).to_be_visible()
+    screenshot("sso-login")
     # MIRRORPLANE_OIDC_PASSWORD_LOGIN's default: local accounts still sign in.
     expect(page.get_by_label("Password", exact=True)).to_be_visible()
 
@@ -124,7 +125,7 @@ def test_an_admin_group_member_signs_in_as_admin_and_is_demoted_when_the_group_g
     _log_out(page)
     _sso_sign_in(page, web, "alice", provider_asks=False)
     expect(page.get_by_role("heading", name="You may not sign in here")).to_be_visible()
-    expect(page.get_by_role("alert")).to_contain_text("no role for the groups staff")
+    expect(page.get_by_role("alert")).to_contain_text("No role for the groups staff")
     assert role_of(_user("alice")) is None  # the admin role she had is gone, API token included
     page.goto(f"{web.url}/flows/")
     expect(page).to_have_url(re.compile(r"/login/\?next=/flows/$"))  # not signed in
@@ -160,11 +161,12 @@ def test_a_viewer_group_member_signs_in_as_viewer_and_a_write_is_refused_and_aud
     assert [e.outcome for e in _sign_in_audit("victor")] == ["success"]
 
 
-def test_a_user_in_no_mapped_group_is_refused_with_a_clear_page(page: Page, web, provider):
+def test_a_user_in_no_mapped_group_is_refused_with_a_clear_page(page: Page, web, provider, screenshot):
     provider.user("mallory", password=PROVIDER_PASSWORD, groups=["marketing"])
     _sso_sign_in(page, web, "mallory")
     expect(page.get_by_role("heading", name="You may not sign in here")).to_be_visible()
-    expect(page.get_by_role("alert")).to_contain_text("no role for the groups marketing")
+    expect(page.get_by_role("alert")).to_contain_text("No role for the groups marketing")
+    screenshot("sso-refused")
     assert _user("mallory") is None  # nobody is created for a refused sign-in
     [refusal] = _sign_in_audit("mallory")
     assert refusal.outcome == "refused" and "marketing" in refusal.detail
@@ -177,13 +179,13 @@ def test_a_local_account_is_not_taken_over_by_a_provider_user_of_the_same_name(p
     local, _ = get_user_model().objects.get_or_create(username="carol")
     provider.user("carol", password=PROVIDER_PASSWORD, groups=["kafka-admins"])
     _sso_sign_in(page, web, "carol")
-    expect(page.get_by_role("alert")).to_contain_text("a local account is named 'carol'")
+    expect(page.get_by_role("alert")).to_contain_text("already named 'carol'")
     assert role_of(local) is None
     assert [e.outcome for e in _sign_in_audit("carol")] == ["refused"]
 
 
 def test_a_wrong_client_secret_is_a_clear_page_that_shows_no_secret(
-    page: Page, provider, tmp_path_factory, transactional_db
+    page: Page, provider, tmp_path_factory, transactional_db, screenshot
 ):
     web = _sso_web(tmp_path_factory, "wrong", issuer=provider.issuer, secret=WRONG_SECRET)
     try:
@@ -193,6 +195,7 @@ def test_a_wrong_client_secret_is_a_clear_page_that_shows_no_secret(
         expect(page.get_by_role("heading", name="The identity provider refused this console")).to_be_visible()
         expect(page.get_by_role("alert")).to_contain_text("invalid_client")
         expect(page.get_by_text("MIRRORPLANE_OIDC_CLIENT_SECRET")).to_be_visible()
+        screenshot("sso-wrong-secret")
         assert _user("alice") is None
         _assert_secret_nowhere([page.content()], web.log)
     finally:
