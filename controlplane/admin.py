@@ -4,7 +4,7 @@ from django.contrib import admin
 
 from controlplane.core.roles import Role, role_of
 from controlplane.flows import engine
-from controlplane.models import AuditEvent, Cluster, Flow, FlowEvent, FlowPartitionStatus
+from controlplane.models import AuditEvent, Cluster, Flow, FlowEvent, FlowPartitionStatus, SsoIdentity
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -43,6 +43,13 @@ class AuditEventAdmin(ReadOnlyAdmin):
 
 
 admin.site.register(FlowPartitionStatus, ReadOnlyAdmin)
+
+
+@admin.register(SsoIdentity)
+class SsoIdentityAdmin(ReadOnlyAdmin):
+    """Which provider identity signs in as which user (docs/sso.md); deleting the user unlinks it."""
+
+    list_display = ["user", "issuer", "subject", "created_at"]
 
 
 def _admins_only(request) -> bool:

@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import requests
 from authlib.integrations.base_client import MismatchingStateError, OAuthError
@@ -28,6 +32,10 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from joserfc.errors import JoseError
 
 from controlplane.core import sso
+from replication import circuit_breaker
+from replication.circuit_breaker import BreakerState
+
+T = TypeVar("T")
 
 _log = logging.getLogger(__name__)
 
@@ -105,19 +113,67 @@ def _answered(oidc: sso.OidcSettings, error: str, description: str | None) -> st
     return f"{oidc.provider_name} answered {error}" + (f": {description}." if description else ".")
 
 
-def _unreachable_reason(exc: Exception, oidc: sso.OidcSettings) -> str:
-    """What went wrong, in words that carry no request detail (URLs with codes, headers)."""
+def _unavailable(exc: BaseException, timeout_s: float) -> str | None:
+    """Why the provider counts as down (no answer, or a server error), in words that carry no request
+    detail (URLs with codes, headers); None: it answered."""
     if isinstance(exc, requests.Timeout):
-        return f"no answer within {oidc.timeout_s:g} s (MIRRORPLANE_OIDC_TIMEOUT_S)"
+        return f"no answer within {timeout_s:g} s (MIRRORPLANE_OIDC_TIMEOUT_S)"
     if isinstance(exc, requests.ConnectionError):
         return "the connection failed (refused, or the name does not resolve)"
-    if isinstance(exc, requests.HTTPError) and exc.response is not None:
+    if isinstance(exc, requests.HTTPError) and exc.response is not None and exc.response.status_code >= 500:
         return f"it answered HTTP {exc.response.status_code}"
-    return f"its answer is not what OpenID Connect specifies ({type(exc).__name__})"
+    return None
+
+
+class ProviderPaused(Exception):
+    """The provider did not answer its last requests; its breaker lets the next one through later."""
+
+
+class _ProviderBreaker:
+    """The provider's circuit breaker in this process (replication.circuit_breaker's rules, as the
+    clusters'): while the provider does not answer, a sign-in gets its page at once instead of holding a
+    sync web worker for MIRRORPLANE_OIDC_TIMEOUT_S, and one trial request per backoff period asks again."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = BreakerState()
+
+    def call(self, request_provider: Callable[[], T], *, timeout_s: float) -> T:
+        now = time.time()
+        with self._lock:
+            allowed, self._state = circuit_breaker.allow(self._state, now=now)
+            state = self._state
+        if not allowed:
+            raise ProviderPaused(
+                f"it did not answer the last {state.failures} requests ({state.last_error}); "
+                f"it is asked again in {max(state.retry_at - now, 0):.0f} s"
+            )
+        try:
+            result = request_provider()
+        except Exception as exc:
+            self._record(_unavailable(exc, timeout_s))
+            raise
+        self._record(None)
+        return result
+
+    def _record(self, error: str | None) -> None:
+        with self._lock:
+            if error is None:
+                self._state = circuit_breaker.record_success(self._state)
+            else:
+                self._state = circuit_breaker.record_failure(self._state, now=time.time(), error=error)
+
+
+_breaker = _ProviderBreaker()
 
 
 def _provider_failed(request, oidc: sso.OidcSettings, exc: Exception):
-    reason = _unreachable_reason(exc, oidc)
+    reason = (
+        str(exc)
+        if isinstance(exc, ProviderPaused)
+        else _unavailable(exc, oidc.timeout_s)
+        or f"its answer is not what OpenID Connect specifies ({type(exc).__name__})"
+    )
     _log.warning("single sign-on: the identity provider %s failed: %s", oidc.issuer, reason)
     return _error(
         request,
@@ -146,8 +202,10 @@ def sso_login(request):
     request.session[_NEXT] = target if safe else ""
     callback = request.build_absolute_uri(reverse("web:sso-callback"))
     try:
-        return _provider(oidc).authorize_redirect(request, callback)
-    except (requests.RequestException, ValueError, RuntimeError) as exc:
+        return _breaker.call(
+            lambda: _provider(oidc).authorize_redirect(request, callback), timeout_s=oidc.timeout_s
+        )
+    except (requests.RequestException, ValueError, RuntimeError, ProviderPaused) as exc:
         return _provider_failed(request, oidc, exc)
 
 
@@ -177,7 +235,7 @@ def sso_callback(request):
             fix="Sign in again; if it keeps failing, an administrator reads the provider's log.",
         )
     try:
-        claims = _verified_claims(request, oidc)
+        claims = _breaker.call(lambda: _verified_claims(request, oidc), timeout_s=oidc.timeout_s)
     except MismatchingStateError:
         return _error(
             request,
@@ -215,7 +273,7 @@ def sso_callback(request):
             fix="An administrator checks MIRRORPLANE_OIDC_ISSUER and MIRRORPLANE_OIDC_CLIENT_ID, and the "
             "server's clock.",
         )
-    except (requests.RequestException, ValueError, RuntimeError) as exc:
+    except (requests.RequestException, ValueError, RuntimeError, ProviderPaused) as exc:
         return _provider_failed(request, oidc, exc)
     try:
         user = sso.sso_sign_in(issuer=str(claims.get("iss") or oidc.issuer), claims=claims, oidc=oidc)

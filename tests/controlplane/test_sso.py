@@ -140,3 +140,17 @@ def test_a_provider_refusal_or_a_stray_answer_is_a_page_not_an_error(settings):
     stray = Client().get("/login/sso/callback/", {"code": "abc", "state": "not-ours"})
     assert stray.status_code == 400 and "This sign-in expired" in stray.content.decode()
     assert "do-not-show-me" not in denied.content.decode() + stray.content.decode()
+
+
+@pytest.mark.django_db
+def test_admins_see_which_identity_signs_in_as_whom(settings, users):
+    oidc = _oidc_on(settings)
+    claims = {"sub": "u-3", "preferred_username": "fay", "groups": ["kafka-readers"]}
+    sso.sso_sign_in(issuer=ISSUER, claims=claims, oidc=oidc)
+    superuser = users["admin"]
+    superuser.is_superuser = True  # the read-only admin pages' view permission
+    superuser.save()
+    client = Client()
+    client.force_login(superuser)
+    page = client.get("/admin/controlplane/ssoidentity/")
+    assert page.status_code == 200 and "u-3" in page.content.decode() and ISSUER in page.content.decode()
