@@ -100,6 +100,34 @@ def _provider(oidc: sso.OidcSettings) -> DjangoOAuth2App:
     )
 
 
+class IssuerMismatch(Exception):
+    """The discovery document names another issuer than MIRRORPLANE_OIDC_ISSUER."""
+
+
+def _checked_issuer(client: DjangoOAuth2App, oidc: sso.OidcSettings) -> DjangoOAuth2App:
+    """The client, once the provider's discovery document names the configured issuer, as OpenID Connect
+    Discovery requires (the ID tokens' `iss` is checked against the document's)."""
+    named = str(client.load_server_metadata().get("issuer") or "")
+    if named.rstrip("/") != oidc.issuer:
+        raise IssuerMismatch(
+            f"The discovery document {oidc.discovery_url} names the issuer {named!r}; "
+            f"MIRRORPLANE_OIDC_ISSUER is {oidc.issuer!r}."
+        )
+    return client
+
+
+def _issuer_mismatch(request, exc: IssuerMismatch):
+    _log.warning("single sign-on: %s", exc)
+    return _error(
+        request,
+        status=502,
+        title="The identity provider is not the one configured",
+        message=str(exc),
+        fix="An administrator sets MIRRORPLANE_OIDC_ISSUER to the provider's issuer exactly (or "
+        "MIRRORPLANE_OIDC_DISCOVERY_URL to that issuer's discovery document) and restarts the web.",
+    )
+
+
 def _error(request, *, status: int, title: str, message: str, fix: str = ""):
     return render(
         request,
@@ -203,8 +231,11 @@ def sso_login(request):
     callback = request.build_absolute_uri(reverse("web:sso-callback"))
     try:
         return _breaker.call(
-            lambda: _provider(oidc).authorize_redirect(request, callback), timeout_s=oidc.timeout_s
+            lambda: _checked_issuer(_provider(oidc), oidc).authorize_redirect(request, callback),
+            timeout_s=oidc.timeout_s,
         )
+    except IssuerMismatch as exc:
+        return _issuer_mismatch(request, exc)
     except (requests.RequestException, ValueError, RuntimeError, ProviderPaused) as exc:
         return _provider_failed(request, oidc, exc)
 
@@ -212,7 +243,10 @@ def sso_login(request):
 def _verified_claims(request, oidc: sso.OidcSettings) -> dict:
     """The ID token's claims (verified), with the groups from the userinfo endpoint when the token has none."""
     provider = _provider(oidc)
-    token = provider.authorize_access_token(request)
+    token = provider.authorize_access_token(
+        request
+    )  # the state first: a stray answer asks the provider nothing
+    _checked_issuer(provider, oidc)
     if not token.get("userinfo"):
         raise OAuthError("no_id_token", "the provider sent no ID token: MIRRORPLANE_OIDC_SCOPES needs openid")
     claims = dict(token["userinfo"])
@@ -236,6 +270,8 @@ def sso_callback(request):
         )
     try:
         claims = _breaker.call(lambda: _verified_claims(request, oidc), timeout_s=oidc.timeout_s)
+    except IssuerMismatch as exc:
+        return _issuer_mismatch(request, exc)
     except MismatchingStateError:
         return _error(
             request,

@@ -223,3 +223,19 @@ def test_an_issuer_that_does_not_answer_is_a_clear_page(page: Page, tmp_path_fac
         _assert_secret_nowhere([*pages, page.content()], web.log)
     finally:
         web.kill()
+
+
+def test_a_provider_that_is_not_the_configured_issuer_is_a_clear_page(provider, settings, client):
+    """The discovery document must name the issuer configured (OpenID Connect Discovery): a provider at
+    another address, or an issuer with a path left out, is said so before anyone is sent there."""
+    settings.MIRRORPLANE_OIDC_ENABLED = True
+    settings.MIRRORPLANE_OIDC_ISSUER = f"{provider.url}/realms/kafka"
+    settings.MIRRORPLANE_OIDC_DISCOVERY_URL = f"{provider.issuer}/.well-known/openid-configuration"
+    settings.MIRRORPLANE_OIDC_CLIENT_ID = "mirrorplane-ok"
+    settings.MIRRORPLANE_OIDC_CLIENT_SECRET = SECRET
+    settings.MIRRORPLANE_OIDC_ROLE_MAP = ROLE_MAP.split(",")
+    answer = client.get("/login/sso/")
+    page = answer.content.decode()
+    assert answer.status_code == 502, page[:500]
+    assert "The identity provider is not the one configured" in page
+    assert f"names the issuer &#x27;{provider.issuer}&#x27;" in page and SECRET not in page
