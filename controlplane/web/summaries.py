@@ -15,9 +15,17 @@ from dataclasses import dataclass
 from controlplane import alerts
 from controlplane.models import Cluster
 from controlplane.status.rollup import FlowSummary
+from controlplane.web import numbers
 
 # -- topology picture --------------------------------------------------------------------------------------
-WIDTH, HEIGHT, NODE_RADIUS, PAIR_OFFSET = 720, 320, 38, 14
+WIDTH, NODE_RADIUS, PAIR_OFFSET = 720, 38, 14
+LABEL_FONT_PX, LABEL_LINE_PX = 12, 15
+# Conservative advance widths at LABEL_FONT_PX (wider than the page's sans-serif draws them): a label
+# placed clear of the others by these widths is clear of them on screen.
+_WIDE_CHARS, _WIDE_PX, _CHAR_PX = frozenset("mwMW"), 11.5, 7.2
+_LABEL_GAPS = (6.0, 20.0, 36.0)  # how far from its arrow a label may sit
+_LABEL_SPOTS = (0.5, 0.4, 0.6, 0.3, 0.7, 0.22, 0.78)  # where along its arrow, nearest the middle first
+Box = tuple[float, float, float, float]  # left, top, right, bottom
 
 
 @dataclass(frozen=True)
@@ -34,8 +42,9 @@ class Edge:
     y1: float
     x2: float
     y2: float
-    label_x: float
-    label_y: float
+    label_x: float  # the label's centre line
+    label_y: float  # its first line's baseline
+    lines: tuple[str, ...]  # the label: the flow's state, then its lag (or its staleness)
 
 
 @dataclass(frozen=True)
@@ -45,12 +54,17 @@ class Topology:
     radius: int
     nodes: list[Node]
     edges: list[Edge]
+    line_px: int = LABEL_LINE_PX  # between a label's lines
 
 
-def _node_positions(count: int) -> list[tuple[float, float]]:
+def _height(count: int) -> int:
+    return 320 if count <= 2 else 460
+
+
+def _node_positions(count: int, height: int) -> list[tuple[float, float]]:
     """Clusters evenly on an ellipse, the first on the left (two clusters sit side by side)."""
-    cx, cy = WIDTH / 2, HEIGHT / 2
-    rx, ry = WIDTH / 2 - NODE_RADIUS - 60, HEIGHT / 2 - NODE_RADIUS - 20
+    cx, cy = WIDTH / 2, height / 2
+    rx, ry = WIDTH / 2 - NODE_RADIUS - 60, height / 2 - NODE_RADIUS - 20
     if count == 1:
         return [(cx, cy)]
     return [
@@ -59,11 +73,87 @@ def _node_positions(count: int) -> list[tuple[float, float]]:
     ]
 
 
+def edge_label(summary: FlowSummary) -> tuple[str, str]:
+    """The flow's state, and how far behind it is (or how long since it was seen)."""
+    if summary.health == "stale":
+        return str(summary.flow.state), f"stale, seen {numbers.seconds(summary.age_s)} ago"
+    lag = f"{numbers.count(summary.records_behind)} behind"
+    return str(summary.flow.state), lag + (
+        f", seen {numbers.seconds(summary.age_s)} ago" if summary.stale else ""
+    )
+
+
+def label_size(lines: Sequence[str]) -> tuple[float, float]:
+    """A label's box (width, height) at LABEL_FONT_PX, never smaller than drawn."""
+    width = max(sum(_WIDE_PX if ch in _WIDE_CHARS else _CHAR_PX for ch in line) for line in lines)
+    return width + 4, LABEL_LINE_PX * len(lines) + 4
+
+
+def overlap_area(a: Box, b: Box) -> float:
+    return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+
+
+def _outside(box: Box, width: float, height: float) -> float:
+    inside = overlap_area(box, (0.0, 0.0, width, height))
+    return (box[2] - box[0]) * (box[3] - box[1]) - inside
+
+
+def _crossings(box: Box, segments: Sequence[tuple[float, float, float, float]]) -> int:
+    """How many points (every 6 px) of the other arrows lie in `box`."""
+    hits = 0
+    for x1, y1, x2, y2 in segments:
+        steps = max(int(math.hypot(x2 - x1, y2 - y1) / 6), 1)
+        for i in range(steps + 1):
+            x, y = x1 + (x2 - x1) * i / steps, y1 + (y2 - y1) * i / steps
+            hits += box[0] <= x <= box[2] and box[1] <= y <= box[3]
+    return hits
+
+
+def place_label(
+    *,
+    segment: tuple[float, float, float, float],
+    size: tuple[float, float],
+    taken: Sequence[Box],
+    segments: Sequence[tuple[float, float, float, float]],
+    width: float,
+    height: float,
+) -> Box:
+    """Where a label of `size` goes beside its arrow `segment`, on the arrow's own side (the side its pair
+    offset moved it to, so two opposite arrows keep their labels apart): the first spot, nearest the
+    middle and the arrow, that overlaps no box of `taken` (labels and clusters) and stays inside the
+    picture, crossing as few other arrows as it can; else the spot overlapping least, pushed inside."""
+    x1, y1, x2, y2 = segment
+    length = math.hypot(x2 - x1, y2 - y1) or 1.0
+    ux, uy = (x2 - x1) / length, (y2 - y1) / length
+    nx, ny = -uy, ux  # the side PAIR_OFFSET moved this arrow to
+    w, h = size
+    reach = abs(nx) * w / 2 + abs(ny) * h / 2  # from the box's centre to its edge facing the arrow
+    best: tuple[tuple[float, int], Box] | None = None
+    for t in _LABEL_SPOTS:
+        for gap in _LABEL_GAPS:
+            cx, cy = x1 + (x2 - x1) * t + nx * (gap + reach), y1 + (y2 - y1) * t + ny * (gap + reach)
+            box = (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2)
+            clash = sum(overlap_area(box, other) for other in taken) + _outside(box, width, height) * 4
+            score = (clash, _crossings(box, segments))
+            if best is None or score < best[0]:
+                best = (score, box)
+    (clash, _), box = best
+    if clash:  # no spot is clear: keep the least crowded one inside the picture
+        dx = max(0.0, -box[0]) - max(0.0, box[2] - width)
+        dy = max(0.0, -box[1]) - max(0.0, box[3] - height)
+        box = (box[0] + dx, box[1] + dy, box[2] + dx, box[3] + dy)
+    return box
+
+
 def topology(*, clusters: Sequence[Cluster], summaries: Sequence[FlowSummary]) -> Topology:
-    """Nodes and arrows; a pair of opposite flows is drawn as two parallel arrows, not on top of each other."""
-    nodes = [Node(c, x, y) for c, (x, y) in zip(clusters, _node_positions(len(clusters)), strict=True)]
+    """Nodes and arrows; a pair of opposite flows is drawn as two parallel arrows, not on top of each other,
+    and each arrow's label is placed where it overlaps no other label or cluster and is not clipped
+    (`place_label`)."""
+    height = _height(len(clusters))
+    positions = _node_positions(len(clusters), height)
+    nodes = [Node(c, x, y) for c, (x, y) in zip(clusters, positions, strict=True)]
     at = {node.cluster.pk: node for node in nodes}
-    edges = []
+    arrows = []
     for summary in summaries:
         start, end = at.get(summary.flow.source_id), at.get(summary.flow.target_id)
         if start is None or end is None:
@@ -74,10 +164,30 @@ def topology(*, clusters: Sequence[Cluster], summaries: Sequence[FlowSummary]) -
         # The normal of A->B is the opposite of B->A's: the same offset separates a pair of arrows.
         nx, ny = -uy * PAIR_OFFSET, ux * PAIR_OFFSET
         gap = NODE_RADIUS + 6
-        x1, y1 = start.x + ux * gap + nx, start.y + uy * gap + ny
-        x2, y2 = end.x - ux * gap + nx, end.y - uy * gap + ny
-        edges.append(Edge(summary, x1, y1, x2, y2, (x1 + x2) / 2 + nx * 1.2, (y1 + y2) / 2 + ny * 1.2))
-    return Topology(WIDTH, HEIGHT, NODE_RADIUS, nodes, edges)
+        arrows.append(
+            (
+                summary,
+                (
+                    start.x + ux * gap + nx,
+                    start.y + uy * gap + ny,
+                    end.x - ux * gap + nx,
+                    end.y - uy * gap + ny,
+                ),
+            )
+        )
+    pad = NODE_RADIUS + 4
+    taken: list[Box] = [(n.x - pad, n.y - pad, n.x + pad, n.y + pad) for n in nodes]
+    edges = []
+    for summary, segment in arrows:
+        lines = edge_label(summary)
+        others = [other for _, other in arrows if other is not segment]
+        box = place_label(
+            segment=segment, size=label_size(lines), taken=taken, segments=others, width=WIDTH, height=height
+        )
+        taken.append(box)
+        centre, baseline = (box[0] + box[2]) / 2, box[1] + 2 + LABEL_FONT_PX
+        edges.append(Edge(summary, *segment, centre, baseline, lines))
+    return Topology(WIDTH, height, NODE_RADIUS, nodes, edges)
 
 
 def last_errors(events: Sequence) -> dict[tuple[str, int], object]:

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import redis
+from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from controlplane import core
 from controlplane.core.roles import Role
+from controlplane.models import FlowPartitionStatus, PartitionState
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make are still
 # synchronous and safe here.
@@ -60,6 +63,35 @@ def browser_type_launch_args(browser_type_launch_args):
 @pytest.fixture(scope="session")
 def browser_context_args(browser_context_args):
     return {**browser_context_args, "viewport": {"width": 1360, "height": 900}, "timezone_id": "UTC"}
+
+
+# Elements reaching past the screen's right edge, outside any box that scrolls them (tag#id.class).
+WIDER_THAN_SCREEN = """() => {
+  const scrolls = (e) => { for (let p = e.parentElement; p && p !== document.body; p = p.parentElement) {
+    const s = getComputedStyle(p); if (s.overflowX === 'auto' || s.overflowX === 'scroll') return true; }
+    return false; };
+  return [...document.body.querySelectorAll('*')].filter((e) => e.getBoundingClientRect().right > innerWidth + 1
+    && getComputedStyle(e).position !== 'fixed' && !scrolls(e)).slice(0, 5)
+    .map((e) => e.tagName + (e.id ? '#' + e.id : '') + '.' + (e.getAttribute('class') || '') + '@' + Math.round(e.getBoundingClientRect().right));
+}"""
+
+
+def partition_report(flow, *, age_s: float, behind: int, seconds: float, state=None) -> None:
+    """A worker's report of partition 0 of `orders` for `flow`, `age_s` old, `behind` records and
+    `seconds` behind (state OK unless given)."""
+    FlowPartitionStatus.objects.create(
+        flow=flow,
+        topic="orders",
+        partition=0,
+        remote_topic=f"{flow.source.alias}.orders",
+        replicated_offset=100,
+        source_end_offset=100 + behind,
+        records_behind=behind,
+        seconds_behind=seconds,
+        record_rate=0.0,
+        state=state or PartitionState.OK,
+        observed_at=timezone.now() - timedelta(seconds=age_s),
+    )
 
 
 @contextlib.contextmanager

@@ -4,34 +4,14 @@ of the page at the moment an assertion fails."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
-from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from controlplane import alerts
 from controlplane.flows import lifecycle, services
-from controlplane.models import FlowPartitionStatus, PartitionState
-from tests.e2e.conftest import kept
+from tests.e2e.conftest import kept, partition_report
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-
-def _report(flow, *, age_s: float, behind: int, seconds: float, state=PartitionState.OK) -> None:
-    FlowPartitionStatus.objects.create(
-        flow=flow,
-        topic="orders",
-        partition=0,
-        remote_topic=f"{flow.source.alias}.orders",
-        replicated_offset=100,
-        source_end_offset=100 + behind,
-        records_behind=behind,
-        seconds_behind=seconds,
-        record_rate=0.0,
-        state=state,
-        observed_at=timezone.now() - timedelta(seconds=age_s),
-    )
 
 
 BADGE_LOOK = "(e) => { const s = getComputedStyle(e); return [s.color, s.borderTopStyle]; }"
@@ -44,16 +24,16 @@ def test_one_health_rule_colours_every_page_and_behind_is_not_stale(page: Page, 
     }
     # 3 minutes behind a 60 s budget at 0 rec/s: Burrow says OK, the budget says behind.
     behind = services.flow_create(actor=None, source=clusters["east"], target=clusters["west"], enabled=True)
-    _report(behind, age_s=1, behind=1, seconds=180.0)
+    partition_report(behind, age_s=1, behind=1, seconds=180.0)
     # 7 records in flight, 0 s: within the budget.
     in_flight = services.flow_create(
         actor=None, source=clusters["west"], target=clusters["east"], enabled=True
     )
-    _report(in_flight, age_s=1, behind=7, seconds=0.0)
+    partition_report(in_flight, age_s=1, behind=7, seconds=0.0)
     silent = services.flow_create(actor=None, source=clusters["lab"], target=clusters["west"], enabled=True)
-    _report(silent, age_s=600, behind=0, seconds=0.0)
+    partition_report(silent, age_s=600, behind=0, seconds=0.0)
     paused = services.flow_create(actor=None, source=clusters["dr"], target=clusters["east"], enabled=True)
-    _report(paused, age_s=600, behind=4, seconds=2.0)
+    partition_report(paused, age_s=600, behind=4, seconds=2.0)
     lifecycle.transition(flow=paused, name="pause")
 
     page.goto(f"{signed_in}/")
@@ -91,7 +71,7 @@ def test_the_alert_rows_silence_action_marks_it_and_the_overview_stops_counting_
     west = services.cluster_create(actor=None, alias="west", bootstrap_servers="west.invalid:9092")
     east = services.cluster_create(actor=None, alias="east", bootstrap_servers="east.invalid:9092")
     flow = services.flow_create(actor=None, source=east, target=west, enabled=True)
-    _report(flow, age_s=1, behind=1, seconds=999.0)
+    partition_report(flow, age_s=1, behind=1, seconds=999.0)
     alerts.alerts_evaluate()
 
     page.goto(f"{signed_in}/")

@@ -17,22 +17,11 @@ from controlplane.models import Cluster, ReportTrigger
 from controlplane.status import runtime
 from dashboards.spark.jobs import REPORT_KEYS
 from replication.metrics import PartitionMetrics
-from tests.e2e.conftest import ARTIFACTS
+from tests.e2e.conftest import ARTIFACTS, WIDER_THAN_SCREEN
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 PHONE = {"width": 390, "height": 844}
-
-
-# Elements reaching past the screen's right edge, outside any box that scrolls them (tag#id.class).
-WIDER_THAN_SCREEN = """() => {
-  const scrolls = (e) => { for (let p = e.parentElement; p && p !== document.body; p = p.parentElement) {
-    const s = getComputedStyle(p); if (s.overflowX === 'auto' || s.overflowX === 'scroll') return true; }
-    return false; };
-  return [...document.body.querySelectorAll('*')].filter((e) => e.getBoundingClientRect().right > innerWidth + 1
-    && getComputedStyle(e).position !== 'fixed' && !scrolls(e)).slice(0, 5)
-    .map((e) => e.tagName + (e.id ? '#' + e.id : '') + '.' + (e.getAttribute('class') || '') + '@' + Math.round(e.getBoundingClientRect().right));
-}"""
 
 
 def _fits_a_phone(page: Page, name: str) -> None:

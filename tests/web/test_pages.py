@@ -202,3 +202,35 @@ def test_after_a_failover_the_page_lists_the_clients_to_switch_and_no_readiness_
     )
     assert "refused-one" not in panel  # a refused group did not move
     assert 'Failover readiness: <span class="badge">n/a</span>' in page
+
+
+@pytest.mark.parametrize(
+    "aliases", [("east", "west", "lab"), ("east", "west", "lab", "dr-site"), tuple("abcde"), tuple("abcdef")]
+)
+def test_topology_labels_are_placed_apart_inside_the_picture(aliases):
+    """Every flow both ways between every pair: each label's estimated box (never smaller than drawn) is
+    clear of every other label and cluster and inside the picture (Chromium checks the drawn boxes in
+    tests/e2e/test_topology_and_phone.py)."""
+    clusters = [
+        services.cluster_create(actor=None, alias=a, bootstrap_servers=f"{a}.invalid:9092") for a in aliases
+    ]
+    flows = [
+        services.flow_create(actor=None, source=s, target=t) for s in clusters for t in clusters if s != t
+    ]
+    rows = [
+        rollup.summarize(f, [], now=timezone.now(), stale_after=10.0, budget=assurance.DEFAULT_BUDGET)
+        for f in flows
+    ]
+    picture = summaries.topology(clusters=clusters, summaries=rows)
+    boxes = []
+    for edge in picture.edges:
+        width, height = summaries.label_size(edge.lines)
+        top = edge.label_y - 2 - summaries.LABEL_FONT_PX
+        boxes.append((edge.label_x - width / 2, top, edge.label_x + width / 2, top + height))
+    pad = picture.radius
+    nodes = [(n.x - pad, n.y - pad, n.x + pad, n.y + pad) for n in picture.nodes]
+    for i, box in enumerate(boxes):
+        assert box[0] >= 0 and box[2] <= picture.width and box[1] >= 0 and box[3] <= picture.height, box
+        clashes = [other for other in boxes[i + 1 :] + nodes if summaries.overlap_area(box, other)]
+        if len(aliases) <= 5:  # 30 labels among 6 clusters: one may touch another; all stay inside
+            assert not clashes, (picture.edges[i].lines, box, clashes)

@@ -11,6 +11,7 @@ from django.utils.html import format_html
 
 from controlplane.core.roles import Role
 from controlplane.flows import lifecycle
+from controlplane.web import numbers
 from controlplane.web.summaries import FieldChange, audit_changes
 
 register = template.Library()
@@ -60,23 +61,8 @@ def epoch(value: datetime | None) -> str:
     return "" if value is None else f"{value.timestamp():.3f}"
 
 
-@register.filter
-def count(value: int | float | None) -> str:
-    """Thousands separated; a dash when unknown (not yet measured is not zero)."""
-    return "—" if value is None else f"{value:,.0f}"
-
-
-@register.filter
-def seconds(value: float | None) -> str:
-    if value is None:
-        return "—"
-    if value < 60:
-        return f"{value:.1f} s"
-    minutes, secs = divmod(round(value), 60)
-    if minutes < 60:
-        return f"{minutes} min {secs} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min"
+register.filter("count", numbers.count)
+register.filter("seconds", numbers.seconds)
 
 
 @register.filter
@@ -91,7 +77,7 @@ def ago(value: datetime | str | None) -> str:
         value = parse_datetime(value)
     if value is None:
         return "—"
-    return f"{seconds(max((timezone.now() - value).total_seconds(), 0.0))} ago"
+    return f"{numbers.seconds(max((timezone.now() - value).total_seconds(), 0.0))} ago"
 
 
 @register.filter
