@@ -60,6 +60,14 @@ class ResetStrategy(StrEnum):
     LATEST = "latest"  # the end: skip everything there now
     TIMESTAMP = "timestamp"  # the first record at or after a moment
     TRANSLATED = "translated"  # where the group's source offsets translate to (a flow's offset syncs)
+    SHIFT = "shift"  # the committed offset moved by N records (kafka-consumer-groups --shift-by)
+    OFFSET = "offset"  # one given offset (kafka-consumer-groups --to-offset)
+
+
+# Strategies whose offset is asked for, not read from the log: kept within [log start, end], as
+# kafka-consumer-groups.sh does. Time-found and translated offsets name a record that exists; some brokers
+# report an end too low, so those are only kept at or above the log start.
+CLAMPED_TO_THE_END = frozenset({ResetStrategy.SHIFT, ResetStrategy.OFFSET})
 
 
 @dataclass(frozen=True)
@@ -69,10 +77,27 @@ class OffsetReset:
     current: int | None  # committed now (None: nothing committed)
     new: int | None  # the offset the reset writes (None: not written, `note` says why)
     note: str = ""
+    end: int | None = None  # the partition's end offset when planned
 
     @property
     def changes(self) -> bool:
         return self.new is not None and self.new != self.current
+
+    @property
+    def lag_before(self) -> int | None:
+        return lag(self.current, self.end)
+
+    @property
+    def lag_after(self) -> int | None:
+        """The group's lag once the reset is written (unchanged where nothing is written)."""
+        return lag(self.new if self.new is not None else self.current, self.end)
+
+    @property
+    def lag_change(self) -> int | None:
+        """Records more (positive: read again) or fewer (negative: skipped) the group has to read."""
+        if self.lag_before is None or self.lag_after is None:
+            return None
+        return self.lag_after - self.lag_before
 
     def to_dict(self) -> dict:
         return {
@@ -81,6 +106,10 @@ class OffsetReset:
             "current": self.current,
             "new": self.new,
             "changes": self.changes,
+            "end": self.end,
+            "lag_before": self.lag_before,
+            "lag_after": self.lag_after,
+            "lag_change": self.lag_change,
             "note": self.note,
         }
 
@@ -94,15 +123,24 @@ def plan_reset(
     end: Mapping[TopicPartition, int],
     by_time: Mapping[TopicPartition, int] | None = None,
     translated: Mapping[TopicPartition, int | None] | None = None,
+    shift_by: int = 0,
+    to_offset: int | None = None,
 ) -> list[OffsetReset]:
     """The offset each partition gets; never below the log start (a consumer would apply its
-    auto.offset.reset there, possibly skipping to the end). Offsets above the reported end are kept: a
-    translated or time-found offset names a record that exists, and some brokers report an end too low."""
+    auto.offset.reset there, possibly skipping to the end). A shifted or given offset past the end is the
+    end (`CLAMPED_TO_THE_END`); a shift needs a committed offset to move from, as in Kafka's tool."""
     rows = []
     for key in sorted(set(partitions)):
         low, high = earliest.get(key), end.get(key)
         note = ""
-        if strategy is ResetStrategy.EARLIEST:
+        if strategy is ResetStrategy.SHIFT:
+            committed = current.get(key)
+            new = None if committed is None else committed + shift_by
+            if committed is None:
+                note = "nothing committed to shift from: not written (reset it to an offset or a time)"
+        elif strategy is ResetStrategy.OFFSET:
+            new = to_offset
+        elif strategy is ResetStrategy.EARLIEST:
             new = low
         elif strategy is ResetStrategy.LATEST:
             new = high
@@ -118,9 +156,12 @@ def plan_reset(
         if new is not None and low is not None and new < low:
             note = f"{new} is before the log start {low} (deleted by retention): the log start"
             new = low
+        if strategy in CLAMPED_TO_THE_END and new is not None and high is not None and new > high:
+            note = f"{new} is past the end {high}: the end"
+            new = high
         if low is None or high is None:
             new, note = None, "the partition's offsets could not be read: not written"
-        rows.append(OffsetReset(key[0], key[1], current.get(key), new, note))
+        rows.append(OffsetReset(key[0], key[1], current.get(key), new, note, high))
     return rows
 
 

@@ -1,8 +1,8 @@
 """Topic and message browser and consumer group API: the reads the browser and group pages show, as
 JSON, and the offset reset.
 
-Reads need the viewer role (values of masked topics hidden from viewers). The reset lets every
-authenticated user reach the service, which refuses (403, audited) anyone below operator, like failover.
+Reads need the viewer role (values of masked topics hidden from viewers). A group's offset reset and
+deletion need the operator role, checked before the body is read (a refusal audited).
 Every answer carries `read_at` and `read_ms`; a cluster that does not answer is 502 with its reason.
 """
 
@@ -13,16 +13,16 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.negotiation import DefaultContentNegotiation
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from controlplane import browse
 from controlplane.api.fields import WholeNumberField
-from controlplane.browse import groups
+from controlplane.browse import group_changes, groups
+from controlplane.core.bounds import INT64_MAX, INT64_MIN
 from controlplane.core.errors import ClusterUnavailable
-from controlplane.core.roles import role_of
+from controlplane.core.roles import Role, role_of
 from controlplane.flows import selectors
 
 SEEK_PARAMETERS = [
@@ -235,25 +235,46 @@ class GroupDetailView(APIView):
 
 
 class GroupResetSerializer(serializers.Serializer):
-    strategy = serializers.ChoiceField(choices=[s.value for s in groups.ResetStrategy])
+    strategy = serializers.ChoiceField(choices=[s.value for s in group_changes.ResetStrategy])
     timestamp = serializers.CharField(
         required=False, allow_blank=True, help_text="for timestamp: ISO 8601 or epoch ms"
     )
+    shift = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=INT64_MIN,
+        max_value=INT64_MAX,
+        help_text="for shift: records to move the committed offset by (negative: back)",
+    )
+    offset = WholeNumberField(required=False, allow_null=True, help_text="for offset: the offset to write")
     flow = WholeNumberField(
         required=False, allow_null=True, help_text="for translated: a flow into this cluster"
     )
     topic = serializers.CharField(
         required=False, allow_blank=True, help_text="default: the group's committed topics"
     )
+    partitions = serializers.ListField(
+        child=WholeNumberField(max_value=group_changes.PARTITION_MAX),
+        required=False,
+        max_length=10_000,
+        help_text="of topic (default: all of them)",
+    )
     dry_run = serializers.BooleanField(default=True, help_text="plan only (the default): nothing is written")
 
 
-class GroupResetView(APIView):
-    permission_classes = [IsAuthenticated]  # the service refuses (and audits) anyone below operator
+class GroupChangeView(APIView):
+    """A group's writes: the role (operator) is checked before the body is read, refusals audited."""
+
+    action_roles = {"update": Role.OPERATOR, "delete": Role.OPERATOR}
+    basename = "consumer_group"
+
+
+class GroupResetView(GroupChangeView):
+    action = "update"
 
     @extend_schema(
-        summary="Reset an inactive group's offsets (operator): earliest, latest, timestamp or translated; "
-        "dry_run (the default) only plans",
+        summary="Reset an inactive group's offsets (operator): earliest, latest, timestamp, shift, offset or "
+        "translated, kept within the log start and the end; dry_run (the default) only plans",
         request=GroupResetSerializer,
         responses=OpenApiTypes.OBJECT,
     )
@@ -261,7 +282,7 @@ class GroupResetView(APIView):
         serializer = GroupResetSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        result = groups.group_offsets_reset(
+        result = group_changes.group_offsets_reset(
             actor=request.user,
             cluster=_cluster(pk),
             group=group,
@@ -269,6 +290,36 @@ class GroupResetView(APIView):
             timestamp=data.get("timestamp", ""),
             flow_id=data.get("flow"),
             topic=data.get("topic", ""),
+            partitions=data.get("partitions", ()),
+            shift=data.get("shift"),
+            offset=data.get("offset"),
             dry_run=data["dry_run"],
+        )
+        return Response(result.to_dict())
+
+
+class GroupDeleteSerializer(serializers.Serializer):
+    dry_run = serializers.BooleanField(
+        default=True, help_text="show what goes (the default): nothing deleted"
+    )
+
+
+class GroupDeleteView(GroupChangeView):
+    action = "delete"
+
+    @extend_schema(
+        summary="Delete an inactive group and its committed offsets (operator); dry_run (the default) only "
+        "shows them",
+        request=GroupDeleteSerializer,
+        responses=OpenApiTypes.OBJECT,
+    )
+    def post(self, request, pk, group):
+        serializer = GroupDeleteSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        result = group_changes.group_delete(
+            actor=request.user,
+            cluster=_cluster(pk),
+            group=group,
+            dry_run=serializer.validated_data["dry_run"],
         )
         return Response(result.to_dict())

@@ -29,6 +29,10 @@ urlpatterns = [
         rf"^clusters/(?P<pk>{views.ID_PATTERN})/groups/(?P<group>.+)/reset/$", browse.GroupResetView.as_view()
     ),
     re_path(
+        rf"^clusters/(?P<pk>{views.ID_PATTERN})/groups/(?P<group>.+)/delete/$",
+        browse.GroupDeleteView.as_view(),
+    ),
+    re_path(
         rf"^clusters/(?P<pk>{views.ID_PATTERN})/groups/(?P<group>.+)/$", browse.GroupDetailView.as_view()
     ),
     re_path(rf"^flows/(?P<pk>{views.ID_PATTERN})/copies/$", browse.RecordCopiesView.as_view()),

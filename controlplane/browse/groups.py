@@ -1,13 +1,13 @@
 """Consumer groups on every cluster: the list with states and members, one group's offsets and lag per
 partition, what the flows that checkpoint it know (translated offset on the target, the checkpoint's
-age, what a failover would write), and the offset reset of an inactive group.
+age, what a failover would write). The group's writes (offset reset, deletion) are in
+`controlplane.browse.group_changes`.
 
 Reads go through `cluster_reads.cluster_read` (bounded by the cluster timeout, refused at once while the
 cluster does not answer). Listing is one ListGroups request, one batched DescribeGroups, the groups'
 OffsetFetch requests in flight together and one ListOffsets per cluster (measured on the embedded
 broker with 1,000 groups: 2 ms, ~200 ms, 0.4-1.2 s on a loaded machine), so it runs inside the request;
-states, members and lag stop at GROUP_DESCRIBE_MAX groups a cluster. The reset is a service: operator role, audited
-(requests, refusals and outcomes), refused for an active group, with a dry run that writes nothing.
+states, members and lag stop at GROUP_DESCRIBE_MAX groups a cluster.
 """
 
 from __future__ import annotations
@@ -15,30 +15,22 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass, field, replace
 
-from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
-from controlplane import core
-from controlplane.browse.records import parse_moment, topic_name_error
-from controlplane.core.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
-from controlplane.core.roles import Role, role_of
+from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.flows import engine, selectors
 from controlplane.flows.cluster_reads import cluster_read, clusters_read, timed
-from controlplane.models import AuditAction, AuditOutcome, Cluster, Flow
+from controlplane.models import Cluster, Flow
 from controlplane.status import rollup
 from replication.config import ClusterConfig
 from replication.consumer_groups import (
     GroupDescription,
-    OffsetReset,
-    ResetStrategy,
     lag,
-    offsets_to_write,
-    plan_reset,
 )
 from replication.failover import GroupPlan
 from replication.filters import GroupFilter
 from replication.kafka import failover_io
-from replication.kafka.browser import TopicBrowser, UnknownTopic
+from replication.kafka.browser import TopicBrowser
 from replication.kafka.groups import GroupOffsetsAdmin, newest_checkpoints
 
 GROUP_DESCRIBE_MAX = 1000
@@ -302,209 +294,3 @@ def group_detail(*, cluster: Cluster, group: str) -> GroupDetail:
         read_ms=read_ms,
         reset_flows=_flows_checkpointing(group, target=cluster),
     )
-
-
-# -- offset reset -----------------------------------------------------------------------------------------
-@dataclass
-class ResetResult:
-    cluster: Cluster
-    group: str
-    strategy: ResetStrategy
-    dry_run: bool
-    rows: list[OffsetReset]
-    applied: bool = False
-    refused: dict[str, str] = field(default_factory=dict)  # "topic[partition]" -> the broker's reason
-    read_at: datetime.datetime = field(default_factory=timezone.now)
-
-    @property
-    def changes(self) -> int:
-        return sum(1 for row in self.rows if row.changes)
-
-    def to_dict(self) -> dict:
-        return {
-            "cluster": self.cluster.alias,
-            "group": self.group,
-            "strategy": self.strategy.value,
-            "dry_run": self.dry_run,
-            "applied": self.applied,
-            "partitions": [row.to_dict() for row in self.rows],
-            "changes": self.changes,
-            "refused": self.refused,
-            "read_at": self.read_at.isoformat(),
-        }
-
-
-@dataclass(frozen=True)
-class ResetRequest:
-    strategy: ResetStrategy
-    timestamp_ms: int | None
-    flow: Flow | None
-    topic: str
-
-
-def _parse_reset(
-    *, cluster: Cluster, group: str, strategy: str, timestamp: str, flow_id, topic: str
-) -> ResetRequest:
-    errors: dict[str, list[str]] = {}
-    try:
-        chosen = ResetStrategy(strategy)
-    except ValueError:
-        errors["strategy"] = [
-            f"'{strategy}' is not a reset strategy: use earliest, latest, timestamp or translated"
-        ]
-        chosen = None
-    timestamp_ms = None
-    if chosen is ResetStrategy.TIMESTAMP:
-        if not str(timestamp or "").strip():
-            errors["timestamp"] = ["give the moment to reset to: ISO 8601 (2026-11-24T05:30:00Z) or epoch ms"]
-        else:
-            try:
-                timestamp_ms = parse_moment(str(timestamp))
-            except ValueError:
-                errors["timestamp"] = [
-                    f"'{timestamp}' is not a time: give ISO 8601 (2026-11-24T05:30:00, with or without a zone) "
-                    "or epoch milliseconds"
-                ]
-    flow = None
-    if chosen is ResetStrategy.TRANSLATED:
-        candidates = _flows_checkpointing(group, target=cluster)
-        flow = next((f for f in candidates if str(f.pk) == str(flow_id)), None)
-        if flow is None:
-            names = ", ".join(f"{f.pk} ({f.name})" for f in candidates) or "none checkpoints this group"
-            errors["flow"] = [
-                f"give the flow into {cluster.alias} whose translation to use; flows into {cluster.alias} that "
-                f"checkpoint {group}: {names}"
-            ]
-    topic = str(topic or "").strip()
-    if topic and (message := topic_name_error(topic)):
-        errors["topic"] = [message]
-    if errors:
-        raise ServiceValidationError(errors)
-    return ResetRequest(chosen, timestamp_ms, flow, topic)
-
-
-def _key(topic: str, partition: int) -> str:
-    return f"{topic}[{partition}]"
-
-
-def _plan(config: ClusterConfig, timeout_s: float, *, group: str, request: ResetRequest, committed):
-    browser = TopicBrowser(config, timeout_s=timeout_s)
-    translated: dict[TopicPartition, int | None] | None = None
-    if request.strategy is ResetStrategy.TRANSLATED:
-        plan = _group_plan(request.flow, group, timeout_s).plan
-        translated = {(row.remote_topic, row.partition): row.translated_offset for row in plan.partitions}
-        partitions = set(translated)
-        if request.topic:
-            partitions = {key for key in partitions if key[0] == request.topic}
-    elif request.topic:
-        try:
-            count = browser.partition_count(request.topic)
-        except UnknownTopic as exc:
-            raise ServiceValidationError.single("topic", f"{exc}: check the name on the topics page") from exc
-        partitions = {(request.topic, p) for p in range(count)}
-    else:
-        partitions = set(committed)
-    by_time = None
-    if request.strategy is ResetStrategy.TIMESTAMP:
-        by_time = browser.offsets_at(partitions, request.timestamp_ms)
-    return plan_reset(
-        strategy=request.strategy,
-        partitions=partitions,
-        current=committed,
-        earliest=browser.earliest_offsets(partitions),
-        end=browser.end_offsets(partitions),
-        by_time=by_time,
-        translated=translated,
-    )
-
-
-def group_offsets_reset(
-    *,
-    actor,
-    cluster: Cluster,
-    group: str,
-    strategy: str,
-    timestamp: str = "",
-    flow_id=None,
-    topic: str = "",
-    dry_run: bool = True,
-) -> ResetResult:
-    """Reset `group`'s committed offsets on `cluster` (all its committed partitions, or every partition
-    of `topic`): to the log start, the end, a moment, or a flow's exact translation of the group's source
-    offsets. A dry run reads and plans only. Operators only; refused while the group is active; every
-    refusal and every applied reset is audited."""
-    object_id, object_repr = f"{cluster.alias}/{group}"[:100], f"group {group} on {cluster.alias}"
-
-    def refuse(exc: Exception) -> None:
-        if not dry_run:
-            core.audit_record(
-                actor=actor,
-                action=AuditAction.UPDATE,
-                object_type="consumer_group",
-                object_id=object_id,
-                object_repr=object_repr,
-                outcome=AuditOutcome.REFUSED,
-                detail=f"offset reset ({strategy}): {exc}",
-            )
-
-    role = role_of(actor)
-    if role is None or role < Role.OPERATOR:
-        exc = PermissionDenied(
-            f"resetting a group's offsets needs the operator role; you have "
-            f"{'no role' if role is None else 'the ' + role.group_name + ' role'}"
-        )
-        refuse(exc)
-        raise exc
-    try:
-        request = _parse_reset(
-            cluster=cluster, group=group, strategy=strategy, timestamp=timestamp, flow_id=flow_id, topic=topic
-        )
-
-        def read(config: ClusterConfig, timeout_s: float):
-            admin = GroupOffsetsAdmin(config, timeout_s=timeout_s)
-            description = admin.describe([group])[group]
-            if description.active:
-                raise ServiceConflict(
-                    f"group {group} is {description.state} on {cluster.alias} with "
-                    f"{len(description.members)} member(s): its offsets cannot be reset while consumers run; "
-                    "stop them (the group becomes EMPTY) and try again"
-                )
-            committed = {key: c.offset for key, c in admin.committed_offsets(group).items()}
-            if not committed and not request.topic and request.strategy is not ResetStrategy.TRANSLATED:
-                raise ServiceValidationError.single(
-                    "topic",
-                    f"group {group} has no committed offsets on {cluster.alias}: name the topic to reset",
-                )
-            return (
-                admin,
-                committed,
-                _plan(config, timeout_s, group=group, request=request, committed=committed),
-            )
-
-        admin, committed, rows = cluster_read(cluster, read)
-    except (ServiceValidationError, ServiceConflict) as exc:
-        refuse(exc)
-        raise
-    result = ResetResult(cluster, group, request.strategy, dry_run, rows)
-    if dry_run:
-        return result
-    offsets = offsets_to_write(rows)
-    refused = admin.alter_offsets(group, offsets) if offsets else {}
-    result.applied = True
-    result.refused = {_key(*key): reason for key, reason in refused.items()}
-    written = {_key(*key): offset for key, offset in offsets.items() if key not in refused}
-    core.audit_record(
-        actor=actor,
-        action=AuditAction.UPDATE,
-        object_type="consumer_group",
-        object_id=object_id,
-        object_repr=object_repr,
-        before={_key(*key): committed.get(key) for key in offsets},
-        after=written,
-        outcome=AuditOutcome.FAILURE if refused else AuditOutcome.SUCCESS,
-        detail=f"offset reset to {request.strategy.value}"
-        + (f" via flow {request.flow.name}" if request.flow else "")
-        + f": {len(written)} partition(s) written"
-        + (f", {len(refused)} refused by the broker" if refused else ""),
-    )
-    return result

@@ -1,5 +1,6 @@
 """Consumer group pages: every group on every cluster, one group's offsets and lag with what the flows
-that checkpoint it know, and the offset reset of an inactive group (operator; dry run first)."""
+that checkpoint it know, and the offset reset and deletion of an inactive group (operator; dry run
+first)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
-from controlplane.browse import groups
+from controlplane.browse import group_changes, groups
 from controlplane.core.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
 from controlplane.flows import selectors
 from controlplane.web.access import operator_required, viewer_required
@@ -83,7 +84,7 @@ def _detail_context(cluster, group: str) -> tuple[dict, int]:
     context: dict = {
         "cluster": cluster,
         "group": group,
-        "strategies": [strategy.value for strategy in groups.ResetStrategy],
+        "strategies": [strategy.value for strategy in group_changes.ResetStrategy],
     }
     try:
         context["detail"] = groups.group_detail(cluster=cluster, group=group)
@@ -99,15 +100,27 @@ def group_detail(request, alias: str, group: str):
     return render(request, "web/group.html", context, status=status)
 
 
+def _answer(request, template: str, context: dict, change) -> object:
+    """A group change's htmx fragment (always 200, like the other refusal fragments): the dry run, what
+    was done, or why not."""
+    try:
+        context["result"] = change()
+    except ServiceValidationError as exc:
+        context["errors"] = [f"{name}: {text}" for name, texts in exc.errors.items() for text in texts]
+    except (ServiceConflict, PermissionDenied, ClusterUnavailable) as exc:
+        context["errors"] = [str(exc)]
+    return render(request, template, context)
+
+
 @require_POST
 @operator_required
 def group_reset(request, alias: str, group: str):
-    """The reset form's answer (an htmx fragment, so always 200 like the other refusal fragments): the
-    dry run's plan, or what was written, or why not."""
     cluster = _cluster(alias)
-    context: dict = {"cluster": cluster, "group": group}
-    try:
-        context["result"] = groups.group_offsets_reset(
+    return _answer(
+        request,
+        "web/_group_reset.html",
+        {"cluster": cluster, "group": group},
+        lambda: group_changes.group_offsets_reset(
             actor=request.user,
             cluster=cluster,
             group=group,
@@ -115,10 +128,23 @@ def group_reset(request, alias: str, group: str):
             timestamp=request.POST.get("timestamp", ""),
             flow_id=request.POST.get("flow") or None,
             topic=request.POST.get("topic", ""),
+            partitions=request.POST.get("partitions", ""),
+            shift=request.POST.get("shift"),
+            offset=request.POST.get("offset"),
             dry_run="apply" not in request.POST,
-        )
-    except ServiceValidationError as exc:
-        context["errors"] = [f"{name}: {text}" for name, texts in exc.errors.items() for text in texts]
-    except (ServiceConflict, PermissionDenied, ClusterUnavailable) as exc:
-        context["errors"] = [str(exc)]
-    return render(request, "web/_group_reset.html", context)
+        ),
+    )
+
+
+@require_POST
+@operator_required
+def group_delete(request, alias: str, group: str):
+    cluster = _cluster(alias)
+    return _answer(
+        request,
+        "web/_group_delete.html",
+        {"cluster": cluster, "group": group},
+        lambda: group_changes.group_delete(
+            actor=request.user, cluster=cluster, group=group, dry_run="apply" not in request.POST
+        ),
+    )

@@ -68,6 +68,7 @@ urlpatterns = [
     path("flows/<id:pk>/compare/", browse.record_copies, name="record-copies"),
     path("groups/", groups.group_list, name="groups"),
     path("group-reset/<str:alias>/<path:group>", groups.group_reset, name="group-reset"),
+    path("group-delete/<str:alias>/<path:group>", groups.group_delete, name="group-delete"),
     path("groups/<str:alias>/<path:group>", groups.group_detail, name="group"),
     path("reports/", reports.report_page, name="reports"),
     path("reports/run/", reports.reports_run, name="reports-run"),

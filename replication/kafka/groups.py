@@ -35,6 +35,10 @@ class GroupAdminError(RuntimeError):
     pass
 
 
+class GroupNotEmpty(GroupAdminError):
+    """The broker refused to delete a group that has members."""
+
+
 def _description(description) -> GroupDescription:
     members = tuple(
         GroupMember(
@@ -231,11 +235,16 @@ class GroupOffsetsAdmin:
         return {(tp.topic, tp.partition): tp.error.str() for tp in result.topic_partitions if tp.error}
 
     def delete_group(self, group: str) -> None:
-        """Delete `group` (its committed offsets); a group already gone is fine. Raises GroupAdminError."""
+        """Delete `group` (its committed offsets); a group already gone is fine. Raises GroupNotEmpty
+        while it has members, else GroupAdminError."""
         try:
             (future,) = self._admin.delete_consumer_groups([group], request_timeout=self.timeout_s).values()
             future.result()
         except KafkaException as exc:
             if kafka_error_code(exc) == KafkaError.GROUP_ID_NOT_FOUND:
                 return
+            if kafka_error_code(exc) == KafkaError.NON_EMPTY_GROUP:
+                raise GroupNotEmpty(
+                    f"cluster {self.cluster.alias}: group {group} has members: {kafka_error_reason(exc)}"
+                ) from exc
             raise self._fail(f"deleting group {group}", exc) from exc

@@ -92,7 +92,7 @@ def test_records_beside_their_copies_and_a_group_reset_dry_run(
 
     # The reset's dry run: the plan, and nothing written.
     page.get_by_label("Reset to").select_option("earliest")
-    page.get_by_role("button", name="Dry run").click()
+    page.locator("#reset").get_by_role("button", name="Dry run").click()
     plan = page.locator("#reset-plan")
     expect(plan).to_have_attribute("data-dry-run", "true")
     expect(plan.get_by_role("heading")).to_have_text("Dry run: nothing changed")

@@ -40,3 +40,29 @@ def test_translated_offsets_below_the_log_start_move_to_it_and_unknown_ones_are_
     assert rows[0].new == 10 and "before the log start 10" in rows[0].note
     assert rows[1].new is None and "no exact translation" in rows[1].note
     assert offsets_to_write(rows) == {P0: 10}
+
+
+def test_a_shift_moves_the_committed_offset_within_the_log_start_and_the_end():
+    back = _plan(ResetStrategy.SHIFT, shift_by=-35)
+    assert [(r.new, r.note) for r in back] == [
+        (10, "5 is before the log start 10 (deleted by retention): the log start"),
+        (15, ""),
+    ]
+    forward = _plan(ResetStrategy.SHIFT, shift_by=55)
+    assert [(r.new, r.note) for r in forward] == [(95, ""), (50, "105 is past the end 50: the end")]
+    assert [(r.lag_before, r.lag_after, r.lag_change) for r in forward] == [(60, 5, -55), (0, 0, 0)]
+
+
+def test_a_shift_needs_a_committed_offset_to_move_from():
+    (row,) = plan_reset(
+        strategy=ResetStrategy.SHIFT, partitions=[P0], current={}, earliest=EARLIEST, end=END, shift_by=5
+    )
+    assert row.new is None and "nothing committed" in row.note and offsets_to_write([row]) == {}
+    assert (row.lag_before, row.lag_after, row.lag_change) == (None, None, None)
+
+
+def test_a_given_offset_is_kept_within_the_log_start_and_the_end():
+    rows = _plan(ResetStrategy.OFFSET, to_offset=30)
+    assert [(r.new, r.lag_change) for r in rows] == [(30, 10), (30, 20)]
+    assert [r.new for r in _plan(ResetStrategy.OFFSET, to_offset=5)] == [10, 5]
+    assert [r.new for r in _plan(ResetStrategy.OFFSET, to_offset=10**18)] == [100, 50]

@@ -108,7 +108,7 @@ def test_translated_reset_on_the_target_uses_the_flows_exact_translation(client_
 
 
 BAD_FORMS = [
-    ({"strategy": "yesterday"}, "strategy", "use earliest, latest, timestamp or translated"),
+    ({"strategy": "yesterday"}, "strategy", "use earliest, latest, timestamp, shift, offset or translated"),
     ({"strategy": "timestamp", "timestamp": "soon"}, "timestamp", "is not a time"),
     ({"strategy": "timestamp"}, "timestamp", "give the moment"),
     ({"strategy": "translated", "flow": "999"}, "flow", "flows into A that checkpoint"),
