@@ -294,6 +294,40 @@ def test_the_records_api_seeks_by_time_and_the_copies_api_takes_the_same_paramet
     assert missing.status_code == 400 and "topic" in missing.json()
 
 
+@pytest.mark.parametrize(
+    ("params", "expect"),
+    [
+        ({"offset": 3, "max_records": 1, "format": "auto"}, {"offsets": [3], "format": "json", "key": "k3"}),
+        ({"offset": 3, "max_records": 1, "format": "json"}, {"offsets": [3], "format": "json", "key": "k3"}),
+        ({"partition": 1, "max_records": 1}, {"offsets": [], "partition": 1}),
+        ({"offset": "x"}, {"error": "offset"}),
+        ({"partition": -1}, {"error": "partition"}),
+        ({"max_records": 0}, {"error": "max_records"}),
+        ({"time": "yesterday"}, {"error": "time"}),
+        ({"format": "yaml"}, {"error": "format"}),
+        ({"topic": "nope-browse-orders"}, {"error": "topic"}),
+    ],
+)
+def test_every_documented_query_parameter_of_the_copies_api(client_as, flow, mirrored, params, expect):
+    """docs/api.md: `copies/?topic=` with the records API's seek parameters; the ones the test above
+    does not pass to copies/, and each one's 400 naming it."""
+    answer = client_as("viewer").get(f"/api/v1/flows/{flow.pk}/copies/", {"topic": mirrored[0], **params})
+    body = answer.json()
+    if "error" in expect:
+        assert answer.status_code == 400 and list(body) == [expect["error"]], body
+        return
+    assert answer.status_code == 200, body
+    assert [c["source"]["offset"] for c in body["copies"]] == expect["offsets"]
+    assert (body["seek"]["partition"], body["seek"]["format"]) == (
+        expect.get("partition", 0),
+        params.get("format", "auto"),
+    )
+    if body["copies"]:
+        source = body["copies"][0]["source"]
+        assert (source["value"]["format"], source["key"]["text"]) == (expect["format"], expect["key"])
+        assert body["copies"][0]["state"] == "equal"
+
+
 def test_pages_need_a_role_and_the_reset_needs_operator(client_as, users):
     services.cluster_create(actor=users["admin"], alias="X", bootstrap_servers="x.invalid:9092")
     pages = [
