@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 
 from controlplane import browse
 from controlplane.api.fields import WholeNumberField
-from controlplane.browse import group_changes, groups
+from controlplane.browse import group_changes, groups, record_search
 from controlplane.core.bounds import INT64_MAX, INT64_MIN
 from controlplane.core.errors import ClusterUnavailable
 from controlplane.core.roles import Role, role_of
@@ -122,6 +122,48 @@ class TopicRecordsView(RecordsView):
                 "records": [r.to_dict() for r in page.records],
             }
         )
+
+
+SEARCH_PARAMETERS = [
+    OpenApiParameter("key", str, description="the key contains this (UTF-8 text, matched as bytes)"),
+    OpenApiParameter("value", str, description="the value contains this (matched as bytes)"),
+    OpenApiParameter(
+        "json_path", str, description="the value is JSON with something at this path: $.order.id"
+    ),
+    OpenApiParameter(
+        "json_value", str, description='... equal to this (read as JSON when it is: 7, true, "x")'
+    ),
+    OpenApiParameter("header", str, description="a header of this name, or name=value"),
+    OpenApiParameter("since", str, description="timestamp at or after: ISO 8601 or epoch ms"),
+    OpenApiParameter("until", str, description="timestamp before: ISO 8601 or epoch ms"),
+    OpenApiParameter(
+        "max_scanned",
+        int,
+        description="records to read, all partitions together (default and "
+        "most: MIRRORPLANE_BROWSE_MAX_SCANNED)",
+    ),
+    OpenApiParameter(
+        "max_records", int, description=f"matches returned, 1 to {browse.MAX_RECORDS} (default 50)"
+    ),
+    OpenApiParameter("format", str, enum=[f.value for f in browse.ValueFormat], description="default auto"),
+]
+
+
+class TopicSearchView(RecordsView):
+    @extend_schema(
+        summary="Records of every partition of a topic matching key, value, JSON path, header and time range, "
+        "read within max_scanned records and the web read timeout; says how many were read and where",
+        parameters=SEARCH_PARAMETERS,
+        responses=OpenApiTypes.OBJECT,
+    )
+    def get(self, request, pk, topic):
+        page = record_search.topic_search(
+            cluster=_cluster(pk),
+            topic=topic,
+            search=record_search.parse_search(request.query_params),
+            role=role_of(request.user),
+        )
+        return Response(page.to_dict())
 
 
 class RecordCopiesView(RecordsView):

@@ -1,7 +1,8 @@
 """Browse: topics and records (this module's names), a topic's and a cluster's details with what config sync
-will change (`controlplane.browse.topic_details`), consumer groups (`controlplane.browse.groups`), offset
-mapping (`controlplane.browse.offset_mapping`); their Kafka reads go through
-`controlplane.flows.cluster_reads`."""
+will change (`controlplane.browse.topic_details`), the search across a topic's partitions
+(`controlplane.browse.record_search`), consumer groups (`controlplane.browse.groups`, their offset reset
+and deletion `controlplane.browse.group_changes`), offset mapping (`controlplane.browse.offset_mapping`);
+their Kafka reads go through `controlplane.flows.cluster_reads`."""
 
 from controlplane.browse.records import (
     DEFAULT_RECORDS,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from django.shortcuts import get_object_or_404, render
 
 from controlplane import browse
+from controlplane.browse import record_search
 from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.flows import selectors
 from controlplane.web.access import viewer_required
@@ -110,6 +111,35 @@ def topic_detail(request, alias: str, topic: str):
         lambda seek: browse.topic_records(cluster=cluster, topic=topic, seek=seek, role=request.web_role),
     )
     return render(request, "web/topic.html", context, status=status)
+
+
+@viewer_required
+def topic_search(request, alias: str, topic: str):
+    """Search every partition of the topic (key, value, JSON path, header, time range); runs when the form
+    was sent, within the bounds of controlplane.browse.record_search."""
+    cluster = _cluster(alias)
+    context: dict = {
+        "cluster": cluster,
+        "topic": topic,
+        "query": request.GET,
+        "formats": [fmt.value for fmt in browse.ValueFormat],
+        "max_scanned": record_search.max_scanned_bound(),
+        "max_records": browse.MAX_RECORDS,
+        "default_matches": record_search.DEFAULT_MATCHES,
+    }
+    status = 200
+    if any(request.GET.get(name) for name in record_search.SEARCH_PARAMETERS) or "search" in request.GET:
+        status = _read_into(
+            context,
+            "page",
+            lambda: record_search.topic_search(
+                cluster=cluster,
+                topic=topic,
+                search=record_search.parse_search(request.GET),
+                role=request.web_role,
+            ),
+        )
+    return render(request, "web/topic_search.html", context, status=status)
 
 
 @viewer_required

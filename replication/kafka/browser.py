@@ -9,7 +9,7 @@ cluster, the topic and the broker's reason; an unknown topic is `UnknownTopic`.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, KafkaException, TopicPartition
@@ -151,7 +151,8 @@ class TopicBrowser:
 @dataclass(frozen=True)
 class RecordPage:
     records: list[KafkaRecord]
-    complete: bool  # False: the deadline came before the partition's end or `max_records`
+    complete: bool  # False: the deadline (or `max_kept`) came before the partition's end or `max_records`
+    scanned: int = 0  # records read (kept or not)
 
 
 def read_records(
@@ -161,10 +162,16 @@ def read_records(
     max_records: int,
     timeout_s: float,
     stop_before: Mapping[tuple[str, int], int] | None = None,
+    keep: Callable[[KafkaRecord], bool] | None = None,
+    max_kept: int | None = None,
 ) -> dict[tuple[str, int], RecordPage]:
     """Up to `max_records` records per partition from each start offset, with one consumer and one
-    deadline; a partition is done at its end, at `stop_before`, or when it has `max_records`."""
+    deadline; a partition is done at its end, at `stop_before`, or when it has read `max_records`. With
+    `keep`, only the records it keeps are returned (a search), and every partition stops once `max_kept`
+    are kept in all: memory holds the kept records only."""
     results: dict[tuple[str, int], list[KafkaRecord]] = {key: [] for key in starts}
+    scanned = dict.fromkeys(starts, 0)
+    kept = 0
     if not starts or max_records <= 0:
         return {key: RecordPage([], True) for key in starts}
     # An offset below the log start (retention deleted it) reads from the log start.
@@ -195,10 +202,18 @@ def read_records(
                     pending.discard(key)
                     done.append(TopicPartition(*key))
                     continue
-                results[key].append(record_of(message))
-                if len(results[key]) >= max_records:
+                record = record_of(message)
+                scanned[key] += 1
+                if keep is None or keep(record):
+                    results[key].append(record)
+                    kept += 1
+                if scanned[key] >= max_records:
                     pending.discard(key)
                     done.append(TopicPartition(*key))
+                if max_kept is not None and kept >= max_kept:
+                    break
+            if max_kept is not None and kept >= max_kept:
+                break
             if done:
                 consumer.pause(done)
     except KafkaException as exc:
@@ -207,4 +222,4 @@ def read_records(
         ) from exc
     finally:
         consumer.close()
-    return {key: RecordPage(records, key not in pending) for key, records in results.items()}
+    return {key: RecordPage(records, key not in pending, scanned[key]) for key, records in results.items()}

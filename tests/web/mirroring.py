@@ -30,10 +30,13 @@ def create_topic(cluster: ClusterConfig, name: str, partitions: int) -> None:
     assert errors[name] is None, errors
 
 
-def produce_keyed(cluster: ClusterConfig, topic: str, *, count: int, partition: int = 0) -> None:
-    """`count` JSON records with keys `k<i>` and a header, one per produce call (one record a batch)."""
+def produce_keyed(
+    cluster: ClusterConfig, topic: str, *, count: int, partition: int = 0, first: int = 0
+) -> None:
+    """`count` JSON records with keys `k<i>` (i from `first`) and a header `trace: t-<i>`, one per produce
+    call (one record a batch)."""
     producer = make_producer(cluster, overrides={"linger.ms": 0})
-    for index in range(count):
+    for index in range(first, first + count):
         producer.produce(
             topic,
             key=f"k{index}".encode(),
@@ -42,6 +45,22 @@ def produce_keyed(cluster: ClusterConfig, topic: str, *, count: int, partition: 
             partition=partition,
         )
         producer.flush(10)
+
+
+def keyed_around_a_moment(
+    cluster: ClusterConfig, topic: str, *, partitions: int, before: int, after: int
+) -> int:
+    """A new topic with `before` keyed records (produce_keyed) in each partition, then a moment (returned,
+    epoch ms), then `after` more, their keys and headers going on from `before`."""
+    create_topic(cluster, topic, partitions)
+    for partition in range(partitions):
+        produce_keyed(cluster, topic, count=before, partition=partition)
+    time.sleep(0.05)
+    moment_ms = int(time.time() * 1000)
+    time.sleep(0.05)
+    for partition in range(partitions):
+        produce_keyed(cluster, topic, count=after, partition=partition, first=before)
+    return moment_ms
 
 
 def mirrored_flow(*, actor, source: Cluster, target: Cluster, topic: str, group: str = ".*"):

@@ -16,7 +16,7 @@ from controlplane.flows import cluster_reads
 from controlplane.models import AuditEvent
 from replication.kafka.clients import make_consumer
 from replication.kafka.groups import GroupOffsetsAdmin
-from tests.web.mirroring import create_topic, produce_keyed, stored_cluster
+from tests.web.mirroring import keyed_around_a_moment, stored_cluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.django_db]
 
@@ -30,15 +30,7 @@ COMMITTED = {0: 4, 1: 6, 2: 8}
 def topic(cluster_a):
     """(name, moment_ms): 10 records in each of 3 partitions, the first 5 before `moment_ms`, 5 after."""
     name = f"group-changes-{time.time_ns()}"
-    create_topic(cluster_a, name, PARTITIONS)
-    for partition in range(PARTITIONS):
-        produce_keyed(cluster_a, name, count=BEFORE, partition=partition)
-    time.sleep(0.05)
-    moment_ms = int(time.time() * 1000)
-    time.sleep(0.05)
-    for partition in range(PARTITIONS):
-        produce_keyed(cluster_a, name, count=AFTER, partition=partition)
-    return name, moment_ms
+    return name, keyed_around_a_moment(cluster_a, name, partitions=PARTITIONS, before=BEFORE, after=AFTER)
 
 
 @pytest.fixture

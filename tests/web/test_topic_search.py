@@ -1,0 +1,165 @@
+"""The message browser's search across partitions, through the real page and API on the suite's Apache
+Kafka brokers: key, value, JSON path, header and time range; the records-read bound and the count read
+shown; every bad input a 400 naming its field; hostile records (binary, huge, not UTF-8, bad or deeply
+nested JSON, tombstones) never a 500; a viewer cannot search a masked topic's values."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.urls import reverse
+
+from controlplane.flows import cluster_reads
+from replication.kafka.clients import make_producer
+from tests.web.mirroring import keyed_around_a_moment, stored_cluster
+
+pytestmark = [pytest.mark.kafka, pytest.mark.django_db]
+
+EPOCH = "1970-01-01T00:00:00Z"
+PARTITIONS, BEFORE, AFTER = 3, 6, 4  # keyed records per partition before and after the moment
+HOSTILE = [
+    b"\xff\xfe\x00\x01binary",
+    b"caf\xe9 latin-1, not UTF-8",
+    b'{"order": 1, "amount":',
+    b"[" * 50_000 + b"]" * 50_000,
+    b'{"order": 99, "pad": "' + b"x" * 600_000 + b'"}',
+    None,
+]
+
+
+@pytest.fixture(scope="module")
+def topic(cluster_a):
+    """(name, moment_ms): per partition keyed JSON records k0..k5, the moment, then k6..k9; partition 2
+    then holds the hostile records."""
+    name = f"search-orders-{time.time_ns()}"
+    moment_ms = keyed_around_a_moment(cluster_a, name, partitions=PARTITIONS, before=BEFORE, after=AFTER)
+    producer = make_producer(cluster_a, overrides={"linger.ms": 0, "message.max.bytes": 2_000_000})
+    for value in HOSTILE:
+        producer.produce(
+            name, key=b"\x00\xffkey", value=value, headers=[("bin", b"\xff"), ("none", None)], partition=2
+        )
+    assert producer.flush(30) == 0
+    return name, moment_ms
+
+
+@pytest.fixture
+def cluster(users, cluster_a):
+    cluster_reads.reset_breakers()
+    return stored_cluster(actor=users["admin"], config=cluster_a)
+
+
+def _search(client, cluster, topic, **params):
+    return client.get(f"/api/v1/clusters/{cluster.pk}/topics/{topic}/search/", params)
+
+
+def _found(response) -> list[tuple[int, str]]:
+    assert response.status_code == 200, response.content.decode()[:2000]
+    return [(r["partition"], r["key"]["text"]) for r in response.json()["records"]]
+
+
+def test_every_filter_finds_its_records_in_every_partition(client_as, cluster, topic):
+    name, moment_ms = topic
+    viewer = client_as("viewer")
+    everywhere = [(p, "k3") for p in range(PARTITIONS)]
+    assert sorted(_found(_search(viewer, cluster, name, key="k3"))) == everywhere
+    assert sorted(_found(_search(viewer, cluster, name, value='"amount": 30'))) == everywhere
+    assert sorted(_found(_search(viewer, cluster, name, json_path="$.order", json_value="3"))) == everywhere
+    assert sorted(_found(_search(viewer, cluster, name, header="trace=t-3"))) == everywhere
+    assert (
+        _found(_search(viewer, cluster, name, json_path="$.order", json_value='"3"')) == []
+    )  # JSON equality
+    both = _search(viewer, cluster, name, key="k", header="trace=t-7", json_path="amount", json_value="70")
+    assert sorted(_found(both)) == [(p, "k7") for p in range(PARTITIONS)]
+
+    after = _search(viewer, cluster, name, header="trace", since=str(moment_ms))
+    assert sorted(_found(after)) == sorted(
+        (p, f"k{i}") for p in range(PARTITIONS) for i in range(BEFORE, BEFORE + AFTER)
+    )
+    before = _search(viewer, cluster, name, key="k", until=str(moment_ms), max_records=100)
+    assert len(_found(before)) == PARTITIONS * BEFORE
+    body = before.json()
+    assert body["scanned"] == PARTITIONS * BEFORE and body["complete"]
+    assert [(p["start"], p["stop"], p["complete"]) for p in body["partitions"]] == [
+        (0, BEFORE, True)
+    ] * PARTITIONS
+
+
+def test_the_records_read_are_bounded_counted_and_said(client_as, cluster, topic, settings):
+    name, _ = topic
+    settings.MIRRORPLANE_BROWSE_MAX_SCANNED = 6
+    body = _search(client_as("viewer"), cluster, name, key="k").json()
+    assert body["scanned"] == 6 and body["search"]["max_scanned"] == 6
+    assert [p["scanned"] for p in body["partitions"]] == [2, 2, 2]
+    assert any("only the newest records" in note for note in body["notes"])
+    refused = _search(client_as("viewer"), cluster, name, key="k", max_scanned=7)
+    assert refused.status_code == 400 and "give a number from 1 to 6" in refused.json()["max_scanned"][0]
+
+    capped = _search(client_as("viewer"), cluster, name, key="k", max_records=2).json()
+    assert len(capped["records"]) == 2 and capped["more"] and not capped["complete"]
+
+    page = client_as("viewer").get(reverse("web:topic-search", args=["A", name]), {"key": "k3"})
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert '<strong id="search-scanned">6</strong> records read' in html and "Read from A at" in html
+
+
+BAD = [
+    ({"json_path": "$.a[x]"}, "json_path"),
+    ({"json_value": "7"}, "json_value"),
+    ({"since": "last tuesday"}, "since"),
+    ({"until": "-5"}, "until"),
+    ({"since": "2026-11-24T06:00:00Z", "until": "2026-11-24T05:00:00Z"}, "until"),
+    ({"max_scanned": "0"}, "max_scanned"),
+    ({"max_records": "many"}, "max_records"),
+    ({"format": "yaml"}, "format"),
+]
+
+
+def test_bad_search_input_is_a_400_naming_the_field(client_as, cluster, topic):
+    viewer = client_as("viewer")
+    for params, field in BAD:
+        response = _search(viewer, cluster, topic[0], **params)
+        assert response.status_code == 400 and list(response.json()) == [field], (params, response.content)
+        page = viewer.get(reverse("web:topic-search", args=["A", topic[0]]), params)
+        assert page.status_code == 400 and any(e.startswith(f"{field}: ") for e in page.context["errors"])
+    unknown = _search(viewer, cluster, f"nope-{topic[0]}", key="k")
+    assert unknown.status_code == 400 and "topic" in unknown.json()
+
+
+def test_hostile_records_are_searched_and_shown_never_a_500(client_as, cluster, topic):
+    viewer = client_as("viewer")
+    name = topic[0]
+    for params in (
+        {"value": "binary"},
+        {"value": "x", "format": "json"},
+        {"json_path": "$.order"},
+        {"header": "bin"},
+        {"header": "none", "format": "hex"},
+        {"key": "\x00"},
+        {"value": "\ufffd"},
+    ):
+        response = _search(viewer, cluster, name, **params, since=EPOCH)
+        assert response.status_code == 200, (params, response.content[:500])
+    hits = _search(viewer, cluster, name, header="bin", since=EPOCH).json()["records"]
+    assert len(hits) == len(HOSTILE)
+    assert _found(_search(viewer, cluster, name, value="binary", since=EPOCH)) == [(2, "00 ff 6b 65 79")]
+    by_path = _search(viewer, cluster, name, json_path="$.order", json_value="99", since=EPOCH).json()[
+        "records"
+    ]
+    assert [r["value"]["size"] for r in by_path] == [len(HOSTILE[4])]  # 600 KB of JSON, shown cut
+    page = viewer.get(
+        reverse("web:topic-search", args=["A", name]), {"header": "bin", "since": EPOCH, "format": "json"}
+    )
+    assert page.status_code == 200
+    assert page.content.decode().count('<tr data-partition="2"') == len(HOSTILE)
+
+
+def test_a_viewer_cannot_search_the_values_of_a_masked_topic(client_as, cluster, topic, settings):
+    name = topic[0]
+    settings.MIRRORPLANE_BROWSE_MASKED_TOPICS = [name]
+    refused = _search(client_as("viewer"), cluster, name, value="amount")
+    assert refused.status_code == 400 and "masked for your role" in refused.json()["value"][0]
+    by_key = _search(client_as("viewer"), cluster, name, key="k3").json()
+    assert by_key["masked"] and by_key["records"][0]["value"]["masked"]
+    assert len(_found(_search(client_as("operator"), cluster, name, value='"amount": 30'))) == PARTITIONS
