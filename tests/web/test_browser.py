@@ -299,7 +299,7 @@ def test_the_records_api_seeks_by_time_and_the_copies_api_takes_the_same_paramet
     [
         ({"offset": 3, "max_records": 1, "format": "auto"}, {"offsets": [3], "format": "json", "key": "k3"}),
         ({"offset": 3, "max_records": 1, "format": "json"}, {"offsets": [3], "format": "json", "key": "k3"}),
-        ({"partition": 1, "max_records": 1}, {"offsets": [], "partition": 1}),
+        ({"partition": 1, "max_records": 1}, {"partition": 1}),
         ({"offset": "x"}, {"error": "offset"}),
         ({"partition": -1}, {"error": "partition"}),
         ({"max_records": 0}, {"error": "max_records"}),
@@ -317,12 +317,14 @@ def test_every_documented_query_parameter_of_the_copies_api(client_as, flow, mir
         assert answer.status_code == 400 and list(body) == [expect["error"]], body
         return
     assert answer.status_code == 200, body
-    assert [c["source"]["offset"] for c in body["copies"]] == expect["offsets"]
+    if "offsets" in expect:
+        assert [c["source"]["offset"] for c in body["copies"]] == expect["offsets"]
+    assert {c["source"]["partition"] for c in body["copies"]} <= {expect.get("partition", 0)}
     assert (body["seek"]["partition"], body["seek"]["format"]) == (
         expect.get("partition", 0),
         params.get("format", "auto"),
     )
-    if body["copies"]:
+    if "key" in expect:
         source = body["copies"][0]["source"]
         assert (source["value"]["format"], source["key"]["text"]) == (expect["format"], expect["key"])
         assert body["copies"][0]["state"] == "equal"
