@@ -236,7 +236,9 @@ class AuditAction(models.TextChoices):
     UNSILENCE = "unsilence"
     TEST_CHANNEL = "test_channel"
     ROTATE_API_TOKEN = "rotate_api_token"
-    SIGN_IN = "sign_in"  # a sign-in through the OpenID Connect provider (its role from the groups, or a refusal)
+    SIGN_IN = (
+        "sign_in"  # a sign-in through the OpenID Connect provider (its role from the groups, or a refusal)
+    )
 
 
 class ApiToken(models.Model):
@@ -257,7 +259,9 @@ class SsoIdentity(models.Model):
     """The OpenID Connect identity a user signs in with: the provider's (issuer, subject), never the name,
     so a provider's user cannot take over a local account by choosing its username."""
 
-    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sso_identity")
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sso_identity"
+    )
     issuer = models.CharField(max_length=300)
     subject = models.CharField(max_length=255)
     created_at = models.DateTimeField(auto_now_add=True)

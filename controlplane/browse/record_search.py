@@ -32,7 +32,7 @@ from controlplane.core.errors import ServiceValidationError
 from controlplane.core.roles import Role
 from controlplane.flows.cluster_reads import cluster_read, read_timeout_s, timed
 from controlplane.models import Cluster
-from replication.browse import PartitionOffsets, ValueFormat
+from replication.browse import KafkaRecord, PartitionOffsets, ValueFormat
 from replication.config import ClusterConfig
 from replication.kafka.browser import TopicBrowser, UnknownTopic, read_records
 from replication.record_search import (
@@ -176,6 +176,7 @@ class SearchPage:
     read_at: datetime.datetime
     read_ms: float
     notes: list[str] = field(default_factory=list)
+    found: list[KafkaRecord] = field(default_factory=list)  # the records shown, as read (for an export)
 
     @property
     def scanned(self) -> int:
@@ -266,6 +267,7 @@ def topic_search(*, cluster: Cluster, topic: str, search: Search, role: Role | N
         search=search,
         partitions=partitions,
         records=[shown(r, fmt=search.format, masked=masked) for r in found[: search.max_records]],
+        found=found[: search.max_records],
         more=len(found) > search.max_records,
         masked=masked,
         read_at=read_at,

@@ -5,10 +5,13 @@ hidden); every Kafka read is bounded (controlplane.browse)."""
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from controlplane import browse
-from controlplane.browse import record_search
+from controlplane.browse import record_export, record_search
 from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.flows import selectors
 from controlplane.web.access import viewer_required
@@ -116,7 +119,8 @@ def topic_detail(request, alias: str, topic: str):
 @viewer_required
 def topic_search(request, alias: str, topic: str):
     """Search every partition of the topic (key, value, JSON path, header, time range); runs when the form
-    was sent, within the bounds of controlplane.browse.record_search."""
+    was sent, within the bounds of controlplane.browse.record_search; `export=json` or `csv` answers the
+    result as a file to download."""
     cluster = _cluster(alias)
     context: dict = {
         "cluster": cluster,
@@ -126,7 +130,15 @@ def topic_search(request, alias: str, topic: str):
         "max_scanned": record_search.max_scanned_bound(),
         "max_records": browse.MAX_RECORDS,
         "default_matches": record_search.DEFAULT_MATCHES,
+        "exports": {
+            fmt.value: urlencode({**request.GET.dict(), "export": fmt.value})
+            for fmt in record_export.ExportFormat
+        },
     }
+    export = request.GET.get("export", "")
+    if export and export not in {fmt.value for fmt in record_export.ExportFormat}:
+        context["errors"] = [f"export: '{export[:20]}' is not an export format: use json or csv"]
+        return render(request, "web/topic_search.html", context, status=400)
     status = 200
     if any(request.GET.get(name) for name in record_search.SEARCH_PARAMETERS) or "search" in request.GET:
         status = _read_into(
@@ -139,6 +151,17 @@ def topic_search(request, alias: str, topic: str):
                 role=request.web_role,
             ),
         )
+    if export and status == 200 and "page" in context:
+        fmt = record_export.ExportFormat(export)
+        response = HttpResponse(
+            record_export.search_export(context["page"], fmt),
+            content_type="text/csv; charset=utf-8"
+            if fmt is record_export.ExportFormat.CSV
+            else "application/json",
+        )
+        name = record_export.export_name(context["page"], fmt)
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
     return render(request, "web/topic_search.html", context, status=status)
 
 

@@ -5,6 +5,10 @@ nested JSON, tombstones) never a 500; a viewer cannot search a masked topic's va
 
 from __future__ import annotations
 
+import base64
+import csv
+import io
+import json
 import time
 
 import pytest
@@ -12,7 +16,7 @@ from django.urls import reverse
 
 from controlplane.flows import cluster_reads
 from replication.kafka.clients import make_producer
-from tests.web.mirroring import keyed_around_a_moment, stored_cluster
+from tests.web.mirroring import create_topic, keyed_around_a_moment, stored_cluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.django_db]
 
@@ -163,3 +167,50 @@ def test_a_viewer_cannot_search_the_values_of_a_masked_topic(client_as, cluster,
     by_key = _search(client_as("viewer"), cluster, name, key="k3").json()
     assert by_key["masked"] and by_key["records"][0]["value"]["masked"]
     assert len(_found(_search(client_as("operator"), cluster, name, value='"amount": 30'))) == PARTITIONS
+
+
+def test_the_result_exports_whole_records_as_json_and_csv(client_as, cluster, topic, settings):
+    name = topic[0]
+    url = reverse("web:topic-search", args=["A", name])
+    operator = client_as("operator")
+    page = operator.get(url, {"header": "bin", "since": EPOCH})
+    assert 'id="export-json"' in page.content.decode()
+
+    exported = operator.get(url, {"header": "bin", "since": EPOCH, "export": "json"})
+    assert exported.status_code == 200 and exported["Content-Disposition"].startswith(
+        'attachment; filename="A-'
+    )
+    body = json.loads(exported.content)
+    assert body["scanned"] > 0 and body["read_at"] and len(body["records"]) == len(HOSTILE)
+    values = [r["value"] for r in body["records"]]
+    assert values[0] == {"base64": base64.b64encode(HOSTILE[0]).decode()}
+    assert values[4] == {"text": HOSTILE[4].decode()}  # whole: 600 KB, not the page's 4096 bytes
+    assert values[5] is None and body["records"][0]["key"] == {
+        "base64": base64.b64encode(b"\x00\xffkey").decode()
+    }
+
+    as_csv = operator.get(url, {"key": "k3", "export": "csv"})
+    assert as_csv["Content-Type"].startswith("text/csv")
+    rows = list(csv.reader(io.StringIO(as_csv.content.decode())))
+    assert rows[0] == ["partition", "offset", "timestamp_ms", "key", "value", "headers"]
+    assert sorted((row[0], row[3]) for row in rows[1:]) == [(str(p), "k3") for p in range(PARTITIONS)]
+    assert json.loads(rows[1][5]) == [{"name": "trace", "value": {"text": "t-3"}}]
+
+    bad = operator.get(url, {"key": "k3", "export": "xlsx"})
+    assert bad.status_code == 400 and any(e.startswith("export: ") for e in bad.context["errors"])
+    settings.MIRRORPLANE_BROWSE_MASKED_TOPICS = [name]
+    masked = json.loads(client_as("viewer").get(url, {"key": "k3", "export": "json"}).content)
+    k3_value = b'{"order": 3, "amount": 30}'
+    assert {r["value"]["masked"] for r in masked["records"]} == {f"masked ({len(k3_value)} bytes)"}
+
+
+def test_a_csv_cell_never_starts_a_formula(client_as, cluster, cluster_a, unique_name):
+    create_topic(cluster_a, unique_name, 1)
+    producer = make_producer(cluster_a, overrides={"linger.ms": 0})
+    producer.produce(unique_name, key=b'=HYPERLINK("http://x")', value=b"@SUM(A1)")
+    assert producer.flush(10) == 0
+    exported = client_as("viewer").get(
+        reverse("web:topic-search", args=["A", unique_name]), {"export": "csv", "search": "1"}
+    )
+    (row,) = list(csv.reader(io.StringIO(exported.content.decode())))[1:]
+    assert (row[3], row[4]) == ('\'=HYPERLINK("http://x")', "'@SUM(A1)")
