@@ -2,11 +2,55 @@
 
 The settings refuse the public development SECRET_KEY when DEBUG is false, as in production; the suite
 runs with DEBUG false too, so it gets a key of its own here (inherited by the worker processes it starts).
+
+Under pytest-xdist (`-n N`) each worker process is a suite of its own: its own test database (pytest-django
+suffixes the name), its own Kafka clusters (session fixtures), and here its own Redis databases, so that
+one worker's flushes, queues, leases and presence never meet another's.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 
 os.environ.setdefault("SECRET_KEY", f"tests-{secrets.token_urlsafe(40)}")
+
+# The Redis URLs the suite reads, with the defaults of settings.py, tests/workers and tests/e2e.
+REDIS_URLS = {
+    "REDIS_URL": "redis://127.0.0.1:6379/0",
+    "MIRRORPLANE_TEST_REDIS_URL": "redis://127.0.0.1:6379/15",
+    "MIRRORPLANE_E2E_REDIS_URL": "redis://127.0.0.1:6379/14",
+}
+REDIS_DATABASES = 16  # redis.conf's default `databases`
+
+
+def _redis_database(url: str) -> int:
+    match = re.search(r"/(\d+)$", url)
+    return int(match.group(1)) if match else 0
+
+
+def redis_urls_of_worker(urls: dict[str, str], worker: int) -> dict[str, str]:
+    """The URLs with database numbers of xdist worker `worker` alone: worker 0 keeps them; worker n takes
+    the n-th group of numbers none of worker 0's uses (two URLs on one database stay on one)."""
+    first = sorted({_redis_database(url) for url in urls.values()})
+    if worker == 0:
+        return dict(urls)
+    free = [number for number in range(REDIS_DATABASES) if number not in first]
+    chosen = free[len(first) * (worker - 1) : len(first) * worker]
+    if len(chosen) < len(first):
+        raise RuntimeError(f"not enough Redis databases for xdist worker {worker}: run fewer workers")
+    mapping = dict(zip(first, chosen, strict=True))
+    return {
+        name: re.sub(r"(/\d+)?$", f"/{mapping[_redis_database(url)]}", url, count=1)
+        for name, url in urls.items()
+    }
+
+
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _worker.startswith("gw"):
+    os.environ.update(
+        redis_urls_of_worker(
+            {name: os.environ.get(name, url) for name, url in REDIS_URLS.items()}, int(_worker[2:])
+        )
+    )
