@@ -343,6 +343,14 @@ def mirrored_topic(cluster_a, cluster_b, unique_name):
     for index in range(3):
         transactional.produce(topic, key=b"k", value=f"tx-{index}".encode(), partition=0)
     transactional.commit_transaction(10)
+    # The commit returns once the coordinator logged it; the marker reaches the partition a moment later,
+    # and a record produced before it would take offset 3. Wait for the marker (the end offset 4).
+    watcher = Consumer({"bootstrap.servers": cluster_a.bootstrap_servers, "group.id": "watcher"})
+    deadline = time.monotonic() + 30
+    while watcher.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)[1] < 4:
+        assert time.monotonic() < deadline, "the commit marker never reached partition 0"
+        time.sleep(0.05)
+    watcher.close()
     plain = Producer({"bootstrap.servers": cluster_a.bootstrap_servers})
     for index in range(3, 9):
         plain.produce(topic, key=b"k", value=f"plain-{index}".encode(), partition=0)
