@@ -47,7 +47,7 @@ from bench.latency import HEADER, Copy, Latency, measure
 from replication.config import ClusterConfig
 from replication.kafka.clients import make_consumer
 from replication.kafka.mirrormaker import SCRIPT_JVM_OPTIONS, MirrorMaker2, mm2_translate_offsets
-from replication.kafka.processes import die_with_parent
+from replication.kafka.processes import die_with_parent, stop_child
 from replication.kafka.remote import translate_offsets_for_cli
 from replication.mm2file import load_mm2_file
 
@@ -123,13 +123,8 @@ class Replicator:
     def stop(self) -> None:
         if self.tool == "mm2":
             self.mm2.stop()
-        elif self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(30)
+        else:
+            stop_child(self.process, kill=False, grace_s=60)
 
 
 # -- throughput ------------------------------------------------------------------------------------------
