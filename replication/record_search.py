@@ -131,6 +131,7 @@ class ScanRange:
     start: int
     stop: int
     budget: int
+    skipped: int = 0  # a live tail's records after its position left unread (more than its budget came)
 
     @property
     def empty(self) -> bool:
@@ -158,4 +159,21 @@ def scan_ranges(
         else:
             start = max(stop - share, p.earliest)
         ranges.append(ScanRange(p.partition, start, stop, share))
+    return ranges
+
+
+def tail_ranges(
+    partitions: Sequence[PartitionOffsets], *, positions: Mapping[int, int] | None, max_scanned: int
+) -> list[ScanRange]:
+    """A live tail's next read: each partition from its position (the next offset the tail has not read)
+    to the end; without positions (its first read), or for a partition it did not know, the end (nothing
+    is read: the tail shows what comes). When more than a partition's share of `max_scanned` came, its
+    newest share is read and the rest counted as skipped, so a tail stays bounded and current."""
+    share = max(max_scanned // max(len(partitions), 1), 1)
+    ranges = []
+    for p in partitions:
+        known = None if positions is None else positions.get(p.partition)
+        start = p.end if known is None else min(max(known, p.earliest), p.end)
+        skipped = max(p.end - start - share, 0)
+        ranges.append(ScanRange(p.partition, start + skipped, p.end, share, skipped))
     return ranges

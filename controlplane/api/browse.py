@@ -166,6 +166,27 @@ class TopicSearchView(RecordsView):
         return Response(page.to_dict())
 
 
+class TopicTailView(RecordsView):
+    @extend_schema(
+        summary="A live tail's next read: the records matching the search parameters that came after "
+        "positions (none the first time: its positions are the ends), newest first, bounded like a search",
+        parameters=[
+            OpenApiParameter("positions", str, description="the previous answer's positions: 0:120,1:98"),
+            *SEARCH_PARAMETERS,
+        ],
+        responses=OpenApiTypes.OBJECT,
+    )
+    def get(self, request, pk, topic):
+        page = record_search.topic_tail(
+            cluster=_cluster(pk),
+            topic=topic,
+            search=record_search.parse_search(request.query_params),
+            positions=request.query_params.get("positions", ""),
+            role=role_of(request.user),
+        )
+        return Response(page.to_dict())
+
+
 class RecordCopiesView(RecordsView):
     @extend_schema(
         summary="Source records of a mirrored topic beside their copies at the translated offsets on the "

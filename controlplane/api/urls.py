@@ -28,6 +28,10 @@ urlpatterns = [
         rf"^clusters/(?P<pk>{views.ID_PATTERN})/topics/(?P<topic>.+)/search/$",
         browse.TopicSearchView.as_view(),
     ),
+    re_path(
+        rf"^clusters/(?P<pk>{views.ID_PATTERN})/topics/(?P<topic>.+)/tail/$",
+        browse.TopicTailView.as_view(),
+    ),
     re_path(rf"^clusters/(?P<pk>{views.ID_PATTERN})/groups/$", browse.GroupListView.as_view()),
     re_path(
         rf"^clusters/(?P<pk>{views.ID_PATTERN})/groups/(?P<group>.+)/reset/$", browse.GroupResetView.as_view()

@@ -14,7 +14,7 @@ masked topic: that would show them one question at a time.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -42,6 +42,7 @@ from replication.record_search import (
     json_expectation,
     parse_json_path,
     scan_ranges,
+    tail_ranges,
 )
 
 DEFAULT_MATCHES = 50
@@ -158,7 +159,9 @@ class ScannedPartition:
     start: int  # the first offset read
     stop: int  # the range's end: the partition's end, or the first offset at `until`
     scanned: int  # records read
-    complete: bool  # read to `stop` (False: a bound came first; `start + scanned` is where it stopped)
+    complete: bool  # read to `stop` (False: a bound came first)
+    next_offset: int  # where a read on from here starts (a live tail's position)
+    skipped: int = 0  # a live tail's records left unread: more came than its budget
 
     def to_dict(self) -> dict:
         return vars(self).copy()
@@ -186,6 +189,11 @@ class SearchPage:
     def complete(self) -> bool:
         return all(p.complete for p in self.partitions) and not self.more
 
+    @property
+    def positions(self) -> str:
+        """Each partition's next offset, `0:120,1:98`: where a live tail goes on."""
+        return ",".join(f"{p.partition}:{p.next_offset}" for p in self.partitions)
+
     def to_dict(self) -> dict:
         return {
             "cluster": self.cluster.alias,
@@ -198,26 +206,22 @@ class SearchPage:
             "more": self.more,
             "masked": self.masked,
             "notes": self.notes,
+            "positions": self.positions,
             "partitions": [p.to_dict() for p in self.partitions],
             "records": [r.to_dict() for r in self.records],
         }
 
 
-def _scan(config: ClusterConfig, timeout_s: float, *, topic: str, search: Search):
+RangesOf = Callable[[TopicBrowser, list[PartitionOffsets]], list[ScanRange]]
+
+
+def _scan(config: ClusterConfig, timeout_s: float, *, topic: str, search: Search, ranges_of: RangesOf):
     browser = TopicBrowser(config, timeout_s=timeout_s)
     try:
         offsets: list[PartitionOffsets] = browser.partition_offsets(topic)
     except UnknownTopic as exc:
         raise ServiceValidationError.single("topic", f"{exc}: check the name on the topics page") from exc
-    keys = [(topic, p.partition) for p in offsets]
-    flt = search.filter
-
-    def at(moment: int | None) -> dict[int, int] | None:
-        return None if moment is None else {p: o for (_, p), o in browser.offsets_at(keys, moment).items()}
-
-    ranges = scan_ranges(
-        offsets, max_scanned=search.max_scanned, since=at(flt.since_ms), until=at(flt.until_ms)
-    )
+    ranges = ranges_of(browser, offsets)
     reading = {(topic, r.partition): r for r in ranges if not r.empty}
     pages = read_records(
         config,
@@ -225,7 +229,7 @@ def _scan(config: ClusterConfig, timeout_s: float, *, topic: str, search: Search
         max_records=max((r.budget for r in reading.values()), default=0),
         timeout_s=timeout_s,
         stop_before={key: r.stop for key, r in reading.items()},
-        keep=flt.matches,
+        keep=search.filter.matches,
         max_kept=search.max_records + 1,
     )
     return offsets, ranges, pages
@@ -233,17 +237,13 @@ def _scan(config: ClusterConfig, timeout_s: float, *, topic: str, search: Search
 
 def _scanned(r: ScanRange, page) -> ScannedPartition:
     if page is None:
-        return ScannedPartition(r.partition, r.start, r.stop, 0, True)
+        return ScannedPartition(r.partition, r.start, r.stop, 0, True, r.start, r.skipped)
     done = page.complete or r.start + page.scanned >= r.stop
-    return ScannedPartition(r.partition, r.start, r.stop, page.scanned, done)
+    position = r.stop if done else (page.position if page.position is not None else r.start)
+    return ScannedPartition(r.partition, r.start, r.stop, page.scanned, done, position, r.skipped)
 
 
-def topic_search(*, cluster: Cluster, topic: str, search: Search, role: Role | None) -> SearchPage:
-    """The records of every partition of `topic` that `search` keeps, newest ranges first unless it
-    gives `since`; at most `search.max_records` shown, in time order."""
-    if error := topic_name_error(topic):
-        raise ServiceValidationError.single("topic", error)
-    masked = masks_values(topic=topic, role=role)
+def _refuse_masked_values(*, topic: str, search: Search, masked: bool) -> None:
     if masked and search.filter.reads_values:
         field_name = next(n for n in ("value", "json_path", "header") if dict(search.asked).get(n))
         raise ServiceValidationError.single(
@@ -251,15 +251,35 @@ def topic_search(*, cluster: Cluster, topic: str, search: Search, role: Role | N
             f"the values of {topic} are masked for your role: search it by key, header name or time, or ask "
             "an operator",
         )
+
+
+def _read(
+    cluster: Cluster,
+    topic: str,
+    search: Search,
+    role: Role | None,
+    ranges_of: RangesOf,
+    *,
+    newest_first: bool,
+):
+    """The bounded read both a search and a tail make, as a SearchPage, and the partitions' offsets."""
+    if error := topic_name_error(topic):
+        raise ServiceValidationError.single("topic", error)
+    masked = masks_values(topic=topic, role=role)
+    _refuse_masked_values(topic=topic, search=search, masked=masked)
     (offsets, ranges, pages), read_at, read_ms = timed(
         lambda: cluster_read(
-            cluster, lambda config, timeout_s: _scan(config, timeout_s, topic=topic, search=search)
+            cluster,
+            lambda config, timeout_s: _scan(
+                config, timeout_s, topic=topic, search=search, ranges_of=ranges_of
+            ),
         )
     )
     found = sorted(
         (record for page in pages.values() for record in page.records),
         key=lambda r: (r.timestamp_ms is None, r.timestamp_ms or 0, r.partition, r.offset),
-    )
+        reverse=newest_first,
+    )[: search.max_records + 1]
     partitions = [_scanned(r, pages.get((topic, r.partition))) for r in ranges]
     page = SearchPage(
         cluster=cluster,
@@ -273,18 +293,77 @@ def topic_search(*, cluster: Cluster, topic: str, search: Search, role: Role | N
         read_at=read_at,
         read_ms=read_ms,
     )
-    unread = [p.partition for p in partitions if not p.complete]
-    older = [o.partition for o, r in zip(offsets, ranges, strict=True) if r.start > o.earliest]
     if page.more:
         page.notes.append(f"more than {search.max_records} records match: narrow the search or show more")
-    elif unread:
+    elif unread := [p.partition for p in partitions if not p.complete]:
         page.notes.append(
             f"stopped at a bound ({read_timeout_s():g} s or {search.max_scanned:,} records read) before the "
             f"end of the range in partition(s) {', '.join(map(str, unread))}: narrow the time range"
         )
-    if older and search.filter.since_ms is None:
+    return offsets, ranges, page
+
+
+def topic_search(*, cluster: Cluster, topic: str, search: Search, role: Role | None) -> SearchPage:
+    """The records of every partition of `topic` that `search` keeps, newest ranges first unless it
+    gives `since`; at most `search.max_records` shown, in time order."""
+    flt = search.filter
+
+    def ranges_of(browser: TopicBrowser, offsets: list[PartitionOffsets]) -> list[ScanRange]:
+        keys = [(topic, p.partition) for p in offsets]
+
+        def at(moment: int | None) -> dict[int, int] | None:
+            return (
+                None if moment is None else {p: o for (_, p), o in browser.offsets_at(keys, moment).items()}
+            )
+
+        return scan_ranges(
+            offsets, max_scanned=search.max_scanned, since=at(flt.since_ms), until=at(flt.until_ms)
+        )
+
+    offsets, ranges, page = _read(cluster, topic, search, role, ranges_of, newest_first=False)
+    if flt.since_ms is None and any(r.start > o.earliest for o, r in zip(offsets, ranges, strict=True)):
         page.notes.append(
             "only the newest records of each partition were searched (the offsets below): give since to "
             "search older ones"
         )
+    return page
+
+
+def parse_positions(raw: str) -> dict[int, int] | None:
+    """A live tail's positions, `0:120,1:98` (SearchPage.positions); empty: none yet."""
+    if not raw.strip():
+        return None
+    positions = {}
+    for item in raw.split(","):
+        partition, _, offset = item.partition(":")
+        try:
+            positions[int(partition)] = int(offset)
+        except ValueError:
+            raise ServiceValidationError.single(
+                "positions", f"'{item[:40]}' is not partition:offset: give them as 0:120,1:98"
+            ) from None
+    if any(p < 0 or o < 0 for p, o in positions.items()) or len(positions) > 100_000:
+        raise ServiceValidationError.single(
+            "positions", "partitions and offsets are 0 or more: give 0:120,1:98"
+        )
+    return positions
+
+
+def topic_tail(
+    *, cluster: Cluster, topic: str, search: Search, positions: str, role: Role | None
+) -> SearchPage:
+    """A live tail's next read: what came after `positions` in every partition (nothing the first time:
+    the page's `positions` are then the ends), filtered by `search`, newest first, within the same
+    bounds as a search (past its share a partition's backlog is skipped and counted)."""
+    known = parse_positions(positions)
+    _, _, page = _read(
+        cluster,
+        topic,
+        search,
+        role,
+        lambda _browser, offsets: tail_ranges(offsets, positions=known, max_scanned=search.max_scanned),
+        newest_first=True,
+    )
+    if skipped := sum(p.skipped for p in page.partitions):
+        page.notes.append(f"{skipped:,} records came faster than the tail reads: skipped, not searched")
     return page

@@ -120,8 +120,11 @@ def topic_detail(request, alias: str, topic: str):
 def topic_search(request, alias: str, topic: str):
     """Search every partition of the topic (key, value, JSON path, header, time range); runs when the form
     was sent, within the bounds of controlplane.browse.record_search; `export=json` or `csv` answers the
-    result as a file to download."""
+    result as a file to download; `tail=1` shows the live tail (topic_tail polls) instead."""
     cluster = _cluster(alias)
+    tail_params = [
+        (name, value) for name, value in request.GET.items() if name in record_search.SEARCH_PARAMETERS
+    ]
     context: dict = {
         "cluster": cluster,
         "topic": topic,
@@ -130,6 +133,9 @@ def topic_search(request, alias: str, topic: str):
         "max_scanned": record_search.max_scanned_bound(),
         "max_records": browse.MAX_RECORDS,
         "default_matches": record_search.DEFAULT_MATCHES,
+        "tail_params": tail_params,
+        "stop_tail": urlencode([*tail_params, ("search", "1")]),
+        "tailing": bool(request.GET.get("tail")),
         "exports": {
             fmt.value: urlencode({**request.GET.dict(), "export": fmt.value})
             for fmt in record_export.ExportFormat
@@ -140,7 +146,10 @@ def topic_search(request, alias: str, topic: str):
         context["errors"] = [f"export: '{export[:20]}' is not an export format: use json or csv"]
         return render(request, "web/topic_search.html", context, status=400)
     status = 200
-    if any(request.GET.get(name) for name in record_search.SEARCH_PARAMETERS) or "search" in request.GET:
+    searching = (
+        any(request.GET.get(name) for name in record_search.SEARCH_PARAMETERS) or "search" in request.GET
+    )
+    if searching and not context["tailing"]:
         status = _read_into(
             context,
             "page",
@@ -163,6 +172,31 @@ def topic_search(request, alias: str, topic: str):
         response["Content-Disposition"] = f'attachment; filename="{name}"'
         return response
     return render(request, "web/topic_search.html", context, status=status)
+
+
+# htmx stops polling on this status: a tail whose read failed says why and stops.
+STOP_POLLING = 286
+
+
+@viewer_required
+def topic_tail(request, alias: str, topic: str):
+    """The live tail's poll (an htmx fragment): the matching records that came after `positions`, newest
+    first, and the positions to go on from; a refusal or a cluster that does not answer stops the tail
+    and says why."""
+    cluster = _cluster(alias)
+    context: dict = {"cluster": cluster, "topic": topic}
+    status = _read_into(
+        context,
+        "page",
+        lambda: record_search.topic_tail(
+            cluster=cluster,
+            topic=topic,
+            search=record_search.parse_search(request.GET),
+            positions=request.GET.get("positions", ""),
+            role=request.web_role,
+        ),
+    )
+    return render(request, "web/_tail_rows.html", context, status=200 if status == 200 else STOP_POLLING)
 
 
 @viewer_required

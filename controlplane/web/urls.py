@@ -64,6 +64,7 @@ urlpatterns = [
     path("alerts/channels/<id:pk>/test/", alerts.channel_test, name="channel-test"),
     path("topics/", browse.topic_list, name="topics"),
     path("topic-search/<str:alias>/<path:topic>", browse.topic_search, name="topic-search"),
+    path("topic-tail/<str:alias>/<path:topic>", browse.topic_tail, name="topic-tail"),
     path("topics/<str:alias>/<path:topic>/", browse.topic_detail, name="topic"),
     path("topic-details/<str:alias>/<path:topic>", browse.topic_details, name="topic-details"),
     path("flows/<id:pk>/compare/", browse.record_copies, name="record-copies"),

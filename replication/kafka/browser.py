@@ -153,6 +153,7 @@ class RecordPage:
     records: list[KafkaRecord]
     complete: bool  # False: the deadline (or `max_kept`) came before the partition's end or `max_records`
     scanned: int = 0  # records read (kept or not)
+    position: int | None = None  # the offset after the last record read (None: none was)
 
 
 def read_records(
@@ -171,6 +172,7 @@ def read_records(
     are kept in all: memory holds the kept records only."""
     results: dict[tuple[str, int], list[KafkaRecord]] = {key: [] for key in starts}
     scanned = dict.fromkeys(starts, 0)
+    positions: dict[tuple[str, int], int] = {}
     kept = 0
     if not starts or max_records <= 0:
         return {key: RecordPage([], True) for key in starts}
@@ -204,6 +206,7 @@ def read_records(
                     continue
                 record = record_of(message)
                 scanned[key] += 1
+                positions[key] = record.offset + 1
                 if keep is None or keep(record):
                     results[key].append(record)
                     kept += 1
@@ -222,4 +225,7 @@ def read_records(
         ) from exc
     finally:
         consumer.close()
-    return {key: RecordPage(records, key not in pending, scanned[key]) for key, records in results.items()}
+    return {
+        key: RecordPage(records, key not in pending, scanned[key], positions.get(key))
+        for key, records in results.items()
+    }

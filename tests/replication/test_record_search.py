@@ -12,6 +12,7 @@ from replication.record_search import (
     json_expectation,
     parse_json_path,
     scan_ranges,
+    tail_ranges,
 )
 
 
@@ -103,3 +104,14 @@ def test_a_time_range_reads_from_the_first_offset_at_since_to_the_first_at_until
     assert [(r.start, r.stop) for r in ranges] == [(10, 60), (50, 50), (0, 0)]
     newest_before = scan_ranges(PARTITIONS, max_scanned=30, until={0: 60, 1: 45})
     assert [(r.start, r.stop) for r in newest_before] == [(50, 60), (40, 45), (0, 0)]
+
+
+def test_a_tail_reads_what_came_after_its_positions_and_skips_past_its_budget():
+    first = tail_ranges(PARTITIONS, positions=None, max_scanned=60)
+    assert [(r.start, r.stop) for r in first] == [(100, 100), (50, 50), (0, 0)] and all(
+        r.empty for r in first
+    )
+    nxt = tail_ranges(PARTITIONS, positions={0: 90, 1: 10}, max_scanned=60)
+    assert [(r.start, r.stop, r.skipped) for r in nxt] == [(90, 100, 0), (40, 50, 0), (0, 0, 0)]
+    behind = tail_ranges(PARTITIONS, positions={0: 10, 1: 45, 2: 0}, max_scanned=60)
+    assert [(r.start, r.stop, r.skipped) for r in behind] == [(80, 100, 70), (45, 50, 0), (0, 0, 0)]

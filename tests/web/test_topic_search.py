@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from controlplane.flows import cluster_reads
 from replication.kafka.clients import make_producer
-from tests.web.mirroring import create_topic, keyed_around_a_moment, stored_cluster
+from tests.web.mirroring import create_topic, keyed_around_a_moment, produce_keyed, stored_cluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.django_db]
 
@@ -214,3 +214,46 @@ def test_a_csv_cell_never_starts_a_formula(client_as, cluster, cluster_a, unique
     )
     (row,) = list(csv.reader(io.StringIO(exported.content.decode())))[1:]
     assert (row[3], row[4]) == ('\'=HYPERLINK("http://x")', "'@SUM(A1)")
+
+
+def test_a_live_tail_shows_what_came_after_its_positions_newest_first(
+    client_as, cluster, cluster_a, unique_name, settings
+):
+    create_topic(cluster_a, unique_name, 2)
+    produce_keyed(cluster_a, unique_name, count=3, partition=0)
+    viewer = client_as("viewer")
+    url = f"/api/v1/clusters/{cluster.pk}/topics/{unique_name}/tail/"
+    first = viewer.get(url, {"header": "trace"}).json()
+    assert first["records"] == [] and first["scanned"] == 0 and first["positions"] == "0:3,1:0"
+
+    produce_keyed(cluster_a, unique_name, count=2, partition=1, first=10)
+    produce_keyed(cluster_a, unique_name, count=2, partition=0, first=20)
+    nxt = viewer.get(url, {"key": "k2", "positions": first["positions"]}).json()
+    assert [(r["partition"], r["key"]["text"]) for r in nxt["records"]] == [
+        (0, "k21"),
+        (0, "k20"),
+    ]  # newest first
+    assert nxt["scanned"] == 4 and nxt["positions"] == "0:5,1:2"
+    again = viewer.get(url, {"key": "k2", "positions": nxt["positions"]}).json()
+    assert again["records"] == [] and again["scanned"] == 0 and again["positions"] == nxt["positions"]
+
+    settings.MIRRORPLANE_BROWSE_MAX_SCANNED = 2  # one record a partition a read
+    produce_keyed(cluster_a, unique_name, count=3, partition=0, first=30)
+    behind = viewer.get(url, {"positions": again["positions"]}).json()
+    assert [r["key"]["text"] for r in behind["records"]] == ["k32"] and behind["positions"] == "0:8,1:2"
+    assert behind["partitions"][0]["skipped"] == 2 and "2 records came faster" in behind["notes"][0]
+
+    for bad in ("0=3", "0:x", "-1:4"):
+        refused = viewer.get(url, {"positions": bad})
+        assert refused.status_code == 400 and list(refused.json()) == ["positions"], bad
+    fragment = viewer.get(
+        reverse("web:topic-tail", args=["A", unique_name]), {"positions": "0:7", "key": "k3"}
+    )
+    html = fragment.content.decode()
+    assert (
+        fragment.status_code == 200
+        and 'data-offset="7"' in html
+        and 'value="0:8,1:2" hx-swap-oob="true"' in html
+    )
+    stopped = viewer.get(reverse("web:topic-tail", args=["A", unique_name]), {"positions": "nope"})
+    assert stopped.status_code == 286 and "The tail stopped: positions:" in stopped.content.decode()
