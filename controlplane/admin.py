@@ -7,8 +7,22 @@ from controlplane.flows import engine
 from controlplane.models import AuditEvent, Cluster, Flow, FlowEvent, FlowPartitionStatus, SsoIdentity
 
 
+def _admins_only(request) -> bool:
+    """The admin site is for the admin role, whatever is_staff says (a role given or taken away in the
+    admin site's group editor, which `user_set_role` does not see)."""
+    return role_of(request.user) is Role.ADMIN
+
+
 class ReadOnlyAdmin(admin.ModelAdmin):
-    """Writes must go through services (validation, audit); the admin only looks."""
+    """Writes must go through services (validation, audit); the admin only looks, and the admin role
+    may look whatever Django's model permissions say (a role is a group, not a set of permissions: an
+    admin made by `create_admin` or SSO is staff but no superuser, and saw 403 on every model page)."""
+
+    def has_view_permission(self, request, obj=None):
+        return _admins_only(request)
+
+    def has_module_permission(self, request):
+        return _admins_only(request)
 
     def has_add_permission(self, request):
         return False
@@ -50,12 +64,6 @@ class SsoIdentityAdmin(ReadOnlyAdmin):
     """Which provider identity signs in as which user (docs/sso.md); deleting the user unlinks it."""
 
     list_display = ["user", "issuer", "subject", "created_at"]
-
-
-def _admins_only(request) -> bool:
-    """The admin site is for the admin role, whatever is_staff says (a role given or taken away in the
-    admin site's group editor, which `user_set_role` does not see)."""
-    return role_of(request.user) is Role.ADMIN
 
 
 admin.site.has_permission = _admins_only

@@ -519,12 +519,14 @@ def test_finding_11_api_tokens_are_stored_hashed_shown_once_rotated_and_expire(w
 
 def test_finding_11_a_user_demoted_below_admin_loses_the_admin_site(web):
     admin = get_user_model().objects.get(username="admin")
-    assert admin.is_staff
-    assert (
-        sign_in(web.url, username="admin", password=PASSWORD)
-        .get(f"{web.url}/admin/", timeout=20)
-        .url.endswith("/admin/")
-    )
+    assert admin.is_staff and not admin.is_superuser
+    session = sign_in(web.url, username="admin", password=PASSWORD)
+    assert session.get(f"{web.url}/admin/", timeout=20).url.endswith("/admin/")
+    # The admin role reads every model page (read-only), not only the index.
+    for model in ("cluster", "flow", "auditevent"):
+        page = session.get(f"{web.url}/admin/controlplane/{model}/", timeout=20)
+        assert page.status_code == 200, (model, page.status_code)
+    assert session.get(f"{web.url}/admin/controlplane/cluster/add/", timeout=20).status_code == 403
     core.user_set_role(user=admin, role=Role.OPERATOR)
     admin.refresh_from_db()
     assert not admin.is_staff and not admin.is_superuser
