@@ -238,7 +238,10 @@ def _scan(config: ClusterConfig, timeout_s: float, *, topic: str, search: Search
 def _scanned(r: ScanRange, page) -> ScannedPartition:
     if page is None:
         return ScannedPartition(r.partition, r.start, r.stop, 0, True, r.start, r.skipped)
-    done = page.complete or r.start + page.scanned >= r.stop
+    # Read to the range's end: the last record read is its last, or the partition ended before the budget.
+    done = (page.position is not None and page.position >= r.stop) or (
+        page.complete and page.scanned < r.budget
+    )
     position = r.stop if done else (page.position if page.position is not None else r.start)
     return ScannedPartition(r.partition, r.start, r.stop, page.scanned, done, position, r.skipped)
 

@@ -96,6 +96,11 @@ def test_the_records_read_are_bounded_counted_and_said(client_as, cluster, topic
     assert body["scanned"] == 6 and body["search"]["max_scanned"] == 6
     assert [p["scanned"] for p in body["partitions"]] == [2, 2, 2]
     assert any("only the newest records" in note for note in body["notes"])
+    from_start = _search(client_as("viewer"), cluster, name, key="k", since=EPOCH).json()
+    assert [(p["start"], p["scanned"], p["complete"]) for p in from_start["partitions"]] == [
+        (0, 2, False)
+    ] * 3
+    assert not from_start["complete"] and any("stopped at a bound" in note for note in from_start["notes"])
     refused = _search(client_as("viewer"), cluster, name, key="k", max_scanned=7)
     assert refused.status_code == 400 and "give a number from 1 to 6" in refused.json()["max_scanned"][0]
 
