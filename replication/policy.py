@@ -9,7 +9,7 @@ replicated from a cluster `orders`. Here a prefix is a source only when it is a 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -226,6 +226,13 @@ def replication_hops(policy: ReplicationPolicy, topic: str, source_alias: str) -
 def is_cycle(policy: ReplicationPolicy, topic: str, *, target_alias: str) -> bool:
     """True when replicating `topic` to `target_alias` would send it back to a cluster it came from."""
     return target_alias in topic_lineage(policy, topic)
+
+
+def returns_through(policy: ReplicationPolicy, topic: str, *, target_aliases: Collection[str]) -> str | None:
+    """The alias in `topic`'s lineage that names the target cluster, or None. `target_aliases` are every
+    alias the target goes by (one cluster stored or imported twice under two aliases): `is_cycle` sees the
+    flow's own target alias only, so a copy named after the target's other alias would be sent back."""
+    return next((alias for alias in topic_lineage(policy, topic) if alias in target_aliases), None)
 
 
 # -- provenance header (Mirrorplane addition, off by default) ---------------------------------------------

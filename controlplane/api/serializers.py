@@ -338,11 +338,35 @@ class ImportChangeSerializer(serializers.Serializer):
     fields = serializers.DictField(child=serializers.DictField(), help_text="field -> {before, after}")
 
 
+class PreviewTopicSerializer(serializers.Serializer):
+    topic = serializers.CharField()
+    remote_topic = serializers.CharField()
+    partitions = serializers.IntegerField()
+    loop = serializers.CharField(allow_null=True, help_text="why mirroring it copies it back; null when not")
+
+
+class FlowPreviewSerializer(serializers.Serializer):
+    flow = serializers.CharField()
+    enabled = serializers.BooleanField()
+    read_at = serializers.DateTimeField(allow_null=True, help_text="when the source's topics were read")
+    replicated = PreviewTopicSerializer(
+        many=True, help_text="the topics it would mirror (loops first, at most 200)"
+    )
+    replicated_count = serializers.IntegerField()
+    loop_count = serializers.IntegerField()
+    not_replicated = serializers.DictField(child=serializers.IntegerField(), help_text="reason -> topics")
+    same_cluster = serializers.CharField(allow_null=True)
+    problem = serializers.CharField(allow_null=True, help_text="the source did not answer")
+
+
 class Mm2ImportResultSerializer(serializers.Serializer):
     dry_run = serializers.BooleanField()
     applied = serializers.BooleanField()
     changes = ImportChangeSerializer(many=True)
     warnings = serializers.ListField(child=serializers.CharField())
+    previews = FlowPreviewSerializer(
+        many=True, help_text="dry run only: per imported flow, the topics it would mirror now, loops flagged"
+    )
 
 
 class AuditEventSerializer(serializers.ModelSerializer):

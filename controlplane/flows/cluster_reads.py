@@ -90,7 +90,18 @@ def clusters_read(
     or ClusterUnavailable at once while one's breaker is open. A cluster failure counts against the
     clusters the error names (the adapters' errors start "cluster <alias>"), or all of them when it names
     none; an error naming a cluster not in `clusters` (one the read may do without) counts against none."""
-    configs = [engine.cluster_to_config(cluster) for cluster in clusters]
+    return configs_read([engine.cluster_to_config(cluster) for cluster in clusters], read, now=now)
+
+
+def configs_read(
+    configs: Sequence[ClusterConfig],
+    read: Callable[[list[ClusterConfig], float], T],
+    *,
+    now: float | None = None,
+) -> T:
+    """`clusters_read` of clusters as the engine describes them, stored or not (an import's dry run reads
+    the clusters of the file it previews)."""
+    configs = list(configs)
     moment = time.time() if now is None else now
     for config in configs:
         _allow(config, moment)

@@ -88,6 +88,11 @@ def bootstrap_servers_error(value: str) -> str | None:
     return None
 
 
+def bootstrap_brokers(bootstrap_servers: str) -> frozenset[str]:
+    """The bootstrap set as host:port entries, hosts in lower case (DNS names are case-insensitive)."""
+    return frozenset(entry.strip().lower() for entry in bootstrap_servers.split(",") if entry.strip())
+
+
 def bootstrap_host_allowed(host: str) -> bool:
     """Whether clusters may name `host`: MIRRORPLANE_CLUSTER_HOSTS_ALLOWED lists host names, `*.domain`
     suffixes and IP networks (10.0.0.0/8); empty, any host. The console connects where a cluster says

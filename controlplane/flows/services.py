@@ -19,6 +19,7 @@ from django.db import IntegrityError, transaction
 from controlplane.core.audit import audit_record, audited_attempt
 from controlplane.core.errors import NON_FIELD, ServiceConflict, ServiceValidationError
 from controlplane.flows import engine, lifecycle, pools
+from controlplane.flows.import_preview import FlowPreview, import_preview
 from controlplane.models import (
     AuditAction,
     AuditOutcome,
@@ -498,6 +499,7 @@ class Mm2ImportResult:
     applied: bool
     changes: list[ImportChange]
     warnings: list[str]
+    previews: list[FlowPreview] = field(default_factory=list)  # the dry run's, per imported flow
 
 
 def _diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -569,6 +571,9 @@ def mm2_import(
     of `import_environ`, only in a cluster's client properties; every value they give is stored as a
     secret (encrypted, shown as ******, exported as a placeholder) and no error or audit event repeats it.
 
+    The dry run also previews each imported flow (`import_preview`): the topics its source holds now that
+    it would mirror, each that would loop flagged, and a warning per looping flow.
+
     A cluster is what its brokers are, not its alias: an import that names a cluster already known (stored
     or in the same file) by another alias, i.e. sharing a bootstrap server with it, is refused unless
     `force` (`same_cluster_errors`): replication loop detection compares aliases, and two aliases of one
@@ -601,15 +606,23 @@ def mm2_import(
     if dry_run:
         with transaction.atomic():
             changes = _apply_import(actor=actor, parsed=parsed, apply=False, force=force)
-        return Mm2ImportResult(dry_run=True, applied=False, changes=changes, warnings=list(parsed.warnings))
+        # Read after the transaction: its row locks are not held while the clusters answer.
+        previews = import_preview(clusters=parsed.config.clusters, flows=parsed.config.flows)
+        loops = [
+            f"{p.flow} would copy {p.loop_count} topic(s) back where they came from"
+            for p in previews
+            if p.loop_count
+        ]
+        return Mm2ImportResult(
+            dry_run=True,
+            applied=False,
+            changes=changes,
+            warnings=list(parsed.warnings) + [f"replication loop: {loop}" for loop in loops],
+            previews=previews,
+        )
     with audited_attempt(actor=actor, action=AuditAction.IMPORT, object_type="mm2", object_repr=source_name):
         changes = _apply_import(actor=actor, parsed=parsed, apply=True, force=force)
     return Mm2ImportResult(dry_run=False, applied=True, changes=changes, warnings=list(parsed.warnings))
-
-
-def _brokers(bootstrap_servers: str) -> frozenset[str]:
-    """The bootstrap set as host:port entries, hosts in lower case (DNS names are case-insensitive)."""
-    return frozenset(entry.strip().lower() for entry in bootstrap_servers.split(",") if entry.strip())
 
 
 def same_cluster_errors(imported: Mapping[str, str], stored: Mapping[str, str]) -> dict[str, list[str]]:
@@ -618,9 +631,9 @@ def same_cluster_errors(imported: Mapping[str, str], stored: Mapping[str, str]) 
     errors: dict[str, list[str]] = {}
     known = dict(stored)
     for alias, servers in imported.items():
-        brokers = _brokers(servers)
+        brokers = engine.bootstrap_brokers(servers)
         for other, other_servers in known.items():
-            shared = sorted(brokers & _brokers(other_servers))
+            shared = sorted(brokers & engine.bootstrap_brokers(other_servers))
             if other != alias and shared:
                 errors.setdefault(f"clusters.{alias}.bootstrap_servers", []).append(
                     f"{alias} is cluster {other} under another alias (both list {', '.join(shared)}): "

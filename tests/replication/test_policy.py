@@ -22,6 +22,7 @@ from replication.policy import (
     provenance_path,
     replication_hops,
     replication_policy_for,
+    returns_through,
     topic_lineage,
 )
 
@@ -363,3 +364,13 @@ def test_fan_in_flows_with_syncs_on_the_target_have_a_topic_each(default: Defaul
         for source in ("A", "B")
     )
     assert default.flow_offset_syncs_topic(a_to_c) != default.flow_offset_syncs_topic(b_to_c)
+
+
+def test_a_copy_named_after_the_targets_other_alias_returns_through_it():
+    policy = replication_policy_for(
+        FlowConfig(source="DC1", target="DC2"), known_aliases=("DC1", "DC2", "dc2")
+    )
+    assert returns_through(policy, "dc2.inventory", target_aliases={"dc2"}) == "dc2"
+    assert returns_through(policy, "dc2.DC1.inventory", target_aliases={"DC1"}) == "DC1"
+    assert returns_through(policy, "inventory", target_aliases={"dc2"}) is None
+    assert not is_cycle(policy, "dc2.inventory", target_alias="DC2")  # what aliases alone cannot see

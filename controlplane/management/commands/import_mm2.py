@@ -42,4 +42,19 @@ class Command(BaseCommand):
                 self.stdout.write(
                     f"    {name}: {json.dumps(values['before'])} -> {json.dumps(values['after'])}"
                 )
+        for preview in result.previews:
+            self._preview(preview)
         self.stdout.write("dry run: nothing changed" if dry_run else "imported")
+
+    def _preview(self, preview) -> None:
+        if preview.problem:
+            self.stdout.write(f"flow {preview.flow}: {preview.problem}")
+            return
+        enabled = "" if preview.enabled else " (disabled: nothing until enabled)"
+        self.stdout.write(
+            f"flow {preview.flow} would mirror {preview.replicated_count} topic(s){enabled}, "
+            f"{preview.loop_count} looping (read {preview.read_at.isoformat()}):"
+        )
+        for topic in preview.replicated:
+            loop = f"  LOOP: {topic.loop}" if topic.loop else ""
+            self.stdout.write(f"    {topic.topic} -> {topic.remote_topic}{loop}")
