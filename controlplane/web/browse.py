@@ -136,6 +136,7 @@ def topic_search(request, alias: str, topic: str):
         "tail_params": tail_params,
         "stop_tail": urlencode([*tail_params, ("search", "1")]),
         "tailing": bool(request.GET.get("tail")),
+        "tail_keep": TAIL_ROWS_KEPT,
         "exports": {
             fmt.value: urlencode({**request.GET.dict(), "export": fmt.value})
             for fmt in record_export.ExportFormat
@@ -174,6 +175,7 @@ def topic_search(request, alias: str, topic: str):
     return render(request, "web/topic_search.html", context, status=status)
 
 
+TAIL_ROWS_KEPT = 500  # a live tail's rows on the page (the newest)
 # htmx stops polling on this status: a tail whose read failed says why and stops.
 STOP_POLLING = 286
 

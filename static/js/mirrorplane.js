@@ -205,5 +205,12 @@
       event.detail.isError = false;
     }
   });
+  // A live tail keeps its newest rows only (its tbody's data-keep): one left open does not grow the page
+  // without end.
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var rows = event.detail.target;
+    var keep = rows && rows.getAttribute("data-keep");
+    if (keep) { while (rows.rows.length > Number(keep)) { rows.deleteRow(-1); } }
+  });
   document.addEventListener("htmx:afterSettle", function (event) { refresh(event.detail.elt.isConnected ? event.detail.elt : document); });
 })();

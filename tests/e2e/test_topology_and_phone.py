@@ -113,6 +113,7 @@ def test_no_page_is_wider_than_a_390_px_phone(page: Page, signed_in):
         f"/flows/{flow.pk}/cutover/",
         "/topics/",
         "/topics/dc-east/orders/",
+        "/topic-search/dc-east/orders?tail=1&key=k1",
         "/groups/",
         "/mm2/import/",
         "/mm2/takeover/",
