@@ -51,6 +51,8 @@ def test_on_call_path(
     page: Page, live_server, celery_runtime, kafka_brokers, cluster_a, cluster_b, unique_name, screenshot
 ):
     core.user_create_with_role(username="oncall", role=Role.ADMIN, password=PASSWORD)
+    console_errors: list[str] = []  # htmx logs a failed request or swap here
+    page.on("console", lambda message: message.type == "error" and console_errors.append(message.text))
     topic, skipped = f"orders-{unique_name}", f"tmp-{unique_name}"
     create_topic(cluster_a, topic, PARTITIONS)
     create_topic(cluster_a, skipped, 1)
@@ -143,6 +145,14 @@ def test_on_call_path(
     expect(card.locator("table")).to_contain_text("written")
     expect(page.get_by_role("alert")).to_have_count(0)  # no leftover error
     screenshot("08-failover-result")
+    # The clients to move, as the cutover lists them; no readiness score for a flow stopped on purpose.
+    switch = page.locator("#switch-clients")
+    expect(switch).to_contain_text(group)
+    expect(switch).to_contain_text(f"A.{topic}")
+    expect(switch).to_contain_text(kafka_brokers["B"].bootstrap_servers)
+    expect(page.locator("#readiness")).to_contain_text("n/a")
+    expect(page.locator("#readiness")).to_contain_text("has failed over")
+    screenshot("08-switch-clients")
     on_b = GroupOffsetsAdmin(cluster_b).committed_offsets(group)
     assert {tp: c.offset for tp, c in on_b.items()} == {
         (f"A.{topic}", p): o for (_, p), o in committed.items()
@@ -164,6 +174,16 @@ def test_on_call_path(
     screenshot("09-failback")
     page.get_by_role("button", name="Resume A->B").click()
     expect(page.get_by_text("Flow A->B resumed.")).to_be_visible()
+
+    # The cutover and the drills have pages of their own, one tab away.
+    # (Resume came back to the failover page.)
+    page.get_by_role("navigation", name="on-call pages of A->B").get_by_role("link", name="Drills").click()
+    expect(page.locator("#drill-section")).to_contain_text("Run a drill")
+    page.get_by_role("navigation", name="on-call pages of A->B").get_by_role(
+        "link", name="Migration cutover"
+    ).click()
+    expect(page.locator("#cutover-section")).to_contain_text("Cut over A->B")
+    screenshot("09-cutover-page")
 
     # MM2 import: a dry run first, then apply.
     page.goto(f"{base}/mm2/import/")
@@ -192,3 +212,4 @@ def test_on_call_path(
 
     page.goto(f"{base}/reports/")
     screenshot("12-reports")
+    assert not [text for text in console_errors if "htmx" in text.lower()], console_errors
