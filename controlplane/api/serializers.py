@@ -319,7 +319,7 @@ class Mm2ImportRequestSerializer(serializers.Serializer):
     dry_run = serializers.BooleanField(default=False, help_text="only report what would change")
     force = serializers.BooleanField(
         default=False,
-        help_text="import a cluster that shares a bootstrap server with another alias's (refused otherwise: "
+        help_text="import a cluster that shares a bootstrap server or its cluster id with another alias's (refused otherwise: "
         "one cluster under two aliases makes replication loops)",
     )
     placeholder_values = serializers.DictField(

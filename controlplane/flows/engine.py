@@ -93,6 +93,19 @@ def bootstrap_brokers(bootstrap_servers: str) -> frozenset[str]:
     return frozenset(entry.strip().lower() for entry in bootstrap_servers.split(",") if entry.strip())
 
 
+def same_cluster_evidence(
+    servers: str, other_servers: str, *, cluster_id: str | None = None, other_cluster_id: str | None = None
+) -> str | None:
+    """Why two clusters are one, or None: their bootstrap sets share a broker (a broker belongs to one
+    cluster), or their brokers report the same cluster id (DescribeCluster; one cluster reached by two
+    names, e.g. localhost and 127.0.0.1)."""
+    if shared := sorted(bootstrap_brokers(servers) & bootstrap_brokers(other_servers)):
+        return f"both list {', '.join(shared)}"
+    if cluster_id and cluster_id == other_cluster_id:
+        return f"both report cluster id {cluster_id}"
+    return None
+
+
 def bootstrap_host_allowed(host: str) -> bool:
     """Whether clusters may name `host`: MIRRORPLANE_CLUSTER_HOSTS_ALLOWED lists host names, `*.domain`
     suffixes and IP networks (10.0.0.0/8); empty, any host. The console connects where a cluster says

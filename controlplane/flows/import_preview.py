@@ -3,8 +3,9 @@ which names, and which of them would come back to where they came from.
 
 The topics are the flow's own decisions (`TopicSelection`: the policy and filters the engine runs, with
 every alias stored or imported known). A loop is judged by what the clusters are, not their aliases: the
-target goes by every alias whose bootstrap servers share a broker with its own (`engine.bootstrap_brokers`,
-the rule `services.same_cluster_errors` refuses an import by), and a topic whose lineage names any of them
+target goes by every alias whose bootstrap servers share a broker with its own or whose brokers report its
+cluster id (`ClusterIdentity`, `engine.same_cluster_evidence`: the rule `services.same_cluster_errors`
+refuses an import by), and a topic whose lineage names any of them
 would be copied back (`replication.policy.returns_through`; MM2's alias-based cycle check sees only the
 flow's own target alias). A flow whose source and target are one cluster loops on every topic.
 
@@ -19,13 +20,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from controlplane.core.errors import ClusterUnavailable
+from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.flows import engine
 from controlplane.flows.cluster_reads import configs_read, timed
 from controlplane.models import Cluster
 from replication.config import ClusterConfig, FlowConfig
 from replication.connector import TopicSelection
 from replication.kafka.admin import TopicAdmin
+from replication.kafka.cluster_info import ClusterInspector
 from replication.policy import replication_policy_for, returns_through
 
 MAX_TOPICS_SHOWN = 200  # per flow; the counts cover them all
@@ -68,10 +70,48 @@ class FlowPreview:
         }
 
 
-def _aliases_of(alias: str, bootstraps: Mapping[str, str]) -> set[str]:
-    """Every alias of the cluster `alias` is: those sharing a bootstrap broker with it."""
-    brokers = engine.bootstrap_brokers(bootstraps[alias])
-    return {other for other, servers in bootstraps.items() if brokers & engine.bootstrap_brokers(servers)}
+@dataclass(frozen=True)
+class ClusterIdentity:
+    """Every cluster an import knows (stored, and the file's, which win), with the cluster id its brokers
+    report where they answered (DescribeCluster, read once per import)."""
+
+    configs: Mapping[str, ClusterConfig]
+    cluster_ids: Mapping[str, str]
+
+    @classmethod
+    def read(cls, *, imported: Sequence[ClusterConfig]) -> ClusterIdentity:
+        """Asks each cluster whose hosts MIRRORPLANE_CLUSTER_HOSTS_ALLOWED allows for its id (bounded, behind
+        its breaker); one that does not answer has none (the bootstrap servers still identify it)."""
+        configs = {cluster.alias: engine.cluster_to_config(cluster) for cluster in Cluster.objects.all()}
+        configs |= {config.alias: config for config in imported}
+        ids = {}
+        for alias, config in configs.items():
+            if engine.bootstrap_servers_error(config.bootstrap_servers):
+                continue
+            try:
+                info = configs_read(
+                    [config],
+                    lambda read, timeout_s: ClusterInspector(read[0], timeout_s=timeout_s).describe_cluster(),
+                )
+            except (ClusterUnavailable, ServiceValidationError):
+                continue
+            if info.cluster_id:
+                ids[alias] = info.cluster_id
+        return cls(configs, ids)
+
+    def aliases_of(self, alias: str) -> set[str]:
+        """Every alias of the cluster `alias` is (`engine.same_cluster_evidence`), itself included."""
+        servers, cluster_id = self.configs[alias].bootstrap_servers, self.cluster_ids.get(alias)
+        return {alias} | {
+            other
+            for other, config in self.configs.items()
+            if engine.same_cluster_evidence(
+                servers,
+                config.bootstrap_servers,
+                cluster_id=cluster_id,
+                other_cluster_id=self.cluster_ids.get(other),
+            )
+        }
 
 
 def _flow_preview(
@@ -79,15 +119,15 @@ def _flow_preview(
     *,
     topics: dict[str, int],
     read_at: datetime.datetime,
-    bootstraps: Mapping[str, str],
+    identity: ClusterIdentity,
 ) -> FlowPreview:
-    policy = replication_policy_for(flow, known_aliases=bootstraps)
+    policy = replication_policy_for(flow, known_aliases=identity.configs)
     selection = TopicSelection.of(flow, policy)
-    target_aliases = _aliases_of(flow.target, bootstraps)
+    target_aliases = identity.aliases_of(flow.target)
     same_cluster = None
     if flow.source in target_aliases:
         same_cluster = (
-            f"{flow.source} and {flow.target} are one cluster (they share a bootstrap broker): the flow "
+            f"{flow.source} and {flow.target} are one cluster (as their brokers say): the flow "
             "would copy every topic into the cluster it reads, and copy the copies again"
         )
     replicated, not_replicated = [], Counter()
@@ -118,18 +158,15 @@ def _flow_preview(
     )
 
 
-def import_preview(*, clusters: Sequence[ClusterConfig], flows: Sequence[FlowConfig]) -> list[FlowPreview]:
-    """The preview of each of `flows`, whose clusters are `clusters` (the file's) or stored ones."""
-    configs = {cluster.alias: engine.cluster_to_config(cluster) for cluster in Cluster.objects.all()}
-    configs |= {config.alias: config for config in clusters}
-    bootstraps = {alias: config.bootstrap_servers for alias, config in configs.items()}
+def import_preview(*, identity: ClusterIdentity, flows: Sequence[FlowConfig]) -> list[FlowPreview]:
+    """The preview of each of `flows`, whose clusters `identity` knows."""
     listings: dict[str, tuple[dict[str, int], datetime.datetime] | str] = {}
     previews = []
     for flow in flows:
         if flow.source not in listings:
             try:
                 counts, read_at, _ = timed(
-                    lambda source=configs[flow.source]: configs_read(
+                    lambda source=identity.configs[flow.source]: configs_read(
                         [source],
                         lambda read, timeout_s: TopicAdmin(read[0], timeout_s=timeout_s).partition_counts(),
                     )
@@ -142,5 +179,5 @@ def import_preview(*, clusters: Sequence[ClusterConfig], flows: Sequence[FlowCon
             previews.append(FlowPreview(flow.name, flow.enabled, None, (), 0, 0, {}, problem=listing))
             continue
         counts, read_at = listing
-        previews.append(_flow_preview(flow, topics=counts, read_at=read_at, bootstraps=bootstraps))
+        previews.append(_flow_preview(flow, topics=counts, read_at=read_at, identity=identity))
     return previews

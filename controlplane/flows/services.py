@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from controlplane.core.audit import audit_record, audited_attempt
 from controlplane.core.errors import NON_FIELD, ServiceConflict, ServiceValidationError
 from controlplane.flows import engine, lifecycle, pools
-from controlplane.flows.import_preview import FlowPreview, import_preview
+from controlplane.flows.import_preview import ClusterIdentity, FlowPreview, import_preview
 from controlplane.models import (
     AuditAction,
     AuditOutcome,
@@ -575,7 +575,8 @@ def mm2_import(
     it would mirror, each that would loop flagged, and a warning per looping flow.
 
     A cluster is what its brokers are, not its alias: an import that names a cluster already known (stored
-    or in the same file) by another alias, i.e. sharing a bootstrap server with it, is refused unless
+    or in the same file) by another alias, i.e. sharing a bootstrap server with it or reporting the same
+    cluster id (`ClusterIdentity.read`: each cluster whose hosts are allowed, asked once), is refused unless
     `force` (`same_cluster_errors`): replication loop detection compares aliases, and two aliases of one
     cluster let `.*` copy copies back (DC1.dc2.inventory) and nest heartbeats.
     """
@@ -603,11 +604,14 @@ def mm2_import(
                 detail=str(exc),
             )
         raise error from exc
+    # Read before the transaction: its row locks are not held while the clusters answer.
+    identity = ClusterIdentity.read(imported=parsed.config.clusters)
     if dry_run:
         with transaction.atomic():
-            changes = _apply_import(actor=actor, parsed=parsed, apply=False, force=force)
-        # Read after the transaction: its row locks are not held while the clusters answer.
-        previews = import_preview(clusters=parsed.config.clusters, flows=parsed.config.flows)
+            changes = _apply_import(
+                actor=actor, parsed=parsed, apply=False, force=force, cluster_ids=identity.cluster_ids
+            )
+        previews = import_preview(identity=identity, flows=parsed.config.flows)
         loops = [
             f"{p.flow} would copy {p.loop_count} topic(s) back where they came from"
             for p in previews
@@ -621,22 +625,29 @@ def mm2_import(
             previews=previews,
         )
     with audited_attempt(actor=actor, action=AuditAction.IMPORT, object_type="mm2", object_repr=source_name):
-        changes = _apply_import(actor=actor, parsed=parsed, apply=True, force=force)
+        changes = _apply_import(
+            actor=actor, parsed=parsed, apply=True, force=force, cluster_ids=identity.cluster_ids
+        )
     return Mm2ImportResult(dry_run=False, applied=True, changes=changes, warnings=list(parsed.warnings))
 
 
-def same_cluster_errors(imported: Mapping[str, str], stored: Mapping[str, str]) -> dict[str, list[str]]:
-    """Per imported alias, the other aliases (stored, or imported before it) of the same cluster: the
-    bootstrap sets (alias -> bootstrap servers) share a broker, and a broker belongs to one cluster."""
+def same_cluster_errors(
+    imported: Mapping[str, str], stored: Mapping[str, str], *, cluster_ids: Mapping[str, str] | None = None
+) -> dict[str, list[str]]:
+    """Per imported alias, the other aliases (stored, or imported before it) of the same cluster
+    (`engine.same_cluster_evidence` of their bootstrap servers, alias -> servers, and of the cluster ids
+    their brokers reported, alias -> id, where read)."""
+    ids = cluster_ids or {}
     errors: dict[str, list[str]] = {}
     known = dict(stored)
     for alias, servers in imported.items():
-        brokers = engine.bootstrap_brokers(servers)
         for other, other_servers in known.items():
-            shared = sorted(brokers & engine.bootstrap_brokers(other_servers))
-            if other != alias and shared:
+            evidence = engine.same_cluster_evidence(
+                servers, other_servers, cluster_id=ids.get(alias), other_cluster_id=ids.get(other)
+            )
+            if other != alias and evidence:
                 errors.setdefault(f"clusters.{alias}.bootstrap_servers", []).append(
-                    f"{alias} is cluster {other} under another alias (both list {', '.join(shared)}): "
+                    f"{alias} is cluster {other} under another alias ({evidence}): "
                     f"replication loop detection compares aliases, so flows of both would copy copies back "
                     f"(e.g. {alias}.{other}.topic) and nest heartbeats. Use the alias {other} in the file, "
                     "or import with force if they really are different clusters"
@@ -645,7 +656,14 @@ def same_cluster_errors(imported: Mapping[str, str], stored: Mapping[str, str]) 
     return errors
 
 
-def _apply_import(*, actor, parsed: ParsedMm2, apply: bool, force: bool = False) -> list[ImportChange]:
+def _apply_import(
+    *,
+    actor,
+    parsed: ParsedMm2,
+    apply: bool,
+    force: bool = False,
+    cluster_ids: Mapping[str, str] | None = None,
+) -> list[ImportChange]:
     clusters = {cluster.alias: cluster for cluster in Cluster.objects.select_for_update()}
     changes: list[ImportChange] = []
     errors: Errors = {}
@@ -679,6 +697,7 @@ def _apply_import(*, actor, parsed: ParsedMm2, apply: bool, force: bool = False)
         errors |= same_cluster_errors(
             {config.alias: config.bootstrap_servers for config in parsed.config.clusters},
             {alias: cluster.bootstrap_servers for alias, cluster in clusters.items()},
+            cluster_ids=cluster_ids,
         )
     aliases = sorted(set(clusters) | set(parsed.config.aliases))
     stored_flows = {

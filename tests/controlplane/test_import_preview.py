@@ -13,6 +13,7 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
+from controlplane.core.errors import ServiceValidationError
 from controlplane.flows import cluster_reads, services
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
@@ -118,3 +119,22 @@ def test_the_api_the_command_and_the_page_show_the_preview(users, demo, cluster_
     body = page.content.decode()
     assert page.status_code == 200 and 'data-flow="DC1-&gt;DC2" data-loops="1"' in body
     assert f'<tr class="loop" data-topic="{copy}">' in body and "replication loop: DC1-&gt;DC2" in body
+
+
+def test_a_cluster_reached_by_another_name_is_known_by_its_cluster_id(users, demo, cluster_a, cluster_b):
+    """DC1 names a's broker as localhost, DC2 b's as 127.0.0.1: no bootstrap server is shared, the brokers'
+    cluster ids say they are a and b."""
+    stem, local, copy = demo
+    text = _seeds(cluster_a, cluster_b, stem).replace(
+        f"DC1.bootstrap.servers = {cluster_a.bootstrap_servers}",
+        f"DC1.bootstrap.servers = localhost:{cluster_a.bootstrap_servers.rsplit(':', 1)[1]}",
+    )
+    with pytest.raises(ServiceValidationError) as refused:
+        services.mm2_import(actor=users["admin"], text=text, dry_run=True)
+    (message,) = refused.value.errors["clusters.DC1.bootstrap_servers"]
+    assert message.startswith("DC1 is cluster a under another alias (both report cluster id ")
+    assert "clusters.DC2.bootstrap_servers" in refused.value.errors  # b by its broker, as before
+
+    forced = services.mm2_import(actor=users["admin"], text=text, dry_run=True, force=True)
+    (preview,) = forced.previews
+    assert [t.topic for t in preview.replicated if t.loop] == [copy]
