@@ -117,6 +117,8 @@ def parse_search(params: Mapping) -> Search:
     if text["json_value"] and not text["json_path"].strip():
         errors["json_value"] = ["give the json_path whose value this is, e.g. $.order.id"]
     header, _, header_value = text["header"].partition("=")
+    if text["header"] and not header.strip():
+        errors["header"] = ["give the header's name, or name=value"]
     since, until = _moment(params, "since", errors), _moment(params, "until", errors)
     if since is not None and until is not None and until <= since:
         errors.setdefault("until", []).append("give an until after since")
@@ -215,6 +217,31 @@ class SearchPage:
 RangesOf = Callable[[TopicBrowser, list[PartitionOffsets]], list[ScanRange]]
 
 
+MATCHED_BYTES_MAX = 32 << 20  # the most bytes of matching records a search holds (a page, an export)
+
+
+class _Matches:
+    """`search.filter.matches`, holding at most MATCHED_BYTES_MAX bytes of matches: past it a match is
+    counted (`dropped`), not kept, so 500 matches of 1 MB each never fill a web worker's memory."""
+
+    def __init__(self, search: Search) -> None:
+        self.filter = search.filter
+        self.kept_bytes = 0
+        self.dropped = 0
+
+    def __call__(self, record: KafkaRecord) -> bool:
+        if not self.filter.matches(record):
+            return False
+        size = (
+            len(record.key or b"") + len(record.value or b"") + sum(len(v or b"") for _, v in record.headers)
+        )
+        if self.kept_bytes + size > MATCHED_BYTES_MAX:
+            self.dropped += 1
+            return False
+        self.kept_bytes += size
+        return True
+
+
 def _scan(config: ClusterConfig, timeout_s: float, *, topic: str, search: Search, ranges_of: RangesOf):
     browser = TopicBrowser(config, timeout_s=timeout_s)
     try:
@@ -223,16 +250,17 @@ def _scan(config: ClusterConfig, timeout_s: float, *, topic: str, search: Search
         raise ServiceValidationError.single("topic", f"{exc}: check the name on the topics page") from exc
     ranges = ranges_of(browser, offsets)
     reading = {(topic, r.partition): r for r in ranges if not r.empty}
+    matches = _Matches(search)
     pages = read_records(
         config,
         {key: r.start for key, r in reading.items()},
         max_records=max((r.budget for r in reading.values()), default=0),
         timeout_s=timeout_s,
         stop_before={key: r.stop for key, r in reading.items()},
-        keep=search.filter.matches,
+        keep=matches,
         max_kept=search.max_records + 1,
     )
-    return offsets, ranges, pages
+    return offsets, ranges, pages, matches.dropped
 
 
 def _scanned(r: ScanRange, page) -> ScannedPartition:
@@ -270,7 +298,7 @@ def _read(
         raise ServiceValidationError.single("topic", error)
     masked = masks_values(topic=topic, role=role)
     _refuse_masked_values(topic=topic, search=search, masked=masked)
-    (offsets, ranges, pages), read_at, read_ms = timed(
+    (offsets, ranges, pages, dropped), read_at, read_ms = timed(
         lambda: cluster_read(
             cluster,
             lambda config, timeout_s: _scan(
@@ -291,12 +319,17 @@ def _read(
         partitions=partitions,
         records=[shown(r, fmt=search.format, masked=masked) for r in found[: search.max_records]],
         found=found[: search.max_records],
-        more=len(found) > search.max_records,
+        more=len(found) > search.max_records or dropped > 0,
         masked=masked,
         read_at=read_at,
         read_ms=read_ms,
     )
-    if page.more:
+    if dropped:
+        page.notes.append(
+            f"{dropped:,} more matching record(s) not kept: the matches reached {MATCHED_BYTES_MAX >> 20} MiB; "
+            "narrow the search"
+        )
+    elif page.more:
         page.notes.append(f"more than {search.max_records} records match: narrow the search or show more")
     elif unread := [p.partition for p in partitions if not p.complete]:
         page.notes.append(

@@ -14,6 +14,7 @@ import time
 import pytest
 from django.urls import reverse
 
+from controlplane.browse import record_search
 from controlplane.flows import cluster_reads
 from replication.kafka.clients import make_producer
 from tests.web.mirroring import create_topic, keyed_around_a_moment, produce_keyed, stored_cluster
@@ -114,6 +115,7 @@ def test_the_records_read_are_bounded_counted_and_said(client_as, cluster, topic
 
 
 BAD = [
+    ({"header": "=t-1"}, "header"),
     ({"json_path": "$.a[x]"}, "json_path"),
     ({"json_value": "7"}, "json_value"),
     ({"since": "last tuesday"}, "since"),
@@ -262,3 +264,14 @@ def test_a_live_tail_shows_what_came_after_its_positions_newest_first(
     )
     stopped = viewer.get(reverse("web:topic-tail", args=["A", unique_name]), {"positions": "nope"})
     assert stopped.status_code == 286 and "The tail stopped: positions:" in stopped.content.decode()
+
+
+def test_matches_past_their_memory_bound_are_counted_not_kept(client_as, cluster, topic, monkeypatch):
+    monkeypatch.setattr(record_search, "MATCHED_BYTES_MAX", 50_000)
+    body = _search(client_as("viewer"), cluster, topic[0], header="bin", since=EPOCH).json()
+    assert len(body["records"]) == len(HOSTILE) - 2  # the 100 KB and 600 KB values are not held
+    assert (
+        body["more"]
+        and not body["complete"]
+        and body["notes"][0].startswith("2 more matching record(s) not kept")
+    )
