@@ -101,11 +101,12 @@ class SchemaIdRewriter:
         schema = self._source.schema_by_id(source_id)
         if schema is None:
             return _NOT_A_SCHEMA
-        for subject, _version in self._source.subject_versions_of(source_id):
+        # Soft-deleted versions too: records written before the delete still name them.
+        for subject, _version in self._source.subject_versions_of(source_id, deleted=True):
             target_subject = self._rename(subject)
             if target_subject is None:
                 continue
-            found = self._target.lookup(target_subject, renamed_schema(schema, self._rename))
+            found = self._target.lookup(target_subject, renamed_schema(schema, self._rename), deleted=True)
             if found is not None:
                 return found.schema_id
         return None

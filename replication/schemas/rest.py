@@ -106,6 +106,10 @@ def _schema_of(body: dict[str, Any]) -> Schema:
     )
 
 
+def _deleted(deleted: bool) -> str:
+    return "?deleted=true" if deleted else ""
+
+
 @dataclass
 class ConfluentRegistryClient:
     """One registry's Confluent API at `url` (e.g. `http://host:8081`, or Apicurio's `.../apis/ccompat/v7`)."""
@@ -155,20 +159,23 @@ class ConfluentRegistryClient:
         return urllib.parse.quote(subject, safe="")
 
     # -- reads ------------------------------------------------------------------------------------------
-    def subjects(self) -> list[str]:
-        return list(self._call("GET", "/subjects"))
+    # `deleted=True` includes what was soft-deleted (Confluent's `?deleted=true`): still readable, still
+    # resolving its ID, no longer listed or looked up without it.
+    def subjects(self, *, deleted: bool = False) -> list[str]:
+        return list(self._call("GET", "/subjects" + _deleted(deleted)))
 
-    def versions(self, subject: str) -> list[int]:
+    def versions(self, subject: str, *, deleted: bool = False) -> list[int]:
         """The subject's versions, ascending; [] when the subject does not exist."""
+        path = f"/subjects/{self._quote(subject)}/versions{_deleted(deleted)}"
         try:
-            return sorted(int(v) for v in self._call("GET", f"/subjects/{self._quote(subject)}/versions"))
+            return sorted(int(v) for v in self._call("GET", path))
         except RegistryError as exc:
             if exc.status == 404:
                 return []
             raise
 
-    def version(self, subject: str, version: int) -> SubjectVersion:
-        body = self._call("GET", f"/subjects/{self._quote(subject)}/versions/{version}")
+    def version(self, subject: str, version: int, *, deleted: bool = False) -> SubjectVersion:
+        body = self._call("GET", f"/subjects/{self._quote(subject)}/versions/{version}{_deleted(deleted)}")
         return SubjectVersion(
             subject=body.get("subject", subject),
             version=int(body["version"]),
@@ -185,20 +192,22 @@ class ConfluentRegistryClient:
                 return None
             raise
 
-    def subject_versions_of(self, schema_id: int) -> list[tuple[str, int]]:
+    def subject_versions_of(self, schema_id: int, *, deleted: bool = False) -> list[tuple[str, int]]:
         """The (subject, version) pairs registered with an ID; [] when the registry has no such ID."""
         try:
-            body = self._call("GET", f"/schemas/ids/{schema_id}/versions")
+            body = self._call("GET", f"/schemas/ids/{schema_id}/versions{_deleted(deleted)}")
         except RegistryError as exc:
             if exc.status == 404:
                 return []
             raise
         return [(entry["subject"], int(entry["version"])) for entry in body]
 
-    def lookup(self, subject: str, schema: Schema) -> SubjectVersion | None:
+    def lookup(self, subject: str, schema: Schema, *, deleted: bool = False) -> SubjectVersion | None:
         """The version of `subject` that holds `schema`; None when it holds no such version."""
         try:
-            body = self._call("POST", f"/subjects/{self._quote(subject)}", schema.payload())
+            body = self._call(
+                "POST", f"/subjects/{self._quote(subject)}{_deleted(deleted)}", schema.payload()
+            )
         except RegistryError as exc:
             if exc.status == 404:
                 return None
@@ -231,6 +240,14 @@ class ConfluentRegistryClient:
         if version is not None:
             body["version"] = version
         return int(self._call("POST", f"/subjects/{self._quote(subject)}/versions", body)["id"])
+
+    def soft_delete(self, subject: str, version: int) -> None:
+        """Soft-delete one version (Confluent's DELETE without `permanent`): its ID still resolves."""
+        self._call("DELETE", f"/subjects/{self._quote(subject)}/versions/{version}")
+
+    def soft_delete_subject(self, subject: str) -> list[int]:
+        """Soft-delete every version of `subject`; the versions deleted."""
+        return [int(v) for v in self._call("DELETE", f"/subjects/{self._quote(subject)}")]
 
     def set_mode(self, subject: str, mode: str) -> str:
         """Set the subject's mode (READWRITE, READONLY, IMPORT); the mode the registry answers."""

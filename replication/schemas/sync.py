@@ -16,6 +16,13 @@ registration per new one; run it on a schedule (a metadata task, like topic conf
 compatibility level follows after its versions (set before, a stricter level could refuse versions the
 source accepted under an older one). References keep their version number and follow their subject's
 renaming, so a referenced subject must be synced first: subjects are visited referenced-first.
+
+Soft deletes follow the source: a version soft-deleted there is soft-deleted on the target too, after it
+was registered there if it never was, so the records that name it keep a target ID that resolves (a
+soft-deleted schema is still readable by ID, which is what a deserializer asks). A subject with no live
+version left is soft-deleted whole on the target. A version the target itself soft-deleted stays deleted
+(the lookups include soft-deleted versions, so it is not registered again). Permanent deletes are not
+followed: the target's topic still holds records naming the schema.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ class SchemaSyncResult:
 
     subjects: dict[str, str] = field(default_factory=dict)  # source subject -> target subject, synced
     registered: int = 0  # versions registered on the target by this pass
+    deleted: int = 0  # versions soft-deleted on the target by this pass (soft-deleted on the source)
     versions_behind: int = 0  # source versions not on the target after this pass
     id_map: dict[int, int] = field(default_factory=dict)  # source ID -> target ID, of the versions seen
     errors: list[str] = field(default_factory=list)
@@ -75,7 +83,7 @@ def sync_schemas(
     """One pass over the source registry's subjects that `rename` keeps (it names them on the target)."""
     sync = _SyncPass(source=source, target=target, rename=rename, mode=mode)
     try:
-        subjects = source.subjects()
+        subjects = source.subjects(deleted=True)
     except RegistryError as exc:
         sync.result.errors.append(f"listing the source registry's subjects: {exc}")
         return sync.result
@@ -105,9 +113,16 @@ class _SyncPass:
         versions: list[int] = []
         synced = 0
         try:
-            versions = self.source.versions(subject)
+            versions = self.source.versions(subject, deleted=True)
+            live = set(self.source.versions(subject))
+            if not live:  # deleted whole (Apicurio then serves its versions by ID only)
+                if self.target.versions(target_subject):
+                    self.result.deleted += len(self.target.soft_delete_subject(target_subject))
+                return
             for number in versions:
                 self._version(subject, number, target_subject)
+                if number not in live:
+                    self._soft_delete(subject, number, target_subject)
                 synced += 1
             level = self.source.compatibility(subject)
             if level is not None and self.target.compatibility(target_subject) != level:
@@ -117,12 +132,20 @@ class _SyncPass:
             self.result.errors.append(f"subject {subject} -> {target_subject}: {exc}")
             log.warning("schema sync: subject %s -> %s: %s", subject, target_subject, exc)
 
+    def _soft_delete(self, subject: str, number: int, target_subject: str) -> None:
+        """Soft-delete on the target the version `number` of `subject` the source soft-deleted."""
+        schema = renamed_schema(self.source.version(subject, number, deleted=True).schema, self.rename)
+        live = self.target.lookup(target_subject, schema)
+        if live is not None:
+            self.target.soft_delete(target_subject, live.version)
+            self.result.deleted += 1
+
     def _version(self, subject: str, number: int, target_subject: str) -> None:
-        version = self.source.version(subject, number)
+        version = self.source.version(subject, number, deleted=True)
         for ref in version.schema.references:
             self.subject(ref.subject)
         schema = renamed_schema(version.schema, self.rename)
-        found = self.target.lookup(target_subject, schema)
+        found = self.target.lookup(target_subject, schema, deleted=True)
         if found is not None:
             if self.mode == SchemaIdMode.KEEP_IDS and found.schema_id != version.schema_id:
                 raise SchemaIdConflict(

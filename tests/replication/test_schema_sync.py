@@ -158,3 +158,46 @@ def test_keep_ids_holds_a_record_until_the_target_has_its_schema_under_the_same_
         checker.rewrite(record)
 
     assert f"under ID {target_id}, not its own (keep-ids)" in str(waited.value)
+
+
+def test_soft_deletes_follow_the_source_and_the_deleted_ids_still_resolve(registries, unique_name):
+    """A version soft-deleted on the source is soft-deleted on the target (registered first when the sync
+    never saw it live), a subject soft-deleted whole is soft-deleted whole on the target, and the records
+    naming a deleted version still get a target ID that resolves; a third pass changes nothing."""
+    source, target = registries
+    topic = unique_name
+    shift_target_ids(target, topic)
+    rename = flow_renamer(topic)
+    value, key = f"{topic}-value", f"{topic}-key"
+    ids = [source.register(value, record_schema("Order", *(f"f{i}" for i in range(n)))) for n in range(3)]
+    key_id = source.register(key, Schema('"string"'))
+    first = sync_schemas(source=source, target=target, rename=rename, mode=SchemaIdMode.REWRITE_IDS)
+    assert first.ok and first.deleted == 0, first.errors
+
+    late_id = source.register(value, record_schema("Order", "f0", "f1", "f2"))  # version 4, deleted unseen
+    source.soft_delete(value, 2)
+    source.soft_delete(value, 4)
+    source.soft_delete_subject(key)
+    assert source.versions(value) == [1, 3] and source.versions(key) == []
+
+    second = sync_schemas(source=source, target=target, rename=rename, mode=SchemaIdMode.REWRITE_IDS)
+
+    assert second.ok, second.errors
+    assert (second.registered, second.deleted) == (
+        1,
+        3,
+    )  # version 4 registered, then 2, 4 and the key deleted
+    assert target.versions(f"A.{value}") == [1, 3]
+    assert target.versions(f"A.{value}", deleted=True) == [1, 2, 3, 4]
+    assert target.versions(f"A.{key}") == [] and f"A.{key}" not in target.subjects()
+    assert target.schema_by_id(first.id_map[key_id]) is not None  # readable by ID still
+    # Records written before the deletes name the deleted versions' IDs: they still map and resolve.
+    rewriter = SchemaIdRewriter(source=source, target=target, rename=rename)
+    for source_id in (ids[1], late_id):
+        target_id = schema_id_of(rewriter.rewrite(with_schema_id(b"\0\0\0\0\0payload", source_id)))
+        assert target_id == second.id_map[source_id]
+        assert target.schema_by_id(target_id).same_as(source.schema_by_id(source_id))
+
+    third = sync_schemas(source=source, target=target, rename=rename, mode=SchemaIdMode.REWRITE_IDS)
+    assert third.ok and (third.registered, third.deleted, third.versions_behind) == (0, 0, 0), third
+    assert target.versions(f"A.{value}", deleted=True) == [1, 2, 3, 4]
