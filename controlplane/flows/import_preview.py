@@ -89,14 +89,14 @@ class ClusterIdentity:
             if engine.bootstrap_servers_error(config.bootstrap_servers):
                 continue
             try:
-                info = configs_read(
+                cluster_id = configs_read(
                     [config],
-                    lambda read, timeout_s: ClusterInspector(read[0], timeout_s=timeout_s).describe_cluster(),
+                    lambda read, timeout_s: ClusterInspector(read[0], timeout_s=timeout_s).cluster_id(),
                 )
             except (ClusterUnavailable, ServiceValidationError):
                 continue
-            if info.cluster_id:
-                ids[alias] = info.cluster_id
+            if cluster_id:
+                ids[alias] = cluster_id
         return cls(configs, ids)
 
     def aliases_of(self, alias: str) -> set[str]:

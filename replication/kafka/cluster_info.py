@@ -5,10 +5,12 @@ with their replicas and every config with where its value comes from (Metadata, 
 Each call is bounded by `timeout_s`. Errors are `BrowseError` naming the cluster and the broker's
 reason; a topic the cluster does not have is `UnknownTopic` (the cluster answered).
 
-Two things an operator would want are not in the client: a topic's size on disk needs DescribeLogDirs,
-and the broker's software version needs ApiVersions or DescribeFeatures; confluent-kafka exposes none of
-them (`LOG_DIRS_UNAVAILABLE`). Brokers before Kafka 4.0 report `inter.broker.protocol.version` among their
-configs (what kafka-ui shows as the version); 4.0 removed it, and then no version is reported.
+A topic's size on disk needs DescribeLogDirs, which confluent-kafka does not expose
+(`LOG_DIRS_UNAVAILABLE`): it is not shown. The Kafka version comes from ApiVersions
+(`replication.kafka.api_versions`: the release line of the highest `metadata.version` the brokers
+support, and the level the cluster is finalized at); where that is not read (over TLS, or a ZooKeeper-mode
+broker), from `inter.broker.protocol.version` when a broker before Kafka 4.0 reports it among its configs
+(what kafka-ui shows); else the page says why there is none.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource, ConfigSource
 
 from replication.kafka.admin import topic_overrides
-from replication.kafka.browser import TopicBrowser
+from replication.kafka.api_versions import VersionUnread, read_kafka_version
+from replication.kafka.browser import BrowseError, TopicBrowser
 
 LOG_DIRS_UNAVAILABLE = (
     f"confluent-kafka {confluent_kafka.version()[0]} has no DescribeLogDirs, the only Kafka request that "
@@ -51,7 +54,8 @@ class ClusterInfo:
     cluster_id: str | None
     controller_id: int | None
     brokers: tuple[Broker, ...]
-    kafka_version: str | None  # as a broker reports it (inter.broker.protocol.version), None when none does
+    kafka_version: str | None  # the release line (4.1), or inter.broker.protocol.version; None when unread
+    version_detail: str  # where kafka_version comes from, or why there is none
 
 
 @dataclass(frozen=True)
@@ -101,11 +105,18 @@ class ClusterInspector(TopicBrowser):
         except KafkaException as exc:
             raise self._fail(what, exc) from exc
 
-    def describe_cluster(self) -> ClusterInfo:
+    def _described(self):
         try:
-            described = self._admin.describe_cluster(request_timeout=self.timeout_s).result()
+            return self._admin.describe_cluster(request_timeout=self.timeout_s).result()
         except KafkaException as exc:
             raise self._fail("describing the cluster", exc) from exc
+
+    def cluster_id(self) -> str | None:
+        """The id the brokers report (one DescribeCluster request)."""
+        return self._described().cluster_id
+
+    def describe_cluster(self) -> ClusterInfo:
+        described = self._described()
         brokers = tuple(
             sorted(
                 (
@@ -115,19 +126,42 @@ class ClusterInspector(TopicBrowser):
                 key=lambda broker: broker.id,
             )
         )
-        version = None
-        if brokers:
-            entry = self._configs(
-                ConfigResource.Type.BROKER, str(brokers[0].id), f"describing broker {brokers[0].id}"
-            ).get(VERSION_CONFIG)
-            version = entry.value if entry is not None and entry.value else None
+        version, detail = self._version(brokers)
         controller = described.controller
         return ClusterInfo(
             cluster_id=described.cluster_id,
             controller_id=controller.id if controller is not None else None,
             brokers=brokers,
             kafka_version=version,
+            version_detail=detail,
         )
+
+    def _version(self, brokers: tuple[Broker, ...]) -> tuple[str | None, str]:
+        try:
+            version = read_kafka_version(self.cluster, timeout_s=self.timeout_s)
+        except VersionUnread as exc:
+            unread = str(exc)
+        else:
+            if version.release:
+                return version.release, (
+                    f"metadata.version {version.name(version.finalized_level)} finalized; the brokers support up "
+                    f"to {version.name(version.supported_level)} (ApiVersions)"
+                )
+            unread = (
+                "ApiVersions names no metadata.version (a ZooKeeper-mode or non-Apache broker)"
+                if version.supported_level is None
+                else f"ApiVersions names metadata.version {version.name(version.supported_level)}, unknown here"
+            )
+        if brokers:
+            try:
+                entry = self._configs(
+                    ConfigResource.Type.BROKER, str(brokers[0].id), f"describing broker {brokers[0].id}"
+                ).get(VERSION_CONFIG)
+            except BrowseError as exc:  # the version is not worth the page: say why it is missing
+                return None, f"not reported: {unread}, and {exc}"
+            if entry is not None and entry.value:
+                return entry.value, f"{VERSION_CONFIG} of broker {brokers[0].id} ({unread})"
+        return None, f"not reported: {unread}, and no broker names {VERSION_CONFIG} (Kafka 4.0 removed it)"
 
     def describe_topic(self, topic: str) -> TopicInfo:
         described = self.topic_metadata(topic)
