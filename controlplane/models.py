@@ -732,6 +732,12 @@ class FlowSignals(models.Model):
     schemas_versions_behind = models.IntegerField(
         null=True, blank=True, help_text="source versions not on the target registry after the latest pass"
     )
+    schemas_errors = models.IntegerField(
+        null=True, blank=True, help_text="subjects the latest pass could not sync (each a flow error event)"
+    )
+    schemas_id_map = models.JSONField(
+        null=True, blank=True, help_text="source schema ID -> target schema ID, as the latest pass found them"
+    )
 
 
 class AlertRule(models.TextChoices):

@@ -261,6 +261,15 @@ class SchemaSyncStatusSerializer(serializers.Serializer):
     versions_behind = serializers.IntegerField(
         allow_null=True, help_text="source versions not on the target registry (errors: the flow's events)"
     )
+    errors = serializers.IntegerField(
+        allow_null=True, help_text="subjects the latest pass could not sync (each a flow error event)"
+    )
+    id_map = serializers.SerializerMethodField(
+        help_text="source schema ID -> target schema ID as the latest pass found them (its age: age_s)"
+    )
+
+    def get_id_map(self, status) -> dict[str, int]:
+        return {str(source): target for source, target in status.id_map}
 
 
 class FlowStatusSerializer(FlowSummarySerializer):

@@ -166,11 +166,26 @@ class MirrorplaneCollector:
             "replication-latency-ms as a distribution), summed over the flow's partitions",
             FLOW_LABELS,
         )
+        schemas_behind = _gauge(
+            "flow_schema_versions_behind",
+            "Source schema versions not on the target registry after the flow's latest schema sync pass "
+            "(flows that sync schemas; docs/schemas.md)",
+            FLOW_LABELS,
+        )
+        schemas_errors = _gauge(
+            "flow_schema_sync_errors",
+            "Subjects the flow's latest schema sync pass could not sync (each a flow error event)",
+            FLOW_LABELS,
+        )
+        schemas_age = _gauge(
+            "flow_schema_sync_age_seconds", "Seconds since the flow's latest schema sync pass", FLOW_LABELS
+        )
         pool_workers = _gauge(
             "flow_pool_workers",
             "Live workers consuming the queue of the flow's worker pool (pool: empty for the default)",
             [*FLOW_LABELS, "pool"],
         )
+        now = timezone.now()
         for summary in summaries:
             flow = summary.flow
             labels = [flow.name, flow.source.alias, flow.target.alias]
@@ -187,7 +202,13 @@ class MirrorplaneCollector:
                 latency.add_metric(labels, *histogram)
             if summary.pool is not None and summary.pool.live_workers is not None:
                 pool_workers.add_metric([*labels, flow.pool], summary.pool.live_workers)
+            schemas = rollup.schema_sync_status(flow, now=now)
+            if schemas is not None and schemas.observed_at is not None:
+                schemas_behind.add_metric(labels, schemas.versions_behind or 0)
+                schemas_errors.add_metric(labels, schemas.errors or 0)
+                schemas_age.add_metric(labels, schemas.age_s)
         yield from (state, behind, seconds, age, stale, latency, pool_workers)
+        yield from (schemas_behind, schemas_errors, schemas_age)
 
     def _event_families(self, summaries) -> Iterator[Metric]:
         names = {summary.flow.pk: summary.flow for summary in summaries}

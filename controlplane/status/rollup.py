@@ -261,6 +261,8 @@ class SchemaSyncStatus:
     age_s: float | None
     subjects_synced: int | None
     versions_behind: int | None
+    errors: int | None = None  # subjects the latest pass could not sync
+    id_map: tuple[tuple[int, int], ...] = ()  # (source ID, target ID), as the latest pass found them
 
 
 def schema_sync_status(flow: Flow, *, now: datetime.datetime) -> SchemaSyncStatus | None:
@@ -275,6 +277,13 @@ def schema_sync_status(flow: Flow, *, now: datetime.datetime) -> SchemaSyncStatu
         age_s=(now - observed_at).total_seconds() if observed_at else None,
         subjects_synced=signals.schemas_subjects if signals else None,
         versions_behind=signals.schemas_versions_behind if signals else None,
+        errors=signals.schemas_errors if signals else None,
+        id_map=tuple(
+            sorted(
+                (int(source), int(target))
+                for source, target in ((signals and signals.schemas_id_map) or {}).items()
+            )
+        ),
     )
 
 

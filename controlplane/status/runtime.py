@@ -342,6 +342,8 @@ SIGNAL_FIELDS = frozenset(
         "schemas_synced_at",
         "schemas_subjects",
         "schemas_versions_behind",
+        "schemas_errors",
+        "schemas_id_map",
     }
 )
 

@@ -30,7 +30,7 @@ FLOW_ALERTS = {
     "MirrorplaneRpoSecondsExceeded", "MirrorplaneRpoRecordsExceeded", "MirrorplaneFlowFaulted",
     "MirrorplaneFlowStale", "MirrorplaneHeartbeatMissing", "MirrorplaneDataLossGap",
     "MirrorplaneTasksWithoutLease", "MirrorplaneOffsetSyncsStopped", "MirrorplaneVerificationMismatch",
-    "MirrorplaneFailoverReadinessLow", "MirrorplanePoolWithoutWorker",
+    "MirrorplaneFailoverReadinessLow", "MirrorplanePoolWithoutWorker", "MirrorplaneSchemaSyncFailing",
 }  # fmt: skip
 RUNTIME_ALERTS = {
     "MirrorplaneNoReplicationWorker", "MirrorplaneSupervisorMissing", "MirrorplaneDown", "MirrorplaneRedisDown",

@@ -13,8 +13,10 @@ import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from prometheus_client.parser import text_string_to_metric_families
 
 from controlplane.flows import services
+from controlplane.metrics.prometheus import exposition
 from controlplane.models import FlowEvent, FlowEventKind
 from replication.schemas.rest import ConfluentRegistryClient, Schema
 from tests.replication.test_schema_replication import (
@@ -110,3 +112,25 @@ def test_celery_workers_sync_schemas_and_rewrite_ids_across_a_killed_worker(
     assert any(f"schema sync: subject {topic}-clash-value -> A.{topic}-clash-value" in e for e in errors), (
         list(errors)
     )
+
+    # The latest pass's ID mapping and errors, in the status, on the flow page and as metrics.
+    assert status["errors"] == 1
+    id_map = {
+        source_api.version(f"{topic}-value", n).schema_id: target_api.version(f"A.{topic}-value", n).schema_id
+        for n in (1, 2)
+    }
+    assert {int(s): t for s, t in status["id_map"].items()}.items() >= id_map.items()
+    page = client_as("viewer").get(f"/flows/{flow.pk}/live/")
+    assert page.status_code == 200
+    section = page.content.decode().split('id="flow-schemas"', 1)[1].split("</section>", 1)[0]
+    assert "rewrite-ids" in section and 'id="schemas-errors"' in section and "ago" in section
+    for source_id, target_id in id_map.items():
+        assert f'<td class="num">{source_id}</td><td class="num">{target_id}</td>' in section
+    samples = {
+        (sample.name, sample.labels.get("flow")): sample.value
+        for family in text_string_to_metric_families(exposition().decode())
+        for sample in family.samples
+    }
+    assert samples[("mirrorplane_flow_schema_sync_errors", flow.name)] == 1
+    assert samples[("mirrorplane_flow_schema_versions_behind", flow.name)] == 1
+    assert samples[("mirrorplane_flow_schema_sync_age_seconds", flow.name)] >= 0
