@@ -2,8 +2,8 @@
 (controlplane.operations.failover), phase by phase:
 1. planning: `lifecycle.begin_failback`; the reverse flow (target->source) is created or updated to
    replicate every topic the failover moved consumers to (added to its topics, never narrowing them;
-   the topics mirrored from the source excluded), enabled and resumed; each of those topics' end offsets
-   on the target now;
+   the topics mirrored from the source excluded), enabled and resumed, syncing schemas as the flow does
+   when it syncs none yet (docs/schemas.md); each of those topics' end offsets on the target now;
 2. draining: the reverse flow copies every record written on the target up to then to the source;
    on timeout the flow stays FAILED_OVER (outcome `failed`), unless `force`;
 3. moving_groups: each group's positions on the mirrored topics of the target translated back to the
@@ -28,7 +28,7 @@ from controlplane.operations import drain, requests
 from controlplane.operations.failover import GroupResult, store_group_result, write_offsets
 from replication import failover
 from replication.checkpoint import may_sync_group_offsets
-from replication.config import DEFAULT_TOPICS_EXCLUDE
+from replication.config import DEFAULT_TOPICS_EXCLUDE, SchemaIdMode
 from replication.filters import TopicFilter
 from replication.kafka import failover_io
 from replication.policy import is_identity_policy_class
@@ -76,6 +76,15 @@ def reverse_flow_settings(flow: Flow, existing: Flow | None, *, topics: list[str
             "replication_policy_class": flow.replication_policy_class,
             "replication_policy_separator": flow.replication_policy_separator,
             "pool": flow.pool,  # the same family of topics, on the same workers
+        }
+    if flow.schemas_sync_mode != SchemaIdMode.NONE and (
+        existing is None or existing.schemas_sync_mode == SchemaIdMode.NONE
+    ):
+        # Records written on the target name its registry's schemas: the reverse flow syncs those subjects
+        # to the source's registry and rewrites (or checks) the IDs as the flow did (docs/schemas.md).
+        settings |= {
+            "schemas_sync_mode": flow.schemas_sync_mode,
+            "schemas_sync_interval_seconds": flow.schemas_sync_interval_seconds,
         }
     if is_identity_policy_class(flow.replication_policy_class):
         # Identity names cannot tell a mirrored record from a new one: the provenance header does.

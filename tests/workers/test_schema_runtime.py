@@ -15,10 +15,13 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from prometheus_client.parser import text_string_to_metric_families
 
+from controlplane import operations
 from controlplane.flows import services
 from controlplane.metrics.prometheus import exposition
-from controlplane.models import FlowEvent, FlowEventKind
+from controlplane.models import Flow, FlowEvent, FlowEventKind, Operation
+from replication.kafka.groups import GroupOffsetsAdmin
 from replication.schemas.rest import ConfluentRegistryClient, Schema
+from replication.schemas.wire import schema_id_of
 from tests.replication.test_schema_replication import (
     ORDER_V1,
     ORDER_V2,
@@ -134,3 +137,88 @@ def test_celery_workers_sync_schemas_and_rewrite_ids_across_a_killed_worker(
     assert samples[("mirrorplane_flow_schema_sync_errors", flow.name)] == 1
     assert samples[("mirrorplane_flow_schema_versions_behind", flow.name)] == 1
     assert samples[("mirrorplane_flow_schema_sync_age_seconds", flow.name)] >= 0
+
+
+def test_failback_syncs_the_schemas_written_on_the_target_back_to_the_source(
+    celery_runtime, cluster_a, cluster_b, schema_registries, unique_name
+):
+    """A flow that syncs schemas fails over; producers on B write Avro records against B's registry (an
+    evolved schema, registered on B only); the failback's reverse flow syncs B's subjects to A's registry
+    (`B.<topic>-value`) and rewrites the IDs, so every record it brings home decodes with A's registry."""
+    topic, group = f"orders-{unique_name}", f"billing-{unique_name}"
+    create_topics(cluster_a, [topic], len(PARTITIONS))
+    clusters = {
+        alias: services.cluster_create(
+            actor=None,
+            alias=alias,
+            bootstrap_servers=cluster.bootstrap_servers,
+            client_properties={"client": {"schema.registry.url": schema_registries[alias].url}},
+        )
+        for alias, cluster in (("A", cluster_a), ("B", cluster_b))
+    }
+    forward = services.flow_create(
+        actor=None,
+        source=clusters["A"],
+        target=clusters["B"],
+        enabled=True,
+        topics=[topic],
+        groups=[group],
+        refresh_groups_interval_seconds=1,
+        schemas_sync_mode="rewrite-ids",
+        schemas_sync_interval_seconds=1,
+    )
+    source_api = ConfluentRegistryClient(schema_registries["A"].url)
+    for index in range(3):  # A's own schemas: the IDs the reverse flow gets on A are not B's
+        source_api.register(f"{topic}-mine-value", Schema(json.dumps({**ORDER_V1, "name": f"Home{index}"})))
+    before = [{"id": i, "item": f"item-{i}"} for i in range(20)]
+    produce_orders(
+        cluster_a, SchemaRegistryClient({"url": schema_registries["A"].url}), topic, ORDER_V1, before
+    )
+    assert GroupOffsetsAdmin(cluster_a).alter_offsets(group, {(topic, p): 5 for p in PARTITIONS}) == {}
+    celery_runtime.start_worker("w1", queues="replication,metadata")
+    celery_runtime.start_worker("ops", queues="operations", pool="threads", concurrency=2)
+    celery_runtime.start_beat()
+
+    def mirrored(cluster, name: str, count: int):
+        def check():
+            try:
+                return sum(len(read_partition(cluster, name, p)) for p in PARTITIONS) == count
+            except Exception:  # the remote topic is not created yet
+                return False
+
+        return check
+
+    def ended(operation: Operation) -> Operation:
+        wait_until(lambda: not Operation.objects.get(pk=operation.pk).active, timeout_s=180, what="its end")
+        operation.refresh_from_db()
+        assert operation.outcome == "succeeded", (operation.error, celery_runtime.log("ops")[-3000:])
+        return operation
+
+    wait_until(mirrored(cluster_b, f"A.{topic}", len(before)), timeout_s=120, what="the forward flow")
+    ended(
+        operations.operation_request(
+            actor=None, kind="failover", flow=forward, confirm=forward.name, groups=[group]
+        )
+    )
+
+    # The outage: producers write B's own topic, against B's registry, with a schema A's registry lacks.
+    create_topics(cluster_b, [topic], len(PARTITIONS))
+    outage = [{"id": i, "item": f"item-{i}", "quantity": i % 3} for i in range(100, 130)]
+    produce_orders(
+        cluster_b, SchemaRegistryClient({"url": schema_registries["B"].url}), topic, ORDER_V2, outage
+    )
+
+    failback = ended(
+        operations.operation_request(actor=None, kind="failback", flow=forward, confirm=forward.name)
+    )
+    reverse = Flow.objects.get(pk=failback.reverse_flow_id)
+    assert reverse.schemas_sync_mode == "rewrite-ids"
+    home_version = source_api.version(f"B.{topic}-value", 1)  # B's subject, synced back under its remote name
+    assert home_version.schema.same_as(Schema(json.dumps(ORDER_V2)))
+    values = AvroDeserializer(SchemaRegistryClient({"url": schema_registries["A"].url}))
+    expected = expected_per_partition(outage)
+    for partition in PARTITIONS:
+        records = read_partition(cluster_a, f"B.{topic}", partition)
+        assert {schema_id_of(r.value()) for r in records} == {home_version.schema_id}  # A's ID, not B's
+        decoded = [values(r.value(), SerializationContext(f"B.{topic}", MessageField.VALUE)) for r in records]
+        assert decoded == expected[partition]
