@@ -180,7 +180,8 @@ def s3_server(tmp_path, monkeypatch) -> str:
 def web_reads_wait_for_a_loaded_machine(settings) -> None:
     """In-process views read Kafka with MIRRORPLANE_WEB_READ_TIMEOUT_S (3 s in production). On the 2-core CI
     machine, with brokers, Chromium and Spark beside them, a cold group read once took longer and the view
-    answered 502 (tests/web/test_groups.py): the view tests (tests/web, tests/controlplane, autouse there)
+    answered 502 (tests/web/test_groups.py): the view tests (tests/web, tests/controlplane and the browser
+    tests' in-process live server in tests/e2e, autouse there)
     are about what the views read, not about the bound, so they wait up to 10 s. The bound itself is tested
     through gunicorn with its production default (tests/controlplane/test_security_findings.py) and by
     tests that set their own."""

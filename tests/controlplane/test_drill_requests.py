@@ -68,11 +68,11 @@ def test_beat_drills_again_with_the_last_groups_once_the_interval_passed(flow, a
     assert drills.request_scheduled_drills() == []  # off
 
 
-def test_the_failover_page_queues_drills_and_cutovers_and_says_why_not(flow, tokens):
+def test_the_drills_and_cutover_pages_queue_them_and_say_why_not(flow, tokens):
     web = Client()
     web.force_login(get_user_model().objects.get(username="operator"))
-    page = web.get(f"/flows/{flow.pk}/failover/").content.decode()
-    assert 'id="drill-section"' in page and 'id="cutover-section"' in page
+    assert 'id="drill-section"' in web.get(f"/flows/{flow.pk}/drills/").content.decode()
+    assert 'id="cutover-section"' in web.get(f"/flows/{flow.pk}/cutover/").content.decode()
     wrong = web.post(f"/flows/{flow.pk}/cutover/", {"confirm": "A-B", "fence_s": "5", "dry_run": "1"})
     assert wrong.status_code == 200 and "type the flow&#x27;s name exactly" in wrong.content.decode()
     queued = web.post(f"/flows/{flow.pk}/drills/", {"drill_groups": "billing, audit", "timeout_s": "20"})
@@ -80,7 +80,7 @@ def test_the_failover_page_queues_drills_and_cutovers_and_says_why_not(flow, tok
     drill = Operation.objects.get(flow=flow, kind="drill")
     assert (drill.groups, drill.timeout_s) == (["audit", "billing"], 20.0)
     assert f'data-operation="{drill.pk}"' in queued.content.decode()
-    assert 'id="drill-history"' in web.get(f"/flows/{flow.pk}/failover/").content.decode()  # no figures yet
+    assert 'id="drill-history"' in web.get(f"/flows/{flow.pk}/drills/").content.decode()  # no figures yet
     assert 'id="last-drill"' in web.get(f"/flows/{flow.pk}/").content.decode()
     busy = web.post(f"/flows/{flow.pk}/cutover/", {"confirm": "A->B", "fence_s": "5"})
     assert "already queued" in busy.content.decode()

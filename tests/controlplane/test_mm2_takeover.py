@@ -77,7 +77,13 @@ def test_takeover_through_the_api_and_the_command_line(client_as, admin_user, mm
     shown = client_as("viewer").get(dry["Location"]).json()
     assert (shown["outcome"], shown["phase"], shown["progress"]) == ("succeeded", "done", 1.0), shown["error"]
     plan = shown["result"]["plan"]
-    rows = {row["partition"]: (row["next_offset"], row["already_on_target"]) for row in plan["partitions"]}
+    # Only the test's topic: MM2 replicates a heartbeats topic whatever the filter, and an earlier test of
+    # the session may have left one on A (its rows and positions are the takeover's too).
+    rows = {
+        row["partition"]: (row["next_offset"], row["already_on_target"])
+        for row in plan["partitions"]
+        if row["topic"] == topic
+    }
     assert (rows, plan["checkpoint_groups"], plan["problems"]) == (MM2_RESUMES, 1, [])
     assert shown["result"]["observed_at"] and "written" not in shown["result"]
     out = StringIO()  # the same dry run from the command line, run in the command
@@ -117,12 +123,13 @@ def test_takeover_through_the_api_and_the_command_line(client_as, admin_user, mm
     ended = run(applied.json()["id"])
     assert ended.outcome == "succeeded", ended.error
     written = {f"{topic}[0]": 30, f"{topic}[1]": 25}
-    assert ended.result["written"] == written
+    assert {key: at for key, at in ended.result["written"].items() if key.startswith(f"{topic}[")} == written
     assert stored_positions(cluster_b, topic) == {(topic, 0): 30, (topic, 1): 25}
     event = AuditEvent.objects.get(
         object_repr="A->B", action="takeover", outcome=AuditOutcome.SUCCESS, after__operation=ended.pk
     )
-    assert (event.actor.username, event.after["result"]["written"]) == ("operator", written)
+    assert event.actor.username == "operator"
+    assert event.after["result"]["written"] == ended.result["written"]
 
     # MM2 (or anything) wrote to a remote partition since that dry run: applying it again is refused.
     produce(cluster_b, f"A.{topic}", {1: [(b"k", b"late", None, 1_700_000_000_000)]})
@@ -133,7 +140,7 @@ def test_takeover_through_the_api_and_the_command_line(client_as, admin_user, mm
 
 
 def test_a_worker_stopping_warm_hands_the_dry_run_over_mid_read(mm2_flow):
-    flow, _, offsets_topic = mm2_flow
+    flow, topic, offsets_topic = mm2_flow
     operation = takeover.takeover_request(actor=None, flow=flow, offsets_topic=offsets_topic)
 
     def stop_once_reading(current: Operation) -> None:
@@ -150,4 +157,5 @@ def test_a_worker_stopping_warm_hands_the_dry_run_over_mid_read(mm2_flow):
     assert (operation.active, operation.phase, operation.worker) == (True, "planning", "")  # handed over
     assert "plan" not in operation.result
     ended = run(operation.pk)
-    assert (ended.outcome, ended.attempts, len(ended.result["plan"]["partitions"])) == ("succeeded", 2, 3)
+    partitions = [row for row in ended.result["plan"]["partitions"] if row["topic"] == topic]  # no heartbeats
+    assert (ended.outcome, ended.attempts, len(partitions)) == ("succeeded", 2, 3)

@@ -16,6 +16,7 @@ from playwright.sync_api import Page, expect
 from controlplane import core
 from controlplane.core.roles import Role
 from controlplane.models import FlowPartitionStatus, PartitionState
+from tests.conftest import web_reads_wait_for_a_loaded_machine
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make are still
 # synchronous and safe here.
@@ -28,6 +29,11 @@ E2E_REDIS_URL = os.environ.get("MIRRORPLANE_E2E_REDIS_URL", "redis://127.0.0.1:6
 
 
 PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture(autouse=True)
+def _web_reads_wait_for_a_loaded_machine(settings):
+    web_reads_wait_for_a_loaded_machine(settings)  # the live server runs in this process
 
 
 @pytest.fixture
