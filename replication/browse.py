@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from replication.filters import PatternError, compile_java_regex
 from replication.offset_sync_store import OffsetSyncStore
+from replication.schemas.decoding import Decoded
 from replication.verification import MirroredRecord, record_differences, record_digest
 
 # Bytes of a key, value or header shown at most (the rest is cut, with the full size said).
@@ -129,6 +130,20 @@ def render_bytes(data: bytes | None, fmt: ValueFormat = ValueFormat.AUTO) -> Ren
         return Rendered(text, "text", len(data), truncated)
     note = "" if fmt is ValueFormat.AUTO else "not UTF-8 text: shown as hex"
     return Rendered(_hex(shown), "hex", len(data), truncated, note=note)
+
+
+def render_decoded(
+    data: bytes | None, decoded: Decoded | None, fmt: ValueFormat = ValueFormat.AUTO
+) -> Rendered:
+    """`data` shown with its schema when it is in the wire format and `fmt` is auto: the decoded JSON (cut
+    at SHOWN_BYTES characters), or the bytes as `render_bytes` shows them with why it did not decode."""
+    rendered = render_bytes(data, fmt)
+    if data is None or decoded is None or decoded.schema_id is None or fmt is not ValueFormat.AUTO:
+        return rendered
+    if decoded.problem:
+        return replace(rendered, note=decoded.problem)
+    text, truncated = decoded.text[:SHOWN_BYTES], len(decoded.text) > SHOWN_BYTES
+    return Rendered(text, decoded.format, len(data), truncated, note=f"schema ID {decoded.schema_id}")
 
 
 def masked_bytes(data: bytes | None) -> Rendered:

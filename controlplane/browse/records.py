@@ -20,6 +20,7 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from controlplane.browse.record_schemas import Decoder, record_decoder
 from controlplane.core.bounds import INT64_MAX, whole_number
 from controlplane.core.errors import ServiceValidationError
 from controlplane.core.roles import Role
@@ -36,6 +37,7 @@ from replication.browse import (
     compare_copies,
     masked_bytes,
     render_bytes,
+    render_decoded,
     target_read,
 )
 from replication.config import ClusterConfig
@@ -265,15 +267,23 @@ def _moment(timestamp_ms: int | None) -> datetime.datetime | None:
         return None
 
 
-def shown(record: KafkaRecord, *, fmt: ValueFormat, masked: bool) -> ShownRecord:
+def shown(
+    record: KafkaRecord, *, fmt: ValueFormat, masked: bool, decoder: Decoder | None = None
+) -> ShownRecord:
+    """A record as pages and the API show it; with `decoder` (the cluster's registry), a key or value in
+    the wire format is shown decoded with its schema (auto format only; never a masked value)."""
+
+    def readable(data: bytes | None) -> Rendered:
+        return render_decoded(data, decoder(data), fmt) if decoder else render_bytes(data, fmt)
+
     value = masked_bytes if masked else (lambda data: render_bytes(data, fmt))
     return ShownRecord(
         partition=record.partition,
         offset=record.offset,
         timestamp_ms=record.timestamp_ms,
         timestamp=_moment(record.timestamp_ms),
-        key=render_bytes(record.key, fmt),
-        value=value(record.value),
+        key=readable(record.key),
+        value=masked_bytes(record.value) if masked else readable(record.value),
         headers=tuple((name, value(data)) for name, data in record.headers),
     )
 
@@ -442,13 +452,14 @@ def topic_records(*, cluster: Cluster, topic: str, seek: Seek, role: Role | None
     """The topic's partitions and at most `seek.max_records` records of `seek.partition` from the seek."""
     raw = _read_page(cluster, topic, seek)
     masked = masks_values(topic=topic, role=role)
+    decoder = record_decoder(cluster) if raw.records and seek.format is ValueFormat.AUTO else None
     return RecordPage(
         cluster=cluster,
         topic=topic,
         partitions=raw.partitions,
         seek=seek,
         start_offset=raw.start_offset,
-        records=[shown(record, fmt=seek.format, masked=masked) for record in raw.records],
+        records=[shown(record, fmt=seek.format, masked=masked, decoder=decoder) for record in raw.records],
         complete=raw.complete,
         masked=masked,
         mirrors=mirrors_by_topic(cluster=cluster, topics=[topic])[topic],
