@@ -43,6 +43,27 @@ def pytest_sessionstart(session) -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+# Tests write records with fixed timestamps (1_700_000_000_000: November 2023); under the 7-day default
+# the broker's retention check (every 5 minutes) deleted them mid-test once the session ran long enough
+# (tests/replication/test_legacy_offset_syncs.py read a remote partition whose first records were gone).
+# Topics that test retention set their own.
+TEST_BROKER_CONFIG = {"log.retention.ms": "-1"}
+
+
+def ensure_heartbeats_topic(cluster: ClusterConfig) -> None:
+    """Give `cluster` a `heartbeats` topic if it has none. MM2 replicates every heartbeats topic whatever a
+    flow's filter, and the session's clusters get one as soon as any test emits heartbeats: a test that
+    counts what a flow would mirror makes sure it is there, so its count does not depend on which tests
+    ran before it (xdist's distribution, -k)."""
+    from replication.connector import NewRemoteTopic
+    from replication.kafka.admin import TopicAdmin
+
+    (error,) = (
+        TopicAdmin(cluster).create_topics([NewRemoteTopic("heartbeats", "heartbeats", 1, 1, {})]).values()
+    )
+    assert error is None or "already exists" in str(error), error
+
+
 @pytest.fixture(scope="session")
 def kafka_brokers() -> dict[str, ApacheKafkaBroker | EmbeddedBroker]:
     """Two clusters, `A` and `B`, for the whole session (tests use unique topic names)."""
@@ -50,7 +71,7 @@ def kafka_brokers() -> dict[str, ApacheKafkaBroker | EmbeddedBroker]:
         with embedded_clusters(["A", "B"]) as brokers:
             yield brokers
         return
-    with apache_clusters(["A", "B"], workdir=KAFKA_LOGS) as brokers:
+    with apache_clusters(["A", "B"], workdir=KAFKA_LOGS, config=TEST_BROKER_CONFIG) as brokers:
         yield brokers
 
 
@@ -88,7 +109,9 @@ def secure_clusters(tmp_path_factory) -> SecureClusters:
     security = BrokerSecurity(
         scram_users=SCRAM_USERS, keystore_pem=pki.keystore_path, truststore_pem=pki.ca_path
     )
-    with apache_clusters(["A", "B"], workdir=KAFKA_LOGS / "secure", security=security) as brokers:
+    with apache_clusters(
+        ["A", "B"], workdir=KAFKA_LOGS / "secure", security=security, config=TEST_BROKER_CONFIG
+    ) as brokers:
         yield SecureClusters(brokers=brokers, ca_pem=pki.ca_pem)
 
 

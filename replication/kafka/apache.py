@@ -368,15 +368,18 @@ def apache_clusters(
     ports: list[int] | None = None,
     workdir: Path | None = None,
     security: BrokerSecurity | None = None,
+    config: Mapping[str, str] | None = None,
 ) -> Iterator[dict[str, ApacheKafkaBroker]]:
     """Start one single-node cluster per alias (on `ports`, else free ports), side by side; stop them all
-    on exit and delete their data (their server.log stays in each broker's folder)."""
+    on exit and delete their data (their server.log stays in each broker's folder). `config`: broker
+    properties over BROKER_DEFAULTS."""
     brokers = {
         alias: ApacheKafkaBroker(
             name=alias,
             port=ports[index] if ports else 0,
             workdir=(workdir / alias) if workdir else None,
             security=security,
+            config=dict(config or {}),
         )
         for index, alias in enumerate(aliases)
     }

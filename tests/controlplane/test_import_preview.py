@@ -17,6 +17,7 @@ from controlplane.core.errors import ServiceValidationError
 from controlplane.flows import cluster_reads, services
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
+from tests.conftest import ensure_heartbeats_topic
 
 pytestmark = [pytest.mark.kafka, pytest.mark.django_db]
 
@@ -32,6 +33,7 @@ def demo(users, cluster_a, cluster_b, unique_name):
         local: None,
         copy: None,
     }
+    ensure_heartbeats_topic(cluster_a)  # mirrored whatever the filter: always there, always counted
     for alias, config in (("a", cluster_a), ("b", cluster_b)):
         services.cluster_create(actor=users["admin"], alias=alias, bootstrap_servers=config.bootstrap_servers)
     return stem, local, copy
@@ -56,7 +58,7 @@ def test_the_dry_run_lists_each_flows_topics_and_flags_a_copy_coming_back(users,
     (preview,) = result.previews
     assert preview.flow == "DC1->DC2" and preview.problem is None and preview.read_at is not None
     topics = {t.topic: t for t in preview.replicated}
-    assert set(topics) == {local, copy} and preview.replicated_count == 2
+    assert set(topics) == {local, copy, "heartbeats"} and preview.replicated_count == 3
     assert topics[local].remote_topic == f"DC1.{local}" and topics[local].loop is None
     assert topics[copy].remote_topic == f"DC1.{copy}"
     assert topics[copy].loop.startswith(f"{copy} came from b, which is DC2 under another alias")
@@ -86,7 +88,7 @@ gone->DC2.enabled = true
     previews = {p.flow: p for p in result.previews}
     within = previews["DC1->a"]
     assert within.same_cluster.startswith("DC1 and a are one cluster")
-    assert [(t.topic, t.loop) for t in within.replicated] == [(local, "DC1 is a")]
+    assert {(t.topic, t.loop) for t in within.replicated} == {(local, "DC1 is a"), ("heartbeats", "DC1 is a")}
     assert "cluster gone (127.0.0.1:1)" in previews["gone->DC2"].problem
     assert previews["gone->DC2"].replicated == ()
 
@@ -108,7 +110,7 @@ def test_the_api_the_command_and_the_page_show_the_preview(users, demo, cluster_
         file.write(text)
     call_command("import_mm2", path, "--dry-run", "--force", stdout=out, stderr=io.StringIO())
     printed = out.getvalue()
-    assert "flow DC1->DC2 would mirror 2 topic(s), 1 looping" in printed
+    assert "flow DC1->DC2 would mirror 3 topic(s), 1 looping" in printed  # with heartbeats
     assert re.search(
         rf"{re.escape(copy)} -> DC1\.{re.escape(copy)}  LOOP: {re.escape(copy)} came from b", printed
     )

@@ -10,6 +10,7 @@ from playwright.sync_api import Page, expect
 from controlplane.flows import cluster_reads, services
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
+from tests.conftest import ensure_heartbeats_topic
 from tests.e2e.conftest import kept
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.django_db(transaction=True)]
@@ -25,6 +26,7 @@ def test_a_forced_dry_run_shows_the_topics_and_flags_the_loop(
         local: None,
         copy: None,
     }
+    ensure_heartbeats_topic(cluster_a)  # mirrored whatever the filter: always there, always counted
     for alias, config in (("a", cluster_a), ("b", cluster_b)):
         services.cluster_create(actor=None, alias=alias, bootstrap_servers=config.bootstrap_servers)
     text = f"""clusters = DC1, DC2
@@ -44,7 +46,7 @@ DC1->DC2.topics = e{stem}-.*, b\\.e{stem}-.*
     with kept(page, "import-02-preview"):
         preview = page.locator('.flow-preview[data-flow="DC1->DC2"]')
         expect(preview).to_have_attribute("data-loops", "1")
-        expect(preview.locator("tbody tr")).to_have_count(2)
+        expect(preview.locator("tbody tr")).to_have_count(3)  # the two topics and heartbeats
         expect(preview.locator("tr.loop")).to_have_attribute("data-topic", copy)
         expect(preview.locator("tr.loop")).to_contain_text(f"DC1.{copy}")
         expect(preview).to_contain_text("Read at")
