@@ -126,11 +126,10 @@ def _protobuf(source: SchemaSource, schema: Schema, body: bytes) -> str:
     pool = descriptor_pool.DescriptorPool()
     added: set[str] = set()
     for part in [*_references(source, schema), schema]:
-        file = _file_descriptor(part)
+        file = _file_descriptor(part)  # the last is the record's own file
         if file.name not in added:
             pool.Add(file)
             added.add(file.name)
-    file = _file_descriptor(schema)
     indexes, start = message_indexes(body)
     names, messages = [], file.message_type
     for index in indexes:
