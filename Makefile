@@ -81,12 +81,13 @@ test: export REDIS_URL ?= redis://127.0.0.1:6379/0
 
 # Two pytest-xdist worker processes by default (PYTEST_WORKERS=0: one process), each a suite of its own
 # (its test database, Redis databases, Kafka clusters and registries: tests/environment.py); a file's tests
-# stay on one worker, so module fixtures start once. Most of the suite waits on brokers, workers and
-# browsers rather than computes, so two overlap well even on two cores.
+# stay on one worker, so module fixtures start once, and the longest files go first (tests/slow_files.py;
+# xdist's own order, most tests first, left the slowest one-test files for the end). Most of the suite
+# waits on brokers, workers and browsers rather than computes, so two overlap well even on two cores.
 PYTEST_WORKERS ?= 2
 # pytest exits 5 when it collected no tests: that is a failure here, as any other non-zero code.
 test: install chromium prometheus alertmanager postgres redis kafka schema-registry spark-jars
-	$(PY) -m pytest -p no:cacheprovider --durations=15 -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS); \
+	$(PY) -m pytest -p no:cacheprovider --durations=15 -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS); \
 	  code=$$?; if [ $$code -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$code
 
 test-fast: install redis kafka schema-registry spark-jars

@@ -20,6 +20,7 @@ from replication.kafka.apache import ApacheKafkaBroker, BrokerSecurity, apache_c
 from replication.kafka.embedded import EmbeddedBroker, embedded_clusters
 from replication.schemas.apicurio import ApicurioRegistry, apicurio_registries
 from tests.lake import S3_ENVIRONMENT, moto_s3_server
+from tests.slow_files import longest_files_first
 from tests.tls import make_pki
 
 KAFKA_KIND = os.environ.get("MIRRORPLANE_TEST_KAFKA", "apache")
@@ -41,6 +42,12 @@ def pytest_sessionstart(session) -> None:
         pid = folder.name.removeprefix("run-")
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """The longest files first (tests/slow_files.py); `make test` keeps this order under xdist
+    (`--no-loadscope-reorder`)."""
+    items[:] = longest_files_first(items)
 
 
 # Tests write records with fixed timestamps (1_700_000_000_000: November 2023); under the 7-day default
