@@ -91,6 +91,83 @@ class TopicListView(APIView):
         )
 
 
+def _size(size: browse.TopicSize) -> dict:
+    sizes = size.sizes
+    return {
+        **_read(size),
+        "total_bytes": sizes.total_bytes if sizes else None,
+        "leader_bytes": sizes.leader_bytes if sizes else None,
+        "unknown": size.unknown,
+    }
+
+
+def _partition_size(size) -> dict | None:
+    if size is None:
+        return None
+    return {
+        "leader_bytes": size.leader_bytes,
+        "total_bytes": size.total_bytes,
+        "replicas": [
+            {"broker": r.broker, "size_bytes": r.size_bytes, "offset_lag": r.offset_lag}
+            for r in size.replicas
+        ],
+    }
+
+
+def _config_sync(sync: browse.ConfigSync) -> dict:
+    return {
+        **_mirror(sync.mirror),
+        "other_cluster": sync.mirror.other_cluster.alias,
+        "read_at": sync.read_at.isoformat() if sync.read_at else None,
+        "enabled": sync.enabled,
+        "target_exists": sync.target_exists,
+        "changes": sync.changes,
+        "problem": sync.problem,
+        "rows": [
+            {"name": row.name, "source": row.source, "target": row.target, "action": str(row.action)}
+            for row in sync.rows
+        ],
+    }
+
+
+class TopicDetailsView(APIView):
+    @extend_schema(
+        summary="A topic's partitions with their replicas and size on disk, retention, every config with "
+        "where it comes from, and what each flow's config sync will change on the copy",
+        responses=OpenApiTypes.OBJECT,
+    )
+    def get(self, request, pk, topic):
+        details = browse.topic_details(cluster=_cluster(pk), topic=topic)
+        info = details.info
+        return Response(
+            {
+                "cluster": details.cluster.alias,
+                "topic": info.name,
+                **_read(details),
+                "replication_factor": info.replication_factor,
+                "under_replicated": info.under_replicated,
+                "retention_ms": details.retention_ms,
+                "retention_bytes": details.retention_bytes,
+                "size": _size(details.size),
+                "partitions": [
+                    {
+                        "partition": p.partition,
+                        "leader": p.leader,
+                        "replicas": list(p.replicas),
+                        "in_sync": list(p.in_sync),
+                        "size": _partition_size(size),
+                    }
+                    for p, size in details.partition_rows
+                ],
+                "configs": [
+                    {"name": c.name, "value": c.value, "source": c.source, "is_default": c.is_default}
+                    for c in info.configs
+                ],
+                "config_syncs": [_config_sync(sync) for sync in details.config_syncs],
+            }
+        )
+
+
 class TopicRecordsView(RecordsView):
     @extend_schema(
         summary="A topic's partitions and at most max_records records of one partition from an offset, "

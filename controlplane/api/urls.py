@@ -25,6 +25,10 @@ urlpatterns = [
         browse.TopicRecordsView.as_view(),
     ),
     re_path(
+        rf"^clusters/(?P<pk>{views.ID_PATTERN})/topics/(?P<topic>.+)/details/$",
+        browse.TopicDetailsView.as_view(),
+    ),
+    re_path(
         rf"^clusters/(?P<pk>{views.ID_PATTERN})/topics/(?P<topic>.+)/search/$",
         browse.TopicSearchView.as_view(),
     ),

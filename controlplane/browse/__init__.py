@@ -28,19 +28,19 @@ from controlplane.browse.records import (
     topic_records,
 )
 from controlplane.browse.topic_details import (
-    SIZE_UNAVAILABLE,
     ClusterDetails,
     ConfigSync,
     TopicDetails,
+    TopicSize,
     cluster_details,
     topic_details,
 )
 
 __all__ = [
-    "SIZE_UNAVAILABLE",
     "ClusterDetails",
     "ConfigSync",
     "TopicDetails",
+    "TopicSize",
     "cluster_details",
     "topic_details",
     "DEFAULT_RECORDS",

@@ -1,5 +1,5 @@
-"""A topic's details (partitions and their replicas, replication factor, retention, every config and where
-it comes from) and, for each flow that copies it or wrote it, what config sync will change on the copy;
+"""A topic's details (partitions and their replicas, replication factor, retention, size on disk, every
+config and where it comes from) and, for each flow that copies it or wrote it, what config sync will change on the copy;
 and a cluster's id, controller, brokers and Kafka version.
 
 Selectors only. Each Kafka read goes through `cluster_reads.cluster_read` (bounded, refused at once while
@@ -7,6 +7,11 @@ the cluster does not answer) and carries the moment it was made. The config diff
 `replication.connector.config_sync_preview`: the topic sync's own rule (`plan_topic_sync`,
 `config.properties.exclude`), not a copy of it. A copy's other cluster that does not answer costs only
 that diff (its `problem`), never the page.
+
+The size on disk (`TopicSize`: every replica's log and the leaders', per partition, from DescribeLogDirs,
+`replication.kafka.log_dirs`) is a read of its own after the description, with its own moment, bounded
+as the others; a broker that refuses it (no DESCRIBE on the cluster resource, the embedded broker) or does
+not answer costs only the size (`TopicSize.unknown` says why), never the page.
 """
 
 from __future__ import annotations
@@ -22,9 +27,8 @@ from controlplane.models import Cluster
 from replication.connector import ConfigSyncRow, TopicDescription, config_sync_preview
 from replication.filters import ConfigPropertyFilter
 from replication.kafka.browser import UnknownTopic
-from replication.kafka.cluster_info import LOG_DIRS_UNAVAILABLE, ClusterInfo, ClusterInspector, TopicInfo
-
-SIZE_UNAVAILABLE = LOG_DIRS_UNAVAILABLE
+from replication.kafka.cluster_info import ClusterInfo, ClusterInspector, PartitionReplicas, TopicInfo
+from replication.kafka.log_dirs import PartitionSize, SizesUnread, TopicSizes, read_topic_sizes
 
 
 @dataclass(frozen=True)
@@ -62,13 +66,29 @@ class ConfigSync:
 
 
 @dataclass(frozen=True)
+class TopicSize:
+    """The topic's size on disk as its brokers reported it at `read_at`, or why it is unknown."""
+
+    sizes: TopicSizes | None
+    read_at: datetime.datetime | None
+    read_ms: float | None
+    unknown: str | None = None  # why `sizes` is None
+
+
+@dataclass(frozen=True)
 class TopicDetails:
     cluster: Cluster
     info: TopicInfo
     read_at: datetime.datetime
     read_ms: float
     config_syncs: tuple[ConfigSync, ...]
-    size_note: str = SIZE_UNAVAILABLE
+    size: TopicSize
+
+    @property
+    def partition_rows(self) -> list[tuple[PartitionReplicas, PartitionSize | None]]:
+        """Each partition's replicas beside its size (None when the size is unknown)."""
+        sizes = self.size.sizes
+        return [(p, sizes.partition(p.partition) if sizes else None) for p in self.info.partitions]
 
     @property
     def retention_ms(self) -> str | None:
@@ -83,6 +103,22 @@ def _describe(cluster: Cluster, topic: str) -> TopicInfo:
     return cluster_read(
         cluster, lambda config, timeout_s: ClusterInspector(config, timeout_s=timeout_s).describe_topic(topic)
     )
+
+
+def _size(cluster: Cluster, info: TopicInfo) -> TopicSize:
+    leaders = {p.partition: p.leader for p in info.partitions}
+    brokers = {broker for p in info.partitions for broker in p.replicas}
+
+    def read(config, timeout_s: float) -> TopicSizes:
+        return read_topic_sizes(
+            config, topic=info.name, leaders=leaders, brokers=brokers, timeout_s=timeout_s
+        )
+
+    try:
+        sizes, read_at, read_ms = timed(lambda: cluster_read(cluster, read))
+    except (SizesUnread, ClusterUnavailable) as exc:
+        return TopicSize(None, None, None, str(exc))
+    return TopicSize(sizes, read_at, read_ms)
 
 
 def _description(info: TopicInfo) -> TopicDescription:
@@ -131,4 +167,5 @@ def topic_details(*, cluster: Cluster, topic: str) -> TopicDetails:
     except UnknownTopic as exc:
         raise ServiceValidationError.single("topic", f"{exc}: check the name on the topics page") from exc
     mirrors = mirrors_by_topic(cluster=cluster, topics=[topic])[topic]
-    return TopicDetails(cluster, info, read_at, read_ms, tuple(_config_sync(m, info) for m in mirrors))
+    syncs = tuple(_config_sync(m, info) for m in mirrors)
+    return TopicDetails(cluster, info, read_at, read_ms, syncs, _size(cluster, info))

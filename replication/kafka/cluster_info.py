@@ -5,8 +5,8 @@ with their replicas and every config with where its value comes from (Metadata, 
 Each call is bounded by `timeout_s`. Errors are `BrowseError` naming the cluster and the broker's
 reason; a topic the cluster does not have is `UnknownTopic` (the cluster answered).
 
-A topic's size on disk needs DescribeLogDirs, which confluent-kafka does not expose
-(`LOG_DIRS_UNAVAILABLE`): it is not shown. The Kafka version comes from ApiVersions
+A topic's size on disk needs DescribeLogDirs, which confluent-kafka does not expose: it is read by
+`replication.kafka.log_dirs`. The Kafka version comes from ApiVersions
 (`replication.kafka.api_versions`: the release line of the highest `metadata.version` the brokers
 support, and the level the cluster is finalized at); where that is not read (over TLS, or a ZooKeeper-mode
 broker), from `inter.broker.protocol.version` when a broker before Kafka 4.0 reports it among its configs
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import confluent_kafka
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource, ConfigSource
 
@@ -25,10 +24,6 @@ from replication.kafka.admin import topic_overrides
 from replication.kafka.api_versions import VersionUnread, read_kafka_version
 from replication.kafka.browser import BrowseError, TopicBrowser
 
-LOG_DIRS_UNAVAILABLE = (
-    f"confluent-kafka {confluent_kafka.version()[0]} has no DescribeLogDirs, the only Kafka request that "
-    "reports a topic's size on disk: read it with kafka-log-dirs.sh --describe"
-)
 VERSION_CONFIG = "inter.broker.protocol.version"
 
 # ConfigSource values as a page names them.

@@ -1,8 +1,10 @@
 """A topic's and a cluster's pages in a real Chromium (issue 28 item 11): replication factor, retention,
-configs and what config sync will change on the copy, loaded after the records; the cluster's id and
+size on disk, configs and what config sync will change on the copy, loaded after the records; the cluster's id and
 brokers. A screenshot of each page is kept under tests/e2e/artifacts/, and of the page at a failure."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -13,6 +15,7 @@ from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.apache import kafka_version
 from tests.e2e.conftest import kept
+from tests.replication.test_log_dirs import _write
 from tests.web.mirroring import mirrored_flow, stored_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.django_db(transaction=True)]
@@ -32,6 +35,7 @@ def test_a_topic_page_shows_its_configs_and_what_config_sync_will_change(
     _create(cluster_b, f"A.{topic}", {"retention.ms": "60000", "segment.ms": "7200000"})
     a, b = stored_cluster(actor=None, config=cluster_a), stored_cluster(actor=None, config=cluster_b)
     mirrored_flow(actor=None, source=a, target=b, topic=topic)
+    written = _write(cluster_a, topic, partition=2, count=100)
 
     page.goto(f"{signed_in}/topics/?cluster=A&q={topic}")
     page.get_by_role("link", name=topic, exact=True).click()
@@ -41,7 +45,17 @@ def test_a_topic_page_shows_its_configs_and_what_config_sync_will_change(
         expect(page.locator("#partition-count")).to_have_text("3")
         expect(page.locator("#replication-factor")).to_have_text("1")
         expect(page.locator("#retention")).to_contain_text("retention.ms 3600000")
-        expect(page.locator("#size")).to_contain_text("DescribeLogDirs")
+        if getattr(kafka_brokers["A"], "cluster_id", None):  # Apache Kafka answers DescribeLogDirs
+            expect(page.locator("#size")).to_contain_text("over every replica")
+            expect(page.locator("#size")).to_contain_text("read at")
+            assert int(page.locator("#size .size-total").get_attribute("data-bytes")) > written
+            page.get_by_text("Replicas and size of each partition").click()
+            expect(page.locator('#replicas tr[data-partition="2"] .leader-bytes')).to_contain_text("KB")
+            expect(page.locator('#replicas tr[data-partition="0"] .leader-bytes')).to_have_text(
+                re.compile(r"^0\sbytes$")
+            )
+        else:  # the embedded broker has no DescribeLogDirs: the page says so
+            expect(page.locator("#size")).to_contain_text("size unknown: the brokers do not implement")
         sync = page.locator(".config-sync")
         expect(sync).to_contain_text("Config sync of flow A->B")
         expect(sync.locator(".sync-changes")).to_have_text("1")
