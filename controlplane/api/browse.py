@@ -76,23 +76,31 @@ def _mirror(mirror: browse.Mirror) -> dict:
 
 
 class TopicListView(APIView):
-    @extend_schema(summary="The cluster's topics now, with partition counts", responses=OpenApiTypes.OBJECT)
+    @extend_schema(
+        summary="The cluster's topics now, with partition counts and sizes on disk (every replica)",
+        responses=OpenApiTypes.OBJECT,
+    )
     def get(self, request, pk):
         listing = browse.topic_list(cluster=_cluster(pk))
         return Response(
             {
                 "cluster": listing.cluster.alias,
                 **_read(listing),
+                "sizes": {**_read(listing.sizes), "unknown": listing.sizes.unknown},
                 "topics": [
-                    {"name": t.name, "partitions": t.partitions, "mirrors": [_mirror(m) for m in mirrors]}
-                    for t, mirrors in listing.rows
+                    {
+                        "name": t.name,
+                        "partitions": t.partitions,
+                        "size_bytes": size.total_bytes if size else None,
+                        "mirrors": [_mirror(m) for m in mirrors],
+                    }
+                    for t, mirrors, size in listing.rows
                 ],
             }
         )
 
 
-def _size(size: browse.TopicSize) -> dict:
-    sizes = size.sizes
+def _size(size: browse.SizesOnDisk, sizes) -> dict:
     return {
         **_read(size),
         "total_bytes": sizes.total_bytes if sizes else None,
@@ -148,7 +156,7 @@ class TopicDetailsView(APIView):
                 "under_replicated": info.under_replicated,
                 "retention_ms": details.retention_ms,
                 "retention_bytes": details.retention_bytes,
-                "size": _size(details.size),
+                "size": _size(details.size, details.sizes),
                 "partitions": [
                     {
                         "partition": p.partition,

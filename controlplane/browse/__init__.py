@@ -31,16 +31,16 @@ from controlplane.browse.topic_details import (
     ClusterDetails,
     ConfigSync,
     TopicDetails,
-    TopicSize,
     cluster_details,
     topic_details,
 )
+from controlplane.browse.topic_sizes import SizesOnDisk
 
 __all__ = [
     "ClusterDetails",
     "ConfigSync",
     "TopicDetails",
-    "TopicSize",
+    "SizesOnDisk",
     "cluster_details",
     "topic_details",
     "DEFAULT_RECORDS",

@@ -21,6 +21,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from controlplane.browse.record_schemas import Decoder, record_decoder
+from controlplane.browse.topic_sizes import SizesOnDisk, sizes_on_disk
 from controlplane.core.bounds import INT64_MAX, whole_number
 from controlplane.core.errors import ServiceValidationError
 from controlplane.core.roles import Role
@@ -43,6 +44,7 @@ from replication.browse import (
 from replication.config import ClusterConfig
 from replication.kafka.browser import RecordPage as BrowsedPage
 from replication.kafka.browser import TopicBrowser, TopicListing, UnknownTopic, read_records
+from replication.kafka.log_dirs import TopicSizes
 
 DEFAULT_RECORDS = 20
 MAX_RECORDS = 500
@@ -203,10 +205,11 @@ class TopicList:
     read_at: datetime.datetime
     read_ms: float
     mirrors: dict[str, list[Mirror]] = field(default_factory=dict)
+    sizes: SizesOnDisk = field(default_factory=SizesOnDisk)  # every topic's, read after the list
 
     @property
-    def rows(self) -> list[tuple[TopicListing, list[Mirror]]]:
-        return [(topic, self.mirrors.get(topic.name, [])) for topic in self.topics]
+    def rows(self) -> list[tuple[TopicListing, list[Mirror], TopicSizes | None]]:
+        return [(t, self.mirrors.get(t.name, []), self.sizes.of(t.name)) for t in self.topics]
 
 
 def topic_list(*, cluster: Cluster) -> TopicList:
@@ -216,7 +219,8 @@ def topic_list(*, cluster: Cluster) -> TopicList:
         )
     )
     mirrors = mirrors_by_topic(cluster=cluster, topics=[t.name for t in topics])
-    return TopicList(cluster, topics, read_at, read_ms, mirrors)
+    sizes = sizes_on_disk(cluster=cluster, leaders=None, brokers=None)
+    return TopicList(cluster, topics, read_at, read_ms, mirrors, sizes)
 
 
 def _partitions(cluster: Cluster, topic: str) -> list[PartitionOffsets]:

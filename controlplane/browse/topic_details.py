@@ -8,10 +8,10 @@ the cluster does not answer) and carries the moment it was made. The config diff
 `config.properties.exclude`), not a copy of it. A copy's other cluster that does not answer costs only
 that diff (its `problem`), never the page.
 
-The size on disk (`TopicSize`: every replica's log and the leaders', per partition, from DescribeLogDirs,
-`replication.kafka.log_dirs`) is a read of its own after the description, with its own moment, bounded
-as the others; a broker that refuses it (no DESCRIBE on the cluster resource, the embedded broker) or does
-not answer costs only the size (`TopicSize.unknown` says why), never the page.
+The size on disk (every replica's log and the leaders', per partition, `controlplane.browse.topic_sizes`)
+is a read of its own after the description, with its own moment, bounded as the others; a broker that
+refuses it (no DESCRIBE on the cluster resource, the embedded broker) or does not answer costs only the
+size (`SizesOnDisk.unknown` says why), never the page.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import datetime
 from dataclasses import dataclass
 
 from controlplane.browse.records import Mirror, mirrors_by_topic, topic_name_error
+from controlplane.browse.topic_sizes import SizesOnDisk, sizes_on_disk
 from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.flows import engine
 from controlplane.flows.cluster_reads import cluster_read, timed
@@ -28,7 +29,7 @@ from replication.connector import ConfigSyncRow, TopicDescription, config_sync_p
 from replication.filters import ConfigPropertyFilter
 from replication.kafka.browser import UnknownTopic
 from replication.kafka.cluster_info import ClusterInfo, ClusterInspector, PartitionReplicas, TopicInfo
-from replication.kafka.log_dirs import PartitionSize, SizesUnread, TopicSizes, read_topic_sizes
+from replication.kafka.log_dirs import PartitionSize, TopicSizes
 
 
 @dataclass(frozen=True)
@@ -66,28 +67,23 @@ class ConfigSync:
 
 
 @dataclass(frozen=True)
-class TopicSize:
-    """The topic's size on disk as its brokers reported it at `read_at`, or why it is unknown."""
-
-    sizes: TopicSizes | None
-    read_at: datetime.datetime | None
-    read_ms: float | None
-    unknown: str | None = None  # why `sizes` is None
-
-
-@dataclass(frozen=True)
 class TopicDetails:
     cluster: Cluster
     info: TopicInfo
     read_at: datetime.datetime
     read_ms: float
     config_syncs: tuple[ConfigSync, ...]
-    size: TopicSize
+    size: SizesOnDisk
+
+    @property
+    def sizes(self) -> TopicSizes | None:
+        """The topic's size on disk, None when `size.unknown` says why."""
+        return self.size.of(self.info.name)
 
     @property
     def partition_rows(self) -> list[tuple[PartitionReplicas, PartitionSize | None]]:
         """Each partition's replicas beside its size (None when the size is unknown)."""
-        sizes = self.size.sizes
+        sizes = self.sizes
         return [(p, sizes.partition(p.partition) if sizes else None) for p in self.info.partitions]
 
     @property
@@ -105,20 +101,12 @@ def _describe(cluster: Cluster, topic: str) -> TopicInfo:
     )
 
 
-def _size(cluster: Cluster, info: TopicInfo) -> TopicSize:
-    leaders = {p.partition: p.leader for p in info.partitions}
-    brokers = {broker for p in info.partitions for broker in p.replicas}
-
-    def read(config, timeout_s: float) -> TopicSizes:
-        return read_topic_sizes(
-            config, topic=info.name, leaders=leaders, brokers=brokers, timeout_s=timeout_s
-        )
-
-    try:
-        sizes, read_at, read_ms = timed(lambda: cluster_read(cluster, read))
-    except (SizesUnread, ClusterUnavailable) as exc:
-        return TopicSize(None, None, None, str(exc))
-    return TopicSize(sizes, read_at, read_ms)
+def _size(cluster: Cluster, info: TopicInfo) -> SizesOnDisk:
+    return sizes_on_disk(
+        cluster=cluster,
+        leaders={info.name: {p.partition: p.leader for p in info.partitions}},
+        brokers={broker for p in info.partitions for broker in p.replicas},
+    )
 
 
 def _description(info: TopicInfo) -> TopicDescription:

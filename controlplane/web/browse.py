@@ -45,9 +45,13 @@ def topic_kind(name: str, mirrors: list, aliases: set[str]) -> str:
 
 
 def topic_list_spec(aliases: set[str]) -> ListSpec:
-    """Rows are (topic, its mirrors) as `browse.TopicList.rows` gives them."""
+    """Rows are (topic, its mirrors, its size on disk or None) as `browse.TopicList.rows` gives them."""
     return ListSpec(
-        sorts=(Sort("name", key=lambda r: r[0].name), Sort("partitions", key=lambda r: r[0].partitions)),
+        sorts=(
+            Sort("name", key=lambda r: r[0].name),
+            Sort("partitions", key=lambda r: r[0].partitions),
+            Sort("size", key=lambda r: -1 if r[2] is None else r[2].total_bytes),
+        ),
         default_sort="name",
         search_text=lambda r: r[0].name,
         search_label="Search topic names",

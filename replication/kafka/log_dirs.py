@@ -1,5 +1,6 @@
-"""A topic's size on disk, from the one Kafka request that reports it: DescribeLogDirs (Kafka 1.0+), sent to
-every broker that holds a replica of the topic. Each broker answers the bytes of the log segments of each
+"""Topics' sizes on disk, from the one Kafka request that reports them: DescribeLogDirs (Kafka 1.0+), sent
+to every broker that holds a replica of the topic (a topic's page), or to every broker for every topic
+(one request a broker: the topic list). Each broker answers the bytes of the log segments of each
 of its replicas (`PartitionSize`), remote (tiered) storage excluded, so the sizes are per replica:
 `TopicSizes.total_bytes` is what the topic costs the cluster's disks (every replica), `leader_bytes` what
 one copy of it holds (each partition's leader's log).
@@ -61,7 +62,7 @@ class PartitionSize:
 
     @property
     def leader_bytes(self) -> int | None:
-        """The leader's log, or None when the leader reported none (no leader, or a replica moving)."""
+        """The leader's log, or None when the leader reported none (no leader, not asked, or moving)."""
         return next((r.size_bytes for r in self.replicas if r.broker == self.leader), None)
 
     @property
@@ -171,8 +172,8 @@ def _error_name(code: int) -> str:
     return getattr(error, "message", None) or error.__name__
 
 
-def _replica_sizes(response, topic: str, broker: int) -> list[tuple[int, ReplicaSize]]:
-    """(partition, size) of each current (not future) log of `topic` in one broker's answer."""
+def _replica_sizes(response, broker: int) -> list[tuple[str, int, ReplicaSize]]:
+    """(topic, partition, size) of each current (not future) log in one broker's answer."""
     if code := getattr(response, "error_code", 0):
         raise SizesUnread(f"broker {broker} refused DescribeLogDirs: {_error_name(code)}")
     if not response.results:  # a broker with log dirs lists them all; none is a refusal (before v3)
@@ -182,12 +183,10 @@ def _replica_sizes(response, topic: str, broker: int) -> list[tuple[int, Replica
         if log_dir.error_code:
             raise SizesUnread(f"broker {broker} log dir {log_dir.log_dir}: {_error_name(log_dir.error_code)}")
         for described in log_dir.topics:
-            if described.name != topic:
-                continue
             for partition in described.partitions:
                 if not partition.is_future_key:
                     replica = ReplicaSize(broker, partition.partition_size, partition.offset_lag)
-                    sizes.append((partition.partition_index, replica))
+                    sizes.append((described.name, partition.partition_index, replica))
     return sizes
 
 
@@ -196,40 +195,38 @@ def _reason(exc: BaseException) -> str:
     return f"no answer in time ({text})" if isinstance(exc, kafka_errors.KafkaTimeoutError) else text
 
 
-def read_topic_sizes(
-    cluster: ClusterConfig,
-    *,
-    topic: str,
-    leaders: Mapping[int, int],
-    brokers: Iterable[int],
-    timeout_s: float,
-) -> TopicSizes:
-    """The size of every replica of `topic` (partition -> leader in `leaders`) that `brokers` hold, asked of
-    each of them at once, all within `timeout_s`."""
+def _request(leaders: Mapping[str, Mapping[int, int]] | None) -> DescribeLogDirsRequest:
+    if leaders is None:
+        return DescribeLogDirsRequest(topics=None)
+    return DescribeLogDirsRequest(
+        topics=[
+            DescribeLogDirsRequest.DescribableLogDirTopic(topic=topic, partitions=sorted(partitions))
+            for topic, partitions in sorted(leaders.items())
+        ]
+    )
+
+
+def _describe_log_dirs(
+    cluster: ClusterConfig, request: DescribeLogDirsRequest, brokers: Iterable[int] | None, timeout_s: float
+) -> list[tuple[int, object]]:
+    """(broker, its DescribeLogDirs response) of each of `brokers` (None: every broker), asked at once."""
     config = kafka_python_config(cluster)
     deadline = time.monotonic() + timeout_s
     timeout_ms = max(int(timeout_s * 1000), 1)
-    request = DescribeLogDirsRequest(
-        topics=[DescribeLogDirsRequest.DescribableLogDirTopic(topic=topic, partitions=sorted(leaders))]
-    )
-    brokers = sorted(set(brokers))
     admin = None
     try:
-        admin = KafkaAdminClient(
-            **config,
-            request_timeout_ms=timeout_ms,
-            bootstrap_timeout_ms=timeout_ms,
-        )
+        admin = KafkaAdminClient(**config, request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms)
         manager = admin._manager  # the request's error code is what the public method drops
+        asked = sorted(
+            set(brokers) if brokers is not None else {node.node_id for node in manager.cluster.brokers()}
+        )
 
         async def ask_all():
-            futures = [manager.send(request, node_id=broker) for broker in brokers]
+            futures = [manager.send(request, node_id=broker) for broker in asked]
             remaining_ms = max((deadline - time.monotonic()) * 1000, 1)
             return [await manager.wait_for(future, remaining_ms) for future in futures]
 
-        responses = manager.run(ask_all)
-    except SizesUnread:
-        raise
+        return list(zip(asked, manager.run(ask_all), strict=True))
     except kafka_errors.UnsupportedVersionError as exc:
         raise SizesUnread(f"the brokers do not implement DescribeLogDirs ({exc})") from exc
     except Exception as exc:  # kafka-python's errors have no common base worth naming: say what it was
@@ -240,18 +237,35 @@ def read_topic_sizes(
     finally:
         if admin is not None:
             admin.close()
-    by_partition: dict[int, list[ReplicaSize]] = {partition: [] for partition in leaders}
-    for broker, response in zip(brokers, responses, strict=True):
-        for partition, replica in _replica_sizes(response, topic, broker):
-            by_partition.setdefault(partition, []).append(replica)
-    return TopicSizes(
-        topic=topic,
-        partitions=tuple(
-            PartitionSize(
-                partition=partition,
-                leader=leaders.get(partition, -1),
-                replicas=tuple(sorted(replicas, key=lambda r: r.broker)),
-            )
-            for partition, replicas in sorted(by_partition.items())
-        ),
-    )
+
+
+def read_topic_sizes(
+    cluster: ClusterConfig,
+    *,
+    leaders: Mapping[str, Mapping[int, int]] | None,
+    brokers: Iterable[int] | None,
+    timeout_s: float,
+) -> dict[str, TopicSizes]:
+    """The size of every replica that `brokers` (None: every broker) hold of the topics in `leaders`
+    (topic -> partition -> its leader; None: every topic, leaders unknown), by topic, all within
+    `timeout_s`. A topic of `leaders` that no broker holds has its partitions, of no replica."""
+    found: dict[str, dict[int, list[ReplicaSize]]] = {
+        topic: {partition: [] for partition in partitions} for topic, partitions in (leaders or {}).items()
+    }
+    for broker, response in _describe_log_dirs(cluster, _request(leaders), brokers, timeout_s):
+        for topic, partition, replica in _replica_sizes(response, broker):
+            found.setdefault(topic, {}).setdefault(partition, []).append(replica)
+    return {
+        topic: TopicSizes(
+            topic=topic,
+            partitions=tuple(
+                PartitionSize(
+                    partition=partition,
+                    leader=(leaders or {}).get(topic, {}).get(partition, -1),
+                    replicas=tuple(sorted(replicas, key=lambda r: r.broker)),
+                )
+                for partition, replicas in sorted(partitions.items())
+            ),
+        )
+        for topic, partitions in sorted(found.items())
+    }

@@ -38,6 +38,9 @@ def test_a_topic_page_shows_its_configs_and_what_config_sync_will_change(
     written = _write(cluster_a, topic, partition=2, count=100)
 
     page.goto(f"{signed_in}/topics/?cluster=A&q={topic}")
+    if getattr(kafka_brokers["A"], "cluster_id", None):  # Apache Kafka: the list shows each topic's size
+        expect(page.locator(f'tr[data-topic="{topic}"] td.size')).to_contain_text("KB")
+        expect(page.locator("#sizes-read")).to_contain_text("sizes on disk (every replica) read at")
     page.get_by_role("link", name=topic, exact=True).click()
     with kept(page, "topic-01-details"):
         details = page.locator("#topic-details")

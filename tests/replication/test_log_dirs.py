@@ -30,9 +30,8 @@ def _write(cluster: ClusterConfig, topic: str, *, partition: int, count: int) ->
 
 
 def _sizes(cluster: ClusterConfig, topic: str, partitions: int = 2, timeout_s: float = 10) -> TopicSizes:
-    return read_topic_sizes(
-        cluster, topic=topic, leaders={p: 1 for p in range(partitions)}, brokers=[1], timeout_s=timeout_s
-    )
+    leaders = {topic: {p: 1 for p in range(partitions)}}
+    return read_topic_sizes(cluster, leaders=leaders, brokers=[1], timeout_s=timeout_s)[topic]
 
 
 def test_sizes_grow_by_at_least_the_bytes_written_per_partition(cluster_a, unique_name, kafka_brokers):
@@ -47,6 +46,10 @@ def test_sizes_grow_by_at_least_the_bytes_written_per_partition(cluster_a, uniqu
     # each record adds its batch framing (at most ~100 bytes here), never less than its value
     assert written < grown.total_bytes < written * 1.2
     assert grown.partition(0).total_bytes == 0 and [r.broker for r in one.replicas] == [1]
+
+    every = read_topic_sizes(cluster_a, leaders=None, brokers=None, timeout_s=10)  # the topic list's read
+    assert every[unique_name].total_bytes == grown.total_bytes
+    assert every[unique_name].partition(1).leader == -1  # leaders not asked: only the replicas' sizes
 
 
 def test_sizes_are_read_over_sasl_ssl_and_a_principal_without_cluster_describe_is_named(

@@ -61,7 +61,7 @@ def test_a_topic_shows_replicas_retention_configs_and_what_config_sync_will_chan
     assert details.info.replication_factor == 1 and details.retention_ms == "3600000"
     sources = {c.name: c.source for c in details.info.configs}
     assert sources["retention.ms"] == "set on the topic" and sources["segment.bytes"] == "Kafka default"
-    assert details.size.unknown is None and details.size.sizes.total_bytes >= 0
+    assert details.size.unknown is None and details.sizes.total_bytes >= 0
     (sync,) = details.config_syncs
     assert sync.mirror.flow == flow and sync.target_exists and sync.enabled and sync.read_at is not None
     assert _diff(sync) == {

@@ -1,4 +1,4 @@
-"""A topic's size on disk on its details page and in the API, on the suite's Apache Kafka brokers: each
+"""A topic's size on disk on its details page, the topic list and in the API, on the suite's Apache Kafka brokers: each
 partition's size grows by at least the value bytes written and is shown with the moment it was read; over
 SASL_SSL a principal without DESCRIBE on the cluster resource gets the page with the broker's reason in
 place of the size (never a 500), and an unreachable cluster is the page's 502 as before."""
@@ -31,13 +31,13 @@ def test_the_size_grows_by_the_bytes_written_and_is_shown_with_its_age(
     create_topic(cluster_a, unique_name, 2)
     viewer = client_as("viewer")
     empty = viewer.get(reverse("web:topic-details", args=["A", unique_name])).context["details"]
-    assert empty.size.unknown is None and empty.size.sizes.total_bytes == 0
+    assert empty.size.unknown is None and empty.sizes.total_bytes == 0
 
     written = _write(cluster_a, unique_name, partition=1, count=300)
     response = viewer.get(reverse("web:topic-details", args=["A", unique_name]))
     assert response.status_code == 200, response.content.decode()
     details = response.context["details"]
-    sizes = details.size.sizes
+    sizes = details.sizes
     assert written < sizes.total_bytes < written * 1.2 and sizes.leader_bytes == sizes.total_bytes
     rows = {p.partition: size for p, size in details.partition_rows}
     assert rows[0].total_bytes == 0 and rows[1].leader_bytes == sizes.total_bytes
@@ -54,6 +54,17 @@ def test_the_size_grows_by_the_bytes_written_and_is_shown_with_its_age(
     assert by_partition[1]["size"]["replicas"][0]["broker"] == by_partition[1]["leader"]
     assert by_partition[1]["size"]["leader_bytes"] > written and by_partition[0]["size"]["total_bytes"] == 0
     assert answer["replication_factor"] == 1 and answer["read_at"]
+
+    listed = viewer.get(reverse("web:topics"), {"cluster": "A", "q": unique_name, "sort": "-size"})
+    assert listed.status_code == 200
+    ((topic, _, size),) = listed.context["topics"].rows
+    assert topic.name == unique_name and size.total_bytes == sizes.total_bytes
+    assert f'data-bytes="{sizes.total_bytes}"' in listed.content.decode()
+    assert "sizes on disk (every replica) read at" in listed.content.decode()
+    api_list = viewer.get(f"/api/v1/clusters/{stored.pk}/topics/").json()
+    assert api_list["sizes"]["unknown"] is None and api_list["sizes"]["read_at"]
+    (row,) = [t for t in api_list["topics"] if t["name"] == unique_name]
+    assert row["size_bytes"] == sizes.total_bytes
 
 
 def test_a_principal_without_cluster_describe_sees_the_reason_over_sasl_ssl(
@@ -94,7 +105,7 @@ def test_a_principal_without_cluster_describe_sees_the_reason_over_sasl_ssl(
     response = wait_for(  # the ACLs reach the authorizer through the metadata log
         lambda: (r := viewer.get(url)).status_code == 200 and r, what="the topic described as mirror"
     )
-    assert response.context["details"].size.sizes is None
+    assert response.context["details"].sizes is None
     reason = "broker 1 refused DescribeLogDirs: CLUSTER_AUTHORIZATION_FAILED"
     assert f"size unknown: {reason}" in response.content.decode()
     answer = viewer.get(f"/api/v1/clusters/{as_mirror.pk}/topics/{unique_name}/details/").json()
@@ -106,6 +117,10 @@ def test_a_principal_without_cluster_describe_sees_the_reason_over_sasl_ssl(
         "unknown": reason,
     }
     assert [p["size"] for p in answer["partitions"]] == [None]
+    listed = viewer.get(f"/api/v1/clusters/{as_mirror.pk}/topics/").json()
+    assert listed["sizes"]["unknown"] == reason
+    assert unique_name in [t["name"] for t in listed["topics"]]
+    assert all(t["size_bytes"] is None for t in listed["topics"])
 
 
 def test_an_unreachable_cluster_is_a_502_with_its_reason_in_the_api(client_as, users, settings):
