@@ -105,6 +105,7 @@ def _size(size: browse.SizesOnDisk, sizes) -> dict:
         **_read(size),
         "total_bytes": sizes.total_bytes if sizes else None,
         "leader_bytes": sizes.leader_bytes if sizes else None,
+        "unreported_brokers": list(sizes.unreported_brokers) if sizes else [],
         "unknown": size.unknown,
     }
 

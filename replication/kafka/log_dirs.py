@@ -74,6 +74,8 @@ class PartitionSize:
 class TopicSizes:
     topic: str
     partitions: tuple[PartitionSize, ...]  # by partition number
+    # brokers asked for that the cluster's metadata does not list (offline): their replicas are not counted
+    unreported_brokers: tuple[int, ...] = ()
 
     @property
     def total_bytes(self) -> int:
@@ -208,8 +210,9 @@ def _request(leaders: Mapping[str, Mapping[int, int]] | None) -> DescribeLogDirs
 
 def _describe_log_dirs(
     cluster: ClusterConfig, request: DescribeLogDirsRequest, brokers: Iterable[int] | None, timeout_s: float
-) -> list[tuple[int, object]]:
-    """(broker, its DescribeLogDirs response) of each of `brokers` (None: every broker), asked at once."""
+) -> tuple[list[tuple[int, object]], tuple[int, ...]]:
+    """(broker, its DescribeLogDirs response) of each of `brokers` (None: every broker) that the cluster's
+    metadata lists, asked at once; and those it does not list (offline brokers, not asked)."""
     config = kafka_python_config(cluster)
     deadline = time.monotonic() + timeout_s
     timeout_ms = max(int(timeout_s * 1000), 1)
@@ -217,16 +220,16 @@ def _describe_log_dirs(
     try:
         admin = KafkaAdminClient(**config, request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms)
         manager = admin._manager  # the request's error code is what the public method drops
-        asked = sorted(
-            set(brokers) if brokers is not None else {node.node_id for node in manager.cluster.brokers()}
-        )
+        listed = {node.node_id for node in manager.cluster.brokers()}
+        wanted = listed if brokers is None else set(brokers)
+        asked = sorted(wanted & listed)
 
         async def ask_all():
             futures = [manager.send(request, node_id=broker) for broker in asked]
             remaining_ms = max((deadline - time.monotonic()) * 1000, 1)
             return [await manager.wait_for(future, remaining_ms) for future in futures]
 
-        return list(zip(asked, manager.run(ask_all), strict=True))
+        return list(zip(asked, manager.run(ask_all), strict=True)), tuple(sorted(wanted - listed))
     except kafka_errors.UnsupportedVersionError as exc:
         raise SizesUnread(f"the brokers do not implement DescribeLogDirs ({exc})") from exc
     except Exception as exc:  # kafka-python's errors have no common base worth naming: say what it was
@@ -248,11 +251,14 @@ def read_topic_sizes(
 ) -> dict[str, TopicSizes]:
     """The size of every replica that `brokers` (None: every broker) hold of the topics in `leaders`
     (topic -> partition -> its leader; None: every topic, leaders unknown), by topic, all within
-    `timeout_s`. A topic of `leaders` that no broker holds has its partitions, of no replica."""
+    `timeout_s`. A topic of `leaders` that no broker holds has its partitions, of no replica. A broker of
+    `brokers` that the cluster's metadata does not list (offline) is not asked: it is named in each
+    topic's `unreported_brokers`, and the sizes are those of the brokers that answered."""
     found: dict[str, dict[int, list[ReplicaSize]]] = {
         topic: {partition: [] for partition in partitions} for topic, partitions in (leaders or {}).items()
     }
-    for broker, response in _describe_log_dirs(cluster, _request(leaders), brokers, timeout_s):
+    responses, unreported = _describe_log_dirs(cluster, _request(leaders), brokers, timeout_s)
+    for broker, response in responses:
         for topic, partition, replica in _replica_sizes(response, broker):
             found.setdefault(topic, {}).setdefault(partition, []).append(replica)
     return {
@@ -266,6 +272,7 @@ def read_topic_sizes(
                 )
                 for partition, replicas in sorted(partitions.items())
             ),
+            unreported_brokers=unreported,
         )
         for topic, partitions in sorted(found.items())
     }

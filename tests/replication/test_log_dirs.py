@@ -47,6 +47,10 @@ def test_sizes_grow_by_at_least_the_bytes_written_per_partition(cluster_a, uniqu
     assert written < grown.total_bytes < written * 1.2
     assert grown.partition(0).total_bytes == 0 and [r.broker for r in one.replicas] == [1]
 
+    with_offline = read_topic_sizes(cluster_a, leaders={unique_name: {1: 1}}, brokers=[1, 7], timeout_s=10)
+    assert with_offline[unique_name].unreported_brokers == (7,)  # not in the metadata: not asked
+    assert with_offline[unique_name].total_bytes == one.total_bytes
+
     every = read_topic_sizes(cluster_a, leaders=None, brokers=None, timeout_s=10)  # the topic list's read
     assert every[unique_name].total_bytes == grown.total_bytes
     assert every[unique_name].partition(1).leader == -1  # leaders not asked: only the replicas' sizes

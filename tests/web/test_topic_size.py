@@ -49,6 +49,7 @@ def test_the_size_grows_by_the_bytes_written_and_is_shown_with_its_age(
     assert api.status_code == 200, api.content.decode()
     answer = api.json()
     assert answer["size"]["unknown"] is None and answer["size"]["read_at"]
+    assert answer["size"]["unreported_brokers"] == []
     assert written < answer["size"]["total_bytes"] == answer["size"]["leader_bytes"]
     by_partition = {p["partition"]: p for p in answer["partitions"]}
     assert by_partition[1]["size"]["replicas"][0]["broker"] == by_partition[1]["leader"]
@@ -114,6 +115,7 @@ def test_a_principal_without_cluster_describe_sees_the_reason_over_sasl_ssl(
         "read_ms": None,
         "total_bytes": None,
         "leader_bytes": None,
+        "unreported_brokers": [],
         "unknown": reason,
     }
     assert [p["size"] for p in answer["partitions"]] == [None]
