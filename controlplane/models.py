@@ -181,6 +181,7 @@ class Flow(models.Model):
         choices=[(member.value, member.value) for member in DeliveryGuarantee],
         default=_DEFAULTS["delivery_guarantee"].value,
     )
+    exactly_once_transactions = models.BooleanField(default=_DEFAULTS["exactly_once_transactions"])
     provenance_header_enabled = models.BooleanField(default=_DEFAULTS["provenance_header_enabled"])
     data_loss_policy = models.CharField(
         max_length=10,

@@ -167,6 +167,9 @@ class FlowConfig:
     offset_syncs_topic_replication_factor: int = 3
     # Mirrorplane additions (documented in README "Beyond MM2").
     delivery_guarantee: DeliveryGuarantee = DeliveryGuarantee.AT_LEAST_ONCE
+    # exactly_once writes in Kafka transactions (a zombie task is fenced, aborted writes are invisible to
+    # read_committed consumers); false only for brokers whose transactions do not work (the embedded one).
+    exactly_once_transactions: bool = True
     provenance_header_enabled: bool = False
     data_loss_policy: DataLossPolicy = DataLossPolicy.STOP
     schemas_sync_mode: SchemaIdMode = SchemaIdMode.NONE
@@ -240,6 +243,7 @@ FLOW_PROPERTIES: tuple[FlowProperty, ...] = (
     FlowProperty("heartbeats.topic.replication.factor", "heartbeats_topic_replication_factor", int),
     FlowProperty("offset-syncs.topic.replication.factor", "offset_syncs_topic_replication_factor", int),
     FlowProperty("delivery.guarantee", "delivery_guarantee", DeliveryGuarantee),
+    FlowProperty("exactly.once.transactions", "exactly_once_transactions", bool),
     FlowProperty("provenance.header.enabled", "provenance_header_enabled", bool),
     FlowProperty("data.loss.policy", "data_loss_policy", DataLossPolicy),
     FlowProperty("schemas.sync.mode", "schemas_sync_mode", SchemaIdMode),

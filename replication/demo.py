@@ -28,6 +28,8 @@ dc2->dc1.topics = inventory
 
 # Mirrorplane additions: never duplicate across restarts, stop a partition on data loss.
 delivery.guarantee = exactly_once
+# The embedded broker shows aborted records to read_committed readers: no transactions on it.
+exactly.once.transactions = false
 data.loss.policy = stop
 tasks.max = 2
 emit.checkpoints.interval.seconds = 5

@@ -37,7 +37,9 @@ sync still in the topic plus every one it read since. On Apache Kafka that topic
 started later translates exactly from that sync on and returns `None` for older offsets (groups that far
 behind get no checkpoint until they pass it), never a wrong offset. A rewind (a sync whose upstream or
 downstream offset is not above the previous one: duplicates after a crash, a recreated target topic)
-drops the syncs it invalidates, so offsets from there on translate to the newest copy.
+drops the syncs it invalidates, so offsets from there on translate to the newest copy. A sync below the
+newest one that the held syncs already translate exactly is no rewind but old news, written late by a
+worker that was frozen past its lease (a zombie): it is ignored, or it would drop its successor's syncs.
 """
 
 from __future__ import annotations
@@ -72,6 +74,14 @@ class _PartitionSyncs:
     def add(self, upstream: int, downstream: int) -> None:
         if (upstream, downstream) == (self.newest_upstream, self.newest_downstream):
             return  # re-emitted after a restart: nothing new
+        if (
+            upstream <= self.newest_upstream
+            and downstream <= self.newest_downstream
+            and self._describes(upstream, downstream)
+        ):
+            # Old news, not a rewind: a pair the held syncs already translate exactly, written late (a
+            # worker frozen past its lease emits the syncs of what it committed after its successor's).
+            return
         if upstream <= self.newest_upstream or downstream <= self.newest_downstream:
             self._drop_invalidated(upstream=upstream, downstream=downstream)
         elif self.upstream and upstream - downstream == self.upstream[-1] - self.downstream[-1]:
@@ -88,6 +98,15 @@ class _PartitionSyncs:
             excess = len(self.upstream) - self.max_syncs + self.max_syncs // 8
             for column in (self.upstream, self.downstream, self.run_end):
                 del column[:excess]
+
+    def _describes(self, upstream: int, downstream: int) -> bool:
+        """The held syncs put the record of `upstream` at `downstream`, inside a run (not extrapolated)."""
+        index = bisect_right(self.upstream, upstream) - 1
+        if index < 0:
+            return False
+        end = self.run_end[index] if self.run_end[index] >= 0 else self.newest_downstream + 1
+        translated = self.downstream[index] + (upstream - self.upstream[index])
+        return translated == downstream and translated < end
 
     def _drop_invalidated(self, *, upstream: int, downstream: int) -> None:
         """A rewind: syncs at or past the new one (either side) no longer describe the target."""

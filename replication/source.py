@@ -64,7 +64,14 @@ from replication.offset_syncs import OffsetSyncEmitter, OffsetSyncWriter
 from replication.policy import ReplicationPolicy
 from replication.positions import PersistCadence, PositionStore, TopicPartition
 from replication.schemas.ids import SchemaIdRewriter, SchemaWait
-from replication.task_io import PartitionReader, PartitionReadError, RecordSink, TaskIO
+from replication.task_io import (
+    PartitionReader,
+    PartitionReadError,
+    RecordSink,
+    TaskIO,
+    TransactionalSink,
+    TransactionFailure,
+)
 
 __all__ = [  # the MM2 decisions the task runs are imported from here too
     "SOURCE_OFFSET_HEADER",
@@ -73,6 +80,7 @@ __all__ = [  # the MM2 decisions the task runs are imported from here too
     "SliceError",
     "SliceErrorKind",
     "SliceResult",
+    "TaskFenced",
     "detect_data_loss",
     "source_offset_of",
 ]
@@ -111,6 +119,13 @@ class SliceErrorKind(enum.StrEnum):
     OFFSET_SYNC = "offset_sync"  # emitting offset syncs failed: positions wait, retried
     PERSIST = "persist"  # persisting positions failed: retried
     SCHEMA = "schema"  # rewrite-ids: a partition waited longer than SCHEMA_WAIT_ERROR_S for a schema
+    TRANSACTION = "transaction"  # a transaction could not commit: aborted, every partition restarts
+    FENCED = "fenced"  # another producer of this task took over (a zombie's writes): this task stops
+
+
+class TaskFenced(RuntimeError):
+    """`run_slice` on a task that was fenced: another producer of the same task took over (this one was a
+    zombie). A new task may start (its producer then fences the other one in turn); this one never writes."""
 
 
 @dataclass(frozen=True)
@@ -279,6 +294,11 @@ class MirrorSourceTask:
         self._restart_needed = False  # a delivery failed: restart every partition from its position
         self._reassign_needed = False
         self._closed = False
+        # Transactional exactly_once (`TaskIO.transactional`): whether init_transactions ran on the current
+        # sink, whether a transaction is open, and why this task was fenced (it then writes nothing).
+        self._transaction_ready = False
+        self._in_transaction = False
+        self._fenced: str | None = None
         self._cadence = PersistCadence(
             interval_s=PERSIST_INTERVAL_S, records=PERSIST_RECORDS, now=time.monotonic()
         )
@@ -318,6 +338,8 @@ class MirrorSourceTask:
             raise RuntimeError("run_slice on a closed MirrorSourceTask")
         deadline = time.monotonic() + max_seconds
         errors: list[SliceError] = []
+        if self._fenced is not None:  # a zombie: another producer of this task writes now
+            raise TaskFenced(self._fenced)
         gaps: list[GapEvent] = []
         self._apply_assignment(errors)
         for state in self._states.values():
@@ -336,10 +358,7 @@ class MirrorSourceTask:
             interrupt.wait(max(deadline - time.monotonic(), 0.0))
         else:
             time.sleep(max(deadline - time.monotonic(), 0.0))
-        if settle:
-            self._sink.flush(SLICE_FLUSH_TIMEOUT_S)
-        else:
-            self._sink.poll(0)
+        self._serve(SLICE_FLUSH_TIMEOUT_S if settle else 0.0, errors, flush=settle)
         now = self._clock()
         self._observe_acks(now)
         self._check_deliveries(errors)
@@ -376,7 +395,7 @@ class MirrorSourceTask:
         errors: list[SliceError] = []
         if self._closed:
             return errors
-        self._sink.flush(SLICE_FLUSH_TIMEOUT_S)
+        self._serve(SLICE_FLUSH_TIMEOUT_S, errors)
         self._after_flush(errors)
         return errors
 
@@ -387,7 +406,7 @@ class MirrorSourceTask:
         self._closed = True
         errors: list[SliceError] = []
         try:
-            self._sink.flush(self._io.settle_timeout_s)
+            self._serve(self._io.settle_timeout_s, errors)
             self._after_flush(errors, final=True)
         finally:
             for client in (self._source, self._emitter, self._source_reader, self._target_reader):
@@ -415,7 +434,7 @@ class MirrorSourceTask:
         if self._restart_needed or removed:
             # Every record settled (acknowledged or failed) and committed before partitions go or
             # restart, so no old delivery report can interleave with a restarted partition's records.
-            self._sink.flush(self._io.settle_timeout_s)
+            self._serve(self._io.settle_timeout_s, errors)
             self._after_flush(errors, final=bool(removed))
         for key in removed:  # another task may advance it meanwhile: ask the store again if it returns
             self._looked_up.discard(key)
@@ -436,8 +455,14 @@ class MirrorSourceTask:
 
     def _replace_sink(self) -> None:
         self._warmed_topics.clear()
-        self._sink.flush(self._io.settle_timeout_s)
+        try:
+            self._sink.flush(self._io.settle_timeout_s)
+        except Exception:  # a transactional producer that failed fatally: what it held is aborted
+            log.debug(
+                "flow %s task %d: flushing the old producer", self.flow.name, self.task_index, exc_info=True
+            )
         self._sink = self._io.sink()
+        self._transaction_ready = self._in_transaction = False
 
     def _start_partitions(self, keys: list[TopicPartition], errors: list[SliceError]) -> None:
         """Start these partitions together: every offset and tail read is one request for all of them."""
@@ -462,6 +487,8 @@ class MirrorSourceTask:
             for key in keys
             if key in starts
         }
+        if states and not self._init_transactions(states, remote_topics, errors):
+            return
         if self._exactly_once:
             remote_failures = self._recover_from_target(states)
             waiting = self._waiting_for_remote(remote_failures, remote_topics)
@@ -486,6 +513,37 @@ class MirrorSourceTask:
                 state.remote_topic,
                 state.next_offset,
             )
+
+    def _init_transactions(
+        self,
+        states: Mapping[TopicPartition, _PartitionState],
+        remote_topics: Mapping[TopicPartition, str],
+        errors: list[SliceError],
+    ) -> bool:
+        """Transactional: before the committed tails are read, fence every earlier producer of this task
+        (a zombie) and abort what it or a crash left open; once per sink. Whether the partitions may start."""
+        if not self._io.transactional or self._transaction_ready:
+            return True
+        sink: TransactionalSink = self._sink  # type: ignore[assignment]
+        try:
+            sink.init_transactions(SLICE_FLUSH_TIMEOUT_S)
+        except Exception as exc:  # retried next slice (a new sink if this one cannot go on)
+            if self._io.transaction_failure(exc) != TransactionFailure.RETRY:
+                self._replace_sink()
+            for key in states:
+                self._record_error(
+                    SliceError(
+                        SliceErrorKind.START,
+                        f"cannot start: initialising the transactions of {self.flow.name} task "
+                        f"{self.task_index} on {self.flow.target} failed: {exc}",
+                        key,
+                    ),
+                    remote_topics[key],
+                    errors,
+                )
+            return False
+        self._transaction_ready = True
+        return True
 
     def _waiting_for_remote(
         self,
@@ -603,113 +661,134 @@ class MirrorSourceTask:
         states = self._states
         rewrite = self._rewrite
         schema_ids = self._schema_ids
+        transactional = self._io.transactional
         taken = 0
-        while taken < max_records:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or (interrupt is not None and interrupt.is_set()):
-                break
-            in_flight_now = len(sink)
-            room = MAX_IN_FLIGHT - in_flight_now
-            if room <= 0:  # the target is behind: serve acknowledgements, fetch nothing more
-                poll(min(remaining, 0.05))
-                self._persist_if_due()
-                continue
-            plan = fetch_plan(
-                remaining_s=remaining, records_left=max_records - taken, room=room, in_flight=in_flight_now
-            )
-            # The first record as soon as there is one, then what is fetched already: no waiting for a
-            # batch to fill (replication.fetching).
-            messages = fetch(first_wait_s=plan.first_wait_s, max_records=plan.batch)
-            taken += len(messages)
-            last_topic, last_partition, state = None, -1, None
-            remote_topic = on_delivery = in_flight = None
-            for message in messages:
-                if message.error() is not None:
-                    self._on_fetch_error(message, errors)
-                    continue
-                topic, partition = message.topic(), message.partition()
-                if partition != last_partition or topic != last_topic:
-                    last_topic, last_partition = topic, partition
-                    state = states.get((topic, partition))
-                    if state is None or state.stopped or state.schema_wait is not None:
-                        state = None  # fetched before a reassignment: not ours any more
-                        continue
-                    state.polled = True
-                    remote_topic, on_delivery, in_flight = (
-                        state.remote_topic,
-                        state.on_delivery,
-                        state.in_flight,
-                    )
-                elif state is None:
-                    continue
-                offset = message.offset()
-                timestamp_type, timestamp = message.timestamp()
-                headers = message.headers()
-                state.last_polled_timestamp_ms = timestamp
-                if rewrite is not None:
-                    headers = rewrite(headers, offset)
-                    if headers is SKIP:
-                        state.skipped += 1
-                        state.next_offset = offset + 1
-                        continue
-                key, value = message.key(), message.value()
-                if schema_ids is not None:
-                    try:
-                        key, value = schema_ids.rewrite(key), schema_ids.rewrite(value)
-                    except SchemaWait as wait:
-                        self._hold_for_schema(state, offset, wait)
-                        state = None  # its other records fetched with it wait as well
-                        continue
-                while True:
-                    try:
-                        produce(
-                            remote_topic,
-                            value=value,
-                            key=key,
-                            partition=partition,
-                            # 0 asks the producer for "now": only when the source record has none.
-                            timestamp=timestamp if timestamp_type else 0,
-                            headers=headers,
-                            on_delivery=on_delivery,
-                        )
-                        break
-                    except BufferError:  # the target is behind: serve acks, fetch nothing more
-                        poll(0.05)
-                        self._persist_if_due()  # the position stays before this record: not sent yet
-                    except Exception as exc:  # too large, or the producer failed fatally
-                        state.fail(offset, str(exc))
-                        self._record_error(
-                            SliceError(
-                                SliceErrorKind.PRODUCE,
-                                f"producing {topic}[{partition}] offset {offset}: {exc}",
-                                state.key,
-                            ),
-                            remote_topic,
-                            errors,
-                        )
-                        self._restart_needed = True
+        try:
+            while taken < max_records:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or (interrupt is not None and interrupt.is_set()):
+                    break
+                in_flight_now = len(sink)
+                room = MAX_IN_FLIGHT - in_flight_now
+                if room <= 0:  # the target is behind: serve acknowledgements, fetch nothing more
+                    poll(min(remaining, 0.05))
+                    if not self._persist_if_due(errors):
                         return False
-                in_flight.append(offset)
-                state.next_offset = offset + 1  # only now: a position may be persisted in between
-            poll(0)
-            if messages:
-                now = self._clock()
-                self._observe_polls(now)
-                self._observe_acks(now)
-            elif (
-                return_when_caught_up
-                and not any(state.in_flight for state in states.values())
-                and self._fetched_to_end()
-                and (
-                    self._persisted_all()
-                    or self._cadence.due(now=time.monotonic(), acked=self._acked_totals()[0])
+                    continue
+                plan = fetch_plan(
+                    remaining_s=remaining,
+                    records_left=max_records - taken,
+                    room=room,
+                    in_flight=in_flight_now,
                 )
-            ):
-                # Caught up. A stream that merely paused for a moment goes on until its positions are due
-                # anyway: each slice end persists, which blocks this loop for a round trip.
-                return True
-            self._persist_if_due()
-        return False
+                # The first record as soon as there is one, then what is fetched already: no waiting for a
+                # batch to fill (replication.fetching).
+                messages = fetch(first_wait_s=plan.first_wait_s, max_records=plan.batch)
+                taken += len(messages)
+                if (
+                    messages
+                    and transactional
+                    and not self._in_transaction
+                    and not self._begin_transaction(errors)
+                ):
+                    return False
+                last_topic, last_partition, state = None, -1, None
+                remote_topic = on_delivery = in_flight = None
+                for message in messages:
+                    if message.error() is not None:
+                        self._on_fetch_error(message, errors)
+                        continue
+                    topic, partition = message.topic(), message.partition()
+                    if partition != last_partition or topic != last_topic:
+                        last_topic, last_partition = topic, partition
+                        state = states.get((topic, partition))
+                        if state is None or state.stopped or state.schema_wait is not None:
+                            state = None  # fetched before a reassignment: not ours any more
+                            continue
+                        state.polled = True
+                        remote_topic, on_delivery, in_flight = (
+                            state.remote_topic,
+                            state.on_delivery,
+                            state.in_flight,
+                        )
+                    elif state is None:
+                        continue
+                    offset = message.offset()
+                    timestamp_type, timestamp = message.timestamp()
+                    headers = message.headers()
+                    state.last_polled_timestamp_ms = timestamp
+                    if rewrite is not None:
+                        headers = rewrite(headers, offset)
+                        if headers is SKIP:
+                            state.skipped += 1
+                            state.next_offset = offset + 1
+                            continue
+                    key, value = message.key(), message.value()
+                    if schema_ids is not None:
+                        try:
+                            key, value = schema_ids.rewrite(key), schema_ids.rewrite(value)
+                        except SchemaWait as wait:
+                            self._hold_for_schema(state, offset, wait)
+                            state = None  # its other records fetched with it wait as well
+                            continue
+                    while True:
+                        try:
+                            produce(
+                                remote_topic,
+                                value=value,
+                                key=key,
+                                partition=partition,
+                                # 0 asks the producer for "now": only when the source record has none.
+                                timestamp=timestamp if timestamp_type else 0,
+                                headers=headers,
+                                on_delivery=on_delivery,
+                            )
+                            break
+                        except BufferError:  # the target is behind: serve acks, fetch nothing more
+                            poll(0.05)
+                            # The position stays before this record: not sent yet.
+                            if not self._persist_if_due(errors):
+                                return False
+                        except Exception as exc:  # too large, or the producer failed fatally
+                            state.fail(offset, str(exc))
+                            self._record_error(
+                                SliceError(
+                                    SliceErrorKind.PRODUCE,
+                                    f"producing {topic}[{partition}] offset {offset}: {exc}",
+                                    state.key,
+                                ),
+                                remote_topic,
+                                errors,
+                            )
+                            self._restart_needed = True
+                            return False
+                    in_flight.append(offset)
+                    state.next_offset = offset + 1  # only now: a position may be persisted in between
+                poll(0)
+                if messages:
+                    now = self._clock()
+                    self._observe_polls(now)
+                    self._observe_acks(now)
+                elif (
+                    return_when_caught_up
+                    and not any(state.in_flight for state in states.values())
+                    and self._fetched_to_end()
+                    and (
+                        self._persisted_all()
+                        or self._cadence.due(now=time.monotonic(), acked=self._acked_totals()[0])
+                    )
+                ):
+                    # Caught up. A stream that merely paused for a moment goes on until its positions are due
+                    # anyway: each slice end persists, which blocks this loop for a round trip.
+                    return True
+                if not self._persist_if_due(errors):
+                    return False
+            return False
+        except Exception as exc:  # a transactional producer raises its fatal errors (fenced) from poll()
+            if not transactional:
+                raise
+            self._transaction_failed("replicating", exc, errors)
+            return False
 
     def _hold_for_schema(self, state: _PartitionState, offset: int, wait: SchemaWait) -> None:
         """rewrite-ids: the partition stays at `offset` (fetched again from there next slice) because its
@@ -763,11 +842,17 @@ class MirrorSourceTask:
     def _persisted_all(self) -> bool:
         return all(state.position == state.persisted for state in self._states.values())
 
-    def _persist_if_due(self) -> None:
-        """Persist mid-slice on the cadence; a failure is logged and retried, the slice end reports it."""
+    def _persist_if_due(self, errors: list[SliceError]) -> bool:
+        """Persist mid-slice on the cadence; a failure is logged and retried, the slice end reports it.
+        False when the pump must stop: a transaction was abandoned (its partitions restart) or fenced,
+        which goes to `errors` at once (the slice end does not see it again)."""
         due = self._cadence.due(now=time.monotonic(), acked=self._acked_totals()[0])
-        if due and not self._commit(now=self._clock(), errors=[]):
-            self._cadence.persisted(now=time.monotonic(), acked=self._acked_totals()[0])
+        if due:
+            failed: list[SliceError] = []
+            if not self._commit(now=self._clock(), errors=failed):
+                self._cadence.persisted(now=time.monotonic(), acked=self._acked_totals()[0])
+            errors.extend(e for e in failed if e.kind in (SliceErrorKind.TRANSACTION, SliceErrorKind.FENCED))
+        return not (self._restart_needed or self._fenced)
 
     def _on_fetch_error(self, message, errors: list[SliceError]) -> None:
         error = message.error()
@@ -902,8 +987,11 @@ class MirrorSourceTask:
         """Emit the decided offset syncs, then persist positions: a position never outruns its syncs.
 
         Positions are the acknowledged prefix of each partition, so this may run with records in flight.
-        Whether it succeeded.
+        Transactional: the open transaction commits first (which delivers everything in flight), so a
+        position or an offset sync never covers a record that is not committed. Whether it succeeded.
         """
+        if self._in_transaction and not self._commit_transaction(errors):
+            return False
         drained = [(state, state.syncs.drain(now=now, final=final)) for state in self._states.values()]
         syncs = [sync for _, batch in drained for sync in batch]
         if syncs:
@@ -937,6 +1025,82 @@ class MirrorSourceTask:
             self._known_positions.update(changed)
         self._cadence.persisted(now=time.monotonic(), acked=acked)
         return True
+
+    # -- transactions (exactly_once on a transactional sink) --------------------------------------------
+    def _serve(self, timeout: float, errors: list[SliceError], *, flush: bool = True) -> None:
+        """Serve the sink's delivery reports: flush (wait for every record, up to `timeout`) or one poll.
+        A transactional producer raises its fatal errors (fenced) here: the transaction is then failed."""
+        try:
+            if flush:
+                self._sink.flush(timeout)
+            else:
+                self._sink.poll(timeout)
+        except Exception as exc:
+            if not self._io.transactional:
+                raise
+            self._transaction_failed("delivering records", exc, errors)
+
+    def _begin_transaction(self, errors: list[SliceError]) -> bool:
+        try:
+            self._sink.begin_transaction()  # type: ignore[attr-defined]
+        except Exception as exc:
+            self._transaction_failed("beginning a transaction", exc, errors)
+            return False
+        self._in_transaction = True
+        return True
+
+    def _commit_transaction(self, errors: list[SliceError]) -> bool:
+        """Commit what the open transaction holds; a timeout is retried for up to SLICE_FLUSH_TIMEOUT_S,
+        any other failure aborts it (`_transaction_failed`). Whether it committed."""
+        sink: TransactionalSink = self._sink  # type: ignore[assignment]
+        deadline = time.monotonic() + SLICE_FLUSH_TIMEOUT_S
+        while True:
+            try:
+                sink.commit_transaction(max(deadline - time.monotonic(), 1.0))
+            except Exception as exc:
+                if (
+                    self._io.transaction_failure(exc) == TransactionFailure.RETRY
+                    and time.monotonic() < deadline
+                ):
+                    continue
+                self._transaction_failed("committing the transaction", exc, errors)
+                return False
+            self._in_transaction = False
+            return True
+
+    def _transaction_failed(self, doing: str, exc: Exception, errors: list[SliceError]) -> None:
+        """Fenced: this task stops for good (another worker runs it). Otherwise the transaction is aborted
+        and every running partition restarts from its committed records (next slice, a fresh producer
+        whose init_transactions aborts it if the abort here failed): nothing of it is ever persisted."""
+        self._in_transaction = False
+        running = [key for key, state in self._states.items() if not state.stopped]
+        if self._io.transaction_failure(exc) == TransactionFailure.FENCED:
+            self._fenced = (
+                f"flow {self.flow.name} task {self.task_index} was fenced on {self.flow.target} while "
+                f"{doing} ({exc}): another worker runs this task now; this one stops writing, and its "
+                "uncommitted records are aborted"
+            )
+            self._states = {key: state for key, state in self._states.items() if state.stopped}
+            self._assigned = []
+            self._log_error(SliceError(SliceErrorKind.FENCED, self._fenced), errors)
+            return
+        try:
+            self._sink.abort_transaction(SLICE_FLUSH_TIMEOUT_S)  # type: ignore[attr-defined]
+        except Exception:  # the next producer's init_transactions aborts it
+            log.debug(
+                "flow %s task %d: abort_transaction failed", self.flow.name, self.task_index, exc_info=True
+            )
+        for key in running:  # restarted next slice: their records after the last commit are gone
+            del self._states[key]
+        self._restart_needed = True
+        self._log_error(
+            SliceError(
+                SliceErrorKind.TRANSACTION,
+                f"{doing} on {self.flow.target} failed: {exc}; the transaction is aborted and "
+                f"{len(running)} partition(s) restart from their committed records",
+            ),
+            errors,
+        )
 
     def _report_metrics(self, now: float) -> None:
         for state in self._states.values():

@@ -14,6 +14,7 @@ no wrapper per record.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
@@ -108,6 +109,30 @@ class RecordSink(Protocol):
         """Records produced and not reported yet."""
 
 
+class TransactionalSink(RecordSink, Protocol):
+    """A `RecordSink` that writes in transactions (exactly_once with `exactly.once.transactions`): the
+    records between two commits become visible to read_committed readers together, or never."""
+
+    def init_transactions(self, timeout: float) -> None:
+        """Fence every earlier producer of the same transactional id and abort what it left open."""
+
+    def begin_transaction(self) -> None: ...
+
+    def commit_transaction(self, timeout: float) -> None:
+        """Deliver every record produced since `begin_transaction` and commit them (raises otherwise)."""
+
+    def abort_transaction(self, timeout: float) -> None: ...
+
+
+class TransactionFailure(enum.StrEnum):
+    """What a failed transactional call means for the task (`TaskIO.transaction_failure`)."""
+
+    RETRY = "retry"  # try the same call again (a timeout)
+    ABORT = "abort"  # abort the transaction; the partitions restart from what is committed
+    FENCED = "fenced"  # another producer of this task took over: this one must stop writing
+    FATAL = "fatal"  # the producer is unusable: a new one (its init aborts the transaction)
+
+
 class PartitionReadError(RuntimeError):
     """A partition that could not be read. `unknown_partition`: the cluster answered that it does not know
     the partition (its topic not created, or created and not known yet to the broker or the client's
@@ -161,3 +186,6 @@ class TaskIO:
     source_reader: Callable[[], PartitionReader]
     target_reader: Callable[[], PartitionReader]
     settle_timeout_s: float  # after this long flushing, no record of the sink is in doubt any more
+    # The sink is a `TransactionalSink`; `transaction_failure` says what an exception of its calls means.
+    transactional: bool = False
+    transaction_failure: Callable[[Exception], TransactionFailure] | None = None

@@ -61,6 +61,12 @@ DEMO_FLOW_SETTINGS = {
 }
 
 
+def demo_flow_settings(kafka: str) -> dict:
+    """The demo flows' settings on `kafka` (DEMO_KAFKA: embedded or apache). The embedded broker shows
+    aborted records to read_committed readers, so its exactly_once runs without transactions."""
+    return DEMO_FLOW_SETTINGS | {"exactly_once_transactions": kafka == "apache"}
+
+
 def store_demo_flows(*, servers: dict[str, str]) -> list:
     """Clusters dc1/dc2 at `servers` and the two flows, created or brought up to date."""
     from controlplane.flows import services
@@ -78,7 +84,7 @@ def store_demo_flows(*, servers: dict[str, str]) -> list:
         clusters[alias] = cluster
     flows = []
     for (source, target), topics in DEMO_FLOWS.items():
-        settings = DEMO_FLOW_SETTINGS | {"topics": topics}
+        settings = demo_flow_settings(os.environ.get("DEMO_KAFKA") or "embedded") | {"topics": topics}
         flow = Flow.objects.filter(source=clusters[source], target=clusters[target]).first()
         if flow is None:
             flow = services.flow_create(

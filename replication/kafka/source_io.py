@@ -35,7 +35,7 @@ from replication.kafka.flow_tasks import InternalTopicSink, offset_syncs_cluster
 from replication.kafka.internal_topics import InternalTopicWriter
 from replication.offset_syncs import OffsetSyncEmitter
 from replication.policy import ReplicationPolicy
-from replication.task_io import PartitionReadError, Record, Tail, TaskIO
+from replication.task_io import PartitionReadError, Record, Tail, TaskIO, TransactionFailure
 
 __all__ = ["KafkaRecordSource", "PartitionReadError", "PartitionReader", "Tail", "kafka_task_io"]
 
@@ -59,6 +59,12 @@ PRODUCER_DEFAULTS: Mapping[str, object] = {
     "queue.buffering.max.messages": 100_000,
     "queue.buffering.max.kbytes": 262_144,
     "message.timeout.ms": MESSAGE_TIMEOUT_MS,
+}
+TRANSACTIONAL_PRODUCER_DEFAULTS: Mapping[str, object] = {
+    # A task commits at every persist (at least every 0.2 s while records flow): a transaction a dead
+    # worker left open blocks read_committed readers of its partitions until its task starts again
+    # (which aborts it) or this passes. librdkafka wants it >= message.timeout.ms.
+    "transaction.timeout.ms": MESSAGE_TIMEOUT_MS,
 }
 CONSUMER_DEFAULTS: Mapping[str, object] = {
     "isolation.level": "read_committed",  # records of aborted transactions are never mirrored
@@ -113,19 +119,36 @@ def source_consumer(flow: FlowConfig, source: ClusterConfig, *, task_index: int)
     return make_consumer(source, group_id=f"mirrorplane-{flow.name}-{task_index}", overrides=overrides)
 
 
-def mirror_producer(flow: FlowConfig, target: ClusterConfig) -> Producer:
-    """Idempotent (ordered, no internal-retry duplicates); in exactly_once also gapless.
+def transactional(flow: FlowConfig) -> bool:
+    """Whether the flow's task writes in Kafka transactions (exactly_once with exactly.once.transactions)."""
+    return flow.delivery_guarantee == DeliveryGuarantee.EXACTLY_ONCE and flow.exactly_once_transactions
 
-    With `enable.gapless.guarantee`, an error that could leave a hole in a partition (record n lost,
-    n+1 written) is fatal instead, so what reached the target is always a prefix of what was sent:
-    the exactly_once restart reads the target's tail and knows everything before it is there.
+
+def transactional_id(flow: FlowConfig, task_index: int) -> str:
+    """One per task of the flow, the same on every worker: a task started anywhere fences the previous
+    producer of its index (and aborts what it left open). The target principal needs WRITE and DESCRIBE
+    on this TransactionalId (docs/security.md)."""
+    return f"mirrorplane-{flow.name}-{task_index}"
+
+
+def mirror_producer(flow: FlowConfig, target: ClusterConfig, *, task_index: int) -> Producer:
+    """Idempotent (ordered, no internal-retry duplicates); in exactly_once transactional or gapless.
+
+    Transactional (`exactly.once.transactions`, the default): the task commits what it wrote at each
+    persist, a restarted task's `init_transactions` fences the producer it replaces and aborts its open
+    transaction, so the committed records of a remote partition are a prefix of what was sent.
+    Otherwise `enable.gapless.guarantee` makes an error that could leave a hole (record n lost, n+1
+    written) fatal, so what reached the target is a prefix of what was sent. Either way the exactly_once
+    restart reads the target's (committed) tail and knows everything before it is there.
     """
     required: dict[str, object] = {"enable.idempotence": True, "acks": "all"}
-    if flow.delivery_guarantee == DeliveryGuarantee.EXACTLY_ONCE:
+    defaults = PRODUCER_DEFAULTS
+    if transactional(flow):
+        required["transactional.id"] = transactional_id(flow, task_index)
+        defaults = {**PRODUCER_DEFAULTS, **TRANSACTIONAL_PRODUCER_DEFAULTS}
+    elif flow.delivery_guarantee == DeliveryGuarantee.EXACTLY_ONCE:
         required["enable.gapless.guarantee"] = True
-    overrides = _client_overrides(
-        "producer", cluster=target, flow=flow, defaults=PRODUCER_DEFAULTS, required=required
-    )
+    overrides = _client_overrides("producer", cluster=target, flow=flow, defaults=defaults, required=required)
     return make_producer(target, overrides=overrides)
 
 
@@ -199,12 +222,34 @@ def kafka_task_io(
     record): its produce/poll/flush/len are the Protocol's."""
     return TaskIO(
         source=KafkaRecordSource(source_consumer(flow, source, task_index=task_index)),
-        sink=lambda: mirror_producer(flow, target),
+        sink=lambda: mirror_producer(flow, target, task_index=task_index),
         offset_syncs=lambda: offset_sync_emitter(flow, source=source, target=target, policy=policy),
         source_reader=lambda: PartitionReader(source),
-        target_reader=lambda: PartitionReader(target),
+        # Transactional: the restart reads the committed tail only (what a zombie or a crash left
+        # uncommitted is aborted by the task's init_transactions before it reads).
+        target_reader=lambda: PartitionReader(target, read_committed=transactional(flow)),
         settle_timeout_s=SETTLE_TIMEOUT_S,
+        transactional=transactional(flow),
+        transaction_failure=transaction_failure,
     )
+
+
+# A producer that answers these was fenced: another producer of the same transactional id initialised.
+FENCED_CODES = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
+
+
+def transaction_failure(exc: Exception) -> TransactionFailure:
+    """What an exception of a transactional producer call means (librdkafka's error flags)."""
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    if not isinstance(error, KafkaError):
+        return TransactionFailure.FATAL
+    if error.code() in FENCED_CODES:
+        return TransactionFailure.FENCED
+    if error.retriable():
+        return TransactionFailure.RETRY
+    if error.txn_requires_abort():
+        return TransactionFailure.ABORT
+    return TransactionFailure.FATAL
 
 
 def is_benign_consumer_event(error: KafkaError) -> bool:
@@ -237,9 +282,14 @@ class PartitionReader:
     that fails is reported on its own, the others are read.
     """
 
-    def __init__(self, cluster: ClusterConfig, *, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, cluster: ClusterConfig, *, timeout_s: float = 30.0, read_committed: bool = False
+    ) -> None:
+        """`read_committed`: records of aborted transactions are skipped and the end is the last stable
+        offset (reading a partition with a transaction still open waits for it, up to `timeout_s`)."""
         self.cluster = cluster
         self.timeout_s = timeout_s
+        self._isolation = "read_committed" if read_committed else "read_uncommitted"
         self._consumer = self._new_consumer()
 
     def _new_consumer(self):
@@ -247,7 +297,7 @@ class PartitionReader:
             self.cluster,
             overrides={
                 "enable.partition.eof": True,
-                "isolation.level": "read_uncommitted",
+                "isolation.level": self._isolation,
                 "auto.offset.reset": "earliest",
                 # The end of a partition is known from an empty fetch: do not let the broker hold it.
                 "fetch.wait.max.ms": 50,

@@ -186,3 +186,20 @@ def test_special_offsets_are_not_translated(offset: int):
     store.update(OffsetSync(TOPIC, 0, 0, 0))
     assert store.translate_downstream(TOPIC, 0, offset) is None
     assert store.translate_downstream("unknown", 0, 5) is None
+
+
+def test_a_late_sync_the_held_syncs_already_describe_is_no_rewind():
+    """A worker frozen past its lease emits the syncs of what it committed after its successor emitted
+    newer ones (exactly_once in transactions: the successor's records start past the commit marker and
+    the zombie's aborted records). Treated as a rewind, it dropped the successor's syncs and the verifier
+    looked for source offset 2059 at target offset 2059 forever."""
+    store = OffsetSyncStore()
+    for upstream, downstream in [(0, 0), (2059, 2100), (2500, 2542)]:
+        store.update(OffsetSync("t", 0, upstream, downstream))
+    store.update(OffsetSync("t", 0, 2058, 2058))  # the zombie's progress sync, late
+    assert store.translate_downstream("t", 0, 2059) == 2100
+    assert store.translate_downstream("t", 0, 2600) == 2543  # past the newest sync: at most one past it
+    assert store.newest_sync("t", 0) == OffsetSync("t", 0, 2500, 2542)
+    # A real rewind (the target topic recreated: the same upstream offset now at downstream 0) still drops.
+    store.update(OffsetSync("t", 0, 2058, 0))
+    assert store.translate_downstream("t", 0, 2058) == 0

@@ -195,8 +195,9 @@ def produce(cluster: ClusterConfig, topic: str, count: int, *, partitions: int =
 def mirrored_offsets(
     cluster: ClusterConfig, topic: str, partitions: int = PARTITIONS
 ) -> dict[int, list[int]]:
-    """Per remote partition, the source offsets its records carry (exactly_once header), in order."""
-    reader = PartitionReader(cluster)
+    """Per remote partition, the source offsets its records carry (exactly_once header), in order, as a
+    read_committed consumer sees them (what a consumer of an exactly_once mirror reads)."""
+    reader = PartitionReader(cluster, read_committed=True)
     try:
         records, failures = reader.read_all_to_end({(topic, partition): 0 for partition in range(partitions)})
     finally:

@@ -1,0 +1,135 @@
+"""exactly_once in Kafka transactions on Apache Kafka (`exactly.once.transactions`, the default): a zombie
+task is fenced by the task that took over, what it left uncommitted is aborted, and a read_committed
+reader of the remote topic sees every source record exactly once, in order."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from replication.config import DeliveryGuarantee
+from replication.kafka.clients import make_producer
+from replication.kafka.source_io import PartitionReader, transactional_id
+from replication.positions import InMemoryPositionStore
+from replication.source import SliceErrorKind, SliceResult, TaskFenced, source_offset_of
+from tests.replication.test_source_task import (
+    create_topics,
+    make_task,
+    read_offset_syncs,
+    read_partition,
+    run_until,
+    translate,
+)
+
+pytestmark = pytest.mark.kafka
+
+PARTITIONS = 2
+RECORDS = 8_000  # over about 4 s: the zombie is caught mid-stream, with a transaction open
+EOS = DeliveryGuarantee.EXACTLY_ONCE
+
+
+class Traffic(threading.Thread):
+    """Writes RECORDS records to the source topic, about 2,000 per second, round-robin over partitions."""
+
+    def __init__(self, cluster, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.topic = cluster, topic
+
+    def run(self) -> None:
+        producer = make_producer(self.cluster)
+        for index in range(RECORDS):
+            producer.produce(self.topic, value=b"v%d" % index, partition=index % PARTITIONS)
+            if index % 200 == 199:
+                producer.poll(0)
+                time.sleep(0.1)
+        assert producer.flush(30) == 0
+
+
+def open_transaction_on(cluster, topic: str, partitions: int = PARTITIONS) -> bool:
+    """Some partition holds records of a transaction not committed yet: its high watermark is past its
+    last stable offset."""
+    keys = [(topic, partition) for partition in range(partitions)]
+    uncommitted = PartitionReader(cluster, timeout_s=5)
+    committed = PartitionReader(cluster, timeout_s=5, read_committed=True)
+    try:
+        high, _ = uncommitted.watermarks_all(keys)
+        stable, _ = committed.watermarks_all(keys)
+    finally:
+        uncommitted.close()
+        committed.close()
+    return any(high[key][1] > stable[key][1] for key in keys if key in high and key in stable)
+
+
+def test_a_zombie_task_is_fenced_and_read_committed_readers_see_each_record_once(
+    cluster_a, cluster_b, unique_name
+):
+    topic, remote = unique_name, f"A.{unique_name}"
+    create_topics(cluster_a, [topic], PARTITIONS)
+    create_topics(cluster_b, [remote], PARTITIONS)
+    keys = [(topic, partition) for partition in range(PARTITIONS)]
+    store = InMemoryPositionStore()  # shared by both, as the Kafka position store is between workers
+    traffic = Traffic(cluster_a, topic)
+    traffic.start()
+
+    zombie = make_task(cluster_a, cluster_b, [topic], store=store, delivery_guarantee=EOS)
+    zombie.assign(keys)
+    run_until(zombie, lambda: zombie.run_slice(max_seconds=0.3).records > 0, timeout_s=30)
+    # The zombie's worker freezes mid-slice; its lease expires and another worker starts the same task.
+    outcome: dict[str, SliceResult] = {}
+    frozen = threading.Thread(target=lambda: outcome.update(result=zombie.run_slice(max_seconds=60)))
+    frozen.start()
+    deadline = time.monotonic() + 30
+    while not open_transaction_on(cluster_b, remote):
+        assert time.monotonic() < deadline, "the zombie never had a transaction open"
+    successor = make_task(cluster_a, cluster_b, [topic], store=store, delivery_guarantee=EOS)
+    successor.assign(keys)
+    successor.run_slice(max_seconds=0.3)  # its producer's init_transactions fences the zombie's
+
+    frozen.join(60)
+    assert not frozen.is_alive()
+    fenced = [error for error in outcome["result"].errors if error.kind == SliceErrorKind.FENCED]
+    assert fenced, outcome["result"].errors
+    assert "another worker runs this task now" in str(fenced[0])
+    with pytest.raises(TaskFenced):
+        zombie.run_slice(max_seconds=0.1)  # it never writes again
+    zombie.close()
+
+    traffic.join(60)
+    ends = {key: RECORDS // PARTITIONS for key in keys}
+    run_until(
+        successor,
+        lambda: all(successor.run_slice(max_seconds=0.3).positions.get(k, -1) >= e for k, e in ends.items()),
+    )
+    successor.close()
+    aborted = 0
+    syncs = read_offset_syncs(cluster_a, topic)
+    for partition in range(PARTITIONS):
+        committed = read_partition(cluster_b, remote, partition, isolation="read_committed")
+        assert [source_offset_of(m.headers()) for m in committed] == list(range(RECORDS // PARTITIONS))
+        # Offsets stay exact across the commit markers and the zombie's aborted records.
+        mine = sorted((s for s in syncs if s.partition == partition), key=lambda s: s.upstream_offset)
+        wrong = [
+            (source_offset_of(m.headers()), m.offset(), translate(mine, source_offset_of(m.headers())))
+            for m in committed
+            if translate(mine, source_offset_of(m.headers())) != m.offset()
+        ]
+        assert not wrong, (
+            f"partition {partition}: (source, target, translated) {wrong[:5]}; syncs {mine[:20]}"
+        )
+        assert [m.value() for m in committed] == [
+            b"v%d" % index for index in range(partition, RECORDS, PARTITIONS)
+        ]
+        aborted += len(read_partition(cluster_b, remote, partition)) - len(committed)
+    # The zombie's open transaction was aborted, not committed: its records are physically there, and a
+    # read_committed reader never sees them.
+    assert aborted > 0
+
+
+def test_each_task_of_a_flow_has_its_own_transactional_id():
+    from replication.config import FlowConfig
+
+    flow = FlowConfig(source="A", target="B", delivery_guarantee=EOS)
+    assert transactional_id(flow, 0) == "mirrorplane-A->B-0"
+    assert transactional_id(flow, 0) != transactional_id(flow, 1)
