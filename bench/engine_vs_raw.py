@@ -10,6 +10,7 @@ compares the best of each method (see `compare`). The target ratio engine/raw is
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from bench.brokers import bench_clusters
-from replication.config import ClusterConfig, FlowConfig
+from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_consumer, make_producer
@@ -117,10 +118,21 @@ def raw_copy(source: ClusterConfig, target: ClusterConfig, topic: str, scenario:
 
 
 def engine_task(
-    source: ClusterConfig, target: ClusterConfig, topic: str, *, schema_ids: SchemaIdRewriter | None = None
+    source: ClusterConfig,
+    target: ClusterConfig,
+    topic: str,
+    *,
+    schema_ids: SchemaIdRewriter | None = None,
+    guarantee: DeliveryGuarantee = DeliveryGuarantee.AT_LEAST_ONCE,
 ) -> tuple[MirrorSourceTask, str]:
     """One MirrorSourceTask assigned the topic's 4 partitions, and its remote topic (created)."""
-    flow = FlowConfig(source=source.alias, target=target.alias, enabled=True, topics=(topic,))
+    flow = FlowConfig(
+        source=source.alias,
+        target=target.alias,
+        enabled=True,
+        topics=(topic,),
+        delivery_guarantee=guarantee,
+    )
     policy = replication_policy_for(flow, known_aliases=(source.alias, target.alias))
     remote = policy.format_remote_topic(source.alias, topic)
     TopicAdmin(target).create_topics([NewRemoteTopic(remote, topic, PARTITIONS, 1, {})])
@@ -148,9 +160,10 @@ def engine_copy(
     *,
     schema_ids: SchemaIdRewriter | None = None,
     method: str = "engine",
+    guarantee: DeliveryGuarantee = DeliveryGuarantee.AT_LEAST_ONCE,
 ) -> Measurement:
     """The engine: one MirrorSourceTask owning the 4 partitions, run in slices until all are copied."""
-    task, _ = engine_task(source, target, topic, schema_ids=schema_ids)
+    task, _ = engine_task(source, target, topic, schema_ids=schema_ids, guarantee=guarantee)
     started = time.perf_counter()
     copied = 0
     while copied < scenario.records:
@@ -176,6 +189,7 @@ def compare(
     number: int,
     rounds: int,
     print_line: Callable[[str], None],
+    guarantee: DeliveryGuarantee = DeliveryGuarantee.AT_LEAST_ONCE,
 ) -> tuple[Measurement, Measurement]:
     """The best raw loop and the best engine copy over `rounds` alternating rounds.
 
@@ -188,7 +202,8 @@ def compare(
     for round_number in range(rounds):
         topic = f"bench-{number}-{scenario.value_bytes}b-r{round_number}"
         fill_source(source, topic, scenario)
-        copies = (raw_copy, engine_copy) if round_number % 2 == 0 else (engine_copy, raw_copy)
+        engine = functools.partial(engine_copy, guarantee=guarantee)
+        copies = (raw_copy, engine) if round_number % 2 == 0 else (engine, raw_copy)
         for copy in copies:
             measurement = copy(source, target, topic, scenario)
             (raws if copy is raw_copy else engines).append(measurement)
@@ -197,9 +212,14 @@ def compare(
 
 
 def run(
-    scenarios: Sequence[Scenario], *, rounds: int = 3, print_line: Callable[[str], None] = print
+    scenarios: Sequence[Scenario],
+    *,
+    rounds: int = 3,
+    print_line: Callable[[str], None] = print,
+    guarantee: DeliveryGuarantee = DeliveryGuarantee.AT_LEAST_ONCE,
 ) -> list[float]:
-    """engine/raw ratio (best of `rounds` each) per scenario."""
+    """engine/raw ratio (best of `rounds` each) per scenario; the engine's flow has `guarantee`
+    (exactly_once: in Kafka transactions, the default of exactly.once.transactions)."""
     ratios: list[float] = []
     with bench_clusters(["A", "B"]) as brokers:
         source = ClusterConfig(alias="A", bootstrap_servers=brokers["A"].bootstrap_servers)
@@ -207,7 +227,13 @@ def run(
         print_line(f"{'scenario':<22}{'method':<10}{'records/s':>12}{'MB/s':>9}{'seconds':>9}")
         for number, scenario in enumerate(scenarios):
             raw, engine = compare(
-                source, target, scenario, number=number, rounds=rounds, print_line=print_line
+                source,
+                target,
+                scenario,
+                number=number,
+                rounds=rounds,
+                print_line=print_line,
+                guarantee=guarantee,
             )
             ratios.append(print_ratio("engine/raw", engine, raw, rounds=rounds, print_line=print_line))
     return ratios
@@ -241,4 +267,14 @@ def scenarios_main(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return scenarios_main(argv, prog="python -m bench", description=__doc__, run=run)
+    """`--guarantee exactly_once` measures the engine writing in Kafka transactions against the raw loop."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--guarantee", choices=[g.value for g in DeliveryGuarantee], default="at_least_once")
+    known, rest = parser.parse_known_args(argv)
+    guarantee = DeliveryGuarantee(known.guarantee)
+    return scenarios_main(
+        rest,
+        prog="python -m bench engine",
+        description=__doc__,
+        run=functools.partial(run, guarantee=guarantee),
+    )
