@@ -200,3 +200,21 @@ def test_missing_placeholders_lists_variables_without_a_default_that_the_environ
     text = "a = ${env:ONE}\nb = x${env:TWO:-d}${env:THREE}\nc = ${env:ONE}\nd = ${file:/x:y}\n"
     assert missing_placeholders(text, environ={"THREE": "3"}) == ["ONE"]
     assert missing_placeholders(text, environ={}) == ["ONE", "THREE"]
+
+
+def test_make_demo_again_keeps_a_flow_the_workers_faulted_before_kafka_answered(db):
+    """`make demo KAFKA=apache` a second time: the workers start before the brokers answer and fault the
+    stored flows; the setup brought them up to date and then asked to resume them, which a faulted flow
+    refuses (the demo stopped with IllegalTransition). A faulted flow recovers by itself."""
+    from controlplane.flows import lifecycle
+    from controlplane.models import FlowState
+    from workers.demo import store_demo_flows
+
+    servers = {"dc1": "127.0.0.1:19092", "dc2": "127.0.0.1:19093"}
+    flows = store_demo_flows(servers=servers)
+    assert {flow.exactly_once_transactions for flow in flows} == {False}  # DEMO_KAFKA unset: embedded
+    assert lifecycle.transition(flow=flows[0], name="fault")
+    lifecycle.transition(flow=flows[1], name="pause")
+    again = {flow.name: flow for flow in store_demo_flows(servers=servers)}
+    assert again[flows[0].name].state == FlowState.FAULTED
+    assert again[flows[1].name].state == FlowState.ACTIVE  # a paused demo flow is resumed
