@@ -535,7 +535,9 @@ class MirrorSourceTask:
                     SliceError(
                         SliceErrorKind.START,
                         f"cannot start: initialising the transactions of {self.flow.name} task "
-                        f"{self.task_index} on {self.flow.target} failed: {exc}",
+                        f"{self.task_index} on {self.flow.target} failed: {exc} (the target principal "
+                        "needs WRITE and DESCRIBE on TransactionalId mirrorplane-*; or set "
+                        f"{self.flow.name}.exactly.once.transactions = false)",
                         key,
                     ),
                     remote_topics[key],

@@ -49,6 +49,32 @@ def test_replication_over_sasl_ssl_keeps_every_record(secure_clusters, unique_na
         assert [(k, v, t) for k, v, _, t in got] == [(k, v, t) for k, v, _, t in records]
 
 
+def test_exactly_once_as_a_principal_without_transactional_id_acls_says_what_to_grant(
+    secure_clusters, unique_name
+):
+    """The target principal may write the remote topic (ALLOW WRITE, DESCRIBE) but holds nothing on the
+    TransactionalId resources: the partition does not start, and the error names the grant or the switch."""
+    source, admin_b = secure_clusters.config("A"), secure_clusters.config("B")
+    target = secure_clusters.config("B", user="mirror")
+    topic, remote = unique_name, f"A.{unique_name}"
+    create_topics(source, [topic], 1)
+    create_topics(admin_b, [remote], 1)
+    TopicAclAdmin(admin_b).create([acl(remote, op, "User:mirror") for op in ("WRITE", "DESCRIBE", "READ")])
+    produce(source, topic, {0: sample_records(0, 5)})
+    task = make_task(
+        source, target, [topic], target=target, delivery_guarantee=DeliveryGuarantee.EXACTLY_ONCE
+    )
+    task.assign([(topic, 0)])
+    try:
+        result = task.run_slice(max_seconds=1)
+    finally:
+        task.close()
+    (error,) = [e for e in result.errors if e.kind == "start"]
+    assert "initialising the transactions of A->B task 0 on B failed" in str(error)
+    assert "TransactionalId" in str(error) and "exactly.once.transactions = false" in str(error)
+    assert result.records == 0 and not read_partition(admin_b, remote, 0)
+
+
 def test_topic_acls_sync_against_a_real_authorizer_by_mm2s_rules(secure_clusters, unique_name):
     """MM2's rule: every topic ACL but ALLOW WRITE is copied (only the mirror writes a remote topic);
     ALLOW ALL becomes ALLOW READ; DENY stays DENY. Checked on what the target's authorizer now holds."""
