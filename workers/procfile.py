@@ -33,6 +33,11 @@ GRACE_S = {"worker": 45.0, "metadata": 45.0, "kafka": 30.0}
 DEFAULT_GRACE_S = 15.0
 BANNER_FROM = "setup"  # whose output is always shown; the console goes quiet once it printed BANNER
 BANNER = "Mirrorplane demo is running"
+# A process the next ones wait for until it prints this line (or READY_TIMEOUT_S passed): the workers
+# started before Apache Kafka answered (`make demo KAFKA=apache`) logged ~300 connection errors and
+# faulted the demo flows.
+READY_WHEN = {"kafka": "Kafka running"}
+READY_TIMEOUT_S = 180.0
 # What the console still shows after the banner (warnings are in the logs).
 _NOTABLE = re.compile(r"\b(ERROR|CRITICAL|FATAL|Traceback)\b")
 
@@ -92,8 +97,25 @@ class Child:
             start_new_session=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
+        self._marker = READY_WHEN.get(entry.name)
+        self.ready = threading.Event()
+        if self._marker is None:
+            self.ready.set()
         self._pump = threading.Thread(target=self._copy_output, args=(console,), daemon=True)
         self._pump.start()
+
+    def wait_ready(self, stopping: threading.Event, console: Console) -> bool:
+        """Wait until it printed its READY_WHEN line; False when it exited or a stop was asked first."""
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not self.ready.wait(0.2):
+            if stopping.is_set() or not self.running():
+                return False
+            if time.monotonic() > deadline:
+                console.say(
+                    "demo", f"{self.entry.name} not ready after {READY_TIMEOUT_S:.0f} s: starting the rest"
+                )
+                return True
+        return True
 
     def _copy_output(self, console: Console) -> None:
         assert self.process.stdout is not None
@@ -101,7 +123,10 @@ class Child:
             for raw in self.process.stdout:
                 log.write(raw)
                 log.flush()
-                console.show(self.entry.name, raw.decode(errors="replace").rstrip("\n"))
+                line = raw.decode(errors="replace").rstrip("\n")
+                if self._marker is not None and self._marker in line:
+                    self.ready.set()
+                console.show(self.entry.name, line)
 
     def running(self) -> bool:
         return self.process.poll() is None
@@ -171,6 +196,8 @@ def run(entries: Sequence[Entry]) -> int:
     try:
         for entry in entries:
             children.append(Child(entry, console))
+            if not children[-1].wait_ready(stopping, console):
+                break  # it exited (the loop below says so) or Ctrl-C came first
         console.say("demo", f"started {', '.join(e.name for e in entries)}; full logs in {LOG_DIR}/")
         while not stopping.wait(0.5):
             failed = next((child for child in children if not child.running()), None)

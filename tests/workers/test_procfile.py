@@ -29,6 +29,7 @@ def on_term(*_):
 signal.signal(signal.SIGTERM, on_term)
 open(journal + "." + name + ".up", "w").close()
 print(f"{name} says WARNING something", flush=True)
+print("Kafka running" if name == "kafka" else "up", flush=True)
 while True:
     time.sleep(0.05)
 """
@@ -106,6 +107,24 @@ def test_after_the_banner_the_console_shows_only_errors_and_the_setups_lines(cap
     out = capsys.readouterr().out
     assert "before the banner" in out and "a report failed" in out and "login demo" in out
     assert "replication factor" not in out
+
+
+def test_the_processes_after_kafka_start_once_it_says_it_runs(tmp_path, monkeypatch):
+    """`make demo KAFKA=apache`: the brokers take seconds to start, and workers started before them logged
+    hundreds of connection errors and faulted the demo flows."""
+    monkeypatch.chdir(tmp_path)
+    journal = tmp_path / "journal"
+    said = tmp_path / "kafka.said"
+    slow = tmp_path / "slow_kafka.py"
+    slow.write_text(
+        "import time\n"
+        f"time.sleep(1.5)\nopen({str(said)!r}, 'w').write(repr(time.time()))\n"
+        "print('Kafka running; Ctrl-C stops it', flush=True)\ntime.sleep(60)\n"
+    )
+    entries = [procfile.Entry("kafka", f"{sys.executable} {slow}"), _entry("web", journal)]
+    _interrupt_when_up(journal, ["web"])
+    assert procfile.run(entries) == 128 + signal.SIGINT
+    assert Path(f"{journal}.web.up").stat().st_mtime >= float(said.read_text())
 
 
 def test_the_demo_procfile_starts_kafka_first_and_stops_the_two_workers_together():
