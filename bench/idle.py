@@ -12,7 +12,11 @@ latency on Apache Kafka. Measured per setting, in the same run, over `--seconds`
   (the baseline of the same run);
 - the engine process's own CPU.
 
-    python -m bench idle [--partitions 50] [--seconds 15] [--waits 10,100,500]
+Then the same for the internal-topic readers (`InternalTopicReader`, long-lived in a flow's checkpoint
+task, the verifier and a failover: one consumer of one partition each) idling between two `read_new()`
+calls: fetch requests/s of one reader and the source broker's CPU with `--readers` of them.
+
+    python -m bench idle [--partitions 50] [--seconds 15] [--waits 10,100,500] [--readers 4]
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import json
 import os
 import resource
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from confluent_kafka import OFFSET_END, TopicPartition
 
@@ -30,7 +34,8 @@ from bench.brokers import bench_clusters
 from replication.config import ClusterConfig, FlowConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
-from replication.kafka.clients import make_consumer
+from replication.kafka.clients import make_consumer, make_producer
+from replication.kafka.internal_topics import InternalTopicReader
 from replication.kafka.positions import KafkaPositionStore
 from replication.kafka.source_io import CONSUMER_DEFAULTS
 from replication.policy import replication_policy_for
@@ -56,17 +61,7 @@ def fetch_requests_per_s(
 ) -> float:
     """Fetch requests/s a consumer with the engine's settings sends while its partitions stay idle."""
     counts: list[int] = []
-
-    def on_stats(text: str) -> None:
-        stats = json.loads(text)
-        counts.append(
-            sum(
-                b.get("req", {}).get("Fetch", 0)
-                for b in stats["brokers"].values()
-                if b.get("nodeid", -1) >= 0
-            )
-        )
-
+    on_stats = fetch_counter(counts)
     settings = {**CONSUMER_DEFAULTS, "fetch.wait.max.ms": wait_ms, "statistics.interval.ms": 1000}
     consumer = make_consumer(source, overrides={**settings, "stats_cb": on_stats})
 
@@ -75,10 +70,23 @@ def fetch_requests_per_s(
     while time.monotonic() < deadline:
         consumer.poll(0.2)
     consumer.close()
-    if len(counts) < 3:
-        return float("nan")
-    # Whole seconds between the second and the last statistics (the first includes the start-up).
-    return (counts[-1] - counts[1]) / (len(counts) - 2)
+    return per_second(counts)
+
+
+def fetch_counter(counts: list[int]) -> Callable[[str], None]:
+    """A librdkafka `stats_cb` appending the Fetch requests sent so far to `counts`, once a statistics
+    interval (1 s)."""
+
+    def on_stats(text: str) -> None:
+        brokers = json.loads(text)["brokers"].values()
+        counts.append(sum(b.get("req", {}).get("Fetch", 0) for b in brokers if b.get("nodeid", -1) >= 0))
+
+    return on_stats
+
+
+def per_second(counts: list[int]) -> float:
+    """Whole seconds between the second and the last statistics (the first includes the start-up)."""
+    return (counts[-1] - counts[1]) / (len(counts) - 2) if len(counts) >= 3 else float("nan")
 
 
 def idle_engine_cpu(
@@ -118,13 +126,45 @@ def idle_engine_cpu(
     return broker_used / elapsed, own_used / elapsed
 
 
+def idle_readers(
+    source: ClusterConfig, topic: str, readers: int, seconds: float, broker_pid: int
+) -> tuple[float, float]:
+    """(fetch requests/s of one reader, source broker CPU s/s with `readers` of them) while internal-topic
+    readers that have read their partition to its end wait for the next read."""
+    producer = make_producer(source)
+    for number in range(10):
+        producer.produce(topic, key=b"k%d" % number, value=b"v")
+    producer.flush(30)
+    counts: list[int] = []
+    counted = ClusterConfig(
+        alias=source.alias,
+        bootstrap_servers=source.bootstrap_servers,
+        consumer={"statistics.interval.ms": 1000, "stats_cb": fetch_counter(counts)},
+    )
+    opened = [InternalTopicReader(counted, topic, decode=lambda key, value: value)]
+    opened += [
+        InternalTopicReader(source, topic, decode=lambda key, value: value) for _ in range(readers - 1)
+    ]
+    for reader in opened:
+        reader.read_new()
+    time.sleep(1)
+    before, started = process_cpu_s(broker_pid), time.monotonic()
+    while time.monotonic() - started < seconds:
+        opened[0]._consumer.poll(0.2)  # serves the statistics callback only: nothing is consumed here
+    broker_cpu = (process_cpu_s(broker_pid) - before) / (time.monotonic() - started)
+    for reader in opened:
+        reader.close()
+    return per_second(counts), broker_cpu
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench idle", description=__doc__)
     parser.add_argument("--partitions", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--waits", default="10,100,500", help="fetch.wait.max.ms values, comma-separated")
+    parser.add_argument("--readers", type=int, default=4, help="idle internal-topic readers (0: skip)")
     args = parser.parse_args(argv)
-    waits = [int(value) for value in args.waits.split(",")]
+    waits = [int(value) for value in args.waits.split(",") if value]
     with bench_clusters(["A", "B"]) as brokers:
         source = ClusterConfig(alias="A", bootstrap_servers=brokers["A"].bootstrap_servers)
         target = ClusterConfig(alias="B", bootstrap_servers=brokers["B"].bootstrap_servers)
@@ -149,6 +189,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(
                 f"{wait_ms:>18}{requests:>13.1f}{requests / args.partitions:>15.2f}{broker_cpu * 1000:>17.1f}"
                 f"{(broker_cpu - baseline) * 1000:>15.1f}{engine_cpu * 1000:>17.1f}",
+                flush=True,
+            )
+        if args.readers:
+            topic = "idle-internal"
+            TopicAdmin(source).create_topics([NewRemoteTopic(topic, topic, 1, 1, {})])
+            requests, broker_cpu = idle_readers(source, topic, args.readers, args.seconds, broker_pid)
+            print(
+                f"{args.readers} idle internal-topic readers: {requests:.1f} fetch req/s each, source broker "
+                f"{broker_cpu * 1000:.1f} ms CPU/s ({(broker_cpu - baseline) * 1000:.1f} over baseline)",
                 flush=True,
             )
     return 0

@@ -25,6 +25,10 @@ dc1->dc2.enabled = true
 dc1->dc2.topics = orders, payments
 dc2->dc1.enabled = true
 dc2->dc1.topics = inventory
+# The embedded broker holds every fetch for fetch.wait.max.ms even when records are there: ask every
+# 10 ms, not the engine's default 500 ms (replication.kafka.embedded.EMBEDDED_CONSUMER_PROPERTIES).
+dc1->dc2.consumer.fetch.wait.max.ms = 10
+dc2->dc1.consumer.fetch.wait.max.ms = 10
 
 # Mirrorplane additions: never duplicate across restarts, stop a partition on data loss.
 delivery.guarantee = exactly_once

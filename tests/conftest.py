@@ -17,13 +17,15 @@ import pytest
 
 from replication.config import ClusterConfig
 from replication.kafka.apache import ApacheKafkaBroker, BrokerSecurity, apache_clusters, kafka_version
-from replication.kafka.embedded import EmbeddedBroker, embedded_clusters
+from replication.kafka.embedded import EMBEDDED_CONSUMER_PROPERTIES, EmbeddedBroker, embedded_clusters
 from replication.schemas.apicurio import ApicurioRegistry, apicurio_registries
 from tests.lake import S3_ENVIRONMENT, moto_s3_server
 from tests.slow_files import longest_files_first
 from tests.tls import make_pki
 
 KAFKA_KIND = os.environ.get("MIRRORPLANE_TEST_KAFKA", "apache")
+# The clusters' consumer properties: the embedded broker holds every fetch its full fetch.wait.max.ms.
+EMBEDDED_CONSUMER = EMBEDDED_CONSUMER_PROPERTIES if KAFKA_KIND == "embedded" else {}
 # Broker folders (server.log) of this run, kept for a failed test to be read: one folder per pytest
 # process, so that a run never deletes the folders of another one still running beside it.
 KAFKA_RUNS = Path(__file__).resolve().parents[1] / "var" / "test-kafka"
@@ -143,12 +145,16 @@ def start_broker(tmp_path):
 
 @pytest.fixture(scope="session")
 def cluster_a(kafka_brokers) -> ClusterConfig:
-    return ClusterConfig(alias="A", bootstrap_servers=kafka_brokers["A"].bootstrap_servers)
+    return ClusterConfig(
+        alias="A", bootstrap_servers=kafka_brokers["A"].bootstrap_servers, consumer=EMBEDDED_CONSUMER
+    )
 
 
 @pytest.fixture(scope="session")
 def cluster_b(kafka_brokers) -> ClusterConfig:
-    return ClusterConfig(alias="B", bootstrap_servers=kafka_brokers["B"].bootstrap_servers)
+    return ClusterConfig(
+        alias="B", bootstrap_servers=kafka_brokers["B"].bootstrap_servers, consumer=EMBEDDED_CONSUMER
+    )
 
 
 @pytest.fixture(scope="session")

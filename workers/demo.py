@@ -63,8 +63,18 @@ DEMO_FLOW_SETTINGS = {
 
 def demo_flow_settings(kafka: str) -> dict:
     """The demo flows' settings on `kafka` (DEMO_KAFKA: embedded or apache). The embedded broker shows
-    aborted records to read_committed readers, so its exactly_once runs without transactions."""
-    return DEMO_FLOW_SETTINGS | {"exactly_once_transactions": kafka == "apache"}
+    aborted records to read_committed readers, so its exactly_once runs without transactions, and holds
+    every fetch its full wait, so its flows' source consumers ask every 10 ms (a flow override in `extra`,
+    set again at every start: a demo moved from one broker to the other keeps no stale override)."""
+    from replication.kafka.embedded import EMBEDDED_CONSUMER_PROPERTIES
+
+    embedded = kafka != "apache"
+    return DEMO_FLOW_SETTINGS | {
+        "exactly_once_transactions": not embedded,
+        "extra": {f"consumer.{name}": value for name, value in EMBEDDED_CONSUMER_PROPERTIES.items()}
+        if embedded
+        else {},
+    }
 
 
 def store_demo_flows(*, servers: dict[str, str]) -> list:

@@ -26,6 +26,11 @@ log = logging.getLogger(__name__)
 # Graceful shutdown waits for clients to disconnect; the broker keeps nothing on disk, so a short grace
 # period loses nothing.
 STOP_GRACE_S = 1.0
+# The embedded broker holds every fetch for fetch.wait.max.ms even when records are there (Apache Kafka
+# answers at once): its consumers that must not wait ask every 10 ms, not the engine's default 500 ms
+# (`replication.kafka.source_io.CONSUMER_DEFAULTS`). The demo sets it on its flows, the tests on their
+# clusters when they run on this broker.
+EMBEDDED_CONSUMER_PROPERTIES = {"fetch.wait.max.ms": "10"}
 
 
 class EmbeddedKafkaError(RuntimeError):

@@ -37,7 +37,14 @@ from replication.offset_syncs import OffsetSyncEmitter
 from replication.policy import ReplicationPolicy
 from replication.task_io import PartitionReadError, Record, Tail, TaskIO, TransactionFailure
 
-__all__ = ["KafkaRecordSource", "PartitionReadError", "PartitionReader", "Tail", "kafka_task_io"]
+__all__ = [
+    "KafkaRecordSource",
+    "PartitionReadError",
+    "PartitionReader",
+    "Tail",
+    "kafka_task_io",
+    "source_consumer_overrides",
+]
 
 log = logging.getLogger(__name__)
 
@@ -69,15 +76,15 @@ TRANSACTIONAL_PRODUCER_DEFAULTS: Mapping[str, object] = {
 CONSUMER_DEFAULTS: Mapping[str, object] = {
     "isolation.level": "read_committed",  # records of aborted transactions are never mirrored
     "queued.max.messages.kbytes": 65_536,
-    # How long the broker may hold a fetch that found nothing. Apache Kafka answers as soon as a record
-    # arrives (fetch.min.bytes = 1), whatever this is; brokers that hold every fetch this long (the
-    # embedded tansu broker) add up to this much to every record's latency. On Apache Kafka it sets the
-    # idle cost (docs/apache-kafka.md, `python -m bench idle`, one task on 20 idle partitions): 10 ms ~58
-    # fetch requests/s and ~120 ms of broker CPU per second over the idle broker's, 100 ms ~9/s and
-    # ~16 ms/s, 500 ms ~2/s and nothing measurable. Kept at 10 ms for now: at 100 and 500 ms a task's
-    # first status reports left records_behind unknown (tests/workers/test_live_status.py); a fleet of
-    # idle partitions on Apache Kafka can set `consumer.fetch.wait.max.ms = 500`.
-    "fetch.wait.max.ms": 10,
+    # How long the broker may hold a fetch that found nothing: Kafka's own default. Apache Kafka answers
+    # as soon as a record arrives (fetch.min.bytes = 1), whatever this is, so on Apache Kafka it sets only
+    # the idle cost (docs/apache-kafka.md, `python -m bench idle`, one task on 20 idle partitions): 10 ms
+    # ~58 fetch requests/s and ~120 ms of broker CPU per second over the idle broker's, 500 ms ~2/s and
+    # nothing measurable. A just-started task knows a caught-up partition's end from its first fetch
+    # answer, up to this long after the start: its status says records_behind unknown meanwhile. Brokers
+    # that hold every fetch this long even with records there (the embedded tansu broker) add up to this
+    # much to every record's latency: the demo on it sets `consumer.fetch.wait.max.ms = 10` (workers/demo.py).
+    "fetch.wait.max.ms": 500,
 }
 
 
@@ -104,7 +111,16 @@ def _client_overrides(
 
 def source_consumer(flow: FlowConfig, source: ClusterConfig, *, task_index: int) -> Consumer:
     """The task's consumer: assign() only, positions are ours, out-of-range offsets reported."""
-    overrides = _client_overrides(
+    return make_consumer(
+        source,
+        group_id=f"mirrorplane-{flow.name}-{task_index}",
+        overrides=source_consumer_overrides(flow, source),
+    )
+
+
+def source_consumer_overrides(flow: FlowConfig, source: ClusterConfig) -> dict[str, object]:
+    """The task consumer's settings over the cluster's: defaults < cluster < flow < what the task needs."""
+    return _client_overrides(
         "consumer",
         cluster=source,
         flow=flow,
@@ -116,7 +132,6 @@ def source_consumer(flow: FlowConfig, source: ClusterConfig, *, task_index: int)
             "enable.partition.eof": False,
         },
     )
-    return make_consumer(source, group_id=f"mirrorplane-{flow.name}-{task_index}", overrides=overrides)
 
 
 def transactional(flow: FlowConfig) -> bool:

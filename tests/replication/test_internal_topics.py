@@ -1,6 +1,10 @@
-"""Internal-topic records that do not decode (invalid UTF-8, truncated, foreign) are skipped and counted."""
+"""Internal-topic records that do not decode (invalid UTF-8, truncated, foreign) are skipped and counted;
+a reader does not ask the broker for records between its reads."""
 
 from __future__ import annotations
+
+import dataclasses
+import json
 
 import pytest
 
@@ -70,3 +74,34 @@ def test_a_reader_of_a_topic_not_created_yet_has_read_all_there_is(cluster_a, un
         assert reader.read_new(timeout_s=2) == [] and reader.reached_end
     finally:
         reader.close()
+
+
+@pytest.mark.kafka
+def test_an_idle_reader_sends_no_fetches_between_reads_and_misses_nothing(cluster_a, unique_name):
+    """Long-lived readers (checkpoint task, verifier, failover) idle between reads: an assigned consumer
+    would ask the broker every fetch.wait.max.ms (10 ms) meanwhile."""
+    topic = f"{unique_name}.offset-syncs"
+    syncs = [OffsetSync("t", 0, offset, offset) for offset in range(6)]
+    fetches: list[int] = []
+
+    def on_stats(text: str) -> None:
+        brokers = json.loads(text)["brokers"].values()
+        fetches.append(sum(b["req"].get("Fetch", 0) for b in brokers if b.get("nodeid", -1) >= 0))
+
+    counted = dataclasses.replace(cluster_a, consumer={"statistics.interval.ms": 100, "stats_cb": on_stats})
+    writer = InternalTopicWriter(cluster_a, topic, replication_factor=1)
+    reader = InternalTopicReader(counted, topic, decode=OffsetSync.decode)
+    try:
+        writer.write([(sync.key(), sync.value()) for sync in syncs[:3]])
+        assert reader.read_new() == syncs[:3] and reader.reached_end
+        fetches.clear()
+        while len(fetches) < 5:  # serves the statistics only: nothing is consumed
+            reader._consumer.poll(0.1)
+        assert fetches[-1] - fetches[0] <= 1, fetches  # at most the fetch in flight when the read ended
+
+        writer.write([(sync.key(), sync.value()) for sync in syncs[3:]])  # one batch
+        assert reader.read_new() == syncs[3:] and reader.reached_end
+        assert reader.read_new() == []
+    finally:
+        reader.close()
+        writer.close()
