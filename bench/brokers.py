@@ -1,5 +1,8 @@
 """The brokers every benchmark runs on: two Apache Kafka 4.x single-node KRaft clusters on loopback (the
-broker our users run), or the embedded broker with MIRRORPLANE_BENCH_KAFKA=embedded (to compare)."""
+broker our users run), or the embedded broker with MIRRORPLANE_BENCH_KAFKA=embedded (to compare). The
+embedded broker holds every fetch for fetch.wait.max.ms: the engine's default there is 500 ms, so a bench
+comparing latency on it gives its clusters `consumer=EMBEDDED_CONSUMER_PROPERTIES`
+(replication.kafka.embedded) as the demo does; the benches do not yet."""
 
 from __future__ import annotations
 

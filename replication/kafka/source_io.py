@@ -79,8 +79,8 @@ CONSUMER_DEFAULTS: Mapping[str, object] = {
     # How long the broker may hold a fetch that found nothing: Kafka's own default. Apache Kafka answers
     # as soon as a record arrives (fetch.min.bytes = 1), whatever this is, so on Apache Kafka it sets only
     # the idle cost (docs/apache-kafka.md, `python -m bench idle`, one task on 20 idle partitions): 10 ms
-    # ~58 fetch requests/s and ~120 ms of broker CPU per second over the idle broker's, 500 ms ~2/s and
-    # nothing measurable. A just-started task knows a caught-up partition's end from its first fetch
+    # 58-75 fetch requests/s and 110-120 ms of broker CPU per second over the idle broker's, 500 ms ~2/s
+    # and nothing measurable. A just-started task knows a caught-up partition's end from its first fetch
     # answer, up to this long after the start: its status says records_behind unknown meanwhile. Brokers
     # that hold every fetch this long even with records there (the embedded tansu broker) add up to this
     # much to every record's latency: the demo on it sets `consumer.fetch.wait.max.ms = 10` (workers/demo.py).
