@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from bench.brokers import bench_clusters
+from bench.brokers import bench_cluster, bench_clusters
 from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
@@ -222,8 +222,8 @@ def run(
     (exactly_once: in Kafka transactions, the default of exactly.once.transactions)."""
     ratios: list[float] = []
     with bench_clusters(["A", "B"]) as brokers:
-        source = ClusterConfig(alias="A", bootstrap_servers=brokers["A"].bootstrap_servers)
-        target = ClusterConfig(alias="B", bootstrap_servers=brokers["B"].bootstrap_servers)
+        source = bench_cluster("A", brokers)
+        target = bench_cluster("B", brokers)
         print_line(f"{'scenario':<22}{'method':<10}{'records/s':>12}{'MB/s':>9}{'seconds':>9}")
         for number, scenario in enumerate(scenarios):
             raw, engine = compare(

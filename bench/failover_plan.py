@@ -18,7 +18,7 @@ import time
 
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
-from bench.brokers import bench_clusters
+from bench.brokers import bench_cluster, bench_clusters
 from replication.config import ClusterConfig, FlowConfig
 from replication.connector import NewRemoteTopic
 from replication.formats import OffsetSync
@@ -91,8 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     topics = {f"bench-orders-{i}": per_topic for i in range(args.topics)}
     groups = [f"bench-group-{i}" for i in range(args.groups)]
     with bench_clusters(["A", "B"]) as brokers:
-        source = ClusterConfig("A", brokers["A"].bootstrap_servers)
-        target = ClusterConfig("B", brokers["B"].bootstrap_servers)
+        source = bench_cluster("A", brokers)
+        target = bench_cluster("B", brokers)
         started = time.monotonic()
         seed(source, target, topics=topics, groups=groups)
         seeded_s = time.monotonic() - started

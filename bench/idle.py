@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 
 from confluent_kafka import OFFSET_END, TopicPartition
 
-from bench.brokers import bench_clusters
+from bench.brokers import bench_cluster, bench_clusters
 from replication.config import ClusterConfig, FlowConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
@@ -166,8 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     waits = [int(value) for value in args.waits.split(",") if value]
     with bench_clusters(["A", "B"]) as brokers:
-        source = ClusterConfig(alias="A", bootstrap_servers=brokers["A"].bootstrap_servers)
-        target = ClusterConfig(alias="B", bootstrap_servers=brokers["B"].bootstrap_servers)
+        source = bench_cluster("A", brokers)
+        target = bench_cluster("B", brokers)
         broker_pid = brokers["A"].process.pid
         time.sleep(5)  # the JVM's start-up work settles
         before = process_cpu_s(broker_pid)

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from bench.brokers import bench_clusters
+from bench.brokers import bench_cluster, bench_clusters
 from bench.engine_vs_raw import TARGET_RATIO, Scenario, compare, engine_task
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
@@ -209,7 +209,8 @@ class RawCopy(Copy):
         TopicAdmin(target).create_topics([NewRemoteTopic(self.remote_topic, topic, PARTITIONS, 1, {})])
 
     def copy(self) -> None:
-        consumer = make_consumer(self.source, overrides={"fetch.wait.max.ms": FETCH_WAIT_MAX_MS})
+        wait = self.source.consumer.get("fetch.wait.max.ms", FETCH_WAIT_MAX_MS)  # as the engine's
+        consumer = make_consumer(self.source, overrides={"fetch.wait.max.ms": wait})
         producer = make_producer(self.target, overrides={"linger.ms": 1})
         consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
         while not self.stopping.is_set():
@@ -268,7 +269,10 @@ class RuntimeCopy(Copy):
         clusters = {
             config.alias: Cluster.objects.filter(alias=config.alias).first()
             or services.cluster_create(
-                actor=None, alias=config.alias, bootstrap_servers=config.bootstrap_servers
+                actor=None,
+                alias=config.alias,
+                bootstrap_servers=config.bootstrap_servers,
+                client_properties={"consumer": dict(config.consumer)},
             )
             for config in (source, target)
         }
@@ -515,8 +519,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ):
         workdir = Path(tmp)
         _setup_django(workdir)
-        source = ClusterConfig(alias="A", bootstrap_servers=brokers["A"].bootstrap_servers)
-        target = ClusterConfig(alias="B", bootstrap_servers=brokers["B"].bootstrap_servers)
+        source = bench_cluster("A", brokers)
+        target = bench_cluster("B", brokers)
         for number in range(args.repeat):
             print(f"\n--- pass {number + 1} of {args.repeat} ---", flush=True)
             results, ratio = run_once(

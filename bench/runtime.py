@@ -56,7 +56,12 @@ def runtime_copy(
 
     clusters = {
         config.alias: Cluster.objects.filter(alias=config.alias).first()
-        or services.cluster_create(actor=None, alias=config.alias, bootstrap_servers=config.bootstrap_servers)
+        or services.cluster_create(
+            actor=None,
+            alias=config.alias,
+            bootstrap_servers=config.bootstrap_servers,
+            client_properties={"consumer": dict(config.consumer)},
+        )
         for config in (source, target)
     }
     flow = services.flow_create(
@@ -99,8 +104,7 @@ def runtime_copy(
 
 
 def run(records: int) -> list[Measurement]:
-    from bench.brokers import bench_clusters
-    from replication.config import ClusterConfig
+    from bench.brokers import bench_cluster, bench_clusters
 
     scenario = Scenario(records, VALUE_BYTES)
     with (
@@ -109,8 +113,8 @@ def run(records: int) -> list[Measurement]:
     ):
         workdir = Path(tmp)
         _setup_django(workdir)
-        source = ClusterConfig(alias="A", bootstrap_servers=brokers["A"].bootstrap_servers)
-        target = ClusterConfig(alias="B", bootstrap_servers=brokers["B"].bootstrap_servers)
+        source = bench_cluster("A", brokers)
+        target = bench_cluster("B", brokers)
         results = []
         fill_source(source, "bench-engine", scenario)
         results.append(engine_copy(source, target, "bench-engine", scenario))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 
-from bench.brokers import bench_clusters
+from bench.brokers import bench_cluster, bench_clusters
 from bench.engine_vs_raw import (
     Measurement,
     Scenario,
@@ -94,8 +94,8 @@ def run(
         print_line(f"{'scenario':<22}{'method':<10}{'records/s':>12}{'MB/s':>9}{'seconds':>9}")
         for number, scenario in enumerate(scenarios):
             plain, rewrite = compare(
-                ClusterConfig(alias="A", bootstrap_servers=brokers["A"].bootstrap_servers),
-                ClusterConfig(alias="B", bootstrap_servers=brokers["B"].bootstrap_servers),
+                bench_cluster("A", brokers),
+                bench_cluster("B", brokers),
                 registries,
                 scenario,
                 number=number,

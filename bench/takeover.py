@@ -14,7 +14,7 @@ import argparse
 import time
 from collections.abc import Mapping, Sequence
 
-from bench.brokers import bench_clusters
+from bench.brokers import bench_cluster, bench_clusters
 from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
@@ -106,8 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     missed = False
     with bench_clusters(["A", "B"]) as brokers:
-        source = ClusterConfig(alias="A", bootstrap_servers=brokers["A"].bootstrap_servers)
-        target = ClusterConfig(alias="B", bootstrap_servers=brokers["B"].bootstrap_servers)
+        source = bench_cluster("A", brokers)
+        target = bench_cluster("B", brokers)
         print(f"{'partitions':>10}{'resumed s':>11}{'caught up s':>13}")
         for partitions in args.partitions:
             resumed, caught_up = takeover(source, target, partitions=partitions)

@@ -46,8 +46,7 @@ def measure(
 ) -> tuple[dict[str, tuple[float, int, float]], dict[str, float], bool]:
     """{phase: (longest arrival gap in s, its partition, when it began)}, {phase: the longest a record
     waited}, and whether every record arrived exactly once."""
-    from bench.brokers import bench_clusters
-    from replication.config import ClusterConfig
+    from bench.brokers import bench_cluster, bench_clusters
     from tests.workers.harness import (
         ArrivalRecorder,
         CeleryRuntime,
@@ -67,13 +66,23 @@ def measure(
         _setup_django(workdir)
         from controlplane.flows import services
 
-        a = ClusterConfig(alias="A", bootstrap_servers=brokers["A"].bootstrap_servers)
-        b = ClusterConfig(alias="B", bootstrap_servers=brokers["B"].bootstrap_servers)
+        a = bench_cluster("A", brokers)
+        b = bench_cluster("B", brokers)
         create_topic(a, "orders", PARTITIONS)
         services.flow_create(
             actor=None,
-            source=services.cluster_create(actor=None, alias="A", bootstrap_servers=a.bootstrap_servers),
-            target=services.cluster_create(actor=None, alias="B", bootstrap_servers=b.bootstrap_servers),
+            source=services.cluster_create(
+                actor=None,
+                alias="A",
+                bootstrap_servers=a.bootstrap_servers,
+                client_properties={"consumer": dict(a.consumer)},
+            ),
+            target=services.cluster_create(
+                actor=None,
+                alias="B",
+                bootstrap_servers=b.bootstrap_servers,
+                client_properties={"consumer": dict(b.consumer)},
+            ),
             enabled=True,
             topics=["orders"],
             tasks_max=2,

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException, TopicPartition
 
-from bench.brokers import bench_clusters
+from bench.brokers import bench_cluster, bench_clusters
 from bench.engine_vs_raw import PARTITIONS, Scenario, fill_source
 from bench.idle import process_cpu_s
 from bench.latency import HEADER, Copy, Latency, measure
@@ -328,8 +328,8 @@ def run(
     workdir = Path(tempfile.mkdtemp(prefix="vs-mm2-"))
     print_line(f"tool logs in {workdir}")
     with bench_clusters(["A", "B"]) as brokers:
-        source = ClusterConfig(alias="A", bootstrap_servers=brokers["A"].bootstrap_servers)
-        target = ClusterConfig(alias="B", bootstrap_servers=brokers["B"].bootstrap_servers)
+        source = bench_cluster("A", brokers)
+        target = bench_cluster("B", brokers)
 
         print_line("\nthroughput (first to last record on the target; CPU and memory of the tool's process)")
         print_line(THROUGHPUT_HEADER)
