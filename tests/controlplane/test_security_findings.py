@@ -46,32 +46,39 @@ ALLOWED = {
 }
 
 
-@pytest.fixture
-def web(transactional_db, tmp_path):
+@pytest.fixture(scope="module")
+def gunicorn_web(django_db_setup, django_db_blocker, tmp_path_factory):
     """gunicorn with DEBUG off, the server's secrets and the allowed variables in its environment, on the
-    test database; and an admin and a viewer with their API tokens."""
-    env = {
-        **os.environ,
-        **SERVER_SECRETS,
-        **ALLOWED,
-        "DEBUG": "false",
-        # The test process reads what gunicorn encrypts.
-        "MIRRORPLANE_SECRETS_KEY": ",".join(settings.MIRRORPLANE_SECRETS_KEYS),
-        "MIRRORPLANE_IMPORT_ENV_ALLOWED": "MP_IMPORT_*",
-        "MIRRORPLANE_BROWSE_MASKED_TOPICS": MASKED_TOPICS,
-        "MIRRORPLANE_CLUSTER_HOSTS_ALLOWED": "127.0.0.0/8,*.example,localhost",
-        "CLUSTER_CHECK_RATE_PER_MINUTE": "3",
-        "DATABASE_URL": database_url(),
-        "REDIS_URL": settings.REDIS_URL,
-        "PYTHONPATH": str(REPO),
-    }
-    server = Gunicorn(env=env, log=tmp_path / "gunicorn.log").start()
-    server.tokens = {
+    test database: one for the module (its start-up is the slowest part of a test here)."""
+    with django_db_blocker.unblock():
+        env = {
+            **os.environ,
+            **SERVER_SECRETS,
+            **ALLOWED,
+            "DEBUG": "false",
+            # The test process reads what gunicorn encrypts.
+            "MIRRORPLANE_SECRETS_KEY": ",".join(settings.MIRRORPLANE_SECRETS_KEYS),
+            "MIRRORPLANE_IMPORT_ENV_ALLOWED": "MP_IMPORT_*",
+            "MIRRORPLANE_BROWSE_MASKED_TOPICS": MASKED_TOPICS,
+            "MIRRORPLANE_CLUSTER_HOSTS_ALLOWED": "127.0.0.0/8,*.example,localhost",
+            "CLUSTER_CHECK_RATE_PER_MINUTE": "3",
+            "DATABASE_URL": database_url(),
+            "REDIS_URL": settings.REDIS_URL,
+            "PYTHONPATH": str(REPO),
+        }
+    server = Gunicorn(env=env, log=tmp_path_factory.mktemp("web") / "gunicorn.log").start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def web(transactional_db, gunicorn_web):
+    """The module's gunicorn, and an admin, an operator and a viewer with their API tokens (this test's)."""
+    gunicorn_web.tokens = {
         role: core.user_create_with_role(username=role, role=Role[role.upper()], password=PASSWORD)[1]
         for role in ("admin", "operator", "viewer")
     }
-    yield server
-    server.kill()
+    return gunicorn_web
 
 
 def _api(web, role: str, method: str, path: str, **kwargs) -> requests.Response:
