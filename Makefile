@@ -87,7 +87,7 @@ test: export REDIS_URL ?= redis://127.0.0.1:6379/0
 PYTEST_WORKERS ?= 2
 # pytest exits 5 when it collected no tests: that is a failure here, as any other non-zero code.
 test: install chromium prometheus alertmanager postgres redis kafka schema-registry spark-jars
-	$(PY) -m pytest -p no:cacheprovider --durations=15 -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS); \
+	$(PY) -m pytest -p no:cacheprovider --durations=30 -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS); \
 	  code=$$?; if [ $$code -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$code
 
 test-fast: install redis kafka schema-registry spark-jars
