@@ -60,11 +60,17 @@ def produce_transactions(
         producer.commit_transaction(30)
 
 
-def produce_plain(cluster: ClusterConfig, topic: str, *, partitions: int, count: int, tag: str) -> None:
+def produce_plain(
+    cluster: ClusterConfig, topic: str, *, partitions: int, count: int, tag: str, one_per_batch: bool = False
+) -> None:
+    """`count` records `{tag}-p{partition}-{index}` on each partition; `one_per_batch`: each sent alone (a
+    flush after each round), for the embedded broker, whose end offset is exact only for those (DESIGN 4)."""
     producer = make_producer(cluster, overrides={"linger.ms": 0})
     for index in range(count):
         for partition in range(partitions):
             producer.produce(topic, value=f"{tag}-p{partition}-{index}".encode(), partition=partition)
+        if one_per_batch:
+            assert producer.flush(30) == 0
     assert producer.flush(30) == 0
 
 

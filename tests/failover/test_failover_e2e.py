@@ -159,9 +159,9 @@ def test_failover_is_exact_across_gaps_and_a_restart_then_fails_back(
     commit_after(cluster_b, group, remote_topic, {p: unread_on_b[p][:2] for p in range(PARTITIONS)})
     expected_back = {p: unread_on_b[p][2][1] for p in range(PARTITIONS)}
     create_topic(cluster_b, topic, PARTITIONS)
-    # One record per batch: the embedded broker's end offset is exact only for those (docs DESIGN 4).
-    for index in range(OUTAGE_RECORDS):
-        produce_plain(cluster_b, topic, partitions=PARTITIONS, count=1, tag=f"outage-{index}")
+    produce_plain(
+        cluster_b, topic, partitions=PARTITIONS, count=OUTAGE_RECORDS, tag="outage", one_per_batch=True
+    )
 
     viewer_back = viewer.post(f"/api/v1/flows/{flow.pk}/failback/", {"confirm": "A->B"}, format="json")
     assert viewer_back.status_code == 403
@@ -185,7 +185,7 @@ def test_failover_is_exact_across_gaps_and_a_restart_then_fails_back(
     assert failback["group_results"][0]["outcome"] == "written"
     assert Flow.objects.get(pk=reverse.pk).topics == [re.escape(other), re.escape(topic)]
     assert r"A\..*" in Flow.objects.get(pk=reverse.pk).topics_exclude
-    outage = {p: [f"outage-{i}-p{p}-0".encode() for i in range(OUTAGE_RECORDS)] for p in range(PARTITIONS)}
+    outage = {p: [f"outage-p{p}-{i}".encode() for i in range(OUTAGE_RECORDS)] for p in range(PARTITIONS)}
     assert replicated(cluster_a, f"B.{topic}", outage)  # every record written on B during the outage
     assert next_records(cluster_a, group, topic, PARTITIONS) == expected_back
     assert f"B.A.{topic}" not in TopicAdmin(cluster_a).partition_counts()  # mirrored topics stay on B
