@@ -85,6 +85,9 @@ class EmbeddedBroker:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             preexec_fn=die_with_parent,
+            # Its own session: a terminal's Ctrl-C reaches the process that started it, which stops the
+            # clients still writing to it first (the broker dies with that process in any case).
+            start_new_session=True,
         )
         log_file.close()
         _RUNNING.add(self)
