@@ -93,13 +93,19 @@ class InternalTopicReader(Generic[T]):
         # the partition is unassigned: an assigned consumer keeps asking the broker every 10 ms, which
         # cost ~75 fetch requests/s per idle reader on Apache Kafka (`python -m bench idle`), and the
         # checkpoint task, the verifier and a failover keep readers open for the flow's life.
-        self._consumer = make_consumer(cluster, overrides={"fetch.wait.max.ms": 10})
+        self._consumer = self._new_consumer()
         self._position = 0
-        # Offset 0 rather than OFFSET_BEGINNING saves a ListOffsets round trip (half a second on some
-        # brokers); where retention or compaction removed it, auto.offset.reset=earliest starts at the log start.
-        self._fetch_from_position()
+        # Assigned by the first read that finds records to fetch, once the topic's end offset answered: a
+        # partition assigned before its topic existed stays unknown to librdkafka until its next metadata
+        # refresh, minutes later (a CI run's reader made before its topic read nothing for 10 s). Offset 0
+        # rather than OFFSET_BEGINNING saves a ListOffsets round trip (half a second on some brokers);
+        # where retention or compaction removed it, auto.offset.reset=earliest starts at the log start.
+        self._assigned = False
         self.skipped_records = 0
         self.reached_end = False  # the last read_new got to the topic's end within its timeout
+
+    def _new_consumer(self):
+        return make_consumer(self.cluster, overrides={"fetch.wait.max.ms": 10})
 
     def _high_watermark(self, timeout_s: float) -> int | None:
         try:
@@ -108,6 +114,13 @@ class InternalTopicReader(Generic[T]):
             log.debug("cluster %s: %s has no end offset yet: %s", self.cluster.alias, self.topic, exc)
             # A topic not created yet holds nothing to read; a cluster that did not answer may hold more.
             self.reached_end = kafka_error_code(exc) in _NO_SUCH_PARTITION
+            if self.reached_end:
+                # librdkafka may keep a partition it found missing unknown until its periodic metadata
+                # refresh, minutes later, even once the topic exists (replication.kafka.source_io
+                # PartitionReader does the same): the next read asks the cluster with a new client.
+                self._consumer.close()
+                self._consumer = self._new_consumer()
+                self._assigned = False
             return None
 
     def read_new(self, *, timeout_s: float | None = None) -> list[T]:

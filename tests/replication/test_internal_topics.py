@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 
 import pytest
 
@@ -90,9 +91,9 @@ def test_an_idle_reader_sends_no_fetches_between_reads_and_misses_nothing(cluste
 
     counted = dataclasses.replace(cluster_a, consumer={"statistics.interval.ms": 100, "stats_cb": on_stats})
     writer = InternalTopicWriter(cluster_a, topic, replication_factor=1)
+    writer.write([(sync.key(), sync.value()) for sync in syncs[:3]])  # a topic made later is another test's
     reader = InternalTopicReader(counted, topic, decode=OffsetSync.decode)
     try:
-        writer.write([(sync.key(), sync.value()) for sync in syncs[:3]])
         assert reader.read_new() == syncs[:3] and reader.reached_end
         fetches.clear()
         while len(fetches) < 5:  # serves the statistics only: nothing is consumed
@@ -102,6 +103,25 @@ def test_an_idle_reader_sends_no_fetches_between_reads_and_misses_nothing(cluste
         writer.write([(sync.key(), sync.value()) for sync in syncs[3:]])  # one batch
         assert reader.read_new() == syncs[3:] and reader.reached_end
         assert reader.read_new() == []
+    finally:
+        reader.close()
+        writer.close()
+
+
+@pytest.mark.kafka
+def test_a_reader_made_before_its_topic_exists_reads_it_once_created(cluster_a, unique_name):
+    """The checkpoint task opens its offset-syncs reader before the source task created the topic: a read
+    then finds nothing (and says it reached the end), and once the topic is written the next read gets
+    every record."""
+    topic = f"{unique_name}.offset-syncs"
+    syncs = [OffsetSync("t", 0, offset, offset) for offset in range(3)]
+    reader = InternalTopicReader(cluster_a, topic, decode=OffsetSync.decode, timeout_s=5)
+    writer = InternalTopicWriter(cluster_a, topic, replication_factor=1)
+    try:
+        assert reader.read_new() == [] and reader.reached_end  # no topic yet: nothing to read
+        time.sleep(1)  # the reader's client has looked the topic up and found it missing
+        writer.write([(sync.key(), sync.value()) for sync in syncs])
+        assert reader.read_new() == syncs and reader.reached_end
     finally:
         reader.close()
         writer.close()
