@@ -347,13 +347,19 @@ class MirrorSourceTask:
         records_before, bytes_before = self._acked_totals()
         caught_up = False
         if any(not state.stopped for state in self._states.values()):
-            caught_up = self._pump(
-                max_records=max_records,
-                deadline=deadline,
-                errors=errors,
-                return_when_caught_up=return_when_caught_up,
-                interrupt=interrupt,
-            )
+            try:
+                caught_up = self._pump(
+                    max_records=max_records,
+                    deadline=deadline,
+                    errors=errors,
+                    return_when_caught_up=return_when_caught_up,
+                    interrupt=interrupt,
+                )
+            except Exception as exc:  # a transactional producer raises its fatal errors (fenced) from poll()
+                if not self._io.transactional:
+                    raise
+                self._transaction_failed("replicating", exc, errors)
+                caught_up = False
         elif interrupt is not None:  # nothing to replicate: a slice still takes its time (no spinning)
             interrupt.wait(max(deadline - time.monotonic(), 0.0))
         else:
@@ -665,132 +671,126 @@ class MirrorSourceTask:
         schema_ids = self._schema_ids
         transactional = self._io.transactional
         taken = 0
-        try:
-            while taken < max_records:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or (interrupt is not None and interrupt.is_set()):
-                    break
-                in_flight_now = len(sink)
-                room = MAX_IN_FLIGHT - in_flight_now
-                if room <= 0:  # the target is behind: serve acknowledgements, fetch nothing more
-                    poll(min(remaining, 0.05))
-                    if not self._persist_if_due(errors):
-                        return False
-                    continue
-                plan = fetch_plan(
-                    remaining_s=remaining,
-                    records_left=max_records - taken,
-                    room=room,
-                    in_flight=in_flight_now,
-                )
-                # The first record as soon as there is one, then what is fetched already: no waiting for a
-                # batch to fill (replication.fetching).
-                messages = fetch(first_wait_s=plan.first_wait_s, max_records=plan.batch)
-                taken += len(messages)
-                if (
-                    messages
-                    and transactional
-                    and not self._in_transaction
-                    and not self._begin_transaction(errors)
-                ):
-                    return False
-                last_topic, last_partition, state = None, -1, None
-                remote_topic = on_delivery = in_flight = None
-                for message in messages:
-                    if message.error() is not None:
-                        self._on_fetch_error(message, errors)
-                        continue
-                    topic, partition = message.topic(), message.partition()
-                    if partition != last_partition or topic != last_topic:
-                        last_topic, last_partition = topic, partition
-                        state = states.get((topic, partition))
-                        if state is None or state.stopped or state.schema_wait is not None:
-                            state = None  # fetched before a reassignment: not ours any more
-                            continue
-                        state.polled = True
-                        remote_topic, on_delivery, in_flight = (
-                            state.remote_topic,
-                            state.on_delivery,
-                            state.in_flight,
-                        )
-                    elif state is None:
-                        continue
-                    offset = message.offset()
-                    timestamp_type, timestamp = message.timestamp()
-                    headers = message.headers()
-                    state.last_polled_timestamp_ms = timestamp
-                    if rewrite is not None:
-                        headers = rewrite(headers, offset)
-                        if headers is SKIP:
-                            state.skipped += 1
-                            state.next_offset = offset + 1
-                            continue
-                    key, value = message.key(), message.value()
-                    if schema_ids is not None:
-                        try:
-                            key, value = schema_ids.rewrite(key), schema_ids.rewrite(value)
-                        except SchemaWait as wait:
-                            self._hold_for_schema(state, offset, wait)
-                            state = None  # its other records fetched with it wait as well
-                            continue
-                    while True:
-                        try:
-                            produce(
-                                remote_topic,
-                                value=value,
-                                key=key,
-                                partition=partition,
-                                # 0 asks the producer for "now": only when the source record has none.
-                                timestamp=timestamp if timestamp_type else 0,
-                                headers=headers,
-                                on_delivery=on_delivery,
-                            )
-                            break
-                        except BufferError:  # the target is behind: serve acks, fetch nothing more
-                            poll(0.05)
-                            # The position stays before this record: not sent yet.
-                            if not self._persist_if_due(errors):
-                                return False
-                        except Exception as exc:  # too large, or the producer failed fatally
-                            state.fail(offset, str(exc))
-                            self._record_error(
-                                SliceError(
-                                    SliceErrorKind.PRODUCE,
-                                    f"producing {topic}[{partition}] offset {offset}: {exc}",
-                                    state.key,
-                                ),
-                                remote_topic,
-                                errors,
-                            )
-                            self._restart_needed = True
-                            return False
-                    in_flight.append(offset)
-                    state.next_offset = offset + 1  # only now: a position may be persisted in between
-                poll(0)
-                if messages:
-                    now = self._clock()
-                    self._observe_polls(now)
-                    self._observe_acks(now)
-                elif (
-                    return_when_caught_up
-                    and not any(state.in_flight for state in states.values())
-                    and self._fetched_to_end()
-                    and (
-                        self._persisted_all()
-                        or self._cadence.due(now=time.monotonic(), acked=self._acked_totals()[0])
-                    )
-                ):
-                    # Caught up. A stream that merely paused for a moment goes on until its positions are due
-                    # anyway: each slice end persists, which blocks this loop for a round trip.
-                    return True
+        while taken < max_records:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or (interrupt is not None and interrupt.is_set()):
+                break
+            in_flight_now = len(sink)
+            room = MAX_IN_FLIGHT - in_flight_now
+            if room <= 0:  # the target is behind: serve acknowledgements, fetch nothing more
+                poll(min(remaining, 0.05))
                 if not self._persist_if_due(errors):
                     return False
-            return False
-        except Exception as exc:  # a transactional producer raises its fatal errors (fenced) from poll()
-            if not transactional:
-                raise
-            self._transaction_failed("replicating", exc, errors)
-            return False
+                continue
+            plan = fetch_plan(
+                remaining_s=remaining,
+                records_left=max_records - taken,
+                room=room,
+                in_flight=in_flight_now,
+            )
+            # The first record as soon as there is one, then what is fetched already: no waiting for a
+            # batch to fill (replication.fetching).
+            messages = fetch(first_wait_s=plan.first_wait_s, max_records=plan.batch)
+            taken += len(messages)
+            if (
+                messages
+                and transactional
+                and not self._in_transaction
+                and not self._begin_transaction(errors)
+            ):
+                return False
+            last_topic, last_partition, state = None, -1, None
+            remote_topic = on_delivery = in_flight = None
+            for message in messages:
+                if message.error() is not None:
+                    self._on_fetch_error(message, errors)
+                    continue
+                topic, partition = message.topic(), message.partition()
+                if partition != last_partition or topic != last_topic:
+                    last_topic, last_partition = topic, partition
+                    state = states.get((topic, partition))
+                    if state is None or state.stopped or state.schema_wait is not None:
+                        state = None  # fetched before a reassignment: not ours any more
+                        continue
+                    state.polled = True
+                    remote_topic, on_delivery, in_flight = (
+                        state.remote_topic,
+                        state.on_delivery,
+                        state.in_flight,
+                    )
+                elif state is None:
+                    continue
+                offset = message.offset()
+                timestamp_type, timestamp = message.timestamp()
+                headers = message.headers()
+                state.last_polled_timestamp_ms = timestamp
+                if rewrite is not None:
+                    headers = rewrite(headers, offset)
+                    if headers is SKIP:
+                        state.skipped += 1
+                        state.next_offset = offset + 1
+                        continue
+                key, value = message.key(), message.value()
+                if schema_ids is not None:
+                    try:
+                        key, value = schema_ids.rewrite(key), schema_ids.rewrite(value)
+                    except SchemaWait as wait:
+                        self._hold_for_schema(state, offset, wait)
+                        state = None  # its other records fetched with it wait as well
+                        continue
+                while True:
+                    try:
+                        produce(
+                            remote_topic,
+                            value=value,
+                            key=key,
+                            partition=partition,
+                            # 0 asks the producer for "now": only when the source record has none.
+                            timestamp=timestamp if timestamp_type else 0,
+                            headers=headers,
+                            on_delivery=on_delivery,
+                        )
+                        break
+                    except BufferError:  # the target is behind: serve acks, fetch nothing more
+                        poll(0.05)
+                        # The position stays before this record: not sent yet.
+                        if not self._persist_if_due(errors):
+                            return False
+                    except Exception as exc:  # too large, or the producer failed fatally
+                        state.fail(offset, str(exc))
+                        self._record_error(
+                            SliceError(
+                                SliceErrorKind.PRODUCE,
+                                f"producing {topic}[{partition}] offset {offset}: {exc}",
+                                state.key,
+                            ),
+                            remote_topic,
+                            errors,
+                        )
+                        self._restart_needed = True
+                        return False
+                in_flight.append(offset)
+                state.next_offset = offset + 1  # only now: a position may be persisted in between
+            poll(0)
+            if messages:
+                now = self._clock()
+                self._observe_polls(now)
+                self._observe_acks(now)
+            elif (
+                return_when_caught_up
+                and not any(state.in_flight for state in states.values())
+                and self._fetched_to_end()
+                and (
+                    self._persisted_all()
+                    or self._cadence.due(now=time.monotonic(), acked=self._acked_totals()[0])
+                )
+            ):
+                # Caught up. A stream that merely paused for a moment goes on until its positions are due
+                # anyway: each slice end persists, which blocks this loop for a round trip.
+                return True
+            if not self._persist_if_due(errors):
+                return False
+        return False
 
     def _hold_for_schema(self, state: _PartitionState, offset: int, wait: SchemaWait) -> None:
         """rewrite-ids: the partition stays at `offset` (fetched again from there next slice) because its
