@@ -20,7 +20,7 @@ from replication.kafka.apache import ApacheKafkaBroker, BrokerSecurity, apache_c
 from replication.kafka.embedded import EMBEDDED_CONSUMER_PROPERTIES, EmbeddedBroker, embedded_clusters
 from replication.schemas.apicurio import ApicurioRegistry, apicurio_registries
 from tests.lake import S3_ENVIRONMENT, moto_s3_server
-from tests.slow_files import longest_files_first
+from tests.scheduling import SharedFixtureScheduling, check_shared_fixtures, longest_files_first
 from tests.tls import make_pki
 
 KAFKA_KIND = os.environ.get("MIRRORPLANE_TEST_KAFKA", "apache")
@@ -47,9 +47,16 @@ def pytest_sessionstart(session) -> None:
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
-    """The longest files first (tests/slow_files.py); `make test` keeps this order under xdist
+    """The longest units of work first (tests/scheduling.py); `make test` keeps this order under xdist
     (`--no-loadscope-reorder`)."""
+    check_shared_fixtures(items)
     items[:] = longest_files_first(items)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` keeps the files of a costly session fixture on one worker (tests/scheduling.py)."""
+    return SharedFixtureScheduling(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
 # Tests write records with fixed timestamps (1_700_000_000_000: November 2023); under the 7-day default

@@ -1,0 +1,158 @@
+"""How `make test` shares the suite among its pytest-xdist workers (`--dist loadfile`, the hooks in
+tests/conftest.py).
+
+A unit of work is a file, or a group of files that share a costly session fixture (`SHARED_FIXTURES`):
+each worker is a suite of its own (tests/environment.py), so a session fixture starts once on every worker
+that runs one of its files. Spread over three workers, the SparkSession, the SASL_SSL clusters and the
+schema registries each started three times; their JVMs then idled beside the brokers until the session
+ended (an idle Kafka broker alone costs about 4% of a core), and a fresh Spark JVM runs its first jobs
+slowly: the files that started one took 2-3 times as long as on a worker that had one.
+
+The units run longest first: a worker takes the next unit while it still has two tests or fewer to run,
+so xdist's own order (most tests first) left the slowest one-test files for the end, one worker running
+them one after the other while the others had nothing left. Longest first (then most tests first, as
+xdist does) leaves short files for the end, which even out.
+
+`SLOW_FILES` are one file's seconds on the 2-core CI machine with three workers (`--durations=0` of a
+`make test` run of November 26 2026): an order, not a promise. A file that becomes slow belongs here; one
+missing only runs later.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import pytest
+from xdist.scheduler import LoadFileScheduling
+
+SLOW_FILES = {
+    "tests/workers/test_shared_lake_cluster.py": 133,
+    "tests/workers/test_failures.py": 128,
+    "tests/workers/test_operations_runtime.py": 119,
+    "tests/dashboards/test_jobs.py": 104,
+    "tests/workers/test_network_partition.py": 100,
+    "tests/failover/test_failover_e2e.py": 93,
+    "tests/replication/test_mm2_interop.py": 73,
+    "tests/replication/test_apache_kafka.py": 67,
+    "tests/workers/test_takeover.py": 66,
+    "tests/replication/test_broker_faults.py": 64,
+    "tests/workers/test_schema_runtime.py": 60,
+    "tests/replication/test_source_task.py": 58,
+    "tests/dashboards/test_report_pipeline.py": 55,
+    "tests/workers/test_isolation.py": 54,
+    "tests/replication/test_run_cli.py": 53,
+    "tests/replication/test_checkpoint.py": 50,
+    "tests/controlplane/test_api_schemathesis.py": 47,
+    "tests/dashboards/test_lake_location.py": 46,
+    "tests/workers/test_reports_runtime.py": 45,
+    "tests/replication/test_kill9.py": 43,
+    "tests/workers/test_alerts_runtime.py": 42,
+    "tests/workers/test_rolling_upgrade.py": 41,
+    "tests/e2e/test_web_ui.py": 37,
+    "tests/replication/test_schema_replication.py": 37,
+    "tests/e2e/test_sso.py": 35,
+    "tests/controlplane/test_security_findings.py": 34,
+    "tests/e2e/test_lists_and_charts.py": 33,
+    "tests/replication/test_secure_kafka.py": 31,
+    "tests/workers/test_runtime.py": 28,
+    "tests/workers/test_live_status.py": 27,
+    "tests/web/test_topic_size.py": 26,
+    "tests/web/test_hostile_input.py": 26,
+    "tests/failover/test_cutover.py": 26,
+    "tests/e2e/test_topology_and_phone.py": 25,
+    "tests/workers/test_verification_runtime.py": 25,
+    "tests/dashboards/test_capacity.py": 23,
+    "tests/failover/test_drills.py": 23,
+    "tests/workers/test_metrics_endpoint.py": 23,
+}
+
+# Session fixtures that start JVMs, each with the files that use it: those files are one unit of work, so
+# one worker starts it. A file that uses one of them must be listed (`check_shared_fixtures` fails the
+# collection otherwise); a file that used two would join the two units into one.
+SHARED_FIXTURES = {
+    "spark": (
+        "tests/dashboards/test_capacity.py",
+        "tests/dashboards/test_jobs.py",
+        "tests/dashboards/test_lag.py",
+        "tests/dashboards/test_lake_location.py",
+        "tests/dashboards/test_percentiles.py",
+        "tests/dashboards/test_report_pipeline.py",
+        "tests/dashboards/test_status.py",
+        "tests/dashboards/test_throughput_latency.py",
+        "tests/dashboards/test_windowed.py",
+    ),
+    "secure_clusters": (
+        "tests/e2e/test_secure_cluster_ui.py",
+        "tests/failover/test_secure_flow.py",
+        "tests/replication/test_log_dirs.py",
+        "tests/replication/test_secure_kafka.py",
+        "tests/web/test_topic_size.py",
+        "tests/workers/test_acl_sync_events.py",
+    ),
+    "schema_registries": (
+        "tests/controlplane/test_record_decoding.py",
+        "tests/replication/test_schema_formats.py",
+        "tests/replication/test_schema_hold.py",
+        "tests/replication/test_schema_replication.py",
+        "tests/replication/test_schema_sync.py",
+        "tests/workers/test_schema_runtime.py",
+    ),
+}
+_UNIT_OF_FILE = {file: f"[{fixture}]" for fixture, files in SHARED_FIXTURES.items() for file in files}
+
+
+def file_of(nodeid: str) -> str:
+    return nodeid.partition("::")[0]
+
+
+def unit_of(file: str) -> str:
+    """The unit of work `file` belongs to: the name of its shared fixture in brackets, or itself."""
+    return _UNIT_OF_FILE.get(file, file)
+
+
+def check_shared_fixtures(items: Sequence[pytest.Item]) -> None:
+    """Fails the collection when a file uses a fixture of SHARED_FIXTURES without being listed with it."""
+    missing = sorted(
+        {
+            (fixture, file_of(item.nodeid))
+            for item in items
+            for fixture in SHARED_FIXTURES
+            if fixture in getattr(item, "fixturenames", ())
+            and file_of(item.nodeid) not in SHARED_FIXTURES[fixture]
+        }
+    )
+    if missing:
+        raise pytest.UsageError(
+            "tests/scheduling.py: add these files to SHARED_FIXTURES, so that one worker starts the fixture: "
+            + ", ".join(f"{file} ({fixture})" for fixture, file in missing)
+        )
+
+
+def longest_files_first(items: Sequence[pytest.Item]) -> list[pytest.Item]:
+    """`items` ordered by unit of work, units by their known seconds, then by number of tests, both longest
+    first; a unit's files stay together, longest first, and a file's tests in their order (a stable sort)."""
+    files = [file_of(item.nodeid) for item in items]
+    units = [unit_of(file) for file in files]
+    tests_per_unit = Counter(units)
+    seconds_per_unit = Counter()
+    for file in set(files):
+        seconds_per_unit[unit_of(file)] += SLOW_FILES.get(file, 0)
+    order = sorted(
+        range(len(items)),
+        key=lambda i: (
+            -seconds_per_unit[units[i]],
+            -tests_per_unit[units[i]],
+            units[i],
+            -SLOW_FILES.get(files[i], 0),
+            files[i],
+        ),
+    )
+    return [items[i] for i in order]
+
+
+class SharedFixtureScheduling(LoadFileScheduling):
+    """`--dist loadfile`, with the files of one shared fixture as one unit of work."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return unit_of(file_of(nodeid))
