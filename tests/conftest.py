@@ -12,8 +12,10 @@ import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
+import requests
 
 from replication.config import ClusterConfig
 from replication.kafka.apache import ApacheKafkaBroker, BrokerSecurity, apache_clusters, kafka_version
@@ -170,6 +172,31 @@ def schema_registries() -> dict[str, ApicurioRegistry]:
     Central, in memory), for the session: tests use their own subjects (unique topic names)."""
     with apicurio_registries(["A", "B"], workdir=KAFKA_LOGS / "schema-registry") as registries:
         yield registries
+
+
+@pytest.fixture(autouse=True)
+def _schema_registries_emptied_after(request):
+    """A test that used the session's registries leaves them empty: tests use their own subjects, but a
+    schema's references are subjects of no topic, which a flow's schema sync copies whatever its topics
+    (tests/replication/test_schema_sync.py counted those of the tests that ran before it)."""
+    yield
+    if "schema_registries" in request.fixturenames:
+        for registry in request.getfixturevalue("schema_registries").values():
+            empty_registry(registry.url)
+
+
+def empty_registry(url: str) -> None:
+    """Every subject of the registry deleted for good, a referenced one once those naming it are gone."""
+    subjects: list[str] = []
+    for _ in range(5):
+        subjects = requests.get(f"{url}/subjects", params={"deleted": "true"}, timeout=10).json()
+        if not subjects:
+            return
+        for subject in subjects:
+            path = f"{url}/subjects/{quote(subject, safe='')}"
+            requests.delete(path, timeout=10)  # soft first, as the Confluent API asks
+            requests.delete(path, params={"permanent": "true"}, timeout=10)
+    raise AssertionError(f"schema registry {url} kept the subjects {subjects}")
 
 
 @pytest.fixture
