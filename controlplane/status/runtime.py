@@ -16,6 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import transaction
+
 from controlplane.flows import engine, lifecycle, pools
 from controlplane.models import (
     Cluster,
@@ -202,13 +204,14 @@ def _recover_from_data_loss_stop(*, flow_id: int, at: datetime) -> None:
         return
     if FlowPartitionStatus.objects.filter(flow_id=flow_id, state=PartitionState.STOP).exists():
         return
-    if lifecycle.recover(flow_id=flow_id):
-        flow_event_record(
-            flow_id=flow_id,
-            kind=FlowEventKind.INFO,
-            message="no partition is stopped any more: replicating",
-            at=at,
-        )
+    with transaction.atomic():  # the state and its event together
+        if lifecycle.recover(flow_id=flow_id):
+            flow_event_record(
+                flow_id=flow_id,
+                kind=FlowEventKind.INFO,
+                message="no partition is stopped any more: replicating",
+                at=at,
+            )
 
 
 def partition_statuses_prune(*, flow_id: int, replicated: Sequence[TopicPartition]) -> int:
@@ -270,26 +273,30 @@ def cluster_unreachable_reason(*, role: str, alias: str, error: str) -> str:
 def flow_fault_cluster_unreachable(*, flow_id: int, reason: str, at: datetime) -> bool:
     """A cluster of the flow does not answer: ACTIVE -> FAULTED with `reason` (a FAULTED flow takes the
     newer reason), and an error event saying so. Other states (failing over) keep their state and get
-    the event only. True when the flow is FAULTED now."""
-    lifecycle.fault(flow_id=flow_id, reason=reason)
-    flow_event_record(flow_id=flow_id, kind=FlowEventKind.ERROR, message=reason, at=at)
+    the event only, in one transaction: nobody reads the state without its event. True when the flow is
+    FAULTED now."""
+    with transaction.atomic():
+        lifecycle.fault(flow_id=flow_id, reason=reason)
+        flow_event_record(flow_id=flow_id, kind=FlowEventKind.ERROR, message=reason, at=at)
     return Flow.objects.filter(pk=flow_id, state=FlowState.FAULTED).exists()
 
 
 def flow_recover_clusters_reachable(*, flow_id: int, at: datetime) -> bool:
     """Both clusters answer again: a flow FAULTED because one did not is ACTIVE again (with an info
-    event). A flow faulted for another reason stays faulted. True when it recovered."""
+    event, in the same transaction: a reader that sees it ACTIVE sees the event). A flow faulted for
+    another reason stays faulted. True when it recovered."""
     current = Flow.objects.filter(pk=flow_id).values_list("state", "state_reason").first()
     if current is None or current[0] != FlowState.FAULTED or not _UNREACHABLE_REASON.match(current[1]):
         return False
-    if not lifecycle.recover(flow_id=flow_id):
-        return False
-    flow_event_record(
-        flow_id=flow_id,
-        kind=FlowEventKind.INFO,
-        message=f"recovered: its clusters answer again, replicating (was: {current[1]})",
-        at=at,
-    )
+    with transaction.atomic():
+        if not lifecycle.recover(flow_id=flow_id):
+            return False
+        flow_event_record(
+            flow_id=flow_id,
+            kind=FlowEventKind.INFO,
+            message=f"recovered: its clusters answer again, replicating (was: {current[1]})",
+            at=at,
+        )
     return True
 
 

@@ -76,16 +76,30 @@ def test_a_zombie_task_is_fenced_and_read_committed_readers_see_each_record_once
     zombie = make_task(cluster_a, cluster_b, [topic], store=store, delivery_guarantee=EOS)
     zombie.assign(keys)
     run_until(zombie, lambda: zombie.run_slice(max_seconds=0.3).records > 0, timeout_s=30)
-    # The zombie's worker freezes mid-slice; its lease expires and another worker starts the same task.
+    # The zombie's worker freezes mid-slice, with records of a transaction written and not committed yet
+    # (as SIGSTOP does in tests/workers/test_takeover.py; a zombie that went on replicating could be
+    # between two transactions when it is fenced, with nothing left to abort); its lease expires and
+    # another worker starts the same task.
+    freezing, thaw = threading.Event(), threading.Event()
+    commit = zombie._commit_transaction
+
+    def freeze_then_commit(errors):
+        freezing.set()
+        thaw.wait(60)
+        return commit(errors)
+
+    zombie._commit_transaction = freeze_then_commit
     outcome: dict[str, SliceResult] = {}
     frozen = threading.Thread(target=lambda: outcome.update(result=zombie.run_slice(max_seconds=60)))
     frozen.start()
+    assert freezing.wait(30), "the zombie never had a transaction to commit"
     deadline = time.monotonic() + 30
     while not open_transaction_on(cluster_b, remote):
-        assert time.monotonic() < deadline, "the zombie never had a transaction open"
+        assert time.monotonic() < deadline, "the zombie's open transaction never reached the broker"
     successor = make_task(cluster_a, cluster_b, [topic], store=store, delivery_guarantee=EOS)
     successor.assign(keys)
     successor.run_slice(max_seconds=0.3)  # its producer's init_transactions fences the zombie's
+    thaw.set()  # the zombie wakes and commits
 
     frozen.join(60)
     assert not frozen.is_alive()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from django.db import IntegrityError
 
 from controlplane.flows import lifecycle
 from controlplane.models import Flow, FlowEvent, FlowEventKind, FlowState
@@ -57,6 +58,22 @@ def test_unreachable_cluster_faults_the_flow_and_its_return_recovers_it(make_flo
     assert runtime.flow_recover_clusters_reachable(flow_id=flow.pk, at=NOW)
     assert Flow.objects.get(pk=flow.pk).state == FlowState.ACTIVE
     assert FlowEvent.objects.filter(flow=flow, kind=FlowEventKind.INFO, message__contains=reason).exists()
+
+
+def test_a_state_change_and_its_event_are_stored_together_or_not_at_all(make_flow):
+    """A reader that sees the flow ACTIVE again sees why (tests/workers/test_isolation.py read the state,
+    then found no event, on a loaded machine): an event that cannot be stored (no time: NOT NULL) undoes
+    the state change."""
+    flow = make_flow(topics=["orders"])
+    reason = runtime.cluster_unreachable_reason(role="source", alias="A", error="127.0.0.1:1: refused")
+    with pytest.raises(IntegrityError):
+        runtime.flow_fault_cluster_unreachable(flow_id=flow.pk, reason=reason, at=None)
+    assert Flow.objects.get(pk=flow.pk).state == FlowState.ACTIVE
+    assert runtime.flow_fault_cluster_unreachable(flow_id=flow.pk, reason=reason, at=NOW)
+    with pytest.raises(IntegrityError):
+        runtime.flow_recover_clusters_reachable(flow_id=flow.pk, at=None)
+    assert Flow.objects.get(pk=flow.pk).state == FlowState.FAULTED
+    assert not FlowEvent.objects.filter(flow=flow, kind=FlowEventKind.INFO).exists()
 
 
 def test_a_flow_faulted_for_another_reason_is_not_recovered_by_reachable_clusters(make_flow):
