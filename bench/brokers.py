@@ -1,7 +1,7 @@
 """The brokers every benchmark runs on: two Apache Kafka 4.x single-node KRaft clusters on loopback (the
 broker our users run), or the embedded broker with MIRRORPLANE_BENCH_KAFKA=embedded (to compare). The
-embedded broker holds every fetch for fetch.wait.max.ms: the engine's default there is 500 ms, so a bench
-the benches' clusters (`bench_cluster`) ask every 10 ms there, as the demo's flows do."""
+embedded broker holds every fetch for fetch.wait.max.ms, the engine's default of 500 ms too: there the
+benches' clusters (`bench_cluster`, `stored_cluster`) ask every 10 ms, as the demo's flows do."""
 
 from __future__ import annotations
 
@@ -32,3 +32,17 @@ def bench_cluster(alias: str, brokers: dict) -> ClusterConfig:
     """Cluster `alias` of `bench_clusters`, with the consumer settings its broker needs."""
     consumer = EMBEDDED_CONSUMER_PROPERTIES if KIND == "embedded" else {}
     return ClusterConfig(alias=alias, bootstrap_servers=brokers[alias].bootstrap_servers, consumer=consumer)
+
+
+def stored_cluster(config: ClusterConfig):
+    """The control plane's cluster `config.alias` (a runtime bench's Django database), stored the first
+    time with the config's bootstrap servers and consumer settings."""
+    from controlplane.flows import services
+    from controlplane.models import Cluster
+
+    return Cluster.objects.filter(alias=config.alias).first() or services.cluster_create(
+        actor=None,
+        alias=config.alias,
+        bootstrap_servers=config.bootstrap_servers,
+        client_properties={"consumer": dict(config.consumer)},
+    )

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from bench.brokers import bench_cluster, bench_clusters
+from bench.brokers import bench_cluster, bench_clusters, stored_cluster
 from bench.engine_vs_raw import TARGET_RATIO, Scenario, compare, engine_task
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
@@ -263,19 +263,9 @@ class RuntimeCopy(Copy):
         super().__init__(source, target, topic)
         from bench.runtime import _redis_url
         from controlplane.flows import services
-        from controlplane.models import Cluster
         from tests.workers.harness import CeleryRuntime
 
-        clusters = {
-            config.alias: Cluster.objects.filter(alias=config.alias).first()
-            or services.cluster_create(
-                actor=None,
-                alias=config.alias,
-                bootstrap_servers=config.bootstrap_servers,
-                client_properties={"consumer": dict(config.consumer)},
-            )
-            for config in (source, target)
-        }
+        clusters = {config.alias: stored_cluster(config) for config in (source, target)}
         self.flow = services.flow_create(
             actor=None,
             source=clusters[source.alias],

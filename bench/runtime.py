@@ -50,20 +50,12 @@ def runtime_copy(
 ) -> Measurement:
     from django.db.models import Sum
 
+    from bench.brokers import stored_cluster
     from controlplane.flows import services
-    from controlplane.models import Cluster, FlowPartitionStatus
+    from controlplane.models import FlowPartitionStatus
     from tests.workers.harness import CeleryRuntime, wait_until
 
-    clusters = {
-        config.alias: Cluster.objects.filter(alias=config.alias).first()
-        or services.cluster_create(
-            actor=None,
-            alias=config.alias,
-            bootstrap_servers=config.bootstrap_servers,
-            client_properties={"consumer": dict(config.consumer)},
-        )
-        for config in (source, target)
-    }
+    clusters = {config.alias: stored_cluster(config) for config in (source, target)}
     flow = services.flow_create(
         actor=None,
         source=clusters[source.alias],

@@ -46,7 +46,7 @@ def measure(
 ) -> tuple[dict[str, tuple[float, int, float]], dict[str, float], bool]:
     """{phase: (longest arrival gap in s, its partition, when it began)}, {phase: the longest a record
     waited}, and whether every record arrived exactly once."""
-    from bench.brokers import bench_cluster, bench_clusters
+    from bench.brokers import bench_cluster, bench_clusters, stored_cluster
     from tests.workers.harness import (
         ArrivalRecorder,
         CeleryRuntime,
@@ -71,18 +71,8 @@ def measure(
         create_topic(a, "orders", PARTITIONS)
         services.flow_create(
             actor=None,
-            source=services.cluster_create(
-                actor=None,
-                alias="A",
-                bootstrap_servers=a.bootstrap_servers,
-                client_properties={"consumer": dict(a.consumer)},
-            ),
-            target=services.cluster_create(
-                actor=None,
-                alias="B",
-                bootstrap_servers=b.bootstrap_servers,
-                client_properties={"consumer": dict(b.consumer)},
-            ),
+            source=stored_cluster(a),
+            target=stored_cluster(b),
             enabled=True,
             topics=["orders"],
             tasks_max=2,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from replication.kafka.embedded import embedded_clusters
+from replication.kafka.embedded import EMBEDDED_CONSUMER_PROPERTIES, embedded_clusters
 from replication.kafka.traffic import TrafficGenerator
 from replication.mm2file import load_mm2_file
 from replication.runner import run_dedicated
@@ -27,8 +27,7 @@ dc2->dc1.enabled = true
 dc2->dc1.topics = inventory
 # The embedded broker holds every fetch for fetch.wait.max.ms even when records are there: ask every
 # 10 ms, not the engine's default 500 ms (replication.kafka.embedded.EMBEDDED_CONSUMER_PROPERTIES).
-dc1->dc2.consumer.fetch.wait.max.ms = 10
-dc2->dc1.consumer.fetch.wait.max.ms = 10
+{embedded_consumer}
 
 # Mirrorplane additions: never duplicate across restarts, stop a partition on data loss.
 delivery.guarantee = exactly_once
@@ -38,7 +37,14 @@ data.loss.policy = stop
 tasks.max = 2
 emit.checkpoints.interval.seconds = 5
 refresh.topics.interval.seconds = 30
-"""
+""".replace(
+    "{embedded_consumer}",
+    "\n".join(
+        f"{flow}.consumer.{name} = {value}"
+        for flow in ("dc1->dc2", "dc2->dc1")
+        for name, value in EMBEDDED_CONSUMER_PROPERTIES.items()
+    ),
+)
 
 
 def run_demo(*, rate_per_s: float = 200.0) -> int:
