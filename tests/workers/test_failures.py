@@ -151,40 +151,55 @@ def test_target_outage_backs_off_reports_and_resumes_without_loss(
 
 @pytest.fixture
 def own_redis(tmp_path):
-    """A private redis-server (the shared one must not be restarted); restart() kills and starts it."""
-    port = free_port()
-    command = [
-        "redis-server",
-        "--port",
-        str(port),
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        str(tmp_path),
-    ]
+    """A private redis-server (the shared one must not be restarted): stop() kills it, start() starts it
+    again on the same port, the one the workers know."""
 
     class OwnRedis:
-        url = f"redis://127.0.0.1:{port}/0"
+        port = free_port()
+        log = tmp_path / "redis-server.log"
         process = None
 
-        def start(self):
-            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-            wait_until(lambda: self._ping(), timeout_s=10, what="redis-server up")
+        @property
+        def url(self) -> str:
+            return f"redis://127.0.0.1:{self.port}/0"
 
-        def _ping(self):
+        def start(self, *, new_port_if_taken: bool = False):
+            deadline = time.monotonic() + 30
+            while True:
+                with self.log.open("ab") as out:
+                    self.process = subprocess.Popen(
+                        self._command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                    )
+                up = wait_until(self._up_or_exited, timeout_s=10, what=f"redis-server up ({self.log})")
+                if up == "up":
+                    return
+                # It exited: its port was taken (it says so in its log). Another port before the
+                # workers know this one; after, the same one once it is free again.
+                assert time.monotonic() < deadline, f"redis-server exited:\n{self.log.read_text()[-2000:]}"
+                if new_port_if_taken:
+                    self.port = free_port()
+                time.sleep(0.5)
+
+        def _command(self) -> list[str]:
+            return [
+                "redis-server",
+                *("--port", str(self.port), "--save", "", "--appendonly", "no", "--dir", str(tmp_path)),
+            ]
+
+        def _up_or_exited(self) -> str | None:
+            if self.process.poll() is not None:
+                return "exited"
             try:
-                return redis.Redis.from_url(self.url).ping()
+                return "up" if redis.Redis.from_url(self.url, socket_timeout=5).ping() else None
             except redis.RedisError:
-                return False
+                return None
 
         def stop(self):
             self.process.kill()
             self.process.wait(10)
 
     server = OwnRedis()
-    server.start()
+    server.start(new_port_if_taken=True)
     yield server
     server.stop()
 
