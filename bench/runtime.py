@@ -45,6 +45,10 @@ def _redis_url(db: int = BENCH_REDIS_DB) -> str:
     return url
 
 
+class TooFewRecords(Exception):
+    """The measurement had no time to measure."""
+
+
 def runtime_copy(
     *, source, target, topic: str, scenario: Scenario, workers: int, workdir: Path
 ) -> Measurement:
@@ -90,6 +94,11 @@ def runtime_copy(
     finally:
         runtime.close()
         services.flow_delete(actor=None, flow=flow)
+    if first >= scenario.records:
+        raise TooFewRecords(
+            f"--records {scenario.records:,}: the workers' first status report already showed every "
+            "record copied, so nothing was timed; measure with more records (the default is 500,000)"
+        )
     # Rate over what was copied after the first progress was seen: the same records/s basis.
     counted = Scenario(scenario.records - first, scenario.value_bytes)
     return Measurement(f"runtime x{workers}", counted, seconds)
@@ -143,7 +152,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=500_000, help="1 KB records per measurement")
     parser.add_argument("--quick", action="store_true", help="50,000 records (a smoke run)")
     args = parser.parse_args(argv)
-    run(50_000 if args.quick else args.records)
+    try:
+        run(50_000 if args.quick else args.records)
+    except TooFewRecords as error:
+        parser.error(str(error))
     return 0
 
 
