@@ -32,6 +32,7 @@ from replication.metrics import MirrorMetrics
 from replication.policy import replication_policy_for
 from replication.schemas.flow import schema_id_rewriter
 from replication.source import MirrorSourceTask
+from replication.stop_signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 
@@ -275,13 +276,8 @@ def check_reachable(clusters: Sequence[ClusterConfig]) -> None:
             raise StartupError(str(exc)) from exc
 
 
-def _install_stop_handlers(stop: threading.Event) -> None:
-    def _request_stop(signum: int, frame: object) -> None:
-        log.info("received %s: stopping", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGINT, _request_stop)
-    signal.signal(signal.SIGTERM, _request_stop)
+def _log_stop(signum: int) -> None:
+    log.info("received %s: stopping", signal.Signals(signum).name)
 
 
 def run_dedicated(
@@ -304,7 +300,24 @@ def run_dedicated(
         )
         return 2
     stop = threading.Event()
-    _install_stop_handlers(stop)
+    signals = stop_on_signals(stop, on_signal=_log_stop)
+    try:
+        return _run_until_stopped(
+            config, flows=flows, pairs=pairs, targets=targets, stop=stop, duration_s=duration_s
+        )
+    finally:
+        signals.restore()
+
+
+def _run_until_stopped(
+    config: Mm2Config,
+    *,
+    flows: Sequence[FlowConfig],
+    pairs: Sequence[FlowConfig],
+    targets: tuple[str, ...],
+    stop: threading.Event,
+    duration_s: float | None,
+) -> int:
     failures: list[str] = []
 
     def on_failure(message: str) -> None:

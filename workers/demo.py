@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
+
+from replication.stop_signals import stop_on_signals
 
 TRAFFIC_KEY = "demo:traffic"  # "off" pauses the demo's generators
 DEMO_GROUPS = {"dc1": ("billing", ["orders", "payments"]), "dc2": ("stock", ["inventory"])}
@@ -230,8 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop_on_signals(stop)
     while not stop.wait(1.0):
         try:
             paused = cache.get(TRAFFIC_KEY) == "off"

@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from replication.stop_signals import stop_on_signals
+
 LOG_DIR = Path("var/demo/logs")
 # Seconds from SIGTERM to SIGKILL per process; a Celery worker's warm shutdown finishes its slice and
 # hands its chains over, Kafka flushes its logs.
@@ -184,13 +186,7 @@ def run(entries: Sequence[Entry]) -> int:
     """Run `entries` until SIGINT/SIGTERM (exit 130/143) or until one exits on its own (its code)."""
     console = Console(width=max([len(e.name) for e in entries] + [len("demo")]))
     stopping = threading.Event()
-    received: list[int] = []
-
-    def on_signal(signum: int, _frame: object) -> None:
-        received.append(signum)
-        stopping.set()
-
-    previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
+    signals = stop_on_signals(stopping)
     children: list[Child] = []
     failed: Child | None = None
     try:
@@ -211,10 +207,9 @@ def run(entries: Sequence[Entry]) -> int:
     finally:
         console.quiet = False
         stop(children, console)
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    if received:
-        return 128 + received[0]
+        signals.restore()
+    if signals.received:
+        return 128 + signals.received[0]
     return (failed.process.returncode or 1) if failed is not None else 0
 
 

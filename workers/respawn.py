@@ -7,18 +7,19 @@ once COMMAND exited, with COMMAND's exit code: Ctrl-C under `make demo` still st
 
 `make demo` runs its workers and beat through it (workers.procfile restarts nothing). In production the platform's
 supervisor does this job (compose `restart: unless-stopped`, systemd `Restart=always`: docs/operations.md).
-Standard library only, so it starts even when the application cannot.
+Standard library only (replication.stop_signals is too), so it starts even when the application cannot.
 """
 
 from __future__ import annotations
 
 import logging
-import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Sequence
+
+from replication.stop_signals import stop_on_signals
 
 log = logging.getLogger("workers.respawn")
 
@@ -39,13 +40,11 @@ def run(command: Sequence[str], *, stable_run_s: float = STABLE_RUN_S) -> int:
     stopping = threading.Event()
     child: subprocess.Popen | None = None
 
-    def stop(signum: int, _frame: object) -> None:
-        stopping.set()
+    def forward(signum: int) -> None:  # once `stopping` is set: its exit is then not taken for a crash
         if child is not None and child.poll() is None:
             child.send_signal(signum)
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stop_on_signals(stopping, on_signal=forward)
     quick_failures = 0
     while True:
         started = time.monotonic()

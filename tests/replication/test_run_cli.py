@@ -61,7 +61,8 @@ class RunProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                # SIGABRT dumps every thread's stack to the log (a stop that hangs shows where)
+                env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},
             )
 
     def output(self) -> str:
@@ -70,7 +71,15 @@ class RunProcess:
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 60.0) -> int:
         if self.process.poll() is None:
             self.process.send_signal(sig)
-        return self.process.wait(timeout=timeout_s)
+        try:
+            return self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.send_signal(signal.SIGABRT)
+            self.process.wait(timeout=30)
+            raise AssertionError(
+                f"still running {timeout_s:g} s after {signal.Signals(sig).name}; its threads:\n"
+                f"{self.output()[-6000:]}"
+            ) from None
 
     def kill(self) -> None:
         if self.process.poll() is None:
