@@ -441,6 +441,11 @@ def flow_delete(*, actor, flow: Flow) -> None:
         actor=actor, action=AuditAction.DELETE, object_type="flow", object_id=flow.pk, object_repr=flow.name
     ):
         before, pk, name = flow_snapshot(flow), flow.pk, flow.name
+        # The flow's row locked before its cascade reads the rows that point to it: a status, event or
+        # signals row a worker writes meanwhile waits (its foreign-key check locks the flow row) and
+        # fails once the flow is gone, instead of landing after that read and failing this delete.
+        if not Flow.objects.select_for_update().filter(pk=pk).exists():
+            return  # deleted meanwhile (that delete is audited)
         flow.delete()
         audit_record(
             actor=actor,
