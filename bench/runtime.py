@@ -56,7 +56,7 @@ def runtime_copy(
 
     from bench.brokers import stored_cluster
     from controlplane.flows import services
-    from controlplane.models import FlowPartitionStatus
+    from controlplane.models import FlowTaskStatus
     from tests.workers.harness import CeleryRuntime, wait_until
 
     clusters = {config.alias: stored_cluster(config) for config in (source, target)}
@@ -78,9 +78,8 @@ def runtime_copy(
     )
 
     def replicated() -> int:
-        total = FlowPartitionStatus.objects.filter(flow=flow).aggregate(total=Sum("replicated_offset"))[
-            "total"
-        ]
+        # the tasks' roll-ups: every slice (a partition's own row waits for its refresh interval)
+        total = FlowTaskStatus.objects.filter(flow=flow).aggregate(total=Sum("position"))["total"]
         return total or 0
 
     try:

@@ -367,6 +367,51 @@ class FlowPartitionStatus(models.Model):
         ]
 
 
+class FlowTaskStatus(models.Model):
+    """One replication task's roll-up of the partitions it replicates, written every slice (one row per
+    flow task): what the flow's roll-up (pages, /metrics, the status API, alert evaluation) reads, so
+    none of them reads every partition row. Its `observed_at` also vouches for the freshness of its
+    partitions' rows, which the workers rewrite only when they change (controlplane.status.runtime)."""
+
+    flow = models.ForeignKey(Flow, on_delete=models.CASCADE, related_name="task_statuses")
+    task_index = models.IntegerField()
+    partitions = models.IntegerField(default=0, help_text="source partitions the task replicates")
+    state_counts = models.JSONField(default=dict, blank=True, help_text="partitions by Burrow state")
+    records_behind = models.BigIntegerField(
+        null=True, blank=True, help_text="sum over the partitions whose lag is known (docs/lag.md)"
+    )
+    seconds_behind = models.FloatField(
+        null=True, blank=True, help_text="the worst known partition's seconds behind (docs/lag.md)"
+    )
+    undated = models.BooleanField(
+        default=False,
+        help_text="a partition is behind with no known age: the task's seconds behind is a bound",
+    )
+    position = models.BigIntegerField(default=0, help_text="sum of the partitions' replicated offsets")
+    record_rate = models.FloatField(default=0.0)
+    byte_rate = models.FloatField(default=0.0)
+    record_count = models.BigIntegerField(default=0)
+    byte_count = models.BigIntegerField(default=0)
+    latency_counts = models.JSONField(default=list, blank=True, help_text="summed over the partitions")
+    latency_sum_ms = models.FloatField(default=0.0)
+    worst = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="the task's worst partitions, worst first (a few, with their figures)",
+    )
+    last_error = models.TextField(blank=True, default="")
+    observed_at = models.DateTimeField(help_text="the end of the task's last slice")
+    rows_current_at = models.DateTimeField(
+        null=True, blank=True, help_text="every partition row of the task is current as of this time at least"
+    )
+
+    class Meta:
+        ordering = ["flow", "task_index"]
+        constraints = [
+            models.UniqueConstraint(fields=["flow", "task_index"], name="one_status_per_flow_task")
+        ]
+
+
 class FlowEventKind(models.TextChoices):
     ERROR = "error"
     DATA_LOSS_GAP = "data_loss_gap"

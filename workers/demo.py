@@ -152,12 +152,12 @@ def wait_for_replication(flows: list, *, timeout_s: float = 120.0) -> None:
     start-up)."""
     from django.utils import timezone
 
-    from controlplane.models import FlowPartitionStatus
+    from controlplane.models import FlowTaskStatus
 
     since = timezone.now()
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        fresh = FlowPartitionStatus.objects.filter(observed_at__gte=since)
+        fresh = FlowTaskStatus.objects.filter(observed_at__gte=since)
         reported = set(fresh.values_list("flow_id", flat=True).distinct())
         if all(flow.pk in reported for flow in flows):
             return

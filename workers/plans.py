@@ -82,6 +82,7 @@ class SliceDecision:
     action: SliceAction
     reason: str
     partitions: tuple[TopicPartition, ...] = ()
+    retired: bool = False  # STOP because the flow runs fewer tasks now: this task index is gone
 
 
 def decide_slice(
@@ -102,7 +103,9 @@ def decide_slice(
         return SliceDecision(SliceAction.WAIT, "waiting for the topic sync of the current configuration")
     assignment = plan.task_partitions(tasks_max)
     if task_index >= len(assignment):
-        return SliceDecision(SliceAction.STOP, f"task {task_index} retired ({len(assignment)} task(s) now)")
+        return SliceDecision(
+            SliceAction.STOP, f"task {task_index} retired ({len(assignment)} task(s) now)", retired=True
+        )
     return SliceDecision(SliceAction.RUN, "", tuple(assignment[task_index]))
 
 

@@ -73,6 +73,7 @@ class CachedTask:
     recorded_sync_at: float | None = None  # the task's last offset sync time already recorded
     used_at: float = field(default_factory=time.monotonic)
     bridge: SliceBridge | None = None  # replicating until the chain's next slice takes the task
+    status_writes: runtime.StatusWrites = field(default_factory=runtime.StatusWrites)  # rows as stored
 
     @classmethod
     def build(cls, spec: FlowSpec, task_index: int) -> CachedTask:
@@ -296,6 +297,10 @@ def _replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
             _close_quietly(entry)
         if decision.action is SliceAction.STOP:
             log.info("task %s: %s; its chain ends", ref, decision.reason)
+            if decision.retired:
+                _record_quietly(
+                    ref, lambda: runtime.task_status_retire(flow_id=ref.flow_id, task_index=ref.task_index)
+                )
             leases.release(key, chain)
             return None
         return NextSlice(countdown_s=WAIT_S, sticky=True)
@@ -542,6 +547,7 @@ def _record_slice(ref: TaskRef, entry: CachedTask, result: SliceResult, *, now: 
         partitions=mine,
         task_error=_error_text(result),
         at=at,
+        writes=entry.status_writes,
     )
     _record_errors(ref, entry, result)
     policy = entry.task.policy

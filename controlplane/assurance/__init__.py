@@ -21,7 +21,6 @@ from controlplane.assurance.readiness import (
 from controlplane.assurance.rpo import (
     FlowRpo,
     TopicRpo,
-    bytes_behind,
     flow_rpo,
 )
 
@@ -41,6 +40,5 @@ __all__ = [
     "readiness_reads",
     "FlowRpo",
     "TopicRpo",
-    "bytes_behind",
     "flow_rpo",
 ]

@@ -21,6 +21,7 @@ from controlplane.models import (
     FlowAssurance,
     FlowEvent,
     FlowEventKind,
+    FlowPartitionStatus,
     FlowSignals,
     FlowState,
 )
@@ -58,6 +59,16 @@ class _ReverseFlows:
             ).select_related("source", "target")
             for flow in candidates:
                 self._by_clusters.setdefault((flow.source_id, flow.target_id), flow)
+        # The source topics of the flows that have a reverse flow (one query; a row per topic, not partition)
+        returning = [f.pk for f in flows if (f.target_id, f.source_id) in self._by_clusters]
+        self._topics: dict[int, list[str]] = {}
+        for flow_id, topic in (
+            FlowPartitionStatus.objects.filter(flow_id__in=returning)
+            .values_list("flow_id", "topic")
+            .distinct()
+            .order_by("flow_id", "topic")
+        ):
+            self._topics.setdefault(flow_id, []).append(topic)
         self._aliases: list[str] | None = None
 
     def _decider(self, reverse: Flow) -> tuple:
@@ -78,7 +89,7 @@ class _ReverseFlows:
             return None, []
         topics, decided = self._decider(reverse)
         missing = []
-        for topic in sorted({p.row.topic for p in summary.partitions}):
+        for topic in self._topics.get(flow.pk, ()):
             if topic not in decided:
                 decided[topic] = topics.decide(topic).replicate
             if not decided[topic]:
@@ -137,17 +148,16 @@ def readiness_facts(
     acl_unsupported: str | None,
 ) -> ReadinessFacts:
     flow = summary.flow
-    partitions = [(p.row.topic, p.row.partition) for p in summary.partitions]
-    rows = {(v.topic, v.partition): v for v in (verification.partitions if verification else ())}
-    with_sync = sum(1 for key in partitions if key in rows and rows[key].sync_upstream is not None)
+    # The verifier keeps a row per partition the flow replicates (verification_prune drops the others).
+    rows = verification.partitions if verification else ()
     return ReadinessFacts(
-        partitions=len(partitions),
-        partitions_with_sync=with_sync if verification is not None else None,
+        partitions=summary.partition_count,
+        partitions_with_sync=(
+            sum(1 for row in rows if row.sync_upstream is not None) if verification is not None else None
+        ),
         offset_sync_at=_epoch(signals and signals.offset_sync_emitted_at),
         records_replicated_at=_epoch(signals and signals.records_replicated_at),
-        partitions_verified=sum(
-            1 for key in partitions if key in rows and rows[key].verified_up_to is not None
-        ),
+        partitions_verified=sum(1 for row in rows if row.verified_up_to is not None),
         mismatches=tuple(p.reason for p in verification.mismatches) if verification else (),
         verified_at=_epoch(verification.verified_at) if verification else None,
         status_fresh=summary.status not in (STALE, UNKNOWN),

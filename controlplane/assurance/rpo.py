@@ -16,16 +16,6 @@ from controlplane.status import budgets, rollup
 
 
 # -- live RPO ---------------------------------------------------------------------------------------------
-def bytes_behind(*, records_behind: int | None, byte_count: int, record_count: int) -> int | None:
-    """Value bytes behind, estimated with the partition's average replicated record size (None before it
-    replicated any record or measured its lag)."""
-    if records_behind == 0:
-        return 0
-    if records_behind is None or record_count <= 0:
-        return None
-    return round(records_behind * byte_count / record_count)
-
-
 @dataclass(frozen=True)
 class TopicRpo:
     topic: str
@@ -58,35 +48,29 @@ class FlowRpo:
         )
 
 
-def _sum(values: list[int | None]) -> int | None:
-    known = [v for v in values if v is not None]
+def _known_sum(values) -> int | None:
+    known = [value for value in values if value is not None]
     return sum(known) if known else None
-
-
-def _rpo(partitions, *, now: datetime.datetime) -> tuple:
-    records = _sum([p.records_behind for p in partitions])
-    size = _sum(
-        [
-            bytes_behind(
-                records_behind=p.records_behind, byte_count=p.byte_count, record_count=p.record_count
-            )
-            for p in partitions
-        ]
-    )
-    seconds = max((p.seconds_behind for p in partitions if p.seconds_behind is not None), default=None)
-    oldest = min((p.observed_at for p in partitions), default=None)
-    age = None if oldest is None else rollup.age_s(oldest, now=now)
-    return records, size, seconds, oldest, age, any(p.stale for p in partitions)
 
 
 def flow_rpo(
     summary: rollup.FlowSummary, *, budget: RpoBudget, now: datetime.datetime | None = None
 ) -> FlowRpo:
     """The flow's live RPO per topic and in total; the age is the oldest figure's (a topic is as old as
-    its oldest partition report)."""
+    its oldest partition report). Read as one row per topic (`rollup.topic_rollups`)."""
     now = now or timezone.now()
-    by_topic: dict[str, list] = {}
-    for partition in summary.partitions:
-        by_topic.setdefault(partition.row.topic, []).append(partition)
-    topics = tuple(TopicRpo(topic, *_rpo(parts, now=now)) for topic, parts in sorted(by_topic.items()))
-    return FlowRpo(topics, *_rpo(summary.partitions, now=now), budget=budget)
+    topics = tuple(
+        TopicRpo(t.topic, t.records_behind, t.bytes_behind, t.seconds_behind, t.observed_at, t.age_s, t.stale)
+        for t in rollup.topic_rollups(flow=summary.flow, now=now)
+    )
+    oldest = min((t.observed_at for t in topics if t.observed_at is not None), default=None)
+    return FlowRpo(
+        topics,
+        _known_sum(t.records_behind for t in topics),
+        _known_sum(t.bytes_behind for t in topics),
+        max((t.seconds_behind for t in topics if t.seconds_behind is not None), default=None),
+        oldest,
+        None if oldest is None else rollup.age_s(oldest, now=now),
+        any(t.stale for t in topics),
+        budget=budget,
+    )

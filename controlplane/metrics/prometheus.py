@@ -61,7 +61,7 @@ def _histogram(name: str, doc: str, labels: list[str]) -> HistogramMetricFamily:
 
 
 def latency_histogram(partitions) -> tuple[list[tuple[str, float]], float] | None:
-    """The partitions' latency counts summed, as Prometheus (le, cumulative count) buckets in seconds and
+    """The latency counts of partitions (or flow roll-ups) summed, as Prometheus (le, cumulative count) buckets in seconds and
     the sum in seconds; None before any record was acknowledged. Rows of another bucket layout (written by
     a worker of another version) are left out rather than mis-bucketed."""
     width = len(LATENCY_BUCKETS_MS) + 1
@@ -126,9 +126,11 @@ class MirrorplaneCollector:
             "The partition's Burrow state (STALE when its report is too old), as a label of a series valued 1",
             [*PARTITION_LABELS, "state"],
         )
+        now = timezone.now()
         for summary in summaries:
             flow = summary.flow
-            for p in summary.partitions:
+            rows = list(flow.partition_statuses.all())
+            for p in rollup.partitions_live(rows, flow=flow, budget=summary.budget, now=now):
                 labels = [flow.name, p.topic, str(p.partition)]
                 if p.records_behind is not None:
                     records_behind.add_metric(labels, p.records_behind)
@@ -197,7 +199,7 @@ class MirrorplaneCollector:
             if summary.age_s is not None:
                 age.add_metric(labels, summary.age_s)
             stale.add_metric(labels, 1 if summary.health == "stale" else 0)
-            histogram = latency_histogram(summary.partitions)
+            histogram = latency_histogram([summary])
             if histogram is not None:
                 latency.add_metric(labels, *histogram)
             if summary.pool is not None and summary.pool.live_workers is not None:

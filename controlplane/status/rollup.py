@@ -7,12 +7,13 @@ evaluation read lag here: one definition of `records_behind` and `seconds_behind
 from __future__ import annotations
 
 import datetime
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import redis
 from django.conf import settings
-from django.db.models import Max, Prefetch
+from django.db.models import Case, Count, ExpressionWrapper, F, FloatField, Max, Min, Q, Sum, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -26,11 +27,13 @@ from controlplane.models import (
     FlowPartitionStatus,
     FlowSignals,
     FlowState,
+    FlowTaskStatus,
     PartitionState,
 )
 from controlplane.status.budgets import DEFAULT_BUDGET, RpoBudget, over_budget, rpo_budget_of, rpo_budgets
 from replication.config import SchemaIdMode
 from replication.failover import LastKnownLag
+from replication.metrics import LATENCY_BUCKETS_MS
 
 # -- live status ------------------------------------------------------------------------------------------
 # One rule for every page and API answer (docs/lag.md): a figure observed more than
@@ -123,10 +126,23 @@ class PartitionLive:
 
 
 def partition_live(
-    row: FlowPartitionStatus, *, flow: Flow, budget: RpoBudget, now: datetime.datetime, stale_after: float
+    row: FlowPartitionStatus,
+    *,
+    flow: Flow,
+    budget: RpoBudget,
+    now: datetime.datetime,
+    stale_after: float,
+    task: FlowTaskStatus | None = None,
 ) -> PartitionLive:
-    age = age_s(row.observed_at, now=now)
-    stale = age > stale_after
+    """`task`: the roll-up of the task the row names, when it has one. Its workers rewrite a row only when
+    it changes (controlplane.status.runtime), so the task's report vouches for the row: the row is STALE
+    when its task stopped reporting, and its figures are as old as the newer of its own write and the
+    time the task's rows were all current."""
+    reported_at = figures_at = row.observed_at
+    if task is not None and task.observed_at >= row.observed_at:
+        reported_at = task.observed_at
+        figures_at = max(row.observed_at, task.rows_current_at or row.observed_at)
+    stale = age_s(reported_at, now=now) > stale_after
     verdict = health(
         state=flow.state,
         status=STALE if stale else row.state,
@@ -134,7 +150,21 @@ def partition_live(
         records_behind=row.records_behind,
         seconds_behind=row.seconds_behind,
     )
-    return PartitionLive(row=row, age_s=age, stale=stale, health=verdict)
+    return PartitionLive(row=row, age_s=age_s(figures_at, now=now), stale=stale, health=verdict)
+
+
+def partitions_live(
+    rows: Sequence[FlowPartitionStatus], *, flow: Flow, budget: RpoBudget, now: datetime.datetime
+) -> list[PartitionLive]:
+    """The given rows of one flow as of `now` (one query for the flow's task roll-ups)."""
+    tasks = {task.task_index: task for task in flow.task_statuses.all()}
+    stale_after = stale_after_s()
+    return [
+        partition_live(
+            row, flow=flow, budget=budget, now=now, stale_after=stale_after, task=tasks.get(row.task_index)
+        )
+        for row in rows
+    ]
 
 
 def group_status(states: Sequence[str]) -> str:
@@ -144,12 +174,20 @@ def group_status(states: Sequence[str]) -> str:
     return _STATUS_BY_SEVERITY[max(_SEVERITY.get(state, 3) for state in states)]
 
 
+def task_worst_state(task: FlowTaskStatus) -> str:
+    """The worst Burrow state among a task's partitions."""
+    return group_status([state for state, count in task.state_counts.items() if count])
+
+
 @dataclass(frozen=True)
 class FlowSummary:
-    """A flow's live roll-up, the same for the overview, the flow page and the API."""
+    """A flow's live roll-up, the same for the overview, the flow page and the API: read from its tasks'
+    roll-up rows (`FlowTaskStatus`), never from every partition row."""
 
     flow: Flow
-    partitions: tuple[PartitionLive, ...]
+    partition_count: int  # partitions its tasks report
+    state_counts: dict[str, int]  # partitions by Burrow state; a silent task's as STALE
+    worst: tuple[dict, ...]  # the worst partitions, worst first (topic, partition, state, figures)
     records_behind: int | None  # sum over the partitions; None until a worker has measured it
     seconds_behind: float | None  # the worst partition's; None while a partition behind has no known age
     seconds_behind_at_least: float | None  # the worst known partition's: a lower bound while undated
@@ -159,6 +197,12 @@ class FlowSummary:
     age_s: float | None  # of the newest observation
     pool: PoolCheck | None  # its worker pool and the live workers consuming it (None: not looked up)
     budget: RpoBudget
+    record_rate: float = 0.0
+    byte_rate: float = 0.0
+    record_count: int = 0  # MM2's record-count and byte-count, summed over the tasks since they started
+    byte_count: int = 0
+    latency_counts: tuple[int, ...] = ()  # records by replication latency (replication.metrics buckets)
+    latency_sum_ms: float = 0.0
 
     @property
     def pool_without_workers(self) -> bool:
@@ -173,10 +217,6 @@ class FlowSummary:
     @property
     def stale(self) -> bool:
         return self.status == STALE
-
-    @property
-    def partition_count(self) -> int:
-        return len(self.partitions)
 
     @property
     def health(self) -> str:
@@ -195,36 +235,75 @@ class FlowSummary:
         return HEALTH_LABELS[self.health]
 
 
+WORST_KEPT = 10  # partitions a task's and a flow's roll-up name, worst first
+
+
+def badness(*, state: str, records_behind: int | None, seconds_behind: float | None) -> tuple:
+    """How bad a partition is, for "worst first" (larger is worse): an error state, then STALE, WARN,
+    then lag of unknown age, then seconds and records behind."""
+    undated = seconds_behind is None and (records_behind or 0) > 0
+    return (_SEVERITY.get(state, 3), undated, seconds_behind or 0.0, records_behind or 0)
+
+
+def _figures(entry: dict) -> dict:
+    return {name: entry[name] for name in ("state", "records_behind", "seconds_behind")}
+
+
 def summarize(
     flow: Flow,
-    rows: Sequence[FlowPartitionStatus],
+    tasks: Sequence[FlowTaskStatus],
     *,
     now: datetime.datetime,
     stale_after: float,
     budget: RpoBudget,
     pool: PoolCheck | None = None,
 ) -> FlowSummary:
-    partitions = tuple(
-        partition_live(row, flow=flow, budget=budget, now=now, stale_after=stale_after) for row in rows
-    )
-    behind = [row.records_behind for row in rows if row.records_behind is not None]
-    seconds = [row.seconds_behind for row in rows if row.seconds_behind is not None]
+    """The flow's roll-up from its tasks' rows (a retired task drops its own: `task_status_retire`)."""
+    stale = {task.task_index for task in tasks if age_s(task.observed_at, now=now) > stale_after}
+    behind = [task.records_behind for task in tasks if task.records_behind is not None]
+    seconds = [task.seconds_behind for task in tasks if task.seconds_behind is not None]
     # A partition behind whose age is not known yet (a task that took it over has not replicated from it
     # yet) makes the flow's unknown: never a 0 s that hides it. The known worst stays as a lower bound.
-    undated = any(row.seconds_behind is None and (row.records_behind or 0) > 0 for row in rows)
-    newest = max((row.observed_at for row in rows), default=None)
+    undated = any(task.undated for task in tasks)
+    counts: Counter[str] = Counter()
+    worst: list[dict] = []
+    latency, latency_sum = [0] * (len(LATENCY_BUCKETS_MS) + 1), 0.0
+    for task in tasks:
+        if task.task_index in stale:
+            counts[STALE] += task.partitions
+        else:
+            counts.update({state: n for state, n in task.state_counts.items() if n})
+        worst.extend({**entry, "state": STALE} if task.task_index in stale else entry for entry in task.worst)
+        if len(task.latency_counts) == len(latency):  # another bucket layout (another version): left out
+            latency = [a + b for a, b in zip(latency, task.latency_counts, strict=True)]
+            latency_sum += task.latency_sum_ms
+    newest = max((task.observed_at for task in tasks), default=None)
     return FlowSummary(
         flow=flow,
-        partitions=partitions,
+        partition_count=sum(task.partitions for task in tasks),
+        state_counts=dict(counts),
+        worst=tuple(sorted(worst, key=lambda entry: badness(**_figures(entry)), reverse=True)[:WORST_KEPT]),
         records_behind=sum(behind) if behind else None,
         seconds_behind=max(seconds) if seconds and not undated else None,
         seconds_behind_at_least=max(seconds) if seconds else None,
-        position=sum(row.replicated_offset or 0 for row in rows),
-        status=group_status([p.state for p in partitions]),
+        position=sum(task.position for task in tasks),
+        status=group_status(
+            [
+                STALE if task.task_index in stale else task_worst_state(task)
+                for task in tasks
+                if task.partitions
+            ]
+        ),
         observed_at=newest,
         age_s=None if newest is None else age_s(newest, now=now),
         pool=pool,
         budget=budget,
+        record_rate=sum(task.record_rate for task in tasks),
+        byte_rate=sum(task.byte_rate for task in tasks),
+        record_count=sum(task.record_count for task in tasks),
+        byte_count=sum(task.byte_count for task in tasks),
+        latency_counts=tuple(latency),
+        latency_sum_ms=latency_sum,
     )
 
 
@@ -232,16 +311,13 @@ def flow_summaries(*, now: datetime.datetime | None = None) -> list[FlowSummary]
     """Every flow's live roll-up as of `now` (default: now)."""
     now = now or timezone.now()
     stale_after = stale_after_s()
-    flows = flow_list().prefetch_related(
-        Prefetch("partition_statuses", queryset=FlowPartitionStatus.objects.order_by("topic", "partition"))
-    )
-    flows = list(flows)
+    flows = list(flow_list().prefetch_related("task_statuses"))
     checks = pools.flow_pool_checks(flows)
     budgets = rpo_budgets()
     return [
         summarize(
             flow,
-            list(flow.partition_statuses.all()),
+            list(flow.task_statuses.all()),
             now=now,
             stale_after=stale_after,
             budget=budgets.get(flow.pk, DEFAULT_BUDGET),
@@ -249,6 +325,84 @@ def flow_summaries(*, now: datetime.datetime | None = None) -> list[FlowSummary]
         )
         for flow in flows
     ]
+
+
+@dataclass(frozen=True)
+class TopicRollup:
+    """One source topic of a flow, rolled up over its partitions' rows in SQL (a row per topic and task)."""
+
+    topic: str
+    partitions: int
+    records_behind: int | None  # sum over the partitions whose lag is known
+    bytes_behind: int | None  # records behind x each partition's average replicated record size
+    seconds_behind: float | None  # the worst known partition's
+    observed_at: datetime.datetime | None  # its oldest partition's figures
+    age_s: float | None
+    stale: bool  # a task that replicates some partition of it stopped reporting
+
+
+def topic_rollups(*, flow: Flow, now: datetime.datetime) -> list[TopicRollup]:
+    """The flow's source topics, each rolled up over its partitions (one query; rows per topic and task)."""
+    known_size = Q(records_behind__gt=0, record_count__gt=0)
+    groups = (
+        FlowPartitionStatus.objects.filter(flow=flow)
+        .values("topic", "task_index")
+        .annotate(
+            n=Count("pk"),
+            records=Sum("records_behind"),
+            bytes=Sum(
+                Case(
+                    When(records_behind=0, then=Value(0.0)),
+                    When(
+                        known_size,
+                        then=ExpressionWrapper(
+                            F("records_behind") * F("byte_count") * 1.0 / F("record_count"),
+                            output_field=FloatField(),
+                        ),
+                    ),
+                    default=None,
+                    output_field=FloatField(),
+                )
+            ),
+            seconds=Max("seconds_behind"),
+            oldest=Min("observed_at"),
+        )
+        .order_by("topic")
+    )
+    tasks = {task.task_index: task for task in flow.task_statuses.all()}
+    stale_after = stale_after_s()
+    by_topic: dict[str, list[dict]] = {}
+    for group in groups:
+        task = tasks.get(group["task_index"])
+        reported_at, figures_at = group["oldest"], group["oldest"]
+        if task is not None and task.observed_at >= group["oldest"]:  # vouched, as in `partition_live`
+            reported_at = task.observed_at
+            figures_at = max(group["oldest"], task.rows_current_at or group["oldest"])
+        group["stale"] = age_s(reported_at, now=now) > stale_after
+        group["figures_at"] = figures_at
+        by_topic.setdefault(group["topic"], []).append(group)
+    return [_topic_rollup(topic, parts, now=now) for topic, parts in by_topic.items()]
+
+
+def _known_sum(values) -> float | None:
+    known = [value for value in values if value is not None]
+    return sum(known) if known else None
+
+
+def _topic_rollup(topic: str, groups: list[dict], *, now: datetime.datetime) -> TopicRollup:
+    size = _known_sum(group["bytes"] for group in groups)
+    seconds = [group["seconds"] for group in groups if group["seconds"] is not None]
+    oldest = min(group["figures_at"] for group in groups)
+    return TopicRollup(
+        topic=topic,
+        partitions=sum(group["n"] for group in groups),
+        records_behind=_known_sum(group["records"] for group in groups),
+        bytes_behind=None if size is None else round(size),
+        seconds_behind=max(seconds) if seconds else None,
+        observed_at=oldest,
+        age_s=age_s(oldest, now=now),
+        stale=any(group["stale"] for group in groups),
+    )
 
 
 @dataclass(frozen=True)
@@ -287,25 +441,27 @@ def schema_sync_status(flow: Flow, *, now: datetime.datetime) -> SchemaSyncStatu
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FlowStatus(FlowSummary):
     """A flow's roll-up with its latest events, as the flow page and its API endpoint show it."""
 
     events: list[FlowEvent]
     stale_after_s: float
     schemas: SchemaSyncStatus | None = None
+    partitions: tuple[PartitionLive, ...] = ()  # every partition's row, as the flow page lists them
 
 
 def flow_status(*, flow: Flow, now: datetime.datetime | None = None) -> FlowStatus:
     """Live per-partition state with its age, the flow's roll-up and the latest events."""
     stale_after = stale_after_s()
     now = now or timezone.now()
+    budget = rpo_budget_of(flow=flow)
     summary = summarize(
         flow,
-        list(flow.partition_statuses.all()),
+        list(flow.task_statuses.all()),
         now=now,
         stale_after=stale_after,
-        budget=rpo_budget_of(flow=flow),
+        budget=budget,
         pool=pools.flow_pool_checks([flow])[flow.pk],
     )
     return FlowStatus(
@@ -313,6 +469,9 @@ def flow_status(*, flow: Flow, now: datetime.datetime | None = None) -> FlowStat
         events=list(flow.events.all()[:RECENT_EVENTS]),
         stale_after_s=stale_after,
         schemas=schema_sync_status(flow, now=now),
+        partitions=tuple(
+            partitions_live(list(flow.partition_statuses.all()), flow=flow, budget=budget, now=now)
+        ),
     )
 
 
@@ -349,7 +508,7 @@ def replication_activity(*, now: datetime.datetime | None = None) -> Replication
     runnable = Flow.objects.filter(state__in=lifecycle.RUNNABLE_STATES).annotate(
         runnable_since=Coalesce("state_changed_at", "created_at")
     )
-    newest = FlowPartitionStatus.objects.aggregate(newest=Max("observed_at"))["newest"]
+    newest = FlowTaskStatus.objects.aggregate(newest=Max("observed_at"))["newest"]
     try:
         workers = sum(settings.REPLICATION_QUEUE in w.queues for w in presence.workers_seen())
     except redis.RedisError:
@@ -384,12 +543,12 @@ def live_status(*, now: datetime.datetime | None = None) -> LiveStatus:
 
 def last_known_lag(*, flow: Flow, now: datetime.datetime | None = None) -> LastKnownLag:
     """`records_behind` per source partition as the workers last measured it, with the age of the oldest
-    measurement and the stale rule's verdict on it (what the failover plan knows when the source is lost)."""
+    figure and the stale rule's verdict on it (what the failover plan knows when the source is lost)."""
+    now = now or timezone.now()
     rows = list(flow.partition_statuses.filter(records_behind__isnull=False))
-    oldest = min((row.observed_at for row in rows), default=None)
-    age = None if oldest is None else age_s(oldest, now=now or timezone.now())
+    live = partitions_live(rows, flow=flow, budget=DEFAULT_BUDGET, now=now)
     return LastKnownLag(
         records_behind={(row.topic, row.partition): row.records_behind for row in rows},
-        age_s=age,
-        stale=age is not None and age > stale_after_s(),
+        age_s=max((p.age_s for p in live), default=None),
+        stale=any(p.stale for p in live),
     )

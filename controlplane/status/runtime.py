@@ -11,11 +11,14 @@ records were last emitted) the alert rules judge.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.conf import settings
 from django.db import transaction
 
 from controlplane.flows import engine, lifecycle, pools
@@ -27,8 +30,10 @@ from controlplane.models import (
     FlowPartitionStatus,
     FlowSignals,
     FlowState,
+    FlowTaskStatus,
     PartitionState,
 )
+from controlplane.status import rollup
 from replication.config import ClusterConfig, FlowConfig
 from replication.metrics import GapEvent, PartitionMetrics
 
@@ -143,6 +148,135 @@ STATUS_FIELDS = (
     "state",
     "observed_at",
 )
+# What makes a partition's row be rewritten in the slice it changes; any other change (positions, counts,
+# lag, rates) waits until the row is MIRRORPLANE_STATUS_REFRESH_S old, and an unchanged row is not written.
+_FIGURE_FIELDS = tuple(name for name in STATUS_FIELDS if name != "observed_at")
+_PROMPT_INDEXES = tuple(
+    _FIGURE_FIELDS.index(name) for name in ("remote_topic", "task_index", "state", "last_error")
+)
+
+
+@dataclass
+class StatusWrites:
+    """What a task wrote of each partition's row: its figures and when (kept by the worker per cached task).
+
+    A new one (a worker that just took the task) writes every row in its first slice."""
+
+    written: dict[TopicPartition, tuple[tuple, float]] = field(default_factory=dict)
+
+    def due(self, rows: Sequence[FlowPartitionStatus], *, now: float, refresh_s: float):
+        """(the rows to write now, the time as of which every row of the task stored is current).
+
+        A row is written when new to this task or a prompt field (state, error, remote topic, task)
+        changed; when only its other figures changed, once its stored copy is `refresh_s` old; never
+        while unchanged. The rows not written although they changed are current as of their own write:
+        the oldest of those bounds the task's (`FlowTaskStatus.rows_current_at`)."""
+        due, current_at = [], now
+        for row in rows:
+            figures = tuple(getattr(row, name) for name in _FIGURE_FIELDS)
+            before = self.written.get((row.topic, row.partition))
+            if before is not None:
+                stored, at = before
+                if stored == figures:
+                    continue
+                prompt = any(stored[index] != figures[index] for index in _PROMPT_INDEXES)
+                if not prompt and now - at < refresh_s:
+                    current_at = min(current_at, at)
+                    continue
+            due.append((row, figures))
+        return due, current_at
+
+    def wrote(self, due, *, now: float) -> None:
+        for row, figures in due:
+            self.written[(row.topic, row.partition)] = (figures, now)
+
+    def keep_only(self, partitions: Iterable[TopicPartition]) -> None:
+        keep = set(partitions)
+        for key in [key for key in self.written if key not in keep]:
+            del self.written[key]
+
+
+def _status_row(p: PartitionMetrics, *, flow_id: int, task_index: int, task_error: str | None, at: datetime):
+    return FlowPartitionStatus(
+        flow_id=flow_id,
+        topic=p.source_topic,
+        partition=p.partition,
+        remote_topic=p.topic,
+        task_index=task_index,
+        source_end_offset=p.source_end_offset,
+        replicated_offset=p.next_offset,
+        records_behind=None if p.source_end_offset is None else p.records_behind,
+        seconds_behind=None if p.source_end_offset is None else p.seconds_behind,
+        record_age_ms=_whole(p.record_age_ms),
+        replication_latency_ms=_whole(p.replication_latency_ms),
+        latency_counts=list(p.latency_counts),
+        latency_sum_ms=p.latency_sum_ms,
+        record_rate=p.record_rate,
+        byte_rate=p.byte_rate,
+        record_count=p.record_count,
+        byte_count=p.byte_count,
+        last_error=p.last_error or task_error or "",
+        state=partition_state(stopped=p.stopped, failing=task_error is not None),
+        observed_at=at,
+    )
+
+
+def _badness(row: FlowPartitionStatus) -> tuple:
+    return rollup.badness(
+        state=row.state, records_behind=row.records_behind, seconds_behind=row.seconds_behind
+    )
+
+
+def task_status(
+    rows: Sequence[FlowPartitionStatus],
+    *,
+    flow_id: int,
+    task_index: int,
+    task_error: str | None,
+    at: datetime,
+) -> FlowTaskStatus:
+    """The task's roll-up of all its partitions' rows (docs/lag.md: one definition of each figure)."""
+    behind = [row.records_behind for row in rows if row.records_behind is not None]
+    seconds = [row.seconds_behind for row in rows if row.seconds_behind is not None]
+    latency = [0] * max((len(row.latency_counts) for row in rows), default=0)
+    for row in rows:
+        for bucket, count in enumerate(row.latency_counts):
+            latency[bucket] += count
+    worst = heapq.nlargest(rollup.WORST_KEPT, rows, key=_badness)
+    return FlowTaskStatus(
+        flow_id=flow_id,
+        task_index=task_index,
+        partitions=len(rows),
+        state_counts=dict(Counter(row.state for row in rows)),
+        records_behind=sum(behind) if behind else None,
+        seconds_behind=max(seconds) if seconds else None,
+        undated=any(row.seconds_behind is None and (row.records_behind or 0) > 0 for row in rows),
+        position=sum(row.replicated_offset or 0 for row in rows),
+        record_rate=sum(row.record_rate for row in rows),
+        byte_rate=sum(row.byte_rate for row in rows),
+        record_count=sum(row.record_count for row in rows),
+        byte_count=sum(row.byte_count for row in rows),
+        latency_counts=latency,
+        latency_sum_ms=sum(row.latency_sum_ms for row in rows),
+        worst=[
+            {
+                "topic": row.topic,
+                "partition": row.partition,
+                "state": row.state,
+                "records_behind": row.records_behind,
+                "seconds_behind": row.seconds_behind,
+            }
+            for row in worst
+            if _badness(row) > rollup.badness(state=PartitionState.OK, records_behind=0, seconds_behind=0.0)
+        ],
+        last_error=task_error or "",
+        observed_at=at,
+    )
+
+
+TASK_FIELDS = [
+    f.name for f in FlowTaskStatus._meta.concrete_fields if f.name not in ("id", "flow", "task_index")
+]
 
 
 def partition_statuses_save(
@@ -152,47 +286,49 @@ def partition_statuses_save(
     partitions: Iterable[PartitionMetrics],
     task_error: str | None,
     at: datetime,
-) -> None:
-    """Upsert the latest status of each given source partition of the flow (one statement).
+    writes: StatusWrites | None = None,
+    refresh_s: float | None = None,
+) -> int:
+    """Store a slice's status of the task's partitions: the task's roll-up (every slice, one row) and the
+    partition rows `writes` says are due (one statement; all of them without `writes`); the rows written.
 
     `task_error` is the slice's error (the task is failing) or None; a partition's own last error wins.
-    Every row carries `observed_at` = `at`. The lag is unknown (null) while the source end offset is:
-    a task that has read no watermarks yet cannot tell how far behind it is.
+    Rows carry `observed_at` = `at` when written; the task row's `observed_at` vouches that the rows of
+    its partitions are current within `refresh_s` (MIRRORPLANE_STATUS_REFRESH_S). The lag is unknown
+    (null) while the source end offset is: a task that has read no watermarks yet cannot tell how far
+    behind it is.
     """
+    refresh_s = settings.MIRRORPLANE_STATUS_REFRESH_S if refresh_s is None else refresh_s
     rows = [
-        FlowPartitionStatus(
-            flow_id=flow_id,
-            topic=p.source_topic,
-            partition=p.partition,
-            remote_topic=p.topic,
-            task_index=task_index,
-            source_end_offset=p.source_end_offset,
-            replicated_offset=p.next_offset,
-            records_behind=None if p.source_end_offset is None else p.records_behind,
-            seconds_behind=None if p.source_end_offset is None else p.seconds_behind,
-            record_age_ms=_whole(p.record_age_ms),
-            replication_latency_ms=_whole(p.replication_latency_ms),
-            latency_counts=list(p.latency_counts),
-            latency_sum_ms=p.latency_sum_ms,
-            record_rate=p.record_rate,
-            byte_rate=p.byte_rate,
-            record_count=p.record_count,
-            byte_count=p.byte_count,
-            last_error=p.last_error or task_error or "",
-            state=partition_state(stopped=p.stopped, failing=task_error is not None),
-            observed_at=at,
-        )
+        _status_row(p, flow_id=flow_id, task_index=task_index, task_error=task_error, at=at)
         for p in partitions
     ]
-    if rows:
-        FlowPartitionStatus.objects.bulk_create(
-            rows,
-            update_conflicts=True,
-            unique_fields=["flow", "topic", "partition"],
-            update_fields=list(STATUS_FIELDS),
+    if not rows:
+        return 0
+    now = at.timestamp()
+    if writes is None:
+        due, current_at = [(row, None) for row in rows], now
+    else:
+        writes.keep_only((row.topic, row.partition) for row in rows)
+        due, current_at = writes.due(rows, now=now, refresh_s=refresh_s)
+    task = task_status(rows, flow_id=flow_id, task_index=task_index, task_error=task_error, at=at)
+    task.rows_current_at = datetime.fromtimestamp(current_at, at.tzinfo)
+    with transaction.atomic():
+        if due:
+            FlowPartitionStatus.objects.bulk_create(
+                [row for row, _ in due],
+                update_conflicts=True,
+                unique_fields=["flow", "topic", "partition"],
+                update_fields=list(STATUS_FIELDS),
+            )
+        FlowTaskStatus.objects.bulk_create(
+            [task], update_conflicts=True, unique_fields=["flow", "task_index"], update_fields=TASK_FIELDS
         )
-    if rows and not any(row.state == PartitionState.STOP for row in rows):
+    if writes is not None:  # only once stored: a failed write is tried again next slice
+        writes.wrote(due, now=now)
+    if not any(row.state == PartitionState.STOP for row in rows):
         _recover_from_data_loss_stop(flow_id=flow_id, at=at)
+    return len(due)
 
 
 def _recover_from_data_loss_stop(*, flow_id: int, at: datetime) -> None:
@@ -214,8 +350,15 @@ def _recover_from_data_loss_stop(*, flow_id: int, at: datetime) -> None:
             )
 
 
+def task_status_retire(*, flow_id: int, task_index: int) -> None:
+    """A task that no longer runs (fewer partitions or a lower tasks.max) drops its roll-up: a silent row
+    would read as a STALE flow. The new owners of its partitions rewrite their rows in their first slice."""
+    FlowTaskStatus.objects.filter(flow_id=flow_id, task_index=task_index).delete()
+
+
 def partition_statuses_prune(*, flow_id: int, replicated: Sequence[TopicPartition]) -> int:
-    """Drop status rows of partitions the flow no longer replicates (topic excluded or deleted)."""
+    """Drop status rows of partitions the flow no longer replicates (topic excluded or deleted), and the
+    roll-ups of tasks that no longer run (fewer partitions or a lower tasks.max)."""
     keep = set(replicated)
     stale = [
         pk
@@ -226,6 +369,9 @@ def partition_statuses_prune(*, flow_id: int, replicated: Sequence[TopicPartitio
     ]
     if stale:
         FlowPartitionStatus.objects.filter(pk__in=stale).delete()
+    tasks_max = Flow.objects.filter(pk=flow_id).values_list("tasks_max", flat=True).first() or 0
+    # tasks = min(tasks.max, partitions), as MM2 assigns them: a task index beyond that reports no more
+    FlowTaskStatus.objects.filter(flow_id=flow_id, task_index__gte=min(tasks_max, len(keep))).delete()
     return len(stale)
 
 

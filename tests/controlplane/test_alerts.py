@@ -21,11 +21,11 @@ from controlplane.models import (
     AlertNotification,
     AlertRule,
     AuditEvent,
-    FlowPartitionStatus,
     NotificationChannel,
     NotificationState,
 )
 from tests.receiver import Receiver, SmtpReceiver
+from tests.status_reports import stored_report
 
 TOKEN = "T000/B000/SECRET-token-xyz"
 
@@ -42,16 +42,14 @@ def flow(two_clusters, admin_user):
 
 
 def report(flow, *, seconds_behind: float, records_behind: int = 10) -> None:
-    FlowPartitionStatus.objects.update_or_create(
+    stored_report(
         flow=flow,
         topic="t",
         partition=0,
-        defaults={
-            "remote_topic": "A.t",
-            "records_behind": records_behind,
-            "seconds_behind": seconds_behind,
-            "observed_at": timezone.now(),
-        },
+        remote_topic="A.t",
+        records_behind=records_behind,
+        seconds_behind=seconds_behind,
+        observed_at=timezone.now(),
     )
 
 

@@ -19,9 +19,11 @@ from controlplane.models import (
     FlowAssurance,
     FlowPartitionStatus,
     FlowSignals,
+    FlowTaskStatus,
     PartitionVerification,
 )
 from controlplane.status import rollup
+from tests.status_reports import stored_report
 
 HOUR = datetime.timedelta(hours=1)
 
@@ -50,19 +52,17 @@ def ready_flow(two_clusters, admin_user):
 
 
 def report(flow, partition: int, *, records_behind: int, seconds_behind: float) -> None:
-    FlowPartitionStatus.objects.update_or_create(
+    stored_report(
         flow=flow,
         topic="t",
         partition=partition,
-        defaults={
-            "remote_topic": "A.t",
-            "records_behind": records_behind,
-            "seconds_behind": seconds_behind,
-            "replicated_offset": 100,
-            "record_count": 100,
-            "byte_count": 5000,  # 50 bytes a record
-            "observed_at": timezone.now(),
-        },
+        remote_topic="A.t",
+        records_behind=records_behind,
+        seconds_behind=seconds_behind,
+        replicated_offset=100,
+        record_count=100,
+        byte_count=5000,
+        observed_at=timezone.now(),
     )
 
 
@@ -170,6 +170,7 @@ def test_with_every_worker_and_beat_stopped_readiness_falls_below_readiness_low(
     settings.MIRRORPLANE_STALE_AFTER_S = 60
     stopped = timezone.now() - datetime.timedelta(minutes=10)
     FlowPartitionStatus.objects.filter(flow=ready_flow).update(observed_at=stopped)
+    FlowTaskStatus.objects.filter(flow=ready_flow).update(observed_at=stopped, rows_current_at=stopped)
     PartitionVerification.objects.filter(flow=ready_flow).update(checked_at=stopped, verified_at=stopped)
     signals(ready_flow, offset_sync=stopped, replicated=stopped, checkpoint=stopped)
     found = reason(ready_flow, "replication_running")

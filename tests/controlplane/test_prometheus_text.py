@@ -9,7 +9,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from controlplane.flows import services
 from controlplane.metrics.prometheus import MirrorplaneCollector, render_text
-from controlplane.models import FlowPartitionStatus
+from tests.status_reports import stored_report
 
 
 class Fixed:
@@ -49,7 +49,7 @@ def test_the_text_is_the_librarys_for_the_whole_collector(admin_user):
     a = services.cluster_create(actor=admin_user, alias="A", bootstrap_servers="127.0.0.1:1")
     b = services.cluster_create(actor=admin_user, alias="B", bootstrap_servers="127.0.0.1:2")
     flow = services.flow_create(actor=admin_user, source=a, target=b, enabled=True)
-    FlowPartitionStatus.objects.create(
+    stored_report(
         flow=flow, topic="orders", partition=0, remote_topic="A.orders", source_end_offset=120,
         replicated_offset=100, records_behind=20, seconds_behind=3.5, record_age_ms=1500,
         replication_latency_ms=40, latency_counts=[1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4],

@@ -15,8 +15,9 @@ from playwright.sync_api import Page, expect
 
 from controlplane import core
 from controlplane.core.roles import Role
-from controlplane.models import FlowPartitionStatus, PartitionState
+from controlplane.models import PartitionState
 from tests.conftest import web_reads_wait_for_a_loaded_machine
+from tests.status_reports import stored_report
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make are still
 # synchronous and safe here.
@@ -85,7 +86,7 @@ WIDER_THAN_SCREEN = """() => {
 def partition_report(flow, *, age_s: float, behind: int, seconds: float, state=None) -> None:
     """A worker's report of partition 0 of `orders` for `flow`, `age_s` old, `behind` records and
     `seconds` behind (state OK unless given)."""
-    FlowPartitionStatus.objects.create(
+    stored_report(
         flow=flow,
         topic="orders",
         partition=0,

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from controlplane import operations
 from controlplane.flows import services
-from controlplane.models import AuditEvent, Flow, FlowPartitionStatus, FlowState
+from controlplane.models import AuditEvent, Flow, FlowState
 from replication.config import ClusterConfig
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_consumer
@@ -36,6 +36,7 @@ from tests.failover.conftest import (
     stored_flow,
     wait_for,
 )
+from tests.status_reports import stored_report
 
 pytestmark = [pytest.mark.kafka, pytest.mark.django_db(transaction=True)]
 
@@ -255,7 +256,7 @@ def test_failover_with_the_source_cluster_stopped_uses_the_checkpoints(
         mirror.stop()
         # The workers' last stored status: 4 records of partition 0 were not replicated yet.
         produce_plain(source_config, topic, partitions=1, count=4, tag="lost")
-        FlowPartitionStatus.objects.create(
+        stored_report(
             flow=flow,
             topic=topic,
             partition=0,

@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from controlplane import alerts, assurance
 from controlplane.flows import services
-from controlplane.models import AlertSilence, FlowPartitionStatus, NotificationChannel
+from controlplane.models import AlertSilence, NotificationChannel
+from tests.status_reports import stored_report
 from tests.web.test_pages import _flow_form
 
 pytestmark = pytest.mark.django_db
@@ -60,7 +61,7 @@ def test_flows_with_firing_alerts_come_first_with_a_marker(client_as, flow, user
     settings.MIRRORPLANE_STALE_AFTER_S = 60
     c = services.cluster_create(actor=None, alias="0first", bootstrap_servers="c.invalid:9092")
     other = services.flow_create(actor=users["admin"], source=c, target=flow.target, enabled=True)
-    FlowPartitionStatus.objects.create(
+    stored_report(
         flow=flow, topic="t", partition=0, remote_topic="A.t", records_behind=1, seconds_behind=999,
         observed_at=timezone.now(),
     )  # fmt: skip
@@ -74,7 +75,7 @@ def test_flows_with_firing_alerts_come_first_with_a_marker(client_as, flow, user
 
 def test_the_alert_row_silences_its_alert_and_the_overview_stops_counting_it(client_as, flow, settings):
     settings.MIRRORPLANE_STALE_AFTER_S = 60
-    FlowPartitionStatus.objects.create(
+    stored_report(
         flow=flow, topic="t", partition=0, remote_topic="A.t", records_behind=1, seconds_behind=999,
         observed_at=timezone.now(),
     )  # fmt: skip

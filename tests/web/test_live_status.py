@@ -16,6 +16,7 @@ from controlplane.flows import lifecycle
 from controlplane.models import Flow, FlowPartitionStatus, PartitionState
 from controlplane.status import rollup
 from controlplane.status.budgets import DEFAULT_BUDGET, RpoBudget
+from tests.status_reports import stored_report
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +34,7 @@ def _row(
 ):
     if seconds is None and behind is not None:
         seconds = 1.5 if behind else 0.0
-    return FlowPartitionStatus.objects.create(
+    return stored_report(
         flow=flow,
         topic="orders",
         partition=partition,
@@ -50,8 +51,16 @@ def _row(
 def _summary(flow, budget: RpoBudget = DEFAULT_BUDGET) -> rollup.FlowSummary:
     flow = Flow.objects.get(pk=flow.pk)
     return rollup.summarize(
-        flow, list(flow.partition_statuses.all()), now=timezone.now(), stale_after=STALE_AFTER, budget=budget
+        flow, list(flow.task_statuses.all()), now=timezone.now(), stale_after=STALE_AFTER, budget=budget
     )
+
+
+def _partition(flow, budget: RpoBudget = DEFAULT_BUDGET, *, partition: int = 0) -> rollup.PartitionLive:
+    row = flow.partition_statuses.get(partition=partition)
+    with override_settings(MIRRORPLANE_STALE_AFTER_S=STALE_AFTER):
+        return rollup.partitions_live(
+            [row], flow=Flow.objects.get(pk=flow.pk), budget=budget, now=timezone.now()
+        )[0]
 
 
 @pytest.mark.parametrize(
@@ -79,8 +88,8 @@ def test_a_paused_flow_with_old_figures_is_paused_not_ok(flow):
     _row(flow, 0, age_s=600)
     lifecycle.transition(flow=flow, name="pause")
     summary = _summary(flow)
-    assert summary.health == "paused" and summary.stale and summary.partitions[0].state == "STALE"
-    assert summary.partitions[0].health == "paused"  # not replicating by design: paused, not STALE
+    assert summary.health == "paused" and summary.stale and _partition(flow).state == "STALE"
+    assert _partition(flow).health == "paused"  # not replicating by design: paused, not STALE
 
 
 @pytest.mark.parametrize(
@@ -96,7 +105,7 @@ def test_health_judges_lag_against_the_flows_rpo_budget(flow, behind, seconds, b
     _row(flow, 0, age_s=1, behind=behind, seconds=seconds)
     summary = _summary(flow, budget)
     assert summary.status == "OK"  # Burrow's verdict: OK, yet the budget decides the colour
-    assert (summary.health, summary.partitions[0].health) == (health, health)
+    assert (summary.health, _partition(flow, budget).health) == (health, health)
 
 
 def test_every_page_and_the_api_colour_a_flow_by_its_budget(client_as, flow):
@@ -244,8 +253,9 @@ def test_the_failover_plan_gets_the_last_known_lag_with_its_age_by_the_same_rule
 def test_a_partition_behind_without_a_known_age_makes_the_flows_seconds_behind_unknown():
     from django.utils import timezone
 
-    from controlplane.models import Flow, FlowPartitionStatus
+    from controlplane.models import Flow
     from controlplane.status.rollup import summarize
+    from controlplane.status.runtime import task_status
 
     now = timezone.now()
     caught_up = FlowPartitionStatus(
@@ -254,13 +264,19 @@ def test_a_partition_behind_without_a_known_age_makes_the_flows_seconds_behind_u
     undated = FlowPartitionStatus(
         topic="t", partition=1, records_behind=900, seconds_behind=None, observed_at=now
     )
+
+    def tasks(*rows):
+        return [
+            task_status([row], flow_id=0, task_index=i, task_error=None, at=now) for i, row in enumerate(rows)
+        ]
+
     summary = summarize(
-        Flow(state="active"), [caught_up, undated], now=now, stale_after=10, budget=DEFAULT_BUDGET
+        Flow(state="active"), tasks(caught_up, undated), now=now, stale_after=10, budget=DEFAULT_BUDGET
     )
     assert summary.records_behind == 900 and summary.seconds_behind is None  # not "0 s behind"
     assert summary.seconds_behind_at_least == 0.0  # what is known: a lower bound
     assert summary.health == "lagging"  # behind for a time not known yet: not provably within budget
     caught_up_only = summarize(
-        Flow(state="active"), [caught_up], now=now, stale_after=10, budget=DEFAULT_BUDGET
+        Flow(state="active"), tasks(caught_up), now=now, stale_after=10, budget=DEFAULT_BUDGET
     )
     assert caught_up_only.seconds_behind == 0.0

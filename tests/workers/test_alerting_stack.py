@@ -20,6 +20,7 @@ from django.utils import timezone
 from controlplane.flows import services
 from controlplane.models import FlowPartitionStatus
 from tests.receiver import Receiver
+from tests.status_reports import stored_report, task_rollup_rebuild
 from tests.workers.harness import Gunicorn, free_port, start_prometheus, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,7 +92,7 @@ def test_the_shipped_rules_page_through_prometheus_and_alertmanager(celery_runti
     # Both 15 minutes behind (the default RPO budget is 60 s); the paused one is behind on purpose.
     for flow in (active, paused):
         for partition, seconds_behind in ((0, 900.0), (1, 5.0)):
-            FlowPartitionStatus.objects.create(
+            stored_report(
                 flow=flow, topic="orders", partition=partition, remote_topic=f"{flow.source.alias}.orders",
                 records_behind=1000, seconds_behind=seconds_behind, state="OK", observed_at=timezone.now(),
             )  # fmt: skip
@@ -160,6 +161,8 @@ def test_the_shipped_rules_page_through_prometheus_and_alertmanager(celery_runti
             FlowPartitionStatus.objects.filter(flow=active).update(
                 seconds_behind=1.0, observed_at=timezone.now()
             )
+            for partition in (0, 1):
+                task_rollup_rebuild(flow_id=active.pk, task_index=partition)
             wait_until(
                 lambda: _notifications(receiver, "MirrorplaneRpoSecondsExceeded", "resolved"),
                 timeout_s=60,

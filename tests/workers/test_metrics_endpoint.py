@@ -12,7 +12,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from controlplane.flows import services
-from controlplane.models import FlowPartitionStatus
+from tests.status_reports import stored_report
 from tests.workers.harness import Gunicorn, create_topic, free_port, produce, start_prometheus, wait_until
 
 TOKEN = "scrape-token-0123456789"
@@ -51,12 +51,12 @@ def test_metrics_need_a_token_a_user_or_the_open_setting(settings, users):
 def test_metrics_carry_the_live_status_with_its_age(settings, make_flow, unique_name):
     settings.METRICS_OPEN = True
     flow = make_flow(topics=[unique_name])
-    FlowPartitionStatus.objects.create(
+    stored_report(
         flow=flow, topic=unique_name, partition=0, remote_topic=f"A.{unique_name}", source_end_offset=120,
         replicated_offset=100, records_behind=20, seconds_behind=3.5, record_age_ms=1500,
         replication_latency_ms=40, record_count=100, byte_count=2000, state="OK", observed_at=timezone.now(),
     )  # fmt: skip
-    FlowPartitionStatus.objects.create(
+    stored_report(
         flow=flow, topic=unique_name, partition=1, remote_topic=f"A.{unique_name}", records_behind=0,
         seconds_behind=0, record_count=7, byte_count=70, state="OK",
         observed_at=timezone.now() - timezone.timedelta(seconds=settings.MIRRORPLANE_STALE_AFTER_S + 5),

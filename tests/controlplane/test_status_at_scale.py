@@ -1,0 +1,185 @@
+"""Status at scale (DESIGN.md 6, issue 34): a slice of a 2,000-partition task writes a bounded number of
+statements and only the rows that changed; the roll-ups every page, scrape and alert evaluation read come
+from the tasks' rows, never from every partition row; an idle partition's row stays fresh while its task
+reports, without being rewritten."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import DataError, connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from controlplane.alerts import evaluation
+from controlplane.flows import services
+from controlplane.models import FlowPartitionStatus, FlowTaskStatus, PartitionState
+from controlplane.status import rollup, runtime
+from replication.metrics import PartitionMetrics
+
+PARTITIONS = 2000
+STATUS_TABLE = FlowPartitionStatus._meta.db_table
+
+
+def _metrics(partition: int, *, offset: int, behind: int = 0) -> PartitionMetrics:
+    return PartitionMetrics(
+        topic=f"A.t{partition // 100}",
+        partition=partition % 100,
+        source_topic=f"t{partition // 100}",
+        record_count=offset,
+        record_rate=0.0,
+        byte_count=offset * 10,
+        byte_rate=0.0,
+        record_age_ms=None,
+        replication_latency_ms=None,
+        records_behind=behind,
+        seconds_behind=1.0 if behind else 0.0,
+        source_end_offset=offset + behind,
+        next_offset=offset,
+        skipped_count=0,
+        gap_count=0,
+        lost_records=0,
+        stopped=False,
+        last_error=None,
+    )
+
+
+@pytest.fixture
+def flow(db, two_clusters):
+    a, b = two_clusters
+    return services.flow_create(actor=None, source=a, target=b, enabled=True, topics=["t.*"])
+
+
+def _save(flow, metrics, writes, *, at: datetime, task_error: str | None = None) -> tuple[int, list[str]]:
+    with CaptureQueriesContext(connection) as queries:
+        written = runtime.partition_statuses_save(
+            flow_id=flow.pk,
+            task_index=0,
+            partitions=metrics,
+            task_error=task_error,
+            at=at,
+            writes=writes,
+            refresh_s=10.0,
+        )
+    return written, [q["sql"] for q in queries.captured_queries]
+
+
+def _writes_to(table: str, statements: list[str]) -> int:
+    return sum(1 for sql in statements if sql.startswith(("INSERT", "UPDATE")) and f'"{table}"' in sql)
+
+
+def test_a_slice_writes_one_statement_of_the_rows_that_changed_and_idle_rows_not_at_all(flow):
+    writes = runtime.StatusWrites()
+    start = timezone.now()
+    moving = [_metrics(p, offset=100) for p in range(PARTITIONS)]
+
+    written, statements = _save(flow, moving, writes, at=start)  # a task's first slice: every row
+    assert written == PARTITIONS and FlowPartitionStatus.objects.filter(flow=flow).count() == PARTITIONS
+    assert _writes_to(STATUS_TABLE, statements) == 1 and len(statements) <= 6
+
+    # Nothing changed: no partition row, one roll-up row.
+    written, statements = _save(flow, moving, writes, at=start + timedelta(seconds=1))
+    assert written == 0 and _writes_to(STATUS_TABLE, statements) == 0
+    assert _writes_to(FlowTaskStatus._meta.db_table, statements) == 1 and len(statements) <= 5
+
+    # Ten partitions move: their rows wait until they are 10 s old, the roll-up has the new figures at once.
+    moved = [_metrics(p, offset=150, behind=3) if p < 10 else m for p, m in enumerate(moving)]
+    written, _ = _save(flow, moved, writes, at=start + timedelta(seconds=2))
+    assert written == 0
+    task = FlowTaskStatus.objects.get(flow=flow, task_index=0)
+    assert task.records_behind == 30 and task.position == 100 * PARTITIONS + 50 * 10
+    assert task.rows_current_at == start  # the moved rows' stored copies are as of the first slice
+    written, statements = _save(flow, moved, writes, at=start + timedelta(seconds=10))
+    assert written == 10 and _writes_to(STATUS_TABLE, statements) == 1
+    assert FlowPartitionStatus.objects.get(flow=flow, topic="t0", partition=0).replicated_offset == 150
+
+    # A state change (the task fails) is written in the slice it happens, for every partition.
+    written, statements = _save(flow, moved, writes, at=start + timedelta(seconds=11), task_error="B down")
+    assert written == PARTITIONS and _writes_to(STATUS_TABLE, statements) == 1
+    assert not FlowPartitionStatus.objects.filter(flow=flow).exclude(state=PartitionState.ERR).exists()
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite does not enforce a column's length")
+def test_a_failed_write_is_written_again_next_slice(flow):
+    writes = runtime.StatusWrites()
+    at = timezone.now()
+    good = [_metrics(p, offset=5) for p in range(3)]
+    refused = dataclasses.replace(good[0], source_topic="x" * 300, partition=9)  # longer than a topic can be
+    with pytest.raises(DataError):
+        _save(flow, [*good, refused], writes, at=at)
+    written, _ = _save(flow, good, writes, at=at + timedelta(seconds=1))
+    assert written == 3  # nothing of the failed slice counts as stored
+
+
+def _status_reads(queries) -> list[str]:
+    return [q["sql"] for q in queries.captured_queries if f'"{STATUS_TABLE}"' in q["sql"]]
+
+
+def test_summaries_and_alert_evaluation_read_no_partition_row(flow, settings):
+    settings.MIRRORPLANE_STALE_AFTER_S = 60
+    writes = runtime.StatusWrites()
+    now = timezone.now()
+    runtime.partition_statuses_save(
+        flow_id=flow.pk,
+        task_index=0,
+        partitions=[_metrics(p, offset=100, behind=p % 3) for p in range(PARTITIONS)],
+        task_error=None,
+        at=now,
+        writes=writes,
+    )
+    with CaptureQueriesContext(connection) as queries:
+        (summary,) = rollup.flow_summaries()
+        evaluation.alerts_evaluate()
+    assert _status_reads(queries) == []
+    assert summary.partition_count == PARTITIONS and summary.records_behind == sum(
+        p % 3 for p in range(PARTITIONS)
+    )
+    assert summary.seconds_behind == 1.0 and summary.status == PartitionState.OK
+    assert summary.state_counts == {PartitionState.OK: PARTITIONS}
+    assert [(w["topic"], w["records_behind"]) for w in summary.worst][:1] == [("t0", 2)]
+    assert len(summary.worst) == rollup.WORST_KEPT
+
+
+def test_an_idle_row_stays_fresh_while_its_task_reports_and_goes_stale_when_it_stops(flow, settings):
+    settings.MIRRORPLANE_STALE_AFTER_S = 10
+    writes = runtime.StatusWrites()
+    start = timezone.now() - timedelta(seconds=60)
+    idle = [_metrics(p, offset=100) for p in range(3)]
+    for second in range(0, 60, 1):  # a minute of slices, nothing moves: the rows are written once
+        runtime.partition_statuses_save(
+            flow_id=flow.pk,
+            task_index=0,
+            partitions=idle,
+            task_error=None,
+            at=start + timedelta(seconds=second),
+            writes=writes,
+        )
+    rows = list(FlowPartitionStatus.objects.filter(flow=flow))
+    assert {row.observed_at for row in rows} == {start}
+    now = start + timedelta(seconds=60)
+    live = rollup.partitions_live(rows, flow=flow, budget=rollup.DEFAULT_BUDGET, now=now)
+    assert all(not p.stale and p.health == "ok" and p.age_s <= 1.5 for p in live)
+    later = now + timedelta(seconds=30)  # its task stopped reporting
+    live = rollup.partitions_live(rows, flow=flow, budget=rollup.DEFAULT_BUDGET, now=later)
+    assert all(p.stale and p.state == rollup.STALE for p in live)
+    summary = rollup.summarize(
+        flow, list(flow.task_statuses.all()), now=later, stale_after=10, budget=rollup.DEFAULT_BUDGET
+    )
+    assert summary.status == rollup.STALE and summary.state_counts == {rollup.STALE: 3}
+
+
+def test_a_retired_task_drops_its_roll_up(flow):
+    at = datetime.now(UTC)
+    for task_index in (0, 1):
+        runtime.partition_statuses_save(
+            flow_id=flow.pk,
+            task_index=task_index,
+            partitions=[_metrics(task_index, offset=1)],
+            task_error=None,
+            at=at,
+        )
+    runtime.task_status_retire(flow_id=flow.pk, task_index=1)
+    assert list(flow.task_statuses.values_list("task_index", flat=True)) == [0]
+    assert dataclasses.replace(rollup.flow_summaries()[0]).partition_count == 1
