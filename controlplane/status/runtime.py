@@ -148,12 +148,13 @@ STATUS_FIELDS = (
     "state",
     "observed_at",
 )
-# What makes a partition's row be rewritten in the slice it changes; any other change (positions, counts,
-# lag, rates) waits until the row is MIRRORPLANE_STATUS_REFRESH_S old, and an unchanged row is not written.
+# What makes a partition's row be rewritten in the slice it changes (these, and its lag becoming known or
+# unknown); any other change (positions, counts, lag, rates) waits until the row is MIRRORPLANE_STATUS_REFRESH_S old, and an unchanged row is not written.
 _FIGURE_FIELDS = tuple(name for name in STATUS_FIELDS if name != "observed_at")
 _PROMPT_INDEXES = tuple(
     _FIGURE_FIELDS.index(name) for name in ("remote_topic", "task_index", "state", "last_error")
 )
+_LAG_INDEX = _FIGURE_FIELDS.index("records_behind")  # its lag becoming known or unknown: prompt too
 
 
 @dataclass
@@ -167,8 +168,8 @@ class StatusWrites:
     def due(self, rows: Sequence[FlowPartitionStatus], *, now: float, refresh_s: float):
         """(the rows to write now, the time as of which every row of the task stored is current).
 
-        A row is written when new to this task or a prompt field (state, error, remote topic, task)
-        changed; when only its other figures changed, once its stored copy is `refresh_s` old; never
+        A row is written when new to this task or a prompt field (state, error, remote topic, task, whether
+        its lag is known) changed; when only its other figures changed, once its stored copy is `refresh_s` old; never
         while unchanged. The rows not written although they changed are current as of their own write:
         the oldest of those bounds the task's (`FlowTaskStatus.rows_current_at`)."""
         due, current_at = [], now
@@ -179,7 +180,9 @@ class StatusWrites:
                 stored, at = before
                 if stored == figures:
                     continue
-                prompt = any(stored[index] != figures[index] for index in _PROMPT_INDEXES)
+                prompt = any(stored[index] != figures[index] for index in _PROMPT_INDEXES) or (
+                    (stored[_LAG_INDEX] is None) != (figures[_LAG_INDEX] is None)
+                )
                 if not prompt and now - at < refresh_s:
                     current_at = min(current_at, at)
                     continue

@@ -101,6 +101,16 @@ def test_a_slice_writes_one_statement_of_the_rows_that_changed_and_idle_rows_not
     assert not FlowPartitionStatus.objects.filter(flow=flow).exclude(state=PartitionState.ERR).exists()
 
 
+def test_a_lag_that_becomes_known_is_written_at_once(flow):
+    writes = runtime.StatusWrites()
+    at = timezone.now()
+    unknown = dataclasses.replace(_metrics(0, offset=7), source_end_offset=None)  # no fetch answer yet
+    assert _save(flow, [unknown], writes, at=at)[0] == 1
+    assert FlowPartitionStatus.objects.get(flow=flow).records_behind is None
+    assert _save(flow, [_metrics(0, offset=7)], writes, at=at + timedelta(seconds=1))[0] == 1
+    assert FlowPartitionStatus.objects.get(flow=flow).records_behind == 0
+
+
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite does not enforce a column's length")
 def test_a_failed_write_is_written_again_next_slice(flow):
     writes = runtime.StatusWrites()
