@@ -233,6 +233,7 @@ class MirrorMetrics:
         self._rate_window_s = rate_window_s
         self._clock = clock
         self._partitions: dict[RemotePartition, _PartitionCounters] = {}
+        self._order: list[RemotePartition] | None = []  # the partitions sorted; None: sort again
         self._gap_events: deque[GapEvent] = deque(maxlen=MAX_GAP_EVENTS)
         self._lock = threading.Lock()
 
@@ -243,6 +244,7 @@ class MirrorMetrics:
             counters.record_samples.append((now, 0))
             counters.byte_samples.append((now, 0))
             self._partitions[(topic, partition)] = counters
+            self._order = None
         return counters
 
     def record_replicated(
@@ -328,14 +330,19 @@ class MirrorMetrics:
     def forget(self, *, topic: str, partition: int) -> None:
         """Drop a partition no task of this flow replicates any more."""
         with self._lock:
-            self._partitions.pop((topic, partition), None)
+            if self._partitions.pop((topic, partition), None) is not None:
+                self._order = None
 
     def snapshot(self, *, now: float | None = None) -> MetricsSnapshot:
+        """Every partition's metrics, sorted by (remote topic, partition); sorted again only after a
+        partition came or went, not at every snapshot."""
         now = self._clock() if now is None else now
         with self._lock:
+            if self._order is None:
+                self._order = sorted(self._partitions)
             partitions = tuple(
-                self._partition_metrics(topic, partition, counters, now)
-                for (topic, partition), counters in sorted(self._partitions.items())
+                self._partition_metrics(topic, partition, self._partitions[(topic, partition)], now)
+                for topic, partition in self._order
             )
             return MetricsSnapshot(at=now, partitions=partitions, gap_events=tuple(self._gap_events))
 

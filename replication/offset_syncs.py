@@ -92,6 +92,12 @@ class OffsetSyncWriter:
         due, self._due = self._due, []
         return due
 
+    @property
+    def idle(self) -> bool:
+        """Nothing to emit, now or later, before the next acknowledgement (no sync due, no progress
+        sync pending): a task does not look at an idle writer until its partition moves again."""
+        return not self._due and (self._last_sync is None or self._last_sync[0] >= self._latest_upstream)
+
     def requeue(self, syncs: Sequence[OffsetSync]) -> None:
         """Put back syncs whose emission failed, ahead of any decided since, so they go out first."""
         self._due[:0] = syncs

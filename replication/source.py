@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import math
 import threading
 import time
 from collections import defaultdict, deque
@@ -62,7 +63,7 @@ from replication.mirroring import (
 )
 from replication.offset_syncs import OffsetSyncEmitter, OffsetSyncWriter
 from replication.policy import ReplicationPolicy
-from replication.positions import PersistCadence, PositionStore, TopicPartition
+from replication.positions import PersistCadence, PositionStore, TopicPartition, position_record_due
 from replication.schemas.ids import SchemaIdRewriter, SchemaWait
 from replication.task_io import (
     PartitionReader,
@@ -108,6 +109,11 @@ REMOTE_PARTITION_WAIT_S = 30.0
 # rewrite-ids: a partition holding at a record whose schema the target registry lacks is an error (in the
 # flow's status) once it waited this long: the schema sync runs every few seconds when it works.
 SCHEMA_WAIT_ERROR_S = 30.0
+# What a slice looks at besides the partitions that did something: the end-of-slice data-loss check and
+# metrics visit the others in turn, each at least every ROTATION_PERIOD_S (a small task all at once).
+ROTATION_PERIOD_S = 5.0
+ROTATION_MINIMUM = 16
+STARTED_LOGGED = 20  # partitions named in the line that says a topic's partitions started
 
 
 class SliceErrorKind(enum.StrEnum):
@@ -155,10 +161,48 @@ class SliceResult:
         return not self.errors
 
 
+class Rotation:
+    """Keys visited in turn: each `take` returns the next share, sized so that every key comes round at
+    least every `period_s` (and at least `minimum` keys a time, so a small set is visited whole)."""
+
+    def __init__(self, *, period_s: float, minimum: int) -> None:
+        self.period_s, self.minimum = period_s, minimum
+        self._keys: list[TopicPartition] = []
+        self._next = 0
+        self._taken_at: float | None = None
+
+    def reset(self, keys: Sequence[TopicPartition]) -> None:
+        self._keys, self._next = list(keys), 0
+
+    def take(self, *, now: float) -> list[TopicPartition]:
+        count = len(self._keys)
+        elapsed = self.period_s if self._taken_at is None else now - self._taken_at
+        self._taken_at = now
+        share = min(count, max(self.minimum, math.ceil(count * max(elapsed, 0.0) / self.period_s)))
+        start, self._next = self._next, (self._next + share) % count if count else 0
+        return [self._keys[(start + i) % count] for i in range(share)]
+
+
+class _Acknowledgements:
+    """What the delivery reports of a task's partitions did since the task last looked, kept as they
+    arrive so that the task never walks all its partitions to learn it: totals, and the partitions that
+    heard a report (`touched`, each once) or failed a record."""
+
+    __slots__ = ("records", "bytes", "touched", "failed")
+
+    def __init__(self) -> None:
+        self.records = self.bytes = 0
+        self.touched: list[_PartitionState] = []
+        self.failed: dict[TopicPartition, _PartitionState] = {}
+
+
 class _PartitionState:
     """One source partition's replication state. `on_delivery` runs once per record: keep it lean."""
 
     __slots__ = (
+        "acks",
+        "touched",
+        "persisted_at",
         "topic",
         "partition",
         "remote_topic",
@@ -186,8 +230,19 @@ class _PartitionState:
         "schema_wait_since",
     )
 
-    def __init__(self, *, topic: str, partition: int, remote_topic: str, start: int, offset_lag_max: int):
+    def __init__(
+        self,
+        *,
+        topic: str,
+        partition: int,
+        remote_topic: str,
+        start: int,
+        offset_lag_max: int,
+        acks: _Acknowledgements,
+    ):
         self.topic, self.partition, self.remote_topic = topic, partition, remote_topic
+        self.acks = acks
+        self.touched = False  # listed in acks.touched since the task last collected them
         self.in_flight: deque[int] = deque()  # source offsets produced, not acknowledged, in order
         self.next_offset = start  # next source offset to consume
         self.failed_at: int | None = None
@@ -201,6 +256,7 @@ class _PartitionState:
         self.last_polled_timestamp_ms: int | None = None
         self.polled = False
         self.persisted: int | None = None
+        self.persisted_at: float | None = None  # when a position of this task was last written (clock)
         self.stopped = False
         self.suspect_since: float | None = None
         self.schema_wait: SchemaWait | None = None  # held at next_offset this slice (rewrite-ids)
@@ -221,16 +277,24 @@ class _PartitionState:
         """The record at `offset` did not reach the target: the position stays at or before it."""
         if self.failed_at is None or offset < self.failed_at:
             self.failed_at, self.error = offset, error
+        self.acks.failed[(self.topic, self.partition)] = self
 
     def on_delivery(self, error, message) -> None:
         # Delivery reports of one partition arrive in produce order (RecordSink's contract).
         upstream = self.in_flight.popleft()
+        acks = self.acks
+        if not self.touched:
+            self.touched = True
+            acks.touched.append(self)
         if error is not None:
             self.fail(upstream, error.str())
             return
         self.syncs.on_ack(upstream, message.offset())
+        size = len(message)
         self.acked_records += 1
-        self.acked_bytes += len(message)
+        self.acked_bytes += size
+        acks.records += 1
+        acks.bytes += size
         self.last_acked = message
 
 
@@ -284,8 +348,25 @@ class MirrorSourceTask:
         self.last_offset_sync_at: float | None = None  # when offset syncs were last acknowledged (clock)
         self._source_reader: PartitionReader | None = None
         self._target_reader: PartitionReader | None = None
+        self._given: tuple[TopicPartition, ...] | None = None  # as `assign` last got them
         self._assigned: list[TopicPartition] = []
+        self._assignment_changed = False  # or some assigned partition has not started yet
         self._states: dict[TopicPartition, _PartitionState] = {}
+        # What the hot loop learns, kept per partition as it happens, so that no fetch walks every
+        # partition (a task may hold thousands): the partitions of the current fetch (`_polled_now`) and
+        # of the slice (`_fetched`), those that may have offset syncs to emit or a position to write
+        # (`_dirty`), metrics to report (`_unreported`), not known to be read to their end
+        # (`_unconfirmed`), holding for a schema (`_held`), whose end looks wrong (`_suspects`), stopped.
+        self._acks = _Acknowledgements()
+        self._polled_now: list[_PartitionState] = []
+        self._fetched: list[_PartitionState] = []
+        self._dirty: dict[TopicPartition, _PartitionState] = {}
+        self._unreported: dict[TopicPartition, _PartitionState] = {}
+        self._unconfirmed: dict[TopicPartition, _PartitionState] = {}
+        self._held: dict[TopicPartition, _PartitionState] = {}
+        self._suspects: dict[TopicPartition, _PartitionState] = {}
+        self._stopped: set[TopicPartition] = set()
+        self._rotation = Rotation(period_s=ROTATION_PERIOD_S, minimum=ROTATION_MINIMUM)
         self._known_positions: dict[TopicPartition, int] = {}
         self._looked_up: set[TopicPartition] = set()  # asked the position store already
         self._warmed_topics: set[str] = set()  # remote topics the current sink knows (_warm_sink)
@@ -305,8 +386,13 @@ class MirrorSourceTask:
 
     # -- public API ---------------------------------------------------------------------------------
     def assign(self, partitions: Sequence[TopicPartition]) -> None:
-        """The source partitions this task replicates; applied at the start of the next slice."""
-        self._assigned = sorted(set(partitions))
+        """The source partitions this task replicates; applied at the start of the next slice (the same
+        ones again cost one comparison: a slice does not walk its partitions to learn nothing changed)."""
+        given = tuple(partitions)
+        if given != self._given:
+            self._given = given
+            self._assigned = sorted(set(given))
+            self._assignment_changed = True
 
     def run_slice(
         self,
@@ -342,11 +428,11 @@ class MirrorSourceTask:
             raise TaskFenced(self._fenced)
         gaps: list[GapEvent] = []
         self._apply_assignment(errors)
-        for state in self._states.values():
+        for state in self._held.values():
             state.schema_wait = None  # try again: the schema sync may have registered it meanwhile
-        records_before, bytes_before = self._acked_totals()
+        records_before, bytes_before = self._acks.records, self._acks.bytes
         caught_up = False
-        if any(not state.stopped for state in self._states.values()):
+        if len(self._stopped) < len(self._states):
             try:
                 caught_up = self._pump(
                     max_records=max_records,
@@ -366,20 +452,22 @@ class MirrorSourceTask:
             time.sleep(max(deadline - time.monotonic(), 0.0))
         self._serve(SLICE_FLUSH_TIMEOUT_S if settle else 0.0, errors, flush=settle)
         now = self._clock()
-        self._observe_acks(now)
+        self._observe_polls(now)
+        self._collect(now)
         self._check_deliveries(errors)
-        gaps.extend(self._check_data_loss(now=now, errors=errors))
+        swept = self._rotation.take(now=now)
+        gaps.extend(self._check_data_loss(now=now, errors=errors, swept=swept))
         self._check_schema_waits(now=now, errors=errors)
-        self._commit(now=now, errors=errors)
-        self._report_metrics(now)
+        # Settled: the next slice may run elsewhere, so every moved position is written now.
+        self._commit(now=now, errors=errors, every_position=settle)
+        self._report_metrics(now, swept=swept)
         if self._reassign_needed and not self._restart_needed:
             self._assign_source()
-        records_after, bytes_after = self._acked_totals()
         return SliceResult(
-            records=records_after - records_before,
-            bytes=bytes_after - bytes_before,
+            records=self._acks.records - records_before,
+            bytes=self._acks.bytes - bytes_before,
             positions=dict(self._known_positions),
-            stopped_partitions=tuple(key for key, state in self._states.items() if state.stopped),
+            stopped_partitions=tuple(sorted(self._stopped)),
             gap_events=tuple(gaps),
             errors=tuple(errors),
             caught_up=caught_up,
@@ -427,14 +515,19 @@ class MirrorSourceTask:
             )
 
     def _after_flush(self, errors: list[SliceError], *, final: bool = False) -> None:
+        """After every record settled (before partitions move, restart or close): every moved position
+        is written, so whoever resumes them redoes nothing."""
         now = self._clock()
-        self._observe_acks(now)
+        self._observe_polls(now)
+        self._collect(now)
         self._check_deliveries(errors)
-        self._commit(now=now, errors=errors, final=final)
+        self._commit(now=now, errors=errors, final=final, every_position=True)
         self._report_metrics(now)
 
     # -- starting and stopping partitions -----------------------------------------------------------
     def _apply_assignment(self, errors: list[SliceError]) -> None:
+        if not (self._assignment_changed or self._restart_needed or self._reassign_needed):
+            return
         assigned = set(self._assigned)
         removed = [key for key in self._states if key not in assigned]
         if self._restart_needed or removed:
@@ -456,8 +549,22 @@ class MirrorSourceTask:
         to_start = [key for key in self._assigned if key not in self._states]
         if to_start:
             self._start_partitions(to_start, errors)
+        self._assignment_changed = len(self._states) < len(assigned)  # retried next slice
         if set(self._states) != before or self._reassign_needed:
+            self._states_changed()
             self._assign_source()
+
+    def _states_changed(self) -> None:
+        """The set of partition states changed: what is kept about them follows (once per change)."""
+        states = self._states
+        self._stopped = {key for key, state in states.items() if state.stopped}
+        for kept in (self._dirty, self._unreported, self._unconfirmed, self._held, self._suspects):
+            for key in [key for key, state in kept.items() if states.get(key) is not state]:
+                del kept[key]
+        self._acks.failed = {
+            key: state for key, state in self._acks.failed.items() if states.get(key) is state
+        }
+        self._rotation.reset(list(states))
 
     def _replace_sink(self) -> None:
         self._warmed_topics.clear()
@@ -489,6 +596,7 @@ class MirrorSourceTask:
                 remote_topic=remote_topics[key],
                 start=starts[key],
                 offset_lag_max=self.flow.offset_lag_max,
+                acks=self._acks,
             )
             for key in keys
             if key in starts
@@ -507,17 +615,23 @@ class MirrorSourceTask:
                 SliceError(SliceErrorKind.START, f"cannot start: {exc}", key), remote_topics[key], errors
             )
         self._warm_sink({state.remote_topic for state in states.values()})
+        started: dict[tuple[str, str], list[str]] = defaultdict(list)
         for key, state in states.items():
             self._awaiting_remote.pop(key, None)
             state.persisted = self._known_positions.get(key)
             self._states[key] = state
+            # Dirty: exactly_once recovery may have re-derived offset syncs (and moved the position).
+            self._dirty[key] = self._unreported[key] = self._unconfirmed[key] = state
+            started[(state.topic, state.remote_topic)].append(f"{state.partition}@{state.next_offset}")
+        for (topic, remote_topic), partitions in started.items():  # one line per topic, not per partition
             log.info(
-                "flow %s task %d: replicating %s[%d] -> %s from offset %d",
+                "flow %s task %d: replicating %s -> %s, %d partition(s) from (partition@offset) %s",
                 self.flow.name,
                 self.task_index,
-                *key,
-                state.remote_topic,
-                state.next_offset,
+                topic,
+                remote_topic,
+                len(partitions),
+                " ".join(partitions[:STARTED_LOGGED]) + (" ..." if len(partitions) > STARTED_LOGGED else ""),
             )
 
     def _init_transactions(
@@ -667,6 +781,7 @@ class MirrorSourceTask:
         produce = sink.produce
         poll = sink.poll
         states = self._states
+        polled = self._polled_now
         rewrite = self._rewrite
         schema_ids = self._schema_ids
         transactional = self._io.transactional
@@ -712,7 +827,8 @@ class MirrorSourceTask:
                     if state is None or state.stopped or state.schema_wait is not None:
                         state = None  # fetched before a reassignment: not ours any more
                         continue
-                    state.polled = True
+                    if state.last_polled_timestamp_ms is None:  # its first records of this fetch
+                        polled.append(state)
                     remote_topic, on_delivery, in_flight = (
                         state.remote_topic,
                         state.on_delivery,
@@ -775,14 +891,13 @@ class MirrorSourceTask:
             if messages:
                 now = self._clock()
                 self._observe_polls(now)
-                self._observe_acks(now)
+                self._collect(now)
             elif (
                 return_when_caught_up
-                and not any(state.in_flight for state in states.values())
+                and not len(sink)
                 and self._fetched_to_end()
                 and (
-                    self._persisted_all()
-                    or self._cadence.due(now=time.monotonic(), acked=self._acked_totals()[0])
+                    self._persisted_all() or self._cadence.due(now=time.monotonic(), acked=self._acks.records)
                 )
             ):
                 # Caught up. A stream that merely paused for a moment goes on until its positions are due
@@ -797,6 +912,7 @@ class MirrorSourceTask:
         record names a schema the target registry does not hold yet; never sent with a wrong ID."""
         state.schema_wait = wait
         state.next_offset = offset
+        self._held[state.key] = state
         self._reassign_needed = True
         if state.schema_wait_since is None:
             state.schema_wait_since = self._clock()
@@ -811,9 +927,10 @@ class MirrorSourceTask:
             )
 
     def _check_schema_waits(self, *, now: float, errors: list[SliceError]) -> None:
-        for state in self._states.values():
+        for key, state in list(self._held.items()):
             if state.schema_wait is None:
                 state.schema_wait_since = None
+                del self._held[key]
             elif now - state.schema_wait_since >= SCHEMA_WAIT_ERROR_S:
                 self._record_error(
                     SliceError(
@@ -829,30 +946,38 @@ class MirrorSourceTask:
     def _fetched_to_end(self) -> bool:
         """Every running partition was read to the end its source reports: a fetch that found nothing is
         not "caught up" before the consumer knows where the end is (a new consumer's first fetches come
-        back empty while it looks up its partitions' leaders and offsets)."""
-        for state in self._states.values():
-            if state.stopped:
-                continue
-            watermarks = self._source.watermarks(*state.key)
-            if watermarks is None:
-                return False
-            position = self._source.position(*state.key)
-            if max(position if position is not None else -1, state.next_offset) < watermarks[1]:
-                return False
+        back empty while it looks up its partitions' leaders and offsets).
+
+        Only the partitions started or fetched since they were last found at their end are asked, up to
+        the first one that is not: an empty fetch of a caught-up task asks the source nothing."""
+        unconfirmed = self._unconfirmed
+        while unconfirmed:
+            key, state = next(iter(unconfirmed.items()))
+            if not state.stopped:
+                watermarks = self._source.watermarks(*key)
+                if watermarks is None:
+                    return False
+                position = self._source.position(*key)
+                if max(position if position is not None else -1, state.next_offset) < watermarks[1]:
+                    return False
+            del unconfirmed[key]
         return True
 
     def _persisted_all(self) -> bool:
-        return all(state.position == state.persisted for state in self._states.values())
+        """No acknowledgement since the last commit and every position it looked at written."""
+        return not self._acks.touched and all(
+            state.position == state.persisted for state in self._dirty.values()
+        )
 
     def _persist_if_due(self, errors: list[SliceError]) -> bool:
         """Persist mid-slice on the cadence; a failure is logged and retried, the slice end reports it.
         False when the pump must stop: a transaction was abandoned (its partitions restart) or fenced,
         which goes to `errors` at once (the slice end does not see it again)."""
-        due = self._cadence.due(now=time.monotonic(), acked=self._acked_totals()[0])
+        due = self._cadence.due(now=time.monotonic(), acked=self._acks.records)
         if due:
             failed: list[SliceError] = []
             if not self._commit(now=self._clock(), errors=failed):
-                self._cadence.persisted(now=time.monotonic(), acked=self._acked_totals()[0])
+                self._cadence.persisted(now=time.monotonic(), acked=self._acks.records)
             errors.extend(e for e in failed if e.kind in (SliceErrorKind.TRANSACTION, SliceErrorKind.FENCED))
         return not (self._restart_needed or self._fenced)
 
@@ -872,19 +997,38 @@ class MirrorSourceTask:
             log.warning("flow %s task %d: %s", self.flow.name, self.task_index, text)
 
     def _observe_polls(self, now: float) -> None:
-        for state in self._states.values():
-            if state.last_polled_timestamp_ms is not None:
-                self.metrics.record_polled(
-                    topic=state.remote_topic,
-                    partition=state.partition,
-                    source_topic=state.topic,
-                    record_age_ms=max(now * 1000 - state.last_polled_timestamp_ms, 0.0),
-                    now=now,
-                )
-                state.last_polled_timestamp_ms = None
+        """The partitions of the last fetch: their record age, and what the slice keeps about them."""
+        polled = list(self._polled_now)
+        self._polled_now.clear()
+        states = self._states
+        for state in polled:
+            self.metrics.record_polled(
+                topic=state.remote_topic,
+                partition=state.partition,
+                source_topic=state.topic,
+                record_age_ms=max(now * 1000 - state.last_polled_timestamp_ms, 0.0),
+                now=now,
+            )
+            state.last_polled_timestamp_ms = None
+            key = state.key
+            if states.get(key) is state:
+                # A skipped record moves the position without an acknowledgement.
+                self._dirty[key] = self._unreported[key] = self._unconfirmed[key] = state
+                if not state.polled:
+                    state.polled = True
+                    self._fetched.append(state)
 
-    def _observe_acks(self, now: float) -> None:
-        for state in self._states.values():
+    def _collect(self, now: float) -> None:
+        """The partitions that heard delivery reports since the last call: their replication latency, and
+        their offset syncs, positions and metrics to commit and report."""
+        touched, self._acks.touched = self._acks.touched, []
+        states = self._states
+        for state in touched:
+            state.touched = False
+            key = state.key
+            if states.get(key) is not state:  # restarted or gone meanwhile: its reports are no news
+                continue
+            self._dirty[key] = self._unreported[key] = state
             if state.last_acked is not state.observed_ack:
                 state.observed_ack = state.last_acked
                 state.latency_ms = max(now * 1000 - state.last_acked.timestamp()[1], 0.0)
@@ -900,8 +1044,9 @@ class MirrorSourceTask:
 
     # -- after the loop -----------------------------------------------------------------------------
     def _check_deliveries(self, errors: list[SliceError]) -> None:
-        for state in self._states.values():
-            if state.failed_at is not None:
+        failed, self._acks.failed = self._acks.failed, {}
+        for key, state in failed.items():
+            if self._states.get(key) is state and state.failed_at is not None:
                 self._record_error(
                     SliceError(
                         SliceErrorKind.DELIVERY,
@@ -914,13 +1059,31 @@ class MirrorSourceTask:
                 )
                 self._restart_needed = True
 
-    def _check_data_loss(self, *, now: float, errors: list[SliceError]) -> list[GapEvent]:
+    def _check_data_loss(
+        self, *, now: float, errors: list[SliceError], swept: Sequence[TopicPartition]
+    ) -> list[GapEvent]:
+        """The partitions reported out of range, those fetched this slice or whose end looked wrong
+        already, and the `swept` share of the others (every one within `ROTATION_PERIOD_S`)."""
         events: list[GapEvent] = []
-        for key, state in self._states.items():
-            if state.stopped or state.in_flight or state.failed_at is not None:
+        states = self._states
+        checked = {key: states[key] for key in (*self._out_of_range, *swept) if key in states}
+        checked.update(self._suspects)
+        checked.update((state.key, state) for state in self._fetched)
+        for key, state in checked.items():
+            if (
+                states.get(key) is not state
+                or state.stopped
+                or state.in_flight
+                or state.failed_at is not None
+            ):
                 continue
             reported = key in self._out_of_range
-            if not reported and not self._end_looks_wrong(state, now):
+            looks_wrong = not reported and self._end_looks_wrong(state, now)
+            if state.suspect_since is None:
+                self._suspects.pop(key, None)
+            else:
+                self._suspects[key] = state
+            if not reported and not looks_wrong:
                 continue
             self._out_of_range.discard(key)
             try:
@@ -930,12 +1093,14 @@ class MirrorSourceTask:
                 continue
             loss = detect_data_loss(expected_offset=state.next_offset, earliest_offset=low, end_offset=end)
             state.suspect_since = None
+            self._suspects.pop(key, None)
             if reported:
                 self._reassign_needed = True  # the source stopped fetching it: start it again
             if loss is not None:
                 events.append(self._on_data_loss(state, loss, now=now, errors=errors))
-        for state in self._states.values():
+        for state in self._fetched:
             state.polled = False
+        self._fetched.clear()
         return events
 
     def _end_looks_wrong(self, state: _PartitionState, now: float) -> bool:
@@ -963,8 +1128,10 @@ class MirrorSourceTask:
         stop = policy == DataLossPolicy.STOP
         self.metrics.record_gap(event, topic=state.remote_topic, source_topic=state.topic, stopped=stop)
         message = loss.describe(state.topic, state.partition)
+        self._unreported[state.key] = state
         if stop:
             state.stopped = True
+            self._stopped.add(state.key)
             self._record_error(
                 SliceError(
                     SliceErrorKind.DATA_LOSS,
@@ -982,19 +1149,27 @@ class MirrorSourceTask:
                 event.resumed_offset,
             )
             state.next_offset = event.resumed_offset
+            self._dirty[state.key] = state
         self._reassign_needed = True
         return event
 
-    def _commit(self, *, now: float, errors: list[SliceError], final: bool = False) -> bool:
+    def _commit(
+        self, *, now: float, errors: list[SliceError], final: bool = False, every_position: bool = False
+    ) -> bool:
         """Emit the decided offset syncs, then persist positions: a position never outruns its syncs.
 
         Positions are the acknowledged prefix of each partition, so this may run with records in flight.
-        Transactional: the open transaction commits first (which delivers everything in flight), so a
-        position or an offset sync never covers a record that is not committed. Whether it succeeded.
+        A moved position is written when `position_record_due` says (at most one record per partition
+        per `POSITION_RECORD_INTERVAL_S` while it moves, none while idle), or at once with
+        `every_position` (before the partitions may be resumed by someone else). Transactional: the open
+        transaction commits first (which delivers everything in flight), so a position or an offset sync
+        never covers a record that is not committed. Whether it succeeded.
         """
         if self._in_transaction and not self._commit_transaction(errors):
             return False
-        drained = [(state, state.syncs.drain(now=now, final=final)) for state in self._states.values()]
+        self._collect(now)
+        dirty = self._dirty
+        drained = [(state, state.syncs.drain(now=now, final=final)) for state in dirty.values()]
         syncs = [sync for _, batch in drained for sync in batch]
         if syncs:
             try:
@@ -1010,9 +1185,17 @@ class MirrorSourceTask:
                     errors,
                 )
                 return False
-        acked = self._acked_totals()[0]  # before reading the positions: they cover at least these
+        acked = self._acks.records  # before reading the positions: they cover at least these
         changed = {
-            key: state.position for key, state in self._states.items() if state.position != state.persisted
+            key: position
+            for key, state in dirty.items()
+            if (position := state.position) != state.persisted
+            and (
+                every_position
+                or position_record_due(
+                    position=position, written=state.persisted, written_at=state.persisted_at, now=now
+                )
+            )
         }
         if changed:
             try:
@@ -1023,8 +1206,14 @@ class MirrorSourceTask:
                 )
                 return False
             for key, offset in changed.items():
-                self._states[key].persisted = offset
+                dirty[key].persisted, dirty[key].persisted_at = offset, now
             self._known_positions.update(changed)
+        # Kept: a position still to write (coalesced) or a progress sync still to come.
+        self._dirty = {
+            key: state
+            for key, state in dirty.items()
+            if state.position != state.persisted or not state.syncs.idle
+        }
         self._cadence.persisted(now=time.monotonic(), acked=acked)
         return True
 
@@ -1084,6 +1273,7 @@ class MirrorSourceTask:
             )
             self._states = {key: state for key, state in self._states.items() if state.stopped}
             self._assigned = []
+            self._states_changed()
             self._log_error(SliceError(SliceErrorKind.FENCED, self._fenced), errors)
             return
         try:
@@ -1094,6 +1284,7 @@ class MirrorSourceTask:
             )
         for key in running:  # restarted next slice: their records after the last commit are gone
             del self._states[key]
+        self._states_changed()
         self._restart_needed = True
         self._log_error(
             SliceError(
@@ -1104,8 +1295,16 @@ class MirrorSourceTask:
             errors,
         )
 
-    def _report_metrics(self, now: float) -> None:
-        for state in self._states.values():
+    def _report_metrics(self, now: float, *, swept: Sequence[TopicPartition] = ()) -> None:
+        """The metrics of the partitions that moved, started or failed since the last report, and of the
+        `swept` share of the others (an idle partition's source end and consumer position change without
+        a record to fetch: transaction markers, a held or stopped partition)."""
+        states = self._states
+        reported, self._unreported = self._unreported, {}
+        reported.update((key, states[key]) for key in swept if key in states)
+        for key, state in reported.items():
+            if states.get(key) is not state:
+                continue
             records = state.acked_records - state.reported_records
             if records:
                 self.metrics.record_replicated(
@@ -1119,7 +1318,7 @@ class MirrorSourceTask:
                     last_timestamp_ms=state.last_acked.timestamp()[1],
                 )
                 state.reported_records, state.reported_bytes = state.acked_records, state.acked_bytes
-            watermarks = self._source.watermarks(*state.key)
+            watermarks = self._source.watermarks(*key)
             self.metrics.record_position(
                 topic=state.remote_topic,
                 partition=state.partition,
@@ -1127,7 +1326,7 @@ class MirrorSourceTask:
                 next_offset=state.position,
                 source_end_offset=watermarks[1] if watermarks else None,
                 last_fetched_offset=state.next_offset - 1,
-                consumer_position=self._source.position(*state.key),
+                consumer_position=self._source.position(*key),
                 skipped=state.skipped - state.reported_skipped,
                 now=now,
             )
@@ -1147,12 +1346,6 @@ class MirrorSourceTask:
             source_topic=topic,
             message=error.message,
             now=self._clock(),
-        )
-
-    def _acked_totals(self) -> tuple[int, int]:
-        return (
-            sum(state.acked_records for state in self._states.values()),
-            sum(state.acked_bytes for state in self._states.values()),
         )
 
 

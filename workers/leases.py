@@ -9,12 +9,17 @@ the TTL and the supervisor starts new chains elsewhere. `LeaseKeeper` renews in 
 while a slice runs, so a slice longer than the TTL (a slow target) keeps its lease.
 
 The flow plans (`workers.plans.FlowPlan`) live here too: runtime state, rebuilt by the metadata tasks.
+Each is stored with a digest of its content (`plan_version_key`), written together with it, so that a
+slice learns whether its flow's plan changed from one short key (`RedisLeases.plan`) instead of reading
+and parsing the whole plan (tens of kilobytes at thousands of partitions) every slice.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
+import time
 import uuid
 
 import redis
@@ -24,6 +29,9 @@ from workers.plans import FlowPlan, TaskRef
 log = logging.getLogger(__name__)
 
 PREFIX = "mirrorplane"
+# A plan kept by a process is read whole again at least this often whatever its version says: a writer
+# that does not store versions (a worker of an older release, during a rolling upgrade) is followed too.
+PLAN_REREAD_S = 60.0
 
 _HOLD = """
 local current = redis.call('GET', KEYS[1])
@@ -76,12 +84,22 @@ def plan_key(flow_id: int) -> str:
     return f"{PREFIX}:plan:flow:{flow_id}"
 
 
+def plan_version_key(flow_id: int) -> str:
+    return f"{plan_key(flow_id)}:version"
+
+
+def plan_version(text: str) -> str:
+    """A stored plan's version: a digest of its JSON, so rewriting the same plan changes nothing."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 class RedisLeases:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         self._hold = client.register_script(_HOLD)
         self._release = client.register_script(_RELEASE)
         self._transfer = client.register_script(_TRANSFER)
+        self._plans: dict[int, tuple[bytes, float, FlowPlan]] = {}  # flow -> (version, read at, plan)
 
     @classmethod
     def from_url(cls, url: str) -> RedisLeases:
@@ -117,7 +135,31 @@ class RedisLeases:
 
     # -- flow plans ----------------------------------------------------------------------------------
     def save_plan(self, flow_id: int, plan: FlowPlan) -> None:
-        self.client.set(plan_key(flow_id), plan.to_json())
+        text = plan.to_json()
+        with self.client.pipeline(transaction=True) as both:  # MULTI: a reader sees both or neither
+            both.set(plan_key(flow_id), text).set(plan_version_key(flow_id), plan_version(text)).execute()
+
+    def plan(self, flow_id: int) -> FlowPlan | None:
+        """The flow's plan (None: none stored), read and parsed again only when its stored version
+        differs from the one this process holds (or PLAN_REREAD_S passed): otherwise one GET."""
+        kept = self._plans.get(flow_id)
+        now = time.monotonic()
+        if (
+            kept is not None
+            and now - kept[1] < PLAN_REREAD_S
+            and self.client.get(plan_version_key(flow_id)) == kept[0]
+        ):
+            return kept[2]
+        text, version = self.client.mget([plan_key(flow_id), plan_version_key(flow_id)])
+        if text is None:
+            self._plans.pop(flow_id, None)
+            return None
+        plan = FlowPlan.from_json(text)
+        if version is None:  # written without a version: read whole each time
+            self._plans.pop(flow_id, None)
+        else:
+            self._plans[flow_id] = (version, now, plan)
+        return plan
 
     def plans(self, flow_ids: list[int]) -> dict[int, FlowPlan | None]:
         values = self.client.mget([plan_key(flow_id) for flow_id in flow_ids]) if flow_ids else []
@@ -127,7 +169,7 @@ class RedisLeases:
         }
 
     def delete_plan(self, flow_id: int) -> None:
-        self.client.delete(plan_key(flow_id))
+        self.client.delete(plan_key(flow_id), plan_version_key(flow_id))
 
 
 def _ms(seconds: float) -> int:

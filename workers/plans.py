@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from replication.connector import TopicPartition, assign_partitions
 
@@ -33,6 +33,10 @@ class FlowPlan:
 
     config_version: str
     partitions: tuple[TopicPartition, ...]
+    # task_partitions' answers: a plan kept across slices is assigned (sorted) once per tasks.max
+    _assignments: dict[int, list[tuple[TopicPartition, ...]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def to_json(self) -> str:
         return json.dumps({"config_version": self.config_version, "partitions": self.partitions})
@@ -42,9 +46,13 @@ class FlowPlan:
         data = json.loads(text)
         return cls(data["config_version"], tuple((topic, int(p)) for topic, p in data["partitions"]))
 
-    def task_partitions(self, tasks_max: int) -> list[list[TopicPartition]]:
+    def task_partitions(self, tasks_max: int) -> list[tuple[TopicPartition, ...]]:
         """MM2's assignment: min(tasks.max, partitions) tasks, partitions round robin."""
-        return assign_partitions(self.partitions, tasks_max)
+        if tasks_max not in self._assignments:
+            self._assignments[tasks_max] = [
+                tuple(task) for task in assign_partitions(self.partitions, tasks_max)
+            ]
+        return self._assignments[tasks_max]
 
 
 @dataclass(frozen=True)
@@ -106,7 +114,7 @@ def decide_slice(
         return SliceDecision(
             SliceAction.STOP, f"task {task_index} retired ({len(assignment)} task(s) now)", retired=True
         )
-    return SliceDecision(SliceAction.RUN, "", tuple(assignment[task_index]))
+    return SliceDecision(SliceAction.RUN, "", assignment[task_index])
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from django.conf import settings
-from django.db import IntegrityError
 
 from controlplane.models import FlowEventKind
 from controlplane.status import runtime
@@ -283,7 +282,7 @@ def _replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
         log.info("task %s: chain %s lost its lease to another chain; it ends", ref, chain[:8])
         return None
     spec = runtime.runtime_flow_spec(flow_id=ref.flow_id)
-    plan = leases.plans([ref.flow_id])[ref.flow_id]
+    plan = leases.plan(ref.flow_id)
     decision = decide_slice(
         exists=spec is not None,
         runnable=spec is not None and spec.runnable,
@@ -518,15 +517,9 @@ def chain_ended(ref: TaskRef) -> None:
 
 
 def _record_quietly(ref: TaskRef, record) -> None:
-    """Status and metrics must never stop replication: a failed write is logged, the chain goes on. A
-    write refused because the flow was deleted meanwhile is one line: the chain's next slice ends it."""
+    """Status and metrics must never stop replication: a failed write is logged, the chain goes on."""
     try:
         record()
-    except IntegrityError:
-        if runtime.runtime_flow_spec(flow_id=ref.flow_id) is not None:
-            log.exception("task %s: recording status or metrics failed", ref)
-        else:
-            log.info("task %s: its flow was deleted: status not recorded; the chain ends", ref)
     except Exception:
         log.exception("task %s: recording status or metrics failed", ref)
 

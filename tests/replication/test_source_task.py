@@ -408,24 +408,27 @@ def test_slices_that_do_not_settle_keep_records_flowing_and_settle_completes_the
     assert content(read_partition(cluster_b, f"A.{topic}", 0)) == records
 
 
-def test_a_slice_returns_once_caught_up_with_every_record_acknowledged_and_its_position_saved(
-    cluster_a, cluster_b, unique_name
-):
+def test_a_slice_returns_once_caught_up_with_every_record_acknowledged(cluster_a, cluster_b, unique_name):
     topic = unique_name
     create_topics(cluster_a, [topic], 2)
     create_topics(cluster_b, [f"A.{topic}"], 2)
     records = {partition: sample_records(partition, 1500) for partition in (0, 1)}
     produce(cluster_a, topic, records)
-    task = make_task(cluster_a, cluster_b, [topic])
+    store = InMemoryPositionStore()
+    task = make_task(cluster_a, cluster_b, [topic], store=store)
     task.assign([(topic, 0), (topic, 1)])
     # Long enough that a slice which ignored the caught-up state could not report it.
     result = task.run_slice(max_seconds=60, settle=False, return_when_caught_up=True)
     assert result.ok and result.caught_up
     assert result.records == 3000
-    assert result.positions == {(topic, 0): 1500, (topic, 1): 1500}
     # Without asking for it, a slice runs its time and does not claim to be caught up.
     assert not task.run_slice(max_seconds=0.2, settle=False).caught_up
     task.close()
+    # The positions: written when due (at most one record per partition per 5 s), every one at the close.
+    assert store.load(flow=task.flow.name, partitions=[(topic, 0), (topic, 1)]) == {
+        (topic, 0): 1500,
+        (topic, 1): 1500,
+    }
     for partition in (0, 1):
         assert content(read_partition(cluster_b, f"A.{topic}", partition)) == records[partition]
 

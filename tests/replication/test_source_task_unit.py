@@ -5,7 +5,9 @@ exactly_once resume after a crash, data loss, and the typed errors of a slice. T
 
 from __future__ import annotations
 
+import itertools
 import logging
+import time
 
 import pytest
 
@@ -58,6 +60,7 @@ def make_task(
     data_loss: DataLossPolicy = DataLossPolicy.STOP,
     per_partition: int = 7,
     remote_wait_s: float = 30.0,
+    clock=time.time,
 ) -> MirrorSourceTask:
     flow = FlowConfig(
         source="A",
@@ -75,6 +78,7 @@ def make_task(
         io=io.task_io(per_partition=per_partition),
         gap_confirm_s=0.0,
         remote_partition_wait_s=remote_wait_s,
+        clock=clock,
     )
     task.assign([(TOPIC, p) for p in range(partitions)])
     return task
@@ -114,7 +118,8 @@ def test_acks_out_of_order_across_partitions_move_each_position_by_its_own_ackno
     sink = MemorySink(io.target_cluster, per_poll=3)  # reports a few at a time, the highest partition first
     sink.hold = {(REMOTE, 0)}  # partition 0's reports do not come yet
     io.sinks.append(sink)
-    task = make_task(io, store)
+    ticks = itertools.count(1_700_000_000, 10)  # 10 s a reading: every moved position is due when looked at
+    task = make_task(io, store, clock=lambda: float(next(ticks)))
     for _ in range(200):
         result = task.run_slice(max_seconds=0.02, settle=False)
         if result.positions.get((TOPIC, 1)) == result.positions.get((TOPIC, 2)) == 50:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import pytest
+import redis
 
-from workers.leases import LeaseKeeper, RedisLeases, new_token, task_lease_key
+from workers.leases import LeaseKeeper, RedisLeases, new_token, plan_key, task_lease_key
 from workers.plans import FlowPlan, TaskRef
 
 KEY = task_lease_key(TaskRef(1, 0))
@@ -101,3 +103,38 @@ def test_plans_are_stored_per_flow(leases):
     assert leases.plans([7, 8]) == {7: plan, 8: None}
     leases.delete_plan(7)
     assert leases.plans([7]) == {7: None}
+
+
+class CountingRedis(redis.Redis):
+    """A real Redis client that counts the commands it sends, by name."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.sent: Counter = Counter()
+
+    def execute_command(self, *args, **options):
+        self.sent[str(args[0]).upper()] += 1
+        return super().execute_command(*args, **options)
+
+
+def test_a_slice_reads_and_parses_its_plan_again_only_when_it_changed(redis_url):
+    client = CountingRedis.from_url(redis_url)
+    leases, writer = RedisLeases(client), RedisLeases.from_url(redis_url)
+    plan = FlowPlan("v1", tuple(("orders", p) for p in range(5_000)))
+    writer.save_plan(9, plan)
+    first = leases.plan(9)
+    assert first == plan and first.task_partitions(4) is first.task_partitions(4)  # assigned once
+    client.sent.clear()
+    for _ in range(10):
+        assert leases.plan(9) is first  # neither read nor parsed again: its version is checked
+    assert client.sent == Counter({"GET": 10})
+    writer.save_plan(9, plan)  # the same plan again: the same version
+    assert leases.plan(9) is first
+    grown = FlowPlan("v1", (*plan.partitions, ("orders", 5_000)))
+    writer.save_plan(9, grown)
+    assert leases.plan(9) == grown
+    writer.delete_plan(9)
+    assert leases.plan(9) is None
+    writer.client.set(plan_key(9), plan.to_json())  # only a writer without versions: read whole each time
+    assert leases.plan(9) == plan and leases.plan(9) is not leases.plan(9)
+    writer.delete_plan(9)

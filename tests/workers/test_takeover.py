@@ -1,7 +1,7 @@
 """Takeover after kill -9 of the worker running a task, with the documented pool (`--pool=threads`):
 exactly_once resumes a task of 64 partitions with nothing lost or duplicated; a worker frozen past its
 lease (a zombie) is fenced when it wakes up; at_least_once duplicates at most what was acknowledged since
-the last periodic persist."""
+each partition's last position record."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import time
 import pytest
 
 from replication.kafka.source_io import PartitionReader
-from replication.source import MAX_IN_FLIGHT, PERSIST_RECORDS
+from replication.positions import POSITION_RECORD_OFFSETS
+from replication.source import MAX_IN_FLIGHT
 from tests.replication.test_kill9 import lost_or_out_of_order, read_values
 from tests.replication.test_transactions import open_transaction_on
 from tests.workers.harness import (
@@ -175,8 +176,9 @@ def test_at_least_once_kill9_mid_catch_up_duplicates_at_most_the_persist_cadence
         expected = [b"v%d" % index for index in range(partition, records, 4)]
         assert lost_or_out_of_order(expected, got[partition]) is None
     duplicates = sum(len(values) for values in got.values()) - records
-    # What a kill leaves to write again: records acknowledged since the last persist (it happens once
-    # PERSIST_RECORDS more were acknowledged) and records in flight (MAX_IN_FLIGHT at most); one task.
-    bound = PERSIST_RECORDS + MAX_IN_FLIGHT
+    # What a kill leaves to write again: per partition the records acknowledged since its last position
+    # record (written at the latest once it moved POSITION_RECORD_OFFSETS past the last one) and the
+    # records in flight (MAX_IN_FLIGHT at most); one task of 4 partitions.
+    bound = 4 * POSITION_RECORD_OFFSETS + MAX_IN_FLIGHT
     print(f"at_least_once kill -9 at {at_kill} of {records} records: {duplicates} duplicates (bound {bound})")
     assert duplicates <= bound

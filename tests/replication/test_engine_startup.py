@@ -1,0 +1,159 @@
+"""Start-up of a task of 2,000 partitions on Apache Kafka (issue 34): its partitions start together in a few
+batched requests (one position lookup, one ListOffsets per kind, one read of the remote tails, one
+metadata warm-up per remote topic), counted at the adapters and in librdkafka's statistics of the task's
+consumer and producer, not one per partition; every partition flows after the first slice."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from replication.config import DeliveryGuarantee, FlowConfig
+from replication.kafka.clients import make_admin, make_producer
+from replication.kafka.positions import KafkaPositionStore
+from replication.kafka.source_io import PartitionReader, kafka_task_io
+from replication.policy import replication_policy_for
+from replication.source import MirrorSourceTask
+from tests.replication.test_source_task import create_topics
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+PARTITIONS = 2_000
+
+
+class Counted:
+    """Forwards to `inner`, counting each call of a method by name and the partitions it named."""
+
+    def __init__(self, inner, calls: Counter, keys: Counter) -> None:
+        self._inner, self._calls, self._keys = inner, calls, keys
+
+    def __getattr__(self, name):
+        attribute = getattr(self._inner, name)
+        if not callable(attribute):
+            return attribute
+
+        def counted(*args, **kwargs):
+            self._calls[name] += 1
+            named = kwargs.get("partitions", args[0] if args else None)
+            if isinstance(named, list | tuple | dict) and named and isinstance(next(iter(named)), tuple):
+                self._keys[name] += len(named)
+            return attribute(*args, **kwargs)
+
+        return counted
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+
+class Requests:
+    """Requests sent by a client, by kind, summed over its brokers (librdkafka's statistics)."""
+
+    def __init__(self) -> None:
+        self.latest: Counter = Counter()
+        self.lock = threading.Lock()
+
+    def __call__(self, stats_json: str) -> None:
+        stats = json.loads(stats_json)
+        sent: Counter = Counter()
+        for broker in stats["brokers"].values():
+            sent.update({kind: count for kind, count in broker.get("req", {}).items() if count})
+        with self.lock:
+            self.latest = sent
+
+
+def wait_until_listed(cluster, topic: str, timeout_s: float = 120) -> None:
+    """Until every partition of a just-created topic answers ListOffsets (leaders elected and ready)."""
+    reader = PartitionReader(cluster)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            _, failures = reader.watermarks_all([(topic, p) for p in range(PARTITIONS)])
+            if not failures:
+                return
+            assert time.monotonic() < deadline, f"{topic}: {len(failures)} partitions not ready"
+            time.sleep(0.5)
+    finally:
+        reader.close()
+
+
+def test_a_task_of_2000_partitions_starts_them_in_a_few_batched_requests(cluster_a, cluster_b, unique_name):
+    topic = f"{unique_name}-wide"
+    remote = f"A.{topic}"
+    create_topics(cluster_b, [remote], PARTITIONS)
+    create_topics(cluster_a, [topic], PARTITIONS)
+    try:
+        wait_until_listed(cluster_b, remote)  # as topic sync leaves it before a task starts
+        wait_until_listed(cluster_a, topic)
+        producer = make_producer(cluster_a, overrides={"linger.ms": 50})
+        for partition in range(PARTITIONS):
+            producer.produce(topic, key=b"k", value=b"v%d" % partition, partition=partition)
+        assert producer.flush(180) == 0
+        consumer_requests, producer_requests = Requests(), Requests()
+        flow = FlowConfig(
+            source="A",
+            target="B",
+            enabled=True,
+            topics=(topic,),
+            delivery_guarantee=DeliveryGuarantee.EXACTLY_ONCE,
+            extra={
+                "consumer.statistics.interval.ms": 100,
+                "consumer.stats_cb": consumer_requests,
+                "producer.statistics.interval.ms": 100,
+                "producer.stats_cb": producer_requests,
+            },
+        )
+        policy = replication_policy_for(flow, known_aliases=("A", "B"))
+        calls, keys = Counter(), Counter()
+        io = kafka_task_io(flow, source=cluster_a, target=cluster_b, policy=policy, task_index=0)
+        io = dataclasses.replace(
+            io,
+            sink=lambda make=io.sink: Counted(make(), calls, keys),
+            source_reader=lambda make=io.source_reader: Counted(make(), calls, keys),
+            target_reader=lambda make=io.target_reader: Counted(make(), calls, keys),
+        )
+        store = KafkaPositionStore(cluster_b, source_alias="A")
+        task = MirrorSourceTask(
+            flow=flow,
+            policy=policy,
+            task_index=0,
+            position_store=Counted(store, calls, keys),
+            io=io,
+        )
+        task.assign([(topic, p) for p in range(PARTITIONS)])
+        try:
+            slices = 0
+            while slices < 20:
+                slices += 1
+                result = task.run_slice(max_seconds=2.0, settle=False)
+                assert result.ok, result.errors
+                replicated = [p.next_offset for p in task.metrics.snapshot()]
+                if len(replicated) == PARTITIONS and all(offset == 1 for offset in replicated):
+                    break
+            # Every partition flowed within the first slices (its record acknowledged by the target).
+            assert slices <= 2, slices
+            # The start of all 2,000: one position lookup, one ListOffsets pair for the partitions never
+            # replicated, one read of the remote tails (exactly_once), one warm-up of the remote topic.
+            assert calls["load"] == 1 and keys["load"] == PARTITIONS
+            assert calls["watermarks_all"] == 1 and keys["watermarks_all"] == PARTITIONS
+            assert calls["tails"] == 1 and keys["tails"] == PARTITIONS
+            assert calls["list_topics"] == 1
+            task.run_slice(max_seconds=0.5, settle=False)  # the statistics come with the consumer's polls
+            with consumer_requests.lock, producer_requests.lock:
+                consumed, produced = consumer_requests.latest, producer_requests.latest
+            assert consumed["Metadata"] + consumed["ListOffsets"] + consumed["OffsetFetch"] <= 10, consumed
+            assert produced["Metadata"] <= 10, produced
+            print(
+                f"slices {slices}, consumer {dict(consumed)}, producer {dict(produced)}, adapters {dict(calls)}"
+            )
+        finally:
+            task.close()
+            store.close()
+    finally:
+        for cluster, name in ((cluster_a, topic), (cluster_b, remote)):
+            admin = make_admin(cluster)  # kept referenced until the result is in
+            admin.delete_topics([name])[name].result()
