@@ -22,6 +22,7 @@ BENCHMARKS = {
     "upgrade": "bench.upgrade",  # longest arrival gap during a rolling upgrade and a scale-down
     "idle": "bench.idle",  # idle cost of the source consumer's fetch.wait.max.ms (fetches/s, broker CPU)
     "vs-mm2": "bench.vs_mm2",  # beside Apache Kafka's MirrorMaker 2: throughput, latency, CPU, memory, re-reads
+    "scale": "bench.scale",  # N partitions at R records/s each: start, latency, CPU, memory, control plane; MM2 beside
 }
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import time
 from collections.abc import Callable, Sequence
@@ -31,6 +30,7 @@ from collections.abc import Callable, Sequence
 from confluent_kafka import OFFSET_END, TopicPartition
 
 from bench.brokers import bench_cluster, bench_clusters
+from bench.processes import process_cpu_s
 from replication.config import ClusterConfig, FlowConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
@@ -40,15 +40,6 @@ from replication.kafka.positions import KafkaPositionStore
 from replication.kafka.source_io import CONSUMER_DEFAULTS
 from replication.policy import replication_policy_for
 from replication.source import MirrorSourceTask
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def process_cpu_s(pid: int) -> float:
-    """utime + stime of a process and its threads, in seconds."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def own_cpu_s() -> float:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import statistics
 import time
+
+from bench.runtime import scratch_database
 
 TARGET_S = 1.0
 
@@ -89,28 +90,20 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
-    import django
+    with scratch_database():
+        from django.test.utils import setup_test_environment
 
-    django.setup()
-    from django.db import connection
-    from django.test.utils import setup_test_environment
+        from controlplane import alerts
+        from controlplane.metrics import prometheus
+        from controlplane.models import FlowPartitionStatus
 
-    from controlplane import alerts
-    from controlplane.metrics import prometheus
-    from controlplane.models import FlowPartitionStatus
-
-    setup_test_environment()
-    database = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
-    try:
+        setup_test_environment()
         _seed(flows=args.flows, partitions=args.partitions)
         raw_s = _time(lambda: list(FlowPartitionStatus.objects.values_list()), args.repeat)
         evaluate_s = _time(lambda: alerts.alerts_evaluate(replication_workers=1), args.repeat)
         firing = alerts.alerts_firing().count()
         scrape_s = _time(prometheus.exposition, args.repeat)
         size = len(prometheus.exposition())
-    finally:
-        connection.creation.destroy_test_db(database, verbosity=0)
     rows = args.flows * args.partitions
     print(
         f"/metrics scrape, {args.flows} flows x {args.partitions} partitions ({rows} status rows, {size} bytes)"

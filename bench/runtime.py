@@ -13,10 +13,11 @@ Needs Redis (REDIS_URL's server, database 13 is used and flushed) and uses a thr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from bench.engine_vs_raw import Measurement, Scenario, engine_copy, fill_source
@@ -34,6 +35,23 @@ def _setup_django(workdir: Path) -> None:
 
     django.setup()
     call_command("migrate", verbosity=0)
+
+
+@contextlib.contextmanager
+def scratch_database() -> Iterator[None]:
+    """Django on a throw-away database next to DATABASE_URL's (Django's test database machinery:
+    `test_<name>`, migrated), destroyed when the block ends."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    import django
+
+    django.setup()
+    from django.db import connection
+
+    database = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
+    try:
+        yield
+    finally:
+        connection.creation.destroy_test_db(database, verbosity=0)
 
 
 def _redis_url(db: int = BENCH_REDIS_DB) -> str:

@@ -42,8 +42,8 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from bench.brokers import bench_cluster, bench_clusters
 from bench.engine_vs_raw import PARTITIONS, Scenario, fill_source
-from bench.idle import process_cpu_s
 from bench.latency import HEADER, Copy, Latency, measure
+from bench.processes import peak_rss_mb, process_cpu_s
 from replication.config import ClusterConfig
 from replication.kafka.clients import make_consumer
 from replication.kafka.mirrormaker import SCRIPT_JVM_OPTIONS, MirrorMaker2, mm2_translate_offsets
@@ -59,16 +59,19 @@ FAILOVER_RECORDS = 20_000  # 5,000 per partition
 START_TIMEOUT_S = 120.0
 
 
-def flow_properties(source: ClusterConfig, target: ClusterConfig, topic: str) -> dict[str, str]:
-    """The mm2.properties both tools run (over the single-node settings of `TEST_SETTINGS`)."""
+def flow_properties(
+    source: ClusterConfig, target: ClusterConfig, topics: str, *, tasks_max: int = 1
+) -> dict[str, str]:
+    """The mm2.properties both tools run (over the single-node settings of `TEST_SETTINGS`): the topics
+    matching the regex `topics`, in `tasks_max` tasks."""
     return {
         "clusters": f"{source.alias}, {target.alias}",
         f"{source.alias}.bootstrap.servers": source.bootstrap_servers,
         f"{target.alias}.bootstrap.servers": target.bootstrap_servers,
         f"{source.alias}->{target.alias}.enabled": "true",
-        f"{source.alias}->{target.alias}.topics": re.escape(topic),
+        f"{source.alias}->{target.alias}.topics": topics,
         f"{target.alias}->{source.alias}.enabled": "false",
-        "tasks.max": "1",
+        "tasks.max": str(tasks_max),
         "emit.checkpoints.interval.seconds": "1",
         "sync.group.offsets.enabled": "false",
     }
@@ -108,12 +111,7 @@ class Replicator:
         return process_cpu_s(self.pid)
 
     def peak_rss_mb(self) -> float:
-        """VmHWM: the most resident memory the process had so far."""
-        with open(f"/proc/{self.pid}/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-        return float("nan")
+        return peak_rss_mb(self.pid)
 
     def check_running(self) -> None:
         if self.process is not None and self.process.poll() is not None:
@@ -200,7 +198,7 @@ def throughput(
     tool: str, source: ClusterConfig, target: ClusterConfig, scenario: Scenario, *, topic: str, workdir: Path
 ) -> Throughput:
     fill_source(source, topic, scenario)
-    replicator = Replicator(tool, workdir / topic, flow_properties(source, target, topic)).start()
+    replicator = Replicator(tool, workdir / topic, flow_properties(source, target, re.escape(topic))).start()
     try:
         records, seconds, cpu_s = copy_window(replicator, target, f"{source.alias}.{topic}", scenario.records)
         return Throughput(tool, scenario, records, seconds, cpu_s, replicator.peak_rss_mb())
@@ -215,7 +213,7 @@ class ProcessCopy(Copy):
     def __init__(self, tool: str, source: ClusterConfig, target: ClusterConfig, topic: str, workdir: Path):
         super().__init__(source, target, topic)
         self.remote_topic = f"{source.alias}.{topic}"
-        self.replicator = Replicator(tool, workdir / topic, flow_properties(source, target, topic))
+        self.replicator = Replicator(tool, workdir / topic, flow_properties(source, target, re.escape(topic)))
 
     def start(self) -> None:
         self.replicator.start()
@@ -294,7 +292,7 @@ def failover_reread(
     group = f"{topic}-group"
     commit_group(source, group, {(topic, p): o for p, o in committed.items()})
     remote = f"{source.alias}.{topic}"
-    replicator = Replicator(tool, workdir / topic, flow_properties(source, target, topic)).start()
+    replicator = Replicator(tool, workdir / topic, flow_properties(source, target, re.escape(topic))).start()
     try:
         copy_window(replicator, target, remote, FAILOVER_RECORDS)
         check_offsets_kept(target, remote, committed)

@@ -1,0 +1,1045 @@
+"""Mirrorplane at N partitions beside MirrorMaker 2 at the same N (issue 34):
+
+    python -m bench scale --partitions 500 [--partitions 2000 ...] [--rate-per-partition 1]
+                          [--mode runtime] [--mode dedicated] [--seconds 60] [--without-mm2]
+
+Two Apache Kafka clusters (the project's launcher); per N and per tool, topics of
+`--partitions-per-topic` partitions totalling N on the source, fresh for each tool and deleted after it.
+A producer process of its own (as users' producers are) writes `--rate-per-partition` records/s to every
+partition (100 B values, round robin, its timestamps kept by both copies) from before the tool starts
+until the end of its window. Tools, each on the same regex of those topics and `--tasks-max` tasks:
+
+- `runtime`: the control plane as docs/operations.md runs it: one replication worker (`-Q replication
+  --pool=threads -c 4`), a metadata worker (`-Q metadata --pool=threads -c 4`; nothing takes the reports
+  queue, whose Spark job would measure a JVM, not the runtime), beat, and the web under gunicorn as the
+  Dockerfile runs it (`--workers 3`), with the production settings (settings.py defaults), on a
+  throw-away PostgreSQL database next to DATABASE_URL's and Redis database `--redis-db` (FLUSHED);
+- `dedicated`: `python -m replication run mm2.properties`;
+- `mm2`: Apache Kafka's MirrorMaker 2 on the same mm2.properties (`bench.vs_mm2`: the brokers' jars
+  from Maven Central, bin/connect-mirror-maker.sh's JVM options).
+
+Figures per tool (a table per N, each run with the load average at the end of its window):
+
+- start to every partition flowing: from the tool's start (its processes launched) to the first
+  replicated record seen on the last of the N partitions on the target (a reader assigned to every remote
+  partition as the tool creates it);
+- end-to-end p50/p99: for the records produced within the window (`--seconds`, from the moment every
+  partition flows), produce timestamp to read on the target; beside it the no-copy floor of the same
+  records, read on the source itself by a reader of the same settings;
+- replicator CPU s per s and us per record (records arrived on the target within the window), peak
+  RSS (VmHWM): the tool's process (runtime: the replication worker); runtime also gives the CPU and
+  memory of the rest of the control plane (metadata worker, beat, web);
+- runtime only: the oldest partition status age (now - the oldest `observed_at` of the flow's status
+  rows, sampled every second of the window); rows/s written to the status tables (pg_stat_user_tables
+  n_tup_ins + n_tup_upd of the `controlplane_*status*` tables; all controlplane tables beside it); the
+  time and size of `/metrics` (bearer token), the flows list and the flow page (a signed-in admin) and
+  the flow status API (an admin's token), `--requests` rounds spread over the window; the alert
+  evaluation timed here as beat's task calls it, and the metadata worker's own evaluate_alerts and
+  verify_flows task times (its log); the first full verification rotation (from the first partition
+  checked to every partition checked, the verification rows' `checked_at`) and the oldest check at the end.
+
+Ratios Mirrorplane / MM2 follow each table (below 1: Mirrorplane needs less). Every phase is bounded
+(topics created, tool started, partitions flowing, records drained) and a phase that times out names
+what did not happen; the other tools still run. Exit 1 when a run failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import multiprocessing
+import os
+import queue
+import re
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+from bench.brokers import bench_cluster, bench_clusters, stored_cluster
+from bench.latency import percentile
+from bench.processes import child_pids, peak_rss_mb, process_cpu_s
+from bench.vs_mm2 import Replicator, flow_properties
+from replication.config import ClusterConfig
+from replication.connector import NewRemoteTopic
+from replication.kafka.admin import TopicAdmin
+from replication.kafka.clients import make_admin, make_consumer, make_producer
+
+MODES = ("runtime", "dedicated")
+MM2 = "mm2"
+VALUE_BYTES = 100
+TOPICS_TIMEOUT_S = 300.0
+DRAIN_S = 30.0
+REDIS_DB = 13
+TASK_DONE = re.compile(r"Task (\S+)\[[^\]]+\] succeeded in ([0-9.]+)s")
+TASK_RECEIVED = re.compile(r"Task (\S+)\[[^\]]+\] received")
+EVALUATE_TASK = "workers.alerts.evaluate_alerts"
+VERIFY_TASK = "workers.verification.verify_flows"
+
+
+class PhaseTimeout(Exception):
+    """A phase of a run did not finish in time: the message says what did not happen."""
+
+
+def wait_for(predicate: Callable[[], object], *, timeout_s: float, what: str, tick: Callable[[], None]):
+    """Poll `predicate` every 0.5 s (calling `tick` in between) until it is true; PhaseTimeout naming
+    `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise PhaseTimeout(f"{what} within {timeout_s:g} s")
+        tick()
+        time.sleep(0.5)
+    return value
+
+
+# -- pure pieces ---------------------------------------------------------------------------------------
+def topic_layout(prefix: str, partitions: int, per_topic: int) -> dict[str, int]:
+    """Topics `<prefix>-0000`... of `per_topic` partitions (the last one the rest) totalling `partitions`."""
+    full, rest = divmod(partitions, per_topic)
+    counts = [per_topic] * full + ([rest] if rest else [])
+    return {f"{prefix}-{index:04d}": count for index, count in enumerate(counts)}
+
+
+def ratio(ours: float | None, theirs: float | None) -> str:
+    """ours / theirs to two decimals; `-` when either is unknown or theirs is 0."""
+    if ours is None or theirs is None or theirs == 0:
+        return "-"
+    return f"{ours / theirs:.2f}"
+
+
+def cell(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1 (a usage error otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} must be above 0")
+    return value
+
+
+# -- the producer and the readers (child processes) ---------------------------------------------------------
+def _produce(
+    bootstrap: str, topics: dict[str, int], rate_per_partition: float, window, stop, ready, out
+) -> None:
+    """`rate_per_partition` records/s to every partition of `topics`, round robin, until `stop`; `out`:
+    [records sent, seconds, records timestamped inside the window, delivery failures]."""
+    failures = 0
+    window_timestamps: list[int] = []  # of the records sent since the window opened
+
+    def delivered(error, _message) -> None:
+        nonlocal failures
+        failures += error is not None
+
+    producer = make_producer(ClusterConfig(alias="load", bootstrap_servers=bootstrap))
+    destinations = [(topic, partition) for topic, count in topics.items() for partition in range(count)]
+    rate = rate_per_partition * len(destinations)
+    value = b"v" * VALUE_BYTES
+    sent = 0
+    started = time.monotonic()
+    ready.set()
+    while not stop.is_set():
+        due = int((time.monotonic() - started) * rate)
+        while sent < due:
+            topic, partition = destinations[sent % len(destinations)]
+            now_ms = int(time.time() * 1000)
+            try:
+                producer.produce(
+                    topic,
+                    value=value,
+                    key=b"%d" % sent,
+                    partition=partition,
+                    timestamp=now_ms,
+                    on_delivery=delivered,
+                )
+            except BufferError:
+                producer.poll(0.01)
+                continue
+            sent += 1
+            if window[0]:
+                window_timestamps.append(now_ms)
+        producer.poll(0)
+        time.sleep(0.005)
+    seconds = time.monotonic() - started
+    failures += producer.flush(60)
+    start_ms, end_ms = window[0], window[1]
+    in_window = sum(start_ms <= timestamp <= end_ms for timestamp in window_timestamps)
+    out[:] = [sent, seconds, in_window, failures]
+
+
+@dataclass(frozen=True)
+class ReaderResult:
+    partitions_seen: int
+    all_flowing_at: float | None  # epoch seconds: the first record of the last partition
+    arrivals: int  # records read within the window
+    counted: int  # records produced within the window that were read
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+
+
+def _read(bootstrap: str, topics: dict[str, int], window, stop, expected, flowing, results) -> None:
+    """Read every partition of `topics` (each topic assigned once it exists with all its partitions) from
+    its start until `stop` and every record produced within the window (`expected`) is read (or DRAIN_S);
+    `flowing`: partitions with a record so far. The result to `results`."""
+    consumer = make_consumer(
+        ClusterConfig(alias="reader", bootstrap_servers=bootstrap), overrides={"fetch.wait.max.ms": 10}
+    )
+    total = sum(topics.values())
+    pending = dict(topics)
+    first: dict[tuple[str, int], float] = {}
+    latencies: list[float] = []
+    arrivals = 0
+    next_lookup = 0.0
+    stopped_at = None
+    while True:
+        now = time.monotonic()
+        if pending and now >= next_lookup:
+            found = consumer.list_topics(timeout=10).topics
+            complete = [t for t, n in pending.items() if t in found and len(found[t].partitions) >= n]
+            if complete:
+                consumer.incremental_assign(
+                    [TopicPartition(t, p, OFFSET_BEGINNING) for t in complete for p in range(pending[t])]
+                )
+                for topic in complete:
+                    del pending[topic]
+            next_lookup = now + 0.5
+        if stop.is_set():
+            stopped_at = stopped_at or now
+            if 0 <= expected.value <= len(latencies) or now - stopped_at > DRAIN_S:
+                break
+        messages = consumer.consume(num_messages=10_000, timeout=0.05)
+        now_ms = time.time() * 1000
+        start_ms, end_ms = window[0], window[1]
+        for message in messages:
+            if message.error() is not None or message.key() is None:
+                continue
+            first.setdefault((message.topic(), message.partition()), now_ms / 1000)
+            timestamp = message.timestamp()[1]
+            if start_ms and timestamp >= start_ms and (not end_ms or timestamp <= end_ms):
+                latencies.append(now_ms - timestamp)
+            if start_ms and now_ms >= start_ms and (not end_ms or now_ms <= end_ms):
+                arrivals += 1
+        flowing.value = len(first)
+    consumer.close()
+    latencies.sort()
+    results.put(
+        ReaderResult(
+            partitions_seen=len(first),
+            all_flowing_at=max(first.values()) if len(first) == total else None,
+            arrivals=arrivals,
+            counted=len(latencies),
+            p50_ms=percentile(latencies, 0.5),
+            p99_ms=percentile(latencies, 0.99),
+            max_ms=percentile(latencies, 1.0),
+        )
+    )
+
+
+class Traffic:
+    """The producer and the two readers (the target's copy, and the floor: the source itself), each a
+    process of its own, sharing the measurement window [start, end] (epoch ms; 0: not yet)."""
+
+    def __init__(self, *, source: ClusterConfig, target: ClusterConfig, topics: dict[str, int], rate: float):
+        spawn = multiprocessing.get_context("spawn")
+        self.window = spawn.Array("d", 2)
+        self.stop_load, self.stop_reading, self.ready = spawn.Event(), spawn.Event(), spawn.Event()
+        self.load_out = spawn.Array("d", 4)
+        self.expected = spawn.Value("q", -1)
+        self.flowing = spawn.Value("q", 0)
+        self.floor_flowing = spawn.Value("q", 0)  # held: a started Process drops its args
+        self.results = {"copy": spawn.Queue(), "floor": spawn.Queue()}
+        remote = {f"{source.alias}.{topic}": count for topic, count in topics.items()}
+        self.processes = [
+            spawn.Process(
+                target=_produce,
+                args=(
+                    source.bootstrap_servers,
+                    topics,
+                    rate,
+                    self.window,
+                    self.stop_load,
+                    self.ready,
+                    self.load_out,
+                ),
+            ),
+            spawn.Process(
+                target=_read,
+                args=(
+                    target.bootstrap_servers,
+                    remote,
+                    self.window,
+                    self.stop_reading,
+                    self.expected,
+                    self.flowing,
+                    self.results["copy"],
+                ),
+            ),
+            spawn.Process(
+                target=_read,
+                args=(
+                    source.bootstrap_servers,
+                    topics,
+                    self.window,
+                    self.stop_reading,
+                    self.expected,
+                    self.floor_flowing,
+                    self.results["floor"],
+                ),
+            ),
+        ]
+
+    def start(self) -> None:
+        for process in self.processes:
+            process.start()
+        if not self.ready.wait(60):
+            raise PhaseTimeout("the producer process did not connect within 60 s")
+
+    def open_window(self) -> float:
+        now = time.time()
+        self.window[0] = now * 1000
+        return now
+
+    def close_window(self) -> None:
+        self.window[1] = time.time() * 1000
+
+    def finish(self) -> tuple[list[float], ReaderResult, ReaderResult]:
+        """Stop producing, read what the window's records became: (load figures, copy, floor)."""
+        self.stop_load.set()
+        self.processes[0].join(90)
+        load = list(self.load_out)
+        self.expected.value = int(load[2])
+        self.stop_reading.set()
+        try:
+            copy = self.results["copy"].get(timeout=DRAIN_S + 60)
+            floor = self.results["floor"].get(timeout=DRAIN_S + 60)
+        except queue.Empty:
+            raise PhaseTimeout(f"the readers' results within {DRAIN_S + 60:g} s of the end") from None
+        return load, copy, floor
+
+    def close(self) -> None:
+        self.stop_load.set()
+        self.stop_reading.set()
+        for process in self.processes:
+            process.join(DRAIN_S + 30)
+            if process.is_alive():
+                process.kill()
+                process.join(10)
+
+
+# -- the tools --------------------------------------------------------------------------------------------
+class Tool:
+    """A replicator under measurement: `prepare()` (not timed), `start()` (the clock starts), observed by
+    `tick()` every 0.5-1 s, `stop()`. The runtime adds control-plane observations around the window."""
+
+    name: str
+
+    def prepare(self) -> None:
+        pass
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def check_running(self) -> None:
+        """Raise when a process of the tool exited."""
+        raise NotImplementedError
+
+    def replicator_pids(self) -> list[int]:
+        raise NotImplementedError
+
+    def control_plane_pids(self) -> list[int]:
+        return []
+
+    def tick(self, *, in_window: bool) -> None:
+        pass
+
+    def window_opened(self) -> None:
+        pass
+
+    def window_closed(self) -> None:
+        pass
+
+    def figures(self) -> ControlPlane | None:
+        return None
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+
+class DedicatedTool(Tool):
+    """A tool as a process of its own on the run's mm2.properties (`bench.vs_mm2.Replicator`)."""
+
+    def __init__(self, name: str, *, workdir: Path, properties: dict[str, str]) -> None:
+        self.name = name
+        self.replicator = Replicator(MM2 if name == MM2 else "mirrorplane", workdir, properties)
+
+    def start(self) -> None:
+        self.replicator.start()
+
+    def check_running(self) -> None:
+        self.replicator.check_running()
+
+    def replicator_pids(self) -> list[int]:
+        return [self.replicator.pid]
+
+    def stop(self) -> None:
+        if self.replicator.process is not None:
+            self.replicator.stop()
+
+
+@dataclass
+class Timings:
+    """Seconds and sizes of repeated requests."""
+
+    seconds: list[float] = field(default_factory=list)
+    size: int = 0
+    status: int = 0
+
+    def line(self, label: str) -> str:
+        if not self.seconds:
+            return f"{label:<44}{'-':>8}"
+        line = f"{label:<44}{statistics.median(self.seconds):>8.2f} s median, {max(self.seconds):.2f} s max"
+        return line + (f"; {self.size / 1000:,.0f} KB (HTTP {self.status})" if self.status else "")
+
+
+@dataclass
+class ControlPlane:
+    """The runtime's control-plane figures of one run."""
+
+    status_ages: list[float] = field(default_factory=list)
+    status_rows_seen: int = 0
+    status_rows_per_s: float | None = None
+    rows_per_s_by_table: dict[str, float] = field(default_factory=dict)
+    requests: dict[str, Timings] = field(default_factory=dict)
+    alert_evaluation: Timings = field(default_factory=Timings)
+    worker_tasks: dict[str, list[float]] = field(default_factory=dict)
+    worker_tasks_received: dict[str, int] = field(default_factory=dict)
+    first_rotation_s: float | None = None
+    checked: int = 0
+    oldest_check_s: float | None = None
+    cpu_per_s: float | None = None
+    peak_rss_mb: float | None = None
+
+    def lines(self, partitions: int) -> list[str]:
+        out = []
+        if self.status_ages:
+            ages = sorted(self.status_ages)
+            out.append(
+                f"{'oldest partition status age':<44}{ages[-1]:>8.1f} s max, {statistics.median(ages):.1f} s "
+                f"median over {len(ages)} samples ({self.status_rows_seen:,} of {partitions:,} rows)"
+            )
+        else:
+            out.append(f"{'oldest partition status age':<44}- (no status rows in the window)")
+        out.append(f"{'status rows written/s (status tables)':<44}{cell(self.status_rows_per_s):>8}")
+        busiest = sorted(self.rows_per_s_by_table.items(), key=lambda item: -item[1])[:4]
+        tables = ", ".join(f"{name.removeprefix('controlplane_')} {rate:,.1f}" for name, rate in busiest)
+        out.append(
+            f"{'rows written/s, all controlplane tables':<44}{cell(sum(self.rows_per_s_by_table.values())):>8}"
+            f"  ({tables})"
+        )
+        for label, timings in self.requests.items():
+            out.append(timings.line(f"GET {label}"))
+        out.append(self.alert_evaluation.line("alert evaluation (as beat's task calls it)"))
+        for task, label in ((EVALUATE_TASK, "evaluate_alerts"), (VERIFY_TASK, "verify_flows")):
+            done, received = self.worker_tasks.get(task, []), self.worker_tasks_received.get(task, 0)
+            figures = (
+                f"{statistics.median(done):>8.2f} s median, {max(done):.2f} s max" if done else f"{'-':>8}"
+            )
+            out.append(
+                f"{'metadata worker ' + label + ' tasks':<44}{figures}; {len(done)} finished of {received} received"
+            )
+        if self.first_rotation_s is not None:
+            rotation = f"{self.first_rotation_s:>8.1f} s"
+        else:
+            rotation = f"{'-':>8} (not complete: {self.checked:,} of {partitions:,} partitions checked)"
+        out.append(f"{'verification: first full rotation':<44}{rotation}")
+        out.append(f"{'verification: oldest check at the end':<44}{cell(self.oldest_check_s):>8} s")
+        out.append(
+            f"{'rest of the control plane CPU s/s, peak MB':<44}{cell(self.cpu_per_s, 2):>8}  "
+            f"{cell(self.peak_rss_mb, 0)} MB (metadata worker, beat, web)"
+        )
+        return out
+
+
+class RuntimeTool(Tool):
+    """The control plane (module docstring) running a stored flow of the run's topics."""
+
+    name = "runtime"
+
+    def __init__(
+        self,
+        *,
+        workdir: Path,
+        source: ClusterConfig,
+        target: ClusterConfig,
+        topics_regex: str,
+        partitions: int,
+        tasks_max: int,
+        redis_db: int,
+        requests_rounds: int,
+        seconds: float,
+        admin: Admin,
+    ) -> None:
+        self.workdir, self.source, self.target, self.partitions = workdir, source, target, partitions
+        self.topics_regex, self.tasks_max, self.redis_db = topics_regex, tasks_max, redis_db
+        self.rounds, self.seconds, self.admin = requests_rounds, seconds, admin
+        self.flow = None
+        self.runtime = None
+        self.web = None
+        self.figures_ = ControlPlane()
+        self._rows_before: dict[str, int] = {}
+        self._window_started = 0.0
+        self._next_round = 0.0
+        self._rounds_done = 0
+        self._first_check = None
+
+    # -- set-up and processes --
+    def prepare(self) -> None:
+        from django.conf import settings
+
+        from bench.runtime import _redis_url
+        from controlplane.flows import services
+        from tests.workers.harness import CeleryRuntime, Gunicorn, database_url
+
+        clusters = {config.alias: stored_cluster(config) for config in (self.source, self.target)}
+        self.flow = services.flow_create(
+            actor=None,
+            source=clusters[self.source.alias],
+            target=clusters[self.target.alias],
+            enabled=True,
+            topics=[self.topics_regex],
+            tasks_max=self.tasks_max,
+        )
+        redis_url = _redis_url(self.redis_db)
+        production = {
+            name: str(getattr(settings, name))
+            for name in (
+                "MIRRORPLANE_SLICE_SECONDS",
+                "MIRRORPLANE_SUPERVISE_INTERVAL_S",
+                "MIRRORPLANE_BACKOFF_MAX_S",
+                "METRICS_FLUSH_INTERVAL_S",
+            )
+        }
+        # Celery's per-task "received" / "succeeded in" lines: the metadata worker's task times.
+        production["CELERY_TASK_LOG_LEVEL"] = "INFO"
+        self.runtime = CeleryRuntime(
+            workdir=self.workdir,
+            redis_url=redis_url,
+            lease_ttl_s=settings.MIRRORPLANE_LEASE_TTL_S,
+            env=production,
+        )
+        env = {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
+        env.pop("DEBUG", None)
+        env["METRICS_BEARER_TOKEN"] = self.admin.metrics_token
+        self.web = Gunicorn(env=env, log=self.workdir / "web.log", args=("--workers", "3")).start()
+        self.admin.sign_in(self.web.url)
+
+    def start(self) -> None:
+        self.runtime.start_worker("replication", queues="replication")
+        self.runtime.start_worker("metadata", queues="metadata")
+        self.runtime.start_beat()
+
+    def check_running(self) -> None:
+        for name, process in self.runtime.processes.items():
+            if process.poll() is not None:
+                raise RuntimeError(
+                    f"{name} exited ({process.returncode}); its log: {self.workdir / name}.log"
+                )
+
+    def replicator_pids(self) -> list[int]:
+        return [self.runtime.processes["replication"].pid]
+
+    def control_plane_pids(self) -> list[int]:
+        web = self.web.process.pid
+        return [
+            self.runtime.processes["metadata"].pid,
+            self.runtime.processes["beat"].pid,
+            web,
+            *child_pids(web),
+        ]
+
+    def stop(self) -> None:
+        from controlplane.flows import services
+
+        if self.runtime is not None:
+            self.runtime.close()
+        if self.web is not None and self.web.process is not None:
+            self.web.kill()
+        if self.flow is not None:
+            services.flow_delete(actor=None, flow=self.flow)
+
+    # -- observations --
+    def tick(self, *, in_window: bool) -> None:
+        from django.db import close_old_connections
+
+        close_old_connections()
+        self._observe_verification()
+        if not in_window:
+            return
+        self._observe_status()
+        if self._rounds_done < self.rounds and time.monotonic() >= self._next_round:
+            self._request_round()
+            self._rounds_done += 1
+            self._next_round = time.monotonic() + self.seconds / self.rounds
+
+    def window_opened(self) -> None:
+        self._rows_before = table_rows()
+        self._window_started = time.monotonic()
+        self._next_round = time.monotonic() + self.seconds / (2 * self.rounds)
+
+    def window_closed(self) -> None:
+        seconds = time.monotonic() - self._window_started
+        after = table_rows()
+        rates = {name: (rows - self._rows_before.get(name, 0)) / seconds for name, rows in after.items()}
+        self.figures_.rows_per_s_by_table = {name: rate for name, rate in rates.items() if rate > 0}
+        self.figures_.status_rows_per_s = sum(rate for name, rate in rates.items() if "status" in name)
+        for name, pattern in (("done", TASK_DONE), ("received", TASK_RECEIVED)):
+            for match in pattern.finditer(self.runtime.log("metadata")):
+                if name == "done":
+                    self.figures_.worker_tasks.setdefault(match.group(1), []).append(float(match.group(2)))
+                else:
+                    received = self.figures_.worker_tasks_received
+                    received[match.group(1)] = received.get(match.group(1), 0) + 1
+        self._observe_verification(final=True)
+
+    def figures(self) -> ControlPlane:
+        return self.figures_
+
+    def _observe_status(self) -> None:
+        from django.db.models import Count, Min
+        from django.utils import timezone
+
+        from controlplane.models import FlowPartitionStatus
+
+        found = FlowPartitionStatus.objects.filter(flow=self.flow).aggregate(
+            oldest=Min("observed_at"), rows=Count("id")
+        )
+        if found["oldest"] is not None:
+            self.figures_.status_ages.append((timezone.now() - found["oldest"]).total_seconds())
+            self.figures_.status_rows_seen = found["rows"]
+
+    def _observe_verification(self, *, final: bool = False) -> None:
+        from django.db.models import Count, Max, Min
+        from django.utils import timezone
+
+        from controlplane.models import PartitionVerification
+
+        found = PartitionVerification.objects.filter(flow=self.flow, checked_at__isnull=False).aggregate(
+            rows=Count("id"), first=Min("checked_at"), last=Max("checked_at")
+        )
+        figures = self.figures_
+        if found["rows"] and self._first_check is None:
+            self._first_check = found["first"]
+        figures.checked = found["rows"]
+        if figures.first_rotation_s is None and found["rows"] >= self.partitions:
+            figures.first_rotation_s = (found["last"] - self._first_check).total_seconds()
+        if final and found["rows"] >= self.partitions:
+            figures.oldest_check_s = (timezone.now() - found["first"]).total_seconds()
+
+    def _request_round(self) -> None:
+        import requests
+
+        pages = {
+            "/metrics (bearer token)": (self.admin.metrics, "/metrics"),
+            "/flows/ (signed in)": (self.admin.browser, "/flows/"),
+            f"/flows/{self.flow.pk}/ (signed in)": (self.admin.browser, f"/flows/{self.flow.pk}/"),
+            f"/api/v1/flows/{self.flow.pk}/status/ (token)": (
+                self.admin.api,
+                f"/api/v1/flows/{self.flow.pk}/status/",
+            ),
+        }
+        for label, (session, path) in pages.items():
+            timings = self.figures_.requests.setdefault(label, Timings())
+            started = time.perf_counter()
+            try:
+                response = session.get(f"{self.web.url}{path}", timeout=60)
+            except requests.RequestException as error:
+                logging.warning("GET %s failed: %s", path, error)
+                continue
+            timings.seconds.append(time.perf_counter() - started)
+            timings.size, timings.status = len(response.content), response.status_code
+        self._evaluate_alerts()
+
+    def _evaluate_alerts(self) -> None:
+        from controlplane import alerts
+        from workers.alerts import task_leases
+
+        started = time.perf_counter()
+        alerts.alerts_evaluate(tasks=task_leases(), replication_workers=1)
+        self.figures_.alert_evaluation.seconds.append(time.perf_counter() - started)
+
+
+def table_rows() -> dict[str, int]:
+    """Rows inserted + updated so far per controlplane table (pg_stat_user_tables)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT relname, n_tup_ins + n_tup_upd FROM pg_stat_user_tables WHERE relname LIKE 'controlplane\\_%%'"
+        )
+        return dict(cursor.fetchall())
+
+
+@dataclass
+class Admin:
+    """A signed-in admin's browser session and API token, and the metrics bearer token (per web)."""
+
+    username: str
+    password: str
+    token: str
+    metrics_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    browser: object = None
+    api: object = None
+    metrics: object = None
+
+    @classmethod
+    def create(cls) -> Admin:
+        from controlplane import core
+        from controlplane.core.roles import Role
+
+        password = secrets.token_urlsafe(16)
+        _, token = core.user_create_with_role(username="scale-bench", role=Role.ADMIN, password=password)
+        return cls(username="scale-bench", password=password, token=token)
+
+    def sign_in(self, url: str) -> None:
+        import requests
+
+        from tests.workers.harness import sign_in
+
+        self.browser = sign_in(url, username=self.username, password=self.password)
+        self.api = requests.Session()
+        self.api.headers["Authorization"] = f"Token {self.token}"
+        self.metrics = requests.Session()
+        self.metrics.headers["Authorization"] = f"Bearer {self.metrics_token}"
+
+
+# -- one run ------------------------------------------------------------------------------------------------
+@dataclass
+class Run:
+    tool: str
+    load_average: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    start_s: float | None = None
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    floor_p50_ms: float | None = None
+    floor_p99_ms: float | None = None
+    cpu_per_s: float | None = None
+    cpu_us_per_record: float | None = None
+    peak_rss_mb: float | None = None
+    records: int = 0
+    load_rate: float | None = None
+    control_plane: ControlPlane | None = None
+    failure: str = ""
+
+
+def create_topics(cluster: ClusterConfig, topics: dict[str, int]) -> None:
+    admin = TopicAdmin(cluster)
+    errors = admin.create_topics([NewRemoteTopic(name, name, count, 1, {}) for name, count in topics.items()])
+    failed = {name: error for name, error in errors.items() if error is not None}
+    if failed:
+        raise RuntimeError(f"creating topics failed: {failed}")
+    wait_for(
+        lambda: all(admin.partition_counts().get(name) == count for name, count in topics.items()),
+        timeout_s=TOPICS_TIMEOUT_S,
+        what=f"{len(topics)} topics of {sum(topics.values()):,} partitions created on {cluster.alias}",
+        tick=lambda: None,
+    )
+
+
+def delete_topics(cluster: ClusterConfig, names: Sequence[str]) -> None:
+    admin = make_admin(cluster)
+    existing = set(admin.list_topics(timeout=30).topics)
+    found = [name for name in names if name in existing]
+    if not found:
+        return
+    futures = admin.delete_topics(found, operation_timeout=120)
+    for name, future in futures.items():
+        try:
+            future.result()
+        except Exception as error:
+            logging.warning("deleting %s on %s: %s", name, cluster.alias, error)
+
+
+def measure(
+    tool: Tool,
+    *,
+    source: ClusterConfig,
+    target: ClusterConfig,
+    topics: dict[str, int],
+    rate: float,
+    seconds: float,
+    start_timeout_s: float,
+) -> Run:
+    """One tool's run on fresh `topics` (module docstring); the topics are deleted after it."""
+    partitions = sum(topics.values())
+    run = Run(tool.name)
+    traffic = Traffic(source=source, target=target, topics=topics, rate=rate)
+    try:
+        create_topics(source, topics)
+        traffic.start()
+        tool.prepare()
+
+        def tick(*, in_window: bool = False) -> None:
+            tool.check_running()
+            if not all(process.is_alive() for process in traffic.processes):
+                raise RuntimeError("the producer or a reader process exited")
+            tool.tick(in_window=in_window)
+
+        started = time.time()
+        tool.start()
+        wait_for(
+            lambda: traffic.flowing.value >= partitions,
+            timeout_s=start_timeout_s,
+            what=f"every partition flowing ({partitions:,}; {traffic.flowing.value:,} had a record on the target)",
+            tick=tick,
+        )
+        window_started = traffic.open_window()
+        cpu_before = sum(process_cpu_s(pid) for pid in tool.replicator_pids())
+        control_before = sum(process_cpu_s(pid) for pid in tool.control_plane_pids())
+        tool.window_opened()
+        while time.time() - window_started < seconds:
+            tick(in_window=True)
+            time.sleep(1)
+        traffic.close_window()
+        window_s = time.time() - window_started
+        cpu = sum(process_cpu_s(pid) for pid in tool.replicator_pids()) - cpu_before
+        control_plane = tool.control_plane_pids()
+        control_cpu = sum(process_cpu_s(pid) for pid in control_plane) - control_before
+        run.peak_rss_mb = max(peak_rss_mb(pid) for pid in tool.replicator_pids())
+        run.load_average = os.getloadavg()
+        tool.window_closed()
+        (sent, load_s, _, failures), copy, floor = traffic.finish()
+        if copy.all_flowing_at is None:
+            raise RuntimeError(f"the target reader saw {copy.partitions_seen} of {partitions} partitions")
+        run.start_s = copy.all_flowing_at - started
+        run.p50_ms, run.p99_ms, run.floor_p50_ms, run.floor_p99_ms = (
+            copy.p50_ms,
+            copy.p99_ms,
+            floor.p50_ms,
+            floor.p99_ms,
+        )
+        run.records, run.load_rate = copy.arrivals, sent / load_s
+        run.cpu_per_s = cpu / window_s
+        run.cpu_us_per_record = cpu / copy.arrivals * 1e6 if copy.arrivals else None
+        run.control_plane = tool.figures()
+        if run.control_plane is not None:
+            run.control_plane.cpu_per_s = control_cpu / window_s
+            run.control_plane.peak_rss_mb = sum(peak_rss_mb(pid) for pid in control_plane)
+        if failures:
+            run.failure = f"{failures:.0f} records were not delivered to the source"
+        elif copy.counted < floor.counted:
+            run.failure = (
+                f"{floor.counted - copy.counted:,} of the window's {floor.counted:,} records did not reach the "
+                f"target within {DRAIN_S:g} s of the end"
+            )
+    except (PhaseTimeout, RuntimeError) as error:
+        run.failure = f"{type(error).__name__}: {error}"
+        run.load_average = run.load_average if any(run.load_average) else os.getloadavg()
+    finally:
+        tool.stop()
+        traffic.close()
+        delete_topics(source, list(topics))
+        delete_topics(target, [f"{source.alias}.{name}" for name in topics])
+    return run
+
+
+# -- the report ---------------------------------------------------------------------------------------------
+ROWS: tuple[tuple[str, str, int], ...] = (
+    ("start to every partition flowing (s)", "start_s", 1),
+    ("end-to-end p50 (ms)", "p50_ms", 1),
+    ("end-to-end p99 (ms)", "p99_ms", 1),
+    ("no-copy floor p50, same run (ms)", "floor_p50_ms", 1),
+    ("no-copy floor p99, same run (ms)", "floor_p99_ms", 1),
+    ("replicator CPU s/s", "cpu_per_s", 3),
+    ("replicator CPU us/record", "cpu_us_per_record", 0),
+    ("replicator peak RSS (MB)", "peak_rss_mb", 0),
+    ("records read on the target in the window", "records", 0),
+    ("load produced (records/s)", "load_rate", 0),
+)
+RATIO_FIELDS = ("start_s", "p50_ms", "p99_ms", "cpu_per_s", "cpu_us_per_record", "peak_rss_mb")
+
+
+def report(partitions: int, runs: list[Run], *, topics: int, rate: float, seconds: float) -> list[str]:
+    lines = [
+        "",
+        f"=== {partitions:,} partitions ({topics} topics), {rate:g} record/s each ({partitions * rate:,.0f} "
+        f"records/s), {seconds:g} s window ===",
+    ]
+    mm2 = next((run for run in runs if run.tool == MM2 and not run.failure), None)
+    ours = [run for run in runs if run.tool != MM2]
+    header = f"{'':<44}" + "".join(f"{run.tool:>16}" for run in runs)
+    if mm2 is not None:
+        header += "".join(f"{run.tool + '/mm2':>16}" for run in ours)
+    lines.append(header)
+    lines.append(
+        f"{'load average 1/5/15 min (window end)':<44}"
+        + "".join(f"{'/'.join(f'{v:.1f}' for v in run.load_average):>16}" for run in runs)
+    )
+    for label, name, digits in ROWS:
+        line = f"{label:<44}" + "".join(f"{cell(getattr(run, name), digits):>16}" for run in runs)
+        if mm2 is not None and name in RATIO_FIELDS:
+            line += "".join(f"{ratio(getattr(run, name), getattr(mm2, name)):>16}" for run in ours)
+        lines.append(line)
+    for run in runs:
+        if run.control_plane is not None:
+            lines.append(f"-- {run.tool}: the control plane")
+            lines.extend(run.control_plane.lines(partitions))
+    lines.extend(f"FAILED {run.tool}: {run.failure}" for run in runs if run.failure)
+    return lines
+
+
+@contextlib.contextmanager
+def runtime_environment(redis_db: int):
+    """Django on a throw-away PostgreSQL database next to DATABASE_URL's, the bench's admin; the bench
+    process's Redis is the runtime's (`redis_db`), so the alert evaluation reads the same leases."""
+    base = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+    os.environ["REDIS_URL"] = f"{base.rsplit('/', 1)[0]}/{redis_db}"
+    from bench.runtime import scratch_database
+
+    with scratch_database():
+        yield Admin.create()
+
+
+def run(args: argparse.Namespace) -> int:
+    workdir = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    print(f"logs in {workdir}", flush=True)
+    tools = [*args.mode, *([] if args.without_mm2 else [MM2])]
+    failed = False
+    with contextlib.ExitStack() as stack:
+        admin = stack.enter_context(runtime_environment(args.redis_db)) if "runtime" in tools else None
+        brokers = stack.enter_context(bench_clusters(["A", "B"]))
+        source, target = bench_cluster("A", brokers), bench_cluster("B", brokers)
+        for number, partitions in enumerate(args.partitions):
+            runs = []
+            for tool_name in tools:
+                prefix = f"scale{number}-{tool_name}"
+                topics = topic_layout(prefix, partitions, args.partitions_per_topic)
+                # No backslash: mm2.properties is a Java properties file, where one escapes the next character.
+                regex = f"{prefix}-[0-9]+"
+                run_dir = workdir / f"{partitions}-{tool_name}"
+                run_dir.mkdir()
+                if tool_name == "runtime":
+                    tool = RuntimeTool(
+                        workdir=run_dir,
+                        source=source,
+                        target=target,
+                        topics_regex=regex,
+                        partitions=partitions,
+                        tasks_max=args.tasks_max,
+                        redis_db=args.redis_db,
+                        requests_rounds=args.requests,
+                        seconds=args.seconds,
+                        admin=admin,
+                    )
+                else:
+                    properties = flow_properties(source, target, regex, tasks_max=args.tasks_max)
+                    tool = DedicatedTool(tool_name, workdir=run_dir, properties=properties)
+                print(f"{partitions:,} partitions: {tool_name} ...", flush=True)
+                runs.append(
+                    measure(
+                        tool,
+                        source=source,
+                        target=target,
+                        topics=topics,
+                        rate=args.rate_per_partition,
+                        seconds=args.seconds,
+                        start_timeout_s=args.start_timeout,
+                    )
+                )
+            failed |= any(run.failure for run in runs)
+            for line in report(
+                partitions, runs, topics=len(topics), rate=args.rate_per_partition, seconds=args.seconds
+            ):
+                print(line, flush=True)
+    return 1 if failed else 0
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench scale",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--partitions", type=positive_int, action="append", help="N (repeat for several; default 100)"
+    )
+    parser.add_argument(
+        "--rate-per-partition", type=positive_float, default=1.0, help="records/s (default 1)"
+    )
+    parser.add_argument(
+        "--mode", choices=MODES, action="append", help="Mirrorplane's mode (repeat for both; default both)"
+    )
+    parser.add_argument(
+        "--seconds", type=positive_float, default=60.0, help="measurement window (default 60)"
+    )
+    parser.add_argument("--without-mm2", action="store_true", help="skip MirrorMaker 2")
+    parser.add_argument("--partitions-per-topic", type=positive_int, default=50, help="default 50")
+    parser.add_argument(
+        "--tasks-max", type=positive_int, default=1, help="tasks.max of every tool (default 1)"
+    )
+    parser.add_argument(
+        "--start-timeout",
+        type=positive_float,
+        default=300.0,
+        help="s until every partition flows (default 300)",
+    )
+    parser.add_argument(
+        "--requests", type=positive_int, default=3, help="rounds of page requests (default 3)"
+    )
+    parser.add_argument(
+        "--redis-db",
+        type=int,
+        default=REDIS_DB,
+        help=f"REDIS_URL's server database used and FLUSHED ({REDIS_DB})",
+    )
+    return parser
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    options = parser()
+    args = options.parse_args(argv)
+    if args.redis_db < 0:
+        options.error(f"argument --redis-db: {args.redis_db} is not a Redis database number (0 or more)")
+    args.partitions = args.partitions or [100]
+    args.mode = list(dict.fromkeys(args.mode or MODES))
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("replication.mm2file").setLevel(logging.ERROR)
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    args = parse(list(argv or []))
+    if "runtime" in args.mode and not os.environ.get("DATABASE_URL", "").startswith(
+        ("postgres://", "postgresql://")
+    ):
+        print(
+            "bench scale: the runtime mode runs on PostgreSQL (the workers share its database; the status "
+            "writes are read from pg_stat_user_tables): set DATABASE_URL=postgres://..., or --mode dedicated",
+            file=sys.stderr,
+        )
+        return 2
+    return run(args)

@@ -1,0 +1,74 @@
+"""The pure pieces of `python -m bench scale`: its options, topic layout and report (the bench itself
+runs brokers and workers for minutes: it is run by hand, never by the tests)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import scale
+
+
+def test_topics_of_the_layout_add_up_to_the_partitions_asked_for():
+    layout = scale.topic_layout("scale0-runtime", 120, 50)
+
+    assert layout == {"scale0-runtime-0000": 50, "scale0-runtime-0001": 50, "scale0-runtime-0002": 20}
+    assert scale.topic_layout("p", 100, 50) == {"p-0000": 50, "p-0001": 50}
+
+
+def test_options_default_to_both_modes_beside_mm2_and_repeat():
+    args = scale.parse([])
+    assert (args.partitions, args.mode, args.without_mm2) == ([100], ["runtime", "dedicated"], False)
+
+    args = scale.parse(
+        ["--partitions", "500", "--partitions", "2000", "--mode", "dedicated", "--mode", "dedicated"]
+    )
+    assert (args.partitions, args.mode) == ([500, 2000], ["dedicated"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--partitions", "0"], "argument --partitions: 0 must be at least 1"),
+        (["--partitions", "many"], "argument --partitions: 'many' is not a whole number"),
+        (["--rate-per-partition", "-1"], "argument --rate-per-partition: -1 must be above 0"),
+        (["--seconds", "nan"], "argument --seconds: nan must be above 0"),
+        (["--mode", "embedded"], "argument --mode: invalid choice: 'embedded'"),
+        (["--redis-db", "-2"], "argument --redis-db: -2 is not a Redis database number"),
+    ],
+)
+def test_a_bad_option_is_a_usage_error_naming_it(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        scale.parse(argv)
+
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_ratios_are_mirrorplane_over_mm2_and_unknown_is_a_dash():
+    assert scale.ratio(1.0, 4.0) == "0.25"
+    assert scale.ratio(None, 4.0) == scale.ratio(1.0, None) == scale.ratio(1.0, 0.0) == "-"
+
+
+def test_the_report_puts_each_tool_beside_mm2_and_names_a_failed_run():
+    runtime = scale.Run("runtime", load_average=(1.5, 1.0, 0.5), start_s=10.0, p99_ms=50.0, cpu_per_s=0.2)
+    dedicated = scale.Run(
+        "dedicated", start_s=5.0, failure="PhaseTimeout: every partition flowing within 300 s"
+    )
+    mm2 = scale.Run("mm2", start_s=40.0, p99_ms=100.0, cpu_per_s=0.4)
+
+    lines = scale.report(100, [runtime, dedicated, mm2], topics=2, rate=1.0, seconds=60.0)
+
+    table = {line[:44].strip(): line[44:].split() for line in lines if line[:44].strip()}
+    assert table["start to every partition flowing (s)"] == ["10.0", "5.0", "40.0", "0.25", "0.12"]
+    assert table["end-to-end p99 (ms)"] == ["50.0", "-", "100.0", "0.50", "-"]
+    assert table["load average 1/5/15 min (window end)"][0] == "1.5/1.0/0.5"
+    assert "FAILED dedicated: PhaseTimeout: every partition flowing within 300 s" in lines
+
+
+def test_without_a_successful_mm2_run_there_are_no_ratios():
+    ours, mm2 = scale.Run("dedicated", start_s=5.0), scale.Run("mm2", failure="RuntimeError: mm2 exited (1)")
+
+    lines = scale.report(100, [ours, mm2], topics=2, rate=1.0, seconds=60.0)
+
+    assert not any("/mm2" in line for line in lines)
+    assert next(line for line in lines if line.startswith("start to every")).split()[-2:] == ["5.0", "-"]
