@@ -29,8 +29,8 @@ Figures per tool (a table per N, each run with the load average at the end of it
 - replicator CPU s per s and us per record (records arrived on the target within the window), peak
   RSS (VmHWM): the tool's process (runtime: the replication worker); runtime also gives the CPU and
   memory of the rest of the control plane (metadata worker, beat, web);
-- runtime only: the oldest partition status age (now - the oldest `observed_at` of the flow's status
-  rows, sampled every second of the window); rows/s written to the status tables (pg_stat_user_tables
+- runtime only: the oldest partition status age (the oldest of the flow's partitions as the pages age
+  them, `controlplane.status.rollup.partitions_live`, sampled every 2 s of the window); rows/s written to the status tables (pg_stat_user_tables
   n_tup_ins + n_tup_upd of the `controlplane_*status*` tables; all controlplane tables beside it); the
   time and size of `/metrics` (bearer token), the flows list and the flow page (a signed-in admin) and
   the flow status API (an admin's token), `--requests` rounds spread over the window; the alert
@@ -77,6 +77,7 @@ MM2 = "mm2"
 VALUE_BYTES = 100
 TOPICS_TIMEOUT_S = 300.0
 DRAIN_S = 30.0
+STATUS_SAMPLE_S = 2.0  # the oldest status age: every partition row read, aged as the pages age it
 REDIS_DB = 13
 TASK_DONE = re.compile(r"Task (\S+)\[[^\]]+\] succeeded in ([0-9.]+)s")
 TASK_RECEIVED = re.compile(r"Task (\S+)\[[^\]]+\] received")
@@ -430,6 +431,7 @@ class ControlPlane:
 
     status_ages: list[float] = field(default_factory=list)
     status_rows_seen: int = 0
+    stale: int = 0  # the most partitions judged STALE in one sample
     status_rows_per_s: float | None = None
     rows_per_s_by_table: dict[str, float] = field(default_factory=dict)
     requests: dict[str, Timings] = field(default_factory=dict)
@@ -448,7 +450,8 @@ class ControlPlane:
             ages = sorted(self.status_ages)
             out.append(
                 f"{'oldest partition status age':<44}{ages[-1]:>8.1f} s max, {statistics.median(ages):.1f} s "
-                f"median over {len(ages)} samples ({self.status_rows_seen:,} of {partitions:,} rows)"
+                f"median over {len(ages)} samples ({self.status_rows_seen:,} of {partitions:,} rows; "
+                f"at most {self.stale:,} STALE)"
             )
         else:
             out.append(f"{'oldest partition status age':<44}- (no status rows in the window)")
@@ -475,7 +478,8 @@ class ControlPlane:
         else:
             rotation = f"{'-':>8} (not complete: {self.checked:,} of {partitions:,} partitions checked)"
         out.append(f"{'verification: first full rotation':<44}{rotation}")
-        out.append(f"{'verification: oldest check at the end':<44}{cell(self.oldest_check_s):>8} s")
+        oldest = "-" if self.oldest_check_s is None else f"{self.oldest_check_s:.1f} s"
+        out.append(f"{'verification: oldest check at the end':<44}{oldest:>8}")
         out.append(
             f"{'rest of the control plane CPU s/s, peak MB':<44}{cell(self.cpu_per_s, 2):>8}  "
             f"{cell(self.peak_rss_mb, 0)} MB (metadata worker, beat, web)"
@@ -514,6 +518,7 @@ class RuntimeTool(Tool):
         self._next_round = 0.0
         self._rounds_done = 0
         self._first_check = None
+        self._next_status_sample = 0.0
 
     # -- set-up and processes --
     def prepare(self) -> None:
@@ -628,17 +633,24 @@ class RuntimeTool(Tool):
         return self.figures_
 
     def _observe_status(self) -> None:
-        from django.db.models import Count, Min
         from django.utils import timezone
 
         from controlplane.models import FlowPartitionStatus
+        from controlplane.status import budgets, rollup
 
-        found = FlowPartitionStatus.objects.filter(flow=self.flow).aggregate(
-            oldest=Min("observed_at"), rows=Count("id")
+        if time.monotonic() < self._next_status_sample:
+            return
+        self._next_status_sample = time.monotonic() + STATUS_SAMPLE_S
+        live = rollup.partitions_live(
+            list(FlowPartitionStatus.objects.filter(flow=self.flow)),
+            flow=self.flow,
+            budget=budgets.rpo_budget_of(flow=self.flow),
+            now=timezone.now(),
         )
-        if found["oldest"] is not None:
-            self.figures_.status_ages.append((timezone.now() - found["oldest"]).total_seconds())
-            self.figures_.status_rows_seen = found["rows"]
+        if live:
+            self.figures_.status_ages.append(max(partition.age_s for partition in live))
+            self.figures_.stale = max(self.figures_.stale, sum(partition.stale for partition in live))
+            self.figures_.status_rows_seen = len(live)
 
     def _observe_verification(self, *, final: bool = False) -> None:
         from django.db.models import Count, Max, Min
