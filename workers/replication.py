@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from django.conf import settings
+from django.db import IntegrityError
 
 from controlplane.models import FlowEventKind
 from controlplane.status import runtime
@@ -517,9 +518,15 @@ def chain_ended(ref: TaskRef) -> None:
 
 
 def _record_quietly(ref: TaskRef, record) -> None:
-    """Status and metrics must never stop replication: a failed write is logged, the chain goes on."""
+    """Status and metrics must never stop replication: a failed write is logged, the chain goes on. A
+    write refused because the flow was deleted meanwhile is one line: the chain's next slice ends it."""
     try:
         record()
+    except IntegrityError:
+        if runtime.runtime_flow_spec(flow_id=ref.flow_id) is not None:
+            log.exception("task %s: recording status or metrics failed", ref)
+        else:
+            log.info("task %s: its flow was deleted: status not recorded; the chain ends", ref)
     except Exception:
         log.exception("task %s: recording status or metrics failed", ref)
 

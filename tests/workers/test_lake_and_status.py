@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from django.db import connection
 
 from controlplane.flows import services
 from controlplane.models import FlowEvent, FlowEventKind, FlowPartitionStatus, PartitionState
@@ -14,6 +16,8 @@ from controlplane.status import runtime
 from dashboards.spark.lake import arrow_schema
 from replication.metrics import GapEvent, PartitionMetrics
 from workers.lake import Counts, MetricsLake, lake_rows
+from workers.plans import TaskRef
+from workers.replication import _record_quietly
 
 
 def _metrics(
@@ -151,3 +155,25 @@ def test_gap_event_names_the_lost_offsets(flow):
     assert event.kind == FlowEventKind.DATA_LOSS_GAP
     assert (event.topic, event.partition, event.first_offset, event.last_offset) == ("orders", 2, 100, 129)
     assert "30 records" in event.message and "resumed at offset 130" in event.message
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite checks no foreign key here")
+def test_a_status_write_for_a_deleted_flow_is_one_line_not_a_traceback(caplog):
+    """A worker still running a slice of a flow just deleted: its write is refused (the flow row is gone)
+    and logged as one line; the chain's next slice ends it (workers.plans.decide_slice)."""
+    a = services.cluster_create(actor=None, alias="A", bootstrap_servers="a.example:9092")
+    b = services.cluster_create(actor=None, alias="B", bootstrap_servers="b.example:9092")
+    flow = services.flow_create(actor=None, source=a, target=b, enabled=True, topics=["orders"])
+    flow_id = flow.pk
+    services.flow_delete(actor=None, flow=flow)
+    ref = TaskRef(flow_id, 0)
+    with caplog.at_level(logging.INFO, logger="workers.replication"):
+        _record_quietly(
+            ref,
+            lambda: runtime.partition_statuses_save(
+                flow_id=flow_id, task_index=0, partitions=[_metrics(0, records=1)], task_error=None, at=AT
+            ),
+        )
+    (line,) = [r for r in caplog.records if r.name == "workers.replication"]
+    assert line.levelno == logging.INFO and "flow was deleted" in line.getMessage() and line.exc_info is None
