@@ -21,6 +21,7 @@ BENCHMARKS = {
     "metrics": "bench.metrics_scrape",  # /metrics scrape time for 500 flows x 10 partitions
     "upgrade": "bench.upgrade",  # longest arrival gap during a rolling upgrade and a scale-down
     "idle": "bench.idle",  # idle cost of the source consumer's fetch.wait.max.ms (fetches/s, broker CPU)
+    "verification": "bench.verification",  # one continuous-verification run at 500 and 2,000 partitions
     "vs-mm2": "bench.vs_mm2",  # beside Apache Kafka's MirrorMaker 2: throughput, latency, CPU, memory, re-reads
     "scale": "bench.scale",  # N partitions at R records/s each: start, latency, CPU, memory, control plane; MM2 beside
 }

@@ -37,6 +37,8 @@
 | VERIFY_HOT_RECORDS | 100000 | continuous verification starts at most this many offsets behind the end; older (cold) data is sampled |
 | VERIFY_COLD_SAMPLES_PER_RUN | 1 | cold ranges sampled per partition per run |
 | VERIFY_TIMEOUT_S | 10 | bound of each read of the verifier |
+| VERIFY_RUN_BUDGET_S | VERIFY_INTERVAL_S / 2 | a run starts no new batch or round of reads after this long; the next run resumes the rotation |
+| VERIFY_BATCH_PARTITIONS | 500 | partitions the verifier reads together (one assignment per cluster per round) |
 | READINESS_ALERT_BELOW | 70 | a runnable flow whose failover readiness score is below this fires `readiness_low` |
 | READINESS_GRACE_S | 120 | a flow runnable for less than this (at least 3 verification intervals) does not fire `readiness_low` yet |
 | READINESS_VERIFICATION_MAX_AGE_S | 300 | a verification older than this counts as stale in the readiness score |
@@ -96,6 +98,8 @@ VERIFY_RANGE_RECORDS = _env.int("VERIFY_RANGE_RECORDS", default=1000)
 VERIFY_HOT_RECORDS = _env.int("VERIFY_HOT_RECORDS", default=100_000)
 VERIFY_COLD_SAMPLES_PER_RUN = _env.int("VERIFY_COLD_SAMPLES_PER_RUN", default=1)
 VERIFY_TIMEOUT_S = _env.float("VERIFY_TIMEOUT_S", default=10.0)
+VERIFY_RUN_BUDGET_S = _env.float("VERIFY_RUN_BUDGET_S", default=VERIFY_INTERVAL_S / 2)
+VERIFY_BATCH_PARTITIONS = _env.int("VERIFY_BATCH_PARTITIONS", default=500)
 READINESS_ALERT_BELOW = _env.float("READINESS_ALERT_BELOW", default=70.0)
 READINESS_GRACE_S = _env.float("READINESS_GRACE_S", default=120.0)
 READINESS_VERIFICATION_MAX_AGE_S = _env.float("READINESS_VERIFICATION_MAX_AGE_S", default=300.0)

@@ -17,16 +17,23 @@ Pure decisions, no I/O (`replication.kafka.verification_io` reads the records an
   Target records no source record maps to that repeat a source record of the range or of the records
   just after it are the duplicates an at-least-once mirror writes when it restarts (its offset syncs
   rewind past them): not mismatches either;
-* **how much it may read** (`ByteBudget`): a bytes/s setting turned into an allowance per run.
+* **how much it may read** (`ByteBudget`): a bytes/s setting turned into an allowance per run, and for
+  how long (`RunClock`);
+* **in which order** (`rotation`, `PartitionTurn`): a partition with something new (records replicated and
+  synced past its verified part, a mismatch to re-check) gets a turn, never checked or least recently
+  checked first, so runs stopped by their budget resume where they stopped; one with nothing new gets
+  none (`partition_turn` returns its outcome as it stands) and costs no read.
 """
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import random
 import struct
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 from replication.policy import PROVENANCE_HEADER
 from replication.source import SOURCE_OFFSET_HEADER
@@ -35,6 +42,7 @@ from replication.source import SOURCE_OFFSET_HEADER
 OUR_HEADERS = frozenset({PROVENANCE_HEADER, SOURCE_OFFSET_HEADER})
 
 Headers = tuple[tuple[str, bytes | None], ...]
+K = TypeVar("K")
 
 
 @dataclass(frozen=True)
@@ -196,7 +204,8 @@ def plan_ranges(
         OffsetRange(offset, min(offset + limits.range_records, end))
         for offset in range(start, end, limits.range_records)
     )
-    return Plan(verified_from, ranges, _samples(low, verified_from, limits, seed))
+    # Cold samples go with new records: a partition with nothing new costs no read.
+    return Plan(verified_from, ranges, _samples(low, verified_from, limits, seed) if ranges else ())
 
 
 def _samples(low: int, high: int, limits: VerificationLimits, seed: int) -> tuple[OffsetRange, ...]:
@@ -208,24 +217,56 @@ def _samples(low: int, high: int, limits: VerificationLimits, seed: int) -> tupl
     return tuple(sorted(OffsetRange(s, min(s + limits.range_records, high)) for s in starts))
 
 
+# A range's bytes (both clusters) per source offset, assumed until a run has read some.
+ASSUMED_BYTES_PER_OFFSET = 1000
+
+
 @dataclass
 class ByteBudget:
     """Bytes a run may read: the bytes/s setting times the run interval. A range is only started while
-    some allowance is left, so a run overshoots by at most one range."""
+    some allowance is left, so a run overshoots by at most one range. Ranges read together (a round) are
+    admitted one by one on their estimated bytes (`estimate`: the bytes per source offset read so far in
+    the run), so a round overshoots by at most one range and the estimate's error."""
 
     allowance: int
     spent: int = 0
+    offsets: int = 0  # source offsets of the ranges read
 
     @classmethod
     def for_run(cls, *, bytes_per_s: float, interval_s: float) -> ByteBudget:
         return cls(int(bytes_per_s * interval_s))
 
-    def spend(self, size: int) -> None:
+    def spend(self, size: int, *, offsets: int = 0) -> None:
         self.spent += size
+        self.offsets += offsets
 
     @property
     def exhausted(self) -> bool:
         return self.spent >= self.allowance
+
+    def estimate(self, offsets: int) -> int:
+        per_offset = self.spent / self.offsets if self.offsets else ASSUMED_BYTES_PER_OFFSET
+        return int(offsets * per_offset)
+
+    def admit(self, ranges: Sequence[OffsetRange]) -> int:
+        """How many of `ranges` (in order) a round may start: each while some allowance is left after the
+        estimates of those before it."""
+        planned = self.spent
+        for count, offsets in enumerate(ranges):
+            if planned >= self.allowance:
+                return count
+            planned += self.estimate(offsets.end - offsets.start)
+        return len(ranges)
+
+
+def rotation(items: Sequence[K], *, last_checked: Callable[[K], datetime.datetime | None]) -> list[K]:
+    """The order a run verifies partitions in: never checked first, then least recently checked (ties in
+    the given order), so a run stopped by its budget is resumed by the next where it stopped, and each
+    partition with something new comes up within (such partitions) / (partitions a run verifies) runs."""
+    return sorted(items, key=lambda item: (last_checked(item) is not None, last_checked(item) or _EPOCH))
+
+
+_EPOCH = datetime.datetime.min.replace(tzinfo=datetime.UTC)
 
 
 # -- comparison -------------------------------------------------------------------------------------------
@@ -371,6 +412,7 @@ class PartitionOutcome:
     last_digest: str = ""
     sync: tuple[int, int] | None = None  # the newest offset sync (upstream, downstream)
     verified_clean: bool = False  # some range was verified clean in this run
+    checked: bool = False  # the run read (or tried to read) the partition: its turn in the rotation is over
 
 
 def fold_verdicts(
@@ -383,6 +425,7 @@ def fold_verdicts(
     hot: Sequence[RangeVerdict],
     samples: Sequence[RangeVerdict],
     sync: tuple[int, int] | None,
+    checked: bool = False,
 ) -> PartitionOutcome:
     """The partition's new state after verifying (a prefix of) the plan's ranges in order.
 
@@ -418,6 +461,7 @@ def fold_verdicts(
         "last_digest": last,
         "sync": sync,
         "verified_clean": bool(clean),
+        "checked": checked,
     }
     if progress.recheck is not None and not hot:  # not re-checked this run: still a mismatch
         return PartitionOutcome(status="mismatch", recheck=progress.recheck, **common)
@@ -434,3 +478,127 @@ def fold_verdicts(
             status="pending", reason="nothing replicated and synced to verify yet", **common
         )
     return PartitionOutcome(status="ok", **common)
+
+
+# -- one run: every partition planned, those with something new verified in turns -------------------------
+@dataclass(frozen=True)
+class PartitionEnds:
+    """One partition's offsets as this run's batched ListOffsets requests found them."""
+
+    log_start: int  # the source partition's
+    source_end: int  # the source partition's readable end (last stable offset)
+    target_end: int | None  # the remote partition's readable end; None when it was not listed
+
+
+@dataclass
+class PartitionTurn:
+    """One partition's turn in a run: its plan's ranges verified one per round (the continuous ones in
+    order, then the cold samples), each kind up to its first mismatch or a range put off (not readable
+    yet, a slow read), while the run's budgets last."""
+
+    topic: str
+    partition: int
+    remote_topic: str
+    progress: PartitionProgress
+    plan: Plan
+    sync: tuple[int, int] | None
+    ends: PartitionEnds
+    hot: list[RangeVerdict] = field(default_factory=list)
+    samples: list[RangeVerdict] = field(default_factory=list)
+    checked: bool = False  # some range was read or put off: the turn happened
+
+    def __post_init__(self) -> None:
+        continuing = self.plan.verified_from == self.progress.verified_from
+        self._hot_left = list(self.plan.ranges)
+        self._samples_left = list(self.plan.samples)
+        self._verified_up_to = self.progress.verified_up_to if continuing else None
+        self._target_from = self.progress.target_verified_up_to if continuing else None
+
+    def next_range(self) -> tuple[OffsetRange, int | None] | None:
+        """The range to verify next, with where its target read starts when it continues the verified
+        part (None: at the translation of its start); None once the turn is over."""
+        if self._hot_left:
+            offsets = self._hot_left[0]
+            return offsets, self._target_from if offsets.start == self._verified_up_to else None
+        return (self._samples_left[0], None) if self._samples_left else None
+
+    def readable(self, offsets: OffsetRange, target_end: int | None) -> bool:
+        """Whether both sides' readable ends (listed this run) reach the range (`target_end`: its
+        translated end): a range past them is put off without a read."""
+        on_target = target_end is None or self.ends.target_end is None or target_end <= self.ends.target_end
+        return offsets.end <= self.ends.source_end and on_target
+
+    def put_off(self) -> None:
+        """The next range cannot be verified this run: neither can the ranges of its kind after it."""
+        self.checked = True
+        (self._hot_left if self._hot_left else self._samples_left).clear()
+
+    def record(self, verdict: RangeVerdict) -> None:
+        self.checked = True
+        if self._hot_left:
+            self._hot_left.pop(0)
+            self.hot.append(verdict)
+            self._verified_up_to, self._target_from = verdict.range.end, verdict.target_end
+            left = self._hot_left
+        else:
+            self._samples_left.pop(0)
+            self.samples.append(verdict)
+            left = self._samples_left
+        if not verdict.clean:
+            left.clear()
+
+    def outcome(self) -> PartitionOutcome:
+        return fold_verdicts(
+            topic=self.topic,
+            partition=self.partition,
+            remote_topic=self.remote_topic,
+            progress=self.progress,
+            plan=self.plan,
+            hot=self.hot,
+            samples=self.samples,
+            sync=self.sync,
+            checked=self.checked,
+        )
+
+
+def partition_turn(
+    *,
+    topic: str,
+    partition: int,
+    remote_topic: str,
+    progress: PartitionProgress,
+    replicated_position: int | None,
+    newest_sync: tuple[int, int] | None,
+    oldest_sync_upstream: int | None,
+    ends: PartitionEnds,
+    limits: VerificationLimits,
+    seed: int,
+) -> PartitionTurn | PartitionOutcome:
+    """The partition's turn when it has something to verify (new records, a mismatch to re-check), else
+    its outcome as it stands (nothing to read)."""
+    end = verifiable_end(
+        replicated_position=replicated_position,
+        newest_sync_upstream=newest_sync[0] if newest_sync else None,
+    )
+    if end is None or oldest_sync_upstream is None:
+        reason = "no offset sync read yet" if newest_sync is None else "no replicated position yet"
+        return PartitionOutcome(topic, partition, remote_topic, "unverifiable", reason, sync=newest_sync)
+    low = max(oldest_sync_upstream, ends.log_start)
+    plan = plan_ranges(progress=progress, low=low, end=end, limits=limits, seed=seed)
+    turn = PartitionTurn(topic, partition, remote_topic, progress, plan, newest_sync, ends)
+    return turn if plan.ranges else turn.outcome()
+
+
+@dataclass
+class RunClock:
+    """A run's time budget: batches of partitions and rounds start only before the deadline, except the
+    run's first, so every run verifies something."""
+
+    deadline: float
+    started: bool = False
+
+    def may_start(self, now: float) -> bool:
+        return not self.started or now < self.deadline
+
+    def start(self) -> None:
+        self.started = True

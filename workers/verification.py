@@ -1,12 +1,17 @@
 """Continuous verification on the `metadata` queue, dispatched by beat every VERIFY_INTERVAL_S.
 
 One run at a time (a Redis lock; queued runs expire after one interval): for every runnable flow whose
-clusters answer, read the new offset syncs, verify the next ranges of each replicated partition
-(`replication.kafka.verification_io`) within one byte allowance for the run (VERIFY_MAX_BYTES_PER_S x
-VERIFY_INTERVAL_S, shared by every flow, flows and partitions taken in turn so each gets its share),
-store each partition's outcome (`controlplane.assurance.verification`), and observe what the failover readiness
-score needs (groups active on the target, topic parity; at most every ASSURANCE_INTERVAL_S per flow). Each run logs what it read and the CPU it
-used, which is the verifier's cost.
+clusters answer, read the new offset syncs and every partition's ends in a few batched ListOffsets
+requests, plan each partition (`replication.verification.partition_turn`), and verify those with
+something new in rotation (never checked first, then least recently checked), many partitions on one
+assignment per cluster (`replication.kafka.verification_io`), while the run's budgets last: bytes
+(VERIFY_MAX_BYTES_PER_S x VERIFY_INTERVAL_S) and time (VERIFY_RUN_BUDGET_S), both shared by every flow,
+flows taken in turn. The next run resumes where this one stopped. The run's outcome for a flow is stored
+in one transaction (`controlplane.assurance.verification.verification_run_record`: one upsert of the rows
+that changed, the events of new mismatches); a partition with nothing new costs nothing but its share of
+the batched ListOffsets. It also observes what the failover readiness score needs (groups active on the
+target, topic parity; at most every ASSURANCE_INTERVAL_S per flow). Each run logs the partitions it
+checked, what it read and the CPU it used, which is the verifier's cost.
 """
 
 from __future__ import annotations
@@ -26,7 +31,14 @@ from controlplane.assurance import verification
 from controlplane.status import runtime
 from controlplane.status.runtime import FlowSpec
 from replication.kafka.verification_io import FlowVerifier
-from replication.verification import ByteBudget, VerificationLimits
+from replication.verification import (
+    ByteBudget,
+    PartitionOutcome,
+    PartitionTurn,
+    RunClock,
+    VerificationLimits,
+    rotation,
+)
 from workers import context
 from workers.app import app
 
@@ -97,6 +109,7 @@ def run_verification(*, run: int = 0) -> ByteBudget:
     budget = ByteBudget.for_run(
         bytes_per_s=settings.VERIFY_MAX_BYTES_PER_S, interval_s=settings.VERIFY_INTERVAL_S
     )
+    clock = RunClock(deadline=started + settings.VERIFY_RUN_BUDGET_S)
     limits = VerificationLimits(
         range_records=settings.VERIFY_RANGE_RECORDS,
         hot_records=settings.VERIFY_HOT_RECORDS,
@@ -104,12 +117,13 @@ def run_verification(*, run: int = 0) -> ByteBudget:
     )
     specs = sorted(runtime.runtime_flow_specs(), key=lambda spec: spec.flow_id)
     health = context.cluster_health()
+    checked = 0
     for spec in _rotated(specs, run):
         now = time.time()
         if not all(health.check(cluster, now=now).reachable for cluster in (spec.source, spec.target)):
             continue  # the metadata task reports it; the verifier waits
         try:
-            _verify_flow(spec, limits=limits, budget=budget, run=run)
+            checked += _verify_flow(spec, limits=limits, budget=budget, clock=clock, run=run)
         except Exception:
             log.exception("flow %s: verification failed; retrying next run", spec.flow.name)
             with _verifiers_lock:
@@ -118,7 +132,9 @@ def run_verification(*, run: int = 0) -> ByteBudget:
                 cached[1].close()
     elapsed, cpu = time.monotonic() - started, time.thread_time() - cpu_started
     log.info(
-        "verification run: %d bytes read in %.2f s (cpu %.2f s) of an allowance of %d bytes",
+        "verification run: %d partitions checked, %d bytes read in %.2f s (cpu %.2f s) of an allowance of "
+        "%d bytes",
+        checked,
         budget.spent,
         elapsed,
         cpu,
@@ -127,29 +143,53 @@ def run_verification(*, run: int = 0) -> ByteBudget:
     return budget
 
 
-def _verify_flow(spec: FlowSpec, *, limits: VerificationLimits, budget: ByteBudget, run: int) -> None:
+def _verify_flow(
+    spec: FlowSpec, *, limits: VerificationLimits, budget: ByteBudget, clock: RunClock, run: int
+) -> int:
+    """Verify the flow's partitions with something new in rotation and store the run's outcome; the
+    number of partitions checked."""
     verifier = _verifier(spec)
     verifier.refresh_syncs()
-    progress = verification.partition_progress(flow_id=spec.flow_id)
+    stored = verification.partition_progress(flow_id=spec.flow_id)
     partitions = verification.partitions_to_verify(flow_id=spec.flow_id)
-    for target in _rotated(partitions, run):
-        outcome = verifier.verify_partition(
+    ends = verifier.partition_ends([(p.topic, p.partition, p.remote_topic) for p in partitions])
+    outcomes: list[PartitionOutcome] = []
+    turns: list[PartitionTurn] = []
+    for target in partitions:
+        key = (target.topic, target.partition)
+        if key not in ends:
+            continue  # not listed by the source now: next run
+        planned = verifier.partition_turn(
             topic=target.topic,
             partition=target.partition,
             remote_topic=target.remote_topic,
-            progress=progress.get((target.topic, target.partition), verification.NOT_STARTED),
+            progress=stored.get(key, verification.NOT_STARTED).progress,
             replicated_position=target.replicated_position,
+            ends=ends[key],
             limits=limits,
-            budget=budget,
             seed=run * 1_000_003 + target.partition,
         )
-        at = datetime.datetime.now(datetime.UTC)
-        verification.verification_outcome_record(flow_id=spec.flow_id, outcome=outcome, at=at)
-        if outcome.status == "mismatch" and outcome.mismatch is not None:
-            log.error("flow %s: verification mismatch: %s", spec.flow.name, outcome.reason)
-    verification.verification_prune(
-        flow_id=spec.flow_id, partitions={(p.topic, p.partition) for p in partitions}
+        (turns if isinstance(planned, PartitionTurn) else outcomes).append(planned)
+    turns = rotation(
+        turns, last_checked=lambda t: stored.get((t.topic, t.partition), verification.NOT_STARTED).checked_at
     )
+    verifier.verify(
+        turns, limits=limits, budget=budget, clock=clock, batch_partitions=settings.VERIFY_BATCH_PARTITIONS
+    )
+    checked = [turn.outcome() for turn in turns if turn.checked]
+    for outcome in verification.verification_run_record(
+        flow_id=spec.flow_id,
+        outcomes=[*outcomes, *checked],
+        partitions={(p.topic, p.partition) for p in partitions},
+        at=datetime.datetime.now(datetime.UTC),
+    ):
+        log.error("flow %s: verification mismatch: %s", spec.flow.name, outcome.reason)
+    _observe(spec, verifier)
+    return len(checked)
+
+
+def _observe(spec: FlowSpec, verifier: FlowVerifier) -> None:
+    """The readiness observations, at most every ASSURANCE_INTERVAL_S per flow."""
     if time.monotonic() - _observed.get(spec.flow_id, -ASSURANCE_INTERVAL_S) < ASSURANCE_INTERVAL_S:
         return
     _observed[spec.flow_id] = time.monotonic()

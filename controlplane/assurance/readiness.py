@@ -148,16 +148,15 @@ def readiness_facts(
     acl_unsupported: str | None,
 ) -> ReadinessFacts:
     flow = summary.flow
-    # The verifier keeps a row per partition the flow replicates (verification_prune drops the others).
-    rows = verification.partitions if verification else ()
+    partitions = summary.partition_count
+    # The verifier keeps a row per partition the flow replicates (it deletes the others every run): its
+    # roll-up's counts are the flow's, read without loading the rows.
     return ReadinessFacts(
-        partitions=summary.partition_count,
-        partitions_with_sync=(
-            sum(1 for row in rows if row.sync_upstream is not None) if verification is not None else None
-        ),
+        partitions=partitions,
+        partitions_with_sync=min(verification.synced_count, partitions) if verification is not None else None,
         offset_sync_at=_epoch(signals and signals.offset_sync_emitted_at),
         records_replicated_at=_epoch(signals and signals.records_replicated_at),
-        partitions_verified=sum(1 for row in rows if row.verified_up_to is not None),
+        partitions_verified=min(verification.verified_count, partitions) if verification else 0,
         mismatches=tuple(p.reason for p in verification.mismatches) if verification else (),
         verified_at=_epoch(verification.verified_at) if verification else None,
         status_fresh=summary.status not in (STALE, UNKNOWN),

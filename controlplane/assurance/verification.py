@@ -1,19 +1,26 @@
 """Continuous verification in the control plane: what the verifier recorded, and its reads.
 
-The worker (`workers.verification`) asks `partition_progress` where each partition stands, lets
-`replication.kafka.verification_io` verify the next ranges, and stores each partition's outcome with
-`verification_outcome_record`: the partition's row (`PartitionVerification`: verified up to which source
-offset, status, counts) and, on a new mismatch, a `data_mismatch` flow event holding both records (shown
-side by side on the event page). `verification_status` is the one read of it: the flow page, the API,
-/metrics, the readiness score, the alert rule and the cutover's "verify ranges" step use it.
+The worker (`workers.verification`) asks `partition_progress` where each partition stands (and when it
+was last checked: its place in the rotation), lets `replication.kafka.verification_io` verify the
+partitions whose turn it is, and stores the run's outcome for the flow with `verification_run_record`, in
+one transaction: the partitions' rows (`PartitionVerification`: verified up to which source offset,
+status, counts) in one upsert and, on a new mismatch, a `data_mismatch` flow event holding both records
+(shown side by side on the event page). `verification_status` and `verification_statuses` are the reads
+of it: roll-ups by aggregate queries (counts, sums, newest times) and the mismatching rows, the rows per
+partition loaded only when asked; the flow page, the API, /metrics, the readiness score, the alert rule
+and the cutover's "verify ranges" step use them.
 """
 
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property, partial
 
 from django.db import transaction
+from django.db.models import Count, Max, Q, QuerySet, Sum
+from django.db.models.functions import Coalesce
 
 from controlplane.models import (
     Flow,
@@ -27,7 +34,6 @@ from controlplane.models import (
 from replication.verification import OffsetRange, PartitionOutcome, PartitionProgress
 
 PartitionKey = tuple[str, int]
-NOT_STARTED = PartitionProgress()
 
 
 @dataclass(frozen=True)
@@ -50,15 +56,23 @@ def partitions_to_verify(*, flow_id: int) -> list[PartitionToVerify]:
 # -- reads ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class VerificationSummary:
-    """A flow's verification: per partition rows, and the roll-up pages and rules use."""
+    """A flow's verification rolled up (aggregates and its mismatching rows: what the pages, the readiness
+    score and the alert rule read) and, loaded when first asked, its rows per partition."""
 
-    partitions: tuple[PartitionVerification, ...]
+    partition_count: int
+    verified_count: int  # partitions with a verified range
+    synced_count: int  # partitions with an offset sync read
+    records_verified: int
+    bytes_read: int
     checked_at: datetime.datetime | None  # the verifier's newest look at any partition
     verified_at: datetime.datetime | None  # the newest clean range
+    mismatches: tuple[PartitionVerification, ...]
+    _rows: Callable[[], tuple[PartitionVerification, ...]] = field(repr=False, compare=False)
 
-    @property
-    def mismatches(self) -> tuple[PartitionVerification, ...]:
-        return tuple(p for p in self.partitions if p.status == VerificationStatus.MISMATCH)
+    @cached_property
+    def partitions(self) -> tuple[PartitionVerification, ...]:
+        """Every partition's row, in (topic, partition) order."""
+        return self._rows()
 
     @property
     def verified(self) -> tuple[PartitionVerification, ...]:
@@ -67,15 +81,11 @@ class VerificationSummary:
         )
 
     @property
-    def records_verified(self) -> int:
-        return sum(p.records_verified for p in self.partitions)
-
-    @property
     def status(self) -> str:
         """mismatch when any partition differs, ok when every partition has a verified range, else pending."""
         if self.mismatches:
             return VerificationStatus.MISMATCH
-        if self.partitions and len(self.verified) == len(self.partitions):
+        if self.partition_count and self.verified_count == self.partition_count:
             return VerificationStatus.OK
         return VerificationStatus.PENDING
 
@@ -85,109 +95,212 @@ class VerificationSummary:
         return None if row is None or row.status == VerificationStatus.MISMATCH else row.verified_up_to
 
 
-def _summary(rows: list[PartitionVerification]) -> VerificationSummary:
-    checked = [r.checked_at for r in rows if r.checked_at is not None]
-    verified = [r.verified_at for r in rows if r.verified_at is not None]
-    return VerificationSummary(tuple(rows), max(checked, default=None), max(verified, default=None))
+_ROLLUP = {
+    "partition_count": Count("pk"),
+    "verified_count": Count("pk", filter=Q(verified_up_to__isnull=False, verified_from__isnull=False)),
+    "synced_count": Count("pk", filter=Q(sync_upstream__isnull=False)),
+    "records_verified": Coalesce(Sum("records_verified"), 0),
+    "bytes_read": Coalesce(Sum("bytes_read"), 0),
+    "checked_at": Max("checked_at"),
+    "verified_at": Max("verified_at"),
+}
+
+
+def _summaries(rows: QuerySet[PartitionVerification]) -> dict[int, VerificationSummary]:
+    """Each flow's summary of `rows`: two queries (the roll-ups, the mismatching rows); the rows
+    themselves in one more, for every flow at once, when a summary's `partitions` is first read."""
+    mismatches: dict[int, list[PartitionVerification]] = {}
+    for row in rows.filter(status=VerificationStatus.MISMATCH).order_by("topic", "partition"):
+        mismatches.setdefault(row.flow_id, []).append(row)
+    loaded: dict[int, tuple[PartitionVerification, ...]] = {}
+
+    def rows_of(flow_id: int) -> tuple[PartitionVerification, ...]:
+        if not loaded:
+            found: dict[int, list[PartitionVerification]] = {}
+            for row in rows.order_by("flow_id", "topic", "partition"):
+                found.setdefault(row.flow_id, []).append(row)
+            loaded.update({flow: tuple(flow_rows) for flow, flow_rows in found.items()})
+            loaded.setdefault(-1, ())  # loaded, even when no flow has a row
+        return loaded.get(flow_id, ())
+
+    summaries = {}
+    for rollup in rows.order_by().values("flow_id").annotate(**_ROLLUP):
+        flow_id = rollup.pop("flow_id")
+        summaries[flow_id] = VerificationSummary(
+            **rollup, mismatches=tuple(mismatches.get(flow_id, ())), _rows=partial(rows_of, flow_id)
+        )
+    return summaries
 
 
 def verification_status(*, flow: Flow) -> VerificationSummary:
-    """The flow's verification, per partition (topic, partition order) and rolled up."""
-    return _summary(list(PartitionVerification.objects.filter(flow=flow).order_by("topic", "partition")))
+    """The flow's verification, rolled up, and per partition (topic, partition order) when read."""
+    found = _summaries(PartitionVerification.objects.filter(flow=flow)).get(flow.pk)
+    return found or VerificationSummary(0, 0, 0, 0, 0, None, None, (), _rows=tuple)
 
 
 def verification_statuses() -> dict[int, VerificationSummary]:
-    """Every flow's verification (one query), for the overview, /metrics and the alert evaluation."""
-    rows: dict[int, list[PartitionVerification]] = {}
-    for row in PartitionVerification.objects.order_by("flow_id", "topic", "partition"):
-        rows.setdefault(row.flow_id, []).append(row)
-    return {flow_id: _summary(found) for flow_id, found in rows.items()}
+    """Every flow's verification (two queries; every row in a third once some summary's `partitions` is
+    read), for the overview, /metrics and the alert evaluation."""
+    return _summaries(PartitionVerification.objects.all())
 
 
 def mismatch_events(*, flow: Flow) -> list[FlowEvent]:
     return list(flow.events.filter(kind=FlowEventKind.DATA_MISMATCH)[:20])
 
 
-def partition_progress(*, flow_id: int) -> dict[PartitionKey, PartitionProgress]:
-    """Where each partition's verification stands, as the planner reads it."""
+@dataclass(frozen=True)
+class StoredPartition:
+    progress: PartitionProgress
+    checked_at: datetime.datetime | None = None  # the verifier's last look: its place in the rotation
+
+
+NOT_STARTED = StoredPartition(PartitionProgress())
+
+
+def partition_progress(*, flow_id: int) -> dict[PartitionKey, StoredPartition]:
+    """Where each partition's verification stands, as the planner reads it, and when it was last checked."""
+    rows = PartitionVerification.objects.filter(flow_id=flow_id).values_list(
+        "topic", "partition", "verified_from", "verified_up_to", "target_verified_up_to", "recheck_start",
+        "recheck_end", "checked_at",
+    )  # fmt: skip
     return {
-        (row.topic, row.partition): PartitionProgress(
-            verified_from=row.verified_from,
-            verified_up_to=row.verified_up_to,
-            target_verified_up_to=row.target_verified_up_to,
-            recheck=(
-                OffsetRange(row.recheck_start, row.recheck_end)
-                if row.recheck_start is not None and row.recheck_end is not None
-                else None
+        (topic, partition): StoredPartition(
+            PartitionProgress(
+                verified_from=verified_from,
+                verified_up_to=verified_up_to,
+                target_verified_up_to=target_up_to,
+                recheck=(
+                    OffsetRange(recheck_start, recheck_end)
+                    if recheck_start is not None and recheck_end is not None
+                    else None
+                ),
             ),
+            checked_at,
         )
-        for row in PartitionVerification.objects.filter(flow_id=flow_id)
+        for topic, partition, verified_from, verified_up_to, target_up_to, recheck_start, recheck_end, checked_at in rows
     }
 
 
 # -- writes (the worker) ----------------------------------------------------------------------------------
-def verification_outcome_record(*, flow_id: int, outcome: PartitionOutcome, at: datetime.datetime) -> None:
-    """Store one partition's outcome of a run; a new mismatch (not the one already recorded) also becomes
-    a `data_mismatch` event with both records."""
+# Every column a run writes (all but the key): one upsert sets them.
+_RUN_COLUMNS = [
+    "remote_topic", "status", "reason", "verified_from", "verified_up_to", "target_verified_up_to",
+    "mismatch_offset", "recheck_start", "recheck_end", "records_verified", "ranges_verified",
+    "ranges_sampled", "bytes_read", "last_digest", "sync_upstream", "sync_downstream", "checked_at",
+    "verified_at",
+]  # fmt: skip
+
+
+def verification_run_record(
+    *,
+    flow_id: int,
+    outcomes: Sequence[PartitionOutcome],
+    partitions: set[PartitionKey],
+    at: datetime.datetime,
+) -> list[PartitionOutcome]:
+    """Store a run's outcome for a flow in one transaction: the rows of the partitions it checked and of
+    those whose state changed (a partition with nothing new is not rewritten), in one upsert; a
+    `data_mismatch` event with both records for each new mismatch (not the one already recorded); and
+    the rows of partitions the flow no longer replicates (not in `partitions`) deleted. Returns the
+    outcomes that were new mismatches."""
     with transaction.atomic():
-        row, _ = PartitionVerification.objects.select_for_update().get_or_create(
-            flow_id=flow_id, topic=outcome.topic, partition=outcome.partition
-        )
-        mismatch = outcome.mismatch
-        new_mismatch = mismatch is not None and (
-            row.status != VerificationStatus.MISMATCH or row.mismatch_offset != mismatch.source_offset
-        )
-        row.remote_topic = outcome.remote_topic
-        row.verified_from, row.verified_up_to = outcome.verified_from, outcome.verified_up_to
-        row.target_verified_up_to = outcome.target_verified_up_to
-        if outcome.status != VerificationStatus.MISMATCH or mismatch is not None:  # else: not re-checked
-            row.status, row.reason = outcome.status, outcome.reason
-            row.mismatch_offset = mismatch.source_offset if mismatch else None
-        row.recheck_start = outcome.recheck.start if outcome.recheck else None
-        row.recheck_end = outcome.recheck.end if outcome.recheck else None
-        row.records_verified += outcome.records_verified
-        row.ranges_verified += outcome.ranges_verified
-        row.ranges_sampled += outcome.ranges_sampled
-        row.bytes_read += outcome.bytes_read
-        row.last_digest = outcome.last_digest or row.last_digest
-        if outcome.sync is not None:
-            row.sync_upstream, row.sync_downstream = outcome.sync
-        row.checked_at = at
-        if outcome.verified_clean:
-            row.verified_at = at
-        row.save()
-        if new_mismatch:
-            FlowEvent.objects.create(
-                flow_id=flow_id,
-                at=at,
-                kind=FlowEventKind.DATA_MISMATCH,
-                topic=outcome.topic,
-                partition=outcome.partition,
-                first_offset=mismatch.source_offset,
-                last_offset=mismatch.source_offset,
-                message=mismatch.message(
-                    topic=outcome.topic, partition=outcome.partition, remote_topic=outcome.remote_topic
-                ),
-                detail={
-                    "reason": mismatch.reason,
-                    "remote_topic": outcome.remote_topic,
-                    "range": [outcome.recheck.start, outcome.recheck.end] if outcome.recheck else None,
-                    "source_offset": mismatch.source_offset,
-                    "target_offset": mismatch.target_offset,
-                    "source": mismatch.source.as_evidence() if mismatch.source else None,
-                    "target": mismatch.target.as_evidence() if mismatch.target else None,
-                },
+        stored = {
+            (row.topic, row.partition): row
+            for row in PartitionVerification.objects.select_for_update().filter(flow_id=flow_id)
+        }
+        stale = [row.pk for key, row in stored.items() if key not in partitions]
+        if stale:
+            PartitionVerification.objects.filter(pk__in=stale).delete()
+        rows, events, mismatches = [], [], []
+        for outcome in outcomes:
+            row = stored.get((outcome.topic, outcome.partition))
+            if row is not None and not outcome.checked and _unchanged(row, outcome):
+                continue
+            row = row or PartitionVerification(
+                flow_id=flow_id, topic=outcome.topic, partition=outcome.partition
             )
+            if _apply(row, outcome, at=at):
+                events.append(_mismatch_event(flow_id, outcome, at=at))
+                mismatches.append(outcome)
+            row.pk = None  # upserted on (flow, topic, partition)
+            rows.append(row)
+        if rows:
+            PartitionVerification.objects.bulk_create(
+                rows,
+                update_conflicts=True,
+                unique_fields=["flow", "topic", "partition"],
+                update_fields=_RUN_COLUMNS,
+            )
+        if events:
+            FlowEvent.objects.bulk_create(events)
+    return mismatches
 
 
-def verification_prune(*, flow_id: int, partitions: set[PartitionKey]) -> None:
-    """Forget partitions the flow no longer replicates."""
-    stale = [
-        row.pk
-        for row in PartitionVerification.objects.filter(flow_id=flow_id)
-        if (row.topic, row.partition) not in partitions
-    ]
-    PartitionVerification.objects.filter(pk__in=stale).delete()
+def _unchanged(row: PartitionVerification, outcome: PartitionOutcome) -> bool:
+    """Whether an outcome of a partition the run did not read says what its row says already."""
+    recheck = (outcome.recheck.start, outcome.recheck.end) if outcome.recheck else (None, None)
+    sync = outcome.sync or (row.sync_upstream, row.sync_downstream)
+    return (
+        (row.status, row.reason, row.verified_from, row.verified_up_to, row.target_verified_up_to)
+        == (outcome.status, outcome.reason, outcome.verified_from, outcome.verified_up_to,
+            outcome.target_verified_up_to)
+        and (row.recheck_start, row.recheck_end) == recheck
+        and (row.sync_upstream, row.sync_downstream) == sync
+        and row.remote_topic == outcome.remote_topic
+    )  # fmt: skip
+
+
+def _apply(row: PartitionVerification, outcome: PartitionOutcome, *, at: datetime.datetime) -> bool:
+    """The outcome on the partition's row; True when it is a new mismatch (not the one recorded)."""
+    mismatch = outcome.mismatch
+    new_mismatch = mismatch is not None and (
+        row.status != VerificationStatus.MISMATCH or row.mismatch_offset != mismatch.source_offset
+    )
+    row.remote_topic = outcome.remote_topic
+    row.verified_from, row.verified_up_to = outcome.verified_from, outcome.verified_up_to
+    row.target_verified_up_to = outcome.target_verified_up_to
+    if outcome.status != VerificationStatus.MISMATCH or mismatch is not None:  # else: not re-checked
+        row.status, row.reason = outcome.status, outcome.reason
+        row.mismatch_offset = mismatch.source_offset if mismatch else None
+    row.recheck_start = outcome.recheck.start if outcome.recheck else None
+    row.recheck_end = outcome.recheck.end if outcome.recheck else None
+    row.records_verified += outcome.records_verified
+    row.ranges_verified += outcome.ranges_verified
+    row.ranges_sampled += outcome.ranges_sampled
+    row.bytes_read += outcome.bytes_read
+    row.last_digest = outcome.last_digest or row.last_digest
+    if outcome.sync is not None:
+        row.sync_upstream, row.sync_downstream = outcome.sync
+    row.checked_at = at
+    if outcome.verified_clean:
+        row.verified_at = at
+    return new_mismatch
+
+
+def _mismatch_event(flow_id: int, outcome: PartitionOutcome, *, at: datetime.datetime) -> FlowEvent:
+    mismatch = outcome.mismatch
+    assert mismatch is not None
+    return FlowEvent(
+        flow_id=flow_id,
+        at=at,
+        kind=FlowEventKind.DATA_MISMATCH,
+        topic=outcome.topic,
+        partition=outcome.partition,
+        first_offset=mismatch.source_offset,
+        last_offset=mismatch.source_offset,
+        message=mismatch.message(
+            topic=outcome.topic, partition=outcome.partition, remote_topic=outcome.remote_topic
+        ),
+        detail={
+            "reason": mismatch.reason,
+            "remote_topic": outcome.remote_topic,
+            "range": [outcome.recheck.start, outcome.recheck.end] if outcome.recheck else None,
+            "source_offset": mismatch.source_offset,
+            "target_offset": mismatch.target_offset,
+            "source": mismatch.source.as_evidence() if mismatch.source else None,
+            "target": mismatch.target.as_evidence() if mismatch.target else None,
+        },
+    )
 
 
 def assurance_record(

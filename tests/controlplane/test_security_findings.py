@@ -22,7 +22,7 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from controlplane import core
-from controlplane.assurance.verification import verification_outcome_record
+from controlplane.assurance.verification import verification_run_record
 from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.core.roles import Role
 from controlplane.flows import cluster_reads, engine, services
@@ -203,17 +203,20 @@ def _mismatch(flow, *, topic: str, remote_topic: str, value: bytes, header: byte
     """A data_mismatch as the verifier records it (its write path), holding both records."""
     source = MirroredRecord(offset=7, key=b"customer-17", value=value, headers=(("card", header),))
     target = MirroredRecord(offset=7, key=b"customer-17", value=value + b"!", headers=(("card", header),))
-    verification_outcome_record(
+    verification_run_record(
         flow_id=flow.pk,
-        outcome=PartitionOutcome(
-            topic=topic,
-            partition=0,
-            remote_topic=remote_topic,
-            status="mismatch",
-            reason="content differs",
-            recheck=OffsetRange(7, 8),
-            mismatch=Mismatch("content differs", 7, 7, source, target),
-        ),
+        outcomes=[
+            PartitionOutcome(
+                topic=topic,
+                partition=0,
+                remote_topic=remote_topic,
+                status="mismatch",
+                reason="content differs",
+                recheck=OffsetRange(7, 8),
+                mismatch=Mismatch("content differs", 7, 7, source, target),
+            )
+        ],
+        partitions={(topic, 0)},
         at=timezone.now(),
     )
     return FlowEvent.objects.get(flow=flow, topic=topic)

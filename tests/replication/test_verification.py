@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from replication.formats import OffsetSync
@@ -12,12 +14,18 @@ from replication.verification import (
     ByteBudget,
     MirroredRecord,
     OffsetRange,
+    PartitionEnds,
+    PartitionOutcome,
     PartitionProgress,
+    PartitionTurn,
+    RunClock,
     VerificationLimits,
     compare_range,
     fold_verdicts,
+    partition_turn,
     plan_ranges,
     record_digest,
+    rotation,
     verifiable_end,
 )
 
@@ -92,6 +100,95 @@ def test_plan_rechecks_a_mismatch_alone():
 def test_nothing_to_plan_when_caught_up():
     plan = plan_ranges(progress=PartitionProgress(0, 420), low=0, end=420, limits=LIMITS)
     assert plan.ranges == () and plan.samples == ()
+
+
+def test_no_cold_sample_without_new_records():
+    """A partition with nothing new gets no turn: not even a cold sample is read."""
+    caught_up = plan_ranges(progress=PartitionProgress(4000, 5000), low=0, end=5000, limits=LIMITS, seed=3)
+    assert caught_up.ranges == () and caught_up.samples == ()
+    moving = plan_ranges(progress=PartitionProgress(4000, 4900), low=0, end=5000, limits=LIMITS, seed=3)
+    assert moving.ranges == (OffsetRange(4900, 5000),) and len(moving.samples) >= 1
+
+
+def test_byte_budget_admits_a_round_on_estimates():
+    budget = ByteBudget(allowance=10_000)
+    ranges = [OffsetRange(0, 4)] * 5  # 4 offsets each, assumed 1,000 bytes per offset before any read
+    assert budget.admit(ranges) == 3  # 0, 4,000, 8,000 planned: each started with some allowance left
+    budget.spend(800, offsets=8)  # read: 100 bytes per offset
+    assert budget.estimate(4) == 400 and budget.admit(ranges) == 5
+    budget.spend(9_200, offsets=4)
+    assert budget.exhausted and budget.admit(ranges) == 0
+
+
+def test_run_clock_starts_the_first_batch_whatever_its_budget():
+    clock = RunClock(deadline=100.0)
+    assert clock.may_start(500.0)
+    clock.start()
+    assert clock.may_start(99.0) and not clock.may_start(100.0)
+
+
+def test_rotation_takes_never_checked_then_least_recently_checked_first():
+    at = {"a": None, "b": 3, "c": None, "d": 1, "e": 2}
+    assert rotation(list(at), last_checked=lambda k: at[k] and _when(at[k])) == ["a", "c", "d", "e", "b"]
+
+
+def _when(second: int):
+    import datetime
+
+    return datetime.datetime(2026, 1, 1, second=second, tzinfo=datetime.UTC)
+
+
+ENDS = PartitionEnds(log_start=0, source_end=400, target_end=400)
+
+
+def turn_for(progress: PartitionProgress, *, end: int = 400, ends: PartitionEnds = ENDS):
+    return partition_turn(
+        topic="t",
+        partition=0,
+        remote_topic="A.t",
+        progress=progress,
+        replicated_position=end,
+        newest_sync=(end - 1, end - 1),
+        oldest_sync_upstream=0,
+        ends=ends,
+        limits=LIMITS,
+        seed=1,
+    )
+
+
+def test_a_partition_with_nothing_new_has_no_turn_only_its_outcome():
+    assert isinstance(turn_for(PartitionProgress(0, 400)), PartitionOutcome)
+    assert (
+        turn_for(PartitionProgress(0, 400)).status == "ok" and not turn_for(PartitionProgress(0, 400)).checked
+    )
+    unsynced = partition_turn(
+        topic="t", partition=0, remote_topic="A.t", progress=PartitionProgress(), replicated_position=9,
+        newest_sync=None, oldest_sync_upstream=None, ends=ENDS, limits=LIMITS, seed=1,
+    )  # fmt: skip
+    assert (unsynced.status, unsynced.reason) == ("unverifiable", "no offset sync read yet")
+
+
+def test_a_turn_verifies_its_ranges_in_order_up_to_the_first_mismatch():
+    turn = turn_for(PartitionProgress(0, 100, target_verified_up_to=100))
+    assert isinstance(turn, PartitionTurn)
+    assert turn.next_range() == (OffsetRange(100, 200), 100)  # continues the verified part on the target
+    turn.record(dataclasses.replace(verdict(100, 200), target_end=201))  # a foreign record at 200
+    assert turn.next_range() == (OffsetRange(200, 300), 201)
+    turn.record(verdict(200, 300, clean=False))
+    assert turn.next_range() is None  # no range after a mismatch
+    outcome = turn.outcome()
+    assert (outcome.status, outcome.verified_up_to, outcome.mismatch.source_offset) == ("mismatch", 200, 200)
+    assert outcome.checked
+
+
+def test_a_turn_puts_off_what_either_side_cannot_read_yet():
+    turn = turn_for(PartitionProgress(0, 100), ends=PartitionEnds(0, 250, 400))
+    assert turn.readable(OffsetRange(100, 200), 200) and not turn.readable(OffsetRange(200, 300), 300)
+    assert not turn.readable(OffsetRange(100, 200), 401)  # the copy's end is past the target's end
+    turn.record(verdict(100, 200))
+    turn.put_off()
+    assert turn.next_range() is None
+    assert (turn.outcome().status, turn.outcome().verified_up_to) == ("ok", 200)
 
 
 def test_byte_budget():
