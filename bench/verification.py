@@ -18,6 +18,8 @@ import os
 import time
 from dataclasses import dataclass
 
+from bench.brokers import bench_cluster, bench_clusters, stored_cluster
+from bench.runtime import scratch_database
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
 from replication.formats import OffsetSync
@@ -178,48 +180,32 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--records", type=int, default=10, help="records per partition, each step")
     args = parser.parse_args(argv)
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
-    import django
+    with scratch_database(), bench_clusters(["A", "B"]) as brokers:
+        from controlplane.flows import services
 
-    django.setup()
-    from django.db import connection
-    from django.test.utils import setup_test_environment
-
-    from bench.brokers import bench_cluster, bench_clusters, stored_cluster
-    from controlplane.flows import services
-
-    setup_test_environment()
-    database = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
-    try:
-        with bench_clusters(["A", "B"]) as brokers:
-            source, target = bench_cluster("A", brokers), bench_cluster("B", brokers)
-            a, b = stored_cluster(source), stored_cluster(target)
-            for size in args.partitions:
-                topics = [f"verify{size}-{index}" for index in range(args.topics)]
-                flow = services.flow_create(
-                    actor=None, source=a, target=b, enabled=True, topics=[f"verify{size}-.*"]
-                )
-                per_topic = size // args.topics
-                made = time.perf_counter()
-                mirrored = seed_mirrored(
-                    flow=flow,
-                    source=source,
-                    target=target,
-                    topics=topics,
-                    partitions=per_topic,
-                    records=args.records,
-                )
-                print(
-                    f"{size} partitions seeded in {time.perf_counter() - made:.1f} s ({_load()})", flush=True
-                )
-                for what in ("first records", "nothing new", f"{args.records} new records per partition"):
-                    if what.endswith("per partition"):
-                        mirrored = append_mirrored(
-                            mirrored, flow=flow, source=source, target=target, records=args.records
-                        )
-                    _rotate(flow, mirrored, what, size)
-                services.flow_delete(actor=None, flow=flow)
-    finally:
-        connection.creation.destroy_test_db(database, verbosity=0)
+        source, target = bench_cluster("A", brokers), bench_cluster("B", brokers)
+        a, b = stored_cluster(source), stored_cluster(target)
+        for size in args.partitions:
+            topics = [f"verify{size}-{index}" for index in range(args.topics)]
+            flow = services.flow_create(
+                actor=None, source=a, target=b, enabled=True, topics=[f"verify{size}-.*"]
+            )
+            made = time.perf_counter()
+            mirrored = seed_mirrored(
+                flow=flow,
+                source=source,
+                target=target,
+                topics=topics,
+                partitions=size // args.topics,
+                records=args.records,
+            )
+            print(f"{size} partitions seeded in {time.perf_counter() - made:.1f} s ({_load()})", flush=True)
+            for what in ("first records", "nothing new", f"{args.records} new records per partition"):
+                if what.endswith("per partition"):
+                    mirrored = append_mirrored(
+                        mirrored, flow=flow, source=source, target=target, records=args.records
+                    )
+                _rotate(flow, mirrored, what, size)
+            services.flow_delete(actor=None, flow=flow)
     print(f"done at {datetime.datetime.now(datetime.UTC):%H:%M:%S} UTC")
     return 0
