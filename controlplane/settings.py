@@ -14,6 +14,8 @@ so on the secrets key derived from it: both are public, in this file.
 | ALLOWED_HOSTS | localhost, 127.0.0.1, [::1] |
 | METRICS_BEARER_TOKEN | unset (a Prometheus scrape sends `Authorization: Bearer <token>`) |
 | METRICS_OPEN | false (true: /metrics needs no token) |
+| MIRRORPLANE_METRICS_PARTITION_LEVEL | auto (`partition`: every partition's series in /metrics; `topic`: per topic only; `auto`: per topic only for flows of more than MIRRORPLANE_METRICS_PARTITION_LIMIT partitions; docs/metrics.md) |
+| MIRRORPLANE_METRICS_PARTITION_LIMIT | 1000 (the partitions a flow may have and still be exported per partition under `auto`) |
 | MIRRORPLANE_WEB_READ_TIMEOUT_S | 3.0 (the bound of each Kafka request a web request makes: topics, records, groups, offset mapping, failover plan; a sync web worker waits for it) |
 | MIRRORPLANE_CLUSTER_HOSTS_ALLOWED | empty: any host (bootstrap hosts clusters may name, comma-separated: host names, `*.domain`, IP networks such as 10.20.0.0/16; the console connects there, so set it to keep it from probing other addresses) |
 | CLUSTER_CHECK_RATE_PER_MINUTE | 20 (cluster checks, "Test connection", one user may run per minute; 0: no limit) |
@@ -109,6 +111,14 @@ CACHES = {
 # /metrics: a scrape's bearer token (Prometheus `authorization`), or open to anyone who reaches it.
 METRICS_BEARER_TOKEN = env.str("METRICS_BEARER_TOKEN", default="")
 METRICS_OPEN = env.bool("METRICS_OPEN", default=False)
+# /metrics per partition (MM2's names) or per topic only, for large flows (docs/metrics.md, "Large flows").
+MIRRORPLANE_METRICS_PARTITION_LEVEL = env.str("MIRRORPLANE_METRICS_PARTITION_LEVEL", default="auto")
+if MIRRORPLANE_METRICS_PARTITION_LEVEL not in ("partition", "topic", "auto"):
+    raise ImproperlyConfigured(
+        f"MIRRORPLANE_METRICS_PARTITION_LEVEL={MIRRORPLANE_METRICS_PARTITION_LEVEL!r}: choose partition, "
+        "topic or auto"
+    )
+MIRRORPLANE_METRICS_PARTITION_LIMIT = env.int("MIRRORPLANE_METRICS_PARTITION_LIMIT", default=1000)
 # Each Kafka request of a web request (behind the cluster's circuit breaker): a sync web worker waits for it.
 MIRRORPLANE_WEB_READ_TIMEOUT_S = env.float("MIRRORPLANE_WEB_READ_TIMEOUT_S", default=3.0)
 # Hosts clusters may name (host names, *.domain, IP networks); empty: any. Checks and pages connect there.

@@ -4,6 +4,11 @@ workers apply), so every reader sees what it would see after a worker's slice.""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.db import connection
+
 from controlplane.models import FlowPartitionStatus, FlowTaskStatus
 from controlplane.status import runtime
 
@@ -32,3 +37,20 @@ def task_rollup_rebuild(*, flow_id: int, task_index: int) -> FlowTaskStatus:
     FlowTaskStatus.objects.filter(flow_id=flow_id, task_index=task_index).delete()
     task.save()
     return task
+
+
+@contextmanager
+def status_rows_read() -> Iterator[dict[str, int]]:
+    """Rows returned by the statements that read partition status rows meanwhile (`rows`: the cursors'
+    row counts; a server-side cursor's are not known and count 0, `statements` counts them all)."""
+    read = {"rows": 0, "statements": 0}
+
+    def count(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if "controlplane_flowpartitionstatus" in sql and sql.lstrip().upper().startswith("SELECT"):
+            read["statements"] += 1
+            read["rows"] += max(context["cursor"].rowcount, 0)
+        return result
+
+    with connection.execute_wrapper(count):
+        yield read

@@ -6,10 +6,12 @@ import datetime
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.utils.urls import replace_query_param
 
 from controlplane import browse
 from controlplane.flows import engine, lifecycle
 from controlplane.models import AuditEvent, Cluster, Flow, FlowEvent, FlowPartitionStatus
+from controlplane.status import partitions
 from controlplane.status.rollup import HEALTHS
 from replication.config import FLOW_PROPERTIES
 from replication.policy import ACCEPTED_POLICY_CLASSES
@@ -27,6 +29,13 @@ class ScopedPropertiesField(serializers.DictField):
 
     def __init__(self, **kwargs):
         super().__init__(child=serializers.DictField(child=_property_value()), **kwargs)
+
+    def to_internal_value(self, data):
+        scoped = super().to_internal_value(data)
+        if any("\x00" in name for scope, properties in scoped.items() for name in (scope, *properties)):
+            # PostgreSQL refuses NUL bytes outright: even the audit of the refusal could not be stored.
+            raise serializers.ValidationError("a scope or property name cannot contain a NUL character")
+        return scoped
 
 
 class ClusterSerializer(serializers.ModelSerializer):
@@ -272,13 +281,64 @@ class SchemaSyncStatusSerializer(serializers.Serializer):
         return {str(source): target for source, target in status.id_map}
 
 
+class PartitionQuerySerializer(serializers.Serializer):
+    """Which page of a flow's partitions `flows/{id}/status/` answers with (worst first)."""
+
+    page = serializers.IntegerField(
+        min_value=1, max_value=10**9, default=1, help_text="from 1; past the last page: the last"
+    )
+    page_size = serializers.IntegerField(min_value=1, max_value=500, default=partitions.PAGE_SIZE)
+    search = serializers.CharField(
+        required=False, allow_blank=True, max_length=249, default="", help_text="part of a topic name"
+    )
+    state = serializers.ChoiceField(
+        choices=partitions.STATES,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="only partitions showing this state (the worker's, or STALE once its report is too old)",
+    )
+
+
+class PartitionPageSerializer(serializers.Serializer):
+    """A page of a flow's partitions (`status.partitions.PartitionPage`), worst first."""
+
+    count = serializers.IntegerField(help_text="partitions matching search and state")
+    page = serializers.IntegerField(source="number")
+    page_size = serializers.IntegerField()
+    pages = serializers.IntegerField(source="num_pages")
+    next = serializers.SerializerMethodField(help_text="the next page's URL; null on the last")
+    previous = serializers.SerializerMethodField(help_text="the previous page's URL; null on the first")
+    results = PartitionLiveSerializer(
+        source="partitions",
+        many=True,
+        help_text="errors (STOP, STALL, REWIND, ERR) first, then STALE, WARN; within each a partition "
+        "behind for a time not known yet, then the most seconds and records behind; then topic, partition",
+    )
+
+    def _url(self, number: int) -> str:
+        return replace_query_param(self.context["request"].build_absolute_uri(), "page", number)
+
+    def get_next(self, page) -> str | None:
+        return self._url(page.number + 1) if page.has_next else None
+
+    def get_previous(self, page) -> str | None:
+        return self._url(page.number - 1) if page.has_previous else None
+
+
 class FlowStatusSerializer(FlowSummarySerializer):
     stale_after_s = serializers.FloatField()
-    partitions = PartitionLiveSerializer(many=True)
+    partitions = serializers.SerializerMethodField(
+        help_text="one page of the flow's partitions, as the query asks (page, page_size, search, state)"
+    )
     events = FlowEventSerializer(many=True)
     schemas = SchemaSyncStatusSerializer(
         allow_null=True, help_text="the schema registry sync (docs/schemas.md); null when the flow syncs none"
     )
+
+    @extend_schema_field(PartitionPageSerializer)
+    def get_partitions(self, status) -> dict:
+        return PartitionPageSerializer(self.context["partition_page"], context=self.context).data
 
 
 class ReplicationActivitySerializer(serializers.Serializer):

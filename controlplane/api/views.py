@@ -21,7 +21,7 @@ from controlplane.core.bounds import ID_PATTERN
 from controlplane.core.roles import Role, role_of
 from controlplane.flows import pools, selectors, services
 from controlplane.models import Cluster, Flow, FlowState, SecurityProtocol
-from controlplane.status import rollup
+from controlplane.status import partitions, rollup
 
 # Ids are BigAutoField: longer numbers cannot exist (and PostgreSQL would refuse them), so they are 404.
 
@@ -150,12 +150,20 @@ class FlowViewSet(viewsets.ModelViewSet):
         return Response(s.TopicSerializer(topics, many=True).data)
 
     @extend_schema(
-        summary="Live per-partition replication state and recent events", responses=s.FlowStatusSerializer
+        summary="The flow's live roll-up, one page of its partitions (worst first; search by topic, filter "
+        "by state) and recent events",
+        parameters=[s.PartitionQuerySerializer],
+        responses=s.FlowStatusSerializer,
     )
     @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def status(self, request, pk=None):
-        status = rollup.flow_status(flow=self.get_object())
-        return Response(s.FlowStatusSerializer(status, context={"role": role_of(request.user)}).data)
+        flow = self.get_object()
+        query = s.PartitionQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        status = rollup.flow_status(flow=flow)
+        page = partitions.partition_page(flow=flow, budget=status.budget, **query.validated_data)
+        context = {"role": role_of(request.user), "request": request, "partition_page": page}
+        return Response(s.FlowStatusSerializer(status, context=context).data)
 
 
 class LiveStatusView(APIView):

@@ -18,11 +18,13 @@ import os
 import time
 from collections.abc import Iterable, Iterator
 
+from django.conf import settings
 from django.db.models import Count, F, Sum
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from controlplane import alerts, assurance
@@ -39,13 +41,27 @@ from controlplane.models import (
     Operation,
     VerificationStatus,
 )
-from controlplane.status import rollup
+from controlplane.status import partitions, rollup
 from replication.metrics import LATENCY_BUCKETS_MS, cumulative
 
 # Per partition, the labels MM2's JMX names carry (flow = source->target; topic = the source topic): fewer
-# labels per series keeps a scrape of 5,000 partitions well under a second.
+# labels per series keeps a scrape of 20,000 partitions under a second.
 PARTITION_LABELS = ["flow", "topic", "partition"]
+TOPIC_LABELS = ["flow", "topic"]
 FLOW_LABELS = ["flow", "source", "target"]
+
+
+def _seconds(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1000
+
+
+def per_partition(summary: rollup.FlowSummary) -> bool:
+    """Whether the flow's partitions are exported one by one (MIRRORPLANE_METRICS_PARTITION_LEVEL; auto:
+    flows of at most MIRRORPLANE_METRICS_PARTITION_LIMIT partitions); every flow is exported per topic."""
+    level = settings.MIRRORPLANE_METRICS_PARTITION_LEVEL
+    if level == "auto":
+        return summary.partition_count <= settings.MIRRORPLANE_METRICS_PARTITION_LIMIT
+    return level == "partition"
 
 
 def _gauge(name: str, doc: str, labels: list[str], unit: str = "") -> GaugeMetricFamily:
@@ -81,7 +97,9 @@ class MirrorplaneCollector:
 
     def collect(self) -> Iterator[Metric]:
         summaries = rollup.flow_summaries()
+        topics = partitions.topic_statuses(flow_ids=[summary.flow.pk for summary in summaries])
         yield from self._partition_families(summaries)
+        yield from self._topic_families(summaries, topics)
         yield from self._flow_families(summaries)
         yield from self._event_families(summaries)
         yield from self._alert_families(summaries)
@@ -126,24 +144,94 @@ class MirrorplaneCollector:
             "The partition's Burrow state (STALE when its report is too old), as a label of a series valued 1",
             [*PARTITION_LABELS, "state"],
         )
-        now = timezone.now()
-        for summary in summaries:
-            flow = summary.flow
-            rows = list(flow.partition_statuses.all())
-            for p in rollup.partitions_live(rows, flow=flow, budget=summary.budget, now=now):
-                labels = [flow.name, p.topic, str(p.partition)]
-                if p.records_behind is not None:
-                    records_behind.add_metric(labels, p.records_behind)
-                if p.seconds_behind is not None:
-                    seconds_behind.add_metric(labels, p.seconds_behind)
-                if p.record_age_ms is not None:
-                    record_age.add_metric(labels, p.record_age_ms / 1000)
-                if p.replication_latency_ms is not None:
-                    latency.add_metric(labels, p.replication_latency_ms / 1000)
-                records.add_metric(labels, p.record_count)
-                bytes_.add_metric(labels, p.byte_count)
-                state.add_metric([*labels, p.state], 1)
+        names = {summary.flow.pk: summary.flow.name for summary in summaries if per_partition(summary)}
+        # One read of the rows as tuples; one label set per partition, shared by its series (render_text
+        # writes it once). Samples are appended as prometheus-client's add_metric would.
+        rows = partitions.partition_values(flow_ids=list(names)) if names else ()
+        for flow_id, topic, partition, behind, seconds, age_ms, latency_ms, count, size, shown in rows:
+            labels = {"flow": names[flow_id], "topic": topic, "partition": str(partition)}
+            if behind is not None:
+                records_behind.samples.append(Sample(records_behind.name, labels, behind))
+            if seconds is not None:
+                seconds_behind.samples.append(Sample(seconds_behind.name, labels, seconds))
+            if age_ms is not None:
+                record_age.samples.append(Sample(record_age.name, labels, age_ms / 1000))
+            if latency_ms is not None:
+                latency.samples.append(Sample(latency.name, labels, latency_ms / 1000))
+            records.samples.append(Sample(f"{records.name}_total", labels, count))
+            bytes_.samples.append(Sample(f"{bytes_.name}_total", labels, size))
+            state.samples.append(Sample(state.name, {**labels, "state": shown}, 1))
         yield from (records_behind, seconds_behind, record_age, latency, records, bytes_, state)
+
+    # -- per topic, every flow --------------------------------------------------------------------------
+    def _topic_families(self, summaries, topics: dict[int, list[partitions.TopicStatus]]) -> Iterator[Metric]:
+        """Each flow's topics, its partitions' figures rolled up in SQL: what a dashboard of any flow's size
+        reads (a flow past the partition limit has no per-partition series; docs/metrics.md)."""
+        records_behind = _gauge(
+            "topic_records_behind", "records_behind summed over the topic's partitions", TOPIC_LABELS
+        )
+        bytes_behind = _gauge(
+            "topic_bytes_behind",
+            "Value bytes behind (records behind x average replicated record size): lost if the source vanished",
+            TOPIC_LABELS,
+        )
+        seconds_behind = _gauge(
+            "topic_seconds_behind", "The topic's worst partition's seconds_behind", TOPIC_LABELS
+        )
+        record_age = _gauge(
+            "topic_record_age_seconds",
+            "The topic's oldest last-polled record (MM2 record-age-ms)",
+            TOPIC_LABELS,
+        )
+        latency = _gauge(
+            "topic_replication_latency_seconds",
+            "The topic's worst last-acknowledged record's latency (MM2 replication-latency-ms)",
+            TOPIC_LABELS,
+        )
+        records = _counter(
+            "topic_records_replicated", "Records replicated, summed over the topic's partitions", TOPIC_LABELS
+        )
+        bytes_ = _counter(
+            "topic_bytes_replicated",
+            "Value bytes replicated, summed over the topic's partitions",
+            TOPIC_LABELS,
+        )
+        states = _gauge(
+            "topic_partitions",
+            "The topic's partitions per state (Burrow's, or STALE when the report is too old)",
+            [*TOPIC_LABELS, "state"],
+        )
+        age = _gauge(
+            "topic_status_age_seconds", "Seconds since the topic's oldest partition report", TOPIC_LABELS
+        )
+        for summary in summaries:
+            for topic in topics.get(summary.flow.pk, ()):
+                labels = [summary.flow.name, topic.topic]
+                for family, value in (
+                    (records_behind, topic.records_behind),
+                    (bytes_behind, topic.bytes_behind),
+                    (seconds_behind, topic.seconds_behind),
+                    (record_age, _seconds(topic.record_age_ms)),
+                    (latency, _seconds(topic.replication_latency_ms)),
+                    (records, topic.record_count),
+                    (bytes_, topic.byte_count),
+                    (age, topic.age_s),
+                ):
+                    if value is not None:
+                        family.add_metric(labels, value)
+                for shown, count in sorted(topic.states.items()):
+                    states.add_metric([*labels, shown], count)
+        yield from (
+            records_behind,
+            bytes_behind,
+            seconds_behind,
+            record_age,
+            latency,
+            records,
+            bytes_,
+            states,
+            age,
+        )
 
     # -- per flow ---------------------------------------------------------------------------------------
     def _flow_families(self, summaries) -> Iterator[Metric]:
@@ -315,17 +403,8 @@ class MirrorplaneCollector:
         )
 
     def _assurance_families(self, summaries) -> Iterator[Metric]:
-        """Live RPO per topic, failover readiness and continuous verification (docs/verification.md)."""
-        topic_labels = ["flow", "topic"]
-        records = _gauge(
-            "topic_records_behind", "records_behind summed over the topic's partitions", topic_labels
-        )
-        bytes_ = _gauge(
-            "topic_bytes_behind",
-            "Value bytes behind (records behind x average replicated record size): lost if the source vanished",
-            topic_labels,
-        )
-        seconds = _gauge("topic_seconds_behind", "The topic's worst partition's seconds_behind", topic_labels)
+        """Live RPO, failover readiness and continuous verification (docs/verification.md): per partition
+        for the flows exported per partition, mismatched partitions per topic for every flow."""
         flow_bytes = _gauge(
             "flow_bytes_behind", "Value bytes behind, summed over the flow's topics", FLOW_LABELS
         )
@@ -346,6 +425,11 @@ class MirrorplaneCollector:
         mismatch = _gauge(
             "verification_mismatch", "1 when the partition's copy differs from the source", PARTITION_LABELS
         )
+        mismatches = _gauge(
+            "topic_verification_mismatches",
+            "The topic's partitions whose copy differs from the source",
+            TOPIC_LABELS,
+        )
         verified_records = _counter(
             "verification_records_verified", "Source records verified equal to their copy", FLOW_LABELS
         )
@@ -363,14 +447,6 @@ class MirrorplaneCollector:
             flow = summary.flow
             labels = [flow.name, flow.source.alias, flow.target.alias]
             rpo = assurance.flow_rpo(summary, budget=budgets.get(flow.pk, DEFAULT_BUDGET), now=now)
-            for topic in rpo.topics:
-                for family, value in (
-                    (records, topic.records_behind),
-                    (bytes_, topic.bytes_behind),
-                    (seconds, topic.seconds_behind),
-                ):
-                    if value is not None:
-                        family.add_metric([flow.name, topic.topic], value)
             if rpo.bytes_behind is not None:
                 flow_bytes.add_metric(labels, rpo.bytes_behind)
             if rpo.over_budget is not None:
@@ -383,17 +459,24 @@ class MirrorplaneCollector:
             status = verifications.get(flow.pk)
             if status is None:
                 continue
+            by_topic: dict[str, int] = {}
+            one_by_one = per_partition(summary)
             for row in status.partitions:
-                partition = [flow.name, row.topic, str(row.partition)]
-                if row.verified_up_to is not None:
-                    verified.add_metric(partition, row.verified_up_to)
-                mismatch.add_metric(partition, 1 if row.status == VerificationStatus.MISMATCH else 0)
+                differs = row.status == VerificationStatus.MISMATCH
+                by_topic[row.topic] = by_topic.get(row.topic, 0) + differs
+                if one_by_one:
+                    partition = [flow.name, row.topic, str(row.partition)]
+                    if row.verified_up_to is not None:
+                        verified.add_metric(partition, row.verified_up_to)
+                    mismatch.add_metric(partition, 1 if differs else 0)
+            for topic, count in sorted(by_topic.items()):
+                mismatches.add_metric([flow.name, topic], count)
             verified_records.add_metric(labels, status.records_verified)
             verified_bytes.add_metric(labels, sum(row.bytes_read for row in status.partitions))
             if status.checked_at is not None:
                 checked.add_metric(labels, rollup.age_s(status.checked_at, now=now))
-        yield from (records, bytes_, seconds, flow_bytes, over, score, points)
-        yield from (verified, mismatch, verified_records, verified_bytes, checked)
+        yield from (flow_bytes, over, score, points)
+        yield from (verified, mismatch, mismatches, verified_records, verified_bytes, checked)
 
     # -- operations and workers -------------------------------------------------------------------------
     def _operation_families(self) -> Iterator[Metric]:
@@ -459,14 +542,20 @@ def render_text(families: Iterable[Metric]) -> str:
     built), so only label values need escaping. tests/controlplane/test_prometheus_text.py compares the two.
     """
     output: list[str] = []
+    # A label set shared by several series (a partition's, in each per-partition family) is written once;
+    # the set is kept beside its text so that its id cannot be reused while this runs.
+    written: dict[int, tuple[dict, str]] = {}
     for metric in families:
         name = f"{metric.name}_total" if metric.type == "counter" else metric.name
         doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
         output.append(f"# HELP {name} {doc}\n# TYPE {name} {metric.type}\n")
         for sample in metric.samples:
             if sample.labels:
-                labels = ",".join(f'{k}="{_label_value(v)}"' for k, v in sorted(sample.labels.items()))
-                output.append(f"{sample.name}{{{labels}}} {floatToGoString(sample.value)}\n")
+                known = written.get(id(sample.labels))
+                if known is None:
+                    text = ",".join(f'{k}="{_label_value(v)}"' for k, v in sorted(sample.labels.items()))
+                    known = written[id(sample.labels)] = (sample.labels, text)
+                output.append(f"{sample.name}{{{known[1]}}} {floatToGoString(sample.value)}\n")
             else:
                 output.append(f"{sample.name} {floatToGoString(sample.value)}\n")
     return "".join(output)

@@ -4,10 +4,15 @@ change configuration."""
 
 from __future__ import annotations
 
+import hashlib
+
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.http import urlencode
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
 from controlplane import alerts, assurance
@@ -19,7 +24,7 @@ from controlplane.models import (
     FlowState,
     SecurityProtocol,
 )
-from controlplane.status import rollup
+from controlplane.status import partitions, rollup
 from controlplane.web import summaries
 from controlplane.web.access import admin_required, back_url, operator_required, viewer_required
 from controlplane.web.forms import PREVIEW_FIELDS, ClusterForm, FlowForm, Mm2ImportForm
@@ -225,37 +230,98 @@ def flow_preview(request):
     return render(request, "web/_flow_preview.html", context)
 
 
-def _flow_detail_context(flow: Flow) -> dict:
+def _partition_query(request) -> tuple[dict[str, object], list[str]]:
+    """The partition table's topic search, state filter and page (`q`, `state`, `page`) from the query
+    string; a state that is none is named with the choices, and ignored."""
+    get = request.GET
+    query: dict[str, object] = {"q": get.get("q", "").strip()[:249], "state": get.get("state", "")}
+    errors = []
+    if "\x00" in query["q"]:
+        errors.append("q: no topic name holds a NUL character; search for part of a topic name")
+        query["q"] = ""
+    if query["state"] not in ("", *partitions.STATES):
+        errors.append(
+            f"state: no state {query['state']!r}; choose one of {', '.join(partitions.STATES)}, or any"
+        )
+        query["state"] = ""
+    page = get.get("page", "1")
+    query["page"] = int(page) if page.isdigit() and 0 < len(page) < 10 else 1
+    return query, errors
+
+
+def _query_string(**params: object) -> str:
+    """`?q=...&state=...&page=...` without the empty ones (and page 1)."""
+    kept = {name: value for name, value in params.items() if value not in ("", None, 1)}
+    return "?" + urlencode(kept) if kept else ""
+
+
+def _flow_detail_context(request, flow: Flow) -> dict:
+    """The flow page's live part: the roll-up, assurance, one page of partitions (worst first, searched
+    and filtered as the query string asks), events and alerts."""
     status = rollup.flow_status(flow=flow)
     errors = summaries.last_errors(status.events)
-    budget = assurance.rpo_budget_of(flow=flow)
+    query, query_errors = _partition_query(request)
+    shown = partitions.partition_page(
+        flow=flow, budget=status.budget, search=query["q"], state=query["state"], page=query["page"]
+    )
+    base = reverse("web:flow", args=[flow.pk])
+    search = {"q": query["q"], "state": query["state"]}
     return {
         "flow": flow,
         "summary": status,
-        "partitions": [(p, errors.get((p.row.topic, p.row.partition))) for p in status.partitions],
+        "partitions": [(p, errors.get((p.row.topic, p.row.partition))) for p in shown.partitions],
+        "partition_page": shown,
+        "partition_query": query,
+        "partition_errors": query_errors,
+        "partition_states": partitions.STATES,
+        "partition_pages": {
+            "previous": base + _query_string(**search, page=shown.number - 1) if shown.has_previous else "",
+            "next": base + _query_string(**search, page=shown.number + 1) if shown.has_next else "",
+            "first_row": (shown.number - 1) * shown.page_size + 1,
+            "last_row": (shown.number - 1) * shown.page_size + len(shown.partitions),
+        },
+        "live_query": {**search, "page": shown.number},
         "events": status.events,
         "activity": rollup.replication_activity(),
-        "budget": budget,
-        "rpo": assurance.flow_rpo(status, budget=budget),
+        "budget": status.budget,
+        "rpo": assurance.flow_rpo(status, budget=status.budget),
         "readiness": assurance.flow_readiness(status),
         "verification": verification.verification_status(flow=flow),
         "flow_alerts": list(alerts.alerts_firing().filter(flow=flow)),
         "pool_waiting": [status] if status.pool_without_workers else [],
         "last_drill": drill_history(flow).first(),
-        "back": reverse("web:flow", args=[flow.pk]),
+        "back": base,
     }
+
+
+def _flow_live(request, flow: Flow) -> tuple[dict, str, int]:
+    """The context with the live part rendered (`live_body`) and its version (a digest of it): a refresh
+    that carries the version it shows (`v`) hears 204, no body, until something shown changes. Ages of
+    stale figures are part of what is shown, so a page showing stale figures is refreshed each time."""
+    context = _flow_detail_context(request, flow)
+    body = render_to_string("web/_flow_live_body.html", context, request=request)
+    version = hashlib.sha256(body.encode()).hexdigest()[:16]
+    live_url = reverse("web:flow-live", args=[flow.pk]) + _query_string(**context["live_query"])
+    live_url += ("&" if "?" in live_url else "?") + urlencode({"v": version})
+    # The body is our template's output, escaped as it was rendered: it is placed as it is.
+    context |= {"live_body": mark_safe(body), "live_url": live_url}
+    return context, version, 400 if context["partition_errors"] else 200
 
 
 @viewer_required
 def flow_detail(request, pk: int):
     flow = get_object_or_404(selectors.flow_list(), pk=pk)
-    return render(request, "web/flow_detail.html", _flow_detail_context(flow))
+    context, _, status = _flow_live(request, flow)
+    return render(request, "web/flow_detail.html", context, status=status)
 
 
 @viewer_required
 def flow_live(request, pk: int):
     flow = get_object_or_404(selectors.flow_list(), pk=pk)
-    return render(request, "web/_flow_live.html", _flow_detail_context(flow))
+    context, version, status = _flow_live(request, flow)
+    if status == 200 and request.GET.get("v") == version:
+        return HttpResponse(status=204)  # htmx keeps what it shows
+    return render(request, "web/_flow_live.html", context, status=status)
 
 
 @require_POST

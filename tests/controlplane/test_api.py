@@ -245,7 +245,15 @@ def test_pause_resume_and_status(client_as, flow):
         "pool": "",
         "pool_without_workers": False,
         "stale_after_s": settings.MIRRORPLANE_STALE_AFTER_S,
-        "partitions": [],
+        "partitions": {
+            "count": 0,
+            "page": 1,
+            "page_size": 50,
+            "pages": 1,
+            "next": None,
+            "previous": None,
+            "results": [],
+        },
         "events": [],
     }
     assert operator.post(f"/api/v1/flows/{flow.pk}/resume/").json()["state"] == "active"
@@ -265,6 +273,12 @@ def test_malformed_input_is_400(admin_client, two_clusters):
     # A NUL byte reaches no query (PostgreSQL would refuse it with an error, not a 400).
     response = admin_client.post("/api/v1/flows/", {"source": "A", "target": "\x00"}, format="json")
     assert response.status_code == 400 and "target" in response.json()
+    cluster = two_clusters[0]
+    for scoped in ({"client": {"a\x00": "1"}}, {"\x00": {}}):  # its refusal's audit could not be stored
+        response = admin_client.patch(
+            f"/api/v1/clusters/{cluster.pk}/", {"secret_properties": scoped}, format="json"
+        )
+        assert response.status_code == 400 and "secret_properties" in response.json()
 
 
 def test_swagger_ui_is_served_locally(client, tokens):

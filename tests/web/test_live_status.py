@@ -113,10 +113,8 @@ def test_every_page_and_the_api_colour_a_flow_by_its_budget(client_as, flow):
     _row(flow, 1, age_s=1, behind=7, seconds=0.0)
     viewer = client_as("viewer")
     assert viewer.get(f"/api/v1/flows/{flow.pk}/status/").json()["health"] == "lagging"
-    assert [p["health"] for p in viewer.get(f"/api/v1/flows/{flow.pk}/status/").json()["partitions"]] == [
-        "lagging",
-        "ok",
-    ]
+    answer = viewer.get(f"/api/v1/flows/{flow.pk}/status/").json()
+    assert [p["health"] for p in answer["partitions"]["results"]] == ["lagging", "ok"]  # worst first
     assert viewer.get("/api/v1/status/").json()["flows"][0]["health"] == "lagging"
     page = viewer.get(reverse("web:flow-live", args=[flow.pk])).content.decode()
     assert '<span class="badge lagging" title="the worker\'s state: OK">behind</span>' in page
@@ -163,7 +161,7 @@ def test_api_status_carries_observed_at_age_and_the_stale_state(client_as, flow)
         STALE_AFTER,
     )
     assert body["records_behind"] == 4 and body["observed_at"] and body["age_s"] < STALE_AFTER
-    fresh, silent = body["partitions"]
+    silent, fresh = body["partitions"]["results"]  # worst first: STALE before OK
     assert (fresh["state"], fresh["reported_state"], fresh["stale"]) == ("OK", "OK", False)
     assert (silent["state"], silent["reported_state"], silent["stale"]) == ("STALE", "OK", True)
     assert silent["age_s"] == pytest.approx(45, abs=2) and silent["observed_at"]
