@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 from controlplane.assurance.budgets import RpoBudget
-from controlplane.status import budgets, rollup
+from controlplane.status import budgets, partitions, rollup
 
 
 # -- live RPO ---------------------------------------------------------------------------------------------
@@ -57,11 +57,11 @@ def flow_rpo(
     summary: rollup.FlowSummary, *, budget: RpoBudget, now: datetime.datetime | None = None
 ) -> FlowRpo:
     """The flow's live RPO per topic and in total; the age is the oldest figure's (a topic is as old as
-    its oldest partition report). Read as one row per topic (`rollup.topic_rollups`)."""
+    its oldest partition report). Read as one row per topic (`status.partitions.topic_statuses`)."""
     now = now or timezone.now()
     topics = tuple(
         TopicRpo(t.topic, t.records_behind, t.bytes_behind, t.seconds_behind, t.observed_at, t.age_s, t.stale)
-        for t in rollup.topic_rollups(flow=summary.flow, now=now)
+        for t in partitions.topic_statuses(flow_ids=[summary.flow.pk], now=now).get(summary.flow.pk, [])
     )
     oldest = min((t.observed_at for t in topics if t.observed_at is not None), default=None)
     return FlowRpo(

@@ -1,7 +1,7 @@
 """Status: what the workers report and how it is judged: the workers' gateway (`runtime`: the flows to
-run, partition status, events, signals), the live status roll-ups (`rollup`) judged against the RPO
+run, partition status, events, signals), the live status roll-ups (`rollup`), a page of a flow's partitions and its per-topic roll-ups (`partitions`), judged against the RPO
 budgets (`budgets`), and the control plane's own health (`health`). Other packages import these modules."""
 
-from controlplane.status import budgets, health, rollup, runtime
+from controlplane.status import budgets, health, partitions, rollup, runtime
 
-__all__ = ["budgets", "health", "rollup", "runtime"]
+__all__ = ["budgets", "health", "partitions", "rollup", "runtime"]

@@ -192,7 +192,8 @@ class TopicStatus:
 
 
 def _bytes_behind() -> Case:
-    """`assurance.bytes_behind` per row: 0 when caught up, unknown before a record was replicated."""
+    """Value bytes behind per row: records behind x the partition's average replicated value size; 0 when
+    caught up, unknown before a record was replicated."""
     return Case(
         When(records_behind=0, then=Value(0.0)),
         When(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import redis
 from django.conf import settings
-from django.db.models import Case, Count, ExpressionWrapper, F, FloatField, Max, Min, Q, Sum, Value, When
+from django.db.models import Max
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -328,84 +328,6 @@ def flow_summaries(*, now: datetime.datetime | None = None) -> list[FlowSummary]
 
 
 @dataclass(frozen=True)
-class TopicRollup:
-    """One source topic of a flow, rolled up over its partitions' rows in SQL (a row per topic and task)."""
-
-    topic: str
-    partitions: int
-    records_behind: int | None  # sum over the partitions whose lag is known
-    bytes_behind: int | None  # records behind x each partition's average replicated record size
-    seconds_behind: float | None  # the worst known partition's
-    observed_at: datetime.datetime | None  # its oldest partition's figures
-    age_s: float | None
-    stale: bool  # a task that replicates some partition of it stopped reporting
-
-
-def topic_rollups(*, flow: Flow, now: datetime.datetime) -> list[TopicRollup]:
-    """The flow's source topics, each rolled up over its partitions (one query; rows per topic and task)."""
-    known_size = Q(records_behind__gt=0, record_count__gt=0)
-    groups = (
-        FlowPartitionStatus.objects.filter(flow=flow)
-        .values("topic", "task_index")
-        .annotate(
-            n=Count("pk"),
-            records=Sum("records_behind"),
-            bytes=Sum(
-                Case(
-                    When(records_behind=0, then=Value(0.0)),
-                    When(
-                        known_size,
-                        then=ExpressionWrapper(
-                            F("records_behind") * F("byte_count") * 1.0 / F("record_count"),
-                            output_field=FloatField(),
-                        ),
-                    ),
-                    default=None,
-                    output_field=FloatField(),
-                )
-            ),
-            seconds=Max("seconds_behind"),
-            oldest=Min("observed_at"),
-        )
-        .order_by("topic")
-    )
-    tasks = {task.task_index: task for task in flow.task_statuses.all()}
-    stale_after = stale_after_s()
-    by_topic: dict[str, list[dict]] = {}
-    for group in groups:
-        task = tasks.get(group["task_index"])
-        reported_at, figures_at = group["oldest"], group["oldest"]
-        if task is not None and task.observed_at >= group["oldest"]:  # vouched, as in `partition_live`
-            reported_at = task.observed_at
-            figures_at = max(group["oldest"], task.rows_current_at or group["oldest"])
-        group["stale"] = age_s(reported_at, now=now) > stale_after
-        group["figures_at"] = figures_at
-        by_topic.setdefault(group["topic"], []).append(group)
-    return [_topic_rollup(topic, parts, now=now) for topic, parts in by_topic.items()]
-
-
-def _known_sum(values) -> float | None:
-    known = [value for value in values if value is not None]
-    return sum(known) if known else None
-
-
-def _topic_rollup(topic: str, groups: list[dict], *, now: datetime.datetime) -> TopicRollup:
-    size = _known_sum(group["bytes"] for group in groups)
-    seconds = [group["seconds"] for group in groups if group["seconds"] is not None]
-    oldest = min(group["figures_at"] for group in groups)
-    return TopicRollup(
-        topic=topic,
-        partitions=sum(group["n"] for group in groups),
-        records_behind=_known_sum(group["records"] for group in groups),
-        bytes_behind=None if size is None else round(size),
-        seconds_behind=max(seconds) if seconds else None,
-        observed_at=oldest,
-        age_s=age_s(oldest, now=now),
-        stale=any(group["stale"] for group in groups),
-    )
-
-
-@dataclass(frozen=True)
 class SchemaSyncStatus:
     """A flow's schema registry sync (docs/schemas.md) as its latest pass left it; `observed_at` None
     while no pass ran. Its errors are the flow's events."""
@@ -448,20 +370,19 @@ class FlowStatus(FlowSummary):
     events: list[FlowEvent]
     stale_after_s: float
     schemas: SchemaSyncStatus | None = None
-    partitions: tuple[PartitionLive, ...] = ()  # every partition's row, as the flow page lists them
 
 
 def flow_status(*, flow: Flow, now: datetime.datetime | None = None) -> FlowStatus:
-    """Live per-partition state with its age, the flow's roll-up and the latest events."""
+    """The flow's roll-up, its latest events and its schema sync (a page of its partitions:
+    `controlplane.status.partitions`)."""
     stale_after = stale_after_s()
     now = now or timezone.now()
-    budget = rpo_budget_of(flow=flow)
     summary = summarize(
         flow,
         list(flow.task_statuses.all()),
         now=now,
         stale_after=stale_after,
-        budget=budget,
+        budget=rpo_budget_of(flow=flow),
         pool=pools.flow_pool_checks([flow])[flow.pk],
     )
     return FlowStatus(
@@ -469,9 +390,6 @@ def flow_status(*, flow: Flow, now: datetime.datetime | None = None) -> FlowStat
         events=list(flow.events.all()[:RECENT_EVENTS]),
         stale_after_s=stale_after,
         schemas=schema_sync_status(flow, now=now),
-        partitions=tuple(
-            partitions_live(list(flow.partition_statuses.all()), flow=flow, budget=budget, now=now)
-        ),
     )
 
 

@@ -212,11 +212,6 @@ def test_the_status_api_answers_a_page_of_partitions_with_the_flows_roll_up(clie
     assert viewer.get(url, {"page": "x"}).status_code == 400
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="rollup.flow_status still lists every partition (FlowStatus.partitions, which nothing reads "
-    "now): once it stops, this passes and the mark goes",
-)
 def test_the_page_its_refresh_and_the_api_read_a_page_of_rows_not_every_row(client_as, big_flow):
     viewer = client_as("viewer")
     for url in (
