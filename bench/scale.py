@@ -89,13 +89,19 @@ class PhaseTimeout(Exception):
     """A phase of a run did not finish in time: the message says what did not happen."""
 
 
-def wait_for(predicate: Callable[[], object], *, timeout_s: float, what: str, tick: Callable[[], None]):
-    """Poll `predicate` every 0.5 s (calling `tick` in between) until it is true; PhaseTimeout naming
-    `what` after `timeout_s`."""
+def wait_for(
+    predicate: Callable[[], object],
+    *,
+    timeout_s: float,
+    what: Callable[[], str],
+    tick: Callable[[], None],
+):
+    """Poll `predicate` every 0.5 s (calling `tick` in between) until it is true; after `timeout_s`,
+    PhaseTimeout naming `what()` (said then: it may tell how far it got)."""
     deadline = time.monotonic() + timeout_s
     while not (value := predicate()):
         if time.monotonic() > deadline:
-            raise PhaseTimeout(f"{what} within {timeout_s:g} s")
+            raise PhaseTimeout(f"{what()} within {timeout_s:g} s")
         tick()
         time.sleep(0.5)
     return value
@@ -776,7 +782,9 @@ def create_topics(cluster: ClusterConfig, topics: dict[str, int]) -> None:
     wait_for(
         lambda: all(admin.partition_counts().get(name) == count for name, count in topics.items()),
         timeout_s=TOPICS_TIMEOUT_S,
-        what=f"{len(topics)} topics of {sum(topics.values()):,} partitions created on {cluster.alias}",
+        what=lambda: (
+            f"{len(topics)} topics of {sum(topics.values()):,} partitions created on {cluster.alias}"
+        ),
         tick=lambda: None,
     )
 
@@ -825,7 +833,9 @@ def measure(
         wait_for(
             lambda: traffic.flowing.value >= partitions,
             timeout_s=start_timeout_s,
-            what=f"every partition flowing ({partitions:,}; {traffic.flowing.value:,} had a record on the target)",
+            what=lambda: (
+                f"every partition flowing ({partitions:,}; {traffic.flowing.value:,} had a record on the target)"
+            ),
             tick=tick,
         )
         window_started = traffic.open_window()
