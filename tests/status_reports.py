@@ -31,7 +31,11 @@ def task_rollup_rebuild(*, flow_id: int, task_index: int) -> FlowTaskStatus:
     at = max(row.observed_at for row in rows)
     errors = [row.last_error for row in rows if row.last_error]
     task = runtime.task_status(
-        rows, flow_id=flow_id, task_index=task_index, task_error=errors[0] if errors else None, at=at
+        [runtime.StatusFigures.of_row(row) for row in rows],
+        flow_id=flow_id,
+        task_index=task_index,
+        task_error=errors[0] if errors else None,
+        at=at,
     )
     task.rows_current_at = min(row.observed_at for row in rows)
     FlowTaskStatus.objects.filter(flow_id=flow_id, task_index=task_index).delete()

@@ -14,9 +14,10 @@ import hashlib
 import heapq
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
@@ -35,7 +36,7 @@ from controlplane.models import (
 )
 from controlplane.status import rollup
 from replication.config import ClusterConfig, FlowConfig
-from replication.metrics import GapEvent, PartitionMetrics
+from replication.metrics import LATENCY_BUCKETS_MS, GapEvent, PartitionMetrics
 
 TopicPartition = tuple[str, int]
 
@@ -129,32 +130,74 @@ def _whole(value: float | None) -> int | None:
     return None if value is None else round(value)
 
 
-STATUS_FIELDS = (
-    "remote_topic",
-    "task_index",
-    "source_end_offset",
-    "replicated_offset",
-    "records_behind",
-    "seconds_behind",
-    "record_age_ms",
-    "replication_latency_ms",
-    "latency_counts",
-    "latency_sum_ms",
-    "record_rate",
-    "byte_rate",
-    "record_count",
-    "byte_count",
-    "last_error",
-    "state",
-    "observed_at",
-)
-# What makes a partition's row be rewritten in the slice it changes (these, and its lag becoming known or
-# unknown); any other change (positions, counts, lag, rates) waits until the row is MIRRORPLANE_STATUS_REFRESH_S old, and an unchanged row is not written.
-_FIGURE_FIELDS = tuple(name for name in STATUS_FIELDS if name != "observed_at")
-_PROMPT_INDEXES = tuple(
-    _FIGURE_FIELDS.index(name) for name in ("remote_topic", "task_index", "state", "last_error")
-)
-_LAG_INDEX = _FIGURE_FIELDS.index("records_behind")  # its lag becoming known or unknown: prompt too
+class StatusFigures(NamedTuple):
+    """One partition's figures as its status row stores them (all but `observed_at`): cheap to build and
+    compare every slice, a row built only when it is written."""
+
+    topic: str  # the source topic
+    partition: int
+    remote_topic: str
+    task_index: int
+    source_end_offset: int | None
+    replicated_offset: int | None
+    records_behind: int | None  # None while the source end offset is not known (docs/lag.md)
+    seconds_behind: float | None
+    record_age_ms: int | None
+    replication_latency_ms: int | None
+    latency_counts: tuple[int, ...]
+    latency_sum_ms: float
+    record_rate: float
+    byte_rate: float
+    record_count: int
+    byte_count: int
+    last_error: str
+    state: str
+
+    @classmethod
+    def of(cls, p: PartitionMetrics, *, task_index: int, task_error: str | None) -> StatusFigures:
+        """`task_error` is the slice's error (the task is failing) or None; a partition's own wins."""
+        known = p.source_end_offset is not None
+        return cls(
+            p.source_topic,
+            p.partition,
+            p.topic,
+            task_index,
+            p.source_end_offset,
+            p.next_offset,
+            p.records_behind if known else None,
+            p.seconds_behind if known else None,
+            _whole(p.record_age_ms),
+            _whole(p.replication_latency_ms),
+            tuple(p.latency_counts),
+            p.latency_sum_ms,
+            p.record_rate,
+            p.byte_rate,
+            p.record_count,
+            p.byte_count,
+            p.last_error or task_error or "",
+            partition_state(stopped=p.stopped, failing=task_error is not None),
+        )
+
+    @classmethod
+    def of_row(cls, row: FlowPartitionStatus) -> StatusFigures:
+        figures = {name: getattr(row, name) for name in cls._fields}
+        return cls(**{**figures, "latency_counts": tuple(figures["latency_counts"] or ())})
+
+    def row(self, *, flow_id: int, at: datetime) -> FlowPartitionStatus:
+        return FlowPartitionStatus(
+            flow_id=flow_id, observed_at=at, **{**self._asdict(), "latency_counts": list(self.latency_counts)}
+        )
+
+    def prompt_change(self, stored: StatusFigures) -> bool:
+        """A change written in the slice it happens: a state, an error, the remote topic, the task, or a
+        lag that becomes known or unknown. Other figures (positions, counts, lag, rates) wait."""
+        return (
+            (self.state, self.last_error, self.remote_topic, self.task_index)
+            != (stored.state, stored.last_error, stored.remote_topic, stored.task_index)
+        ) or ((self.records_behind is None) != (stored.records_behind is None))
+
+
+STATUS_FIELDS = (*StatusFigures._fields[2:], "observed_at")  # what an upsert of a row writes
 
 
 @dataclass
@@ -163,114 +206,91 @@ class StatusWrites:
 
     A new one (a worker that just took the task) writes every row in its first slice."""
 
-    written: dict[TopicPartition, tuple[tuple, float]] = field(default_factory=dict)
+    written: dict[TopicPartition, tuple[StatusFigures, float]] = field(default_factory=dict)
 
-    def due(self, rows: Sequence[FlowPartitionStatus], *, now: float, refresh_s: float):
-        """(the rows to write now, the time as of which every row of the task stored is current).
+    def due(self, figures: Sequence[StatusFigures], *, now: float, refresh_s: float):
+        """(the partitions' figures to write now, the time as of which every row of the task is current).
 
-        A row is written when new to this task or a prompt field (state, error, remote topic, task, whether
-        its lag is known) changed; when only its other figures changed, once its stored copy is `refresh_s` old; never
-        while unchanged. The rows not written although they changed are current as of their own write:
-        the oldest of those bounds the task's (`FlowTaskStatus.rows_current_at`)."""
+        A row is written when new to this task or on a prompt change (`StatusFigures.prompt_change`); when
+        only its other figures changed, once its stored copy is `refresh_s` old; never while unchanged.
+        The rows not written although they changed are current as of their own write: the oldest of those
+        bounds the task's (`FlowTaskStatus.rows_current_at`)."""
         due, current_at = [], now
-        for row in rows:
-            figures = tuple(getattr(row, name) for name in _FIGURE_FIELDS)
-            before = self.written.get((row.topic, row.partition))
+        written = self.written
+        for figure in figures:
+            before = written.get((figure.topic, figure.partition))
             if before is not None:
                 stored, at = before
-                if stored == figures:
+                if stored == figure:
                     continue
-                prompt = any(stored[index] != figures[index] for index in _PROMPT_INDEXES) or (
-                    (stored[_LAG_INDEX] is None) != (figures[_LAG_INDEX] is None)
-                )
-                if not prompt and now - at < refresh_s:
+                if now - at < refresh_s and not figure.prompt_change(stored):
                     current_at = min(current_at, at)
                     continue
-            due.append((row, figures))
+            due.append(figure)
         return due, current_at
 
-    def wrote(self, due, *, now: float) -> None:
-        for row, figures in due:
-            self.written[(row.topic, row.partition)] = (figures, now)
+    def wrote(self, due: Iterable[StatusFigures], *, now: float) -> None:
+        for figure in due:
+            self.written[(figure.topic, figure.partition)] = (figure, now)
 
-    def keep_only(self, partitions: Iterable[TopicPartition]) -> None:
+    def keep_only(self, partitions: Collection[TopicPartition]) -> None:
+        if len(self.written) == len(partitions):
+            return  # the same partitions (a task's assignment rarely changes)
         keep = set(partitions)
         for key in [key for key in self.written if key not in keep]:
             del self.written[key]
 
 
-def _status_row(p: PartitionMetrics, *, flow_id: int, task_index: int, task_error: str | None, at: datetime):
-    return FlowPartitionStatus(
-        flow_id=flow_id,
-        topic=p.source_topic,
-        partition=p.partition,
-        remote_topic=p.topic,
-        task_index=task_index,
-        source_end_offset=p.source_end_offset,
-        replicated_offset=p.next_offset,
-        records_behind=None if p.source_end_offset is None else p.records_behind,
-        seconds_behind=None if p.source_end_offset is None else p.seconds_behind,
-        record_age_ms=_whole(p.record_age_ms),
-        replication_latency_ms=_whole(p.replication_latency_ms),
-        latency_counts=list(p.latency_counts),
-        latency_sum_ms=p.latency_sum_ms,
-        record_rate=p.record_rate,
-        byte_rate=p.byte_rate,
-        record_count=p.record_count,
-        byte_count=p.byte_count,
-        last_error=p.last_error or task_error or "",
-        state=partition_state(stopped=p.stopped, failing=task_error is not None),
-        observed_at=at,
-    )
-
-
-def _badness(row: FlowPartitionStatus) -> tuple:
+def _badness(figure: StatusFigures) -> tuple:
     return rollup.badness(
-        state=row.state, records_behind=row.records_behind, seconds_behind=row.seconds_behind
+        state=figure.state, records_behind=figure.records_behind, seconds_behind=figure.seconds_behind
     )
+
+
+_OK = rollup.badness(state=PartitionState.OK, records_behind=0, seconds_behind=0.0)
 
 
 def task_status(
-    rows: Sequence[FlowPartitionStatus],
+    figures: Sequence[StatusFigures],
     *,
     flow_id: int,
     task_index: int,
     task_error: str | None,
     at: datetime,
 ) -> FlowTaskStatus:
-    """The task's roll-up of all its partitions' rows (docs/lag.md: one definition of each figure)."""
-    behind = [row.records_behind for row in rows if row.records_behind is not None]
-    seconds = [row.seconds_behind for row in rows if row.seconds_behind is not None]
-    latency = [0] * max((len(row.latency_counts) for row in rows), default=0)
-    for row in rows:
-        for bucket, count in enumerate(row.latency_counts):
-            latency[bucket] += count
-    worst = heapq.nlargest(rollup.WORST_KEPT, rows, key=_badness)
+    """The task's roll-up of all its partitions' figures (docs/lag.md: one definition of each figure)."""
+    behind = [f.records_behind for f in figures if f.records_behind is not None]
+    seconds = [f.seconds_behind for f in figures if f.seconds_behind is not None]
+    width = len(LATENCY_BUCKETS_MS) + 1
+    latency = [0] * width
+    for f in figures:
+        if len(f.latency_counts) == width:
+            latency = [a + b for a, b in zip(latency, f.latency_counts, strict=True)]
+    worst = [f for f in heapq.nlargest(rollup.WORST_KEPT, figures, key=_badness) if _badness(f) > _OK]
     return FlowTaskStatus(
         flow_id=flow_id,
         task_index=task_index,
-        partitions=len(rows),
-        state_counts=dict(Counter(row.state for row in rows)),
+        partitions=len(figures),
+        state_counts=dict(Counter(f.state for f in figures)),
         records_behind=sum(behind) if behind else None,
         seconds_behind=max(seconds) if seconds else None,
-        undated=any(row.seconds_behind is None and (row.records_behind or 0) > 0 for row in rows),
-        position=sum(row.replicated_offset or 0 for row in rows),
-        record_rate=sum(row.record_rate for row in rows),
-        byte_rate=sum(row.byte_rate for row in rows),
-        record_count=sum(row.record_count for row in rows),
-        byte_count=sum(row.byte_count for row in rows),
+        undated=any(f.seconds_behind is None and (f.records_behind or 0) > 0 for f in figures),
+        position=sum(f.replicated_offset or 0 for f in figures),
+        record_rate=sum(f.record_rate for f in figures),
+        byte_rate=sum(f.byte_rate for f in figures),
+        record_count=sum(f.record_count for f in figures),
+        byte_count=sum(f.byte_count for f in figures),
         latency_counts=latency,
-        latency_sum_ms=sum(row.latency_sum_ms for row in rows),
+        latency_sum_ms=sum(f.latency_sum_ms for f in figures if len(f.latency_counts) == width),
         worst=[
             {
-                "topic": row.topic,
-                "partition": row.partition,
-                "state": row.state,
-                "records_behind": row.records_behind,
-                "seconds_behind": row.seconds_behind,
+                "topic": f.topic,
+                "partition": f.partition,
+                "state": f.state,
+                "records_behind": f.records_behind,
+                "seconds_behind": f.seconds_behind,
             }
-            for row in worst
-            if _badness(row) > rollup.badness(state=PartitionState.OK, records_behind=0, seconds_behind=0.0)
+            for f in worst
         ],
         last_error=task_error or "",
         observed_at=at,
@@ -295,31 +315,25 @@ def partition_statuses_save(
     """Store a slice's status of the task's partitions: the task's roll-up (every slice, one row) and the
     partition rows `writes` says are due (one statement; all of them without `writes`); the rows written.
 
-    `task_error` is the slice's error (the task is failing) or None; a partition's own last error wins.
     Rows carry `observed_at` = `at` when written; the task row's `observed_at` vouches that the rows of
-    its partitions are current within `refresh_s` (MIRRORPLANE_STATUS_REFRESH_S). The lag is unknown
-    (null) while the source end offset is: a task that has read no watermarks yet cannot tell how far
-    behind it is.
+    its partitions are current as of its `rows_current_at` (MIRRORPLANE_STATUS_REFRESH_S at most before).
     """
     refresh_s = settings.MIRRORPLANE_STATUS_REFRESH_S if refresh_s is None else refresh_s
-    rows = [
-        _status_row(p, flow_id=flow_id, task_index=task_index, task_error=task_error, at=at)
-        for p in partitions
-    ]
-    if not rows:
+    figures = [StatusFigures.of(p, task_index=task_index, task_error=task_error) for p in partitions]
+    if not figures:
         return 0
     now = at.timestamp()
     if writes is None:
-        due, current_at = [(row, None) for row in rows], now
+        due, current_at = figures, now
     else:
-        writes.keep_only((row.topic, row.partition) for row in rows)
-        due, current_at = writes.due(rows, now=now, refresh_s=refresh_s)
-    task = task_status(rows, flow_id=flow_id, task_index=task_index, task_error=task_error, at=at)
+        writes.keep_only([(f.topic, f.partition) for f in figures])
+        due, current_at = writes.due(figures, now=now, refresh_s=refresh_s)
+    task = task_status(figures, flow_id=flow_id, task_index=task_index, task_error=task_error, at=at)
     task.rows_current_at = datetime.fromtimestamp(current_at, at.tzinfo)
     with transaction.atomic():
         if due:
             FlowPartitionStatus.objects.bulk_create(
-                [row for row, _ in due],
+                [figure.row(flow_id=flow_id, at=at) for figure in due],
                 update_conflicts=True,
                 unique_fields=["flow", "topic", "partition"],
                 update_fields=list(STATUS_FIELDS),
@@ -329,7 +343,7 @@ def partition_statuses_save(
         )
     if writes is not None:  # only once stored: a failed write is tried again next slice
         writes.wrote(due, now=now)
-    if not any(row.state == PartitionState.STOP for row in rows):
+    if not any(f.state == PartitionState.STOP for f in figures):
         _recover_from_data_loss_stop(flow_id=flow_id, at=at)
     return len(due)
 

@@ -253,7 +253,7 @@ def test_a_partition_behind_without_a_known_age_makes_the_flows_seconds_behind_u
 
     from controlplane.models import Flow
     from controlplane.status.rollup import summarize
-    from controlplane.status.runtime import task_status
+    from controlplane.status.runtime import StatusFigures, task_status
 
     now = timezone.now()
     caught_up = FlowPartitionStatus(
@@ -265,7 +265,8 @@ def test_a_partition_behind_without_a_known_age_makes_the_flows_seconds_behind_u
 
     def tasks(*rows):
         return [
-            task_status([row], flow_id=0, task_index=i, task_error=None, at=now) for i, row in enumerate(rows)
+            task_status([StatusFigures.of_row(row)], flow_id=0, task_index=i, task_error=None, at=now)
+            for i, row in enumerate(rows)
         ]
 
     summary = summarize(
