@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from django.conf import settings
 from django.db.models import Count, F, Sum
@@ -92,6 +92,74 @@ def latency_histogram(partitions) -> tuple[list[tuple[str, float]], float] | Non
     return list(zip(bounds, cumulative(counts), strict=True)), total_ms / 1000
 
 
+class PartitionLabels:
+    """The label sets of a scrape's partitions (flow, topic, partition), shared by their families: each
+    written as text once (`texts`, what `render_text` writes), as dicts only when asked (`dicts`, what
+    prometheus-client's own writer reads)."""
+
+    def __init__(
+        self, *, flows: Sequence[str], topics: Sequence[str], partitions: Sequence[int], states=None
+    ):
+        self.flows, self.topics, self.partitions, self.states = flows, topics, partitions, states
+        escaped = {flow: _label_value(flow) for flow in set(flows)}
+        state_labels = (
+            [""] * len(flows) if states is None else [f'state="{_label_value(s)}",' for s in states]
+        )
+        self.texts = [
+            f'flow="{escaped[flow]}",partition="{partition}",{state}topic="{_label_value(topic)}"'
+            for flow, partition, state, topic in zip(flows, partitions, state_labels, topics, strict=True)
+        ]
+
+    def with_state(self, states: Sequence[str]) -> PartitionLabels:
+        return PartitionLabels(
+            flows=self.flows, topics=self.topics, partitions=self.partitions, states=states
+        )
+
+    @property
+    def dicts(self) -> list[dict[str, str]]:
+        found = [
+            {"flow": flow, "topic": topic, "partition": str(partition)}
+            for flow, topic, partition in zip(self.flows, self.topics, self.partitions, strict=True)
+        ]
+        if self.states is not None:
+            for labels, state in zip(found, self.states, strict=True):
+                labels["state"] = state
+        return found
+
+
+class PartitionSeries(Metric):
+    """A per-partition family of a scrape kept as columns: its partitions' label sets and its values (None:
+    no series). `render_text` writes it from the columns (at 20,000 partitions, seven families of 20,000
+    series each); `samples`, what prometheus-client's own writer reads, are made from them when asked."""
+
+    def __init__(self, name: str, documentation: str, typ: str, *, labels: PartitionLabels, values: Sequence):
+        self.labels, self.values = labels, values
+        super().__init__(name, documentation, typ)
+        self.sample_name = f"{name}_total" if typ == "counter" else name
+
+    @property
+    def samples(self) -> list[Sample]:
+        return [
+            Sample(self.sample_name, labels, value)
+            for labels, value in zip(self.labels.dicts, self.values, strict=True)
+            if value is not None
+        ]
+
+    @samples.setter
+    def samples(self, _empty: list) -> None:
+        """Metric.__init__ starts a list of samples: this family's are its columns'."""
+
+    def text(self) -> str:
+        name = self.sample_name
+        return "".join(
+            [
+                f"{name}{{{labels}}} {_number(value)}\n"
+                for labels, value in zip(self.labels.texts, self.values, strict=True)
+                if value is not None
+            ]
+        )
+
+
 class MirrorplaneCollector:
     """Yields every Mirrorplane family from the database and Redis as of the scrape."""
 
@@ -109,59 +177,36 @@ class MirrorplaneCollector:
 
     # -- per partition ----------------------------------------------------------------------------------
     def _partition_families(self, summaries) -> Iterator[Metric]:
-        records_behind = _gauge(
-            "records_behind",
-            "Source end offset minus the next offset to replicate (docs/lag.md)",
-            PARTITION_LABELS,
-        )
-        seconds_behind = _gauge(
-            "seconds_behind",
-            "Age of the oldest source record not yet replicated: the RPO in time",
-            PARTITION_LABELS,
-        )
-        record_age = _gauge(
-            "record_age_seconds",
-            "Age of the last record polled from the source (MM2 record-age-ms)",
-            PARTITION_LABELS,
-        )
-        latency = _gauge(
-            "replication_latency_seconds",
-            "Record timestamp to target acknowledgement of the last record (MM2 replication-latency-ms)",
-            PARTITION_LABELS,
-        )
-        records = _counter(
-            "records_replicated",
-            "Records replicated by the partition's task (MM2 record-count)",
-            PARTITION_LABELS,
-        )
-        bytes_ = _counter(
-            "bytes_replicated",
-            "Value bytes replicated by the partition's task (MM2 byte-count)",
-            PARTITION_LABELS,
-        )
-        state = _gauge(
-            "partition_state",
-            "The partition's Burrow state (STALE when its report is too old), as a label of a series valued 1",
-            [*PARTITION_LABELS, "state"],
-        )
+        """MM2's per-partition figures of the flows exported per partition (`per_partition`): their rows
+        read once, as tuples, and kept as columns (`PartitionSeries`)."""
         names = {summary.flow.pk: summary.flow.name for summary in summaries if per_partition(summary)}
-        # One read of the rows as tuples; one label set per partition, shared by its series (render_text
-        # writes it once). Samples are appended as prometheus-client's add_metric would.
-        rows = partitions.partition_values(flow_ids=list(names)) if names else ()
-        for flow_id, topic, partition, behind, seconds, age_ms, latency_ms, count, size, shown in rows:
-            labels = {"flow": names[flow_id], "topic": topic, "partition": str(partition)}
-            if behind is not None:
-                records_behind.samples.append(Sample(records_behind.name, labels, behind))
-            if seconds is not None:
-                seconds_behind.samples.append(Sample(seconds_behind.name, labels, seconds))
-            if age_ms is not None:
-                record_age.samples.append(Sample(record_age.name, labels, age_ms / 1000))
-            if latency_ms is not None:
-                latency.samples.append(Sample(latency.name, labels, latency_ms / 1000))
-            records.samples.append(Sample(f"{records.name}_total", labels, count))
-            bytes_.samples.append(Sample(f"{bytes_.name}_total", labels, size))
-            state.samples.append(Sample(state.name, {**labels, "state": shown}, 1))
-        yield from (records_behind, seconds_behind, record_age, latency, records, bytes_, state)
+        rows = list(partitions.partition_values(flow_ids=list(names))) if names else []
+        flow_ids, topics, numbers, behind, seconds, age_ms, latency_ms, counts, sizes, shown = (
+            zip(*rows, strict=True) if rows else ([],) * len(partitions.PARTITION_VALUES)
+        )
+        where = PartitionLabels(
+            flows=[names[flow_id] for flow_id in flow_ids], topics=topics, partitions=numbers
+        )
+        with_state = where.with_state(shown)
+        for name, doc, typ, labels, values in (
+            ("records_behind", "Source end offset minus the next offset to replicate (docs/lag.md)", "gauge",
+             where, behind),
+            ("seconds_behind", "Age of the oldest source record not yet replicated: the RPO in time", "gauge",
+             where, seconds),
+            ("record_age_seconds", "Age of the last record polled from the source (MM2 record-age-ms)", "gauge",
+             where, [_seconds(ms) for ms in age_ms]),
+            ("replication_latency_seconds",
+             "Record timestamp to target acknowledgement of the last record (MM2 replication-latency-ms)", "gauge",
+             where, [_seconds(ms) for ms in latency_ms]),
+            ("records_replicated", "Records replicated by the partition's task (MM2 record-count)", "counter",
+             where, counts),
+            ("bytes_replicated", "Value bytes replicated by the partition's task (MM2 byte-count)", "counter",
+             where, sizes),
+            ("partition_state",
+             "The partition's Burrow state (STALE when its report is too old), as a label of a series valued 1",
+             "gauge", with_state, [1] * len(rows)),
+        ):  # fmt: skip
+            yield PartitionSeries(f"mirrorplane_{name}", doc, typ, labels=labels, values=values)
 
     # -- per topic, every flow --------------------------------------------------------------------------
     def _topic_families(self, summaries, topics: dict[int, list[partitions.TopicStatus]]) -> Iterator[Metric]:
@@ -527,6 +572,14 @@ class MirrorplaneCollector:
         yield from (up, seen, slices, slice_errors, leases, beat, redis_up)
 
 
+def _number(value: float) -> str:
+    """`floatToGoString`'s text, without its float round trip for the small whole numbers most series
+    hold (it writes 1e+06 and up in exponent form)."""
+    if type(value) is int and -(10**15) < value < 1_000_000:
+        return f"{value}.0"
+    return floatToGoString(value)
+
+
 def _label_value(value: str) -> str:
     if "\\" in value or "\n" in value or '"' in value:
         return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
@@ -539,25 +592,23 @@ def render_text(families: Iterable[Metric]) -> str:
     Our families are built with prometheus-client; only their text is written here: `generate_latest`
     re-checks every label name of every sample against the UTF-8 naming rules, which was half of a 500-flow
     scrape. Our names are fixed identifiers (checked once per family by prometheus-client when the family is
-    built), so only label values need escaping. tests/controlplane/test_prometheus_text.py compares the two.
+    built), so only label values need escaping; a per-partition family is written from its columns
+    (`PartitionSeries`). tests/controlplane/test_prometheus_text.py compares the two.
     """
     output: list[str] = []
-    # A label set shared by several series (a partition's, in each per-partition family) is written once;
-    # the set is kept beside its text so that its id cannot be reused while this runs.
-    written: dict[int, tuple[dict, str]] = {}
     for metric in families:
         name = f"{metric.name}_total" if metric.type == "counter" else metric.name
         doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
         output.append(f"# HELP {name} {doc}\n# TYPE {name} {metric.type}\n")
+        if isinstance(metric, PartitionSeries):
+            output.append(metric.text())
+            continue
         for sample in metric.samples:
             if sample.labels:
-                known = written.get(id(sample.labels))
-                if known is None:
-                    text = ",".join(f'{k}="{_label_value(v)}"' for k, v in sorted(sample.labels.items()))
-                    known = written[id(sample.labels)] = (sample.labels, text)
-                output.append(f"{sample.name}{{{known[1]}}} {floatToGoString(sample.value)}\n")
+                labels = ",".join(f'{k}="{_label_value(v)}"' for k, v in sorted(sample.labels.items()))
+                output.append(f"{sample.name}{{{labels}}} {_number(sample.value)}\n")
             else:
-                output.append(f"{sample.name} {floatToGoString(sample.value)}\n")
+                output.append(f"{sample.name} {_number(sample.value)}\n")
     return "".join(output)
 
 

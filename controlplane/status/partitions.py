@@ -12,7 +12,8 @@ seconds behind, record age and latency, replicated counts, partitions per shown 
 oldest figures: one statement for any number of flows, one row per topic.
 
 The state a row shows, its age and the order follow `rollup.partition_live` (a task's report vouches for
-its rows, which the workers rewrite only when they change), written in SQL once here (`with_shown_state`).
+its rows, which the workers rewrite only when they change), written in SQL once here (`TaskReports`: the
+flows' task reports read first, a row per task, so the rule is a plain CASE, no subquery per row).
 
 `partition_values`: the per-partition figures /metrics exports, as tuples (no model instances), one
 statement for the flows asked.
@@ -23,27 +24,26 @@ from __future__ import annotations
 import datetime
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from functools import reduce
+from operator import or_
 
 from django.core.paginator import Paginator
 from django.db.models import (
     Case,
     CharField,
     Count,
-    DateTimeField,
     F,
     FloatField,
     IntegerField,
     Max,
     Min,
-    OuterRef,
     Q,
     QuerySet,
-    Subquery,
     Sum,
     Value,
     When,
 )
-from django.db.models.functions import Cast, Coalesce, Greatest, Round
+from django.db.models.functions import Cast, Round
 from django.utils import timezone
 
 from controlplane.models import Flow, FlowPartitionStatus, FlowTaskStatus, PartitionState
@@ -56,57 +56,73 @@ ERROR_STATES = (PartitionState.STOP, PartitionState.STALL, PartitionState.REWIND
 STATES = (*PartitionState.values, rollup.STALE)
 
 
-def _task_field(name: str) -> Subquery:
-    """The row's task roll-up's `name` (None while its task has none)."""
-    tasks = FlowTaskStatus.objects.filter(flow_id=OuterRef("flow_id"), task_index=OuterRef("task_index"))
-    return Subquery(tasks.values(name)[:1])
+@dataclass(frozen=True)
+class TaskReports:
+    """The task roll-ups of some flows as the stale rule reads them (one query, a row per task)."""
 
+    tasks: dict[
+        tuple[int, int], tuple[datetime.datetime, datetime.datetime | None]
+    ]  # observed_at, rows_current_at
+    stale_before: datetime.datetime
 
-def with_shown_state(rows: QuerySet, *, now: datetime.datetime, stale_after: float) -> QuerySet:
-    """`rows` with `shown`, `PartitionLive.state` in SQL by `rollup.partition_live`'s rule: the worker's
-    state while the newer of the row's write and its task's report is within the limit, else STALE; and
-    `figures_at`, when its figures were last current: the row's write, or, while its task's report
-    vouches for it (is newer), the time the task's rows were all current if later."""
-    task_at = Coalesce(_task_field("observed_at"), "observed_at")
-    return rows.alias(
-        reported_at=Greatest("observed_at", task_at),
-        figures_at=Case(
-            When(
-                Q(reported_at__gt=F("observed_at")),
-                then=Greatest("observed_at", Coalesce(_task_field("rows_current_at"), "observed_at")),
-            ),
-            default=F("observed_at"),
-            output_field=DateTimeField(),
-        ),
-    ).alias(
-        shown=Case(
-            When(reported_at__lt=now - datetime.timedelta(seconds=stale_after), then=Value(rollup.STALE)),
+    @classmethod
+    def of(cls, flow_ids: Collection[int], *, now: datetime.datetime) -> TaskReports:
+        rows = FlowTaskStatus.objects.filter(flow_id__in=flow_ids)
+        return cls(
+            tasks={
+                (flow_id, index): (observed_at, current_at)
+                for flow_id, index, observed_at, current_at in rows.values_list(
+                    "flow_id", "task_index", "observed_at", "rows_current_at"
+                )
+            },
+            stale_before=now - datetime.timedelta(seconds=rollup.stale_after_s()),
+        )
+
+    def shown_state(self) -> Case:
+        """`PartitionLive.state` in SQL, by `rollup.partition_live`'s rule: STALE when the newer of the row's
+        write and its task's report is older than the limit, that is, when the row's write is old and its
+        task (if it has one) did not report within the limit either; else the worker's state."""
+        fresh = [key for key, (observed_at, _) in self.tasks.items() if observed_at >= self.stale_before]
+        vouched = reduce(
+            or_, (Q(flow_id=flow_id, task_index=index) for flow_id, index in fresh), Q(pk__in=[])
+        )
+        return Case(
+            When(Q(observed_at__lt=self.stale_before) & ~vouched, then=Value(rollup.STALE)),
             default=F("state"),
             output_field=CharField(),
         )
-    )
+
+    def figures_at(self, flow_id: int, task_index: int, oldest: datetime.datetime) -> datetime.datetime:
+        """When the figures of the task's rows, the oldest written at `oldest`, were last current: that
+        write, or, while the task's report vouches for it (is newer), the time its rows were all current."""
+        observed_at, current_at = self.tasks.get((flow_id, task_index), (None, None))
+        if observed_at is None or observed_at < oldest:
+            return oldest
+        return max(oldest, current_at or oldest)
 
 
 def partition_rows(
-    *, flow: Flow, search: str = "", state: str = "", now: datetime.datetime, stale_after: float
+    *, flow: Flow, search: str = "", state: str = "", reports: TaskReports
 ) -> QuerySet[FlowPartitionStatus]:
     """The flow's status rows whose topic contains `search` and whose shown state is `state` (any when
     empty), worst first."""
-    rows = with_shown_state(
-        FlowPartitionStatus.objects.filter(flow=flow), now=now, stale_after=stale_after
-    ).alias(
-        severity=Case(
-            When(shown__in=ERROR_STATES, then=Value(3)),
-            When(shown=rollup.STALE, then=Value(2)),
-            When(shown=PartitionState.WARN, then=Value(1)),
-            default=Value(0),
-            output_field=IntegerField(),
-        ),
-        undated=Case(
-            When(seconds_behind__isnull=True, records_behind__gt=0, then=Value(1)),
-            default=Value(0),
-            output_field=IntegerField(),
-        ),
+    rows = (
+        FlowPartitionStatus.objects.filter(flow=flow)
+        .alias(shown=reports.shown_state())
+        .alias(
+            severity=Case(
+                When(shown__in=ERROR_STATES, then=Value(3)),
+                When(shown=rollup.STALE, then=Value(2)),
+                When(shown=PartitionState.WARN, then=Value(1)),
+                default=Value(0),
+                output_field=IntegerField(),
+            ),
+            undated=Case(
+                When(seconds_behind__isnull=True, records_behind__gt=0, then=Value(1)),
+                default=Value(0),
+                output_field=IntegerField(),
+            ),
+        )
     )
     if search:
         rows = rows.filter(topic__icontains=search)
@@ -156,8 +172,8 @@ def partition_page(
 ) -> PartitionPage:
     """Page `page` (past the last: the last) of the flow's partitions matching `search` and `state`."""
     now = now or timezone.now()
-    stale_after = rollup.stale_after_s()
-    rows = partition_rows(flow=flow, search=search, state=state, now=now, stale_after=stale_after)
+    reports = TaskReports.of([flow.pk], now=now)
+    rows = partition_rows(flow=flow, search=search, state=state, reports=reports)
     found = Paginator(rows, page_size).get_page(page)
     return PartitionPage(
         partitions=rollup.partitions_live(list(found.object_list), flow=flow, budget=budget, now=now),
@@ -209,16 +225,15 @@ def _bytes_behind() -> Case:
 def topic_statuses(
     *, flow_ids: Collection[int], now: datetime.datetime | None = None
 ) -> dict[int, list[TopicStatus]]:
-    """Per flow of `flow_ids`, its topics (by name) rolled up in SQL: one statement, one row per topic."""
+    """Per flow of `flow_ids`, its topics (by name) rolled up: one statement, GROUP BY flow, topic and task
+    (the age of a task's rows is its report's), then per topic here."""
     now = now or timezone.now()
+    reports = TaskReports.of(flow_ids, now=now)
     states = {f"state_{s}": Count("id", filter=Q(shown=s)) for s in STATES}
-    rows = (
-        with_shown_state(
-            FlowPartitionStatus.objects.filter(flow_id__in=flow_ids),
-            now=now,
-            stale_after=rollup.stale_after_s(),
-        )
-        .values("flow_id", "topic")
+    groups = (
+        FlowPartitionStatus.objects.filter(flow_id__in=flow_ids)
+        .alias(shown=reports.shown_state())
+        .values("flow_id", "topic", "task_index")
         .annotate(
             partitions=Count("id"),
             sum_records_behind=Sum("records_behind"),
@@ -228,31 +243,44 @@ def topic_statuses(
             max_latency_ms=Max("replication_latency_ms"),
             sum_record_count=Sum("record_count"),
             sum_byte_count=Sum("byte_count"),
-            oldest=Min("figures_at"),
+            oldest=Min("observed_at"),
             **states,
         )
         .order_by("flow_id", "topic")
     )
+    by_topic: dict[tuple[int, str], list[dict]] = {}
+    for group in groups:
+        group["figures_at"] = reports.figures_at(group["flow_id"], group["task_index"], group["oldest"])
+        by_topic.setdefault((group["flow_id"], group["topic"]), []).append(group)
     found: dict[int, list[TopicStatus]] = {}
-    for row in rows:
-        found.setdefault(row["flow_id"], []).append(
-            TopicStatus(
-                flow_id=row["flow_id"],
-                topic=row["topic"],
-                partitions=row["partitions"],
-                records_behind=row["sum_records_behind"],
-                bytes_behind=None if row["sum_bytes_behind"] is None else round(row["sum_bytes_behind"]),
-                seconds_behind=row["max_seconds_behind"],
-                record_age_ms=row["max_record_age_ms"],
-                replication_latency_ms=row["max_latency_ms"],
-                record_count=row["sum_record_count"] or 0,
-                byte_count=row["sum_byte_count"] or 0,
-                states={s: row[f"state_{s}"] for s in STATES if row[f"state_{s}"]},
-                observed_at=row["oldest"],
-                age_s=rollup.age_s(row["oldest"], now=now),
-            )
-        )
+    for (flow_id, topic), parts in by_topic.items():
+        found.setdefault(flow_id, []).append(_topic_status(flow_id, topic, parts, now=now))
     return found
+
+
+def _known(values, combine):
+    known = [value for value in values if value is not None]
+    return combine(known) if known else None
+
+
+def _topic_status(flow_id: int, topic: str, groups: list[dict], *, now: datetime.datetime) -> TopicStatus:
+    oldest = min(group["figures_at"] for group in groups)
+    size = _known((group["sum_bytes_behind"] for group in groups), sum)
+    return TopicStatus(
+        flow_id=flow_id,
+        topic=topic,
+        partitions=sum(group["partitions"] for group in groups),
+        records_behind=_known((group["sum_records_behind"] for group in groups), sum),
+        bytes_behind=None if size is None else round(size),
+        seconds_behind=_known((group["max_seconds_behind"] for group in groups), max),
+        record_age_ms=_known((group["max_record_age_ms"] for group in groups), max),
+        replication_latency_ms=_known((group["max_latency_ms"] for group in groups), max),
+        record_count=sum(group["sum_record_count"] or 0 for group in groups),
+        byte_count=sum(group["sum_byte_count"] or 0 for group in groups),
+        states={s: n for s in STATES if (n := sum(group[f"state_{s}"] for group in groups))},
+        observed_at=oldest,
+        age_s=rollup.age_s(oldest, now=now),
+    )
 
 
 # -- per partition, for /metrics ------------------------------------------------------------------------------
@@ -272,14 +300,11 @@ PARTITION_VALUES = (
 
 def partition_values(*, flow_ids: Collection[int], now: datetime.datetime | None = None) -> Iterator[tuple]:
     """The flows' partitions as tuples of PARTITION_VALUES (`shown_state`: the state shown), by flow, topic and
-    partition: one statement, no model instances."""
+    partition: one statement (and one for their tasks' reports), no model instances."""
+    reports = TaskReports.of(flow_ids, now=now or timezone.now())
     rows = (
-        with_shown_state(
-            FlowPartitionStatus.objects.filter(flow_id__in=flow_ids),
-            now=now or timezone.now(),
-            stale_after=rollup.stale_after_s(),
-        )
-        .annotate(shown_state=F("shown"))
+        FlowPartitionStatus.objects.filter(flow_id__in=flow_ids)
+        .annotate(shown_state=reports.shown_state())
         .order_by("flow_id", "topic", "partition")
         .values_list(*PARTITION_VALUES)
     )

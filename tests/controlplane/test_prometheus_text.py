@@ -55,7 +55,16 @@ def test_the_text_is_the_librarys_for_the_whole_collector(admin_user):
         replication_latency_ms=40, latency_counts=[1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4],
         latency_sum_ms=99.0, record_count=100, byte_count=2000, state="OK", observed_at=timezone.now(),
     )  # fmt: skip
+    for partition, (state, behind, age_ms, count) in enumerate(
+        [("ERR", None, None, 2_000_000), ("OK", 10**17, 7, -3), ("WARN", 0, 10**6, 999_999)], start=1
+    ):  # unknown figures, whole numbers written in exponent form or not, per-partition series from columns
+        stored_report(
+            flow=flow, topic="payments", partition=partition, records_behind=behind, record_age_ms=age_ms,
+            record_count=count, state=state, observed_at=timezone.now(),
+        )  # fmt: skip
     collected = list(MirrorplaneCollector().collect())
     text = render_text(collected)
     assert "mirrorplane_record_replication_latency_seconds_bucket" in text
+    assert 'mirrorplane_partition_state{flow="A->B",partition="1",state="ERR",topic="payments"} 1.0' in text
+    assert 'mirrorplane_records_replicated_total{flow="A->B",partition="1",topic="payments"} 2e+06' in text
     assert text == library_text(collected)
