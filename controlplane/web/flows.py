@@ -23,6 +23,7 @@ from controlplane.models import (
     Flow,
     FlowState,
     SecurityProtocol,
+    VerificationStatus,
 )
 from controlplane.status import partitions, rollup
 from controlplane.web import summaries
@@ -230,6 +231,9 @@ def flow_preview(request):
     return render(request, "web/_flow_preview.html", context)
 
 
+VERIFICATION_ROWS = 20  # partitions the flow page's verification card lists
+
+
 def _partition_query(request) -> tuple[dict[str, object], list[str]]:
     """The partition table's topic search, state filter and page (`q`, `state`, `page`) from the query
     string; a state that is none is named with the choices, and ignored."""
@@ -266,6 +270,7 @@ def _flow_detail_context(request, flow: Flow) -> dict:
     )
     base = reverse("web:flow", args=[flow.pk])
     search = {"q": query["q"], "state": query["state"]}
+    checked = verification.verification_status(flow=flow)
     return {
         "flow": flow,
         "summary": status,
@@ -286,7 +291,11 @@ def _flow_detail_context(request, flow: Flow) -> dict:
         "budget": status.budget,
         "rpo": assurance.flow_rpo(status, budget=status.budget),
         "readiness": assurance.flow_readiness(status),
-        "verification": verification.verification_status(flow=flow),
+        "verification": checked,
+        # Mismatches first; the whole list (a row per partition) is the API's: flows/{id}/verification/.
+        "verification_rows": sorted(
+            checked.partitions, key=lambda p: p.status != VerificationStatus.MISMATCH
+        )[:VERIFICATION_ROWS],
         "flow_alerts": list(alerts.alerts_firing().filter(flow=flow)),
         "pool_waiting": [status] if status.pool_without_workers else [],
         "last_drill": drill_history(flow).first(),

@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from controlplane.models import FlowPartitionStatus, PartitionState
+from controlplane.models import FlowPartitionStatus, PartitionState, PartitionVerification
 from tests.status_reports import status_rows_read, task_rollup_rebuild
 
 pytestmark = pytest.mark.django_db
@@ -23,6 +23,7 @@ TOPICS = 20  # t00 .. t19, 100 partitions each
 ERRORS = {("t03", 7): PartitionState.ERR, ("t11", 2): PartitionState.STOP}
 STALE = {("t05", 1), ("t05", 2), ("t15", 9)}
 WARNS = {("t01", 4), ("t02", 4)}
+MISMATCHES = {("t19", 99), ("t08", 50)}  # the verifier found these copies differ
 MAX_BYTES = 200_000
 MAX_STATEMENTS = 30  # the page's reads (21 today); a page of rows is two of them whatever the flow's size
 MAX_API_STATEMENTS = 15  # 10 today
@@ -54,6 +55,18 @@ def _store(flow) -> None:
         )
     FlowPartitionStatus.objects.bulk_create(rows)
     _report_tasks(flow)
+    PartitionVerification.objects.bulk_create(
+        PartitionVerification(
+            flow=flow,
+            topic=row.topic,
+            partition=row.partition,
+            verified_from=0,
+            verified_up_to=990,
+            status="mismatch" if (row.topic, row.partition) in MISMATCHES else "ok",
+            checked_at=now,
+        )  # fmt: skip
+        for row in rows
+    )
 
 
 def _report_tasks(flow) -> None:
@@ -103,6 +116,10 @@ def test_the_flow_page_shows_one_page_worst_first_in_a_bounded_number_of_stateme
     assert set(_shown(page)[:2]) == set(ERRORS) and set(_shown(page)[2:5]) == STALE  # then WARN, then lag
     assert set(_shown(page)[5:7]) == WARNS
     assert "1-50 of 2,000 partitions, worst first" in page and "page 1 of 40" in page
+    # Every partition verified: the card counts them and lists a few, the mismatches first.
+    assert '2,000 of 2,000 partitions verified, <span class="error-text">2 differ</span>' in page
+    verified = re.findall(r"<tr><td><code>(t\d\d)</code></td><td>(\d+)</td><td><span class=\"check-", page)
+    assert len(verified) == 20 and {(t, int(p)) for t, p in verified[:2]} == MISMATCHES
     assert 'rel="next"' in page and f"{reverse('web:flow', args=[big_flow.pk])}?page=2" in page
 
 
