@@ -64,7 +64,7 @@ def _produce(
                 break
             except BufferError:
                 producer.poll(0.05)
-    assert producer.flush(60) == 0
+    assert producer.flush(120) == 0
 
 
 def seed_mirrored(

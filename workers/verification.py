@@ -150,7 +150,7 @@ def _verify_flow(
     number of partitions checked."""
     verifier = _verifier(spec)
     verifier.refresh_syncs()
-    stored = verification.partition_progress(flow_id=spec.flow_id)
+    stored = verification.verification_rows(flow_id=spec.flow_id)
     partitions = verification.partitions_to_verify(flow_id=spec.flow_id)
     ends = verifier.partition_ends([(p.topic, p.partition, p.remote_topic) for p in partitions])
     outcomes: list[PartitionOutcome] = []
@@ -163,7 +163,7 @@ def _verify_flow(
             topic=target.topic,
             partition=target.partition,
             remote_topic=target.remote_topic,
-            progress=stored.get(key, verification.NOT_STARTED).progress,
+            progress=verification.progress_of(stored.get(key)),
             replicated_position=target.replicated_position,
             ends=ends[key],
             limits=limits,
@@ -171,7 +171,7 @@ def _verify_flow(
         )
         (turns if isinstance(planned, PartitionTurn) else outcomes).append(planned)
     turns = rotation(
-        turns, last_checked=lambda t: stored.get((t.topic, t.partition), verification.NOT_STARTED).checked_at
+        turns, last_checked=lambda t: (row := stored.get((t.topic, t.partition))) and row.checked_at
     )
     verifier.verify(
         turns, limits=limits, budget=budget, clock=clock, batch_partitions=settings.VERIFY_BATCH_PARTITIONS
@@ -179,6 +179,7 @@ def _verify_flow(
     checked = [turn.outcome() for turn in turns if turn.checked]
     for outcome in verification.verification_run_record(
         flow_id=spec.flow_id,
+        stored=stored,
         outcomes=[*outcomes, *checked],
         partitions={(p.topic, p.partition) for p in partitions},
         at=datetime.datetime.now(datetime.UTC),

@@ -1,7 +1,7 @@
 """Continuous verification in the control plane: what the verifier recorded, and its reads.
 
-The worker (`workers.verification`) asks `partition_progress` where each partition stands (and when it
-was last checked: its place in the rotation), lets `replication.kafka.verification_io` verify the
+The worker (`workers.verification`) reads the flow's rows once a run (`verification_rows`: where each
+partition stands, and when it was last checked: its place in the rotation), lets `replication.kafka.verification_io` verify the
 partitions whose turn it is, and stores the run's outcome for the flow with `verification_run_record`, in
 one transaction: the partitions' rows (`PartitionVerification`: verified up to which source offset,
 status, counts) in one upsert and, on a new mismatch, a `data_mismatch` flow event holding both records
@@ -148,37 +148,20 @@ def mismatch_events(*, flow: Flow) -> list[FlowEvent]:
     return list(flow.events.filter(kind=FlowEventKind.DATA_MISMATCH)[:20])
 
 
-@dataclass(frozen=True)
-class StoredPartition:
-    progress: PartitionProgress
-    checked_at: datetime.datetime | None = None  # the verifier's last look: its place in the rotation
+def verification_rows(*, flow_id: int) -> dict[PartitionKey, PartitionVerification]:
+    """The flow's rows, read once a run (no lock: one verifier runs at a time), for the planner
+    (`progress_of`, `checked_at`: its place in the rotation) and for `verification_run_record`."""
+    return {(row.topic, row.partition): row for row in PartitionVerification.objects.filter(flow_id=flow_id)}
 
 
-NOT_STARTED = StoredPartition(PartitionProgress())
-
-
-def partition_progress(*, flow_id: int) -> dict[PartitionKey, StoredPartition]:
-    """Where each partition's verification stands, as the planner reads it, and when it was last checked."""
-    rows = PartitionVerification.objects.filter(flow_id=flow_id).values_list(
-        "topic", "partition", "verified_from", "verified_up_to", "target_verified_up_to", "recheck_start",
-        "recheck_end", "checked_at",
-    )  # fmt: skip
-    return {
-        (topic, partition): StoredPartition(
-            PartitionProgress(
-                verified_from=verified_from,
-                verified_up_to=verified_up_to,
-                target_verified_up_to=target_up_to,
-                recheck=(
-                    OffsetRange(recheck_start, recheck_end)
-                    if recheck_start is not None and recheck_end is not None
-                    else None
-                ),
-            ),
-            checked_at,
-        )
-        for topic, partition, verified_from, verified_up_to, target_up_to, recheck_start, recheck_end, checked_at in rows
-    }
+def progress_of(row: PartitionVerification | None) -> PartitionProgress:
+    """Where a partition's verification stands, as the planner reads it."""
+    if row is None:
+        return PartitionProgress()
+    recheck = None
+    if row.recheck_start is not None and row.recheck_end is not None:
+        recheck = OffsetRange(row.recheck_start, row.recheck_end)
+    return PartitionProgress(row.verified_from, row.verified_up_to, recheck, row.target_verified_up_to)
 
 
 # -- writes (the worker) ----------------------------------------------------------------------------------
@@ -194,36 +177,34 @@ _RUN_COLUMNS = [
 def verification_run_record(
     *,
     flow_id: int,
+    stored: dict[PartitionKey, PartitionVerification],
     outcomes: Sequence[PartitionOutcome],
     partitions: set[PartitionKey],
     at: datetime.datetime,
 ) -> list[PartitionOutcome]:
-    """Store a run's outcome for a flow in one transaction: the rows of the partitions it checked and of
-    those whose state changed (a partition with nothing new is not rewritten), in one upsert; a
+    """Store a run's outcome for a flow (its rows as the run read them: `stored`, from
+    `verification_rows`) in one transaction: the rows of the partitions it checked and of those whose
+    state changed, in one upsert (a partition with nothing new is not written, nor locked); a
     `data_mismatch` event with both records for each new mismatch (not the one already recorded); and
     the rows of partitions the flow no longer replicates (not in `partitions`) deleted. Returns the
-    outcomes that were new mismatches."""
+    outcomes that were new mismatches. A run with nothing to store issues no statement."""
+    stale = [row.pk for key, row in stored.items() if key not in partitions]
+    rows, events, mismatches = [], [], []
+    for outcome in outcomes:
+        row = stored.get((outcome.topic, outcome.partition))
+        if row is not None and not outcome.checked and _unchanged(row, outcome):
+            continue
+        row = row or PartitionVerification(flow_id=flow_id, topic=outcome.topic, partition=outcome.partition)
+        if _apply(row, outcome, at=at):
+            events.append(_mismatch_event(flow_id, outcome, at=at))
+            mismatches.append(outcome)
+        row.pk = None  # upserted on (flow, topic, partition)
+        rows.append(row)
+    if not (stale or rows):
+        return mismatches
     with transaction.atomic():
-        stored = {
-            (row.topic, row.partition): row
-            for row in PartitionVerification.objects.select_for_update().filter(flow_id=flow_id)
-        }
-        stale = [row.pk for key, row in stored.items() if key not in partitions]
         if stale:
             PartitionVerification.objects.filter(pk__in=stale).delete()
-        rows, events, mismatches = [], [], []
-        for outcome in outcomes:
-            row = stored.get((outcome.topic, outcome.partition))
-            if row is not None and not outcome.checked and _unchanged(row, outcome):
-                continue
-            row = row or PartitionVerification(
-                flow_id=flow_id, topic=outcome.topic, partition=outcome.partition
-            )
-            if _apply(row, outcome, at=at):
-                events.append(_mismatch_event(flow_id, outcome, at=at))
-                mismatches.append(outcome)
-            row.pk = None  # upserted on (flow, topic, partition)
-            rows.append(row)
         if rows:
             PartitionVerification.objects.bulk_create(
                 rows,

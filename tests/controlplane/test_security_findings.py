@@ -22,7 +22,7 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from controlplane import core
-from controlplane.assurance.verification import verification_run_record
+from controlplane.assurance.verification import verification_rows, verification_run_record
 from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.core.roles import Role
 from controlplane.flows import cluster_reads, engine, services
@@ -205,6 +205,7 @@ def _mismatch(flow, *, topic: str, remote_topic: str, value: bytes, header: byte
     target = MirroredRecord(offset=7, key=b"customer-17", value=value + b"!", headers=(("card", header),))
     verification_run_record(
         flow_id=flow.pk,
+        stored=verification_rows(flow_id=flow.pk),
         outcomes=[
             PartitionOutcome(
                 topic=topic,
