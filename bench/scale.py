@@ -61,7 +61,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
 from bench.brokers import bench_cluster, bench_clusters, stored_cluster
 from bench.latency import percentile
@@ -224,7 +224,10 @@ def _read(bootstrap: str, topics: dict[str, int], window, stop, expected, flowin
     while True:
         now = time.monotonic()
         if pending and now >= next_lookup:
-            found = consumer.list_topics(timeout=10).topics
+            try:
+                found = consumer.list_topics(timeout=10).topics
+            except KafkaException:  # a broker busy creating thousands of partitions: ask again
+                found = {}
             complete = [t for t, n in pending.items() if t in found and len(found[t].partitions) >= n]
             if complete:
                 consumer.incremental_assign(
@@ -232,7 +235,7 @@ def _read(bootstrap: str, topics: dict[str, int], window, stop, expected, flowin
                 )
                 for topic in complete:
                     del pending[topic]
-            next_lookup = now + 0.5
+            next_lookup = time.monotonic() + 1.0
         if stop.is_set():
             stopped_at = stopped_at or now
             if 0 <= expected.value <= len(latencies) or now - stopped_at > DRAIN_S:
