@@ -44,14 +44,15 @@ def task_rollup_rebuild(*, flow_id: int, task_index: int) -> FlowTaskStatus:
 
 
 @contextmanager
-def status_rows_read() -> Iterator[dict[str, int]]:
-    """Rows returned by the statements that read partition status rows meanwhile (`rows`: the cursors'
-    row counts; a server-side cursor's are not known and count 0, `statements` counts them all)."""
+def status_rows_read(table: str = "controlplane_flowpartitionstatus") -> Iterator[dict[str, int]]:
+    """Rows returned by the statements that read `table` (partition status rows unless told) meanwhile
+    (`rows`: the cursors' row counts; a server-side cursor's are not known and count 0, `statements`
+    counts them all)."""
     read = {"rows": 0, "statements": 0}
 
     def count(execute, sql, params, many, context):
         result = execute(sql, params, many, context)
-        if "controlplane_flowpartitionstatus" in sql and sql.lstrip().upper().startswith("SELECT"):
+        if table in sql and sql.lstrip().upper().startswith("SELECT"):
             read["statements"] += 1
             read["rows"] += max(context["cursor"].rowcount, 0)
         return result

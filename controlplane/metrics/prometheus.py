@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 
 from django.conf import settings
@@ -39,14 +40,14 @@ from controlplane.models import (
     FlowRpoBudget,
     FlowSignals,
     Operation,
+    PartitionVerification,
     VerificationStatus,
 )
 from controlplane.status import partitions, rollup
 from replication.metrics import LATENCY_BUCKETS_MS, cumulative
 
-# Per partition, the labels MM2's JMX names carry (flow = source->target; topic = the source topic): fewer
-# labels per series keeps a scrape of 20,000 partitions under a second.
-PARTITION_LABELS = ["flow", "topic", "partition"]
+# Per partition, the labels MM2's JMX names carry (flow = source->target; topic = the source topic; and
+# partition: `PartitionLabels`): fewer labels per series keeps a scrape of 20,000 partitions under a second.
 TOPIC_LABELS = ["flow", "topic"]
 FLOW_LABELS = ["flow", "source", "target"]
 
@@ -171,7 +172,7 @@ class MirrorplaneCollector:
         yield from self._flow_families(summaries)
         yield from self._event_families(summaries)
         yield from self._alert_families(summaries)
-        yield from self._assurance_families(summaries)
+        yield from self._assurance_families(summaries, topics)
         yield from self._operation_families()
         yield from self._worker_families()
 
@@ -447,9 +448,12 @@ class MirrorplaneCollector:
             evaluation_age,
         )
 
-    def _assurance_families(self, summaries) -> Iterator[Metric]:
-        """Live RPO, failover readiness and continuous verification (docs/verification.md): per partition
-        for the flows exported per partition, mismatched partitions per topic for every flow."""
+    def _assurance_families(
+        self, summaries, topics: dict[int, list[partitions.TopicStatus]]
+    ) -> Iterator[Metric]:
+        """Live RPO, failover readiness and continuous verification (docs/verification.md): partitions that
+        differ per topic for every flow (its roll-up: no row per partition read), per partition for the
+        flows exported per partition."""
         flow_bytes = _gauge(
             "flow_bytes_behind", "Value bytes behind, summed over the flow's topics", FLOW_LABELS
         )
@@ -461,14 +465,6 @@ class MirrorplaneCollector:
         score = _gauge("failover_readiness_score", "Failover readiness, 0-100", FLOW_LABELS)
         points = _gauge(
             "failover_readiness_points_lost", "Points a readiness check costs the score", ["flow", "check"]
-        )
-        verified = _gauge(
-            "verified_up_to_offset",
-            "Source offset (exclusive) up to which the partition's copy was verified equal",
-            PARTITION_LABELS,
-        )
-        mismatch = _gauge(
-            "verification_mismatch", "1 when the partition's copy differs from the source", PARTITION_LABELS
         )
         mismatches = _gauge(
             "topic_verification_mismatches",
@@ -504,24 +500,39 @@ class MirrorplaneCollector:
             status = verifications.get(flow.pk)
             if status is None:
                 continue
-            by_topic: dict[str, int] = {}
-            one_by_one = per_partition(summary)
-            for row in status.partitions:
-                differs = row.status == VerificationStatus.MISMATCH
-                by_topic[row.topic] = by_topic.get(row.topic, 0) + differs
-                if one_by_one:
-                    partition = [flow.name, row.topic, str(row.partition)]
-                    if row.verified_up_to is not None:
-                        verified.add_metric(partition, row.verified_up_to)
-                    mismatch.add_metric(partition, 1 if differs else 0)
-            for topic, count in sorted(by_topic.items()):
-                mismatches.add_metric([flow.name, topic], count)
+            differing = Counter(row.topic for row in status.mismatches)
+            for topic in sorted({topic.topic for topic in topics.get(flow.pk, ())} | set(differing)):
+                mismatches.add_metric([flow.name, topic], differing[topic])
             verified_records.add_metric(labels, status.records_verified)
-            verified_bytes.add_metric(labels, sum(row.bytes_read for row in status.partitions))
+            verified_bytes.add_metric(labels, status.bytes_read)
             if status.checked_at is not None:
                 checked.add_metric(labels, rollup.age_s(status.checked_at, now=now))
         yield from (flow_bytes, over, score, points)
-        yield from (verified, mismatch, mismatches, verified_records, verified_bytes, checked)
+        # Per partition, for the flows exported per partition only: their rows as values, one statement.
+        names = {summary.flow.pk: summary.flow.name for summary in summaries if per_partition(summary)}
+        rows = PartitionVerification.objects.filter(flow_id__in=list(names)).order_by(
+            "flow_id", "topic", "partition"
+        )
+        rows = list(rows.values_list("flow_id", "topic", "partition", "verified_up_to", "status"))
+        flow_ids, topics_of, numbers, up_to, states = zip(*rows, strict=True) if rows else ([],) * 5
+        where = PartitionLabels(
+            flows=[names[flow_id] for flow_id in flow_ids], topics=topics_of, partitions=numbers
+        )
+        yield PartitionSeries(
+            "mirrorplane_verified_up_to_offset",
+            "Source offset (exclusive) up to which the partition's copy was verified equal",
+            "gauge",
+            labels=where,
+            values=up_to,
+        )
+        yield PartitionSeries(
+            "mirrorplane_verification_mismatch",
+            "1 when the partition's copy differs from the source",
+            "gauge",
+            labels=where,
+            values=[1 if state == VerificationStatus.MISMATCH else 0 for state in states],
+        )
+        yield from (mismatches, verified_records, verified_bytes, checked)
 
     # -- operations and workers -------------------------------------------------------------------------
     def _operation_families(self) -> Iterator[Metric]:

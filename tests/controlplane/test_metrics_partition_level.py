@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from controlplane.flows import services
 from controlplane.metrics import prometheus
-from controlplane.models import FlowPartitionStatus, PartitionState
+from controlplane.models import FlowPartitionStatus, PartitionState, PartitionVerification
 from tests.status_reports import status_rows_read, task_rollup_rebuild
 
 pytestmark = pytest.mark.django_db
@@ -68,6 +68,19 @@ def flows(admin_user, settings):
     FlowPartitionStatus.objects.bulk_create(rows)
     for flow, task_index in ((big, 0), (big, 1), (small, 0)):
         task_rollup_rebuild(flow_id=flow.pk, task_index=task_index)
+    PartitionVerification.objects.bulk_create(
+        PartitionVerification(
+            flow=row.flow,
+            topic=row.topic,
+            partition=row.partition,
+            verified_from=0,
+            verified_up_to=90,
+            status="mismatch" if row.partition in (3, 4, 5) else "ok",
+            bytes_read=10,
+            checked_at=now,
+        )  # fmt: skip
+        for row in rows
+    )
     return big, small
 
 
@@ -136,6 +149,12 @@ def test_per_topic_the_series_are_per_topic_and_sum_right(flows, settings):
         value(samples, "mirrorplane_record_replication_latency_seconds_sum", flow="A->B") == 2000 * 7.0 / 1000
     )
     assert value(samples, "mirrorplane_topic_records_behind", flow="B->A", topic="back") == 3
+    assert value(samples, "mirrorplane_topic_verification_mismatches", flow="A->B", topic="orders") == 3
+    assert value(samples, "mirrorplane_topic_verification_mismatches", flow="A->B", topic="payments") == 0
+    assert value(samples, "mirrorplane_verification_bytes_read_total", flow="A->B") == 2000 * 10
+    assert not series(samples, "mirrorplane_verification_mismatch") and not series(
+        samples, "mirrorplane_verified_up_to_offset"
+    )
 
 
 def test_per_partition_mm2s_names_as_before(flows, settings):
@@ -154,6 +173,10 @@ def test_per_partition_mm2s_names_as_before(flows, settings):
     assert value(samples, "mirrorplane_bytes_replicated_total", flow="B->A", partition="2") == 50
     assert value(samples, "mirrorplane_partition_state", flow="A->B", partition="1300", state="STALE") == 1
     assert value(samples, "mirrorplane_partition_state", flow="A->B", partition="7", state="ERR") == 1
+    assert (
+        value(samples, "mirrorplane_verification_mismatch", flow="A->B", topic="orders", partition="4") == 1
+    )
+    assert value(samples, "mirrorplane_verified_up_to_offset", flow="B->A", partition="2") == 90
     assert len(series(samples, "mirrorplane_partition_state", flow="A->B")) == 2000  # one state each
     assert value(samples, "mirrorplane_topic_records_behind", flow="A->B", topic="orders") == sum(
         p % 5 for p in range(1200)
@@ -177,6 +200,9 @@ def test_a_per_topic_scrape_reads_rows_per_topic_and_a_per_partition_scrape_one_
     with status_rows_read() as read:
         prometheus.exposition()
     assert read["rows"] <= 3 * 2 * 3, read  # 3 topics, 2 tasks: the per-topic roll-ups; not 2,003 rows
+    with status_rows_read("controlplane_partitionverification") as verifications:
+        prometheus.exposition()
+    assert verifications["rows"] <= 20, verifications  # roll-ups per flow, the mismatching rows: not 2,003
     settings.MIRRORPLANE_METRICS_PARTITION_LEVEL = "partition"
     with CaptureQueriesContext(connection) as queries:
         prometheus.exposition()

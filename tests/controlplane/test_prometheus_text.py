@@ -9,6 +9,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from controlplane.flows import services
 from controlplane.metrics.prometheus import MirrorplaneCollector, render_text
+from controlplane.models import PartitionVerification
 from tests.status_reports import stored_report
 
 
@@ -62,9 +63,14 @@ def test_the_text_is_the_librarys_for_the_whole_collector(admin_user):
             flow=flow, topic="payments", partition=partition, records_behind=behind, record_age_ms=age_ms,
             record_count=count, state=state, observed_at=timezone.now(),
         )  # fmt: skip
+    PartitionVerification.objects.create(
+        flow=flow, topic="orders", partition=0, status="mismatch", verified_up_to=7
+    )
+    PartitionVerification.objects.create(flow=flow, topic="payments", partition=1, status="ok")
     collected = list(MirrorplaneCollector().collect())
     text = render_text(collected)
     assert "mirrorplane_record_replication_latency_seconds_bucket" in text
+    assert 'mirrorplane_verification_mismatch{flow="A->B",partition="0",topic="orders"} 1.0' in text
     assert 'mirrorplane_partition_state{flow="A->B",partition="1",state="ERR",topic="payments"} 1.0' in text
     assert 'mirrorplane_records_replicated_total{flow="A->B",partition="1",topic="payments"} 2e+06' in text
     assert text == library_text(collected)
