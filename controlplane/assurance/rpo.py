@@ -7,6 +7,7 @@ never judged against the budget).
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.utils import timezone
@@ -54,14 +55,23 @@ def _known_sum(values) -> int | None:
 
 
 def flow_rpo(
-    summary: rollup.FlowSummary, *, budget: RpoBudget, now: datetime.datetime | None = None
+    summary: rollup.FlowSummary,
+    *,
+    budget: RpoBudget,
+    now: datetime.datetime | None = None,
+    topic_statuses: Sequence[partitions.TopicStatus] | None = None,
 ) -> FlowRpo:
     """The flow's live RPO per topic and in total; the age is the oldest figure's (a topic is as old as
-    its oldest partition report). Read as one row per topic (`status.partitions.topic_statuses`)."""
+    its oldest partition report). Read as one row per topic (`status.partitions.topic_statuses`), unless
+    the caller read them already for many flows at once (`topic_statuses`: this flow's)."""
     now = now or timezone.now()
+    if topic_statuses is None:
+        topic_statuses = partitions.topic_statuses(flow_ids=[summary.flow.pk], now=now).get(
+            summary.flow.pk, []
+        )
     topics = tuple(
         TopicRpo(t.topic, t.records_behind, t.bytes_behind, t.seconds_behind, t.observed_at, t.age_s, t.stale)
-        for t in partitions.topic_statuses(flow_ids=[summary.flow.pk], now=now).get(summary.flow.pk, [])
+        for t in topic_statuses
     )
     oldest = min((t.observed_at for t in topics if t.observed_at is not None), default=None)
     return FlowRpo(

@@ -487,7 +487,12 @@ class MirrorplaneCollector:
         for summary in summaries:
             flow = summary.flow
             labels = [flow.name, flow.source.alias, flow.target.alias]
-            rpo = assurance.flow_rpo(summary, budget=budgets.get(flow.pk, DEFAULT_BUDGET), now=now)
+            rpo = assurance.flow_rpo(
+                summary,
+                budget=budgets.get(flow.pk, DEFAULT_BUDGET),
+                now=now,
+                topic_statuses=topics.get(flow.pk, []),
+            )
             if rpo.bytes_behind is not None:
                 flow_bytes.add_metric(labels, rpo.bytes_behind)
             if rpo.over_budget is not None:

@@ -96,7 +96,9 @@ def test_on_call_path(
     rows = page.locator("table.partitions tbody tr", has_text=topic)
     expect(rows).to_have_count(PARTITIONS, timeout=60_000)
     expect(page.locator("#records-behind")).to_have_text("0", timeout=60_000)
-    expect(rows.first).to_contain_text("within budget")  # the one health rule (status.rollup.health)
+    # The one health rule (status.rollup.health). A row whose lag only moved is rewritten within
+    # MIRRORPLANE_STATUS_REFRESH_S (docs/scale.md), so the row may follow the roll-up by that much.
+    expect(rows.first).to_contain_text("within budget", timeout=30_000)
     page.wait_for_function("document.querySelector('#chart-lag .main-svg') !== null")
     screenshot("04-flow-detail")
 
