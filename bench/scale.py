@@ -482,7 +482,9 @@ class ControlPlane:
             out.append(
                 f"{'metadata worker ' + label + ' tasks':<44}{figures}; {len(done)} finished of {received} received"
             )
-        if self.first_rotation_s is not None:
+        if self.first_rotation_s == 0:  # a run stores its outcome in one transaction, at one time
+            rotation = f"{'one run':>8} (every partition checked by the first run that checked any)"
+        elif self.first_rotation_s is not None:
             rotation = f"{self.first_rotation_s:>8.1f} s"
         else:
             rotation = f"{'-':>8} (not complete: {self.checked:,} of {partitions:,} partitions checked)"
