@@ -63,7 +63,7 @@ class MirroredRecord:
             "offset": self.offset,
             "key": _text(self.key),
             "value": _text(self.value),
-            "headers": [[name, _text(value)] for name, value in self.headers],
+            "headers": [[name.replace("\x00", "\\x00"), _text(value)] for name, value in self.headers],
             "timestamp_ms": self.timestamp_ms,
         }
 
@@ -75,6 +75,8 @@ def _text(data: bytes | None, limit: int = 2000) -> str | None:
     try:
         text = shown.decode("utf-8")
     except UnicodeDecodeError:
+        text = "0x" + shown.hex()
+    if "\x00" in text:  # text no database stores (PostgreSQL refuses NUL in text and JSON): as bytes
         text = "0x" + shown.hex()
     return text + (f"... ({len(data)} bytes)" if len(data) > limit else "")
 

@@ -53,8 +53,9 @@ HEALTH_LABELS = {
     "error": "error",
     "paused": "paused",
     "disabled": "disabled",
-    "waiting": "no report yet",
+    "waiting": "no report yet",  # or, once reported: WAITING_FOR_FETCH
 }
+WAITING_FOR_FETCH = "waiting for the first fetch"  # reported, with a lag not known yet
 RECENT_EVENTS = 100
 
 
@@ -80,7 +81,8 @@ def health(
     `error` (faulted), `disabled`/`paused` (not replicating by design, whatever the age of its figures),
     `waiting` (no report yet), `stale` (no report within the limit: never judged healthy), `error` (a
     fresh ERR/STOP/STALL/REWIND), `lagging` (over the RPO budget in seconds or records, or records
-    behind whose age is not known yet), else `ok`: records in flight within the budget are healthy.
+    behind whose age is not known yet), `waiting` (a lag not known yet: a task's first fetch has not
+    answered), else `ok`: records in flight within the budget are healthy.
     `status` is the worst partition's (Burrow's state, STALE or UNKNOWN); the lower bound of a flow's
     seconds behind is judged while its exact figure is unknown."""
     if state == FlowState.FAULTED:
@@ -96,7 +98,9 @@ def health(
     known = seconds_behind if seconds_behind is not None else seconds_behind_at_least
     if over_budget(budget=budget, records_behind=records_behind, seconds_behind=known):
         return "lagging"
-    return "lagging" if seconds_behind is None and records_behind else "ok"
+    if seconds_behind is None:  # the age of some lag is not known yet: behind, or waiting; never ok
+        return "lagging" if records_behind else "waiting"
+    return "ok"
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,8 @@ class PartitionLive:
     def health_label(self) -> str:
         """What its badge says: the worker's own word for an error (ERR, STOP, STALL, REWIND)."""
         errored = self.health == "error" and self.state not in (PartitionState.OK, PartitionState.WARN, STALE)
+        if self.health == "waiting":
+            return WAITING_FOR_FETCH
         return self.state if errored else HEALTH_LABELS[self.health]
 
 
@@ -232,6 +238,8 @@ class FlowSummary:
 
     @property
     def health_label(self) -> str:
+        if self.health == "waiting" and self.status != UNKNOWN:
+            return WAITING_FOR_FETCH
         return HEALTH_LABELS[self.health]
 
 

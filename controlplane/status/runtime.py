@@ -274,7 +274,10 @@ def task_status(
         state_counts=dict(Counter(f.state for f in figures)),
         records_behind=sum(behind) if behind else None,
         seconds_behind=max(seconds) if seconds else None,
-        undated=any(f.seconds_behind is None and (f.records_behind or 0) > 0 for f in figures),
+        # a partition behind with no known age, or whose lag is not known at all (no fetch answer yet)
+        undated=any(
+            f.seconds_behind is None and (f.records_behind is None or f.records_behind > 0) for f in figures
+        ),
         position=sum(f.replicated_offset or 0 for f in figures),
         record_rate=sum(f.record_rate for f in figures),
         byte_rate=sum(f.byte_rate for f in figures),

@@ -370,3 +370,13 @@ def test_fold_first_run_and_cold_sample_mismatch():
 def test_fold_with_nothing_verifiable_is_pending():
     plan = plan_ranges(progress=PartitionProgress(), low=0, end=0, limits=LIMITS)
     assert fold(PartitionProgress(), plan, []).status == "pending"
+
+
+def test_evidence_of_a_record_with_nul_bytes_is_text_a_database_stores():
+    """A record any client may write: NUL in its key, value and a header name (PostgreSQL refuses NUL in
+    text and JSON: one such record made a whole verification run's transaction fail)."""
+    record = MirroredRecord(offset=0, key=b"\x00\x01", value=b"ok\x00", headers=(("h\x00", b"v"),))
+    evidence = record.as_evidence()
+    assert evidence["key"] == "0x0001" and evidence["value"] == "0x6f6b00"
+    assert evidence["headers"] == [["h\\x00", "v"]]
+    assert "\x00" not in repr(evidence)

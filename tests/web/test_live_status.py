@@ -146,7 +146,25 @@ def test_lag_roll_up_sums_records_and_takes_the_worst_seconds(flow):
     _row(flow, 1, age_s=1, behind=3)
     _row(flow, 2, age_s=1, behind=None)  # not measured yet: unknown, not zero
     summary = _summary(flow)
-    assert (summary.records_behind, summary.seconds_behind) == (10, 1.5)
+    # The unknown partition may be behind for any time: the flow's seconds behind is unknown, 1.5 s a bound.
+    assert (summary.records_behind, summary.seconds_behind, summary.seconds_behind_at_least) == (
+        10,
+        None,
+        1.5,
+    )
+    assert summary.health == "lagging"
+
+
+def test_a_lag_not_known_yet_is_waiting_never_ok(flow):
+    _row(flow, 0, age_s=1, behind=0)
+    _row(flow, 1, age_s=1, behind=None)  # its task's first fetch has not answered
+    summary = _summary(flow)
+    assert (summary.health, summary.health_label) == ("waiting", rollup.WAITING_FOR_FETCH)
+    assert (_partition(flow, partition=1).health, _partition(flow, partition=1).health_label) == (
+        "waiting",
+        rollup.WAITING_FOR_FETCH,
+    )
+    assert _partition(flow, partition=0).health == "ok"
 
 
 @override_settings(MIRRORPLANE_STALE_AFTER_S=STALE_AFTER)

@@ -71,7 +71,7 @@ def test_stopped_workers_make_the_flow_stale_with_its_age_and_lag_grows_when_the
     def own_behind(s: dict) -> int | None:
         """Records behind on this test's topic (the flow also mirrors a `heartbeats` topic that earlier
         tests' flows left on cluster A, whose figures are not the point here); None while one is unknown."""
-        figures = [p["records_behind"] for p in s["partitions"] if p["topic"] == unique_name]
+        figures = [p["records_behind"] for p in s["partitions"]["results"] if p["topic"] == unique_name]
         return None if None in figures or not figures else sum(figures)
 
     producer = SteadyProducer(cluster_a, unique_name)
@@ -85,7 +85,7 @@ def test_stopped_workers_make_the_flow_stale_with_its_age_and_lag_grows_when_the
             seen[:] = [status()]
             s = seen[0]
             # The flow also mirrors cluster A's `heartbeats` when an earlier test's flow wrote some there.
-            mine = [p for p in s["partitions"] if p["topic"] == unique_name]
+            mine = [p for p in s["partitions"]["results"] if p["topic"] == unique_name]
             known = own_behind(s) is not None
             return s["health"] in ("ok", "lagging") and len(mine) == PARTITIONS and known and s
 
@@ -107,8 +107,8 @@ def test_stopped_workers_make_the_flow_stale_with_its_age_and_lag_grows_when_the
         print(f"stale reported {detected_s:.1f}s after the last worker stopped (limit {STALE_AFTER_S}s)")
         assert (stale["health"], stale["status"]) == ("stale", "STALE")
         assert stale["age_s"] > STALE_AFTER_S
-        assert {p["state"] for p in stale["partitions"]} == {"STALE"}
-        assert all(p["age_s"] > STALE_AFTER_S and p["observed_at"] for p in stale["partitions"])
+        assert {p["state"] for p in stale["partitions"]["results"]} == {"STALE"}
+        assert all(p["age_s"] > STALE_AFTER_S and p["observed_at"] for p in stale["partitions"]["results"])
         # Frozen figures: what the workers last measured, not updated while records keep arriving.
         assert stale["records_behind"] == last_seen["records_behind"]
 
@@ -130,7 +130,16 @@ def test_stopped_workers_make_the_flow_stale_with_its_age_and_lag_grows_when_the
             what="fresh status after the workers returned",
         )
         print(f"records_behind {own_behind(last_seen)} before the stop, {own_behind(back)} after")
-        assert own_behind(back) > own_behind(last_seen) and back["health"] == "lagging"
+        assert own_behind(back) > own_behind(last_seen) and back["health"] == "lagging", (
+            {
+                k: back[k]
+                for k in ("health", "status", "records_behind", "seconds_behind", "seconds_behind_at_least")
+            },
+            [
+                (p["topic"][-8:], p["partition"], p["records_behind"], p["seconds_behind"], p["state"])
+                for p in back["partitions"]["results"]
+            ],
+        )
         # Unknown (None) until the new task has an acknowledged record to date the backlog by; never 0 then.
         assert back["seconds_behind"] is None or back["seconds_behind"] > 0
         assert "No replication worker" not in viewer.get(reverse("web:overview-live")).content.decode()

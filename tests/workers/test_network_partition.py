@@ -74,7 +74,7 @@ def _outage(client, flow_id: int) -> dict | None:
     partition in error or stale; None while it looks normal."""
     status = client.get(f"/api/v1/flows/{flow_id}/status/").json()
     unreachable = status["state"] == FlowState.FAULTED and "cluster A unreachable" in status["state_reason"]
-    failing = [p for p in status["partitions"] if p["state"] in ("ERR", "STALE")]
+    failing = [p for p in status["partitions"]["results"] if p["state"] in ("ERR", "STALE")]
     return status if unreachable or failing else None
 
 
@@ -115,7 +115,7 @@ def test_a_60_s_partition_between_the_clusters_loses_nothing_and_catches_up(
                 lambda: _outage(viewer, flow.pk), timeout_s=PARTITION_S - 5, what="the outage in the status"
             )
             # It says since when: the partitions' last observations age while the source is unreachable.
-            assert all(p["age_s"] is not None for p in shown["partitions"])
+            assert all(p["age_s"] is not None for p in shown["partitions"]["results"])
             time.sleep(max(0.0, PARTITION_S - (time.monotonic() - cut_at)))
             assert _outage(viewer, flow.pk) is not None, "the outage is still shown at its end"
         finally:

@@ -112,9 +112,11 @@ def test_a_pinned_flow_runs_only_on_its_pool_which_upgrades_and_scales_down_hand
         f"rolling upgrade + scale-down at {RATE_PER_S} rec/s: longest arrival gap {gap_s:.2f} s (p{partition})"
     )
 
-    assert f"replicating {unique_name}[" not in celery_runtime.log("default")  # the default pool never ran it
+    assert f"replicating {unique_name} -> " not in celery_runtime.log(
+        "default"
+    )  # the default pool never ran it
     stopped = ["w1", "w2", successors[0]]
-    ran_here = [name for name in stopped if f"replicating {unique_name}[" in celery_runtime.log(name)]
+    ran_here = [name for name in stopped if f"replicating {unique_name} -> " in celery_runtime.log(name)]
     assert ran_here, "no stopped worker ever ran a slice"
     for name in ran_here:
         assert "handed over to chain" in celery_runtime.log(name), f"{name} did not hand its chains over"
