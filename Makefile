@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 export DJANGO_SETTINGS_MODULE ?= controlplane.settings
 
-.PHONY: install test test-fast lint bench demo clean chromium prometheus alertmanager postgres redis kafka spark-jars schema-registry
+.PHONY: install test test-fast lint bench demo clean chromium prometheus alertmanager nginx postgres redis kafka spark-jars schema-registry
 
 # This machine's own keys for the demo and the benchmarks (the settings refuse the public development
 # key when DEBUG is false): generated once into var/dev.env, read by every process make starts.
@@ -40,6 +40,13 @@ prometheus:
 	  echo "installing Debian prometheus for the metrics tests"; \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
 	  else sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null; fi; }
+
+# nginx, the reverse proxy in front of gunicorn in the client-address tests (TRUSTED_PROXY_COUNT), from Debian.
+nginx:
+	@command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || { \
+	  echo "installing Debian nginx-light for the reverse-proxy tests"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends nginx-light >/dev/null; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends nginx-light >/dev/null; fi; }
 
 # Alertmanager's amtool checks deploy/alertmanager/alertmanager.yml (tests/deploy), also from Debian.
 alertmanager:
@@ -88,7 +95,7 @@ test: export REDIS_URL ?= redis://127.0.0.1:6379/0
 # pytest with two and 824 s with three, in the same hour.
 PYTEST_WORKERS ?= 3
 # pytest exits 5 when it collected no tests: that is a failure here, as any other non-zero code.
-test: install chromium prometheus alertmanager postgres redis kafka schema-registry spark-jars
+test: install chromium prometheus alertmanager nginx postgres redis kafka schema-registry spark-jars
 	$(PY) -m pytest -p no:cacheprovider --durations=30 -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS); \
 	  code=$$?; if [ $$code -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$code
 

@@ -297,6 +297,12 @@ class AuditEvent(models.Model):
     after = models.JSONField(null=True, blank=True)
     outcome = models.CharField(max_length=10, choices=AuditOutcome.choices, default=AuditOutcome.SUCCESS)
     detail = models.TextField(blank=True, default="")
+    client_address = models.CharField(
+        max_length=45,
+        blank=True,
+        default="",
+        help_text="where the request came from (TRUSTED_PROXY_COUNT hops back behind proxies); empty: a worker",
+    )
 
     class Meta:
         ordering = ["-at", "-id"]

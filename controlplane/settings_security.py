@@ -11,7 +11,7 @@ throttling", shows them in the compose and Kubernetes shapes.
 | SESSION_COOKIE_AGE | 28800 (8 hours) | a signed-in session lasts this long, then the login page again |
 | LOGIN_FAILURE_LIMIT | 5 | wrong passwords for one username from one address that lock it out (429, the right password too) |
 | LOGIN_COOLOFF_MINUTES | 15 | how long a lockout lasts (`manage.py axes_reset` lifts them all) |
-| TRUSTED_PROXY_COUNT | 0 | reverse proxies in front of the web: the client's address is that many hops back in `X-Forwarded-For` |
+| TRUSTED_PROXY_COUNT | 0 | reverse proxies in front of the web, each appending the address it saw to `X-Forwarded-For` (nginx's `$proxy_add_x_forwarded_for`): the client's address, for login throttling and the audit log, is that many entries from its right (controlplane/core/client_address.py); 0: the connection's address, the header ignored |
 """
 
 from __future__ import annotations
@@ -73,5 +73,5 @@ AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = datetime.timedelta(minutes=env.int("LOGIN_COOLOFF_MINUTES", default=15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-AXES_IPWARE_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0) or None
-AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
+TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
+AXES_CLIENT_IP_CALLABLE = "controlplane.core.client_address.client_address"

@@ -66,6 +66,7 @@ from replication.mm2file import (
 from replication.mm2file import missing_placeholders as missing_placeholders_of_properties
 from replication.properties import PropertyLine
 from replication.secrets import is_secret_property
+from replication.yaml_budget import YamlBudgetError, compose_documents
 
 API_VERSION = "kafka.strimzi.io/v1beta2"
 KIND = "KafkaMirrorMaker2"
@@ -204,7 +205,11 @@ class _ResourceReader:
     def read(cls, text: str, *, source_name: str) -> _ResourceReader:
         reader = cls(source_name=source_name)
         try:
-            documents = [node for node in yaml.compose_all(text, Loader=yaml.SafeLoader) if node is not None]
+            documents = compose_documents(text)
+        except YamlBudgetError as exc:
+            raise Mm2FileError(
+                source_name=source_name, line=exc.line, property_name="YAML", reason=exc.reason, fix=exc.fix
+            ) from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             raise Mm2FileError(
@@ -215,15 +220,25 @@ class _ResourceReader:
                 fix="correct the YAML syntax (indentation, quotes, ':' after each field name)",
             ) from None
         constructor = yaml.SafeLoader("")
-        roots = [
-            _nodes(
-                document,
-                path="" if len(documents) == 1 else f"document {index + 1}:",
-                line=document.start_mark.line + 1,
-                constructor=constructor,
-            )
-            for index, document in enumerate(documents)
-        ]
+        try:
+            roots = [
+                _nodes(
+                    document,
+                    path="" if len(documents) == 1 else f"document {index + 1}:",
+                    line=document.start_mark.line + 1,
+                    constructor=constructor,
+                )
+                for index, document in enumerate(documents)
+            ]
+        except (yaml.YAMLError, ValueError, KeyError) as exc:  # a core tag on a value it cannot be: !!int abc
+            mark = getattr(exc, "problem_mark", None)
+            raise Mm2FileError(
+                source_name=source_name,
+                line=None if mark is None else mark.line + 1,
+                property_name="YAML",
+                reason=f"a value cannot be read: {getattr(exc, 'problem', None) or exc}",
+                fix="remove the value's tag (!!int, !!bool, ...) or write a value of that type",
+            ) from None
         resources = [resource for root in roots for resource in reader.resources(root)]
         for resource in resources:
             reader.index(resource)

@@ -453,6 +453,7 @@ class AuditEventSerializer(serializers.ModelSerializer):
             "after",
             "outcome",
             "detail",
+            "client_address",
         ]
 
 

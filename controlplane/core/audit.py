@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import QuerySet
 
+from controlplane.core.client_address import current_client_address
 from controlplane.core.errors import ServiceConflict, ServiceValidationError
 from controlplane.models import AuditAction, AuditEvent, AuditOutcome
 
@@ -51,6 +52,7 @@ def audit_record(
         after=after,
         outcome=outcome,
         detail=detail,
+        client_address=current_client_address(),
     )
 
 

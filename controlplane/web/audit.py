@@ -21,8 +21,8 @@ AUDIT_LIST = ListSpec(
     sorts=(Sort("at"), Sort("actor", field="actor_name"), Sort("action"), Sort("object", field="object_repr"),
            Sort("outcome")),
     default_sort="-at",
-    search_fields=("actor_name", "object_type", "object_repr", "object_id", "detail"),
-    search_label="Search actor, object or detail",
+    search_fields=("actor_name", "client_address", "object_type", "object_repr", "object_id", "detail"),
+    search_label="Search actor, address, object or detail",
     page_size=AUDIT_PAGE_SIZE,
 )  # fmt: skip
 

@@ -362,6 +362,7 @@ class Mm2ImportForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false"}),
         required=False,
         strip=False,
+        max_length=MAX_MM2_BYTES,
         label="mm2.properties or Strimzi KafkaMirrorMaker2 (YAML)",
         help_text=(
             "Paste the file or the resource, or upload it below. ${env:VAR} placeholders (and the values of "

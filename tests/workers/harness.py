@@ -266,11 +266,17 @@ class Gunicorn:
 
 
 def login_attempt(
-    url: str, *, username: str, password: str, path: str = "/login/", headers: dict | None = None
+    url: str,
+    *,
+    username: str,
+    password: str,
+    path: str = "/login/",
+    headers: dict | None = None,
+    session: requests.Session | None = None,
 ) -> tuple[requests.Session, requests.Response]:
     """One POST of a login form (after the GET that gives its CSRF cookie), as a browser sends it: the
-    session and the answer (302 signed in, 200 the form again, 429 locked out)."""
-    session = requests.Session()
+    session (a new one unless given) and the answer (302 signed in, 200 the form again, 429 locked out)."""
+    session = session or requests.Session()
     session.get(f"{url}{path}", timeout=10, headers=headers)
     response = session.post(
         f"{url}{path}",
