@@ -172,6 +172,18 @@ def _nodes(node: yaml.Node, *, path: str, line: int, constructor: yaml.SafeLoade
     return _Node(path, line, constructor.construct_object(node))
 
 
+def _yaml_error(exc: Exception, *, source_name: str, reason: str, fix: str) -> Mm2FileError:
+    """What PyYAML said, at the line it names (when it names one)."""
+    mark = getattr(exc, "problem_mark", None)
+    return Mm2FileError(
+        source_name=source_name,
+        line=None if mark is None else mark.line + 1,
+        property_name="YAML",
+        reason=f"{reason}: {getattr(exc, 'problem', None) or exc}",
+        fix=fix,
+    )
+
+
 def _env_name(*parts: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", "_".join(parts)).strip("_").upper()
 
@@ -211,12 +223,10 @@ class _ResourceReader:
                 source_name=source_name, line=exc.line, property_name="YAML", reason=exc.reason, fix=exc.fix
             ) from None
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            raise Mm2FileError(
+            raise _yaml_error(
+                exc,
                 source_name=source_name,
-                line=None if mark is None else mark.line + 1,
-                property_name="YAML",
-                reason=f"not valid YAML: {getattr(exc, 'problem', None) or exc}",
+                reason="not valid YAML",
                 fix="correct the YAML syntax (indentation, quotes, ':' after each field name)",
             ) from None
         constructor = yaml.SafeLoader("")
@@ -231,12 +241,10 @@ class _ResourceReader:
                 for index, document in enumerate(documents)
             ]
         except (yaml.YAMLError, ValueError, KeyError) as exc:  # a core tag on a value it cannot be: !!int abc
-            mark = getattr(exc, "problem_mark", None)
-            raise Mm2FileError(
+            raise _yaml_error(
+                exc,
                 source_name=source_name,
-                line=None if mark is None else mark.line + 1,
-                property_name="YAML",
-                reason=f"a value cannot be read: {getattr(exc, 'problem', None) or exc}",
+                reason="a value cannot be read",
                 fix="remove the value's tag (!!int, !!bool, ...) or write a value of that type",
             ) from None
         resources = [resource for root in roots for resource in reader.resources(root)]
