@@ -65,7 +65,7 @@ from replication.mm2file import (
 )
 from replication.mm2file import missing_placeholders as missing_placeholders_of_properties
 from replication.properties import PropertyLine
-from replication.secrets import is_secret_property
+from replication.secrets import MASK, is_secret_property
 from replication.yaml_budget import YamlBudgetError, compose_documents
 
 API_VERSION = "kafka.strimzi.io/v1beta2"
@@ -801,6 +801,7 @@ def _cluster_spec(
     secrets: _SecretKeys,
     omitted: list[str],
     secret_properties: frozenset[tuple[str, str]],
+    usernames: bool,
 ) -> dict:
     client = dict(cluster.client)
     protocol = client.pop("security.protocol", "PLAINTEXT").upper()
@@ -822,6 +823,9 @@ def _cluster_spec(
     kind = next((kind for kind, (name, _) in _SASL_LOGIN_MODULES.items() if name == mechanism), None)
     username = dict(_JAAS_OPTION.findall(jaas)).get("username", username)
     if protocol.startswith("SASL") and kind is not None and username is not None:
+        if not usernames:
+            username = MASK
+            omitted.append(f"{cluster.alias}'s SASL username (a credential: operators and admins export it)")
         spec["authentication"] = {
             "type": kind,
             "username": username,
@@ -923,6 +927,7 @@ def write_strimzi(
     *,
     name: str = "mirrorplane",
     secret_properties: Mapping[str, frozenset[tuple[str, str]]] | None = None,
+    usernames: bool = True,
 ) -> str:
     """KafkaMirrorMaker2 resources for `config`: one per target cluster (`<name>-to-<target>`), the clusters
     that never appear in a flow with the first; parse_strimzi of it gives back the same clusters and flows.
@@ -930,7 +935,9 @@ def write_strimzi(
     `config` may hold secret values: none is written. Passwords, client keys and CA certificates become
     references to Secrets (`<name>-<alias>`) the header lists with their keys; any other secret property
     is left out and named in the header, and so is every (scope, property) `secret_properties` names for a
-    cluster alias whatever its name (the control plane's stored secrets).
+    cluster alias whatever its name (the control plane's stored secrets). Strimzi takes a SASL username in
+    clear in the resource (its password from a Secret); without `usernames` it is written masked, as
+    mm2.properties never carries it either (a placeholder there).
     """
     targets = list(dict.fromkeys(flow.target for flow in config.flows)) or list(config.aliases[:1])
     secrets, omitted = _SecretKeys({}), []
@@ -941,6 +948,7 @@ def write_strimzi(
             secrets=secrets,
             omitted=omitted,
             secret_properties=(secret_properties or {}).get(cluster.alias, frozenset()),
+            usernames=usernames,
         )
         for cluster in config.clusters
     }

@@ -11,6 +11,7 @@ it with exponential backoff (`retry_delay_s`) and calls `notification_give_up` w
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import urllib.error
@@ -28,8 +29,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from controlplane.core import audit_record, audited_attempt, crypto
-from controlplane.core.bounds import http_url_error
 from controlplane.core.errors import ServiceValidationError
+from controlplane.core.outbound import outbound_hosts, outbound_url_error
+from controlplane.core.roles import Role
 from controlplane.models import (
     Alert,
     AlertNotification,
@@ -39,10 +41,20 @@ from controlplane.models import (
     NotificationChannel,
     NotificationState,
 )
+from replication import outbound
 
 log = logging.getLogger(__name__)
 
 TEST_EVENT = "test"
+WEBHOOK_CREDENTIALS_FIX = (
+    "a receiver that needs a secret takes it in the URL's path or query (Slack's token; the whole URL is "
+    "stored encrypted and never shown)"
+)
+
+
+# Who reads why a delivery failed: the outcome of a request the server made (timed out, refused, HTTP 4xx)
+# maps the network behind the URL; viewers read delivered or failed only.
+DELIVERY_DETAIL_ROLE = Role.OPERATOR
 
 
 class DeliveryFailed(Exception):
@@ -85,7 +97,7 @@ def _channel_errors(*, name: Any, kind: Any, url: Any, email_to: Any) -> dict[st
                     EmailValidator()(address)
                 except ValidationError:
                     errors.setdefault("email_to", []).append(f"{address!r} is not an email address")
-    elif problem := http_url_error(url):
+    elif problem := outbound_url_error(url, credentials_fix=WEBHOOK_CREDENTIALS_FIX):
         errors["url"] = [problem]
     return errors
 
@@ -261,6 +273,8 @@ def retry_delay_s(retries: int) -> float:
 
 
 def _post_json(url: str, body: dict[str, Any]) -> None:
+    """One POST through the outbound policy (`replication.outbound`: the allowlist checked again, no
+    redirect followed); a failure says what happened as a class, never the receiver's answer."""
     request = urllib.request.Request(
         url,
         data=json.dumps(body).encode(),
@@ -268,13 +282,9 @@ def _post_json(url: str, body: dict[str, Any]) -> None:
         method="POST",
     )
     try:
-        with urllib.request.urlopen(request, timeout=settings.ALERTS_NOTIFY_TIMEOUT_S) as response:
-            response.read(1024)
-    except urllib.error.HTTPError as exc:
-        raise DeliveryFailed(f"HTTP {exc.code} {exc.reason}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise DeliveryFailed(f"no answer: {reason}") from None
+        outbound.fetch(request, allowlist=outbound_hosts(), timeout_s=settings.ALERTS_NOTIFY_TIMEOUT_S)
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+        raise DeliveryFailed(f"the receiver {outbound.outcome(exc)}") from None
 
 
 def _send(notification: AlertNotification) -> None:

@@ -15,7 +15,7 @@ from controlplane.alerts import notifications
 from controlplane.api.fields import FiniteFloatField, WholeNumberField
 from controlplane.api.views import ID_PATTERN
 from controlplane.core.bounds import MAX_SECONDS
-from controlplane.core.roles import Role
+from controlplane.core.roles import Role, role_of
 from controlplane.models import Alert, AlertSilence, ChannelKind, Flow, NotificationChannel
 
 
@@ -140,7 +140,20 @@ class ChannelSerializer(serializers.ModelSerializer):
             "last_attempt_at", "last_success_at", "created_at",
         ]  # fmt: skip
         read_only_fields = ["failing", "last_error", "last_attempt_at", "last_success_at", "created_at"]
-        extra_kwargs = {"name": {"validators": []}}  # uniqueness is the service's, with its message
+        extra_kwargs = {
+            "name": {"validators": []},  # uniqueness is the service's, with its message
+            "last_error": {
+                "help_text": "why the last delivery failed (operators and admins; empty for viewers)"
+            },
+        }
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        role = role_of(request.user) if request else None
+        if role is None or role < notifications.DELIVERY_DETAIL_ROLE:
+            data["last_error"] = ""
+        return data
 
 
 @extend_schema_view(

@@ -242,7 +242,10 @@ class Mm2ExportView(APIView):
     )
     def get(self, request):
         if request.accepted_renderer.format == StrimziYamlRenderer.format:
-            return HttpResponse(selectors.strimzi_export(), content_type="application/yaml; charset=utf-8")
+            return HttpResponse(
+                selectors.strimzi_export(role=role_of(request.user)),
+                content_type="application/yaml; charset=utf-8",
+            )
         return HttpResponse(selectors.mm2_export(), content_type="text/plain; charset=utf-8")
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.conf import settings
 
+from controlplane.core.outbound import outbound_hosts
 from controlplane.flows import engine
 from controlplane.models import Cluster
 from replication.schemas.decoding import Decoded, decode_record
@@ -50,7 +51,7 @@ def record_decoder(cluster: Cluster) -> Decoder | None:
     config = engine.cluster_to_config(cluster)
     if not config.schema_registry().get("url"):
         return None
-    client = registry_client(config)
+    client = registry_client(config, allowlist=outbound_hosts())
     client.timeout_s = settings.MIRRORPLANE_WEB_READ_TIMEOUT_S
     registry = PageRegistry(client)
     return lambda payload: decode_record(payload, registry)

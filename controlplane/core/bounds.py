@@ -1,14 +1,13 @@
-"""The bounds of every number, URL and JSON body a client can send, in one place.
+"""The bounds of every number and JSON body a client can send, in one place.
 
 A value past them is refused with a 400 naming the field and the fix (never a 500 from the database, the
 Kafka client or the parser): whole numbers fit a Kafka offset and a PostgreSQL bigint (2^63 - 1), seconds
-are finite, URLs parse with a port from 1 to 65535, JSON nests at most JSON_MAX_DEPTH deep.
+are finite, JSON nests at most JSON_MAX_DEPTH deep. URLs the server fetches: controlplane.core.outbound.
 """
 
 from __future__ import annotations
 
 import math
-from urllib.parse import SplitResult, urlsplit
 
 from controlplane.core.errors import ServiceValidationError
 
@@ -49,23 +48,6 @@ def seconds(raw: object, *, field: str, minimum: float, maximum: float, fix: str
             field, f"{value:g} is out of range: give a number from {minimum:g} to {maximum:g}"
         )
     return value
-
-
-def http_url_error(url: object) -> str | None:
-    """Why `url` is not an http(s) URL a client can reach (a port 1-65535, a host), or None."""
-    example = "e.g. https://hooks.slack.com/services/..."
-    if not isinstance(url, str) or len(url) > 2000:
-        return f"must be an http:// or https:// URL of at most 2000 characters, {example}"
-    try:
-        parts: SplitResult = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:  # "Invalid IPv6 URL", "Port out of range 0-65535", a port that is not a number
-        return f"is not a URL ({exc}): give an http:// or https:// URL, {example}"
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"must be an http:// or https:// URL, {example}"
-    if port == 0:
-        return f"port 0 cannot be reached: give a port from 1 to 65535, {example}"
-    return None
 
 
 def json_depth_error(value: object, *, limit: int = JSON_MAX_DEPTH) -> str | None:

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from replication.connector import TopicSelection
 from replication.flow_rules import CLIENT_ROLES, FlowProblem, flow_problems
 from replication.kafka import failover_io
 from replication.mm2file import CLUSTER_ALIAS as MM2_CLUSTER_ALIAS
+from replication.outbound import HostAllowlist
 from replication.policy import replication_policy_for
 from replication.secrets import MASK, is_secret_property
 
@@ -79,12 +79,8 @@ def bootstrap_servers_error(value: str) -> str | None:
             return f"'{address}' is not host:port (port 1-65535)"
         if re.search(r"\s", address):
             return f"'{address}' contains whitespace"
-        if not bootstrap_host_allowed(host):
-            return (
-                f"host '{host}' is not one MIRRORPLANE_CLUSTER_HOSTS_ALLOWED allows "
-                f"({', '.join(settings.MIRRORPLANE_CLUSTER_HOSTS_ALLOWED)}): ask the server's administrator "
-                "to add it, or use an allowed host"
-            )
+        if problem := cluster_hosts().host_problem(host):
+            return problem
     return None
 
 
@@ -106,31 +102,13 @@ def same_cluster_evidence(
     return None
 
 
-def bootstrap_host_allowed(host: str) -> bool:
-    """Whether clusters may name `host`: MIRRORPLANE_CLUSTER_HOSTS_ALLOWED lists host names, `*.domain`
+def cluster_hosts() -> HostAllowlist:
+    """The hosts clusters may name: MIRRORPLANE_CLUSTER_HOSTS_ALLOWED lists host names, `*.domain`
     suffixes and IP networks (10.0.0.0/8); empty, any host. The console connects where a cluster says
     (checks, pages): without the list, whoever may add a cluster may probe any address the server reaches."""
-    allowed = settings.MIRRORPLANE_CLUSTER_HOSTS_ALLOWED
-    if not allowed:
-        return True
-    name = host.strip("[]").lower().rstrip(".")
-    try:
-        address = ipaddress.ip_address(name)
-    except ValueError:
-        address = None
-    for entry in (item.strip().lower() for item in allowed):
-        if "/" in entry and address is not None:
-            try:
-                if address in ipaddress.ip_network(entry, strict=False):
-                    return True
-            except ValueError:
-                continue
-        elif entry.startswith("*."):
-            if name.endswith(entry[1:]):
-                return True
-        elif name == entry.rstrip("."):
-            return True
-    return False
+    return HostAllowlist.of(
+        settings.MIRRORPLANE_CLUSTER_HOSTS_ALLOWED, setting="MIRRORPLANE_CLUSTER_HOSTS_ALLOWED"
+    )
 
 
 def cluster_hosts_error(cluster: Cluster) -> str | None:

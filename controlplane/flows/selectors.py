@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 
 from controlplane.core import ratelimit
 from controlplane.core.errors import ServiceValidationError
+from controlplane.core.roles import Role
 from controlplane.flows import engine
 from controlplane.flows.cluster_reads import cluster_read
 from controlplane.models import (
@@ -25,6 +26,8 @@ from replication.policy import TopicDecision
 from replication.strimzi import write_strimzi
 
 CHECK_TIMEOUT_S = 5.0
+# Who reads credentials that are not secrets to the systems that take them (Strimzi's SASL username).
+CREDENTIALS_ROLE = Role.OPERATOR
 
 TopicLister = Callable[[Cluster], dict[str, int]]
 
@@ -64,9 +67,10 @@ def _stored_config(clusters: list[Cluster], *, secrets: Literal["values", "place
     )
 
 
-def strimzi_export() -> str:
+def strimzi_export(*, role: Role | None) -> str:
     """Every cluster and flow as Strimzi KafkaMirrorMaker2 resources; secrets are references to Kubernetes
-    Secrets, never values (`write_strimzi` writes none of the values it is given)."""
+    Secrets, never values (`write_strimzi` writes none of the values it is given). SASL usernames, which
+    Strimzi takes in clear, only for operators and admins (viewers read no credential anywhere)."""
     clusters = list(Cluster.objects.all())
     stored_secrets = {
         cluster.alias: frozenset(
@@ -74,7 +78,11 @@ def strimzi_export() -> str:
         )
         for cluster in clusters
     }
-    return write_strimzi(_stored_config(clusters, secrets="values"), secret_properties=stored_secrets)
+    return write_strimzi(
+        _stored_config(clusters, secrets="values"),
+        secret_properties=stored_secrets,
+        usernames=role is not None and role >= CREDENTIALS_ROLE,
+    )
 
 
 def mm2_export() -> str:

@@ -18,6 +18,7 @@ from django.db import IntegrityError, transaction
 
 from controlplane.core.audit import audit_record, audited_attempt
 from controlplane.core.errors import NON_FIELD, ServiceConflict, ServiceValidationError
+from controlplane.core.outbound import REGISTRY_CREDENTIALS_FIX, outbound_url_error
 from controlplane.flows import engine, lifecycle, pools
 from controlplane.flows.import_preview import ClusterIdentity, FlowPreview, import_preview
 from controlplane.models import (
@@ -30,7 +31,7 @@ from controlplane.models import (
     SecurityProtocol,
 )
 from replication.client_properties import client_property_problem, not_applicable_reason
-from replication.config import FLOW_PROPERTIES, FlowConfig
+from replication.config import FLOW_PROPERTIES, SCHEMA_REGISTRY_PREFIX, FlowConfig
 from replication.flow_rules import flow_problems
 from replication.mm2file import Mm2FileError, ParsedMm2, Placeholders
 from replication.secrets import MASK
@@ -39,6 +40,7 @@ from replication.topology import find_replication_loops
 
 Errors = dict[str, list[str]]
 FLOW_SETTING_NAMES = frozenset(prop.field for prop in FLOW_PROPERTIES) | {"extra", "pool"}
+REGISTRY_URL = SCHEMA_REGISTRY_PREFIX + "url"
 CLUSTER_FIELD_NAMES = frozenset(
     {"alias", "bootstrap_servers", "security_protocol", "sasl_mechanism", "client_properties"}
 )
@@ -124,7 +126,19 @@ def _cluster_errors(
         _add(errors, "sasl_mechanism", f"one of {', '.join(v for v in SaslMechanism.values if v)} or empty")
     errors |= _scoped_errors(client_properties, field_name="client_properties", secret=False)
     errors |= _scoped_errors(secrets, field_name="secret_properties", secret=True)
+    for field_name, scoped in (("client_properties", client_properties), ("secret_properties", secrets)):
+        if problem := _registry_url_error(scoped):
+            _add(errors, field_name, f"client.{REGISTRY_URL}: {problem}")
     return errors
+
+
+def _registry_url_error(scoped: Any) -> str | None:
+    """Why the cluster's schema.registry.url may not be fetched (`controlplane.core.outbound`), or None."""
+    client = scoped.get("client") if isinstance(scoped, Mapping) else None
+    url = client.get(REGISTRY_URL) if isinstance(client, Mapping) else None
+    if url is None:
+        return None
+    return outbound_url_error(url, credentials_fix=REGISTRY_CREDENTIALS_FIX)
 
 
 def _scopes(value: Mapping[str, Mapping[str, str]] | None) -> engine.ScopedProperties:

@@ -53,6 +53,7 @@ def _context(request) -> dict:
         "evaluated_age_s": None if evaluated is None else max(time.time() - evaluated, 0.0),
         "can_silence": request.web_role >= Role.OPERATOR,
         "can_configure": request.web_role >= Role.ADMIN,
+        "can_read_delivery": request.web_role >= notifications.DELIVERY_DETAIL_ROLE,
     }
 
 

@@ -398,7 +398,9 @@ def mm2_import(request):
 @viewer_required
 def mm2_export(request):
     if request.GET.get("format") == "strimzi":
-        response = HttpResponse(selectors.strimzi_export(), content_type="application/yaml; charset=utf-8")
+        response = HttpResponse(
+            selectors.strimzi_export(role=request.web_role), content_type="application/yaml; charset=utf-8"
+        )
         response["Content-Disposition"] = 'attachment; filename="kafkamirrormaker2.yaml"'
         return response
     response = HttpResponse(selectors.mm2_export(), content_type="text/plain; charset=utf-8")

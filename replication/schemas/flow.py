@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from replication.config import ClusterConfig, FlowConfig, SchemaIdMode
 from replication.filters import SubjectFilter, TopicFilter
+from replication.outbound import HostAllowlist
 from replication.policy import ReplicationPolicy
 from replication.schemas.ids import SchemaIdRewriter
 from replication.schemas.rest import ConfluentRegistryClient, RegistryAuth
@@ -24,13 +25,21 @@ from replication.schemas.sync import SchemaSyncResult, sync_schemas
 log = logging.getLogger(__name__)
 
 
-def registry_client(cluster: ClusterConfig) -> ConfluentRegistryClient:
-    """The cluster's registry (a client whose every call fails, saying so, when it has none)."""
+def registry_client(
+    cluster: ClusterConfig, *, allowlist: HostAllowlist | None = None
+) -> ConfluentRegistryClient:
+    """The cluster's registry (a client whose every call fails, saying so, when it has none), reached where
+    `allowlist` allows (by default the environment's MIRRORPLANE_OUTBOUND_HOSTS_ALLOWED)."""
     properties = cluster.schema_registry()
     user_info = properties.get("basic.auth.user.info")
     username, _, password = user_info.partition(":") if user_info else (None, "", None)
     auth = RegistryAuth(username=username, password=password, token=properties.get("bearer.auth.token"))
-    return ConfluentRegistryClient(properties.get("url", ""), auth=auth, name=f"cluster {cluster.alias}")
+    return ConfluentRegistryClient(
+        properties.get("url", ""),
+        auth=auth,
+        name=f"cluster {cluster.alias}",
+        allowlist=allowlist or HostAllowlist.from_environ(),
+    )
 
 
 def flow_subject_renamer(flow: FlowConfig, policy: ReplicationPolicy) -> Callable[[str], str | None]:

@@ -9,12 +9,15 @@ caches every answer it acts on, so no connection pool is worth a dependency. Aut
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
+
+from replication import outbound
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 DEFAULT_TIMEOUT_S = 10.0
@@ -118,6 +121,7 @@ class ConfluentRegistryClient:
     auth: RegistryAuth | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     name: str = "the cluster"  # for messages: the cluster alias whose registry this is
+    allowlist: outbound.HostAllowlist = field(default_factory=outbound.HostAllowlist.from_environ)
     _headers: dict[str, str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -128,6 +132,8 @@ class ConfluentRegistryClient:
             self._headers["Authorization"] = authorization
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """The registry's JSON answer; RegistryError saying what happened as a class (HTTP 4xx, timed out,
+        refused by the outbound policy), never the registry's own words (`replication.outbound`)."""
         if not self.url:
             raise RegistryError(f"no schema registry configured ({self.name} has no schema.registry.url)")
         request = urllib.request.Request(
@@ -136,23 +142,25 @@ class ConfluentRegistryClient:
             headers=self._headers,
             data=None if body is None else json.dumps(body).encode(),
         )
+        where = f"the schema registry of {self.name} ({method} {urllib.parse.urlsplit(self.url).path}{path})"
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                return json.loads(response.read() or b"null")
+            return json.loads(
+                outbound.fetch(request, allowlist=self.allowlist, timeout_s=self.timeout_s) or b"null"
+            )
         except urllib.error.HTTPError as exc:
             try:
-                answer = json.loads(exc.read() or b"{}")
+                answer = json.loads(exc.read(65536) or b"{}")
             except ValueError:
                 answer = {}
             code = answer.get("error_code") if isinstance(answer, dict) else None
-            message = answer.get("message") if isinstance(answer, dict) else None
             raise RegistryError(
-                f"{method} {self.url}{path}: HTTP {exc.code}: {message or exc.reason}",
+                f"{where} {outbound.outcome(exc)}{f' (error code {code})' if isinstance(code, int) else ''}: "
+                "check the registry's URL and credentials (schema.registry.*) and its log",
                 status=exc.code,
                 error_code=code,
             ) from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise RegistryError(f"{method} {self.url}{path}: {exc}") from None
+        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+            raise RegistryError(f"{where} {outbound.outcome(exc)}") from None
 
     @staticmethod
     def _quote(subject: str) -> str:

@@ -205,7 +205,7 @@ def test_delivery_to_a_real_receiver_carries_flow_figure_and_link_and_failures_h
         assert "text" in slack and "blocks" in slack and flow.name in slack["text"]
     bad.refresh_from_db()
     good.refresh_from_db()
-    assert bad.failing and "HTTP 500" in bad.last_error and TOKEN not in bad.last_error
+    assert bad.failing and "answered HTTP 5xx" in bad.last_error and TOKEN not in bad.last_error
     assert not good.failing and good.last_success_at
     assert AlertNotification.objects.get(channel=good).state == NotificationState.SENT
 

@@ -21,7 +21,9 @@ def test_a_cluster_registry_and_a_flow_schema_sync_set_through_the_api(admin_cli
             {
                 "alias": alias,
                 "bootstrap_servers": f"{alias.lower()}.example:9092",
-                "client_properties": {"client": {"schema.registry.url": f"http://registry-{alias}:8081"}},
+                "client_properties": {
+                    "client": {"schema.registry.url": f"http://registry-{alias}.example:8081"}
+                },
                 "secret_properties": {"client": {secret_name: secret}},
             },
             format="json",
@@ -52,7 +54,10 @@ def test_a_cluster_registry_and_a_flow_schema_sync_set_through_the_api(admin_cli
 
     source = engine.cluster_to_config(Cluster.objects.get(alias="A"))
     target = engine.cluster_to_config(Cluster.objects.get(alias="B"))
-    assert source.schema_registry() == {"url": "http://registry-A:8081", "basic.auth.user.info": USER_INFO}
+    assert source.schema_registry() == {
+        "url": "http://registry-A.example:8081",
+        "basic.auth.user.info": USER_INFO,
+    }
     assert "schema.registry.url" not in source.client_properties("producer")  # not a Kafka client property
     assert registry_client(source).auth.header().startswith("Basic ")
     assert registry_client(target).auth.header() == f"Bearer {TOKEN}"
@@ -68,6 +73,6 @@ def test_a_cluster_registry_and_a_flow_schema_sync_set_through_the_api(admin_cli
         export,
     ]
     assert all(USER_INFO not in text and TOKEN not in text for text in shown)
-    assert "A.schema.registry.url" in export and "registry-A" in export
+    assert "A.schema.registry.url" in export and "registry-A.example" in export
     assert "A_SCHEMA_REGISTRY_BASIC_AUTH_USER_INFO" in export
     assert "A->B.schemas.sync.mode = rewrite-ids" in export

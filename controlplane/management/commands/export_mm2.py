@@ -1,5 +1,6 @@
 from django.core.management.base import BaseCommand
 
+from controlplane.core.roles import Role
 from controlplane.flows import selectors
 
 
@@ -13,5 +14,8 @@ class Command(BaseCommand):
         parser.add_argument("--format", choices=["properties", "strimzi"], default="properties")
 
     def handle(self, *args, **options):
-        export = selectors.strimzi_export if options["format"] == "strimzi" else selectors.mm2_export
-        self.stdout.write(export(), ending="")
+        if options["format"] == "strimzi":  # the server's administrator: SASL usernames included
+            export = selectors.strimzi_export(role=Role.ADMIN)
+        else:
+            export = selectors.mm2_export()
+        self.stdout.write(export, ending="")
