@@ -12,6 +12,7 @@ record), so the target ratio with/without is >= 0.9.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 
 from bench.brokers import bench_cluster, bench_clusters
@@ -25,6 +26,7 @@ from bench.engine_vs_raw import (
     scenarios_main,
 )
 from replication.config import ClusterConfig, FlowConfig, SchemaIdMode
+from replication.outbound import OUTBOUND_HOSTS_VARIABLE
 from replication.policy import DefaultReplicationPolicy
 from replication.schemas.apicurio import apicurio_registries
 from replication.schemas.flow import flow_subject_renamer
@@ -85,6 +87,8 @@ def run(
     scenarios: Sequence[Scenario], *, rounds: int = 3, print_line: Callable[[str], None] = print
 ) -> list[float]:
     ratios: list[float] = []
+    # The bench's registries listen on loopback, which the outbound policy reaches only when listed.
+    os.environ.setdefault(OUTBOUND_HOSTS_VARIABLE, "127.0.0.1")
     with bench_clusters(["A", "B"]) as brokers, apicurio_registries(["A", "B"]) as started:
         registries = (ConfluentRegistryClient(started["A"].url), ConfluentRegistryClient(started["B"].url))
         for index in range(3):  # the target's own schemas: its IDs are not the source's
