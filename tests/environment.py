@@ -18,7 +18,9 @@ os.environ.setdefault("SECRET_KEY", f"tests-{secrets.token_urlsafe(40)}")
 # The suite's schema registries, webhook receivers and OpenID provider listen on loopback, which the
 # outbound policy refuses unless listed (replication.outbound), and the tests name hosts under .example and
 # .example.com (reserved domains); the worker processes inherit it.
-os.environ.setdefault("MIRRORPLANE_OUTBOUND_HOSTS_ALLOWED", "127.0.0.0/8,::1,localhost,*.example,*.example.com")
+os.environ.setdefault(
+    "MIRRORPLANE_OUTBOUND_HOSTS_ALLOWED", "127.0.0.0/8,::1,localhost,*.example,*.example.com"
+)
 
 # Every JVM the suite starts (Kafka brokers and their format tool, Spark in this process and in the
 # workers it starts, the schema registries, MirrorMaker 2) compiles with C1 only: on the 2-core machine
