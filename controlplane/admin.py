@@ -1,7 +1,10 @@
 """Django admin: read-mostly views; secrets shown by name only, changes go through the API (audited)."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
 
+from controlplane import core
+from controlplane.core.errors import ServiceValidationError
 from controlplane.core.roles import Role, role_of
 from controlplane.flows import engine
 from controlplane.models import AuditEvent, Cluster, Flow, FlowEvent, FlowPartitionStatus, SsoIdentity
@@ -66,5 +69,47 @@ class SsoIdentityAdmin(ReadOnlyAdmin):
     list_display = ["user", "issuer", "subject", "created_at"]
 
 
+class UserAdmin(ReadOnlyAdmin):
+    """Users, their role and how they sign in; an admin disables a user here (docs/sso.md), which ends their
+    sessions and API token at once (`user_set_active`, audited). Roles come from `create_admin`, the API
+    or the identity provider's groups, never from editing a user here."""
+
+    list_display = ["username", "role", "is_active", "signs_in_through", "last_login"]
+    list_filter = ["is_active"]
+    search_fields = ["username", "email"]
+    fields = ["username", "email", "is_active", "last_login", "date_joined"]
+    actions = ["disable", "enable"]
+
+    @admin.display(description="role")
+    def role(self, user):
+        held = role_of(user)
+        return held.value if held else "-"
+
+    @admin.display(description="signs in through")
+    def signs_in_through(self, user):
+        identity = SsoIdentity.objects.filter(user=user).first()
+        return identity.issuer if identity else "password"
+
+    @admin.action(description="Disable the selected users (their sessions and API tokens end now)")
+    def disable(self, request, queryset):
+        self._set_active(request, queryset, active=False)
+
+    @admin.action(description="Enable the selected users again")
+    def enable(self, request, queryset):
+        self._set_active(request, queryset, active=True)
+
+    def _set_active(self, request, queryset, *, active: bool) -> None:
+        for user in queryset:
+            try:
+                core.user_set_active(actor=request.user, user=user, active=active)
+            except ServiceValidationError as exc:
+                self.message_user(request, f"{user.get_username()}: {exc}", messages.ERROR)
+            else:
+                done = "enabled" if active else "disabled (their sessions and API token ended)"
+                self.message_user(request, f"user {user.get_username()} {done}", messages.SUCCESS)
+
+
+admin.site.unregister(get_user_model())
+admin.site.register(get_user_model(), UserAdmin)
 admin.site.has_permission = _admins_only
 admin.site.register(FlowEvent, ReadOnlyAdmin)

@@ -40,6 +40,7 @@ so on the secrets key derived from it: both are public, in this file.
 | MIRRORPLANE_OIDC_PROVIDER_NAME | SSO (the login button's "Sign in with <name>") |
 | MIRRORPLANE_OIDC_PASSWORD_LOGIN | true (false with OIDC: local usernames and passwords no longer sign in, on /login/ and /admin/login/) |
 | MIRRORPLANE_OIDC_TIMEOUT_S | 5.0 (the bound of each request to the provider a sign-in makes) |
+| MIRRORPLANE_OIDC_API_TOKEN_TTL_HOURS | 8 (an API token of a user who signs in through the provider expires this soon: someone who left the provider loses the API with their session) |
 | MIRRORPLANE_BROWSE_MAX_SCANNED | 10000 (the most records one message-browser search reads, shared between the topic's partitions; a search also stops at MIRRORPLANE_WEB_READ_TIMEOUT_S) |
 | LOG_LEVEL | INFO (the root logger) |
 | CELERY_TASK_LOG_LEVEL | WARNING (Celery's per-task "received"/"succeeded" lines are INFO; failures stay visible) |
@@ -156,6 +157,7 @@ MIRRORPLANE_OIDC_ROLE_MAP = env.list("MIRRORPLANE_OIDC_ROLE_MAP", default=[])
 MIRRORPLANE_OIDC_PROVIDER_NAME = env.str("MIRRORPLANE_OIDC_PROVIDER_NAME", default="SSO")
 MIRRORPLANE_OIDC_PASSWORD_LOGIN = env.bool("MIRRORPLANE_OIDC_PASSWORD_LOGIN", default=True)
 MIRRORPLANE_OIDC_TIMEOUT_S = env.float("MIRRORPLANE_OIDC_TIMEOUT_S", default=5.0)
+MIRRORPLANE_OIDC_API_TOKEN_TTL_HOURS = env.int("MIRRORPLANE_OIDC_API_TOKEN_TTL_HOURS", default=8)
 # The most records one message-browser search reads (all partitions together), within the web read timeout.
 MIRRORPLANE_BROWSE_MAX_SCANNED = env.int("MIRRORPLANE_BROWSE_MAX_SCANNED", default=10_000)
 # Alert notifications link to the flow page here; email channels use Django's mail settings.
@@ -199,6 +201,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "controlplane.core.session_age.SessionAgeMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",

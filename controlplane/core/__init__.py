@@ -16,6 +16,7 @@ from controlplane.core.tokens import (
 )
 from controlplane.core.users import (
     user_create_with_role,
+    user_set_active,
     user_set_role,
 )
 
@@ -28,5 +29,6 @@ __all__ = [
     "audited_attempt",
     "secrets_key_rotate",
     "user_create_with_role",
+    "user_set_active",
     "user_set_role",
 ]

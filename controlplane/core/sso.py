@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -200,6 +201,22 @@ def _claimed_name(claims: Mapping[str, Any], claim: str) -> str:
     return ""
 
 
+# Characters no name shows: controls, the bidirectional overrides (U+202E turns "gnp.exe" around in an
+# audit log), zero-width and other format characters, unassigned and private-use code points.
+_UNSHOWN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def _name_problem(name: str) -> str:
+    """Why a name the provider sent may not be a username here ("" when it may)."""
+    for character in name:
+        if unicodedata.category(character) in _UNSHOWN_CATEGORIES:
+            return (
+                f"the provider's username holds the invisible or control character U+{ord(character):04X}: "
+                "ask the provider's administrator to rename the account"
+            )
+    return ""
+
+
 def sso_sign_in(*, issuer: str, claims: Mapping[str, Any], oidc: OidcSettings):
     """The user here for the provider's verified claims, with the role their groups give now (created on
     the first sign-in). SignInRefused (audited) when no group maps to a role, the user is disabled here, or
@@ -211,6 +228,9 @@ def sso_sign_in(*, issuer: str, claims: Mapping[str, Any], oidc: OidcSettings):
     user = identity.user if identity else None
     if not subject or not name:
         raise _refuse(user=user, name=name or "?", issuer=issuer, message="the ID token names no user (sub)")
+    if problem := _name_problem(name):
+        shown = name.encode("ascii", "backslashreplace").decode()  # the audit log shows what it holds
+        raise _refuse(user=user, name=shown, issuer=issuer, message=problem)
     role = role_for_groups(groups=groups, role_map=oidc.role_map)
     if role is None:
         held = role_of(user) if user is not None else None

@@ -19,7 +19,7 @@ from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
 from controlplane.core.audit import audit_record
-from controlplane.models import ApiToken, AuditAction
+from controlplane.models import ApiToken, AuditAction, SsoIdentity
 
 
 def token_digest(key: str) -> str:
@@ -28,10 +28,15 @@ def token_digest(key: str) -> str:
 
 @transaction.atomic
 def api_token_issue(*, user, expires_in_days: int | None = None) -> tuple[str, ApiToken]:
-    """A new token for `user`, replacing theirs; (its key, shown only now, and the stored row)."""
+    """A new token for `user`, replacing theirs; (its key, shown only now, and the stored row). A user
+    who signs in through the identity provider gets one that lasts MIRRORPLANE_OIDC_API_TOKEN_TTL_HOURS at
+    most: the provider, not this console, knows whether they still work here, and asks again at sign-in."""
     days = settings.MIRRORPLANE_API_TOKEN_TTL_DAYS if expires_in_days is None else expires_in_days
     key = secrets.token_urlsafe(32)
-    expires_at = timezone.now() + datetime.timedelta(days=days) if days > 0 else None
+    now = timezone.now()
+    expires_at = _capped(
+        user, issued_at=now, expires_at=now + datetime.timedelta(days=days) if days > 0 else None
+    )
     ApiToken.objects.filter(user=user).delete()
     token = ApiToken.objects.create(
         user=user, digest=token_digest(key), prefix=key[:8], expires_at=expires_at
@@ -57,6 +62,18 @@ def api_token_rotate(*, user, actor, expires_in_days: int | None = None) -> tupl
     return key, token
 
 
+def _capped(
+    user, *, issued_at: datetime.datetime, expires_at: datetime.datetime | None
+) -> datetime.datetime | None:
+    """When a token of `user` issued at `issued_at` stops working: its own expiry, and for a user who signs
+    in through the identity provider MIRRORPLANE_OIDC_API_TOKEN_TTL_HOURS after issue at the latest (a
+    token issued before that rule included)."""
+    if not SsoIdentity.objects.filter(user=user).exists():
+        return expires_at
+    short = issued_at + datetime.timedelta(hours=settings.MIRRORPLANE_OIDC_API_TOKEN_TTL_HOURS)
+    return short if expires_at is None else min(expires_at, short)
+
+
 class ApiTokenAuthentication(TokenAuthentication):
     """`Authorization: Token <key>` against the stored digests; an expired token is a 401 saying how to
     get a new one."""
@@ -67,9 +84,10 @@ class ApiTokenAuthentication(TokenAuthentication):
             raise exceptions.AuthenticationFailed("invalid token")
         if not token.user.is_active:
             raise exceptions.AuthenticationFailed("user inactive or deleted")
-        if token.expires_at is not None and token.expires_at <= timezone.now():
+        expires_at = _capped(token.user, issued_at=token.created_at, expires_at=token.expires_at)
+        if expires_at is not None and expires_at <= timezone.now():
             raise exceptions.AuthenticationFailed(
-                f"token {token.prefix}… expired at {token.expires_at.isoformat()}: rotate it "
+                f"token {token.prefix}… expired at {expires_at.isoformat()}: rotate it "
                 "(manage.py rotate_api_token USER, or POST /api/v1/tokens/rotate/ before it expires)"
             )
         return token.user, token

@@ -8,8 +8,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
 
+from controlplane.core.audit import audit_record
+from controlplane.core.errors import ServiceValidationError
 from controlplane.core.roles import Role
 from controlplane.core.tokens import api_token_issue
+from controlplane.models import ApiToken, AuditAction
 
 
 # -- users and roles --------------------------------------------------------------------------------------
@@ -25,6 +28,30 @@ def user_set_role(*, user, role: Role | None) -> None:
     if role is not Role.ADMIN:
         user.is_superuser = False
     user.save(update_fields=["is_staff", "is_superuser"])
+
+
+@transaction.atomic
+def user_set_active(*, actor, user, active: bool) -> None:
+    """Disable a user (or enable them again), audited. Disabled, they are signed out at their next request
+    (Django's backends refuse an inactive user's session), their API token is deleted, and neither a
+    password nor the identity provider signs them in again until an admin enables them."""
+    if not active and user.pk == getattr(actor, "pk", None):
+        raise ServiceValidationError({"is_active": ["you cannot disable yourself: another admin does it"]})
+    before = user.is_active
+    user.is_active = active
+    user.save(update_fields=["is_active"])
+    if not active:
+        ApiToken.objects.filter(user=user).delete()
+    audit_record(
+        actor=actor,
+        action=AuditAction.UPDATE,
+        object_type="user",
+        object_id=user.pk,
+        object_repr=user.get_username(),
+        before={"active": before},
+        after={"active": active},
+        detail="disabled: sessions and API token ended" if not active else "enabled again",
+    )
 
 
 @transaction.atomic

@@ -137,8 +137,27 @@ def _error(request, *, status: int, title: str, message: str, fix: str = ""):
     )
 
 
+# The error codes of OAuth 2.0 (RFC 6749 4.1.2.1, 5.2) and OpenID Connect Core 3.1.2.6: a page names one of
+# these; anything else the provider (or whoever forged the callback's query) wrote is not shown as ours.
+_OAUTH_ERRORS = frozenset(
+    {
+        "invalid_request", "unauthorized_client", "access_denied", "unsupported_response_type",
+        "invalid_scope", "server_error", "temporarily_unavailable", "invalid_client", "invalid_grant",
+        "unsupported_grant_type", "interaction_required", "login_required", "account_selection_required",
+        "consent_required", "invalid_request_uri", "invalid_request_object", "request_not_supported",
+        "request_uri_not_supported", "registration_not_supported",
+    }
+)  # fmt: skip
+
+
 def _answered(oidc: sso.OidcSettings, error: str, description: str | None) -> str:
-    return f"{oidc.provider_name} answered {error}" + (f": {description}." if description else ".")
+    """What the page says the provider answered: a standard error code, never its free text (logged for the
+    administrator, quoted)."""
+    _log.warning(
+        "single sign-on: %s answered %r: %r", oidc.issuer, str(error)[:100], str(description or "")[:500]
+    )
+    code = error if error in _OAUTH_ERRORS else "an error"
+    return f"{oidc.provider_name} answered {code} (its log, or this console's, has the details)."
 
 
 def _unavailable(exc: BaseException, timeout_s: float) -> str | None:

@@ -5,19 +5,23 @@ a wrong client secret or an issuer that does not answer is a clear page; the sec
 
 from __future__ import annotations
 
+import datetime
 import re
 import secrets
 
 import pytest
+import requests
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 from playwright.sync_api import Page, expect
 
+from controlplane import core
 from controlplane.core.roles import Role, role_of
 from controlplane.models import AuditEvent
 from replication.kafka.processes import free_port
 from tests.oidc_provider.server import OidcProvider
 from tests.web.served import web_env
-from tests.workers.harness import Gunicorn
+from tests.workers.harness import Gunicorn, sign_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -239,3 +243,73 @@ def test_a_provider_that_is_not_the_configured_issuer_is_a_clear_page(provider, 
     assert answer.status_code == 502, page[:500]
     assert "The identity provider is not the one configured" in page
     assert f"names the issuer &#x27;{provider.issuer}&#x27;" in page and SECRET not in page
+
+
+# -- issue 35 item 5: leaving the identity provider removes access ---------------------------------------
+def test_an_sso_admin_who_is_disabled_loses_the_session_and_the_api_token_at_once(page: Page, web, provider):
+    """Before: an SSO admin minted a 90-day API token, and the token and the session stayed admin after
+    they left the provider; admins could not disable a user in /admin/ (403). Now the token lasts
+    MIRRORPLANE_OIDC_API_TOKEN_TTL_HOURS (8), and an admin's "Disable" in /admin/ ends both at once."""
+    provider.user("olga", password=PROVIDER_PASSWORD, groups=["kafka-admins"])
+    _sso_sign_in(page, web, "olga")
+    expect(page.locator("header .role")).to_have_text("admin")
+    csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
+    minted = page.request.post(
+        f"{web.url}/api/v1/tokens/rotate/", headers={"X-CSRFToken": csrf, "Referer": f"{web.url}/"}
+    )
+    assert minted.status == 201, minted.text()[:300]
+    token = minted.json()
+    lasts = datetime.datetime.fromisoformat(token["expires_at"]) - timezone.now()
+    assert datetime.timedelta(hours=7) < lasts <= datetime.timedelta(hours=8)
+    olga_api = {"Authorization": f"Token {token['token']}"}
+    assert requests.get(f"{web.url}/api/v1/flows/", headers=olga_api, timeout=10).status_code == 200
+
+    core.user_create_with_role(username="root", role=Role.ADMIN, password=PROVIDER_PASSWORD)
+    root = sign_in(web.url, username="root", password=PROVIDER_PASSWORD)
+    users_page = root.get(f"{web.url}/admin/auth/user/", timeout=10)
+    assert users_page.status_code == 200 and "olga" in users_page.text, users_page.text[:300]
+    olga = _user("olga")
+    disabled = root.post(
+        f"{web.url}/admin/auth/user/",
+        data={
+            "action": "disable",
+            "_selected_action": [olga.pk],
+            "csrfmiddlewaretoken": root.cookies["csrftoken"],
+        },
+        headers={"Referer": f"{web.url}/admin/auth/user/"},
+        timeout=10,
+    )
+    assert disabled.status_code == 200 and "User olga disabled" in disabled.text, disabled.text[:500]
+
+    answer = requests.get(f"{web.url}/api/v1/flows/", headers=olga_api, timeout=10)
+    assert answer.status_code == 401, answer.text[:300]
+    page.goto(f"{web.url}/flows/")
+    expect(page).to_have_url(re.compile(r"/login/\?next=/flows/$"))  # the session ended
+    _sso_sign_in(page, web, "olga", provider_asks=False)
+    expect(page.get_by_role("alert")).to_contain_text("This account is disabled here")
+    [event] = AuditEvent.objects.filter(object_type="user", action="update", object_repr="olga")
+    assert (event.actor_name, event.after) == ("root", {"active": False})
+
+
+def test_a_provider_username_with_a_right_to_left_override_is_refused_and_audited_escaped(
+    page: Page, web, provider
+):
+    """Before: a right-to-left override in the provider's username reached the audit log as it was."""
+    spoofed = "mallet\u202egnp.exe"
+    provider.user(spoofed, password=PROVIDER_PASSWORD, groups=["kafka-readers"])
+    _sso_sign_in(page, web, spoofed)
+    expect(page.get_by_role("alert")).to_contain_text("U+202E")
+    assert _user(spoofed) is None
+    refusal = AuditEvent.objects.get(action="sign_in", outcome="refused", actor_name="mallet\\u202egnp.exe")
+    assert "\u202e" not in f"{refusal.actor_name}{refusal.object_repr}{refusal.detail}"
+
+
+def test_the_providers_error_text_is_not_printed_as_ours(page: Page, web):
+    page.goto(
+        f"{web.url}/login/sso/callback/?error=access_denied&error_description=Call+0800+to+restore+access"
+    )
+    expect(page.get_by_role("alert")).to_contain_text(f"{PROVIDER} answered access_denied")
+    assert "0800" not in page.content()
+    page.goto(f"{web.url}/login/sso/callback/?error=Your+account+is+locked.+Call+0800")
+    expect(page.get_by_role("alert")).to_contain_text(f"{PROVIDER} answered an error")
+    assert "0800" not in page.content()
