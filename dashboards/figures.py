@@ -158,6 +158,8 @@ def capacity_headline(row: Row, *, newline: str = "<br>") -> str:
         ]
         return newline.join(lines)
     lines = [f"{verdict}: {load} of {row['capacity_mb_per_s']:.3g} MB/s capacity"]
+    if verdict == "UNDER_PROVISIONED" and row.get("scope") == "flow" and row.get("saturated_windows"):
+        lines.append(f"saturated: a task could not keep up in {row['saturated_windows']} window(s)")
     sizing = f"{row['tasks']} task(s) (needs {row['tasks_needed']})"
     if row.get("scope") in ("overall", "pool"):  # judged on workers
         sizing += f", {row['workers']} worker(s) (needs {row['workers_needed']})"

@@ -177,9 +177,9 @@ PAGES = {
             "disk_growth_gb_per_day",
             "retention_disk_gb",
         ),
-        about="Load is the daily p95 of 5-minute MB/s. A task's capacity is the best MB/s it reached in a "
-        "window where it was saturated (behind on records older than a slice at every slice, and busy all "
-        "window), else the measured per-task maximum (REPORTS_TASK_MB_PER_S), else there is not enough data "
+        about="Load is the daily p95 of 5-minute MB/s, at least the input (produced) MB/s. A task's capacity is the best MB/s it reached in a "
+        "window where it was saturated (behind on records older than a slice at 90% of its slices or more, "
+        "empty ones included, replicating, and busy all window), else the measured per-task maximum (REPORTS_TASK_MB_PER_S), else there is not enough data "
         "for a verdict. Tasks and workers needed at Cruise Control's 0.8 network threshold, at most 150 "
         "partitions per task and 20 tasks per worker. The fleet (overall) adds up all flows; each worker pool "
         "adds up its flows and is judged on the live workers consuming its queue (the fleet on "

@@ -3,7 +3,9 @@
 Sizing follows Confluent's one-task method and Cruise Control's thresholds (REFERENCE.md "Capacity"):
 
 - load: a flow's MB/s (1 MB = 10^6 bytes) per report window (5 minutes by default, as Cruise Control
-  averages); a day's load is the p95 of its windows, its average the mean of them.
+  averages); a day's load is the p95 of its windows, its average the mean of them; a flow's current
+  load is at least what its source produced (input MB/s): a flow that cannot keep up copies less than
+  it must.
 - per-task capacity: the best window MB/s one task achieved while its partitions were behind (a task
   with a backlog runs flat out); when no task was ever behind this is only a lower bound, the best MB/s
   seen, and `per_task_saturated` is false.
@@ -81,25 +83,33 @@ USAGE_SCHEMA = (
 # A task is busy for a window when its slices covered at least this share of it (a slice's interval
 # starts in the window before, so a fully covered window sums to about its length, never exactly).
 BUSY_SHARE = 0.9
+# A partition is saturated for a window when it was behind at at least this share of its samples (the
+# tolerance: a sample whose source end is unknown, or a reset, is not behind) and it replicated records.
+BEHIND_SHARE = 0.9
 
 
 @dataclass(frozen=True)
 class SampleProgress:
     """Per sample of one mirrored partition, what needs the sample before it (in time):
 
-    - `saturated`: the slice replicated records and still left some that the source already had at the
-      previous sample (next_offset < the previous source end offset): it could not drain even the
-      backlog it started with. Records produced during the slice (in flight) do not count.
+    - `behind`: the slice left records that the source already had at the previous sample (next_offset <
+      the previous source end offset): it could not drain even the backlog it started with, whether it
+      replicated some (a busy slice) or none (an empty fetch). Records produced during the slice (in
+      flight) do not count.
+    - `replicated`: the slice replicated records.
     - `produced`: records the source gained since the previous sample (0 on a reset or unknown).
     - `ack_ms`: replication latency - record age (poll to the target's ack; NaN when either is unknown).
     """
 
-    saturated: np.ndarray
+    behind: np.ndarray
+    replicated: np.ndarray
     produced: np.ndarray
     ack_ms: np.ndarray
 
     def take(self, rows: np.ndarray) -> SampleProgress:
-        return SampleProgress(self.saturated[rows], self.produced[rows], self.ack_ms[rows])
+        return SampleProgress(
+            self.behind[rows], self.replicated[rows], self.produced[rows], self.ack_ms[rows]
+        )
 
 
 def sample_progress(table: pa.Table) -> SampleProgress:
@@ -112,10 +122,10 @@ def sample_progress(table: pa.Table) -> SampleProgress:
     previous_end, previous_known = np.zeros_like(end), np.zeros(len(end), dtype=bool)
     previous_end[order[1:]], previous_known[order[1:]] = end[order[:-1]], end_known[order[:-1]]
     grew = end_known & previous_known & (end >= previous_end)
-    saturated = grew & position_known & (position < previous_end) & records_known & (records > 0)
+    behind = grew & position_known & (position < previous_end)
     produced = np.where(grew, end - previous_end, 0)
     ack_ms = doubles(table, "replication_latency_ms") - doubles(table, "record_age_ms")
-    return SampleProgress(saturated, produced, ack_ms)
+    return SampleProgress(behind, records_known & (records > 0), produced, ack_ms)
 
 
 def _dense_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, int]:
@@ -136,7 +146,9 @@ def task_usage(
     in that order: each row's window index, and (*by, USAGE_SCHEMA) as Spark's sum and max give them.
 
     `_covered_s` sums the slice seconds (null without any), `_behind` is the most records behind,
-    `_saturated` says every sample was saturated (`SampleProgress`); whether the slices covered the window
+    `_saturated` says the partition was behind at BEHIND_SHARE of the samples at least and replicated
+    records in some (`SampleProgress`: empty slices of a partition that is behind do not clear it; a
+    stalled one, replicating nothing, measures no capacity); whether the slices covered the window
     (BUSY_SHARE) is judged per task over all its workers (`daily_flow_usage_from_windows`): a task whose
     slices alternate between workers covers the window too. `_produced` sums the records produced,
     `_ack_ms` and `_acks` sum and count `ack_ms`.
@@ -161,8 +173,10 @@ def task_usage(
     covered = sum_of_doubles(np.where(interval_s > 0, interval_s, np.nan), group_of_row, count)
     usage["_covered_s"] = pa.array(covered, from_pandas=True)
     usage["_behind"] = pa.array(max_of_longs(behind, group_of_row, count))
-    unsaturated = np.bincount(group_of_row[~progress.saturated], minlength=count)
-    usage["_saturated"] = pa.array(unsaturated == 0)
+    samples = np.bincount(group_of_row, minlength=count)
+    behind_samples = np.bincount(group_of_row[progress.behind], minlength=count)
+    replicating = np.bincount(group_of_row[progress.replicated], minlength=count) > 0
+    usage["_saturated"] = pa.array((behind_samples >= BEHIND_SHARE * samples) & replicating)
     usage["_produced"] = pa.array(
         sum_of_longs(progress.produced, np.ones(len(group_of_row), dtype=bool), group_of_row, count)[0]
     )
@@ -212,8 +226,8 @@ def daily_flow_usage(samples: DataFrame, window: timedelta = DEFAULT_USAGE_WINDO
 def daily_flow_usage_from_windows(reduced: DataFrame, *, window_s: int) -> DataFrame:
     """`daily_flow_usage` from `window_usage` rows of `window_s`-second windows."""
     # A partition's rate under one task in one window, whichever workers ran its slices; tasks and flows
-    # add their partitions' rates. It is saturated when every sample was and the slices, on any worker,
-    # covered the window.
+    # add their partitions' rates. It is saturated when it was on every worker's samples (`task_usage`)
+    # and the slices, on any worker, covered the window.
     covered = F.coalesce(F.sum("_covered_s"), F.lit(0.0)) >= BUSY_SHARE * window_s
     partition_rates = reduced.groupBy(
         *FLOW_KEY, "date", "window_start", "task_index", "remote_topic", "partition"
@@ -222,7 +236,7 @@ def daily_flow_usage_from_windows(reduced: DataFrame, *, window_s: int) -> DataF
         (F.min("_saturated") & covered).alias("_saturated"),
     )
     # A task is saturated in a window when one of its partitions was saturated all window (behind on
-    # records older than a slice at every slice, replicating at every slice, the window covered).
+    # records older than a slice at nearly every slice, replicating, the window covered).
     task_rates = (
         partition_rates.groupBy(*FLOW_KEY, "date", "window_start", "task_index")
         .agg(F.sum("_mb_per_s").alias("_task_mb_per_s"), F.max("_saturated").alias("_saturated"))
@@ -435,6 +449,8 @@ def capacity_plan_from_usage(
     flows = (
         trend.crossJoin(horizons)
         .withColumn("scope", F.lit("flow"))
+        # A flow that cannot keep up copies less than its source produces: its load is what it must copy.
+        .withColumn("current_mb_per_s", F.greatest("current_mb_per_s", "input_mb_per_s"))
         .withColumn("tasks", F.least(F.lit(tasks_max), F.col("partitions")).cast("long"))
         .withColumn("per_task_mb_per_s", per_task)
         .withColumn(

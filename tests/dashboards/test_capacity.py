@@ -3,11 +3,13 @@ fleet's sums, days to capacity and verdicts on known numbers."""
 
 from __future__ import annotations
 
+import math
 from datetime import date, timedelta
 
 import pytest
 from pyspark.sql import functions as F
 
+from dashboards.figures import capacity_headline
 from dashboards.spark.capacity import NOT_ENOUGH_DATA, capacity_plan_from_usage, daily_flow_usage
 from dashboards.spark.lake import spark_schema_ddl
 from tests.dashboards.conftest import sample
@@ -19,26 +21,38 @@ USAGE_SCHEMA = (
     "record_bytes double, input_mb_per_s double, network_latency_ms double"
 )
 RECORD = 1_000  # bytes
-IDLE, IN_FLIGHT, SATURATED, STALLED, HALF_COVERED, TWO_WORKERS = 1, 2, 3, 4, 5, 6
+IDLE, IN_FLIGHT, SATURATED, STALLED, HALF_COVERED, TWO_WORKERS, SOME_EMPTY = 1, 2, 3, 4, 5, 6, 7
 
 
-def _window(flow_id: int, *, produced: int, replicated: int, backlog: int, slices: range) -> list[tuple]:
+def _window(
+    flow_id: int,
+    *,
+    produced: int,
+    replicated: int,
+    backlog: int,
+    slices: range,
+    empty_every: int = 0,
+    partition: int = 0,
+) -> list[tuple]:
     """Samples every 10 s of one partition: `produced` records a slice at the source, `replicated` of
-    them by the mirror, `backlog` records behind from the start; ack 40 ms after the poll."""
-    rows = []
+    them by the mirror (none in every `empty_every`-th slice), `backlog` records behind from the start;
+    ack 40 ms after the poll."""
+    rows, position = [], 0
     for k in slices:
         end = backlog + produced * (k + 1)
-        position = min(replicated * (k + 1), end)
+        copied = 0 if empty_every and k % empty_every == 0 else replicated
+        position = min(position + copied, end)
         rows.append(
             sample(
                 at_s=10 * k,
                 end=end,
                 position=position,
                 flow_id=flow_id,
-                records=replicated,
-                bytes_=replicated * RECORD,
-                record_age_ms=60.0 if replicated else None,
-                replication_latency_ms=100.0 if replicated else None,
+                partition=partition,
+                records=copied,
+                bytes_=copied * RECORD,
+                record_age_ms=60.0 if copied else None,
+                replication_latency_ms=100.0 if copied else None,
             )
         )
     return rows
@@ -62,6 +76,9 @@ def usage(spark):
         *_window(STALLED, produced=200, replicated=0, backlog=1_000, slices=whole),
         # Saturated while it reported, but only for the first half of the window.
         *_window(HALF_COVERED, produced=200, replicated=100, backlog=1_000, slices=range(-1, 15)),
+        # Behind all window, one slice in seven an empty fetch (issue 36: a flow 60,000 records and 150 s
+        # behind and growing had the verdict NOT_ENOUGH_DATA because a handful of its slices copied none).
+        *_window(SOME_EMPTY, produced=200, replicated=100, backlog=1_000, slices=whole, empty_every=7),
         # Saturated all window, its slices taken in turn by two workers (each covers half the window).
         *[
             (*r[:7], f"w0:{k % 2}", *r[8:])
@@ -87,6 +104,8 @@ def test_a_task_is_saturated_only_when_behind_and_busy_for_the_whole_window(usag
     # Whichever workers ran the task's slices: saturated (issue 28: flows behind all window said
     # NOT_ENOUGH_DATA when their task moved between the demo's two workers).
     assert saturated[TWO_WORKERS] == saturated[SATURATED]
+    # Some empty slices while behind: still saturated, at the rate it copied over the window.
+    assert saturated[SOME_EMPTY] == (1, pytest.approx(100 * RECORD * 25 / 300 / 1e6))
     for flow in (IDLE, IN_FLIGHT, STALLED, HALF_COVERED):
         assert saturated[flow] == (0, None), flow
     in_flight = usage_by_flow[IN_FLIGHT]
@@ -115,6 +134,43 @@ def test_a_barely_loaded_flow_gets_no_verdict_without_a_measured_task(usage):
     ).where("horizon_days = 0 AND scope = 'flow'")
     (flow,) = measured.collect()
     assert (flow.verdict, flow.tasks_needed, flow.per_task_source) == ("RIGHT_SIZED", 1, "measured")
+
+
+def test_a_flow_that_cannot_keep_up_for_two_windows_is_saturated_and_sized(spark):
+    """Issue 36: a flow falling further behind for whole windows, with some empty slices among its
+    samples, is judged UNDER_PROVISIONED on its measured task, with the tasks it needs; its load is what
+    its source produced, not the less it managed to copy."""
+    rows = [
+        row
+        for partition in range(4)
+        for row in _window(
+            SOME_EMPTY,
+            produced=200,
+            replicated=100,
+            backlog=1_000,
+            slices=range(-1, 60),
+            empty_every=7,
+            partition=partition,
+        )
+    ]
+    usage = daily_flow_usage(spark.createDataFrame(rows, spark_schema_ddl()), timedelta(minutes=5))
+    (day,) = usage.collect()
+    assert day.saturated_windows == 2  # 12:00 and 12:05, each with four or five empty slices
+    plan = capacity_plan_from_usage(
+        spark.createDataFrame(usage.toArrow()),
+        worker_nic_mbps=10_000,
+        retention_hours=1,
+        tasks_max=1,
+        workers=1,
+    )
+    (flow,) = plan.where("horizon_days = 0 AND scope = 'flow'").collect()
+    assert flow.per_task_saturated and flow.per_task_source == "saturated windows"
+    assert flow.current_mb_per_s == pytest.approx(day.input_mb_per_s)  # twice what it copied
+    assert flow.tasks_needed == math.ceil(flow.current_mb_per_s / (flow.per_task_mb_per_s * 0.8)) >= 3
+    assert (flow.verdict, flow.tasks, flow.tasks_to_add) == ("UNDER_PROVISIONED", 1, flow.tasks_needed - 1)
+    headline = capacity_headline(flow.asDict(), newline="\n")
+    assert "saturated: a task could not keep up in 2 window(s)" in headline
+    assert f"1 task(s) (needs {flow.tasks_needed})" in headline
 
 
 def usage_rows(spark, days: int, *, flows=((1, "A->B", 5.0),), growth=0.25):
