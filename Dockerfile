@@ -27,4 +27,4 @@ EXPOSE 8000
 # The web's liveness; docker-compose.yml gives workers and beat their own probe (python -m workers.probe).
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
   CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4)"
-CMD ["gunicorn", "controlplane.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3"]
+CMD ["gunicorn", "controlplane.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--threads", "8"]

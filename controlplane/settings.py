@@ -16,7 +16,8 @@ so on the secrets key derived from it: both are public, in this file.
 | METRICS_OPEN | false (true: /metrics needs no token) |
 | MIRRORPLANE_METRICS_PARTITION_LEVEL | auto (`partition`: every partition's series in /metrics; `topic`: per topic only; `auto`: per topic only for flows of more than MIRRORPLANE_METRICS_PARTITION_LIMIT partitions; docs/metrics.md) |
 | MIRRORPLANE_METRICS_PARTITION_LIMIT | 1000 (the partitions a flow may have and still be exported per partition under `auto`) |
-| MIRRORPLANE_WEB_READ_TIMEOUT_S | 3.0 (the bound of each Kafka request a web request makes: topics, records, groups, offset mapping, failover plan; a sync web worker waits for it) |
+| MIRRORPLANE_WEB_READ_TIMEOUT_S | 3.0 (one web request's time for all its calls to other systems together: Kafka reads (topics, records, groups, offset mapping, failover plan) and schema-registry lookups; past it the page shows what it has with a note, or answers 504 naming what was not asked; controlplane/core/call_bounds.py) |
+| MIRRORPLANE_WEB_OUTBOUND_REQUESTS | 6 (requests of one web process that may wait on other systems at once; one more answers 503 at once. Keep it below gunicorn's `--threads` (8 in the Dockerfile), so every process keeps threads for /healthz and the pages that read only the database) |
 | MIRRORPLANE_CLUSTER_HOSTS_ALLOWED | empty: any host (bootstrap hosts clusters may name, comma-separated: host names, `*.domain`, IP networks such as 10.20.0.0/16; the console connects there, so set it to keep it from probing other addresses) |
 | MIRRORPLANE_OUTBOUND_HOSTS_ALLOWED | empty: any host name, public addresses only (what the server and its workers fetch for a user: schema registries, alert webhooks and Slack; comma-separated host names, `*.domain`, IP networks. Every address a host resolves to must be public or inside a listed network: list 10.0.0.0/8 for registries on a private network, 127.0.0.1 for one on this machine; docs/security.md) |
 | CLUSTER_CHECK_RATE_PER_MINUTE | 20 (cluster checks, "Test connection", one user may run per minute; 0: no limit) |
@@ -41,7 +42,7 @@ so on the secrets key derived from it: both are public, in this file.
 | MIRRORPLANE_OIDC_PASSWORD_LOGIN | true (false with OIDC: local usernames and passwords no longer sign in, on /login/ and /admin/login/) |
 | MIRRORPLANE_OIDC_TIMEOUT_S | 5.0 (the bound of each request to the provider a sign-in makes) |
 | MIRRORPLANE_OIDC_API_TOKEN_TTL_HOURS | 8 (an API token of a user who signs in through the provider expires this soon: someone who left the provider loses the API with their session) |
-| MIRRORPLANE_BROWSE_MAX_SCANNED | 10000 (the most records one message-browser search reads, shared between the topic's partitions; a search also stops at MIRRORPLANE_WEB_READ_TIMEOUT_S) |
+| MIRRORPLANE_BROWSE_MAX_SCANNED | 10000 (the most records one message-browser search reads, shared between the topic's partitions; a search also stops at the request's MIRRORPLANE_WEB_READ_TIMEOUT_S) |
 | LOG_LEVEL | INFO (the root logger) |
 | CELERY_TASK_LOG_LEVEL | WARNING (Celery's per-task "received"/"succeeded" lines are INFO; failures stay visible) |
 | EMAIL_BACKEND, EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS, EMAIL_USE_SSL, DEFAULT_FROM_EMAIL | Django's (SMTP on localhost:25); email alert channels use them |
@@ -121,8 +122,10 @@ if MIRRORPLANE_METRICS_PARTITION_LEVEL not in ("partition", "topic", "auto"):
         "topic or auto"
     )
 MIRRORPLANE_METRICS_PARTITION_LIMIT = env.int("MIRRORPLANE_METRICS_PARTITION_LIMIT", default=1000)
-# Each Kafka request of a web request (behind the cluster's circuit breaker): a sync web worker waits for it.
+# One web request's time for all its outbound calls (Kafka reads, registry lookups), and the requests of a
+# process that may wait on other systems at once (controlplane/core/call_bounds.py).
 MIRRORPLANE_WEB_READ_TIMEOUT_S = env.float("MIRRORPLANE_WEB_READ_TIMEOUT_S", default=3.0)
+MIRRORPLANE_WEB_OUTBOUND_REQUESTS = env.int("MIRRORPLANE_WEB_OUTBOUND_REQUESTS", default=6)
 # Hosts clusters may name (host names, *.domain, IP networks); empty: any. Checks and pages connect there.
 MIRRORPLANE_CLUSTER_HOSTS_ALLOWED = env.list("MIRRORPLANE_CLUSTER_HOSTS_ALLOWED", default=[])
 # Hosts and networks outbound URLs may reach (registries, webhooks, Slack): replication.outbound.
@@ -194,6 +197,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: the request's deadline for outbound calls starts when it arrives, its slot is given back last.
+    "controlplane.core.call_bounds.RequestDeadline",
     "django.middleware.security.SecurityMiddleware",
     "controlplane.core.client_address.ClientAddressMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

@@ -1,5 +1,6 @@
 """Service errors as HTTP: 400 with field messages, 409 for conflicts, 429 past a rate limit, 502 when a
-cluster does not answer."""
+cluster does not answer (504 when the request's time for outbound calls ran out, 503 when the web process
+already waits on other systems for its most requests: controlplane.core.call_bounds)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def exception_handler(exc, context):
     if isinstance(exc, ServiceConflict):
         return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, ClusterUnavailable):
-        return Response({"detail": str(exc)}, status=status.HTTP_502_BAD_GATEWAY)
+        return Response({"detail": str(exc)}, status=exc.http_status)
     if isinstance(exc, RateLimited):
         return Response(
             {"detail": str(exc)},

@@ -27,10 +27,11 @@ from controlplane.browse.records import (
     shown,
     topic_name_error,
 )
+from controlplane.core import call_bounds
 from controlplane.core.bounds import whole_number
 from controlplane.core.errors import ServiceValidationError
 from controlplane.core.roles import Role
-from controlplane.flows.cluster_reads import cluster_read, read_timeout_s, timed
+from controlplane.flows.cluster_reads import cluster_read, timed
 from controlplane.models import Cluster
 from replication.browse import KafkaRecord, PartitionOffsets, ValueFormat
 from replication.config import ClusterConfig
@@ -333,7 +334,7 @@ def _read(
         page.notes.append(f"more than {search.max_records} records match: narrow the search or show more")
     elif unread := [p.partition for p in partitions if not p.complete]:
         page.notes.append(
-            f"stopped at a bound ({read_timeout_s():g} s or {search.max_scanned:,} records read) before the "
+            f"stopped at a bound ({call_bounds.budget_s():g} s or {search.max_scanned:,} records read) before the "
             f"end of the range in partition(s) {', '.join(map(str, unread))}: narrow the time range"
         )
     return offsets, ranges, page

@@ -457,19 +457,20 @@ def topic_records(*, cluster: Cluster, topic: str, seek: Seek, role: Role | None
     raw = _read_page(cluster, topic, seek)
     masked = masks_values(topic=topic, role=role)
     decoder = record_decoder(cluster) if raw.records and seek.format is ValueFormat.AUTO else None
+    records = [shown(record, fmt=seek.format, masked=masked, decoder=decoder) for record in raw.records]
     return RecordPage(
         cluster=cluster,
         topic=topic,
         partitions=raw.partitions,
         seek=seek,
         start_offset=raw.start_offset,
-        records=[shown(record, fmt=seek.format, masked=masked, decoder=decoder) for record in raw.records],
+        records=records,
         complete=raw.complete,
         masked=masked,
         mirrors=mirrors_by_topic(cluster=cluster, topics=[topic])[topic],
         read_at=raw.read_at,
         read_ms=raw.read_ms,
-        notes=raw.notes,
+        notes=raw.notes + ([decoder.note] if decoder and decoder.note else []),
     )
 
 

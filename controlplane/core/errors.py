@@ -27,6 +27,8 @@ class ServiceConflict(Exception):
 class ClusterUnavailable(Exception):
     """A cluster the request needs did not answer (connection, authentication, timeout)."""
 
+    http_status = 502
+
 
 class RateLimited(Exception):
     """Too many requests of one user for something that costs the clusters (HTTP 429 with Retry-After)."""

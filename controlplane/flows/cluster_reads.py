@@ -2,13 +2,15 @@
 the failover plan): bounded, and refused at once while the cluster does not answer. Every cluster read of
 a web request goes through `cluster_read` or `clusters_read`.
 
-Each read gets MIRRORPLANE_WEB_READ_TIMEOUT_S (3 s by default: a sync web worker waits for it); a
-cluster that has not answered for TCP_CHECK_AFTER_S is first asked for a TCP connection (a refused port
-or an unknown host fails at once, a silent one within TCP_CHECK_TIMEOUT_S). A cluster
-that failed MIRRORPLANE_CLUSTER_FAILURES_TO_FAULT reads in a row opens its circuit breaker in this
-process (`replication.circuit_breaker`, the workers' rule): reads of it are refused without a network call
-until the backoff ends, so a dead cluster costs a web worker one timeout per backoff period, not one per
-page view. Failures are `ClusterUnavailable` (HTTP 502) naming the cluster and the broker's reason.
+Each read gets what is left of the request's time for outbound calls (`controlplane.core.call_bounds`:
+MIRRORPLANE_WEB_READ_TIMEOUT_S, 3 s by default, for all the request's Kafka reads and registry lookups
+together); a cluster that has not answered for TCP_CHECK_AFTER_S is first asked for a TCP connection (a
+refused port or an unknown host fails at once, a silent one within TCP_CHECK_TIMEOUT_S). A cluster that
+did not answer one read opens its circuit breaker for every web process (`call_bounds.breaker_allow`, kept in
+Redis, `replication.circuit_breaker`'s rule): reads of it are refused without a network call until the
+pause ends, when one process makes the trial read, so a dead cluster costs the whole web one timeout
+per pause, not one per page view nor one per process. Failures are `ClusterUnavailable` (HTTP 502) naming
+the cluster and the broker's reason.
 
 Only cluster failures count (`replication.kafka.clients.is_cluster_failure`: unreachable, timed out,
 credentials refused): a request the cluster answered with an error (an invalid offset or time, a partition
@@ -25,14 +27,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from django.conf import settings
 from django.utils import timezone
 
+from controlplane.core import call_bounds
 from controlplane.core.errors import NON_FIELD, ClusterUnavailable, ServiceConflict, ServiceValidationError
 from controlplane.flows import engine
 from controlplane.models import Cluster
-from replication import circuit_breaker as breaker
-from replication.circuit_breaker import BreakerPolicy, BreakerState
 from replication.config import ClusterConfig
 from replication.kafka.admin import TopicAdminError
 from replication.kafka.browser import BrowseError, UnknownTopic
@@ -46,8 +46,7 @@ T = TypeVar("T")
 # What a cluster that does not answer raises from the adapters (UnknownTopic is an answer).
 UNAVAILABLE_ERRORS = (BrowseError, GroupAdminError, FailoverIOError, TopicAdminError)
 
-_breakers: dict[str, BreakerState] = {}
-_answered_at: dict[str, float] = {}  # when each cluster last answered a read
+_answered_at: dict[str, float] = {}  # when each cluster last answered a read of this process
 _lock = threading.Lock()
 # A cluster that answered this recently is read at once; otherwise a TCP connection to its bootstrap
 # servers is tried first, so a refused port or an unknown host fails in milliseconds, not a timeout.
@@ -55,25 +54,8 @@ TCP_CHECK_AFTER_S = 30.0
 TCP_CHECK_TIMEOUT_S = 1.0
 
 
-def read_timeout_s() -> float:
-    """The bound of each Kafka request a web request makes: short, a web worker waits for it."""
-    return settings.MIRRORPLANE_WEB_READ_TIMEOUT_S
-
-
-def _tcp_timeout_s() -> float:
-    # A TCP handshake takes a round trip: a cluster that cannot complete one in a second does not answer.
-    return min(read_timeout_s(), TCP_CHECK_TIMEOUT_S)
-
-
-def _policy() -> BreakerPolicy:
-    return BreakerPolicy(
-        failure_threshold=settings.MIRRORPLANE_CLUSTER_FAILURES_TO_FAULT,
-        max_backoff_s=settings.MIRRORPLANE_CLUSTER_BACKOFF_MAX_S,
-    )
-
-
 def _key(config: ClusterConfig) -> str:
-    return f"{config.alias}|{config.bootstrap_servers}"
+    return f"cluster:{config.alias}|{config.bootstrap_servers}"
 
 
 def cluster_read(
@@ -105,14 +87,17 @@ def configs_read(
     moment = time.time() if now is None else now
     for config in configs:
         _allow(config, moment)
+    asked = ", ".join(f"cluster {config.alias}" for config in configs)
+    timeout_s = call_bounds.timeout_s(asked)
     try:
         for config in configs:
             stale = moment - _answered_at.get(_key(config), float("-inf")) > TCP_CHECK_AFTER_S
-            if stale and (reason := tcp_unreachable(config, timeout_s=_tcp_timeout_s())):
+            # A TCP handshake takes a round trip: a cluster that cannot complete one in a second does not answer.
+            if stale and (reason := tcp_unreachable(config, timeout_s=min(timeout_s, TCP_CHECK_TIMEOUT_S))):
                 raise BrowseError(
                     f"cluster {config.alias} ({config.bootstrap_servers}) is unreachable: {reason}"
                 )
-        result = read(configs, read_timeout_s())
+        result = read(configs, call_bounds.timeout_s(asked))
     except (UnknownTopic, ServiceValidationError, ServiceConflict):  # the cluster answered
         _record_answers(configs)
         raise
@@ -123,19 +108,17 @@ def configs_read(
                 NON_FIELD,
                 f"{exc}. The cluster answered and refused this request: change what was asked for",
             ) from exc
-        for config in _blamed(exc, configs):
-            _record(_key(config), str(exc))
+        if call_bounds.had_fair_time(timeout_s):
+            for config in _blamed(exc, configs):
+                _record(_key(config), str(exc))
         raise ClusterUnavailable(str(exc)) from exc
     _record_answers(configs)
     return result
 
 
 def _allow(config: ClusterConfig, moment: float) -> None:
-    key = _key(config)
-    with _lock:
-        allowed, _breakers[key] = breaker.allow(_breakers.get(key, BreakerState()), now=moment)
-        state = _breakers[key]
-    if not allowed:
+    state = call_bounds.breaker_allow(_key(config), now=moment)
+    if state is not None:
         wait_s = max(state.retry_at - moment, 0)
         raise ClusterUnavailable(
             f"cluster {config.alias} did not answer the last {state.failures} read(s) "
@@ -160,13 +143,10 @@ def _record_answers(configs: list[ClusterConfig]) -> None:
 
 
 def _record(key: str, error: str | None) -> None:
-    with _lock:
-        state = _breakers.get(key, BreakerState())
-        if error is None:
-            _breakers[key] = breaker.record_success(state)
+    call_bounds.breaker_record(key, error=error, now=time.time())
+    if error is None:
+        with _lock:
             _answered_at[key] = time.time()
-        else:
-            _breakers[key] = breaker.record_failure(state, now=time.time(), error=error, policy=_policy())
 
 
 def timed(read: Callable[[], T]) -> tuple[T, datetime.datetime, float]:
@@ -178,7 +158,7 @@ def timed(read: Callable[[], T]) -> tuple[T, datetime.datetime, float]:
 
 
 def reset_breakers() -> None:
-    """Forget every cluster's failures (tests, and after a cluster is edited)."""
+    """Forget every cluster's failures (tests)."""
+    call_bounds.breakers_reset()
     with _lock:
-        _breakers.clear()
         _answered_at.clear()

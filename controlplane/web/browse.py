@@ -89,7 +89,7 @@ def _read_into(context: dict, key: str, read) -> int:
         return 400
     except ClusterUnavailable as exc:
         context["problem"] = str(exc)
-        return 502
+        return exc.http_status
     return 200
 
 

@@ -90,7 +90,7 @@ def _detail_context(cluster, group: str) -> tuple[dict, int]:
         context["detail"] = groups.group_detail(cluster=cluster, group=group)
     except ClusterUnavailable as exc:
         context["problem"] = str(exc)
-        return context, 502
+        return context, exc.http_status
     return context, 200
 
 

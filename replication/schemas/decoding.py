@@ -160,8 +160,8 @@ def decode_record(payload: bytes | None, source: SchemaSource) -> Decoded:
         return Decoded(None)
     try:
         schema = source.schema_by_id(schema_id)
-    except Exception as exc:  # the registry: unreachable, refused, an answer that is not JSON
-        return Decoded(schema_id, problem=f"the registry did not answer for schema ID {schema_id}: {exc}")
+    except Exception as exc:  # the registry: unreachable, refused, an answer that is not JSON, not asked
+        return Decoded(schema_id, problem=f"schema ID {schema_id} was not read from the registry: {exc}")
     if schema is None:
         return Decoded(schema_id, problem=f"schema ID {schema_id} is not in this cluster's registry")
     kind, decode = _DECODERS.get(schema.schema_type.upper(), (schema.schema_type.lower(), None))

@@ -71,6 +71,6 @@ def test_what_does_not_decode_says_why_and_shows_the_bytes():
         shown = render_decoded(payload, decoded)
         assert shown.format in ("hex", "text") and problem in shown.note, (name, shown)
     down = decode_record(wire(7, avro({"id": 1})), Schemas({}, down=True))
-    assert "did not answer for schema ID 7: connection refused" in down.problem
+    assert "schema ID 7 was not read from the registry: connection refused" in down.problem
     assert decode_record(b"plain text", source).schema_id is None  # not the wire format: untouched
     assert decode_record(None, source).schema_id is None

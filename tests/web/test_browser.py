@@ -187,13 +187,12 @@ def test_an_unreachable_cluster_answers_502_then_is_not_asked(client_as, users, 
     cluster_reads.reset_breakers()
     services.cluster_create(actor=users["admin"], alias="gone", bootstrap_servers="127.0.0.1:1")
     viewer = client_as("viewer")
-    for _ in range(2):  # MIRRORPLANE_CLUSTER_FAILURES_TO_FAULT reads fail...
-        response = viewer.get(reverse("web:topic", args=["gone", "orders"]))
-        assert response.status_code == 502
-        assert "cluster gone (127.0.0.1:1)" in response.context["problem"]
+    response = viewer.get(reverse("web:topic", args=["gone", "orders"]))  # one read fails...
+    assert response.status_code == 502
+    assert "cluster gone (127.0.0.1:1)" in response.context["problem"]
     refused = viewer.get(reverse("web:topic", args=["gone", "orders"]))  # ...then the breaker answers
     assert refused.status_code == 502
-    assert "did not answer the last 2 read(s)" in refused.context["problem"]
+    assert "did not answer the last 1 read(s)" in refused.context["problem"]
     assert "Test connection" in refused.context["problem"]
     listing = viewer.get(reverse("web:topics"), {"cluster": "gone"})
     assert listing.status_code == 200 and "did not answer" in listing.context["problem"]

@@ -4,6 +4,7 @@ test database (PostgreSQL), a Redis database, and the session's embedded Kafka c
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shlex
 import shutil
@@ -230,9 +231,19 @@ def start_prometheus(*, config: Path, workdir: Path, port: int) -> subprocess.Po
     )
 
 
+def dockerfile_gunicorn_flags() -> tuple[str, ...]:
+    """The flags the Dockerfile's CMD gives gunicorn, but its --bind (the test binds a free port)."""
+    cmd = next(line for line in (REPO / "Dockerfile").read_text().splitlines() if line.startswith("CMD "))
+    argv = json.loads(cmd.removeprefix("CMD "))
+    assert argv[:2] == ["gunicorn", "controlplane.wsgi"], argv
+    flags = argv[2:]
+    at = flags.index("--bind")
+    return tuple(flags[:at] + flags[at + 2 :])
+
+
 class Gunicorn:
-    """`gunicorn controlplane.wsgi` as the Dockerfile runs it: its default settings (1 sync worker, 30 s
-    timeout) unless `args` adds the production flags (e.g. `--workers 3`, as docker-compose.yml)."""
+    """`gunicorn controlplane.wsgi`: gunicorn's defaults (1 sync worker, 30 s timeout) unless `args` adds
+    flags (`dockerfile_gunicorn_flags()`: the Dockerfile's, `--workers 3 --threads 8`)."""
 
     def __init__(self, *, env: dict[str, str], log: Path, args: tuple[str, ...] = ()) -> None:
         self.env, self.log, self.args, self.process = env, log, args, None
