@@ -107,3 +107,52 @@ class SmtpReceiver:
     def __exit__(self, *exc_info) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@dataclass(frozen=True)
+class Heard:
+    method: str
+    path: str
+    headers: dict[str, str]
+
+
+class Listener:
+    """An HTTP service of the test's own standing in for a hostile one (a registry, a webhook receiver,
+    another service's port): every request is recorded (method, path, headers) and answered with `status`,
+    `body` and `headers` (a redirect's Location), on `host` (another loopback address is another machine's
+    service to the outbound policy)."""
+
+    def __init__(
+        self, *, host: str = "127.0.0.1", status: int = 200, body: bytes = b"{}", headers: dict | None = None
+    ) -> None:
+        self.heard: list[Heard] = []
+        listener = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def answer(self) -> None:
+                listener.heard.append(Heard(self.command, self.path, dict(self.headers)))
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = do_PUT = do_DELETE = answer
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://{host}:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Listener:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.server.shutdown()
+        self.server.server_close()

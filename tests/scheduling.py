@@ -96,6 +96,7 @@ SHARED_FIXTURES = {
         "tests/replication/test_schema_hold.py",
         "tests/replication/test_schema_replication.py",
         "tests/replication/test_schema_sync.py",
+        "tests/web/test_outbound_policy.py",
         "tests/workers/test_schema_runtime.py",
     ),
 }
