@@ -144,7 +144,11 @@ def test_registry_urls_outside_the_policy_are_a_400_naming_the_field_at_every_wr
                 headers={"Referer": f"{web.url}/clusters/new/"},
                 timeout=20,
             )
-            assert page.status_code == 200 and "client.schema.registry.url: " in page.text and reason in page.text
+            assert (
+                page.status_code == 200
+                and "client.schema.registry.url: " in page.text
+                and reason in page.text
+            )
             assert _refused() == before + len(answers) + 1, url  # each write path audited its refusal
             assert sorted(Cluster.objects.values_list("alias", flat=True)) == ["A"]
             assert _registry_url(stored) == "http://registry.example:8081"
@@ -174,6 +178,28 @@ def test_a_name_that_resolves_to_loopback_is_refused_unless_its_network_is_liste
     assert not Cluster.objects.exists() and _refused() == 2
     settings.MIRRORPLANE_OUTBOUND_HOSTS_ALLOWED = ["localhost", "127.0.0.0/8"]
     assert _registry_url(create()) == url
+
+
+def test_each_connection_checks_the_address_the_name_resolves_to_now(tokens, settings):
+    """A stored URL whose name passes the name rules (the default list: any name) reaches nothing its
+    address does not allow: the check runs when the socket connects, not only when the URL was stored."""
+    with Listener() as receiver:
+        channel = NotificationChannel.objects.create(
+            name="hook",
+            kind="webhook",
+            url_encrypted=notifications.crypto.encrypt_json(
+                f"{receiver.url.replace('127.0.0.1', 'localhost')}/h"
+            ),
+        )
+        settings.MIRRORPLANE_OUTBOUND_HOSTS_ALLOWED = []
+        refused = notifications.channel_test(actor=None, channel=channel)
+        with pytest.raises(notifications.DeliveryFailed, match="resolves to 127.0.0.1, a loopback address"):
+            notifications.notification_deliver(notification_id=refused.pk)
+        assert receiver.heard == []
+        settings.MIRRORPLANE_OUTBOUND_HOSTS_ALLOWED = ["localhost", "127.0.0.0/8"]
+        delivered = notifications.channel_test(actor=None, channel=channel)
+        assert notifications.notification_deliver(notification_id=delivered.pk)
+        assert [heard.path for heard in receiver.heard] == ["/h"]
 
 
 def _wire_record(cluster_a, topic: str, schema_id: int) -> None:
@@ -252,7 +278,7 @@ def test_webhooks_follow_the_policy_and_viewers_read_delivered_or_failed_only(we
     with (
         Listener(host=OTHER_SERVICE_HOST) as other_service,
         Listener() as target,
-        Listener(status=307, headers={"Location": f"{target.url}/hook"}) as redirector,
+        Listener(status=302, headers={"Location": f"{target.url}/hook"}) as redirector,
     ):
         for url, reason in (
             (f"{other_service.url}/hook", "MIRRORPLANE_OUTBOUND_HOSTS_ALLOWED"),
