@@ -17,7 +17,25 @@ class Received:
     body: dict
 
 
-class Receiver:
+class _HttpService:
+    """A ThreadingHTTPServer on `host` serving `handler` in a thread while the `with` block runs."""
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler], host: str = "127.0.0.1") -> None:
+        self.server = ThreadingHTTPServer((host, 0), handler)
+        self.server.daemon_threads = True
+        self.url = f"http://{host}:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Receiver(_HttpService):
     def __init__(self, *, status: int = 200, hang: bool = False) -> None:
         self.status, self.hang = status, hang
         self.received: list[Received] = []
@@ -39,19 +57,11 @@ class Receiver:
             def log_message(self, *args) -> None:  # quiet
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Receiver:
-        self._thread.start()
-        return self
+        self._serve(Handler)
 
     def __exit__(self, *exc_info) -> None:
         self._release.set()
-        self.server.shutdown()
-        self.server.server_close()
+        super().__exit__(*exc_info)
 
     def bodies(self, path: str | None = None) -> list[dict]:
         return [r.body for r in self.received if path is None or r.path == path]
@@ -116,7 +126,7 @@ class Heard:
     headers: dict[str, str]
 
 
-class Listener:
+class Listener(_HttpService):
     """An HTTP service of the test's own standing in for a hostile one (a registry, a webhook receiver,
     another service's port): every request is recorded (method, path, headers) and answered with `status`,
     `body` and `headers` (a redirect's Location), on `host` (another loopback address is another machine's
@@ -144,15 +154,4 @@ class Listener:
             def log_message(self, *args) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer((host, 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://{host}:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Listener:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._serve(Handler, host)
