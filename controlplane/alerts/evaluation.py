@@ -211,6 +211,8 @@ def alerts_evaluate(
                 elif verdict.firing:
                     _refresh(alert, verdict)
                     updated.append(alert)
+                elif alert is not None and verdict.unknown:  # not known now is not back within budget
+                    continue
                 elif alert is not None:
                     _resolve(alert, now=now)
                     resolved.append(alert)

@@ -73,6 +73,7 @@ class Verdict:
     unit: str = ""
     observed_at: float | None = None
     message: str = ""
+    unknown: bool = False  # the figure it judges is not known: an alert already firing is kept, not resolved
 
 
 QUIET = Verdict(False)
@@ -86,8 +87,12 @@ def _fresh(facts: FlowFacts) -> bool:
 def rpo_seconds(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
     """seconds_behind (fresh) above the flow's budget. While a partition behind has no known age yet, the
     known partitions' worst is a lower bound of the flow's: over the budget, the flow is too."""
-    if not facts.runnable or not _fresh(facts) or facts.seconds_behind is None:
+    if not facts.runnable or not _fresh(facts):
         return QUIET
+    if facts.seconds_behind is None:  # waiting for a first fetch: not known, so never judged within budget
+        return Verdict(
+            False, unknown=True, message="seconds behind not known yet: waiting for the first fetch"
+        )
     figure, budget = facts.seconds_behind, facts.budget_seconds
     at_least = "at least " if facts.seconds_behind_undated else ""
     return Verdict(

@@ -296,6 +296,12 @@ class MirrorplaneCollector:
         stale = _gauge(
             "flow_stale", "1 when a partition of a flow that should replicate has not reported", FLOW_LABELS
         )
+        health = _gauge(
+            "flow_health",
+            "The flow's health by the console's one rule (ok, lagging, stale, error, paused, disabled, "
+            "waiting: a lag not known yet, never ok), as a label of a series valued 1",
+            [*FLOW_LABELS, "health"],
+        )
         latency = _histogram(
             "record_replication_latency_seconds",
             "Records by replication latency, record timestamp to target acknowledgement (MM2 "
@@ -333,6 +339,7 @@ class MirrorplaneCollector:
             if summary.age_s is not None:
                 age.add_metric(labels, summary.age_s)
             stale.add_metric(labels, 1 if summary.health == "stale" else 0)
+            health.add_metric([*labels, summary.health], 1)
             histogram = latency_histogram([summary])
             if histogram is not None:
                 latency.add_metric(labels, *histogram)
@@ -343,7 +350,7 @@ class MirrorplaneCollector:
                 schemas_behind.add_metric(labels, schemas.versions_behind or 0)
                 schemas_errors.add_metric(labels, schemas.errors or 0)
                 schemas_age.add_metric(labels, schemas.age_s)
-        yield from (state, behind, seconds, age, stale, latency, pool_workers)
+        yield from (state, behind, seconds, age, stale, health, latency, pool_workers)
         yield from (schemas_behind, schemas_errors, schemas_age)
 
     def _event_families(self, summaries) -> Iterator[Metric]:

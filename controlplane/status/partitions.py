@@ -53,7 +53,7 @@ from controlplane.status.budgets import RpoBudget
 PAGE_SIZE = 50
 ERROR_STATES = (PartitionState.STOP, PartitionState.STALL, PartitionState.REWIND, PartitionState.ERR)
 # What a row may be filtered by: the state it shows (PartitionLive.state).
-STATES = (*PartitionState.values, rollup.STALE)
+STATES = (*PartitionState.values, rollup.STALE, rollup.WAITING)
 
 
 @dataclass(frozen=True)
@@ -81,13 +81,19 @@ class TaskReports:
     def shown_state(self) -> Case:
         """`PartitionLive.state` in SQL, by `rollup.partition_live`'s rule: STALE when the newer of the row's
         write and its task's report is older than the limit, that is, when the row's write is old and its
-        task (if it has one) did not report within the limit either; else the worker's state."""
+        task (if it has one) did not report within the limit either; WAITING while its lag is not known
+        (`rollup.health`); else the worker's state."""
         fresh = [key for key, (observed_at, _) in self.tasks.items() if observed_at >= self.stale_before]
         vouched = reduce(
             or_, (Q(flow_id=flow_id, task_index=index) for flow_id, index in fresh), Q(pk__in=[])
         )
+        # rollup.health's "waiting": fresh, not in error, no known age and no records known behind.
+        waiting = Q(state__in=(PartitionState.OK, PartitionState.WARN), seconds_behind__isnull=True) & (
+            Q(records_behind__isnull=True) | Q(records_behind=0)
+        )
         return Case(
             When(Q(observed_at__lt=self.stale_before) & ~vouched, then=Value(rollup.STALE)),
+            When(waiting, then=Value(rollup.WAITING)),
             default=F("state"),
             output_field=CharField(),
         )
@@ -113,7 +119,7 @@ def partition_rows(
             severity=Case(
                 When(shown__in=ERROR_STATES, then=Value(3)),
                 When(shown=rollup.STALE, then=Value(2)),
-                When(shown=PartitionState.WARN, then=Value(1)),
+                When(shown__in=(PartitionState.WARN, rollup.WAITING), then=Value(1)),
                 default=Value(0),
                 output_field=IntegerField(),
             ),

@@ -40,6 +40,9 @@ from replication.metrics import LATENCY_BUCKETS_MS
 # MIRRORPLANE_STALE_AFTER_S ago is STALE, shown with its age; a partition never observed is UNKNOWN.
 STALE = "STALE"
 UNKNOWN = "UNKNOWN"
+# A fresh partition whose lag is not known yet (its task's first fetch has not answered): shown as such on
+# the pages, the API and /metrics (`mirrorplane_partition_state`), never as OK.
+WAITING = "WAITING"
 # Burrow: a group is as bad as its worst partition; STOP, STALL and REWIND report as ERR. A partition
 # nobody reports on is worse than one that is behind, better than one that reports an error.
 _SEVERITY = {PartitionState.OK: 0, PartitionState.WARN: 1, STALE: 2}
@@ -119,8 +122,11 @@ class PartitionLive:
 
     @property
     def state(self) -> str:
-        """The worker's Burrow state while fresh, STALE once nobody has reported for too long."""
-        return STALE if self.stale else self.row.state
+        """The worker's Burrow state while fresh, STALE once nobody has reported for too long, WAITING
+        while its lag is not known (`health`)."""
+        if self.stale:
+            return STALE
+        return WAITING if self.health == "waiting" else self.row.state
 
     @property
     def health_label(self) -> str:

@@ -57,6 +57,17 @@ def test_rpo_seconds_judges_the_known_lower_bound_while_a_partition_behind_is_un
     assert not verdicts(seconds_behind=0.0, seconds_behind_undated=True)[AlertRule.RPO_SECONDS].firing
 
 
+def test_rpo_seconds_not_known_yet_is_unknown_never_within_the_budget():
+    """Issue 36 item 3: a lag not known yet (a partition waiting for its first fetch) fires nothing and
+    resolves nothing: the evaluation keeps an alert already firing (test_alerts.py)."""
+    verdict = verdicts(seconds_behind=None, records_behind=None)[AlertRule.RPO_SECONDS]
+    assert (verdict.firing, verdict.unknown) == (
+        False,
+        True,
+    ) and "waiting for the first fetch" in verdict.message
+    assert not verdicts()[AlertRule.RPO_SECONDS].unknown
+
+
 def test_budget_rules_do_not_judge_stale_figures_nor_flows_that_should_not_replicate():
     assert AlertRule.RPO_SECONDS not in firing(seconds_behind=500.0, status="STALE")
     assert AlertRule.RPO_SECONDS not in firing(seconds_behind=500.0, runnable=False, state="paused")

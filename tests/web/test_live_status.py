@@ -9,10 +9,12 @@ from django.conf import settings
 from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
 
 from controlplane import assurance
 from controlplane.core import presence
 from controlplane.flows import lifecycle
+from controlplane.metrics import prometheus
 from controlplane.models import Flow, FlowPartitionStatus, PartitionState
 from controlplane.status import rollup
 from controlplane.status.budgets import DEFAULT_BUDGET, RpoBudget
@@ -155,16 +157,45 @@ def test_lag_roll_up_sums_records_and_takes_the_worst_seconds(flow):
     assert summary.health == "lagging"
 
 
-def test_a_lag_not_known_yet_is_waiting_never_ok(flow):
+@override_settings(MIRRORPLANE_STALE_AFTER_S=STALE_AFTER)
+def test_a_lag_not_known_yet_is_waiting_never_ok(client_as, flow):
+    """Issue 36 item 3: on the flow page, the API and /metrics, until the partition's first fetch."""
     _row(flow, 0, age_s=1, behind=0)
     _row(flow, 1, age_s=1, behind=None)  # its task's first fetch has not answered
     summary = _summary(flow)
     assert (summary.health, summary.health_label) == ("waiting", rollup.WAITING_FOR_FETCH)
-    assert (_partition(flow, partition=1).health, _partition(flow, partition=1).health_label) == (
+    waiting = _partition(flow, partition=1)
+    assert (waiting.health, waiting.health_label, waiting.state) == (
         "waiting",
         rollup.WAITING_FOR_FETCH,
+        "WAITING",
     )
-    assert _partition(flow, partition=0).health == "ok"
+    assert (_partition(flow, partition=0).health, _partition(flow, partition=0).state) == ("ok", "OK")
+
+    viewer = client_as("viewer")
+    body = viewer.get(f"/api/v1/flows/{flow.pk}/status/").json()
+    assert body["health"] == "waiting"
+    states = {p["partition"]: p["state"] for p in body["partitions"]["results"]}
+    assert states == {0: "OK", 1: "WAITING"}
+    only = viewer.get(f"/api/v1/flows/{flow.pk}/status/", {"state": "WAITING"}).json()
+    assert [p["partition"] for p in only["partitions"]["results"]] == [1]
+    page = viewer.get(reverse("web:flow-live", args=[flow.pk])).content.decode()
+    assert rollup.WAITING_FOR_FETCH in page
+    samples = [
+        (sample.name, sample.labels, sample.value)
+        for family in text_string_to_metric_families(prometheus.exposition().decode())
+        for sample in family.samples
+        if sample.labels.get("flow") == flow.name
+    ]
+    assert [labels["health"] for name, labels, _ in samples if name == "mirrorplane_flow_health"] == [
+        "waiting"
+    ]
+    shown = {
+        labels["partition"]: labels["state"]
+        for name, labels, _ in samples
+        if name == "mirrorplane_partition_state"
+    }
+    assert shown == {"0": "OK", "1": "WAITING"}
 
 
 @override_settings(MIRRORPLANE_STALE_AFTER_S=STALE_AFTER)
