@@ -17,10 +17,12 @@ import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 import requests
 from authlib.integrations.base_client import MismatchingStateError, OAuthError
 from authlib.integrations.django_client import DjangoOAuth2App, OAuth
+from authlib.integrations.requests_client import OAuth2Session
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import login as auth_login
@@ -32,6 +34,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from joserfc.errors import JoseError
 
 from controlplane.core import sso
+from controlplane.core.outbound import outbound_url_error
 from replication import circuit_breaker
 from replication.circuit_breaker import BreakerState
 
@@ -78,10 +81,38 @@ def admin_login(request):
 
 
 # -- single sign-on ---------------------------------------------------------------------------------------
+class OutboundRefused(requests.RequestException):
+    """A request to the provider that the outbound policy (`replication.outbound`, docs/security.md) does
+    not allow was not made, or a redirect it answered with was not followed."""
+
+
+class _PolicedSession(OAuth2Session):
+    """Every request to the provider (its discovery document, token endpoint, keys, userinfo) under the
+    outbound policy: the URL checked (scheme, host, resolved addresses: the discovery document names the
+    others), no redirect followed (the client secret and codes go to the named origin only)."""
+
+    def request(self, method, url, *args, **kwargs):
+        if problem := outbound_url_error(url):
+            raise OutboundRefused(f"{urlsplit(url).hostname or url[:40]} is not contacted: {problem}")
+        kwargs["allow_redirects"] = False
+        response = super().request(method, url, *args, **kwargs)
+        if response.is_redirect:
+            raise OutboundRefused(
+                f"{urlsplit(url).hostname} answered with a redirect (HTTP 3xx), which is not followed: "
+                "name the provider's final URL"
+            )
+        return response
+
+
+class _PolicedApp(DjangoOAuth2App):
+    client_cls = _PolicedSession
+
+
 @functools.cache
 def _client(discovery_url: str, client_id: str, client_secret: str, scopes: str, timeout_s: float):
     client: DjangoOAuth2App = OAuth().register(
         name="oidc",
+        client_cls=_PolicedApp,
         client_id=client_id,
         client_secret=client_secret,
         server_metadata_url=discovery_url,
@@ -217,7 +248,7 @@ _breaker = _ProviderBreaker()
 def _provider_failed(request, oidc: sso.OidcSettings, exc: Exception):
     reason = (
         str(exc)
-        if isinstance(exc, ProviderPaused)
+        if isinstance(exc, ProviderPaused | OutboundRefused)
         else _unavailable(exc, oidc.timeout_s)
         or f"its answer is not what OpenID Connect specifies ({type(exc).__name__})"
     )

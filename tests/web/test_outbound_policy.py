@@ -358,3 +358,27 @@ def test_the_opener_fetches_http_and_https_only():
             outbound.fetch(urllib.request.Request(url), allowlist=allowlist, timeout_s=1)
         with pytest.raises(urllib.error.URLError, match="unknown url type"):  # no handler, checked or not
             outbound.opener(allowlist).open(url, timeout=1)
+
+
+def test_the_identity_provider_is_asked_under_the_policy_and_never_through_a_redirect(settings, client):
+    settings.MIRRORPLANE_OIDC_ENABLED = True
+    settings.MIRRORPLANE_OIDC_CLIENT_ID = "mirrorplane"
+    settings.MIRRORPLANE_OIDC_CLIENT_SECRET = "sso-secret-8086"
+    settings.MIRRORPLANE_OIDC_ROLE_MAP = ["*=viewer"]
+    settings.MIRRORPLANE_OUTBOUND_HOSTS_ALLOWED = ALLOWED.split(",")
+    with (
+        Listener(host=OTHER_SERVICE_HOST) as other_service,
+        Listener() as target,
+        Listener(
+            status=302, headers={"Location": f"{target.url}/o/.well-known/openid-configuration"}
+        ) as redirector,
+    ):
+        for issuer, says in (
+            (f"{other_service.url}/o", "is not contacted"),
+            (f"{redirector.url}/o", "answered with a redirect (HTTP 3xx), which is not followed"),
+        ):
+            settings.MIRRORPLANE_OIDC_ISSUER = issuer
+            answer = client.get("/login/sso/")
+            page = answer.content.decode()
+            assert answer.status_code == 502 and says in page, page[:2000]
+        assert other_service.heard == [] and target.heard == [] and len(redirector.heard) == 1
