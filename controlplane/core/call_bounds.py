@@ -25,7 +25,9 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import redis
 from django.conf import settings
@@ -35,6 +37,7 @@ from replication import circuit_breaker
 from replication.circuit_breaker import BreakerPhase, BreakerPolicy, BreakerState
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class DeadlinePassed(ClusterUnavailable):
@@ -214,6 +217,33 @@ def breaker_record(key: str, *, error: str | None, now: float) -> None:
         _redis().delete(_PREFIX + key + ":trial")
     except (redis.RedisError, ValueError, TypeError):
         log.warning("breaker %s not updated: Redis did not answer", key, exc_info=True)
+
+
+class BreakerOpen(Exception):
+    """A remote system's breaker is open: it is not asked now (`breaker_call`)."""
+
+    def __init__(self, state: BreakerState, *, now: float) -> None:
+        super().__init__(
+            f"it did not answer the last {state.failures} requests ({state.last_error}); "
+            f"it is asked again in {max(state.retry_at - now, 0):.0f} s"
+        )
+        self.state = state
+
+
+def breaker_call(key: str, call: Callable[[], T], *, unanswered: Callable[[Exception], str | None]) -> T:
+    """`call()` behind the shared breaker of the system `key`: BreakerOpen at once while it is open. An
+    exception `unanswered` gives a reason for (no answer, a server error) counts against the system for
+    every web process; any other outcome shows it answers."""
+    now = time.time()
+    if (state := breaker_allow(key, now=now)) is not None:
+        raise BreakerOpen(state, now=now)
+    try:
+        result = call()
+    except Exception as exc:
+        breaker_record(key, error=unanswered(exc), now=time.time())
+        raise
+    breaker_record(key, error=None, now=time.time())
+    return result
 
 
 def breakers_reset() -> None:

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
-import time
 from collections.abc import Callable
 from typing import TypeVar
 from urllib.parse import urlsplit
@@ -33,10 +31,8 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from joserfc.errors import JoseError
 
-from controlplane.core import sso
+from controlplane.core import call_bounds, sso
 from controlplane.core.outbound import outbound_url_error
-from replication import circuit_breaker
-from replication.circuit_breaker import BreakerState
 
 T = TypeVar("T")
 
@@ -203,52 +199,19 @@ def _unavailable(exc: BaseException, timeout_s: float) -> str | None:
     return None
 
 
-class ProviderPaused(Exception):
-    """The provider did not answer its last requests; its breaker lets the next one through later."""
-
-
-class _ProviderBreaker:
-    """The provider's circuit breaker in this process (replication.circuit_breaker's rules, as the
-    clusters'): while the provider does not answer, a sign-in gets its page at once instead of holding a
-    sync web worker for MIRRORPLANE_OIDC_TIMEOUT_S, and one trial request per backoff period asks again."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._state = BreakerState()
-
-    def call(self, request_provider: Callable[[], T], *, timeout_s: float) -> T:
-        now = time.time()
-        with self._lock:
-            allowed, self._state = circuit_breaker.allow(self._state, now=now)
-            state = self._state
-        if not allowed:
-            raise ProviderPaused(
-                f"it did not answer the last {state.failures} requests ({state.last_error}); "
-                f"it is asked again in {max(state.retry_at - now, 0):.0f} s"
-            )
-        try:
-            result = request_provider()
-        except Exception as exc:
-            self._record(_unavailable(exc, timeout_s))
-            raise
-        self._record(None)
-        return result
-
-    def _record(self, error: str | None) -> None:
-        with self._lock:
-            if error is None:
-                self._state = circuit_breaker.record_success(self._state)
-            else:
-                self._state = circuit_breaker.record_failure(self._state, now=time.time(), error=error)
-
-
-_breaker = _ProviderBreaker()
+def _guarded(oidc: sso.OidcSettings, request_provider: Callable[[], T]) -> T:
+    """A request to the provider behind its breaker, shared by every web process (controlplane.core.
+    call_bounds): while the provider does not answer, a sign-in gets its page at once instead of holding a
+    web thread for MIRRORPLANE_OIDC_TIMEOUT_S, and one trial request per pause asks again."""
+    return call_bounds.breaker_call(
+        f"oidc:{oidc.issuer}", request_provider, unanswered=lambda exc: _unavailable(exc, oidc.timeout_s)
+    )
 
 
 def _provider_failed(request, oidc: sso.OidcSettings, exc: Exception):
     reason = (
         str(exc)
-        if isinstance(exc, ProviderPaused | OutboundRefused)
+        if isinstance(exc, call_bounds.BreakerOpen | OutboundRefused)
         else _unavailable(exc, oidc.timeout_s)
         or f"its answer is not what OpenID Connect specifies ({type(exc).__name__})"
     )
@@ -280,13 +243,12 @@ def sso_login(request):
     request.session[_NEXT] = target if safe else ""
     callback = request.build_absolute_uri(reverse("web:sso-callback"))
     try:
-        return _breaker.call(
-            lambda: _checked_issuer(_provider(oidc), oidc).authorize_redirect(request, callback),
-            timeout_s=oidc.timeout_s,
+        return _guarded(
+            oidc, lambda: _checked_issuer(_provider(oidc), oidc).authorize_redirect(request, callback)
         )
     except IssuerMismatch as exc:
         return _issuer_mismatch(request, exc)
-    except (requests.RequestException, ValueError, RuntimeError, ProviderPaused) as exc:
+    except (requests.RequestException, ValueError, RuntimeError, call_bounds.BreakerOpen) as exc:
         return _provider_failed(request, oidc, exc)
 
 
@@ -319,7 +281,7 @@ def sso_callback(request):
             fix="Sign in again; if it keeps failing, an administrator reads the provider's log.",
         )
     try:
-        claims = _breaker.call(lambda: _verified_claims(request, oidc), timeout_s=oidc.timeout_s)
+        claims = _guarded(oidc, lambda: _verified_claims(request, oidc))
     except IssuerMismatch as exc:
         return _issuer_mismatch(request, exc)
     except MismatchingStateError:
@@ -359,7 +321,7 @@ def sso_callback(request):
             fix="An administrator checks MIRRORPLANE_OIDC_ISSUER and MIRRORPLANE_OIDC_CLIENT_ID, and the "
             "server's clock.",
         )
-    except (requests.RequestException, ValueError, RuntimeError, ProviderPaused) as exc:
+    except (requests.RequestException, ValueError, RuntimeError, call_bounds.BreakerOpen) as exc:
         return _provider_failed(request, oidc, exc)
     try:
         user = sso.sso_sign_in(issuer=str(claims.get("iss") or oidc.issuer), claims=claims, oidc=oidc)

@@ -32,7 +32,10 @@ Key = tuple[str, int]  # (topic, partition)
 
 
 class BrowseError(RuntimeError):
-    pass
+    """A read failed; `cut_short`: its call had less than half the reader's time left (the calls before it
+    took the rest), so it says the reader ran out of time more than that the cluster does not answer."""
+
+    cut_short = False
 
 
 class UnknownTopic(BrowseError):
@@ -64,18 +67,29 @@ class TopicListing:
 
 
 class TopicBrowser:
-    """Reads one cluster's topics within `timeout_s` per call."""
+    """Reads one cluster's topics, all its calls within `timeout_s` together: one deadline from its
+    creation, each call bounded by what is left of it (a web request's reads share one deadline)."""
 
     def __init__(self, cluster: ClusterConfig, *, timeout_s: float) -> None:
         self.cluster = cluster
-        self.timeout_s = timeout_s
+        self.budget_s = timeout_s
+        self.call_timeout_s = timeout_s  # the bound the last call got
+        self._deadline = time.monotonic() + timeout_s
         self._admin = make_admin(cluster)
 
+    @property
+    def timeout_s(self) -> float:
+        """The bound of the next call: what is left of the deadline."""
+        self.call_timeout_s = max(self._deadline - time.monotonic(), 0.001)
+        return self.call_timeout_s
+
     def _fail(self, what: str, exc: BaseException) -> BrowseError:
-        return BrowseError(
+        error = BrowseError(
             f"cluster {self.cluster.alias} ({self.cluster.bootstrap_servers}): {what} failed within "
-            f"{self.timeout_s:g}s: {kafka_error_reason(exc)}"
+            f"{self.call_timeout_s:.1f}s: {kafka_error_reason(exc)}"
         )
+        error.cut_short = self.call_timeout_s < self.budget_s / 2
+        return error
 
     def topics(self) -> list[TopicListing]:
         try:

@@ -89,7 +89,7 @@ class TopicInfo:
 
 
 class ClusterInspector(TopicBrowser):
-    """Describes one cluster and its topics within `timeout_s` per request (reads as TopicBrowser does)."""
+    """Describes one cluster and its topics, all its requests within `timeout_s` (as TopicBrowser reads)."""
 
     def _configs(self, kind: ConfigResource.Type, name: str, what: str) -> dict:
         try:

@@ -29,6 +29,8 @@ from controlplane.browse.record_schemas import MAX_LOOKUPS_PER_PAGE, schema_cach
 from controlplane.core.errors import ClusterUnavailable
 from controlplane.core.roles import Role
 from controlplane.flows import cluster_reads, services
+from replication.config import ClusterConfig
+from replication.kafka.browser import BrowseError, TopicBrowser
 from replication.kafka.clients import make_producer
 from tests.workers.harness import (
     Gunicorn,
@@ -94,8 +96,8 @@ class Registry:
         self.server.server_close()
 
 
-class SilentCluster:
-    """A 'broker' that accepts TCP connections and never answers, counting the connections."""
+class SilentListener:
+    """A broker or a registry that accepts TCP connections and never answers, counting the connections."""
 
     def __init__(self) -> None:
         self.sock = socket.socket()
@@ -120,8 +122,8 @@ class SilentCluster:
 
 
 @contextmanager
-def silent_clusters(count: int):
-    clusters = [SilentCluster() for _ in range(count)]
+def silent_listeners(count: int):
+    clusters = [SilentListener() for _ in range(count)]
     try:
         yield clusters
     finally:
@@ -271,6 +273,41 @@ def test_a_slow_registry_costs_a_few_lookups_and_never_holds_the_web(
 
 
 @pytest.mark.kafka
+def test_a_registry_that_never_answers_is_skipped_by_every_web_process(
+    dockerfile_web, viewer, cluster_a, unique_name
+):
+    """A registry that accepts TCP and never answers: the first read waits for it once, within its deadline,
+    and shows the records as bytes; from then on every web process shows them at once, saying why, and
+    the registry gets no other connection."""
+    with silent_listeners(1) as (silent,):
+        create_topic(cluster_a, unique_name, 1)
+        _produce(cluster_a, unique_name, [_wire(SCHEMA_IDS[i % 3], i) for i in range(20)])
+        registry = services.cluster_create(
+            actor=None,
+            alias="Q",
+            bootstrap_servers=cluster_a.bootstrap_servers,
+            client_properties={"client": {"schema.registry.url": f"http://{silent.address}"}},
+        )
+        path = f"{dockerfile_web.url}/api/v1/clusters/{registry.pk}/topics/{unique_name}/records/"
+
+        def read(_=None):
+            return viewer.get(path, params={"partition": 0, "offset": 0, "max_records": 20}, timeout=60)
+
+        first = read()
+        assert first.status_code == 200 and len(first.json()["records"]) == 20, first.text[:500]
+        assert len(silent.connections) == 1
+        with ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(read, range(6)))
+        for answer in answers:
+            assert answer.status_code == 200 and len(answer.json()["records"]) == 20
+            assert any(
+                "did not answer" in note and "asked again in" in note for note in answer.json()["notes"]
+            )
+            assert {record["value"]["format"] for record in answer.json()["records"]} <= {"hex", "text"}
+        assert len(silent.connections) == 1  # skipped by every process of the web
+
+
+@pytest.mark.kafka
 def test_a_page_asks_the_registry_a_bounded_number_of_times(dockerfile_web, viewer, cluster_a, unique_name):
     """500 records naming 500 IDs the registry does not have: a page asks it MAX_LOOKUPS_PER_PAGE times and
     shows the rest as bytes, saying why."""
@@ -300,7 +337,7 @@ def test_viewers_reading_clusters_that_never_answer_leave_the_web_answering(dock
     """Twelve parallel viewer reads of two clusters that accept TCP and never answer: each answers with the
     cluster's problem (never a worker timeout), /healthz answers while they wait, and once one read of a
     cluster timed out, every web process skips it: the next twelve reads make no connection at all."""
-    with silent_clusters(2) as silent:
+    with silent_listeners(2) as silent:
         clusters = [
             services.cluster_create(actor=None, alias=f"D{i}", bootstrap_servers=s.address)
             for i, s in enumerate(silent)
@@ -332,7 +369,7 @@ def test_viewers_reading_clusters_that_never_answer_leave_the_web_answering(dock
 def test_a_cluster_that_timed_out_in_one_process_is_skipped_by_another(dockerfile_web, viewer):
     """One read through gunicorn times out against a silent cluster; this test process (another web process
     as far as the breaker is concerned) then refuses to read it without calling the cluster."""
-    with silent_clusters(1) as (silent,):
+    with silent_listeners(1) as (silent,):
         cluster = services.cluster_create(actor=None, alias="S1", bootstrap_servers=silent.address)
         answer = viewer.get(f"{dockerfile_web.url}/api/v1/clusters/{cluster.pk}/topics/", timeout=60)
         assert answer.status_code == 502 and "cluster S1" in answer.json()["detail"], answer.text
@@ -341,3 +378,41 @@ def test_a_cluster_that_timed_out_in_one_process_is_skipped_by_another(dockerfil
         with pytest.raises(ClusterUnavailable, match="S1 did not answer the last 1 read"):
             cluster_reads.cluster_read(cluster, lambda config, timeout_s: calls.append(config))
         assert calls == []
+
+
+@pytest.mark.django_db
+def test_a_reads_calls_share_one_deadline_and_a_call_cut_short_opens_no_breaker():
+    """A browser's calls share its time: against a cluster that never answers, the first call waits it
+    out and the second gets none of it (cut short). A failure cut short says the request ran out of time,
+    not that the cluster does not answer: it opens no breaker, a call that had its time does."""
+    cluster_reads.reset_breakers()
+    with silent_listeners(1) as (silent,):
+        cluster = services.cluster_create(actor=None, alias="C1", bootstrap_servers=silent.address)
+        config = ClusterConfig(alias="C1", bootstrap_servers=silent.address)
+        browser = TopicBrowser(config, timeout_s=1.5)
+        failures = []
+        for _ in range(2):
+            with pytest.raises(BrowseError) as failed:
+                browser.topics()
+            failures.append(failed.value.cut_short)
+        assert failures == [False, True]
+
+        def cut_short(config, timeout_s):
+            raise failed.value
+
+        for _ in range(3):
+            with pytest.raises(ClusterUnavailable, match="C1"):
+                cluster_reads.cluster_read(cluster, cut_short)
+        calls = []
+        assert (
+            cluster_reads.cluster_read(cluster, lambda config, timeout_s: calls.append(1) or "read") == "read"
+        )
+        assert calls == [1]  # no breaker opened
+        with pytest.raises(ClusterUnavailable):
+            cluster_reads.cluster_read(
+                cluster, lambda config, timeout_s: TopicBrowser(config, timeout_s=1.5).topics()
+            )
+        with pytest.raises(ClusterUnavailable, match="did not answer the last 1 read"):
+            cluster_reads.cluster_read(cluster, lambda config, timeout_s: calls.append(2))
+        assert calls == [1]
+    cluster_reads.reset_breakers()
