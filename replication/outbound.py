@@ -26,7 +26,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 # The process environment's allowlist, for the replication runtime (workers, `python -m replication run`);
 # the control plane reads the same variable into settings.MIRRORPLANE_OUTBOUND_HOSTS_ALLOWED.
@@ -174,6 +174,20 @@ def url_problem(
         if problem := allowlist.address_problem(parts.hostname, address):
             return problem
     return None
+
+
+def without_credentials(url: str) -> tuple[str, str | None]:
+    """`url` without the user and password inside it, and them as `user:password` (None: it had none);
+    for URLs stored before credentials were refused there."""
+    try:
+        parts = urlsplit(url)
+        user, password = parts.username, parts.password
+    except ValueError:
+        return url, None
+    if "@" not in parts.netloc:
+        return url, None
+    clean = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    return clean, f"{unquote(user or '')}:{unquote(password or '')}"
 
 
 # -- the opener -------------------------------------------------------------------------------------------

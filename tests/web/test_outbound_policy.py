@@ -8,11 +8,13 @@ service, which the server must never reach."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import urllib.error
 import urllib.request
 
 import pytest
+from django.apps import apps as django_apps
 
 from controlplane import core
 from controlplane.alerts import notifications
@@ -382,3 +384,29 @@ def test_the_identity_provider_is_asked_under_the_policy_and_never_through_a_red
             page = answer.content.decode()
             assert answer.status_code == 502 and says in page, page[:2000]
         assert other_service.heard == [] and target.heard == [] and len(redirector.heard) == 1
+
+
+def test_a_registry_url_stored_with_credentials_gives_them_to_the_write_only_secret(transactional_db):
+    """Migration 0026: URLs stored before credentials were refused there."""
+    stored = f"http://registry-user:{REGISTRY_PASSWORD}@registry.example:8081/apis"
+    cluster = Cluster.objects.create(
+        alias="A",
+        bootstrap_servers="a.example:9092",
+        client_properties={"client": {"schema.registry.url": stored}},
+    )
+    AuditEvent.objects.create(
+        actor_name="admin",
+        action="create",
+        object_type="cluster",
+        after={"client_properties": {"client": {"schema.registry.url": stored}}},
+    )
+    migration = importlib.import_module("controlplane.migrations.0026_registry_url_credentials")
+    migration.move_registry_credentials(django_apps, None)
+    cluster.refresh_from_db()
+    assert engine.cluster_to_config(cluster).schema_registry() == {
+        "url": "http://registry.example:8081/apis",
+        "basic.auth.user.info": f"registry-user:{REGISTRY_PASSWORD}",
+    }
+    assert REGISTRY_PASSWORD not in json.dumps(
+        [cluster.client_properties, *AuditEvent.objects.values("after")]
+    )
