@@ -358,6 +358,11 @@ class FlowPartitionStatus(models.Model):
     byte_count = models.BigIntegerField(
         default=0, help_text="value bytes the owning task replicated since it started (MM2 byte-count)"
     )
+    records_aborted = models.BigIntegerField(
+        default=0,
+        help_text="transactional flows: records the target acknowledged in a transaction that was aborted "
+        "since the owning task started (never replicated; not in record_count)",
+    )
     last_error = models.TextField(
         blank=True, default="", help_text="the task's last error; empty when healthy"
     )
@@ -398,6 +403,7 @@ class FlowTaskStatus(models.Model):
     byte_rate = models.FloatField(default=0.0)
     record_count = models.BigIntegerField(default=0)
     byte_count = models.BigIntegerField(default=0)
+    records_aborted = models.BigIntegerField(default=0, help_text="summed over the partitions")
     latency_counts = models.JSONField(default=list, blank=True, help_text="summed over the partitions")
     latency_sum_ms = models.FloatField(default=0.0)
     worst = models.JSONField(

@@ -84,6 +84,9 @@ class PartitionMetrics:
     # weighted by the records acknowledged since the previous one (MM2's replication-latency-ms, per record).
     latency_counts: tuple[int, ...] = ()
     latency_sum_ms: float = 0.0
+    # Transactional flows: records the target acknowledged in a transaction that was then aborted (never
+    # visible to read_committed readers, not in record_count; replicated again from the last commit).
+    aborted_count: int = 0
 
 
 @dataclass(frozen=True)
@@ -209,6 +212,7 @@ class _PartitionCounters:
     consumer_position: int | None = None
     next_offset: int | None = None
     skipped_count: int = 0
+    aborted_count: int = 0
     gap_count: int = 0
     lost_records: int = 0
     stopped: bool = False
@@ -271,6 +275,13 @@ class MirrorMetrics:
                 counters.replication_latency_ms = replication_latency_ms
             if last_timestamp_ms is not None:
                 counters.last_replicated_timestamp_ms = last_timestamp_ms
+
+    def record_aborted(
+        self, *, topic: str, partition: int, source_topic: str, records: int, now: float
+    ) -> None:
+        """`records` acknowledged in a transaction that was aborted: counted apart, never as replicated."""
+        with self._lock:
+            self._counters(topic, partition, source_topic, now).aborted_count += records
 
     def record_latency(
         self, *, topic: str, partition: int, source_topic: str, latency_ms: float, records: int, now: float
@@ -370,6 +381,7 @@ class MirrorMetrics:
             source_end_offset=counters.source_end_offset,
             next_offset=counters.next_offset,
             skipped_count=counters.skipped_count,
+            aborted_count=counters.aborted_count,
             gap_count=counters.gap_count,
             lost_records=counters.lost_records,
             stopped=counters.stopped,

@@ -223,6 +223,8 @@ class _PartitionState:
         "reported_records",
         "reported_bytes",
         "reported_skipped",
+        "committed_records",
+        "committed_bytes",
         "persisted",
         "stopped",
         "suspect_since",
@@ -250,6 +252,8 @@ class _PartitionState:
         self.syncs = OffsetSyncWriter(topic=topic, partition=partition, offset_lag_max=offset_lag_max)
         self.acked_records = self.acked_bytes = self.skipped = 0
         self.reported_records = self.reported_bytes = self.reported_skipped = 0
+        # Transactional: acked_records/bytes when a commit last included them (what counts as replicated).
+        self.committed_records = self.committed_bytes = 0
         self.last_acked = self.observed_ack = None
         self.observed_records = 0  # acked_records when observed_ack was
         self.latency_ms: float | None = None
@@ -363,6 +367,8 @@ class MirrorSourceTask:
         self._dirty: dict[TopicPartition, _PartitionState] = {}
         self._unreported: dict[TopicPartition, _PartitionState] = {}
         self._unconfirmed: dict[TopicPartition, _PartitionState] = {}
+        # Transactional: partitions acknowledged in the open transaction, their latency observed at commit.
+        self._uncommitted: dict[TopicPartition, _PartitionState] = {}
         self._held: dict[TopicPartition, _PartitionState] = {}
         self._suspects: dict[TopicPartition, _PartitionState] = {}
         self._stopped: set[TopicPartition] = set()
@@ -558,7 +564,14 @@ class MirrorSourceTask:
         """The set of partition states changed: what is kept about them follows (once per change)."""
         states = self._states
         self._stopped = {key for key, state in states.items() if state.stopped}
-        for kept in (self._dirty, self._unreported, self._unconfirmed, self._held, self._suspects):
+        for kept in (
+            self._dirty,
+            self._unreported,
+            self._unconfirmed,
+            self._uncommitted,
+            self._held,
+            self._suspects,
+        ):
             for key in [key for key, state in kept.items() if states.get(key) is not state]:
                 del kept[key]
         self._acks.failed = {
@@ -1029,18 +1042,27 @@ class MirrorSourceTask:
             if states.get(key) is not state:  # restarted or gone meanwhile: its reports are no news
                 continue
             self._dirty[key] = self._unreported[key] = state
-            if state.last_acked is not state.observed_ack:
-                state.observed_ack = state.last_acked
-                state.latency_ms = max(now * 1000 - state.last_acked.timestamp()[1], 0.0)
-                self.metrics.record_latency(
-                    topic=state.remote_topic,
-                    partition=state.partition,
-                    source_topic=state.topic,
-                    latency_ms=state.latency_ms,
-                    records=state.acked_records - state.observed_records,
-                    now=now,
-                )
-                state.observed_records = state.acked_records
+            if self._in_transaction:  # replicated once committed: observed then (`_transaction_committed`)
+                self._uncommitted[key] = state
+            else:
+                self._observe_latency(state, now)
+
+    def _observe_latency(self, state: _PartitionState, now: float) -> None:
+        """The replication latency of the partition's newest acknowledged record, weighted by the records
+        acknowledged since the last observation (MM2's replication-latency-ms)."""
+        if state.last_acked is state.observed_ack:
+            return
+        state.observed_ack = state.last_acked
+        state.latency_ms = max(now * 1000 - state.last_acked.timestamp()[1], 0.0)
+        self.metrics.record_latency(
+            topic=state.remote_topic,
+            partition=state.partition,
+            source_topic=state.topic,
+            latency_ms=state.latency_ms,
+            records=state.acked_records - state.observed_records,
+            now=now,
+        )
+        state.observed_records = state.acked_records
 
     # -- after the loop -----------------------------------------------------------------------------
     def _check_deliveries(self, errors: list[SliceError]) -> None:
@@ -1165,9 +1187,13 @@ class MirrorSourceTask:
         transaction commits first (which delivers everything in flight), so a position or an offset sync
         never covers a record that is not committed. Whether it succeeded.
         """
-        if self._in_transaction and not self._commit_transaction(errors):
-            return False
-        self._collect(now)
+        if self._in_transaction:
+            if not self._commit_transaction(errors):
+                return False
+            self._collect(now)
+            self._transaction_committed(now)
+        else:
+            self._collect(now)
         dirty = self._dirty
         drained = [(state, state.syncs.drain(now=now, final=final)) for state in dirty.values()]
         syncs = [sync for _, batch in drained for sync in batch]
@@ -1259,11 +1285,39 @@ class MirrorSourceTask:
             self._in_transaction = False
             return True
 
+    def _transaction_committed(self, now: float) -> None:
+        """What the transaction held is replicated now: every partition acknowledged in it (all dirty since
+        `_collect`) counts its records, and their replication latency is observed."""
+        for state in self._dirty.values():
+            state.committed_records, state.committed_bytes = state.acked_records, state.acked_bytes
+        uncommitted, self._uncommitted = self._uncommitted, {}
+        for key, state in uncommitted.items():
+            if self._states.get(key) is state:
+                self._observe_latency(state, now)
+
+    def _count_aborted(self, now: float) -> None:
+        """Records acknowledged in the transaction that failed, counted apart: never replicated."""
+        uncommitted, self._uncommitted = self._uncommitted, {}
+        for state in uncommitted.values():
+            aborted = state.acked_records - state.committed_records
+            if aborted > 0:
+                self.metrics.record_aborted(
+                    topic=state.remote_topic,
+                    partition=state.partition,
+                    source_topic=state.topic,
+                    records=aborted,
+                    now=now,
+                )
+            state.acked_records, state.acked_bytes = state.committed_records, state.committed_bytes
+            state.observed_records = min(state.observed_records, state.committed_records)
+
     def _transaction_failed(self, doing: str, exc: Exception, errors: list[SliceError]) -> None:
         """Fenced: this task stops for good (another worker runs it). Otherwise the transaction is aborted
         and every running partition restarts from its committed records (next slice, a fresh producer
         whose init_transactions aborts it if the abort here failed): nothing of it is ever persisted."""
+        self._collect(self._clock())  # the acknowledgements of what it held (still open), counted apart
         self._in_transaction = False
+        self._count_aborted(self._clock())
         running = [key for key, state in self._states.items() if not state.stopped]
         if self._io.transaction_failure(exc) == TransactionFailure.FENCED:
             self._fenced = (
@@ -1299,25 +1353,31 @@ class MirrorSourceTask:
         """The metrics of the partitions that moved, started or failed since the last report, and of the
         `swept` share of the others (an idle partition's source end and consumer position change without
         a record to fetch: transaction markers, a held or stopped partition)."""
-        states = self._states
+        states, transactional = self._states, self._io.transactional
         reported, self._unreported = self._unreported, {}
         reported.update((key, states[key]) for key in swept if key in states)
         for key, state in reported.items():
             if states.get(key) is not state:
                 continue
-            records = state.acked_records - state.reported_records
-            if records:
+            # Transactional: what the commits included (an aborted transaction's records never count).
+            counted, counted_bytes = (
+                (state.committed_records, state.committed_bytes)
+                if transactional
+                else (state.acked_records, state.acked_bytes)
+            )
+            records = counted - state.reported_records
+            if records > 0:
                 self.metrics.record_replicated(
                     topic=state.remote_topic,
                     partition=state.partition,
                     source_topic=state.topic,
                     records=records,
-                    byte_count=state.acked_bytes - state.reported_bytes,
+                    byte_count=counted_bytes - state.reported_bytes,
                     replication_latency_ms=state.latency_ms,
                     now=now,
                     last_timestamp_ms=state.last_acked.timestamp()[1],
                 )
-                state.reported_records, state.reported_bytes = state.acked_records, state.acked_bytes
+                state.reported_records, state.reported_bytes = counted, counted_bytes
             watermarks = self._source.watermarks(*key)
             self.metrics.record_position(
                 topic=state.remote_topic,

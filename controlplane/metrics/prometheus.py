@@ -327,11 +327,18 @@ class MirrorplaneCollector:
             "Live workers consuming the queue of the flow's worker pool (pool: empty for the default)",
             [*FLOW_LABELS, "pool"],
         )
+        aborted = _counter(
+            "flow_records_aborted",
+            "Transactional flows: records the target acknowledged in a transaction that was then aborted, "
+            "summed over the tasks since they started (never replicated: not in mirrorplane_records_replicated)",
+            FLOW_LABELS,
+        )
         now = timezone.now()
         for summary in summaries:
             flow = summary.flow
             labels = [flow.name, flow.source.alias, flow.target.alias]
             state.add_metric([*labels, flow.state], 1)
+            aborted.add_metric(labels, summary.records_aborted)
             if summary.records_behind is not None:
                 behind.add_metric(labels, summary.records_behind)
             if summary.seconds_behind is not None:
@@ -350,7 +357,7 @@ class MirrorplaneCollector:
                 schemas_behind.add_metric(labels, schemas.versions_behind or 0)
                 schemas_errors.add_metric(labels, schemas.errors or 0)
                 schemas_age.add_metric(labels, schemas.age_s)
-        yield from (state, behind, seconds, age, stale, health, latency, pool_workers)
+        yield from (state, behind, seconds, age, stale, health, aborted, latency, pool_workers)
         yield from (schemas_behind, schemas_errors, schemas_age)
 
     def _event_families(self, summaries) -> Iterator[Metric]:

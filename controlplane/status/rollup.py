@@ -213,6 +213,7 @@ class FlowSummary:
     byte_rate: float = 0.0
     record_count: int = 0  # MM2's record-count and byte-count, summed over the tasks since they started
     byte_count: int = 0
+    records_aborted: int = 0  # transactional: acknowledged in an aborted transaction, never replicated
     latency_counts: tuple[int, ...] = ()  # records by replication latency (replication.metrics buckets)
     latency_sum_ms: float = 0.0
 
@@ -315,6 +316,7 @@ def summarize(
         record_rate=sum(task.record_rate for task in tasks),
         byte_rate=sum(task.byte_rate for task in tasks),
         record_count=sum(task.record_count for task in tasks),
+        records_aborted=sum(task.records_aborted for task in tasks),
         byte_count=sum(task.byte_count for task in tasks),
         latency_counts=tuple(latency),
         latency_sum_ms=latency_sum,

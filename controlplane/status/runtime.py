@@ -150,6 +150,7 @@ class StatusFigures(NamedTuple):
     byte_rate: float
     record_count: int
     byte_count: int
+    records_aborted: int
     last_error: str
     state: str
 
@@ -174,6 +175,7 @@ class StatusFigures(NamedTuple):
             p.byte_rate,
             p.record_count,
             p.byte_count,
+            p.aborted_count,
             p.last_error or task_error or "",
             partition_state(stopped=p.stopped, failing=task_error is not None),
         )
@@ -282,6 +284,7 @@ def task_status(
         record_rate=sum(f.record_rate for f in figures),
         byte_rate=sum(f.byte_rate for f in figures),
         record_count=sum(f.record_count for f in figures),
+        records_aborted=sum(f.records_aborted for f in figures),
         byte_count=sum(f.byte_count for f in figures),
         latency_counts=latency,
         latency_sum_ms=sum(f.latency_sum_ms for f in figures if len(f.latency_counts) == width),

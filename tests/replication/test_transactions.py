@@ -8,10 +8,12 @@ import threading
 import time
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from replication.config import DeliveryGuarantee
 from replication.kafka.clients import make_producer
 from replication.kafka.source_io import PartitionReader, transactional_id
+from replication.metrics import MirrorMetrics
 from replication.positions import InMemoryPositionStore
 from replication.source import SliceErrorKind, SliceResult, TaskFenced, source_offset_of
 from tests.replication.test_source_task import (
@@ -147,3 +149,66 @@ def test_each_task_of_a_flow_has_its_own_transactional_id():
     flow = FlowConfig(source="A", target="B", delivery_guarantee=EOS)
     assert transactional_id(flow, 0) == "mirrorplane-A->B-0"
     assert transactional_id(flow, 0) != transactional_id(flow, 1)
+
+
+class _CommitFailsOnce:
+    """The task's real transactional producer, whose next commit fails once with an abortable error (as
+    a commit that times out on the coordinator does): the task then aborts the transaction for real."""
+
+    def __init__(self, sink) -> None:
+        self._sink, self.failed = sink, False
+
+    def __getattr__(self, name):
+        return getattr(self._sink, name)
+
+    def __len__(self) -> int:  # records in flight, as the producer's own
+        return len(self._sink)
+
+    def commit_transaction(self, *args):
+        if not self.failed:
+            self.failed = True
+            raise KafkaException(
+                KafkaError(KafkaError._FAIL, "commit failed (forced by the test)", txn_requires_abort=True)
+            )
+        return self._sink.commit_transaction(*args)
+
+
+def test_records_of_an_aborted_transaction_are_counted_apart_never_as_replicated(
+    cluster_a, cluster_b, unique_name
+):
+    """Issue 36 item 5: the replicated counters (record_count, byte_count, the latency histogram) count
+    what commits included; an aborted transaction's records are their own counter (aborted_count)."""
+    topic, remote = unique_name, f"A.{unique_name}"
+    create_topics(cluster_a, [topic], PARTITIONS)
+    create_topics(cluster_b, [remote], PARTITIONS)
+    producer = make_producer(cluster_a)
+
+    def produce(indexes: range) -> None:
+        for index in indexes:
+            producer.produce(topic, value=b"v%d" % index, partition=index % PARTITIONS)
+        assert producer.flush(30) == 0
+
+    keys = [(topic, partition) for partition in range(PARTITIONS)]
+    metrics = MirrorMetrics()
+    task = make_task(cluster_a, cluster_b, [topic], metrics=metrics, delivery_guarantee=EOS)
+    task.assign(keys)
+    produce(range(400))
+    run_until(task, lambda: all(task.run_slice(max_seconds=0.3).positions.get(k, -1) >= 200 for k in keys))
+    task._sink = failing = _CommitFailsOnce(task._sink)  # the next commit fails
+    produce(range(400, 2_000))
+    errors = []
+    run_until(task, lambda: errors.extend(task.run_slice(max_seconds=0.3).errors) or failing.failed)
+    assert any(e.kind == SliceErrorKind.TRANSACTION for e in errors), errors
+    run_until(task, lambda: all(task.run_slice(max_seconds=0.3).positions.get(k, -1) >= 1_000 for k in keys))
+    task.close()
+
+    snapshot = metrics.snapshot()
+    committed = sum(
+        len(read_partition(cluster_b, remote, p, isolation="read_committed")) for p in range(PARTITIONS)
+    )
+    written = sum(len(read_partition(cluster_b, remote, p)) for p in range(PARTITIONS))
+    assert committed == 2_000
+    assert sum(p.record_count for p in snapshot) == 2_000  # each record once, the aborted ones not
+    assert sum(sum(p.latency_counts) for p in snapshot) == 2_000
+    aborted = sum(p.aborted_count for p in snapshot)
+    assert aborted > 0 and aborted <= written - committed  # the rest of what is there: commit markers

@@ -18,7 +18,7 @@ from controlplane.metrics import prometheus
 from controlplane.models import Flow, FlowPartitionStatus, PartitionState
 from controlplane.status import rollup
 from controlplane.status.budgets import DEFAULT_BUDGET, RpoBudget
-from tests.status_reports import stored_report
+from tests.status_reports import stored_report, task_rollup_rebuild
 
 pytestmark = pytest.mark.django_db
 
@@ -328,3 +328,19 @@ def test_a_partition_behind_without_a_known_age_makes_the_flows_seconds_behind_u
         Flow(state="active"), tasks(caught_up), now=now, stale_after=10, budget=DEFAULT_BUDGET
     )
     assert caught_up_only.seconds_behind == 0.0
+
+
+def test_records_of_aborted_transactions_are_their_own_flow_counter(flow):
+    """Issue 36 item 5: counted apart from mirrorplane_records_replicated (tests/replication/
+    test_transactions.py counts them in the engine)."""
+    _row(flow, 0, age_s=1, behind=0)
+    FlowPartitionStatus.objects.filter(flow=flow, partition=0).update(record_count=100, records_aborted=7)
+    task_rollup_rebuild(flow_id=flow.pk, task_index=0)
+    assert _summary(flow).records_aborted == 7
+    samples = {
+        (sample.name, sample.labels.get("flow")): sample.value
+        for family in text_string_to_metric_families(prometheus.exposition().decode())
+        for sample in family.samples
+    }
+    assert samples[("mirrorplane_flow_records_aborted_total", flow.name)] == 7
+    assert samples[("mirrorplane_records_replicated_total", flow.name)] == 100
