@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('controlplane', '0025_audit_client_address'),
+        ('controlplane', '0026_registry_url_credentials'),
     ]
 
     operations = [
