@@ -110,12 +110,16 @@ lint: install
 bench: install redis kafka $(DEV_ENV)
 	$(WITH_DEV_ENV) $(PY) -m bench
 
-# The whole product on one machine: embedded Kafka dc1/dc2 (KAFKA=apache: Apache Kafka from Maven
-# Central), web, Celery worker and beat, active-active flows with traffic and consumer groups
-# (Procfile.demo, run by workers.procfile; Ctrl-C stops them in reverse order: workers before Kafka).
-KAFKA ?= embedded
+# The whole product on one machine: Apache Kafka dc1/dc2 from Maven Central, with transactions (the
+# embedded broker when there is no Java, or with KAFKA=embedded), web, Celery worker and beat,
+# active-active flows with traffic and consumer groups (Procfile.demo, run by workers.procfile; Ctrl-C
+# stops them in reverse order: workers before Kafka).
+JAVA_FOUND := $(shell command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 && echo yes)
+KAFKA ?= $(if $(JAVA_FOUND),apache,embedded)
 demo: install redis $(if $(filter apache,$(KAFKA)),kafka) $(DEV_ENV)
-	@case "$(KAFKA)" in embedded|apache) ;; *) echo "KAFKA=$(KAFKA): use KAFKA=embedded (default) or KAFKA=apache"; exit 2;; esac
+	@case "$(KAFKA)" in embedded|apache) ;; *) echo "KAFKA=$(KAFKA): use KAFKA=apache (the default with Java) or KAFKA=embedded"; exit 2;; esac
+	@if [ "$(KAFKA)" = embedded ] && [ -z "$(JAVA_FOUND)$(filter command line,$(origin KAFKA))" ]; then \
+	  echo "no java and mvn on PATH: the demo runs on the embedded broker (no transactions, approximate offset answers); install Java 17 and Maven for Apache Kafka"; fi
 	mkdir -p var/demo
 	$(WITH_DEV_ENV) $(PY) manage.py migrate --no-input
 	$(WITH_DEV_ENV) $(PY) manage.py create_admin demo --password demo-password >/dev/null

@@ -3,6 +3,10 @@ records are there, so the demo on it fetches every 10 ms; on Apache Kafka the en
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from controlplane.flows import engine
@@ -42,3 +46,25 @@ def test_the_engine_mode_demo_on_the_embedded_broker_fetches_every_10_ms():
         source_consumer_overrides(flow, config.cluster(flow.source))["fetch.wait.max.ms"]
         for flow in config.flows
     ] == ["10", "10"]
+
+
+def test_make_demo_runs_apache_kafka_with_java_and_says_why_it_does_not_without(tmp_path):
+    """Issue 36 item 6: `make demo` runs the product users run (Apache Kafka, transactions on) wherever
+    Java and Maven are there; without them the embedded broker, with a line saying why."""
+    repo = Path(__file__).resolve().parents[2]
+    dry = subprocess.run(["make", "-n", "demo"], cwd=repo, capture_output=True, text=True, timeout=60)
+    assert "DEMO_KAFKA=apache" in dry.stdout, dry.stdout[-2000:] + dry.stderr
+    bare = subprocess.run(  # a PATH with neither java nor mvn
+        [shutil.which("make"), "-n", "demo"],
+        cwd=repo,
+        env={"PATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "DEMO_KAFKA=embedded" in bare.stdout, bare.stdout[-2000:] + bare.stderr
+    assert 'if [ "embedded" = embedded ] && [ -z "" ]; then' in bare.stdout  # the line is printed
+    chosen = subprocess.run(
+        ["make", "-n", "demo", "KAFKA=embedded"], cwd=repo, capture_output=True, text=True, timeout=60
+    )
+    assert "DEMO_KAFKA=embedded" in chosen.stdout and '[ -z "yescommand line" ]' in chosen.stdout
