@@ -8,8 +8,9 @@ together); a cluster that has not answered for TCP_CHECK_AFTER_S is first asked 
 refused port or an unknown host fails at once, a silent one within TCP_CHECK_TIMEOUT_S). A cluster that
 did not answer one read opens its circuit breaker for every web process (`call_bounds.breaker_allow`, kept in
 Redis, `replication.circuit_breaker`'s rule): reads of it are refused without a network call until the
-pause ends, when one process makes the trial read, so a dead cluster costs the whole web one timeout
-per pause, not one per page view nor one per process. Failures are `ClusterUnavailable` (HTTP 502) naming
+pause ends, when one process makes the trial read, or a passing "Test connection" closes it
+(`cluster_answered`), so a dead cluster costs the whole web one timeout per pause, not one per page view
+nor one per process. Failures are `ClusterUnavailable` (HTTP 502) naming
 the cluster and the broker's reason.
 
 Only cluster failures count (`replication.kafka.clients.is_cluster_failure`: unreachable, timed out,
@@ -135,6 +136,11 @@ def _blamed(exc: BaseException, configs: list[ClusterConfig]) -> list[ClusterCon
     if not named:
         return configs
     return [config for config in configs if config.alias in named]
+
+
+def cluster_answered(cluster: Cluster) -> None:
+    """The cluster answered a check ("Test connection"): its breaker closes for every web process."""
+    _record_answers([engine.cluster_to_config(cluster)])
 
 
 def _record_answers(configs: list[ClusterConfig]) -> None:

@@ -13,7 +13,7 @@ from controlplane.core import ratelimit
 from controlplane.core.errors import ServiceValidationError
 from controlplane.core.roles import Role
 from controlplane.flows import engine
-from controlplane.flows.cluster_reads import cluster_read
+from controlplane.flows.cluster_reads import cluster_answered, cluster_read
 from controlplane.models import (
     Cluster,
     Flow,
@@ -107,7 +107,8 @@ def mm2_export() -> str:
 def cluster_check(*, cluster: Cluster, actor) -> ClusterCheck:
     """Whether the cluster answers with its stored settings (the "test connection" button), bounded, and
     how it fails (DNS, refused, timeout, TLS, authentication). Not a port scanner: only hosts
-    MIRRORPLANE_CLUSTER_HOSTS_ALLOWED allows (a 400 otherwise), CLUSTER_CHECK_RATE_PER_MINUTE per user."""
+    MIRRORPLANE_CLUSTER_HOSTS_ALLOWED allows (a 400 otherwise), CLUSTER_CHECK_RATE_PER_MINUTE per user. A
+    check that passes closes the cluster's breaker for the whole web (`cluster_reads`)."""
     if problem := engine.cluster_hosts_error(cluster):
         raise ServiceValidationError.single("bootstrap_servers", problem)
     ratelimit.hit(
@@ -116,4 +117,7 @@ def cluster_check(*, cluster: Cluster, actor) -> ClusterCheck:
         limit=settings.CLUSTER_CHECK_RATE_PER_MINUTE,
         window_s=60,
     )
-    return check_cluster(engine.cluster_to_config(cluster), timeout_s=CHECK_TIMEOUT_S)
+    result = check_cluster(engine.cluster_to_config(cluster), timeout_s=CHECK_TIMEOUT_S)
+    if result.ok:  # the probe the breaker waits for: reads of the cluster resume in every web process
+        cluster_answered(cluster)
+    return result

@@ -416,3 +416,30 @@ def test_a_reads_calls_share_one_deadline_and_a_call_cut_short_opens_no_breaker(
             cluster_reads.cluster_read(cluster, lambda config, timeout_s: calls.append(2))
         assert calls == [1]
     cluster_reads.reset_breakers()
+
+
+@pytest.mark.kafka
+def test_a_passing_test_connection_closes_the_breaker_for_the_whole_web(
+    dockerfile_web, viewer, cluster_a, unique_name
+):
+    """The breaker's message says to check the cluster with Test connection: a check that passes is the
+    probe that closes it, for every web process, at once."""
+    cluster = services.cluster_create(actor=None, alias="K", bootstrap_servers=cluster_a.bootstrap_servers)
+    operator = core.user_create_with_role(username="operator", role=Role.OPERATOR)[1]
+
+    def unanswered(config, timeout_s):
+        raise BrowseError("cluster K: Local: Timed out")
+
+    with pytest.raises(ClusterUnavailable):
+        cluster_reads.cluster_read(cluster, unanswered)  # opens it, in Redis
+    topics = f"{dockerfile_web.url}/api/v1/clusters/{cluster.pk}/topics/"
+    refused = viewer.get(topics, timeout=60)
+    assert refused.status_code == 502 and "K did not answer the last 1 read" in refused.json()["detail"]
+    check = requests.post(
+        f"{dockerfile_web.url}/api/v1/clusters/{cluster.pk}/check/",
+        headers={"Authorization": f"Token {operator}"},
+        timeout=60,
+    )
+    assert check.status_code == 200 and check.json()["ok"], check.text
+    answered = [viewer.get(topics, timeout=60) for _ in range(6)]  # whichever process answers
+    assert [answer.status_code for answer in answered] == [200] * 6, answered[0].text
