@@ -443,3 +443,32 @@ def test_a_passing_test_connection_closes_the_breaker_for_the_whole_web(
     assert check.status_code == 200 and check.json()["ok"], check.text
     answered = [viewer.get(topics, timeout=60) for _ in range(6)]  # whichever process answers
     assert [answer.status_code for answer in answered] == [200] * 6, answered[0].text
+
+
+def test_a_web_process_keeps_threads_for_everything_else(dockerfile_web, viewer, tmp_path):
+    """One web process with the Dockerfile's threads and MIRRORPLANE_WEB_OUTBOUND_REQUESTS=2: of six
+    parallel reads of a cluster that never answers, two wait for it and four are refused at once (503,
+    saying why), so /healthz and the pages that read only the database always find a thread."""
+    flags = list(dockerfile_gunicorn_flags())
+    flags[flags.index("--workers") + 1] = "1"
+    web = Gunicorn(
+        env={**dockerfile_web.env, "MIRRORPLANE_WEB_OUTBOUND_REQUESTS": "2"},
+        log=tmp_path / "gunicorn.log",
+        args=tuple(flags),
+    ).start()
+    try:
+        with silent_listeners(1) as (silent,):
+            cluster = services.cluster_create(actor=None, alias="W", bootstrap_servers=silent.address)
+
+            def read(_):
+                return viewer.get(f"{web.url}/api/v1/clusters/{cluster.pk}/topics/", timeout=60)
+
+            answers, arrivals, latencies = reads_beside_healthz(web.url, 6, read, lambda: silent.connections)
+            _report("6 parallel reads of a silent cluster, one process, 2 outbound slots", latencies)
+            statuses = sorted(answer.status_code for answer in answers)
+            assert statuses == [502, 502, 503, 503, 503, 503], [a.text for a in answers]
+            busy = [a.json()["detail"] for a in answers if a.status_code == 503]
+            assert all("already waiting on other systems for 2 requests" in detail for detail in busy)
+            assert healthz_answered_while_reads_waited(arrivals) == HEALTH_PROBES, arrivals
+    finally:
+        web.kill()
