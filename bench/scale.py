@@ -12,7 +12,7 @@ until the end of its window. Tools, each on the same regex of those topics and `
 - `runtime`: the control plane as docs/operations.md runs it: one replication worker (`-Q replication
   --pool=threads -c 4`), a metadata worker (`-Q metadata --pool=threads -c 4`; nothing takes the reports
   queue, whose Spark job would measure a JVM, not the runtime), beat, and the web under gunicorn as the
-  Dockerfile runs it (`--workers 3`), with the production settings (settings.py defaults), on a
+  Dockerfile runs it (its flags: `--workers 3 --threads 8`), with the production settings (settings.py defaults), on a
   throw-away PostgreSQL database next to DATABASE_URL's and Redis database `--redis-db` (FLUSHED);
 - `dedicated`: `python -m replication run mm2.properties`;
 - `mm2`: Apache Kafka's MirrorMaker 2 on the same mm2.properties (`bench.vs_mm2`: the brokers' jars
@@ -537,7 +537,7 @@ class RuntimeTool(Tool):
 
         from bench.runtime import _redis_url
         from controlplane.flows import services
-        from tests.workers.harness import CeleryRuntime, Gunicorn, database_url
+        from tests.workers.harness import CeleryRuntime, Gunicorn, database_url, dockerfile_gunicorn_flags
 
         clusters = {config.alias: stored_cluster(config) for config in (self.source, self.target)}
         self.flow = services.flow_create(
@@ -569,7 +569,7 @@ class RuntimeTool(Tool):
         env = {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
         env.pop("DEBUG", None)
         env["METRICS_BEARER_TOKEN"] = self.admin.metrics_token
-        self.web = Gunicorn(env=env, log=self.workdir / "web.log", args=("--workers", "3")).start()
+        self.web = Gunicorn(env=env, log=self.workdir / "web.log", args=dockerfile_gunicorn_flags()).start()
         self.admin.sign_in(self.web.url)
 
     def start(self) -> None:
