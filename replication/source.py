@@ -127,11 +127,19 @@ class SliceErrorKind(enum.StrEnum):
     SCHEMA = "schema"  # rewrite-ids: a partition waited longer than SCHEMA_WAIT_ERROR_S for a schema
     TRANSACTION = "transaction"  # a transaction could not commit: aborted, every partition restarts
     FENCED = "fenced"  # another producer of this task took over (a zombie's writes): this task stops
+    # The flow's partitions were assigned anew and this task's assignment fenced (replication.generations):
+    # it stops, the new assignment's tasks take its partitions over.
+    SUPERSEDED = "superseded"
+
+
+# What ends a pump at once: a transaction abandoned (its partitions restart), the task fenced or superseded.
+STOPPING_KINDS = frozenset({SliceErrorKind.TRANSACTION, SliceErrorKind.FENCED, SliceErrorKind.SUPERSEDED})
 
 
 class TaskFenced(RuntimeError):
     """`run_slice` on a task that was fenced: another producer of the same task took over (this one was a
-    zombie). A new task may start (its producer then fences the other one in turn); this one never writes."""
+    zombie), or the flow's partitions were assigned anew and the earlier assignment's tasks fenced
+    (`replication.generations`). A new task may start; this one never writes."""
 
 
 @dataclass(frozen=True)
@@ -321,9 +329,12 @@ class MirrorSourceTask:
         gap_confirm_s: float = GAP_CONFIRM_S,
         remote_partition_wait_s: float = REMOTE_PARTITION_WAIT_S,
         schema_ids: SchemaIdRewriter | None = None,
+        superseded: Callable[[], str | None] = lambda: None,
     ) -> None:
         """`io` reaches the clusters; without it, Kafka clients of `source` and `target` are made.
-        `schema_ids` rewrites the schema IDs of keys and values (`rewrite-ids`)."""
+        `schema_ids` rewrites the schema IDs of keys and values (`rewrite-ids`). `superseded`: why this
+        task's assignment is no longer the flow's (`replication.generations`), None while it is; asked
+        before and after `init_transactions` (a superseded task never writes) and when it is fenced."""
         self.flow, self.source, self.target, self.policy = flow, source, target, policy
         self.task_index = task_index
         self.metrics = metrics if metrics is not None else MirrorMetrics(clock=clock)
@@ -332,6 +343,7 @@ class MirrorSourceTask:
         self._gap_confirm_s = gap_confirm_s
         self._remote_partition_wait_s = remote_partition_wait_s
         self._schema_ids = schema_ids
+        self._superseded = superseded
         self._exactly_once = flow.delivery_guarantee == DeliveryGuarantee.EXACTLY_ONCE
         self._rewrite = header_rewriter(
             provenance_enabled=flow.provenance_header_enabled,
@@ -657,6 +669,8 @@ class MirrorSourceTask:
         (a zombie) and abort what it or a crash left open; once per sink. Whether the partitions may start."""
         if not self._io.transactional or self._transaction_ready:
             return True
+        if self._stop_if_superseded("initialising transactions", errors):
+            return False
         sink: TransactionalSink = self._sink  # type: ignore[assignment]
         try:
             sink.init_transactions(SLICE_FLUSH_TIMEOUT_S)
@@ -677,8 +691,23 @@ class MirrorSourceTask:
                     errors,
                 )
             return False
+        if self._stop_if_superseded("initialising transactions", errors):  # a fencing begun meanwhile
+            return False
         self._transaction_ready = True
         return True
+
+    def _stop_if_superseded(self, doing: str, errors: list[SliceError]) -> bool:
+        """A task of an assignment the flow no longer has stops for good before it writes (as if fenced)."""
+        reason = self._superseded()
+        if reason is not None:
+            self._stop_fenced(
+                SliceError(
+                    SliceErrorKind.SUPERSEDED,
+                    f"flow {self.flow.name} task {self.task_index} stops while {doing}: {reason}",
+                ),
+                errors,
+            )
+        return reason is not None
 
     def _waiting_for_remote(
         self,
@@ -991,7 +1020,7 @@ class MirrorSourceTask:
             failed: list[SliceError] = []
             if not self._commit(now=self._clock(), errors=failed):
                 self._cadence.persisted(now=time.monotonic(), acked=self._acks.records)
-            errors.extend(e for e in failed if e.kind in (SliceErrorKind.TRANSACTION, SliceErrorKind.FENCED))
+            errors.extend(e for e in failed if e.kind in STOPPING_KINDS)
         return not (self._restart_needed or self._fenced)
 
     def _on_fetch_error(self, message, errors: list[SliceError]) -> None:
@@ -1320,15 +1349,16 @@ class MirrorSourceTask:
         self._count_aborted(self._clock())
         running = [key for key, state in self._states.items() if not state.stopped]
         if self._io.transaction_failure(exc) == TransactionFailure.FENCED:
-            self._fenced = (
-                f"flow {self.flow.name} task {self.task_index} was fenced on {self.flow.target} while "
-                f"{doing} ({exc}): another worker runs this task now; this one stops writing, and its "
-                "uncommitted records are aborted"
+            reason = self._superseded()
+            self._stop_fenced(
+                SliceError(
+                    SliceErrorKind.FENCED if reason is None else SliceErrorKind.SUPERSEDED,
+                    f"flow {self.flow.name} task {self.task_index} was fenced on {self.flow.target} while "
+                    f"{doing} ({exc}): {reason or 'another worker runs this task now'}; this one stops "
+                    "writing, and its uncommitted records are aborted",
+                ),
+                errors,
             )
-            self._states = {key: state for key, state in self._states.items() if state.stopped}
-            self._assigned = []
-            self._states_changed()
-            self._log_error(SliceError(SliceErrorKind.FENCED, self._fenced), errors)
             return
         try:
             self._sink.abort_transaction(SLICE_FLUSH_TIMEOUT_S)  # type: ignore[attr-defined]
@@ -1348,6 +1378,14 @@ class MirrorSourceTask:
             ),
             errors,
         )
+
+    def _stop_fenced(self, error: SliceError, errors: list[SliceError]) -> None:
+        """Stop for good: nothing more is written (`run_slice` raises `TaskFenced`)."""
+        self._fenced = error.message
+        self._states = {key: state for key, state in self._states.items() if state.stopped}
+        self._assigned = []
+        self._states_changed()
+        self._log_error(error, errors)
 
     def _report_metrics(self, now: float, *, swept: Sequence[TopicPartition] = ()) -> None:
         """The metrics of the partitions that moved, started or failed since the last report, and of the

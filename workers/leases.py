@@ -8,6 +8,9 @@ ours, take it if the key is gone, e.g. after a Redis restart, fail if another to
 the TTL and the supervisor starts new chains elsewhere. `LeaseKeeper` renews in a background thread
 while a slice runs, so a slice longer than the TTL (a slow target) keeps its lease.
 
+Each flow's generation fencing (`replication.generations.Fencing`, `fencing_key`) lives here too, with
+the lock the worker that fences holds (`workers.fencing`).
+
 The flow plans (`workers.plans.FlowPlan`) live here too: runtime state, rebuilt by the metadata tasks.
 Each is stored with a digest of its content (`plan_version_key`), written together with it, so that a
 slice learns whether its flow's plan changed from one short key (`RedisLeases.plan`) instead of reading
@@ -23,7 +26,9 @@ import time
 import uuid
 
 import redis
+from redis.lock import Lock
 
+from replication.generations import Fencing
 from workers.plans import FlowPlan, TaskRef
 
 log = logging.getLogger(__name__)
@@ -86,6 +91,10 @@ def plan_key(flow_id: int) -> str:
 
 def plan_version_key(flow_id: int) -> str:
     return f"{plan_key(flow_id)}:version"
+
+
+def fencing_key(flow_id: int) -> str:
+    return f"{PREFIX}:fencing:flow:{flow_id}"
 
 
 def plan_version(text: str) -> str:
@@ -170,6 +179,22 @@ class RedisLeases:
 
     def delete_plan(self, flow_id: int) -> None:
         self.client.delete(plan_key(flow_id), plan_version_key(flow_id))
+
+    # -- generation fencing (replication.generations) -------------------------------------------------
+    def fencing(self, flow_id: int) -> Fencing | None:
+        text = self.client.get(fencing_key(flow_id))
+        return None if text is None else Fencing.from_json(text)
+
+    def save_fencing(self, flow_id: int, fencing: Fencing) -> None:
+        self.client.set(fencing_key(flow_id), fencing.to_json())
+
+    def fencing_lock(self, flow_id: int, *, timeout_s: float) -> Lock:
+        """Held by the one worker that fences the flow's earlier generations (expires if it dies)."""
+        return self.client.lock(f"{fencing_key(flow_id)}:lock", timeout=timeout_s, blocking=False)
+
+    def forget_flow(self, flow_id: int) -> None:
+        """A deleted flow: its plan and its fencing go."""
+        self.client.delete(plan_key(flow_id), plan_version_key(flow_id), fencing_key(flow_id))
 
 
 def _ms(seconds: float) -> int:

@@ -114,7 +114,7 @@ def flow_metadata(*, flow_id: int, token: str) -> None:
         spec = runtime.runtime_flow_spec(flow_id=flow_id)
         entry = _entry(spec, flow_id)
         if spec is None:
-            leases.delete_plan(flow_id)
+            leases.forget_flow(flow_id)
         # A run of the same flow still going (waiting on a cluster) is not waited for: this one ends.
         if entry is not None and entry.lock.acquire(blocking=False):
             try:

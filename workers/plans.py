@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from replication.connector import TopicPartition, assign_partitions
+from replication.generations import assignment_generation
 
 
 @dataclass(frozen=True, order=True)
@@ -37,6 +38,7 @@ class FlowPlan:
     _assignments: dict[int, list[tuple[TopicPartition, ...]]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    _generations: dict[int, str] = field(default_factory=dict, compare=False, repr=False)
 
     def to_json(self) -> str:
         return json.dumps({"config_version": self.config_version, "partitions": self.partitions})
@@ -53,6 +55,12 @@ class FlowPlan:
                 tuple(task) for task in assign_partitions(self.partitions, tasks_max)
             ]
         return self._assignments[tasks_max]
+
+    def generation(self, tasks_max: int) -> str:
+        """The generation of that assignment (`replication.generations`), digested once per tasks.max."""
+        if tasks_max not in self._generations:
+            self._generations[tasks_max] = assignment_generation(self.task_partitions(tasks_max))
+        return self._generations[tasks_max]
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,8 @@ class SliceDecision:
     reason: str
     partitions: tuple[TopicPartition, ...] = ()
     retired: bool = False  # STOP because the flow runs fewer tasks now: this task index is gone
+    generation: str = ""  # RUN: the assignment's generation (replication.generations)
+    tasks: int = 0  # RUN: how many tasks that assignment has
 
 
 def decide_slice(
@@ -114,7 +124,13 @@ def decide_slice(
         return SliceDecision(
             SliceAction.STOP, f"task {task_index} retired ({len(assignment)} task(s) now)", retired=True
         )
-    return SliceDecision(SliceAction.RUN, "", assignment[task_index])
+    return SliceDecision(
+        SliceAction.RUN,
+        "",
+        assignment[task_index],
+        generation=plan.generation(tasks_max),
+        tasks=len(assignment),
+    )
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from django.conf import settings
@@ -36,9 +36,10 @@ from replication.kafka.legacy_offset_syncs import move_legacy_offset_syncs
 from replication.kafka.positions import KafkaPositionStore
 from replication.policy import replication_policy_for
 from replication.schemas.flow import schema_id_rewriter
-from replication.source import MirrorSourceTask, SliceResult
+from replication.source import MirrorSourceTask, SliceErrorKind, SliceResult
 from workers import context
 from workers.bridge import SliceBridge, bridge_max_s, merge_results, slice_records_left
+from workers.fencing import AssignmentGuard, generation_fenced
 from workers.lake import Counts, RemotePartition, lake_rows
 from workers.leases import LeaseKeeper, new_token, task_lease_key
 from workers.plans import (
@@ -54,6 +55,7 @@ from workers.plans import (
 log = logging.getLogger(__name__)
 
 WAIT_S = 1.0  # pause of a chain waiting for its flow's plan
+FENCING_WAIT_S = 0.2  # pause of a chain waiting while another worker fences its flow's earlier generations
 HAND_OVER_WAIT_S = 5.0  # a stopping worker waits this long at most for a successor to be ready
 HAND_OVER_POLL_S = 0.01
 DRAINING = threading.Event()  # a warm shutdown began: running slices end now, chains are handed over
@@ -66,6 +68,7 @@ class CachedTask:
     spec: FlowSpec
     task: MirrorSourceTask
     position_store: KafkaPositionStore
+    guard: AssignmentGuard  # the assignment generation it writes for (workers.fencing)
     ran: ChainPosition | None = None
     counts: dict[RemotePartition, Counts] = field(default_factory=dict)
     last_slice_at: float = field(default_factory=time.time)
@@ -81,6 +84,7 @@ class CachedTask:
         _move_legacy_offset_syncs(spec)
         store = KafkaPositionStore(spec.target, source_alias=spec.flow.source)
         policy = replication_policy_for(spec.flow, known_aliases=spec.known_aliases)
+        guard = AssignmentGuard(spec.flow_id)
         task = MirrorSourceTask(
             flow=spec.flow,
             source=spec.source,
@@ -91,8 +95,13 @@ class CachedTask:
             schema_ids=schema_id_rewriter(
                 flow=spec.flow, source=spec.source, target=spec.target, policy=policy
             ),
+            superseded=guard,
         )
-        return cls(spec=spec, task=task, position_store=store)
+        return cls(spec=spec, task=task, position_store=store, guard=guard)
+
+    def admitted(self, generation: str) -> bool | None:
+        """Whether the task writes for assignment `generation` (None: not admitted to any yet)."""
+        return None if self.guard.generation is None else self.guard.generation == generation
 
     def stop_bridge(self) -> SliceResult | None:
         """Stop replicating between slices; what it did (None without a bridge)."""
@@ -307,10 +316,13 @@ def _replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
         return NextSlice(countdown_s=WAIT_S, sticky=True)
 
     entry = TASKS.take(ref)
-    if entry is not None and not cached_task_is_current(
-        cached=entry.ran, config_version=spec.config_version, chain=chain, seq=seq
+    if entry is not None and not (
+        cached_task_is_current(cached=entry.ran, config_version=spec.config_version, chain=chain, seq=seq)
+        and entry.admitted(decision.generation) is not False
     ):
-        _close_quietly(entry)  # stale: positions may have moved elsewhere since it last ran
+        # Stale: positions may have moved elsewhere since it last ran, or the partitions were assigned
+        # anew (its producer is fenced, or is about to be).
+        _close_quietly(entry)
         entry = None
     # A chain goes back to its pool's queue every MIRRORPLANE_REBALANCE_SLICES slices, and after one
     # slice on a worker that does not serve its pool (the flow's pool changed).
@@ -318,8 +330,16 @@ def _replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
         spec.queue
     )
     try:
+        if entry is None or not entry.admitted(decision.generation):
+            with LeaseKeeper(leases, key, chain, ttl_s=ttl_s):  # fencing many ids may take a while
+                fenced = generation_fenced(spec=spec, generation=decision.generation, tasks=decision.tasks)
+            if not fenced:  # another worker fences the earlier generations: this task waits for it
+                if entry is not None:
+                    TASKS.put(ref, entry)
+                return NextSlice(countdown_s=FENCING_WAIT_S, sticky=True)
         if entry is None:
             entry = CachedTask.build(spec, ref.task_index)
+        entry.guard.admit(generation=decision.generation, tasks=decision.tasks)
         carried = entry.stop_bridge()
         entry.task.assign(decision.partitions)
         with LeaseKeeper(leases, key, chain, ttl_s=ttl_s) as keeper:
@@ -345,6 +365,13 @@ def _replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
     if keeper.lost.is_set():
         _close_quietly(entry)
         return None
+    # The partitions were assigned anew and this task's assignment fenced (workers.fencing): no failure,
+    # the chain's next slice builds the task of the new assignment (or ends, its index retired).
+    superseded = any(error.kind is SliceErrorKind.SUPERSEDED for error in result.errors)
+    if superseded:
+        result = replace(
+            result, errors=tuple(e for e in result.errors if e.kind is not SliceErrorKind.SUPERSEDED)
+        )
     entry.ran = ChainPosition(spec.config_version, chain, seq)
     entry.failures = 0 if result.ok else entry.failures + 1
     STATS.slice_ran(ok=result.ok)
@@ -354,7 +381,7 @@ def _replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
         queue=spec.queue,
     )
     now, mine = _metrics_snapshot(entry, decision.partitions)  # before the bridge uses the task
-    if following.sticky and not following.countdown_s:
+    if following.sticky and not following.countdown_s and not superseded:
         # Records keep flowing while this slice stores its status and the next one is enqueued and
         # started (workers.bridge): that hand-over is no gap they wait in.
         entry.bridge = _bridge(
@@ -364,7 +391,10 @@ def _replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
             max_s=bridge_max_s(slice_s=settings.MIRRORPLANE_SLICE_SECONDS, lease_ttl_s=ttl_s),
         )
     _record_quietly(ref, lambda: _record_slice(ref, entry, result, now=now, mine=mine))
-    TASKS.put(ref, entry)
+    if superseded:
+        _close_quietly(entry)
+    else:
+        TASKS.put(ref, entry)
     return following
 
 

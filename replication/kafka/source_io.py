@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from confluent_kafka import (
@@ -55,6 +56,8 @@ T = TypeVar("T")
 # (plus a margin) leaves no record in doubt, which restarts of a partition rely on.
 MESSAGE_TIMEOUT_MS = 120_000
 SETTLE_TIMEOUT_S = MESSAGE_TIMEOUT_MS / 1000 + 10
+FENCE_TIMEOUT_S = 30.0  # init_transactions of a fencing producer (it waits for the abort it causes)
+FENCE_PARALLELISM = 8  # fencing producers at once
 
 PRODUCER_DEFAULTS: Mapping[str, object] = {
     # How long a record may wait for others to share its request. Batches still form by themselves while
@@ -144,6 +147,23 @@ def transactional_id(flow: FlowConfig, task_index: int) -> str:
     producer of its index (and aborts what it left open). The target principal needs WRITE and DESCRIBE
     on this TransactionalId (docs/security.md)."""
     return f"mirrorplane-{flow.name}-{task_index}"
+
+
+def fence_transactional_ids(flow: FlowConfig, target: ClusterConfig, *, task_ids: int) -> None:
+    """Fence every producer of the flow's tasks 0..task_ids-1 on the target, as Kafka Connect's
+    `fenceZombieSourceTasks` does with Admin.fenceProducers (confluent-kafka has no such call): a producer
+    of each id initialises its transactions, which bumps the id's epoch (every earlier producer of it is
+    fenced, the transaction it left open aborted), and closes. The ids in parallel; raises a failure."""
+    with ThreadPoolExecutor(max_workers=max(min(task_ids, FENCE_PARALLELISM), 1)) as pool:
+        list(pool.map(lambda task_index: _fence(flow, target, task_index), range(task_ids)))
+
+
+def _fence(flow: FlowConfig, target: ClusterConfig, task_index: int) -> None:
+    producer = mirror_producer(flow, target, task_index=task_index)
+    try:
+        producer.init_transactions(FENCE_TIMEOUT_S)
+    finally:
+        producer.close()
 
 
 def mirror_producer(flow: FlowConfig, target: ClusterConfig, *, task_index: int) -> Producer:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -49,10 +50,12 @@ class Traffic(threading.Thread):
         assert producer.flush(30) == 0
 
 
-def open_transaction_on(cluster, topic: str, partitions: int = PARTITIONS) -> bool:
-    """Some partition holds records of a transaction not committed yet: its high watermark is past its
-    last stable offset."""
-    keys = [(topic, partition) for partition in range(partitions)]
+def open_transaction_on(
+    cluster, topic: str, partitions: int = PARTITIONS, *, among: Sequence[int] | None = None
+) -> bool:
+    """Some partition (of `among`, default all) holds records of a transaction not committed yet: its
+    high watermark is past its last stable offset."""
+    keys = [(topic, partition) for partition in (range(partitions) if among is None else among)]
     uncommitted = PartitionReader(cluster, timeout_s=5)
     committed = PartitionReader(cluster, timeout_s=5, read_committed=True)
     try:

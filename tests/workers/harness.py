@@ -211,6 +211,28 @@ def mirrored_offsets(
     }
 
 
+def assert_mirrored_exactly_once(
+    cluster: ClusterConfig, topic: str, produced: dict[int, int], *, timeout_s: float = 120
+) -> None:
+    """Wait until the remote topic holds as many records as were `produced` per partition, then check
+    that a read_committed reader sees each source offset exactly once, in order."""
+    partitions = len(produced)
+    wait_until(
+        lambda: all(
+            len(offsets) >= produced[partition]
+            for partition, offsets in mirrored_offsets(cluster, topic, partitions).items()
+        ),
+        timeout_s=timeout_s,
+        what="every record replicated",
+    )
+    offsets = mirrored_offsets(cluster, topic, partitions)
+    for partition in range(partitions):
+        assert offsets[partition] == list(range(produced[partition])), (
+            f"partition {partition}: {len(offsets[partition])} records, "
+            f"{len(set(offsets[partition]))} distinct, expected {produced[partition]}"
+        )
+
+
 def count_records(cluster: ClusterConfig, topic: str, partitions: int = PARTITIONS) -> int:
     return sum(len(offsets) for offsets in mirrored_offsets(cluster, topic, partitions).values())
 

@@ -20,6 +20,7 @@ from tests.replication.test_transactions import open_transaction_on
 from tests.workers.harness import (
     CeleryRuntime,
     SteadyTraffic,
+    assert_mirrored_exactly_once,
     create_topic,
     mirrored_offsets,
     produce,
@@ -122,20 +123,7 @@ def test_a_worker_frozen_past_its_lease_is_fenced_when_it_wakes_and_nothing_is_d
     finally:
         os.kill(zombie.pid, signal.SIGCONT)
         produced = traffic.stop()
-    wait_until(
-        lambda: all(
-            len(offsets) >= produced[partition]
-            for partition, offsets in mirrored_offsets(cluster_b, remote, partitions).items()
-        ),
-        timeout_s=120,
-        what="every record replicated",
-    )
-    offsets = mirrored_offsets(cluster_b, remote, partitions)  # as a read_committed consumer reads them
-    for partition in range(partitions):
-        assert offsets[partition] == list(range(produced[partition])), (
-            f"partition {partition}: {len(offsets[partition])} records, "
-            f"{len(set(offsets[partition]))} distinct, expected {produced[partition]}"
-        )
+    assert_mirrored_exactly_once(cluster_b, remote, produced)
     # The zombie's late offset syncs did not unsettle the verifier's translation (OffsetSyncStore).
     for name in ("w1", "w2"):
         assert "verification mismatch" not in celery_runtime.log(name)

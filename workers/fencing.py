@@ -1,0 +1,82 @@
+"""Generation fencing in the runtime (`replication.generations`): before any task of a flow's new
+assignment initialises its transactions, one worker fences every transactional id the flow has used.
+
+A slice about to build its task asks `generation_fenced`: the first slice of a new generation to ask
+takes the flow's fencing lock (Redis), records the fencing as begun, fences the ids on the target
+(`replication.kafka.source_io.fence_transactional_ids`) and records it done; the others find the lock
+taken and wait a moment (their chains keep their leases). The task then checks once more around its own
+`init_transactions` (`AssignmentGuard`, `MirrorSourceTask(superseded=...)`), so a task of a generation
+superseded meanwhile stops before it writes, and a zombie of an earlier generation that wakes up is told
+why it was fenced. Flows without transactions have nothing to fence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+
+from redis.exceptions import LockError
+
+from controlplane.status.runtime import FlowSpec
+from replication.generations import fencing_for, may_write, superseded_reason
+from replication.kafka.source_io import fence_transactional_ids, transactional
+from workers import context
+
+log = logging.getLogger(__name__)
+
+# The fencing lock's expiry: longer than fencing every id takes (FENCE_TIMEOUT_S per round of ids), short
+# enough that a worker dying while it fences holds the flow's new tasks back only this long.
+FENCE_LOCK_S = 120.0
+
+
+def generation_fenced(*, spec: FlowSpec, generation: str, tasks: int) -> bool:
+    """Whether the `tasks` tasks of the flow's assignment `generation` may write: its earlier generations
+    are fenced (here, when nobody did yet). False while another worker fences: try again shortly."""
+    if not transactional(spec.flow):
+        return True
+    leases = context.leases()
+    if may_write(leases.fencing(spec.flow_id), generation=generation):
+        return True
+    lock = leases.fencing_lock(spec.flow_id, timeout_s=FENCE_LOCK_S)
+    if not lock.acquire():
+        return False
+    try:
+        due = fencing_for(leases.fencing(spec.flow_id), generation=generation, tasks=tasks)
+        if due is not None:
+            leases.save_fencing(spec.flow_id, due)  # begun: a task of any other generation stops now
+            fence_transactional_ids(spec.flow, spec.target, task_ids=due.task_ids)
+            leases.save_fencing(spec.flow_id, dataclasses.replace(due, fenced=True))
+            log.info(
+                "flow %s: task assignment generation %s (%d task(s)): the transactional ids of tasks "
+                "0..%d fenced before its tasks write",
+                spec.flow.name,
+                generation,
+                tasks,
+                due.task_ids - 1,
+            )
+    finally:
+        try:
+            lock.release()
+        except LockError:  # expired meanwhile: the fencing is recorded (or redone by the next holder)
+            log.warning("flow %s: the fencing lock expired before it was released", spec.flow.name)
+    return True
+
+
+@dataclass
+class AssignmentGuard:
+    """A cached task's `superseded` (`MirrorSourceTask`): why the generation it was admitted under is no
+    longer the flow's fenced one, or None while it is. Asked around init_transactions and when fenced."""
+
+    flow_id: int
+    generation: str | None = None  # None: not admitted yet (a take-over's task, prepared beforehand)
+    tasks: int = 0
+
+    def admit(self, *, generation: str, tasks: int) -> None:
+        self.generation, self.tasks = generation, tasks
+
+    def __call__(self) -> str | None:
+        if self.generation is None:
+            return "its assignment was not checked against the flow's fencing yet"
+        fencing = context.leases().fencing(self.flow_id)
+        return superseded_reason(fencing, generation=self.generation, tasks=self.tasks)
