@@ -1385,7 +1385,11 @@ class MirrorSourceTask:
         self._states = {key: state for key, state in self._states.items() if state.stopped}
         self._assigned = []
         self._states_changed()
-        self._log_error(error, errors)
+        if error.kind is SliceErrorKind.SUPERSEDED:  # the fencing of a new assignment working as designed
+            errors.append(error)
+            log.warning("flow %s task %d: %s", self.flow.name, self.task_index, error)
+        else:
+            self._log_error(error, errors)
 
     def _report_metrics(self, now: float, *, swept: Sequence[TopicPartition] = ()) -> None:
         """The metrics of the partitions that moved, started or failed since the last report, and of the

@@ -15,9 +15,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from redis.exceptions import LockError
 
+from controlplane.models import FlowEventKind
+from controlplane.status import runtime
 from controlplane.status.runtime import FlowSpec
 from replication.generations import fencing_for, may_write, superseded_reason
 from replication.kafka.source_io import fence_transactional_ids, transactional
@@ -47,13 +50,13 @@ def generation_fenced(*, spec: FlowSpec, generation: str, tasks: int) -> bool:
             leases.save_fencing(spec.flow_id, due)  # begun: a task of any other generation stops now
             fence_transactional_ids(spec.flow, spec.target, task_ids=due.task_ids)
             leases.save_fencing(spec.flow_id, dataclasses.replace(due, fenced=True))
-            log.info(
-                "flow %s: task assignment generation %s (%d task(s)): the transactional ids of tasks "
-                "0..%d fenced before its tasks write",
-                spec.flow.name,
-                generation,
-                tasks,
-                due.task_ids - 1,
+            message = (
+                f"task assignment generation {generation} ({tasks} task(s)): the transactional ids of "
+                f"tasks 0..{due.task_ids - 1} fenced before its tasks write"
+            )
+            log.info("flow %s: %s", spec.flow.name, message)
+            runtime.flow_event_record(
+                flow_id=spec.flow_id, kind=FlowEventKind.INFO, message=message, at=datetime.now(UTC)
             )
     finally:
         try:

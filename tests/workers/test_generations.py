@@ -12,6 +12,7 @@ import signal
 import pytest
 
 from controlplane.flows import services
+from controlplane.models import FlowEvent
 from replication.kafka.source_io import PartitionReader
 from tests.replication.test_transactions import open_transaction_on
 from tests.workers.harness import (
@@ -27,6 +28,8 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 PARTITIONS = 4
 # The zombie's message: fenced, and told it was by a new assignment (not by a takeover of its own task).
 FENCED_BY_NEW_ASSIGNMENT = re.compile(r"was fenced on B while .*: the flow's partitions were assigned anew")
+# The flow event of a generation's fencing: its task count, and the highest task id it fenced.
+FENCING = re.compile(r"\((\d) task\(s\)\): the transactional ids of tasks 0\.\.(\d) fenced")
 
 
 def _written(cluster, topic: str, partition: int) -> int:
@@ -103,3 +106,7 @@ def test_a_worker_frozen_while_tasks_max_changes_is_fenced_and_every_offset_is_m
     assert_mirrored_exactly_once(cluster_b, remote, produced)  # as a read_committed consumer reads it
     for zombie in ("w1", "w2"):
         assert FENCED_BY_NEW_ASSIGNMENT.search(celery_runtime.log(zombie)), zombie
+    # One fencing per generation, each of every id ever used (the 2-task one fences id 2 too).
+    fencings = FlowEvent.objects.filter(flow=flow, message__contains="fenced before its tasks write")
+    fenced = [FENCING.search(event.message).groups() for event in fencings.order_by("at", "pk")]
+    assert fenced == [("3", "2"), ("2", "2"), ("3", "2")]  # (tasks, highest id fenced)

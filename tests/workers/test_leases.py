@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 import redis
 
+from replication.generations import Fencing
 from workers.leases import LeaseKeeper, RedisLeases, new_token, plan_key, task_lease_key
 from workers.plans import FlowPlan, TaskRef
 
@@ -103,6 +104,20 @@ def test_plans_are_stored_per_flow(leases):
     assert leases.plans([7, 8]) == {7: plan, 8: None}
     leases.delete_plan(7)
     assert leases.plans([7]) == {7: None}
+
+
+def test_fencing_is_stored_per_flow_one_worker_fences_and_a_deleted_flow_forgets_it(leases):
+    fencing = Fencing("0123456789abcdef", task_ids=3, fenced=True)
+    leases.save_plan(7, FlowPlan("v1", (("orders", 0),)))
+    leases.save_fencing(7, fencing)
+    assert leases.fencing(7) == fencing and leases.fencing(8) is None
+    held = leases.fencing_lock(7, timeout_s=5)
+    assert held.acquire()
+    assert not leases.fencing_lock(7, timeout_s=5).acquire()  # another worker waits
+    assert leases.fencing_lock(8, timeout_s=5).acquire()  # another flow does not
+    held.release()
+    leases.forget_flow(7)
+    assert leases.fencing(7) is None and leases.plans([7]) == {7: None}
 
 
 class CountingRedis(redis.Redis):
