@@ -7,7 +7,7 @@ class ControlplaneConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        import controlplane.core.session_age  # noqa: F401  (its receiver stamps each sign-in)
+        import controlplane.core.sessions  # noqa: F401  (its receiver stamps each sign-in)
 
         # A wrong single sign-on setting stops the process with its message, not the first sign-in.
         from controlplane.core.sso import oidc_settings

@@ -8,7 +8,7 @@ throttling", shows them in the compose and Kubernetes shapes.
 | SECURE_HSTS_SECONDS | 31536000 with MIRRORPLANE_HTTPS, else 0 | HSTS max-age |
 | SECURE_HSTS_INCLUDE_SUBDOMAINS | true | HSTS covers the subdomains |
 | SECURE_HSTS_PRELOAD | false | ask browsers' preload lists (the domain owner's decision, at hstspreload.org) |
-| SESSION_COOKIE_AGE | 28800 (8 hours) | a signed-in session lasts this long from its sign-in, whatever it did since (controlplane/core/session_age.py), then the login page again (through the identity provider: the provider asks again) |
+| SESSION_COOKIE_AGE | 28800 (8 hours) | a signed-in session lasts this long from its sign-in, whatever it did since (controlplane/core/sessions.py), then the login page again (through the identity provider: the provider asks again) |
 | LOGIN_FAILURE_LIMIT | 5 | wrong passwords for one username from one address that lock it out (429, the right password too) |
 | LOGIN_COOLOFF_MINUTES | 15 | how long a lockout lasts (`manage.py axes_reset` lifts them all) |
 | TRUSTED_PROXY_COUNT | 0 | reverse proxies in front of the web, each appending the address it saw to `X-Forwarded-For` (nginx's `$proxy_add_x_forwarded_for`): the client's address, for login throttling and the audit log, is that many entries from its right (controlplane/core/client_address.py); 0: the connection's address, the header ignored |

@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 
+from controlplane import core
 from controlplane.core import sso
 from controlplane.core.roles import Role, role_of
 from controlplane.models import AuditEvent, SsoIdentity
@@ -170,3 +171,17 @@ def test_a_session_ends_session_cookie_age_after_its_sign_in_whatever_it_did_sin
     answer = client.get("/flows/")
     assert answer.status_code == 302 and answer["Location"].startswith("/login/")
     assert "_auth_user_id" not in client.session
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("cookie", ["\x00", "abc\x00def1234567890", "../../etc/passwd", "A" * 32])
+def test_a_crafted_session_cookie_names_no_session_and_is_never_a_500(db, cookie):
+    """A session cookie Django could not have made (a NUL byte made PostgreSQL refuse the session lookup:
+    a 500 on every endpoint that reads the session) is no session: the API answers by its token."""
+    client = Client()
+    client.cookies["sessionid"] = cookie
+    assert client.get("/login/").status_code == 200
+    assert client.get("/flows/").status_code == 302  # to the login page
+    _, token = core.user_create_with_role(username="reader", role=Role.VIEWER)
+    api = client.get("/api/v1/flows/", HTTP_AUTHORIZATION=f"Token {token}")
+    assert api.status_code == 200, api.content[:300]
