@@ -1,7 +1,8 @@
 """Generation fencing on the real runtime (Celery workers, Apache Kafka): a worker frozen with a
 transaction open while `tasks.max` changes (3 -> 2, then 2 -> 3) is fenced by the new assignment before
-its tasks write, stops with a message that says so when it wakes, and a read_committed reader of the
-remote topic sees every source offset exactly once."""
+its tasks write, stops with a message that says so when it wakes; a partition added fences the running
+tasks before the new assignment's write; and a read_committed reader of the remote topic sees every
+source offset exactly once."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from controlplane.flows import services
 from controlplane.models import FlowEvent
+from replication.kafka.admin import TopicAdmin
 from replication.kafka.source_io import PartitionReader
 from tests.replication.test_transactions import open_transaction_on
 from tests.workers.harness import (
@@ -85,7 +87,13 @@ def test_a_worker_frozen_while_tasks_max_changes_is_fenced_and_every_offset_is_m
     celery_runtime, make_flow, cluster_a, cluster_b, unique_name, redis_url
 ):
     create_topic(cluster_a, unique_name, PARTITIONS)
-    flow = make_flow(topics=[unique_name], tasks_max=3, delivery_guarantee="exactly_once")
+    flow = make_flow(
+        topics=[unique_name],
+        tasks_max=3,
+        delivery_guarantee="exactly_once",
+        refresh_topics_interval_seconds=1,
+    )
+    fencings = FlowEvent.objects.filter(flow=flow, message__contains="fenced before its tasks write")
     remote = f"A.{unique_name}"
     target = {"cluster": cluster_b, "remote": remote}
     celery_runtime.start_worker("w1")
@@ -101,12 +109,16 @@ def test_a_worker_frozen_while_tasks_max_changes_is_fenced_and_every_offset_is_m
         _resize_under_a_zombie(
             celery_runtime, flow, zombie="w2", successor="w3", tasks_max=3, moving=3, **target
         )
+        # A partition added: a new generation again, whose fencing stops w3's running tasks first.
+        TopicAdmin(cluster_a).create_partitions(unique_name, current=PARTITIONS, desired=PARTITIONS + 1)
+        wait_until(lambda: fencings.count() == 4, timeout_s=60, what="the fencing of the grown assignment")
+        written = _written(cluster_b, remote, 0)
+        wait_until(lambda: _written(cluster_b, remote, 0) > written, timeout_s=60, what="replicating again")
     finally:
         produced = traffic.stop()
     assert_mirrored_exactly_once(cluster_b, remote, produced)  # as a read_committed consumer reads it
     for zombie in ("w1", "w2"):
         assert FENCED_BY_NEW_ASSIGNMENT.search(celery_runtime.log(zombie)), zombie
     # One fencing per generation, each of every id ever used (the 2-task one fences id 2 too).
-    fencings = FlowEvent.objects.filter(flow=flow, message__contains="fenced before its tasks write")
     fenced = [FENCING.search(event.message).groups() for event in fencings.order_by("at", "pk")]
-    assert fenced == [("3", "2"), ("2", "2"), ("3", "2")]  # (tasks, highest id fenced)
+    assert fenced == [("3", "2"), ("2", "2"), ("3", "2"), ("3", "2")]  # (tasks, highest id fenced)
