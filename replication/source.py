@@ -238,6 +238,7 @@ class _PartitionState:
         "suspect_since",
         "schema_wait",
         "schema_wait_since",
+        "held",
     )
 
     def __init__(
@@ -272,7 +273,8 @@ class _PartitionState:
         self.stopped = False
         self.suspect_since: float | None = None
         self.schema_wait: SchemaWait | None = None  # held at next_offset this slice (rewrite-ids)
-        self.schema_wait_since: float | None = None
+        self.schema_wait_since: float | None = None  # when the hold began (kept until the record passes)
+        self.held: tuple[int, SchemaWait] | None = None  # the offset held at and why, until it passes
 
     @property
     def key(self) -> TopicPartition:
@@ -954,6 +956,7 @@ class MirrorSourceTask:
         record names a schema the target registry does not hold yet; never sent with a wrong ID."""
         state.schema_wait = wait
         state.next_offset = offset
+        state.held = (offset, wait)
         self._held[state.key] = state
         self._reassign_needed = True
         if state.schema_wait_since is None:
@@ -969,16 +972,20 @@ class MirrorSourceTask:
             )
 
     def _check_schema_waits(self, *, now: float, errors: list[SliceError]) -> None:
+        """A held partition is released once its record at the held offset is sent (its position moved
+        past it); a slice that did not fetch it again (a seek takes a fetch to apply) keeps the hold and
+        its clock, so the error comes SCHEMA_WAIT_ERROR_S after the hold began whatever the slices."""
         for key, state in list(self._held.items()):
-            if state.schema_wait is None:
-                state.schema_wait_since = None
+            offset, wait = state.held
+            if state.schema_wait is None and (state.position > offset or state.stopped):
+                state.schema_wait_since, state.held = None, None
                 del self._held[key]
             elif now - state.schema_wait_since >= SCHEMA_WAIT_ERROR_S:
                 self._record_error(
                     SliceError(
                         SliceErrorKind.SCHEMA,
                         f"{state.topic}[{state.partition}] has waited {now - state.schema_wait_since:.0f}s "
-                        f"at offset {state.next_offset}: {state.schema_wait}",
+                        f"at offset {offset}: {state.schema_wait or wait}",
                         state.key,
                     ),
                     state.remote_topic,
@@ -1395,9 +1402,10 @@ class MirrorSourceTask:
         """The metrics of the partitions that moved, started or failed since the last report, and of the
         `swept` share of the others (an idle partition's source end and consumer position change without
         a record to fetch: transaction markers, a held or stopped partition)."""
-        states, transactional = self._states, self._io.transactional
+        states, transactional, held = self._states, self._io.transactional, self._held
         reported, self._unreported = self._unreported, {}
         reported.update((key, states[key]) for key in swept if key in states)
+        reported.update(held)  # a held partition falls behind while nothing of it moves
         for key, state in reported.items():
             if states.get(key) is not state:
                 continue
@@ -1428,7 +1436,9 @@ class MirrorSourceTask:
                 next_offset=state.position,
                 source_end_offset=watermarks[1] if watermarks else None,
                 last_fetched_offset=state.next_offset - 1,
-                consumer_position=self._source.position(*key),
+                # Held: the consumer fetched past the held record, records it was given and dropped; they
+                # are behind, so the position does not discount them (markers past it count: a bound).
+                consumer_position=None if key in held else self._source.position(*key),
                 skipped=state.skipped - state.reported_skipped,
                 now=now,
             )
