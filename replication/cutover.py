@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from replication.topic_partition import partition_label
+
 TopicPartition = tuple[str, int]
 
 
@@ -44,6 +46,6 @@ class FenceWatch:
             "still_for_s": round(now - self.still_since, 1),
             "partitions": len(self.ends),
             "appended_while_watched": {
-                f"{topic}[{partition}]": count for (topic, partition), count in busiest
+                partition_label(topic, partition): count for (topic, partition), count in busiest
             },
         }

@@ -33,6 +33,7 @@ from replication import metrics
 from replication.checkpoint import CommittedOffset, checkpoints_for_group, may_sync_group_offsets
 from replication.formats import Checkpoint
 from replication.offset_sync_store import OffsetSyncStore
+from replication.topic_partition import partition_label
 
 TopicPartition = tuple[str, int]
 
@@ -320,7 +321,7 @@ def _sum_known(values: Iterable[int | None]) -> tuple[int, bool]:
 
 
 def _partition_names(partitions: Iterable[PartitionPlan], *, limit: int = 5) -> str:
-    names = [f"{p.topic}[{p.partition}]" for p in partitions]
+    names = [partition_label(p.topic, p.partition) for p in partitions]
     more = f" and {len(names) - limit} more" if len(names) > limit else ""
     return ", ".join(names[:limit]) + more
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from replication.rpo_budget import records_over, records_over_text, seconds_over, seconds_over_text
+
 OK, WARN, FAIL, UNKNOWN, NOT_APPLICABLE = "ok", "warn", "fail", "unknown", "n/a"
 
 
@@ -166,24 +168,12 @@ def rpo(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> Reason:
         return Reason(check, NOT_APPLICABLE, 0, "no partition replicated yet")
     if not facts.status_fresh or facts.seconds_behind is None:
         return Reason(check, FAIL, 20, "live figures stale or unknown: what a failover would lose is unknown")
-    if facts.seconds_behind > facts.budget_seconds:
-        return Reason(
-            check,
-            FAIL,
-            25,
-            f"{facts.seconds_behind:.1f} s behind, over the RPO budget of {facts.budget_seconds:g} s",
-        )
-    if (
-        facts.budget_records is not None
-        and facts.records_behind is not None
-        and facts.records_behind > facts.budget_records
-    ):
-        return Reason(
-            check,
-            FAIL,
-            15,
-            f"{facts.records_behind} records behind, over the RPO budget of {facts.budget_records} records",
-        )
+    if seconds_over(seconds_behind=facts.seconds_behind, budget_s=facts.budget_seconds):
+        text = seconds_over_text(seconds_behind=facts.seconds_behind, budget_s=facts.budget_seconds)
+        return Reason(check, FAIL, 25, text)
+    if records_over(records_behind=facts.records_behind, budget_records=facts.budget_records):
+        text = records_over_text(records_behind=facts.records_behind, budget_records=facts.budget_records)
+        return Reason(check, FAIL, 15, text)
     return Reason(
         check, OK, 0, f"{facts.seconds_behind:.1f} s behind, within the budget of {facts.budget_seconds:g} s"
     )

@@ -53,6 +53,7 @@ import yaml
 
 from replication.config import FLOW_PROPERTIES, ClusterConfig, FlowConfig, Mm2Config
 from replication.flow_rules import CLIENT_ROLES
+from replication.jaas import jaas_options, jaas_quote
 from replication.mm2file import (
     MM2_PLACEHOLDERS,
     Mm2FileError,
@@ -105,7 +106,6 @@ _ONE_LAYOUT = (
 _CONNECTOR_FIELDS = {"config", "tasksMax", "state", "pause", "autoRestart", "listOffsets", "alterOffsets"}
 # Connector properties Strimzi sets itself from spec.clusters and the mirror.
 _STRIMZI_OWNED = re.compile(r"(source|target)\.cluster\..+|connector\.class|name")
-_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
 def is_strimzi_resource(text: str) -> bool:
@@ -186,10 +186,6 @@ def _yaml_error(exc: Exception, *, source_name: str, reason: str, fix: str) -> M
 
 def _env_name(*parts: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", "_".join(parts)).strip("_").upper()
-
-
-def _jaas_quote(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
 @dataclass
@@ -586,7 +582,7 @@ class _ResourceReader:
         self.set(f"{alias}.sasl.mechanism", mechanism, type_node)
         self.set(
             f"{alias}.sasl.jaas.config",
-            f'{login_module} required username="{_jaas_quote(username)}" password="{self.secret_placeholder(*password)}";',
+            f'{login_module} required username="{jaas_quote(username)}" password="{self.secret_placeholder(*password)}";',
             node,
         )
         return True
@@ -821,7 +817,7 @@ def _cluster_spec(
     elif ca is not None:
         omitted.append(f"{cluster.alias}.ssl.ca.pem (security.protocol {protocol} uses no TLS)")
     kind = next((kind for kind, (name, _) in _SASL_LOGIN_MODULES.items() if name == mechanism), None)
-    username = dict(_JAAS_OPTION.findall(jaas)).get("username", username)
+    username = jaas_options(jaas).get("username", username)
     if protocol.startswith("SASL") and kind is not None and username is not None:
         if not usernames:
             username = MASK

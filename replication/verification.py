@@ -37,6 +37,7 @@ from typing import TypeVar
 
 from replication.policy import PROVENANCE_HEADER
 from replication.source import SOURCE_OFFSET_HEADER
+from replication.topic_partition import partition_label
 
 # Headers the mirror itself adds or rewrites on the target: not part of what is compared.
 OUR_HEADERS = frozenset({PROVENANCE_HEADER, SOURCE_OFFSET_HEADER})
@@ -284,7 +285,7 @@ class Mismatch:
     target: MirroredRecord | None
 
     def message(self, *, topic: str, partition: int, remote_topic: str) -> str:
-        where = f"{topic}[{partition}]"
+        where = partition_label(topic, partition)
         if self.reason == "not on the source":
             before = (
                 ""

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from controlplane.models import AlertRule
+from replication.rpo_budget import records_over, records_over_text, seconds_over, seconds_over_text
 
 STALE = "STALE"
 UNKNOWN = "UNKNOWN"
@@ -94,14 +95,13 @@ def rpo_seconds(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
             False, unknown=True, message="seconds behind not known yet: waiting for the first fetch"
         )
     figure, budget = facts.seconds_behind, facts.budget_seconds
-    at_least = "at least " if facts.seconds_behind_undated else ""
     return Verdict(
-        figure > budget,
+        seconds_over(seconds_behind=figure, budget_s=budget),
         figure,
         budget,
         "seconds",
         facts.observed_at,
-        f"{at_least}{figure:.1f} s behind, over the RPO budget of {budget:g} s",
+        seconds_over_text(seconds_behind=figure, budget_s=budget, at_least=facts.seconds_behind_undated),
     )
 
 
@@ -116,12 +116,12 @@ def rpo_records(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
         return QUIET
     figure, budget = facts.records_behind, facts.budget_records
     return Verdict(
-        figure > budget,
+        records_over(records_behind=figure, budget_records=budget),
         figure,
         budget,
         "records",
         facts.observed_at,
-        f"{figure} records behind, over the RPO budget of {budget} records",
+        records_over_text(records_behind=figure, budget_records=budget),
     )
 
 

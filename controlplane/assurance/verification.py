@@ -144,10 +144,6 @@ def verification_statuses() -> dict[int, VerificationSummary]:
     return _summaries(PartitionVerification.objects.all())
 
 
-def mismatch_events(*, flow: Flow) -> list[FlowEvent]:
-    return list(flow.events.filter(kind=FlowEventKind.DATA_MISMATCH)[:20])
-
-
 def verification_rows(*, flow_id: int) -> dict[PartitionKey, PartitionVerification]:
     """The flow's rows, read once a run (no lock: one verifier runs at a time), for the planner
     (`progress_of`, `checked_at`: its place in the rotation) and for `verification_run_record`."""

@@ -36,15 +36,12 @@ from replication.consumer_groups import (
 )
 from replication.kafka.browser import TopicBrowser, UnknownTopic
 from replication.kafka.groups import GroupNotEmpty, GroupOffsetsAdmin
+from replication.topic_partition import partition_label
 
 TopicPartition = tuple[str, int]
 PARTITION_MAX = 2**31 - 1  # Kafka partition numbers are int32
 GONE_STATES = frozenset({ABSENT, "DEAD"})  # how a cluster describes a group it does not know (or deleted)
 STRATEGY_HELP = "use earliest, latest, timestamp, shift, offset or translated"
-
-
-def _key(topic: str, partition: int) -> str:
-    return f"{topic}[{partition}]"
 
 
 @dataclass(frozen=True)
@@ -323,15 +320,15 @@ def group_offsets_reset(
     offsets = offsets_to_write(rows)
     refused = admin.alter_offsets(group, offsets) if offsets else {}
     result.applied = True
-    result.refused = {_key(*key): reason for key, reason in refused.items()}
-    written = {_key(*key): offset for key, offset in offsets.items() if key not in refused}
+    result.refused = {partition_label(*key): reason for key, reason in refused.items()}
+    written = {partition_label(*key): offset for key, offset in offsets.items() if key not in refused}
     how = {
         ResetStrategy.SHIFT: f" by {request.shift_by:+d}",
         ResetStrategy.OFFSET: f" {request.to_offset}",
         ResetStrategy.TRANSLATED: f" via flow {request.flow.name}" if request.flow else "",
     }.get(request.strategy, "")
     write.audit(
-        before={_key(*key): committed.get(key) for key in offsets},
+        before={partition_label(*key): committed.get(key) for key in offsets},
         after=written,
         outcome=AuditOutcome.FAILURE if refused else AuditOutcome.SUCCESS,
         detail=f"offset reset to {request.strategy.value}{how}: {len(written)} partition(s) written"
@@ -410,7 +407,7 @@ def group_delete(*, actor, cluster: Cluster, group: str, dry_run: bool = True) -
     if result.deleted:
         write.audit(
             outcome=AuditOutcome.SUCCESS,
-            before={_key(*key): offset for key, offset in sorted(committed.items())},
+            before={partition_label(*key): offset for key, offset in sorted(committed.items())},
             detail=f"group deleted ({result.state}, {len(committed)} committed partition(s))",
         )
     return result

@@ -9,7 +9,6 @@ from controlplane.operations.drain import (
     DRAIN_POLL_S,
     DrainTimeout,
     drain_rows,
-    partition_label,
 )
 from controlplane.operations.requests import (
     DEFAULT_DRAIN_TIMEOUT_S,
@@ -52,7 +51,6 @@ __all__ = [
     "DRAIN_POLL_S",
     "DrainTimeout",
     "drain_rows",
-    "partition_label",
     "DEFAULT_DRAIN_TIMEOUT_S",
     "MAX_DRAIN_TIMEOUT_S",
     "STOPPING",

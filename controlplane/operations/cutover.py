@@ -44,6 +44,7 @@ from replication import failover as failover_rules
 from replication.cutover import FenceWatch
 from replication.kafka import failover_io
 from replication.kafka.verification_io import FlowVerifier, RangeNotReadable, RangeReader
+from replication.topic_partition import partition_label
 from replication.verification import OffsetRange, VerificationLimits
 
 DEFAULT_FENCE_S = 10.0
@@ -152,9 +153,7 @@ def _check_lag(operation: Operation, step: Step, reader: failover_io.FailoverRea
     evidence = {
         "records_behind": plan.records_at_risk,
         "seconds_behind": plan.seconds_behind,
-        "partitions_behind": {
-            drain.partition_label(p.topic, p.partition): p.records_at_risk for p in behind[:20]
-        },
+        "partitions_behind": {partition_label(p.topic, p.partition): p.records_at_risk for p in behind[:20]},
         "groups": len(plan.groups),
         "checks": {item.check.value: item.status.value for item in plan.checklist},
     }
@@ -280,7 +279,7 @@ def _verify(operation: Operation, step: Step, reader: failover_io.FailoverReader
             already = summary.verified_up_to(topic, partition)
             start = max(low, already or low)
             if start >= end:
-                evidence[drain.partition_label(topic, partition)] = {
+                evidence[partition_label(topic, partition)] = {
                     "verified_before": already,
                     "from": start,
                     "to": end,
@@ -289,9 +288,9 @@ def _verify(operation: Operation, step: Step, reader: failover_io.FailoverReader
                 continue
             if oldest is None:
                 raise CutoverFailed(
-                    f"{drain.partition_label(topic, partition)} has records but no offset sync: nothing proves its copy"
+                    f"{partition_label(topic, partition)} has records but no offset sync: nothing proves its copy"
                 )
-            evidence[drain.partition_label(topic, partition)] = _verify_partition(
+            evidence[partition_label(topic, partition)] = _verify_partition(
                 verifier, step, topic, partition, remote, OffsetRange(start, end), limits, already
             )
     finally:
@@ -318,7 +317,7 @@ def _verify_partition(verifier, step, topic, partition, remote, offsets, limits,
             verdict = verifier.verify_range(topic, partition, remote, chunk, limits=limits)
         except (RangeNotReadable, TimeoutError) as exc:
             raise CutoverFailed(
-                f"verifying {drain.partition_label(topic, partition)} {chunk}: {exc}; run the cutover again"
+                f"verifying {partition_label(topic, partition)} {chunk}: {exc}; run the cutover again"
             ) from exc
         if not verdict.clean:
             message = verdict.mismatch.message(topic=topic, partition=partition, remote_topic=remote)
@@ -350,7 +349,7 @@ def _write_offsets(operation: Operation, step: Step, reader: failover_io.Failove
         )
         would = {
             plan.group: {
-                drain.partition_label(*key): offset for key, offset in sorted(plan.offsets_to_write().items())
+                partition_label(*key): offset for key, offset in sorted(plan.offsets_to_write().items())
             }
             for plan in plans
         }

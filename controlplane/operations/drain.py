@@ -21,12 +21,9 @@ from controlplane.models import (
 from controlplane.operations import requests
 from replication import failover
 from replication.kafka import failover_io
+from replication.topic_partition import partition_label
 
 DRAIN_POLL_S = 0.5
-
-
-def partition_label(topic: str, partition: int) -> str:
-    return f"{topic}[{partition}]"
 
 
 class DrainTimeout(ServiceConflict):

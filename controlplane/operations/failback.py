@@ -32,6 +32,7 @@ from replication.config import DEFAULT_TOPICS_EXCLUDE, SchemaIdMode
 from replication.filters import TopicFilter
 from replication.kafka import failover_io
 from replication.policy import is_identity_policy_class
+from replication.topic_partition import partition_label
 
 
 # -- failback ---------------------------------------------------------------------------------------------
@@ -184,7 +185,7 @@ def _fail_group_back(
         source_committed=reader.committed_offsets(reader.source, [group])[group],
     )
     note = (
-        f"not translatable (older than the oldest offset sync): {', '.join(drain.partition_label(*k) for k in untranslatable)}"
+        f"not translatable (older than the oldest offset sync): {', '.join(partition_label(*k) for k in untranslatable)}"
         if untranslatable
         else ""
     )

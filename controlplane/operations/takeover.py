@@ -40,7 +40,7 @@ from controlplane.models import (
     OperationOutcome,
     OperationPhase,
 )
-from controlplane.operations import drain, requests
+from controlplane.operations import requests
 from replication.kafka.takeover_io import (
     Mm2StillWriting,
     TakeoverError,
@@ -48,6 +48,7 @@ from replication.kafka.takeover_io import (
     read_takeover_plan,
 )
 from replication.takeover import MM2_SOURCE_CONNECTOR, TakeoverPlan, mm2_offsets_topic
+from replication.topic_partition import partition_label
 
 TAKEOVER_STATES = frozenset({FlowState.DISABLED, FlowState.PAUSED})
 KIND = OperationKind.TAKEOVER
@@ -238,7 +239,7 @@ def _check_dry_run_holds(operation: Operation, plan: TakeoverPlan) -> None:
 
 def _change(key: tuple[str, int], was: tuple | None, now: tuple | None) -> str:
     (was_next, was_end), (now_next, now_end) = was or (None, None), now or (None, None)
-    return f"{drain.partition_label(*key)} resumes at {was_next} -> {now_next}, remote end {was_end} -> {now_end}"
+    return f"{partition_label(*key)} resumes at {was_next} -> {now_next}, remote end {was_end} -> {now_end}"
 
 
 def _store(operation: Operation, step: Step, plan: TakeoverPlan) -> None:
@@ -258,9 +259,9 @@ def _store(operation: Operation, step: Step, plan: TakeoverPlan) -> None:
             raise TakeoverRefused(str(exc)) from exc
         except TakeoverError as exc:
             raise ClusterUnavailable(str(exc)) from exc
-        written = {drain.partition_label(*key): offset for key, offset in sorted(positions.items())}
+        written = {partition_label(*key): offset for key, offset in sorted(positions.items())}
         before = {
-            drain.partition_label(p.topic, p.partition): p.current_next_offset
+            partition_label(p.topic, p.partition): p.current_next_offset
             for p in plan.partitions
             if (p.topic, p.partition) in positions
         }

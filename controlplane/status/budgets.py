@@ -1,21 +1,15 @@
-"""RPO budgets as the health rule reads them: how much a flow may be behind (seconds, and optionally
-records) before its RPO is breached, and whether figures exceed it. Set by an admin through
-`controlplane.assurance.rpo_budget_set` (audited); read here, below the pages, the API, /metrics and the
-alert rules, so that every one of them judges lag against the same budget by the same rule.
+"""RPO budgets as the health rule reads them: each flow's budget (seconds, and optionally records). Set
+by an admin through `controlplane.assurance.rpo_budget_set` (audited); read here, below the pages, the
+API, /metrics and the alert rules, so that every one of them judges lag against the same budget, by the
+one rule of `replication.rpo_budget`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from controlplane.models import DEFAULT_RPO_SECONDS, Flow, FlowRpoBudget
+from replication.rpo_budget import RpoBudget, over_budget
 
-
-@dataclass(frozen=True)
-class RpoBudget:
-    seconds_behind: float
-    records_behind: int | None
-
+__all__ = ["DEFAULT_BUDGET", "RpoBudget", "over_budget", "rpo_budget_of", "rpo_budgets"]
 
 DEFAULT_BUDGET = RpoBudget(DEFAULT_RPO_SECONDS, None)
 
@@ -30,15 +24,3 @@ def rpo_budgets() -> dict[int, RpoBudget]:
     return {
         row.flow_id: RpoBudget(row.seconds_behind, row.records_behind) for row in FlowRpoBudget.objects.all()
     }
-
-
-def over_budget(*, budget: RpoBudget, records_behind: int | None, seconds_behind: float | None) -> bool:
-    """Known figures above the budget: seconds above its seconds, or records above its records budget
-    when it has one. Unknown figures exceed nothing (the caller decides what unknown means)."""
-    over_seconds = seconds_behind is not None and seconds_behind > budget.seconds_behind
-    over_records = (
-        budget.records_behind is not None
-        and records_behind is not None
-        and records_behind > budget.records_behind
-    )
-    return over_seconds or over_records

@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from replication.config import ClusterConfig
+from replication.jaas import jaas_options
 from replication.logonce import first_time
 
 _librdkafka_log = logging.getLogger("replication.kafka.librdkafka")
@@ -42,10 +43,6 @@ class IntendedExperimentalFilter(logging.Filter):
 
 _librdkafka_log.addFilter(IntendedExperimentalFilter())
 
-# MM2 (Java) files configure SASL with a JAAS line; librdkafka wants sasl.username / sasl.password.
-_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
-_JAAS_ESCAPE = re.compile(r"\\(.)")
-
 
 def librdkafka_properties(properties: Mapping[str, object]) -> dict[str, object]:
     """Java client properties as librdkafka reads them: the JAAS line becomes username/password, Java's
@@ -53,7 +50,7 @@ def librdkafka_properties(properties: Mapping[str, object]) -> dict[str, object]
     translated = {key: value for key, value in properties.items() if key != "sasl.jaas.config"}
     jaas = properties.get("sasl.jaas.config")
     if isinstance(jaas, str):
-        options = {name: _JAAS_ESCAPE.sub(r"\1", value) for name, value in _JAAS_OPTION.findall(jaas)}
+        options = jaas_options(jaas)
         for option in ("username", "password"):
             if option in options:
                 translated.setdefault(f"sasl.{option}", options[option])
