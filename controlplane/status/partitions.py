@@ -32,6 +32,7 @@ from django.db.models import (
     Case,
     CharField,
     Count,
+    Expression,
     F,
     FloatField,
     IntegerField,
@@ -78,24 +79,18 @@ class TaskReports:
             stale_before=now - datetime.timedelta(seconds=rollup.stale_after_s()),
         )
 
-    def shown_state(self) -> Case:
-        """`PartitionLive.state` in SQL, by `rollup.partition_live`'s rule: STALE when the newer of the row's
-        write and its task's report is older than the limit, that is, when the row's write is old and its
-        task (if it has one) did not report within the limit either; WAITING while its lag is not known
-        (`rollup.health`); else the worker's state."""
+    def shown_state(self) -> Expression:
+        """`rollup.shown_state` in SQL, built from it: a CASE over the facts it decides on, `stale` (the newer
+        of the row's write and its task's report older than the limit: the row's write is old and its task,
+        if it has one, did not report within the limit either, `rollup.partition_live`) and `lag_known`
+        (`rollup.lag_known`), whose branches are the function's answers for every state."""
         fresh = [key for key, (observed_at, _) in self.tasks.items() if observed_at >= self.stale_before]
         vouched = reduce(
             or_, (Q(flow_id=flow_id, task_index=index) for flow_id, index in fresh), Q(pk__in=[])
         )
-        # rollup.health's "waiting": fresh, not in error, no known age and no records known behind.
-        waiting = Q(state__in=(PartitionState.OK, PartitionState.WARN), seconds_behind__isnull=True) & (
-            Q(records_behind__isnull=True) | Q(records_behind=0)
-        )
-        return Case(
-            When(Q(observed_at__lt=self.stale_before) & ~vouched, then=Value(rollup.STALE)),
-            When(waiting, then=Value(rollup.WAITING)),
-            default=F("state"),
-            output_field=CharField(),
+        lag_known = Q(seconds_behind__isnull=False) | (Q(records_behind__isnull=False) & ~Q(records_behind=0))
+        return _decided(
+            (("stale", Q(observed_at__lt=self.stale_before) & ~vouched), ("lag_known", lag_known)), known={}
         )
 
     def figures_at(self, flow_id: int, task_index: int, oldest: datetime.datetime) -> datetime.datetime:
@@ -105,6 +100,44 @@ class TaskReports:
         if observed_at is None or observed_at < oldest:
             return oldest
         return max(oldest, current_at or oldest)
+
+
+def _answers(facts: tuple[str, ...], known: dict[str, bool]) -> tuple[str, ...]:
+    """`rollup.shown_state` for every state and every value of the `facts` not in `known`."""
+    if facts:
+        return tuple(
+            answer for value in (True, False) for answer in _answers(facts[1:], known | {facts[0]: value})
+        )
+    return tuple(rollup.shown_state(state=state, **known) for state in PartitionState.values)
+
+
+def _decided(facts: tuple[tuple[str, Q], ...], *, known: dict[str, bool]) -> Expression:
+    """The SQL of `rollup.shown_state` once the facts in `known` are decided: a CASE on the next fact its
+    answer depends on, then, per state, what the function answers."""
+    names = tuple(name for name, _ in facts)
+    for index, (name, condition) in enumerate(facts):
+        rest = names[index + 1 :]
+        if _answers(rest, known | {name: True}) != _answers(rest, known | {name: False}):
+            return Case(
+                When(condition, then=_decided(facts[index + 1 :], known=known | {name: True})),
+                default=_decided(facts[index + 1 :], known=known | {name: False}),
+                output_field=CharField(),
+            )
+        known = known | {name: True}  # either value answers the same
+    answers = {state: rollup.shown_state(state=state, **known) for state in PartitionState.values}
+    if len(set(answers.values())) == 1:
+        return Value(next(iter(answers.values())))
+    shown: dict[str, list[str]] = {}
+    for state, answer in answers.items():
+        if answer != state:
+            shown.setdefault(answer, []).append(state)
+    if not shown:
+        return F("state")
+    return Case(
+        *(When(state__in=states, then=Value(answer)) for answer, states in shown.items()),
+        default=F("state"),
+        output_field=CharField(),
+    )
 
 
 def partition_rows(

@@ -114,6 +114,7 @@ class PartitionLive:
     age_s: float
     stale: bool
     health: str
+    state: str  # the state it shows (`shown_state`)
 
     def __getattr__(self, name: str):
         if name == "row":  # not set yet (copy, unpickle): no recursion
@@ -121,20 +122,35 @@ class PartitionLive:
         return getattr(self.row, name)  # the row's figures: topic, records_behind, observed_at, ...
 
     @property
-    def state(self) -> str:
-        """The worker's Burrow state while fresh, STALE once nobody has reported for too long, WAITING
-        while its lag is not known (`health`)."""
-        if self.stale:
-            return STALE
-        return WAITING if self.health == "waiting" else self.row.state
-
-    @property
     def health_label(self) -> str:
         """What its badge says: the worker's own word for an error (ERR, STOP, STALL, REWIND)."""
-        errored = self.health == "error" and self.state not in (PartitionState.OK, PartitionState.WARN, STALE)
+        errored = self.health == "error" and self.state not in (
+            PartitionState.OK,
+            PartitionState.WARN,
+            STALE,
+            WAITING,
+        )
         if self.health == "waiting":
             return WAITING_FOR_FETCH
         return self.state if errored else HEALTH_LABELS[self.health]
+
+
+def lag_known(*, records_behind: int | None, seconds_behind: float | None) -> bool:
+    """A partition's lag is known once its age is, or once records are known behind (`health`)."""
+    return seconds_behind is not None or bool(records_behind)
+
+
+def shown_state(*, state: str, stale: bool, lag_known: bool) -> str:
+    """The state a partition's row shows on the pages, the API and /metrics, whatever its flow's state: STALE
+    when no report vouches for it within the limit (`partition_live`), WAITING while it is fresh, not in
+    error and its lag is not known (its task's first fetch has not answered: `health`'s "waiting"), else
+    the worker's Burrow state. The one home of the rule: `partitions.TaskReports.shown_state` is the SQL
+    built from this function."""
+    if stale:
+        return STALE
+    if state in (PartitionState.OK, PartitionState.WARN) and not lag_known:
+        return WAITING
+    return state
 
 
 def partition_live(
@@ -162,7 +178,12 @@ def partition_live(
         records_behind=row.records_behind,
         seconds_behind=row.seconds_behind,
     )
-    return PartitionLive(row=row, age_s=age_s(figures_at, now=now), stale=stale, health=verdict)
+    shown = shown_state(
+        state=row.state,
+        stale=stale,
+        lag_known=lag_known(records_behind=row.records_behind, seconds_behind=row.seconds_behind),
+    )
+    return PartitionLive(row=row, age_s=age_s(figures_at, now=now), stale=stale, health=verdict, state=shown)
 
 
 def partitions_live(
