@@ -12,9 +12,10 @@ so does Mirrorplane:
   (`assignment_generation`, a digest). A pool move or a configuration edit keeps it: every partition
   keeps its task index, whose new producer fences the old one of the same id.
 * Before any task of a new generation initialises its transactions, one actor fences every id the flow
-  has ever used (`Fencing.task_ids`, so 3 -> 2 still fences id 2): it records the fencing as begun,
-  fences, then records it done (`fencing_for`, `Fencing.fenced`). Tasks wait until their generation is
-  recorded done (`may_write`).
+  has ever used (`Fencing.task_ids`, so 3 -> 2 still fences id 2, and those the target's transaction
+  coordinators list: `replication.kafka.fencing`): it records the fencing as begun, fences, then
+  records it done (`fencing_for`, `Fencing.fenced`). Tasks wait until their generation is recorded
+  done (`may_write`).
 * A task checks again after its own `init_transactions`: a fencing begun before that check fences it, a
   fencing begun after the check finds its producer initialised and fences it; either way a task of a
   superseded generation never writes (`superseded_reason`).
@@ -60,13 +61,12 @@ def may_write(stored: Fencing | None, *, generation: str) -> bool:
     return stored is not None and stored.fenced and stored.generation == generation
 
 
-def fencing_for(stored: Fencing | None, *, generation: str, tasks: int) -> Fencing | None:
-    """The fencing to do before the `tasks` tasks of `generation` write (None: done already): every id
-    the flow ever used and the new ones. Store it (`fenced` False) before fencing, then as done."""
-    if may_write(stored, generation=generation):
-        return None
+def fencing_for(stored: Fencing | None, *, generation: str, tasks: int, listed: int = 0) -> Fencing:
+    """The fencing to do before the `tasks` tasks of `generation` write, unless `may_write` says it is
+    done: every id the flow ever used (as recorded, and the `listed` task ids the target's transaction
+    coordinators know) and the new ones. Store it (`fenced` False) before fencing, then as done."""
     used = stored.task_ids if stored is not None else 0
-    return Fencing(generation=generation, task_ids=max(used, tasks), fenced=False)
+    return Fencing(generation=generation, task_ids=max(used, listed, tasks), fenced=False)
 
 
 def superseded_reason(stored: Fencing | None, *, generation: str, tasks: int) -> str | None:

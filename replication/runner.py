@@ -24,9 +24,11 @@ from dataclasses import dataclass
 from replication.config import ClusterConfig, FlowConfig, Mm2Config
 from replication.connector import TopicPartition, assign_partitions
 from replication.kafka.admin import TopicAdmin, TopicAdminError
+from replication.kafka.fencing import TransactionsUnlisted, fence_transactional_ids, transactional_task_ids
 from replication.kafka.flow_tasks import PeriodicTask, heartbeat_task_for_flow, periodic_tasks_for_flow
 from replication.kafka.legacy_offset_syncs import move_legacy_offset_syncs
 from replication.kafka.positions import KafkaPositionStore
+from replication.kafka.source_io import transactional
 from replication.kafka.topic_sync import TopicMetadataSync
 from replication.metrics import MirrorMetrics
 from replication.policy import replication_policy_for
@@ -123,6 +125,32 @@ def _move_legacy_offset_syncs(flow: FlowConfig, *, config: Mm2Config, target: Cl
         log.exception("flow %s: moving offset syncs from their legacy topic failed", flow.name)
 
 
+def _fence_earlier_runs(flow: FlowConfig, *, target: ClusterConfig) -> None:
+    """Before any task starts: fence every transactional id of the flow the target's coordinators know
+    (`replication.generations`), so that a frozen process of an earlier run, whose tasks.max or partitions
+    may have differed, writes nothing once this run's tasks took its partitions."""
+    try:
+        used = transactional_task_ids(flow, target)
+    except TransactionsUnlisted as exc:
+        log.warning(
+            "flow %s: %s; a frozen earlier run of it is fenced only for the task ids this run uses",
+            flow.name,
+            exc,
+        )
+        return
+    try:
+        fence_transactional_ids(flow, target, task_ids=used)
+    except Exception as exc:  # the client's error says why (a missing grant, no answer)
+        raise StartupError(
+            f"flow {flow.name}: fencing the transactional ids of its earlier runs on {target.alias} "
+            f"failed: {exc} (the target principal needs WRITE and DESCRIBE on TransactionalId mirrorplane-*)"
+        ) from exc
+    if used:
+        log.info(
+            "flow %s: the transactional ids of tasks 0..%d fenced before its tasks write", flow.name, used - 1
+        )
+
+
 class FlowRunner:
     """One flow: its topic sync, its source tasks (one thread each) and its periodic tasks."""
 
@@ -141,6 +169,8 @@ class FlowRunner:
         self.metrics = MirrorMetrics()
         self.position_store = KafkaPositionStore(self.target, source_alias=flow.source)
         _move_legacy_offset_syncs(flow, config=config, target=self.target)
+        if transactional(flow):
+            _fence_earlier_runs(flow, target=self.target)
         self.periodic = periodic_tasks_for_flow(
             flow=flow,
             source=self.source,

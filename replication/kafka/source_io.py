@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from confluent_kafka import (
@@ -56,8 +55,6 @@ T = TypeVar("T")
 # (plus a margin) leaves no record in doubt, which restarts of a partition rely on.
 MESSAGE_TIMEOUT_MS = 120_000
 SETTLE_TIMEOUT_S = MESSAGE_TIMEOUT_MS / 1000 + 10
-FENCE_TIMEOUT_S = 30.0  # init_transactions of a fencing producer (it waits for the abort it causes)
-FENCE_PARALLELISM = 8  # fencing producers at once
 
 PRODUCER_DEFAULTS: Mapping[str, object] = {
     # How long a record may wait for others to share its request. Batches still form by themselves while
@@ -146,24 +143,11 @@ def transactional_id(flow: FlowConfig, task_index: int) -> str:
     """One per task of the flow, the same on every worker: a task started anywhere fences the previous
     producer of its index (and aborts what it left open). The target principal needs WRITE and DESCRIBE
     on this TransactionalId (docs/security.md)."""
-    return f"mirrorplane-{flow.name}-{task_index}"
+    return f"{transactional_id_prefix(flow)}{task_index}"
 
 
-def fence_transactional_ids(flow: FlowConfig, target: ClusterConfig, *, task_ids: int) -> None:
-    """Fence every producer of the flow's tasks 0..task_ids-1 on the target, as Kafka Connect's
-    `fenceZombieSourceTasks` does with Admin.fenceProducers (confluent-kafka has no such call): a producer
-    of each id initialises its transactions, which bumps the id's epoch (every earlier producer of it is
-    fenced, the transaction it left open aborted), and closes. The ids in parallel; raises a failure."""
-    with ThreadPoolExecutor(max_workers=max(min(task_ids, FENCE_PARALLELISM), 1)) as pool:
-        list(pool.map(lambda task_index: _fence(flow, target, task_index), range(task_ids)))
-
-
-def _fence(flow: FlowConfig, target: ClusterConfig, task_index: int) -> None:
-    producer = mirror_producer(flow, target, task_index=task_index)
-    try:
-        producer.init_transactions(FENCE_TIMEOUT_S)
-    finally:
-        producer.close()
+def transactional_id_prefix(flow: FlowConfig) -> str:
+    return f"mirrorplane-{flow.name}-"
 
 
 def mirror_producer(flow: FlowConfig, target: ClusterConfig, *, task_index: int) -> Producer:

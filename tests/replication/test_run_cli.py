@@ -11,14 +11,17 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 
+from replication.config import DeliveryGuarantee, FlowConfig
 from replication.formats import Heartbeat
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_admin, make_consumer, make_producer
+from replication.kafka.source_io import PartitionReader, mirror_producer
 from replication.policy import DefaultReplicationPolicy
 from replication.remote import replication_hops
+from replication.source import source_offset_of
 
 pytestmark = pytest.mark.kafka
 
@@ -395,3 +398,53 @@ def test_unreachable_cluster_fails_at_startup_naming_it(cluster_a, tmp_path, uni
     output = run.output()
     assert code != 0
     assert "cluster B (127.0.0.1:1)" in output, output[-2000:]
+
+
+def _committed_source_offsets(cluster, topic: str, partitions: int) -> dict[int, list[int | None]]:
+    """Per partition, the source offsets a read_committed reader sees (None: a record without one)."""
+    reader = PartitionReader(cluster, read_committed=True)
+    try:
+        records, failures = reader.read_all_to_end({(topic, p): 0 for p in range(partitions)})
+    finally:
+        reader.close()
+    assert not failures, failures
+    return {p: [source_offset_of(headers) for _, headers in records[(topic, p)]] for p in range(partitions)}
+
+
+def test_a_run_fences_the_task_ids_of_an_earlier_run_before_its_tasks_write(
+    cluster_a, cluster_b, unique_name, tmp_path
+):
+    source = f"S{unique_name[-8:]}"  # a flow of its own: its transactional ids are its own
+    remote = f"{source}.{unique_name}"
+    create_topic(cluster_a, unique_name, 2)
+    produce_records(cluster_a, unique_name, partitions=2, count=200)
+    create_topic(cluster_b, remote, 2)
+    flow = FlowConfig(source=source, target="B", delivery_guarantee=DeliveryGuarantee.EXACTLY_ONCE)
+    # A frozen process of an earlier run with tasks.max 4, whose task 3 held partition 1: a transaction open.
+    zombie = mirror_producer(flow, cluster_b, task_index=3)
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(remote, value=b"zombie", partition=1)
+    assert zombie.flush(30) == 0
+    properties = write_mm2(
+        tmp_path / "mm2.properties",
+        {source: cluster_a, "B": cluster_b},
+        [
+            f"{source}->B.enabled = true",
+            f"{source}->B.topics = {unique_name}",
+            f"{source}->B.delivery.guarantee = exactly_once",
+        ],
+    )
+    run = RunProcess(properties)
+    try:
+        deadline = time.monotonic() + 60
+        while len(_committed_source_offsets(cluster_b, remote, 2)[0]) < 100:  # partition 0: not the zombie's
+            assert time.monotonic() < deadline and run.process.poll() is None, run.output()[-3000:]
+            time.sleep(0.2)
+        with pytest.raises(KafkaException, match="fenced"):  # it wakes up: too late
+            zombie.commit_transaction(30)
+        assert "tasks 0..3 fenced before its tasks write" in run.output()
+        assert _committed_source_offsets(cluster_b, remote, 2) == {0: list(range(100)), 1: list(range(100))}
+        assert run.stop(signal.SIGTERM) == 0, run.output()[-3000:]
+    finally:
+        run.kill()
