@@ -6,12 +6,13 @@ the UI agree; every figure carries when it was observed."""
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane import assurance
+from controlplane.api.serializers import PageQuerySerializer, PartitionPageSerializer
 from controlplane.assurance import verification
 from controlplane.flows import selectors
 from controlplane.models import PartitionVerification
@@ -66,12 +67,34 @@ class PartitionVerificationSerializer(serializers.ModelSerializer):
         ]  # fmt: skip
 
 
+class VerificationPageSerializer(PartitionPageSerializer):
+    """A page of a flow's verification rows (`verification.verification_page`), worst first."""
+
+    results = PartitionVerificationSerializer(
+        source="partitions",
+        many=True,
+        help_text="mismatches first, then unverifiable, pending, ok; then topic, partition",
+    )
+
+
 class VerificationSerializer(serializers.Serializer):
     status = serializers.CharField(help_text="ok, mismatch or pending")
     checked_at = serializers.DateTimeField(allow_null=True)
     verified_at = serializers.DateTimeField(allow_null=True)
     records_verified = serializers.IntegerField()
-    partitions = PartitionVerificationSerializer(many=True)
+    partition_count = serializers.IntegerField(help_text="partitions with a verification row")
+    verified_count = serializers.IntegerField(help_text="partitions with a verified range")
+    mismatch_count = serializers.SerializerMethodField(help_text="partitions whose copy differs")
+    partitions = serializers.SerializerMethodField(
+        help_text="one page of the flow's partitions, as the query asks (page, page_size)"
+    )
+
+    def get_mismatch_count(self, summary) -> int:
+        return len(summary.mismatches)
+
+    @extend_schema_field(VerificationPageSerializer)
+    def get_partitions(self, summary) -> dict:
+        return VerificationPageSerializer(self.context["page"], context=self.context).data
 
 
 def _status(pk: int):
@@ -98,8 +121,18 @@ class FlowReadinessView(APIView):
 
 class FlowVerificationView(APIView):
     @extend_schema(
-        summary="A flow's continuous verification, per partition", responses=VerificationSerializer
+        summary="A flow's continuous verification, rolled up, and one page of its partitions (worst first)",
+        parameters=[PageQuerySerializer],
+        responses=VerificationSerializer,
     )
     def get(self, request, pk: int):
         flow = get_object_or_404(selectors.flow_list(), pk=pk)
-        return Response(VerificationSerializer(verification.verification_status(flow=flow)).data)
+        query = PageQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        context = {
+            "request": request,
+            "page": verification.verification_page(flow=flow, **query.validated_data),
+        }
+        return Response(
+            VerificationSerializer(verification.verification_status(flow=flow), context=context).data
+        )

@@ -281,13 +281,18 @@ class SchemaSyncStatusSerializer(serializers.Serializer):
         return {str(source): target for source, target in status.id_map}
 
 
-class PartitionQuerySerializer(serializers.Serializer):
-    """Which page of a flow's partitions `flows/{id}/status/` answers with (worst first)."""
+class PageQuerySerializer(serializers.Serializer):
+    """Which page of a flow's partitions an answer holds (worst first)."""
 
     page = serializers.IntegerField(
         min_value=1, max_value=10**9, default=1, help_text="from 1; past the last page: the last"
     )
     page_size = serializers.IntegerField(min_value=1, max_value=500, default=partitions.PAGE_SIZE)
+
+
+class PartitionQuerySerializer(PageQuerySerializer):
+    """Which page of a flow's partitions `flows/{id}/status/` answers with (worst first)."""
+
     search = serializers.CharField(
         required=False, allow_blank=True, max_length=249, default="", help_text="part of a topic name"
     )

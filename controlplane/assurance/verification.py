@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, partial
 
 from django.db import transaction
-from django.db.models import Count, Max, Q, QuerySet, Sum
+from django.db.models import Case, Count, F, IntegerField, Max, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Coalesce
 
 from controlplane.models import (
@@ -31,6 +31,7 @@ from controlplane.models import (
     PartitionVerification,
     VerificationStatus,
 )
+from controlplane.status import partitions
 from replication.verification import OffsetRange, PartitionOutcome, PartitionProgress
 
 PartitionKey = tuple[str, int]
@@ -73,12 +74,6 @@ class VerificationSummary:
     def partitions(self) -> tuple[PartitionVerification, ...]:
         """Every partition's row, in (topic, partition) order."""
         return self._rows()
-
-    @property
-    def verified(self) -> tuple[PartitionVerification, ...]:
-        return tuple(
-            p for p in self.partitions if p.verified_up_to is not None and p.verified_from is not None
-        )
 
     @property
     def status(self) -> str:
@@ -136,6 +131,27 @@ def verification_status(*, flow: Flow) -> VerificationSummary:
     """The flow's verification, rolled up, and per partition (topic, partition order) when read."""
     found = _summaries(PartitionVerification.objects.filter(flow=flow)).get(flow.pk)
     return found or VerificationSummary(0, 0, 0, 0, 0, None, None, (), _rows=tuple)
+
+
+# Worst first: a mismatch, then a partition that cannot be verified, then one not verified yet.
+_BADNESS = {VerificationStatus.MISMATCH: 3, VerificationStatus.UNVERIFIABLE: 2, VerificationStatus.PENDING: 1}
+
+
+def verification_page(
+    *, flow: Flow, page: int = 1, page_size: int = partitions.PAGE_SIZE
+) -> partitions.PartitionPage:
+    """Page `page` (past the last: the last) of the flow's verification rows, worst first (mismatches, then
+    unverifiable, pending, ok; then topic, partition): a COUNT and one page of rows."""
+    rows = PartitionVerification.objects.filter(flow=flow).alias(
+        badness=Case(
+            *(When(status=status, then=Value(bad)) for status, bad in _BADNESS.items()),
+            default=Value(0),
+            output_field=IntegerField(),
+        )
+    )
+    return partitions.rows_page(
+        rows.order_by(F("badness").desc(), "topic", "partition"), page=page, page_size=page_size
+    )
 
 
 def verification_statuses() -> dict[int, VerificationSummary]:

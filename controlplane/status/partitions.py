@@ -21,6 +21,7 @@ statement for the flows asked.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
@@ -179,9 +180,10 @@ def partition_rows(
 
 @dataclass(frozen=True)
 class PartitionPage:
-    """A page of a flow's partitions, worst first, each with its age and health."""
+    """A page of a flow's partitions, worst first: each with its age and health (`partition_page`), or their
+    verification rows (`assurance.verification.verification_page`)."""
 
-    partitions: list[rollup.PartitionLive]
+    partitions: list
     count: int  # rows matching the search and the filter
     number: int  # this page, from 1
     page_size: int
@@ -212,10 +214,20 @@ def partition_page(
     """Page `page` (past the last: the last) of the flow's partitions matching `search` and `state`."""
     now = now or timezone.now()
     reports = TaskReports.of([flow.pk], now=now)
-    rows = partition_rows(flow=flow, search=search, state=state, reports=reports)
+    found = rows_page(
+        partition_rows(flow=flow, search=search, state=state, reports=reports), page=page, page_size=page_size
+    )
+    return dataclasses.replace(
+        found, partitions=rollup.partitions_live(found.partitions, flow=flow, budget=budget, now=now)
+    )
+
+
+def rows_page(rows: QuerySet, *, page: int, page_size: int) -> PartitionPage:
+    """Page `page` (past the last: the last) of `rows`, a flow's rows of some kind per partition in the order
+    they are shown: a COUNT and one page of rows, whatever the flow's size."""
     found = Paginator(rows, page_size).get_page(page)
     return PartitionPage(
-        partitions=rollup.partitions_live(list(found.object_list), flow=flow, budget=budget, now=now),
+        partitions=list(found.object_list),
         count=found.paginator.count,
         number=found.number,
         page_size=page_size,

@@ -23,7 +23,6 @@ from controlplane.models import (
     Flow,
     FlowState,
     SecurityProtocol,
-    VerificationStatus,
 )
 from controlplane.status import partitions, rollup
 from controlplane.web import summaries
@@ -292,10 +291,10 @@ def _flow_detail_context(request, flow: Flow) -> dict:
         "rpo": assurance.flow_rpo(status, budget=status.budget),
         "readiness": assurance.flow_readiness(status),
         "verification": checked,
-        # Mismatches first; the whole list (a row per partition) is the API's: flows/{id}/verification/.
-        "verification_rows": sorted(
-            checked.partitions, key=lambda p: p.status != VerificationStatus.MISMATCH
-        )[:VERIFICATION_ROWS],
+        # Worst first; every page of the list is the API's: flows/{id}/verification/.
+        "verification_rows": verification.verification_page(
+            flow=flow, page_size=VERIFICATION_ROWS
+        ).partitions,
         "flow_alerts": list(alerts.alerts_firing().filter(flow=flow)),
         "pool_waiting": [status] if status.pool_without_workers else [],
         "last_drill": drill_history(flow).first(),

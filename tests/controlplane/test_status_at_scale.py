@@ -10,12 +10,19 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import DataError, connection
+from django.db.models import signals
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from controlplane.alerts import evaluation
 from controlplane.flows import services
-from controlplane.models import FlowPartitionStatus, FlowTaskStatus, PartitionState
+from controlplane.models import (
+    FlowPartitionStatus,
+    FlowTaskStatus,
+    PartitionState,
+    PartitionVerification,
+    VerificationStatus,
+)
 from controlplane.status import rollup, runtime
 from replication.metrics import PartitionMetrics
 
@@ -193,3 +200,53 @@ def test_a_retired_task_drops_its_roll_up(flow):
     runtime.task_status_retire(flow_id=flow.pk, task_index=1)
     assert list(flow.task_statuses.values_list("task_index", flat=True)) == [0]
     assert dataclasses.replace(rollup.flow_summaries()[0]).partition_count == 1
+
+
+def test_the_verification_api_reads_one_page_of_2000_rows_mismatches_first(flow, client_as):
+    statuses = (VerificationStatus.OK, VerificationStatus.PENDING, VerificationStatus.UNVERIFIABLE)
+    mismatching = {1999, 7, 1000}
+    PartitionVerification.objects.bulk_create(
+        PartitionVerification(
+            flow=flow,
+            topic=f"t{p // 100}",
+            partition=p % 100,
+            status=VerificationStatus.MISMATCH if p in mismatching else statuses[p % 3],
+            verified_from=0,
+            verified_up_to=10,
+        )
+        for p in range(PARTITIONS)
+    )
+    loaded = []
+
+    def count(sender, instance, **kwargs):
+        loaded.append((instance.topic, instance.partition))
+
+    signals.post_init.connect(count, sender=PartitionVerification)
+    try:
+        with CaptureQueriesContext(connection) as queries:
+            body = client_as("viewer").get(f"/api/v1/flows/{flow.pk}/verification/", {"page_size": 20}).json()
+    finally:
+        signals.post_init.disconnect(count, sender=PartitionVerification)
+    page = body["partitions"]
+    assert (page["count"], page["pages"], len(page["results"])) == (PARTITIONS, 100, 20)
+    assert (body["partition_count"], body["verified_count"], body["mismatch_count"]) == (
+        PARTITIONS,
+        PARTITIONS,
+        3,
+    )
+    shown = [(r["status"], r["topic"], r["partition"]) for r in page["results"]]
+    assert shown[:4] == [
+        ("mismatch", "t0", 7),
+        ("mismatch", "t10", 0),
+        ("mismatch", "t19", 99),
+        ("unverifiable", "t0", 2),
+    ]
+    # The rows read: the page and the mismatching ones the roll-up names; the rest are aggregates.
+    assert len(loaded) == 20 + len(mismatching)
+    reads = [q["sql"] for q in queries if PartitionVerification._meta.db_table in q["sql"]]
+    assert len(reads) == 4  # the roll-up, its mismatches, the page's COUNT, the page
+    last = client_as("viewer").get(
+        f"/api/v1/flows/{flow.pk}/verification/", {"page": 10**6, "page_size": 500}
+    )
+    assert (last.json()["partitions"]["page"], len(last.json()["partitions"]["results"])) == (4, 500)
+    assert client_as("viewer").get(f"/api/v1/flows/{flow.pk}/verification/", {"page": "x"}).status_code == 400
