@@ -383,6 +383,29 @@ def _start_offset(
     return max(offsets.end - seek.max_records, offsets.earliest)  # the newest records
 
 
+# A record past the reported end written this long before the end was asked for was there when it was.
+_END_SLACK_MS = 2_000
+
+
+def _check_newest(
+    browser: TopicBrowser, topic: str, offsets: PartitionOffsets, notes: list[str], *, asked_ms: float
+) -> None:
+    """ "The newest records" are the ones before the end offset the broker reports: one record asked for at
+    that end proves it (Apache Kafka has none there, or one written since: an end-of-partition answer at
+    once). A broker whose end is too low (the embedded demo broker's ListOffsets answers so) holds one
+    written before the end was asked for: the page says its "newest" cannot be trusted, never presents
+    older records as the newest."""
+    beyond = browser.read(topic, offsets.partition, start=offsets.end, max_records=1)
+    written_ms = beyond.records[0].timestamp_ms if beyond.records else None
+    if written_ms is not None and written_ms < asked_ms - _END_SLACK_MS:
+        notes.append(
+            f"the broker reported the partition's end at offset {offsets.end}, yet holds offset "
+            f"{beyond.records[0].offset}: its offset answers cannot be trusted (the embedded demo broker "
+            "answers so; Apache Kafka does not), so these are not the newest records: read by offset to "
+            "see the records past it"
+        )
+
+
 # Reads past records older than the moment at most this often (a broker's time index may be coarse).
 _TIME_SEEK_READS = 4
 
@@ -421,6 +444,7 @@ def _read_page(cluster: Cluster, topic: str, seek: Seek) -> _RawPage:
 
     def read(config: ClusterConfig, timeout_s: float):
         browser = TopicBrowser(config, timeout_s=timeout_s)
+        asked_ms = time.time() * 1000
         try:
             partitions = browser.partition_offsets(topic)
         except UnknownTopic as exc:
@@ -437,6 +461,8 @@ def _read_page(cluster: Cluster, topic: str, seek: Seek) -> _RawPage:
         page = browser.read(topic, seek.partition, start=start, max_records=seek.max_records)
         if seek.timestamp_ms is not None:
             page, start = _from_moment(browser, topic, seek, page, start)
+        elif seek.offset is None and page.records:
+            _check_newest(browser, topic, partitions[seek.partition], notes, asked_ms=asked_ms)
         return partitions, start, page
 
     (partitions, start, page), read_at, read_ms = timed(lambda: cluster_read(cluster, read))

@@ -5,13 +5,17 @@ a cluster that does not answer."""
 from __future__ import annotations
 
 from datetime import datetime
+from time import sleep
 
 import pytest
 from django.urls import reverse
 
+from controlplane.browse.records import Seek, topic_records
 from controlplane.flows import cluster_reads, engine, services
+from replication.config import ClusterConfig
 from replication.formats import OffsetSync
 from replication.kafka.clients import make_producer
+from replication.kafka.embedded import EmbeddedBroker
 from replication.policy import PROVENANCE_HEADER, replication_policy_for
 from tests.web.mirroring import create_topic, mirror_topic, mirrored_flow, produce_keyed, stored_cluster
 
@@ -347,3 +351,37 @@ def test_pages_need_a_role_and_the_reset_needs_operator(client_as, users):
     reset = reverse("web:group-reset", args=["X", "billing"])
     refused = client_as("viewer").post(reset, {"strategy": "earliest", "apply": "1"})
     assert refused.status_code == 403 and "operator" in refused.content.decode()
+
+
+def test_the_newest_records_are_checked_against_what_the_partition_holds(users, cluster_a, unique_name):
+    """Issue 36 item 6: the embedded demo broker's ListOffsets answers an end below records it holds (452
+    for 500): its "newest" page is said not to be the newest. Apache Kafka's is, and says nothing."""
+    embedded = EmbeddedBroker(name="newest").start()
+    try:
+        for config in (cluster_a, ClusterConfig(alias="EMB", bootstrap_servers=embedded.bootstrap_servers)):
+            create_topic(config, unique_name, 1)
+            producer = make_producer(config)
+            for index in range(500):  # in batches, as the demo's traffic writes
+                producer.produce(unique_name, value=b"v%d" % index, partition=0)
+                if index % 50 == 49:
+                    assert producer.flush(10) == 0
+        sleep(2.5)  # the check trusts records written since the end was asked for
+        seek = Seek(partition=0, max_records=20)
+        apache = topic_records(
+            cluster=stored_cluster(actor=users["admin"], config=cluster_a),
+            topic=unique_name,
+            seek=seek,
+            role=None,
+        )
+        assert [r.offset for r in apache.records] == list(range(480, 500)) and apache.notes == []
+        cluster = services.cluster_create(
+            actor=users["admin"], alias="EMB", bootstrap_servers=embedded.bootstrap_servers
+        )
+        page = topic_records(cluster=cluster, topic=unique_name, seek=seek, role=None)
+        end = page.partitions[0].end
+        assert end < 500, "the embedded broker answers the end right now: this check has nothing to catch"
+        assert any("cannot be trusted" in note and f"offset {end}," in note for note in page.notes), (
+            page.notes
+        )
+    finally:
+        embedded.stop()
