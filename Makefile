@@ -106,6 +106,8 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check replication tests bench
 	$(VENV)/bin/lint-imports
+	# The models and the migrations agree (a development DEBUG: the check starts Django, writes nothing).
+	DEBUG=true $(PY) manage.py makemigrations --check --dry-run
 
 bench: install redis kafka $(DEV_ENV)
 	$(WITH_DEV_ENV) $(PY) -m bench

@@ -38,7 +38,7 @@ def stored_cluster(config: ClusterConfig):
     """The control plane's cluster `config.alias` (a runtime bench's Django database), stored the first
     time with the config's bootstrap servers and consumer settings."""
     from controlplane.flows import services
-    from controlplane.models import Cluster
+    from controlplane.flows.models import Cluster
 
     return Cluster.objects.filter(alias=config.alias).first() or services.cluster_create(
         actor=None,

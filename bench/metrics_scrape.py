@@ -29,16 +29,9 @@ LEVELS = ("partition", "topic")
 def _seed(*, flows: int, partitions: int) -> None:
     from django.utils import timezone
 
-    from controlplane.models import (
-        Cluster,
-        Flow,
-        FlowPartitionStatus,
-        FlowRpoBudget,
-        FlowSignals,
-        FlowState,
-        FlowTaskStatus,
-    )
+    from controlplane.flows.models import Cluster, Flow, FlowState
     from controlplane.status import runtime
+    from controlplane.status.models import FlowPartitionStatus, FlowRpoBudget, FlowSignals, FlowTaskStatus
 
     clusters_needed = next(n for n in itertools.count(2) if n * (n - 1) >= flows)
     clusters = Cluster.objects.bulk_create(
@@ -120,7 +113,7 @@ def main(argv: list[str]) -> int:
 
         from controlplane import alerts
         from controlplane.metrics import prometheus
-        from controlplane.models import FlowPartitionStatus
+        from controlplane.status.models import FlowPartitionStatus
 
         setup_test_environment()
         _seed(flows=args.flows, partitions=args.partitions)

@@ -74,7 +74,7 @@ def runtime_copy(
 
     from bench.brokers import stored_cluster
     from controlplane.flows import services
-    from controlplane.models import FlowTaskStatus
+    from controlplane.status.models import FlowTaskStatus
     from tests.workers.harness import CeleryRuntime, wait_until
 
     clusters = {config.alias: stored_cluster(config) for config in (source, target)}

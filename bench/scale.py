@@ -646,8 +646,8 @@ class RuntimeTool(Tool):
     def _observe_status(self) -> None:
         from django.utils import timezone
 
-        from controlplane.models import FlowPartitionStatus
         from controlplane.status import budgets, rollup
+        from controlplane.status.models import FlowPartitionStatus
 
         if time.monotonic() < self._next_status_sample:
             return
@@ -667,7 +667,7 @@ class RuntimeTool(Tool):
         from django.db.models import Count, Max, Min
         from django.utils import timezone
 
-        from controlplane.models import PartitionVerification
+        from controlplane.assurance.models import PartitionVerification
 
         found = PartitionVerification.objects.filter(flow=self.flow, checked_at__isnull=False).aggregate(
             rows=Count("id"), first=Min("checked_at"), last=Max("checked_at")

@@ -104,7 +104,7 @@ def append_mirrored(
     from django.utils import timezone
 
     from controlplane.flows import engine
-    from controlplane.models import FlowPartitionStatus
+    from controlplane.status.models import FlowPartitionStatus
     from replication.policy import replication_policy_for
 
     start, end = mirrored.records, mirrored.records + records
@@ -145,7 +145,7 @@ def _rotate(flow, mirrored: MirroredFlow, what: str, size: int) -> None:
     """Runs until every partition is verified to its end (one run when nothing is new), each timed."""
     from django.db.models import Count
 
-    from controlplane.models import PartitionVerification
+    from controlplane.assurance.models import PartitionVerification
     from workers.verification import run_verification
 
     total = 0.0

@@ -5,9 +5,11 @@ from django.contrib.auth import get_user_model
 
 from controlplane import core
 from controlplane.core.errors import ServiceValidationError
+from controlplane.core.models import AuditEvent, SsoIdentity
 from controlplane.core.roles import Role, role_of
 from controlplane.flows import engine
-from controlplane.models import AuditEvent, Cluster, Flow, FlowEvent, FlowPartitionStatus, SsoIdentity
+from controlplane.flows.models import Cluster, Flow
+from controlplane.status.models import FlowEvent, FlowPartitionStatus
 
 
 def _admins_only(request) -> bool:

@@ -9,8 +9,8 @@ from contextlib import contextmanager
 
 from django.db import connection
 
-from controlplane.models import FlowPartitionStatus, FlowTaskStatus
 from controlplane.status import runtime
+from controlplane.status.models import FlowPartitionStatus, FlowTaskStatus
 
 
 def stored_report(**fields) -> FlowPartitionStatus:

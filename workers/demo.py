@@ -81,7 +81,7 @@ def demo_flow_settings(kafka: str) -> dict:
 def store_demo_flows(*, servers: dict[str, str]) -> list:
     """Clusters dc1/dc2 at `servers` and the two flows, created or brought up to date."""
     from controlplane.flows import lifecycle, services
-    from controlplane.models import Cluster, Flow
+    from controlplane.flows.models import Cluster, Flow
 
     clusters = {}
     for alias, bootstrap in servers.items():
@@ -152,7 +152,7 @@ def wait_for_replication(flows: list, *, timeout_s: float = 120.0) -> None:
     start-up)."""
     from django.utils import timezone
 
-    from controlplane.models import FlowTaskStatus
+    from controlplane.status.models import FlowTaskStatus
 
     since = timezone.now()
     deadline = time.monotonic() + timeout_s

@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 
 from redis.exceptions import LockError
 
-from controlplane.models import FlowEventKind
 from controlplane.status import runtime
+from controlplane.status.models import FlowEventKind
 from controlplane.status.runtime import FlowSpec
 from replication.generations import Fencing, fencing_for, may_write, superseded_reason
 from replication.kafka.fencing import TransactionsUnlisted, fence_transactional_ids, transactional_task_ids

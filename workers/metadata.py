@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 
-from controlplane.models import FlowEventKind
 from controlplane.status import runtime
+from controlplane.status.models import FlowEventKind
 from controlplane.status.runtime import FlowSpec
 from replication.checkpoint import MirrorCheckpointTask
 from replication.connector import TopicPartition

@@ -28,8 +28,8 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.db import IntegrityError
 
-from controlplane.models import FlowEventKind
 from controlplane.status import runtime
+from controlplane.status.models import FlowEventKind
 from controlplane.status.runtime import FlowSpec
 from replication.config import OffsetSyncsTopicLocation
 from replication.kafka.legacy_offset_syncs import move_legacy_offset_syncs

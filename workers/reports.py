@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from controlplane import reports
 from controlplane.flows import pools, selectors
-from controlplane.models import ReportRun, ReportTrigger
+from controlplane.reports.models import ReportRun, ReportTrigger
 from dashboards.spark.jobs import REPORT_KEYS, CapacityOptions, ReportOptions, run_reports
 from dashboards.spark.session import spark_session
 from workers.app import app

@@ -25,21 +25,15 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Max, Sum
 from django.utils import timezone
 
+from controlplane.alerts.models import Alert, AlertState, NotificationChannel
 from controlplane.alerts.notifications import notifications_queue
 from controlplane.alerts.rules import FlowFacts, Limits, Verdict, evaluate
 from controlplane.alerts.silences import active_silences, covered, silence_marks_refresh
 from controlplane.assurance import DEFAULT_BUDGET, RpoBudget, flow_readiness_all, readiness_reads
 from controlplane.flows import lifecycle
-from controlplane.models import (
-    Alert,
-    AlertState,
-    Flow,
-    FlowEvent,
-    FlowEventKind,
-    FlowSignals,
-    NotificationChannel,
-)
+from controlplane.flows.models import Flow
 from controlplane.status import rollup
+from controlplane.status.models import FlowEvent, FlowEventKind, FlowSignals
 
 EVALUATED_AT_KEY = "alerts:evaluated_at"
 # Beat's evaluation and one asked for by hand (a page, a test) can overlap: without one lock both would see no

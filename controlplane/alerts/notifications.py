@@ -28,19 +28,19 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from controlplane.core import audit_record, audited_attempt, crypto
-from controlplane.core.errors import ServiceValidationError
-from controlplane.core.outbound import outbound_hosts, outbound_url_error
-from controlplane.core.roles import Role
-from controlplane.models import (
+from controlplane.alerts.models import (
     Alert,
     AlertNotification,
     AlertState,
-    AuditAction,
     ChannelKind,
     NotificationChannel,
     NotificationState,
 )
+from controlplane.core import audit_record, audited_attempt, crypto
+from controlplane.core.errors import ServiceValidationError
+from controlplane.core.models import AuditAction
+from controlplane.core.outbound import outbound_hosts, outbound_url_error
+from controlplane.core.roles import Role
 from replication import outbound
 
 log = logging.getLogger(__name__)

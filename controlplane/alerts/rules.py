@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controlplane.models import AlertRule
+from controlplane.alerts.models import AlertRule
 from replication.rpo_budget import records_over, records_over_text, seconds_over, seconds_over_text
 
 STALE = "STALE"

@@ -7,11 +7,7 @@ from collections.abc import Mapping
 
 from django.db.models import QuerySet
 
-from controlplane.models import (
-    Alert,
-    AlertSilence,
-    AlertState,
-)
+from controlplane.alerts.models import Alert, AlertSilence, AlertState
 
 
 # -- reads ------------------------------------------------------------------------------------------------

@@ -14,18 +14,12 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from controlplane.alerts.models import Alert, AlertRule, AlertSilence, AlertState, NotificationChannel
 from controlplane.alerts.notifications import notifications_queue
 from controlplane.core import audit_record, audited_attempt
 from controlplane.core.errors import ServiceValidationError
-from controlplane.models import (
-    Alert,
-    AlertRule,
-    AlertSilence,
-    AlertState,
-    AuditAction,
-    Flow,
-    NotificationChannel,
-)
+from controlplane.core.models import AuditAction
+from controlplane.flows.models import Flow
 
 
 def active_silences(*, now: datetime.datetime) -> QuerySet[AlertSilence]:

@@ -12,11 +12,12 @@ from rest_framework.views import APIView
 
 from controlplane import alerts, assurance
 from controlplane.alerts import notifications
+from controlplane.alerts.models import Alert, AlertSilence, ChannelKind, NotificationChannel
 from controlplane.api.fields import FiniteFloatField, WholeNumberField
 from controlplane.api.views import ID_PATTERN
 from controlplane.core.bounds import MAX_SECONDS
 from controlplane.core.roles import Role, role_of
-from controlplane.models import Alert, AlertSilence, ChannelKind, Flow, NotificationChannel
+from controlplane.flows.models import Flow
 
 
 class RpoBudgetSerializer(serializers.Serializer):

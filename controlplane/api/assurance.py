@@ -14,8 +14,8 @@ from rest_framework.views import APIView
 from controlplane import assurance
 from controlplane.api.serializers import PageQuerySerializer, PartitionPageSerializer
 from controlplane.assurance import verification
+from controlplane.assurance.models import PartitionVerification
 from controlplane.flows import selectors
-from controlplane.models import PartitionVerification
 from controlplane.status import rollup
 
 

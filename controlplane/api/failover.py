@@ -29,8 +29,14 @@ from rest_framework.views import APIView
 from controlplane import operations
 from controlplane.api.fields import FiniteFloatField
 from controlplane.flows import selectors
-from controlplane.models import DrillPartitionResult, Flow, Operation, OperationGroupResult, OperationKind
+from controlplane.flows.models import Flow
 from controlplane.operations import cutover, drills, failover
+from controlplane.operations.models import (
+    DrillPartitionResult,
+    Operation,
+    OperationGroupResult,
+    OperationKind,
+)
 
 
 def _flow(pk: str) -> Flow:

@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from controlplane import reports
 from controlplane.api.fields import WholeNumberField
 from controlplane.core.roles import Role
-from controlplane.models import ReportDataset, ReportRun, ReportTrigger
+from controlplane.reports.models import ReportDataset, ReportRun, ReportTrigger
 
 
 class ReportRunSerializer(serializers.ModelSerializer):

@@ -9,9 +9,11 @@ from rest_framework import serializers
 from rest_framework.utils.urls import replace_query_param
 
 from controlplane import browse
+from controlplane.core.models import AuditEvent
 from controlplane.flows import engine, lifecycle
-from controlplane.models import AuditEvent, Cluster, Flow, FlowEvent, FlowPartitionStatus
+from controlplane.flows.models import Cluster, Flow
 from controlplane.status import partitions
+from controlplane.status.models import FlowEvent, FlowPartitionStatus
 from controlplane.status.rollup import HEALTHS
 from replication.config import FLOW_PROPERTIES
 from replication.policy import ACCEPTED_POLICY_CLASSES

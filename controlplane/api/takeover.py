@@ -15,8 +15,8 @@ from rest_framework.views import APIView
 
 from controlplane.api.failover import REQUEST_RESPONSES, queue_operation
 from controlplane.api.fields import WholeNumberField
-from controlplane.models import OperationKind
 from controlplane.operations import takeover
+from controlplane.operations.models import OperationKind
 from replication.takeover import MM2_SOURCE_CONNECTOR
 
 

@@ -20,7 +20,7 @@ from controlplane.api import serializers as s
 from controlplane.core.bounds import ID_PATTERN
 from controlplane.core.roles import Role, role_of
 from controlplane.flows import pools, selectors, services
-from controlplane.models import Cluster, Flow, FlowState, SecurityProtocol
+from controlplane.flows.models import Cluster, Flow, FlowState, SecurityProtocol
 from controlplane.status import partitions, rollup
 
 # Ids are BigAutoField: longer numbers cannot exist (and PostgreSQL would refuse them), so they are 404.

@@ -10,8 +10,10 @@ from typing import Any
 from controlplane.core import audit_record, audited_attempt
 from controlplane.core.bounds import INT64_MAX, MAX_SECONDS
 from controlplane.core.errors import ServiceValidationError
-from controlplane.models import AuditAction, Flow, FlowRpoBudget
+from controlplane.core.models import AuditAction
+from controlplane.flows.models import Flow
 from controlplane.status.budgets import DEFAULT_BUDGET, RpoBudget, rpo_budget_of, rpo_budgets
+from controlplane.status.models import FlowRpoBudget
 
 __all__ = ["DEFAULT_BUDGET", "RpoBudget", "rpo_budget_of", "rpo_budget_set", "rpo_budgets"]
 

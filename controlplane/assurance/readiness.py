@@ -13,19 +13,12 @@ from django.conf import settings
 from django.utils import timezone
 
 from controlplane.assurance.budgets import DEFAULT_BUDGET, RpoBudget, rpo_budgets
+from controlplane.assurance.models import FlowAssurance
 from controlplane.assurance.verification import VerificationSummary, verification_statuses
 from controlplane.flows import engine, lifecycle
-from controlplane.models import (
-    Cluster,
-    Flow,
-    FlowAssurance,
-    FlowEvent,
-    FlowEventKind,
-    FlowPartitionStatus,
-    FlowSignals,
-    FlowState,
-)
+from controlplane.flows.models import Cluster, Flow, FlowState
 from controlplane.status import rollup
+from controlplane.status.models import FlowEvent, FlowEventKind, FlowPartitionStatus, FlowSignals
 from replication.readiness import Readiness, ReadinessFacts, ReadinessLimits, readiness_score
 
 UNKNOWN, STALE = rollup.UNKNOWN, rollup.STALE

@@ -22,16 +22,10 @@ from django.db import transaction
 from django.db.models import Case, Count, F, IntegerField, Max, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Coalesce
 
-from controlplane.models import (
-    Flow,
-    FlowAssurance,
-    FlowEvent,
-    FlowEventKind,
-    FlowPartitionStatus,
-    PartitionVerification,
-    VerificationStatus,
-)
+from controlplane.assurance.models import FlowAssurance, PartitionVerification, VerificationStatus
+from controlplane.flows.models import Flow
 from controlplane.status import partitions
+from controlplane.status.models import FlowEvent, FlowEventKind, FlowPartitionStatus
 from replication.verification import OffsetRange, PartitionOutcome, PartitionProgress
 
 PartitionKey = tuple[str, int]

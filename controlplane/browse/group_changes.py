@@ -21,9 +21,10 @@ from controlplane.browse.groups import GroupPartition, _flows_checkpointing, _gr
 from controlplane.browse.records import parse_moment, topic_name_error
 from controlplane.core.bounds import INT64_MAX, INT64_MIN, whole_number
 from controlplane.core.errors import ServiceConflict, ServiceValidationError
+from controlplane.core.models import AuditAction, AuditOutcome
 from controlplane.core.roles import Role, role_of
 from controlplane.flows.cluster_reads import cluster_read
-from controlplane.models import AuditAction, AuditOutcome, Cluster, Flow
+from controlplane.flows.models import Cluster, Flow
 from replication.checkpoint import ABSENT
 from replication.config import ClusterConfig
 from replication.consumer_groups import (

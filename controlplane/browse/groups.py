@@ -20,7 +20,7 @@ from django.utils import timezone
 from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.flows import engine, selectors
 from controlplane.flows.cluster_reads import cluster_read, clusters_read, timed
-from controlplane.models import Cluster, Flow
+from controlplane.flows.models import Cluster, Flow
 from controlplane.status import rollup
 from replication.config import ClusterConfig
 from replication.consumer_groups import (

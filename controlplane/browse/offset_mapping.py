@@ -15,7 +15,7 @@ from controlplane.core import ratelimit
 from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.flows import engine
 from controlplane.flows.cluster_reads import clusters_read
-from controlplane.models import Flow
+from controlplane.flows.models import Flow
 from replication.kafka import failover_io
 from replication.offset_mapping import Direction, MappedTopic, OffsetMapping, OffsetQuery, map_offsets
 

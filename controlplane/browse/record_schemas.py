@@ -26,7 +26,7 @@ from controlplane.core import call_bounds
 from controlplane.core.errors import ClusterUnavailable
 from controlplane.core.outbound import outbound_hosts
 from controlplane.flows import engine
-from controlplane.models import Cluster
+from controlplane.flows.models import Cluster
 from replication.schemas.decoding import Decoded, decode_record
 from replication.schemas.flow import registry_client
 from replication.schemas.rest import ConfluentRegistryClient, RegistryError, Schema

@@ -32,7 +32,7 @@ from controlplane.core.bounds import whole_number
 from controlplane.core.errors import ServiceValidationError
 from controlplane.core.roles import Role
 from controlplane.flows.cluster_reads import cluster_read, timed
-from controlplane.models import Cluster
+from controlplane.flows.models import Cluster
 from replication.browse import KafkaRecord, PartitionOffsets, ValueFormat
 from replication.config import ClusterConfig
 from replication.kafka.browser import TopicBrowser, UnknownTopic, read_records

@@ -27,7 +27,8 @@ from controlplane.core.errors import ServiceValidationError
 from controlplane.core.roles import Role
 from controlplane.flows import engine, selectors
 from controlplane.flows.cluster_reads import cluster_read, clusters_read, timed
-from controlplane.models import Cluster, Flow, FlowEvent, FlowEventKind
+from controlplane.flows.models import Cluster, Flow
+from controlplane.status.models import FlowEvent, FlowEventKind
 from replication.browse import (
     CopyState,
     KafkaRecord,

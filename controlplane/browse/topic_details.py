@@ -24,7 +24,7 @@ from controlplane.browse.topic_sizes import SizesOnDisk, sizes_on_disk
 from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.flows import engine
 from controlplane.flows.cluster_reads import cluster_read, timed
-from controlplane.models import Cluster
+from controlplane.flows.models import Cluster
 from replication.connector import ConfigSyncRow, TopicDescription, config_sync_preview
 from replication.filters import ConfigPropertyFilter
 from replication.kafka.browser import UnknownTopic

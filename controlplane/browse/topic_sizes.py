@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from controlplane.core.errors import ClusterUnavailable
 from controlplane.flows.cluster_reads import cluster_read, timed
-from controlplane.models import Cluster
+from controlplane.flows.models import Cluster
 from replication.kafka.log_dirs import SizesUnread, TopicSizes, read_topic_sizes
 
 

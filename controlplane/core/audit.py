@@ -18,7 +18,7 @@ from django.db.models import QuerySet
 
 from controlplane.core.client_address import current_client_address
 from controlplane.core.errors import ServiceConflict, ServiceValidationError
-from controlplane.models import AuditAction, AuditEvent, AuditOutcome
+from controlplane.core.models import AuditAction, AuditEvent, AuditOutcome
 
 
 # -- audit ------------------------------------------------------------------------------------------------

@@ -24,9 +24,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
 from controlplane.core.audit import audit_record
+from controlplane.core.models import AuditAction, AuditOutcome, SsoIdentity
 from controlplane.core.roles import Role, role_of
 from controlplane.core.users import user_set_role
-from controlplane.models import AuditAction, AuditOutcome, SsoIdentity
 
 _log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
 from controlplane.core.audit import audit_record
-from controlplane.models import ApiToken, AuditAction, SsoIdentity
+from controlplane.core.models import ApiToken, AuditAction, SsoIdentity
 
 
 def token_digest(key: str) -> str:

@@ -10,9 +10,9 @@ from django.db import transaction
 
 from controlplane.core.audit import audit_record
 from controlplane.core.errors import ServiceValidationError
+from controlplane.core.models import ApiToken, AuditAction
 from controlplane.core.roles import Role
 from controlplane.core.tokens import api_token_issue
-from controlplane.models import ApiToken, AuditAction
 
 
 # -- users and roles --------------------------------------------------------------------------------------

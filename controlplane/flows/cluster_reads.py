@@ -33,7 +33,7 @@ from django.utils import timezone
 from controlplane.core import call_bounds
 from controlplane.core.errors import NON_FIELD, ClusterUnavailable, ServiceConflict, ServiceValidationError
 from controlplane.flows import engine
-from controlplane.models import Cluster
+from controlplane.flows.models import Cluster
 from replication.config import ClusterConfig
 from replication.kafka.admin import TopicAdminError
 from replication.kafka.browser import BrowseError, UnknownTopic

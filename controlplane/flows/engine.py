@@ -20,7 +20,7 @@ from django.conf import settings
 
 from controlplane.core import crypto
 from controlplane.core.errors import NON_FIELD
-from controlplane.models import Cluster, Flow, SecurityProtocol
+from controlplane.flows.models import Cluster, Flow, SecurityProtocol
 from replication.config import FLOW_PROPERTIES, ClusterConfig, FlowConfig
 from replication.connector import TopicSelection
 from replication.flow_rules import CLIENT_ROLES, FlowProblem, flow_problems

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.flows import engine
 from controlplane.flows.cluster_reads import configs_read, timed
-from controlplane.models import Cluster
+from controlplane.flows.models import Cluster
 from replication.config import ClusterConfig, FlowConfig
 from replication.connector import TopicSelection
 from replication.kafka.admin import TopicAdmin

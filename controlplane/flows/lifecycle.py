@@ -32,7 +32,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from controlplane.core.errors import ServiceConflict
-from controlplane.models import Flow, FlowState
+from controlplane.flows.models import Flow, FlowState
 
 S = FlowState
 RUNNABLE_STATES = frozenset({S.ACTIVE, S.FAULTED, S.FAILING_OVER, S.MIGRATING})

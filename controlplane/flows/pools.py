@@ -26,7 +26,7 @@ from django.conf import settings
 
 from controlplane.core import presence
 from controlplane.flows import lifecycle
-from controlplane.models import Flow
+from controlplane.flows.models import Flow
 
 DEFAULT_POOL = ""
 MAX_POOL_NAME = 40

@@ -14,10 +14,7 @@ from controlplane.core.errors import ServiceValidationError
 from controlplane.core.roles import Role
 from controlplane.flows import engine
 from controlplane.flows.cluster_reads import cluster_answered, cluster_read
-from controlplane.models import (
-    Cluster,
-    Flow,
-)
+from controlplane.flows.models import Cluster, Flow
 from replication.config import Mm2Config
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.cluster_check import ClusterCheck, check_cluster

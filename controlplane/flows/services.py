@@ -18,18 +18,11 @@ from django.db import IntegrityError, transaction
 
 from controlplane.core.audit import audit_record, audited_attempt
 from controlplane.core.errors import NON_FIELD, ServiceConflict, ServiceValidationError
+from controlplane.core.models import AuditAction, AuditOutcome
 from controlplane.core.outbound import REGISTRY_CREDENTIALS_FIX, outbound_url_error
 from controlplane.flows import engine, lifecycle, pools
 from controlplane.flows.import_preview import ClusterIdentity, FlowPreview, import_preview
-from controlplane.models import (
-    AuditAction,
-    AuditOutcome,
-    Cluster,
-    Flow,
-    FlowState,
-    SaslMechanism,
-    SecurityProtocol,
-)
+from controlplane.flows.models import Cluster, Flow, FlowState, SaslMechanism, SecurityProtocol
 from replication.client_properties import client_property_problem, not_applicable_reason
 from replication.config import FLOW_PROPERTIES, SCHEMA_REGISTRY_PREFIX, FlowConfig
 from replication.flow_rules import flow_problems

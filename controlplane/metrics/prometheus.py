@@ -29,21 +29,19 @@ from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from controlplane import alerts, assurance
+from controlplane.alerts.models import Alert, AlertState
 from controlplane.assurance import DEFAULT_BUDGET, verification
+from controlplane.assurance.models import PartitionVerification, VerificationStatus
 from controlplane.core import presence
-from controlplane.models import (
+from controlplane.operations.models import Operation
+from controlplane.status import partitions, rollup
+from controlplane.status.models import (
     DEFAULT_RPO_SECONDS,
-    Alert,
-    AlertState,
     FlowEvent,
     FlowEventKind,
     FlowRpoBudget,
     FlowSignals,
-    Operation,
-    PartitionVerification,
-    VerificationStatus,
 )
-from controlplane.status import partitions, rollup
 from replication.metrics import LATENCY_BUCKETS_MS, cumulative
 
 # Per partition, the labels MM2's JMX names carry (flow = source->target; topic = the source topic; and

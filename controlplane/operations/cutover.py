@@ -37,8 +37,9 @@ from django.utils import timezone
 from controlplane.assurance import verification
 from controlplane.core.errors import ServiceConflict, ServiceValidationError
 from controlplane.flows import engine, lifecycle
-from controlplane.models import Cluster, Flow, Operation, OperationKind, OperationPhase
+from controlplane.flows.models import Cluster, Flow
 from controlplane.operations import drain, failover, requests
+from controlplane.operations.models import Operation, OperationKind, OperationPhase
 from controlplane.status import rollup
 from replication import failover as failover_rules
 from replication.cutover import FenceWatch

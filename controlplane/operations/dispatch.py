@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from controlplane.models import Operation, OperationKind
 from controlplane.operations import cutover, drills, failback, failover, takeover
+from controlplane.operations.models import Operation, OperationKind
 
 Step = Callable[..., None]
 

@@ -14,11 +14,8 @@ from typing import Any
 from django.utils import timezone
 
 from controlplane.core.errors import ServiceConflict
-from controlplane.models import (
-    Operation,
-    OperationPhase,
-)
 from controlplane.operations import requests
+from controlplane.operations.models import Operation, OperationPhase
 from replication import failover
 from replication.kafka import failover_io
 from replication.topic_partition import partition_label

@@ -32,16 +32,16 @@ from django.utils import timezone
 
 from controlplane.core.errors import ServiceConflict, ServiceValidationError
 from controlplane.flows import engine, lifecycle
-from controlplane.models import (
+from controlplane.flows.models import Flow
+from controlplane.operations import drain, failover, requests
+from controlplane.operations.models import (
     DrillOutcome,
     DrillPartitionResult,
-    Flow,
     Operation,
     OperationKind,
     OperationPhase,
     ShadowGroup,
 )
-from controlplane.operations import drain, failover, requests
 from controlplane.status import rollup
 from replication import drill
 from replication.kafka import drill_io, failover_io

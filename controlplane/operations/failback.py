@@ -19,13 +19,10 @@ from typing import Any
 
 from controlplane.core.errors import ServiceConflict
 from controlplane.flows import engine, lifecycle, services
-from controlplane.models import (
-    Flow,
-    Operation,
-    OperationPhase,
-)
+from controlplane.flows.models import Flow
 from controlplane.operations import drain, requests
 from controlplane.operations.failover import GroupResult, store_group_result, write_offsets
+from controlplane.operations.models import Operation, OperationPhase
 from replication import failover
 from replication.checkpoint import may_sync_group_offsets
 from replication.config import DEFAULT_TOPICS_EXCLUDE, SchemaIdMode

@@ -30,12 +30,9 @@ from django.conf import settings
 from controlplane.core import ratelimit
 from controlplane.flows import engine, lifecycle
 from controlplane.flows.cluster_reads import clusters_read
-from controlplane.models import (
-    Flow,
-    Operation,
-    OperationPhase,
-)
+from controlplane.flows.models import Flow
 from controlplane.operations import drain, requests
+from controlplane.operations.models import Operation, OperationPhase
 from controlplane.status import rollup
 from replication import failover
 from replication.kafka import failover_io

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from django.core.cache import cache
 
 from controlplane.core.errors import ClusterUnavailable
-from controlplane.models import Flow
+from controlplane.flows.models import Flow
 from controlplane.operations.failover import failover_plan
 from replication import failover
 

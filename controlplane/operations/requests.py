@@ -28,11 +28,11 @@ from django.utils import timezone
 from controlplane import core
 from controlplane.core import ratelimit
 from controlplane.core.errors import ServiceConflict, ServiceValidationError
+from controlplane.core.models import AuditOutcome
 from controlplane.core.roles import Role, role_of
 from controlplane.flows import lifecycle
-from controlplane.models import (
-    AuditOutcome,
-    Flow,
+from controlplane.flows.models import Flow
+from controlplane.operations.models import (
     GroupOutcome,
     Operation,
     OperationGroupResult,

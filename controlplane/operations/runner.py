@@ -14,15 +14,11 @@ from typing import Any
 from django.db import close_old_connections
 
 from controlplane.core.errors import ClusterUnavailable, ServiceConflict
+from controlplane.core.models import AuditOutcome
 from controlplane.flows import lifecycle
-from controlplane.models import (
-    AuditOutcome,
-    FlowState,
-    Operation,
-    OperationKind,
-    OperationOutcome,
-)
+from controlplane.flows.models import FlowState
 from controlplane.operations import dispatch, requests
+from controlplane.operations.models import Operation, OperationKind, OperationOutcome
 from replication.kafka import failover_io
 
 log = logging.getLogger(__name__)

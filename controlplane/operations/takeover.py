@@ -31,16 +31,9 @@ from django.utils import timezone
 from controlplane.browse import topic_name_error
 from controlplane.core.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
 from controlplane.flows import engine
-from controlplane.models import (
-    Cluster,
-    Flow,
-    FlowState,
-    Operation,
-    OperationKind,
-    OperationOutcome,
-    OperationPhase,
-)
+from controlplane.flows.models import Cluster, Flow, FlowState
 from controlplane.operations import requests
+from controlplane.operations.models import Operation, OperationKind, OperationOutcome, OperationPhase
 from replication.kafka.takeover_io import (
     Mm2StillWriting,
     TakeoverError,

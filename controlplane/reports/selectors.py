@@ -7,12 +7,7 @@ import datetime
 from django.db.models import QuerySet
 
 from controlplane.core.errors import ServiceValidationError
-from controlplane.models import (
-    ReportDataset,
-    ReportRow,
-    ReportRun,
-    ReportRunState,
-)
+from controlplane.reports.models import ReportDataset, ReportRow, ReportRun, ReportRunState
 
 # -- reports ----------------------------------------------------------------------------------------------
 REPORT_ROWS_LIMIT = 20_000

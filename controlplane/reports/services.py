@@ -18,14 +18,8 @@ from django.utils import timezone
 
 from controlplane.core.audit import audit_record, audited_attempt
 from controlplane.core.errors import ServiceConflict, ServiceValidationError
-from controlplane.models import (
-    AuditAction,
-    ReportDataset,
-    ReportRow,
-    ReportRun,
-    ReportRunState,
-    ReportTrigger,
-)
+from controlplane.core.models import AuditAction
+from controlplane.reports.models import ReportDataset, ReportRow, ReportRun, ReportRunState, ReportTrigger
 
 
 # -- reports ----------------------------------------------------------------------------------------------

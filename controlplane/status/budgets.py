@@ -6,7 +6,8 @@ one rule of `replication.rpo_budget`.
 
 from __future__ import annotations
 
-from controlplane.models import DEFAULT_RPO_SECONDS, Flow, FlowRpoBudget
+from controlplane.flows.models import Flow
+from controlplane.status.models import DEFAULT_RPO_SECONDS, FlowRpoBudget
 from replication.rpo_budget import RpoBudget, over_budget
 
 __all__ = ["DEFAULT_BUDGET", "RpoBudget", "over_budget", "rpo_budget_of", "rpo_budgets"]

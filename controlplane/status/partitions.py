@@ -48,9 +48,10 @@ from django.db.models import (
 from django.db.models.functions import Cast, Round
 from django.utils import timezone
 
-from controlplane.models import Flow, FlowPartitionStatus, FlowTaskStatus, PartitionState
+from controlplane.flows.models import Flow
 from controlplane.status import rollup
 from controlplane.status.budgets import RpoBudget
+from controlplane.status.models import FlowPartitionStatus, FlowTaskStatus, PartitionState
 
 PAGE_SIZE = 50
 ERROR_STATES = (PartitionState.STOP, PartitionState.STALL, PartitionState.REWIND, PartitionState.ERR)

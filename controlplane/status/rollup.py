@@ -19,18 +19,17 @@ from django.utils import timezone
 
 from controlplane.core import presence
 from controlplane.flows import lifecycle, pools
+from controlplane.flows.models import Flow, FlowState
 from controlplane.flows.pools import PoolCheck
 from controlplane.flows.selectors import flow_list
-from controlplane.models import (
-    Flow,
+from controlplane.status.budgets import DEFAULT_BUDGET, RpoBudget, over_budget, rpo_budget_of, rpo_budgets
+from controlplane.status.models import (
     FlowEvent,
     FlowPartitionStatus,
     FlowSignals,
-    FlowState,
     FlowTaskStatus,
     PartitionState,
 )
-from controlplane.status.budgets import DEFAULT_BUDGET, RpoBudget, over_budget, rpo_budget_of, rpo_budgets
 from replication.config import SchemaIdMode
 from replication.failover import LastKnownLag
 from replication.metrics import LATENCY_BUCKETS_MS

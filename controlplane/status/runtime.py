@@ -23,18 +23,16 @@ from django.conf import settings
 from django.db import transaction
 
 from controlplane.flows import engine, lifecycle, pools
-from controlplane.models import (
-    Cluster,
-    Flow,
+from controlplane.flows.models import Cluster, Flow, FlowState
+from controlplane.status import rollup
+from controlplane.status.models import (
     FlowEvent,
     FlowEventKind,
     FlowPartitionStatus,
     FlowSignals,
-    FlowState,
     FlowTaskStatus,
     PartitionState,
 )
-from controlplane.status import rollup
 from replication.config import ClusterConfig, FlowConfig
 from replication.metrics import LATENCY_BUCKETS_MS, GapEvent, PartitionMetrics
 

@@ -12,9 +12,9 @@ from django.views.decorators.http import require_POST
 
 from controlplane import alerts
 from controlplane.alerts import notifications
+from controlplane.alerts.models import AlertRule, AlertSilence, NotificationChannel
 from controlplane.core.errors import ServiceValidationError
 from controlplane.core.roles import Role
-from controlplane.models import AlertRule, AlertSilence, NotificationChannel
 from controlplane.web.access import admin_required, operator_required, viewer_required
 from controlplane.web.forms import ChannelForm, SilenceForm
 from controlplane.web.listing import Filter, ListSpec, Sort, list_page

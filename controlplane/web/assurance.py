@@ -6,7 +6,7 @@ from django.shortcuts import get_object_or_404, render
 
 from controlplane import browse
 from controlplane.flows import selectors
-from controlplane.models import FlowEvent, FlowEventKind
+from controlplane.status.models import FlowEvent, FlowEventKind
 from controlplane.web.access import viewer_required
 
 

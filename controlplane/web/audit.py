@@ -5,10 +5,7 @@ from __future__ import annotations
 from django.shortcuts import render
 
 from controlplane import core
-from controlplane.models import (
-    AuditAction,
-    AuditOutcome,
-)
+from controlplane.core.models import AuditAction, AuditOutcome
 from controlplane.web import summaries
 from controlplane.web.access import viewer_required
 from controlplane.web.listing import ListSpec, Sort, list_page

@@ -19,11 +19,7 @@ from controlplane import alerts, assurance
 from controlplane.assurance import verification
 from controlplane.core.errors import ClusterUnavailable, RateLimited, ServiceConflict, ServiceValidationError
 from controlplane.flows import engine, selectors, services
-from controlplane.models import (
-    Flow,
-    FlowState,
-    SecurityProtocol,
-)
+from controlplane.flows.models import Flow, FlowState, SecurityProtocol
 from controlplane.status import partitions, rollup
 from controlplane.web import summaries
 from controlplane.web.access import admin_required, back_url, operator_required, viewer_required

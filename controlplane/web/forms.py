@@ -10,10 +10,11 @@ from typing import Any
 from django import forms
 
 from controlplane import assurance
+from controlplane.alerts.models import AlertRule, ChannelKind
 from controlplane.core.bounds import INT64_MAX, MAX_SECONDS
 from controlplane.core.errors import NON_FIELD, ServiceValidationError
 from controlplane.flows import engine, selectors
-from controlplane.models import AlertRule, ChannelKind, Cluster, Flow, SaslMechanism, SecurityProtocol
+from controlplane.flows.models import Cluster, Flow, SaslMechanism, SecurityProtocol
 from replication.config import FLOW_PROPERTIES, FlowProperty
 from replication.flow_rules import CLIENT_ROLES, JAVA_INT_MAX, JAVA_INT_MIN, parse_flow_value, value_problem
 from replication.policy import ACCEPTED_POLICY_CLASSES

@@ -18,8 +18,9 @@ from controlplane import assurance, operations
 from controlplane.core import bounds
 from controlplane.core.errors import RateLimited, ServiceConflict, ServiceValidationError
 from controlplane.flows import engine, lifecycle, selectors
-from controlplane.models import Flow, Operation, OperationKind
+from controlplane.flows.models import Flow
 from controlplane.operations import cutover, drills, failback, plans, takeover
+from controlplane.operations.models import Operation, OperationKind
 from controlplane.status import rollup
 from controlplane.web.access import operator_required, signed_in_required, viewer_required
 from replication.takeover import MM2_SOURCE_CONNECTOR

@@ -10,9 +10,7 @@ from django.views.decorators.http import require_POST
 from controlplane import reports
 from controlplane.core.roles import Role
 from controlplane.flows import pools
-from controlplane.models import (
-    ReportTrigger,
-)
+from controlplane.reports.models import ReportTrigger
 from controlplane.web.access import back_url, operator_required, viewer_required
 
 # The report dashboards' pages (charts) live in dashboards.views; this is their index and the run controls.

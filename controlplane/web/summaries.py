@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from controlplane import alerts
-from controlplane.models import Cluster
+from controlplane.flows.models import Cluster
 from controlplane.status.rollup import FlowSummary
 from controlplane.web import numbers
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from controlplane.alerts.models import AlertRule
 from controlplane.alerts.rules import FlowFacts, Limits, evaluate
-from controlplane.models import AlertRule
 
 NOW = 1_000_000.0
 LIMITS = Limits(stale_after_s=10.0, heartbeat_min_age_s=30.0, offset_sync_max_lag_s=60.0)

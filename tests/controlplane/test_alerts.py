@@ -13,17 +13,12 @@ from django.utils import timezone
 
 from controlplane import alerts, assurance, core
 from controlplane.alerts import notifications
+from controlplane.alerts.models import AlertNotification, AlertRule, NotificationChannel, NotificationState
 from controlplane.core import crypto
 from controlplane.core.errors import ServiceValidationError
+from controlplane.core.models import AuditEvent
 from controlplane.flows import services
 from controlplane.metrics import prometheus
-from controlplane.models import (
-    AlertNotification,
-    AlertRule,
-    AuditEvent,
-    NotificationChannel,
-    NotificationState,
-)
 from tests.receiver import Receiver, SmtpReceiver
 from tests.status_reports import stored_report
 
@@ -263,7 +258,10 @@ def test_rotating_the_secrets_key_re_encrypts_channel_urls(admin_user, settings)
         actor=admin_user, name="slack", kind="slack", url=f"https://hooks.example.com/{TOKEN}"
     )
     new_key = crypto.generate_key()
-    core.secrets_key_rotate(actor=admin_user, new_key=new_key)
+    assert core.secrets_key_rotate(actor=admin_user, new_key=new_key) == {
+        "clusters": 0,
+        "notification channels": 1,
+    }
     settings.MIRRORPLANE_SECRETS_KEYS = [new_key]  # the old key is gone
     channel.refresh_from_db()
     assert notifications.channel_url(channel) == f"https://hooks.example.com/{TOKEN}"

@@ -8,8 +8,9 @@ import re
 import pytest
 from django.conf import settings
 
+from controlplane.core.models import AuditEvent
 from controlplane.flows import services
-from controlplane.models import AuditEvent, Cluster, Flow
+from controlplane.flows.models import Cluster, Flow
 
 pytestmark = pytest.mark.django_db
 

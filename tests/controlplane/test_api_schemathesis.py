@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from controlplane.flows import services
-from controlplane.models import Cluster, Flow
+from controlplane.flows.models import Cluster, Flow
 from controlplane.wsgi import application
 from replication.kafka.processes import free_port
 

@@ -12,17 +12,12 @@ from django.test import Client
 from django.utils import timezone
 
 from controlplane import alerts, assurance
+from controlplane.alerts.models import AlertRule
+from controlplane.assurance.models import FlowAssurance, PartitionVerification
 from controlplane.flows import services
 from controlplane.metrics import prometheus
-from controlplane.models import (
-    AlertRule,
-    FlowAssurance,
-    FlowPartitionStatus,
-    FlowSignals,
-    FlowTaskStatus,
-    PartitionVerification,
-)
 from controlplane.status import rollup
+from controlplane.status.models import FlowPartitionStatus, FlowSignals, FlowTaskStatus
 from tests.status_reports import stored_report
 
 HOUR = datetime.timedelta(hours=1)

@@ -12,9 +12,10 @@ from django.test import Client
 from django.utils import timezone
 
 from controlplane.core.errors import ServiceConflict, ServiceValidationError
+from controlplane.core.models import AuditEvent
 from controlplane.flows import lifecycle, services
-from controlplane.models import AuditEvent, Operation
 from controlplane.operations import cutover, drills
+from controlplane.operations.models import Operation
 
 pytestmark = pytest.mark.django_db
 

@@ -13,8 +13,9 @@ from django.db.models.signals import post_delete
 from django.utils import timezone
 
 from controlplane.flows import services
-from controlplane.models import Flow, FlowEvent, FlowEventKind
+from controlplane.flows.models import Flow
 from controlplane.status import runtime
+from controlplane.status.models import FlowEvent, FlowEventKind
 
 
 def _blocked_on_a_lock() -> bool:

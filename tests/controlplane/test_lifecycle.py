@@ -7,8 +7,9 @@ from django.test import Client
 from django.utils import timezone
 
 from controlplane.core.errors import ServiceValidationError
+from controlplane.core.models import AuditEvent
 from controlplane.flows import lifecycle, services
-from controlplane.models import AuditEvent, Flow, FlowState
+from controlplane.flows.models import Flow, FlowState
 from controlplane.status import runtime
 from replication.metrics import GapEvent, PartitionMetrics
 from tests.controlplane.test_mm2_import_export import ACTIVE_ACTIVE, ENV, _import

@@ -11,9 +11,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from controlplane.assurance.models import PartitionVerification
 from controlplane.flows import services
 from controlplane.metrics import prometheus
-from controlplane.models import FlowPartitionStatus, PartitionState, PartitionVerification
+from controlplane.status.models import FlowPartitionStatus, PartitionState
 from tests.status_reports import status_rows_read, stored_report, task_rollup_rebuild
 
 pytestmark = pytest.mark.django_db

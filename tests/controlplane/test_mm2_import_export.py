@@ -11,8 +11,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from controlplane.core.errors import ServiceValidationError
+from controlplane.core.models import AuditEvent
 from controlplane.flows import engine, selectors, services
-from controlplane.models import AuditEvent, Cluster, Flow
+from controlplane.flows.models import Cluster, Flow
 from replication.mm2file import parse_mm2
 from replication.strimzi import parse_strimzi
 from tests.strimzi_resource import RESOURCE, SECRETS, V1_RESOURCE

@@ -13,9 +13,10 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from controlplane import operations
+from controlplane.core.models import AuditEvent, AuditOutcome
 from controlplane.flows import cluster_reads, services
-from controlplane.models import AuditEvent, AuditOutcome, Operation
 from controlplane.operations import takeover
+from controlplane.operations.models import Operation
 from replication.kafka.positions import KafkaPositionStore
 from tests.replication.test_source_task import produce
 from tests.replication.test_takeover import MM2_RESUMES, stopped_mm2

@@ -10,8 +10,9 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from controlplane import operations
+from controlplane.core.models import AuditEvent
 from controlplane.flows import lifecycle, services
-from controlplane.models import AuditEvent, GroupOutcome, Operation, OperationOutcome
+from controlplane.operations.models import GroupOutcome, Operation, OperationOutcome
 
 pytestmark = pytest.mark.django_db
 

@@ -8,11 +8,13 @@ import dataclasses
 
 import pytest
 
+from controlplane.alerts.models import AlertRule
 from controlplane.alerts.rules import evaluate
 from controlplane.core.errors import ServiceValidationError
+from controlplane.core.models import AuditEvent
 from controlplane.core.presence import Presence
 from controlplane.flows import pools, services
-from controlplane.models import AlertRule, AuditEvent, Flow
+from controlplane.flows.models import Flow
 from tests.controlplane.test_alert_rules import HEALTHY, LIMITS, NOW
 
 

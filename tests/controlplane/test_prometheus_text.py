@@ -7,9 +7,9 @@ from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+from controlplane.assurance.models import PartitionVerification
 from controlplane.flows import services
 from controlplane.metrics.prometheus import MirrorplaneCollector, render_text
-from controlplane.models import PartitionVerification
 from tests.status_reports import stored_report
 
 

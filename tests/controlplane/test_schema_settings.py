@@ -6,7 +6,7 @@ flow properties, validated by the engine's rules and carried to the engine's con
 from __future__ import annotations
 
 from controlplane.flows import engine
-from controlplane.models import Cluster, Flow
+from controlplane.flows.models import Cluster, Flow
 from replication.config import SchemaIdMode
 from replication.schemas.flow import registry_client
 

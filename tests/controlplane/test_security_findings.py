@@ -24,9 +24,11 @@ from django.utils import timezone
 from controlplane import core
 from controlplane.assurance.verification import verification_rows, verification_run_record
 from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
+from controlplane.core.models import ApiToken, AuditEvent
 from controlplane.core.roles import Role
 from controlplane.flows import cluster_reads, engine, services
-from controlplane.models import ApiToken, AuditEvent, Cluster, Flow, FlowEvent
+from controlplane.flows.models import Cluster, Flow
+from controlplane.status.models import FlowEvent
 from replication.kafka.browser import BrowseError
 from replication.verification import MirroredRecord, Mismatch, OffsetRange, PartitionOutcome
 from tests.workers.harness import Gunicorn, create_topic, database_url, produce, sign_in

@@ -11,8 +11,9 @@ from django.test import override_settings
 from controlplane import core
 from controlplane.core import crypto
 from controlplane.core.errors import NON_FIELD, ServiceConflict, ServiceValidationError
+from controlplane.core.models import AuditEvent, AuditOutcome
 from controlplane.flows import engine, selectors, services
-from controlplane.models import AuditEvent, AuditOutcome, Cluster, Flow, FlowState
+from controlplane.flows.models import Cluster, Flow, FlowState
 from replication.config import FLOW_PROPERTIES, IDENTITY_REPLICATION_POLICY, FlowConfig
 
 pytestmark = pytest.mark.django_db
@@ -217,7 +218,10 @@ def test_secrets_key_rotation(admin_user):
     )
     old_token = Cluster.objects.get(pk=cluster.pk).secrets_encrypted
     new_key = crypto.generate_key()
-    assert core.secrets_key_rotate(actor=admin_user, new_key=new_key) == 1
+    assert core.secrets_key_rotate(actor=admin_user, new_key=new_key) == {
+        "clusters": 1,
+        "notification channels": 0,
+    }
     rotated = Cluster.objects.get(pk=cluster.pk)
     assert rotated.secrets_encrypted != old_token
     with override_settings(MIRRORPLANE_SECRETS_KEYS=[new_key]):

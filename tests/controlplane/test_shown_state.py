@@ -11,8 +11,9 @@ import pytest
 from django.utils import timezone
 
 from controlplane.flows import services
-from controlplane.models import FlowPartitionStatus, FlowState, FlowTaskStatus, PartitionState
+from controlplane.flows.models import FlowState
 from controlplane.status import partitions, rollup
+from controlplane.status.models import FlowPartitionStatus, FlowTaskStatus, PartitionState
 
 STALE_AFTER = 20
 ROW_AGES = (1, STALE_AFTER, STALE_AFTER + 1, 300)  # fresh, at the limit (still fresh), just over, long gone

@@ -11,8 +11,8 @@ from django.test import Client
 
 from controlplane import core
 from controlplane.core import sso
+from controlplane.core.models import AuditEvent, SsoIdentity
 from controlplane.core.roles import Role, role_of
-from controlplane.models import AuditEvent, SsoIdentity
 
 ISSUER = "https://idp.example.com/realms/kafka"
 

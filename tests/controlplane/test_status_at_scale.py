@@ -15,15 +15,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from controlplane.alerts import evaluation
+from controlplane.assurance.models import PartitionVerification, VerificationStatus
 from controlplane.flows import services
-from controlplane.models import (
-    FlowPartitionStatus,
-    FlowTaskStatus,
-    PartitionState,
-    PartitionVerification,
-    VerificationStatus,
-)
 from controlplane.status import rollup, runtime
+from controlplane.status.models import FlowPartitionStatus, FlowTaskStatus, PartitionState
 from replication.metrics import PartitionMetrics
 
 PARTITIONS = 2000

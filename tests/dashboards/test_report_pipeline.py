@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from controlplane import reports
-from controlplane.models import ReportRow, ReportRun, ReportRunState, ReportTrigger
+from controlplane.reports.models import ReportRow, ReportRun, ReportRunState, ReportTrigger
 from dashboards.lakegen import generate_lake
 from dashboards.spark.capacity import capacity_plan_from_usage
 from dashboards.spark.jobs import REPORT_KEYS

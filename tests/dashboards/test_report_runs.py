@@ -9,7 +9,8 @@ import pytest
 from django.utils import timezone
 
 from controlplane import reports
-from controlplane.models import AuditEvent, ReportDataset, ReportRow, ReportRun, ReportRunState, ReportTrigger
+from controlplane.core.models import AuditEvent
+from controlplane.reports.models import ReportDataset, ReportRow, ReportRun, ReportRunState, ReportTrigger
 from dashboards.spark.jobs import REPORT_KEYS
 from workers.reports import dispatch_report_runs
 

@@ -102,8 +102,8 @@ def test_the_shipped_alerts():
 
 
 def test_every_rule_mirrorplane_evaluates_itself_ships_as_a_prometheus_alert():
-    """A new embedded rule (controlplane.models.AlertRule) fails this until deploy/ ships its alert."""
-    from controlplane.models import AlertRule
+    """A new embedded rule (controlplane.alerts.models.AlertRule) fails this until deploy/ ships its alert."""
+    from controlplane.alerts.models import AlertRule
 
     embedded = {
         AlertRule.RPO_SECONDS: "MirrorplaneRpoSecondsExceeded",

@@ -15,7 +15,7 @@ from playwright.sync_api import Page, expect
 
 from controlplane import core
 from controlplane.core.roles import Role
-from controlplane.models import PartitionState
+from controlplane.status.models import PartitionState
 from tests.conftest import web_reads_wait_for_a_loaded_machine
 from tests.status_reports import stored_report
 

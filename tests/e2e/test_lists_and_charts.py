@@ -13,7 +13,8 @@ from playwright.sync_api import Page, expect
 
 from controlplane import reports
 from controlplane.flows import services
-from controlplane.models import Cluster, ReportTrigger
+from controlplane.flows.models import Cluster
+from controlplane.reports.models import ReportTrigger
 from controlplane.status import runtime
 from dashboards.spark.jobs import REPORT_KEYS
 from replication.metrics import PartitionMetrics

@@ -16,8 +16,8 @@ from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from controlplane import core
+from controlplane.core.models import AuditEvent
 from controlplane.core.roles import Role, role_of
-from controlplane.models import AuditEvent
 from replication.kafka.processes import free_port
 from tests.oidc_provider.server import OidcProvider
 from tests.web.served import web_env

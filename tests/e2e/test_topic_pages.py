@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from controlplane.flows import cluster_reads
-from controlplane.models import Cluster
+from controlplane.flows.models import Cluster
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.apache import kafka_version

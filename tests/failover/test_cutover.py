@@ -12,7 +12,8 @@ import pytest
 from django.test import Client
 
 from controlplane import operations
-from controlplane.models import AuditEvent, Flow, FlowState
+from controlplane.core.models import AuditEvent
+from controlplane.flows.models import Flow, FlowState
 from replication.kafka.clients import make_producer
 from replication.kafka.groups import GroupOffsetsAdmin
 from tests.failover.conftest import (

@@ -10,8 +10,9 @@ import pytest
 from django.test import Client
 
 from controlplane import operations
+from controlplane.core.models import AuditEvent
 from controlplane.flows import services
-from controlplane.models import AuditEvent, ShadowGroup
+from controlplane.operations.models import ShadowGroup
 from replication.config import ClusterConfig
 from replication.drill import SHADOW_PREFIX
 from replication.kafka.clients import make_admin

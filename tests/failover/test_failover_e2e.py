@@ -18,8 +18,9 @@ from django.db import connection
 from django.utils import timezone
 
 from controlplane import operations
+from controlplane.core.models import AuditEvent
 from controlplane.flows import services
-from controlplane.models import AuditEvent, Flow, FlowState
+from controlplane.flows.models import Flow, FlowState
 from replication.config import ClusterConfig
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_consumer

@@ -8,7 +8,7 @@ import re
 import time
 
 from controlplane.flows import services
-from controlplane.models import Cluster
+from controlplane.flows.models import Cluster
 from replication.config import ClusterConfig, FlowConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin

@@ -10,8 +10,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from controlplane import alerts, assurance
+from controlplane.alerts.models import AlertSilence, NotificationChannel
 from controlplane.flows import services
-from controlplane.models import AlertSilence, NotificationChannel
 from tests.status_reports import stored_report
 from tests.web.test_pages import _flow_form
 

@@ -14,8 +14,8 @@ import requests
 from requests.adapters import HTTPAdapter
 
 from controlplane import core
+from controlplane.core.models import AuditEvent
 from controlplane.core.roles import Role
-from controlplane.models import AuditEvent
 from replication.kafka.processes import free_port
 from tests.web.served import PASSWORD, web_env
 from tests.workers.harness import Gunicorn, login_attempt, wait_until

@@ -12,8 +12,8 @@ import pytest
 from confluent_kafka import TopicPartition
 from django.urls import reverse
 
+from controlplane.core.models import AuditEvent
 from controlplane.flows import cluster_reads
-from controlplane.models import AuditEvent
 from replication.kafka.clients import make_consumer
 from replication.kafka.groups import GroupOffsetsAdmin
 from tests.web.mirroring import keyed_around_a_moment, stored_cluster

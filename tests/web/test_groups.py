@@ -9,8 +9,8 @@ import time
 import pytest
 from django.urls import reverse
 
+from controlplane.core.models import AuditEvent
 from controlplane.flows import cluster_reads
-from controlplane.models import AuditEvent
 from replication.config import FlowConfig
 from replication.kafka.clients import make_consumer
 from replication.kafka.flow_tasks import periodic_tasks_for_flow

@@ -8,8 +8,11 @@ import json
 
 import pytest
 
+from controlplane.alerts.models import AlertSilence, NotificationChannel
 from controlplane.flows import services
-from controlplane.models import AlertSilence, Cluster, Flow, FlowRpoBudget, NotificationChannel, Operation
+from controlplane.flows.models import Cluster, Flow
+from controlplane.operations.models import Operation
+from controlplane.status.models import FlowRpoBudget
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin

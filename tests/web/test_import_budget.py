@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 import requests
 
-from controlplane.models import AuditEvent, Cluster
+from controlplane.core.models import AuditEvent
+from controlplane.flows.models import Cluster
 from tests.web.served import api
 
 HEAD = "apiVersion: kafka.strimzi.io/v1beta2\nkind: KafkaMirrorMaker2\nmetadata:\n  name: bomb\n"

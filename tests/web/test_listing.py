@@ -9,7 +9,7 @@ import pytest
 from django.test import RequestFactory
 
 from controlplane.flows import services
-from controlplane.models import Cluster, SecurityProtocol
+from controlplane.flows.models import Cluster, SecurityProtocol
 from controlplane.web.listing import Filter, ListSpec, Sort, list_page
 
 pytestmark = pytest.mark.django_db

@@ -14,10 +14,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from controlplane import assurance
 from controlplane.core import presence
 from controlplane.flows import lifecycle
+from controlplane.flows.models import Flow
 from controlplane.metrics import prometheus
-from controlplane.models import Flow, FlowPartitionStatus, PartitionState
 from controlplane.status import rollup
 from controlplane.status.budgets import DEFAULT_BUDGET, RpoBudget
+from controlplane.status.models import FlowPartitionStatus, PartitionState
 from tests.status_reports import stored_report, task_rollup_rebuild
 
 pytestmark = pytest.mark.django_db
@@ -300,7 +301,7 @@ def test_the_failover_plan_gets_the_last_known_lag_with_its_age_by_the_same_rule
 def test_a_partition_behind_without_a_known_age_makes_the_flows_seconds_behind_unknown():
     from django.utils import timezone
 
-    from controlplane.models import Flow
+    from controlplane.flows.models import Flow
     from controlplane.status.rollup import summarize
     from controlplane.status.runtime import StatusFigures, task_status
 

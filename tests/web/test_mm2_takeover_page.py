@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from controlplane import operations
 from controlplane.flows import cluster_reads, services
-from controlplane.models import Operation
+from controlplane.operations.models import Operation
 from tests.replication.test_takeover import stopped_mm2
 from tests.web.mirroring import stored_cluster
 

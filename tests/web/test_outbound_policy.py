@@ -18,10 +18,12 @@ from django.apps import apps as django_apps
 
 from controlplane import core
 from controlplane.alerts import notifications
+from controlplane.alerts.models import NotificationChannel
 from controlplane.core.errors import ServiceValidationError
+from controlplane.core.models import AuditEvent
 from controlplane.core.roles import Role
 from controlplane.flows import engine, services
-from controlplane.models import AuditEvent, Cluster, NotificationChannel
+from controlplane.flows.models import Cluster
 from replication import outbound
 from replication.kafka.clients import make_producer
 from replication.schemas.rest import ConfluentRegistryClient, Schema

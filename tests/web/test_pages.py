@@ -8,8 +8,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from controlplane import assurance
+from controlplane.core.models import AuditEvent
 from controlplane.flows import engine, services
-from controlplane.models import AuditEvent, Cluster, Flow
+from controlplane.flows.models import Cluster, Flow
 from controlplane.status import rollup
 from controlplane.web import summaries
 from tests.strimzi_resource import RESOURCE, SECRETS
@@ -174,7 +175,7 @@ def test_opposite_flows_are_drawn_as_two_separate_arrows(flow):
 def test_after_a_failover_the_page_lists_the_clients_to_switch_and_no_readiness_score(flow, client_as):
     """The groups the failover moved, what each reads on the target (the remote names with the offsets,
     the local names producers write to now), the target's bootstrap servers; the readiness is n/a."""
-    from controlplane.models import Operation, OperationGroupResult
+    from controlplane.operations.models import Operation, OperationGroupResult
 
     failover = Operation.objects.create(
         kind="failover",

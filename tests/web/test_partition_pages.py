@@ -13,7 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from controlplane.models import FlowPartitionStatus, PartitionState, PartitionVerification
+from controlplane.assurance.models import PartitionVerification
+from controlplane.status.models import FlowPartitionStatus, PartitionState
 from tests.status_reports import status_rows_read, task_rollup_rebuild
 
 pytestmark = pytest.mark.django_db

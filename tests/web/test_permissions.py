@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from controlplane.models import AuditEvent, Cluster, Flow, FlowState, Operation
+from controlplane.core.models import AuditEvent
+from controlplane.flows.models import Cluster, Flow, FlowState
+from controlplane.operations.models import Operation
 
 pytestmark = pytest.mark.django_db
 

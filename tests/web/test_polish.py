@@ -38,7 +38,7 @@ def test_a_new_flow_defaults_to_enabled_and_the_preview_says_saving_starts_it(
     client_as, cluster_a, cluster_b
 ):
     from controlplane.flows import services
-    from controlplane.models import Flow
+    from controlplane.flows.models import Flow
 
     a = services.cluster_create(actor=None, alias="A", bootstrap_servers=cluster_a.bootstrap_servers)
     b = services.cluster_create(actor=None, alias="B", bootstrap_servers=cluster_b.bootstrap_servers)
@@ -161,8 +161,9 @@ def _readme_mm2_example() -> str:
 def test_mm2_import_asks_for_a_missing_placeholder_write_only_and_imports_the_readme_example(
     client_as, monkeypatch
 ):
+    from controlplane.core.models import AuditEvent
     from controlplane.flows import engine
-    from controlplane.models import AuditEvent, Cluster
+    from controlplane.flows.models import Cluster
 
     monkeypatch.delenv("B_PASSWORD", raising=False)
     example = _readme_mm2_example()
@@ -207,7 +208,7 @@ def test_make_demo_again_keeps_a_flow_the_workers_faulted_before_kafka_answered(
     stored flows; the setup brought them up to date and then asked to resume them, which a faulted flow
     refuses (the demo stopped with IllegalTransition). A faulted flow recovers by itself."""
     from controlplane.flows import lifecycle
-    from controlplane.models import FlowState
+    from controlplane.flows.models import FlowState
     from workers.demo import store_demo_flows
 
     servers = {"dc1": "127.0.0.1:19092", "dc2": "127.0.0.1:19093"}

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from controlplane.models import FlowEvent, FlowEventKind
+from controlplane.status.models import FlowEvent, FlowEventKind
 from replication.acls import TopicAcl
 from replication.kafka.acls import TopicAclAdmin
 from tests.replication.test_source_task import create_topics

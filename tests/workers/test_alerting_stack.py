@@ -18,7 +18,7 @@ import yaml
 from django.utils import timezone
 
 from controlplane.flows import services
-from controlplane.models import FlowPartitionStatus
+from controlplane.status.models import FlowPartitionStatus
 from tests.receiver import Receiver
 from tests.status_reports import stored_report, task_rollup_rebuild
 from tests.workers.harness import Gunicorn, free_port, start_prometheus, wait_until

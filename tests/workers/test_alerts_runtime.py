@@ -20,17 +20,10 @@ from django.utils import timezone
 
 from controlplane import assurance
 from controlplane.alerts import notifications
+from controlplane.alerts.models import Alert, AlertNotification, NotificationChannel, NotificationState
+from controlplane.core.models import AuditEvent
 from controlplane.flows import services
-from controlplane.models import (
-    Alert,
-    AlertNotification,
-    AuditEvent,
-    FlowEvent,
-    FlowEventKind,
-    FlowSignals,
-    NotificationChannel,
-    NotificationState,
-)
+from controlplane.status.models import FlowEvent, FlowEventKind, FlowSignals
 from tests.receiver import Receiver
 from tests.workers.harness import create_topic, produce, wait_until
 

@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import TopicPartition
 from django.test import Client
 
-from controlplane.models import FlowSignals
+from controlplane.status.models import FlowSignals
 from controlplane.status.runtime import runtime_flow_spec
 from replication.kafka.clients import make_consumer
 from replication.positions import InMemoryPositionStore

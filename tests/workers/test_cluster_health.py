@@ -9,8 +9,9 @@ import pytest
 from django.db import IntegrityError
 
 from controlplane.flows import lifecycle
-from controlplane.models import Flow, FlowEvent, FlowEventKind, FlowState
+from controlplane.flows.models import Flow, FlowState
 from controlplane.status import runtime
+from controlplane.status.models import FlowEvent, FlowEventKind
 from replication.circuit_breaker import BreakerPolicy
 from replication.config import ClusterConfig
 from replication.kafka.processes import free_port

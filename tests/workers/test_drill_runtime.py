@@ -8,8 +8,8 @@ import re
 import pytest
 
 from controlplane import operations
-from controlplane.models import Operation, OperationPhase, ShadowGroup
 from controlplane.operations import drills
+from controlplane.operations.models import Operation, OperationPhase, ShadowGroup
 from replication.drill import SHADOW_PREFIX
 from replication.kafka.groups import GroupOffsetsAdmin
 from tests.failover.conftest import Mirror, produce_plain, read_partition

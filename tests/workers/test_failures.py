@@ -12,7 +12,8 @@ import time
 import pytest
 import redis
 
-from controlplane.models import Flow, FlowEvent, FlowEventKind, FlowPartitionStatus, FlowState, PartitionState
+from controlplane.flows.models import Flow, FlowState
+from controlplane.status.models import FlowEvent, FlowEventKind, FlowPartitionStatus, PartitionState
 from replication.kafka.processes import free_port
 from tests.workers.harness import (
     PARTITIONS,

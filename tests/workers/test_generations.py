@@ -13,7 +13,7 @@ import signal
 import pytest
 
 from controlplane.flows import services
-from controlplane.models import FlowEvent
+from controlplane.status.models import FlowEvent
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.source_io import PartitionReader
 from tests.replication.test_transactions import open_transaction_on

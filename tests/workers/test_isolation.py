@@ -12,7 +12,8 @@ import pytest
 from django.urls import reverse
 
 from controlplane.flows import services
-from controlplane.models import Flow, FlowEvent, FlowEventKind, FlowState
+from controlplane.flows.models import Flow, FlowState
+from controlplane.status.models import FlowEvent, FlowEventKind
 from replication.kafka.processes import free_port
 from replication.kafka.source_io import PartitionReader, PartitionReadError
 from tests.workers.harness import PARTITIONS, count_records, create_topic, produce, wait_until

@@ -11,8 +11,8 @@ import pytest
 from django.db import connection
 
 from controlplane.flows import services
-from controlplane.models import FlowEvent, FlowEventKind, FlowPartitionStatus, PartitionState
 from controlplane.status import runtime
+from controlplane.status.models import FlowEvent, FlowEventKind, FlowPartitionStatus, PartitionState
 from dashboards.spark.lake import arrow_schema
 from replication.metrics import GapEvent, PartitionMetrics
 from workers.lake import Counts, MetricsLake, lake_rows

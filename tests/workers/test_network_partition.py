@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from controlplane.models import Flow, FlowState
+from controlplane.flows.models import Flow, FlowState
 from replication.config import ClusterConfig
 from replication.kafka.apache import ApacheKafkaBroker
 from tests.conftest import KAFKA_KIND

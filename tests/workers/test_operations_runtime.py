@@ -10,9 +10,11 @@ import re
 import pytest
 
 from controlplane import core, operations
+from controlplane.core.models import AuditEvent
 from controlplane.core.roles import Role
 from controlplane.flows import services
-from controlplane.models import AuditEvent, Flow, FlowState, Operation
+from controlplane.flows.models import Flow, FlowState
+from controlplane.operations.models import Operation
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_producer
 from replication.kafka.groups import GroupOffsetsAdmin

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from controlplane import core
 from controlplane.core.roles import Role
-from controlplane.models import ReportRow, ReportRun, ReportRunState
+from controlplane.reports.models import ReportRow, ReportRun, ReportRunState
 from dashboards.lakegen import generate_lake
 from tests.workers.harness import CeleryRuntime, wait_until
 

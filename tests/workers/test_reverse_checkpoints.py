@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from controlplane.flows import services
-from controlplane.models import Cluster
+from controlplane.flows.models import Cluster
 from controlplane.status.runtime import runtime_flow_spec
 from replication.config import OffsetSyncsTopicLocation
 from replication.formats import OffsetSync

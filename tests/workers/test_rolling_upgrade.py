@@ -21,8 +21,8 @@ import time
 import pytest
 
 from controlplane import alerts
+from controlplane.alerts.models import Alert, AlertRule
 from controlplane.flows import pools
-from controlplane.models import Alert, AlertRule
 from tests.workers.harness import (
     ArrivalRecorder,
     SteadyTraffic,

@@ -8,7 +8,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from controlplane.flows import services
-from controlplane.models import FlowEvent, FlowPartitionStatus, PartitionState
+from controlplane.status.models import FlowEvent, FlowPartitionStatus, PartitionState
 from tests.workers.harness import (
     PARTITIONS,
     count_records,

@@ -17,8 +17,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from controlplane import operations
 from controlplane.flows import services
+from controlplane.flows.models import Flow
 from controlplane.metrics.prometheus import exposition
-from controlplane.models import Flow, FlowEvent, FlowEventKind, Operation
+from controlplane.operations.models import Operation
+from controlplane.status.models import FlowEvent, FlowEventKind
 from replication.kafka.groups import GroupOffsetsAdmin
 from replication.schemas.rest import ConfluentRegistryClient, Schema
 from replication.schemas.wire import schema_id_of

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
-from controlplane.models import ReportRow, ReportRun, ReportRunState
+from controlplane.reports.models import ReportRow, ReportRun, ReportRunState
 from dashboards.spark.s3a import s3a_jars
 from tests.lake import S3_ENVIRONMENT, lake_samples
 from tests.workers.harness import (

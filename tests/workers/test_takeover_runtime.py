@@ -10,8 +10,8 @@ import pytest
 from django.db import transaction
 
 from controlplane import operations
-from controlplane.models import Operation, OperationPhase
 from controlplane.operations import takeover
+from controlplane.operations.models import Operation, OperationPhase
 from tests.replication.test_takeover import MM2_RESUMES, stopped_mm2
 from tests.workers.harness import wait_until
 

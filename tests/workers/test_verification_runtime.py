@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.models import Alert, AlertRule, AlertState, FlowEvent, FlowEventKind, PartitionVerification
+from controlplane.alerts.models import Alert, AlertRule, AlertState
+from controlplane.assurance.models import PartitionVerification
+from controlplane.status.models import FlowEvent, FlowEventKind
 from replication.kafka.clients import make_producer
 from tests.workers.harness import create_topic, produce, wait_until
 

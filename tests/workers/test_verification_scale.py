@@ -15,8 +15,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from bench.verification import append_mirrored, seed_mirrored
-from controlplane.models import FlowEvent, FlowEventKind, PartitionVerification
+from controlplane.assurance.models import PartitionVerification
 from controlplane.status import runtime
+from controlplane.status.models import FlowEvent, FlowEventKind
 from workers import verification as worker
 
 pytestmark = pytest.mark.kafka

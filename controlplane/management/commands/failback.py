@@ -9,7 +9,7 @@ from controlplane.management.commands.failover import (
     flow_by_name,
     run_operation_command,
 )
-from controlplane.models import OperationKind
+from controlplane.operations.models import OperationKind
 
 
 class Command(BaseCommand):

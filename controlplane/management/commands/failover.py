@@ -16,8 +16,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from controlplane import operations
 from controlplane.core.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
-from controlplane.models import Flow, Operation, OperationKind, OperationOutcome
+from controlplane.flows.models import Flow
 from controlplane.operations import failover
+from controlplane.operations.models import Operation, OperationKind, OperationOutcome
 
 
 def flow_by_name(name: str) -> Flow:

@@ -2,6 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from controlplane import core
 from controlplane.core import crypto
+from controlplane.core.secrets import rotated_text
 
 
 class Command(BaseCommand):
@@ -23,10 +24,10 @@ class Command(BaseCommand):
             return
         key = crypto.generate_key() if generate else new_key
         try:
-            count = core.secrets_key_rotate(actor=None, new_key=key)
+            counts = core.secrets_key_rotate(actor=None, new_key=key)
         except crypto.SecretsKeyError as exc:
             raise CommandError(str(exc)) from exc
-        self.stderr.write(f"re-encrypted the secrets of {count} cluster(s)")
+        self.stderr.write(f"re-encrypted the secrets of {rotated_text(counts)}")
         if key:
             self.stderr.write(
                 "now set MIRRORPLANE_SECRETS_KEY to this key and restart the control plane and workers:"

@@ -11,8 +11,8 @@ from django.core.management.base import BaseCommand, CommandError
 from controlplane import operations
 from controlplane.core.errors import ServiceConflict, ServiceValidationError
 from controlplane.flows import selectors
-from controlplane.models import OperationOutcome
 from controlplane.operations import takeover
+from controlplane.operations.models import OperationOutcome
 from replication.takeover import MM2_SOURCE_CONNECTOR
 
 

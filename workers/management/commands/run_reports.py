@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from controlplane import reports
-from controlplane.models import ReportRunState, ReportTrigger
+from controlplane.reports.models import ReportRunState, ReportTrigger
 from workers.reports import run_report
 
 
