@@ -405,6 +405,11 @@ class MirrorSourceTask:
         )
 
     # -- public API ---------------------------------------------------------------------------------
+    @property
+    def fenced(self) -> bool:
+        """It stopped for good (fenced, or its assignment superseded): it never writes again."""
+        return self._fenced is not None
+
     def assign(self, partitions: Sequence[TopicPartition]) -> None:
         """The source partitions this task replicates; applied at the start of the next slice (the same
         ones again cost one comparison: a slice does not walk its partitions to learn nothing changed)."""

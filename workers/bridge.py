@@ -67,7 +67,8 @@ class SliceBridge:
                     settle=False,
                     interrupt=self._interrupt,
                 )
-                if not self._interrupt.is_set():  # its record limit or its time: leave nothing in flight
+                # Its record limit or its time: leave nothing in flight (a fenced task has nothing left).
+                if not self._interrupt.is_set() and not self._task.fenced:
                     settled = self._task.run_slice(max_records=0, max_seconds=0, settle=True)
                     self._result = merge_results(self._result, settled)
                     # At its record limit: hold the lease, replicating nothing, until the next slice.

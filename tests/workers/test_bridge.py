@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from replication.config import DeliveryGuarantee
+from replication.kafka.fencing import fence_transactional_ids
 from replication.positions import InMemoryPositionStore
 from replication.source import SliceError, SliceErrorKind, SliceResult
 from tests.replication.test_source_task import create_topics, make_task, produce, read_partition
@@ -53,12 +55,13 @@ def lease(redis_url):
 
 
 @pytest.fixture
-def store_and_task(cluster_a, cluster_b, unique_name):
-    """A task of the 2 partitions of topic `unique_name` (and A.<it> on B), with its position store."""
+def store_and_task(request, cluster_a, cluster_b, unique_name):
+    """A task of the 2 partitions of topic `unique_name` (and A.<it> on B), with its position store; its
+    flow settings are the test's indirect parameter, if any."""
     create_topics(cluster_a, [unique_name], 2)
     create_topics(cluster_b, [f"A.{unique_name}"], 2)
     store = InMemoryPositionStore()
-    task = make_task(cluster_a, cluster_b, [unique_name], store=store)
+    task = make_task(cluster_a, cluster_b, [unique_name], store=store, **getattr(request, "param", {}))
     task.assign([(unique_name, 0), (unique_name, 1)])
     yield store, task
     task.close()
@@ -145,3 +148,21 @@ def test_a_bridge_takes_at_most_the_slice_record_limit_then_holds_the_lease_repl
     replicated = sum(len(read_partition(cluster_b, f"A.{unique_name}", p)) for p in (0, 1))
     assert replicated == 30
     assert sum(store.load(flow="A->B", partitions=[(unique_name, 0), (unique_name, 1)]).values()) == 30
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize(
+    "store_and_task", [{"delivery_guarantee": DeliveryGuarantee.EXACTLY_ONCE}], indirect=True
+)
+def test_a_task_fenced_while_bridging_ends_the_bridge_which_reports_the_fence(
+    cluster_a, cluster_b, unique_name, store_and_task, start_bridge
+):
+    _, task = store_and_task
+    produce(cluster_a, unique_name, _records(20))
+    task.run_slice(max_seconds=0.5, settle=False)  # its transactions initialised, records written
+    bridge = start_bridge(max_s=2.0, max_records=100_000)
+    fence_transactional_ids(task.flow, cluster_b, task_ids=1)  # e.g. a new assignment's fencing
+    produce(cluster_a, unique_name, _records(20))  # what it writes next is refused
+    wait_until(lambda: bridge.ended, timeout_s=30, what="the bridge to end")
+    result = bridge.stop()  # no failure: the fence is in its result, and nothing is settled after it
+    assert task.fenced and [e.kind for e in result.errors if e.kind is SliceErrorKind.FENCED]
