@@ -19,7 +19,7 @@ from controlplane import core
 from controlplane.api import serializers as s
 from controlplane.core.bounds import ID_PATTERN
 from controlplane.core.roles import Role, role_of
-from controlplane.flows import pools, selectors, services
+from controlplane.flows import mm2, pools, selectors, services
 from controlplane.flows.models import Cluster, Flow, FlowState, SecurityProtocol
 from controlplane.status import partitions, rollup
 
@@ -214,7 +214,7 @@ class Mm2ImportView(APIView):
     def post(self, request):
         serializer = s.Mm2ImportRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        result = services.mm2_import(actor=request.user, **serializer.validated_data, source_name="upload")
+        result = mm2.mm2_import(actor=request.user, **serializer.validated_data, source_name="upload")
         return Response(s.Mm2ImportResultSerializer(result).data)
 
 

@@ -1,8 +1,8 @@
-"""Flows: clusters and flows (`services` writes, `selectors` reads, the MM2 import and export), their
-lifecycle (`lifecycle`, the only writer of a flow's state), worker pools (`pools`), and the one bridge
+"""Flows: clusters and flows (`services` writes, `selectors` reads and the MM2 export, `mm2` the MM2
+import), their lifecycle (`lifecycle`, the only writer of a flow's state), worker pools (`pools`), and the one bridge
 between rows and the engine's configs (`engine`), and every cluster read of a web request, behind a
 breaker per cluster (`cluster_reads`). Other packages import these modules."""
 
-from controlplane.flows import cluster_reads, engine, lifecycle, pools, selectors, services
+from controlplane.flows import cluster_reads, engine, lifecycle, mm2, pools, selectors, services
 
-__all__ = ["cluster_reads", "engine", "lifecycle", "pools", "selectors", "services"]
+__all__ = ["cluster_reads", "engine", "lifecycle", "mm2", "pools", "selectors", "services"]

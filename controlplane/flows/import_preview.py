@@ -4,7 +4,7 @@ which names, and which of them would come back to where they came from.
 The topics are the flow's own decisions (`TopicSelection`: the policy and filters the engine runs, with
 every alias stored or imported known). A loop is judged by what the clusters are, not their aliases: the
 target goes by every alias whose bootstrap servers share a broker with its own or whose brokers report its
-cluster id (`ClusterIdentity`, `engine.same_cluster_evidence`: the rule `services.same_cluster_errors`
+cluster id (`ClusterIdentity`, `engine.same_cluster_evidence`: the rule `mm2.same_cluster_errors`
 refuses an import by), and a topic whose lineage names any of them
 would be copied back (`replication.policy.returns_through`; MM2's alias-based cycle check sees only the
 flow's own target alias). A flow whose source and target are one cluster loops on every topic.

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 from controlplane import alerts, assurance
 from controlplane.assurance import verification
 from controlplane.core.errors import ClusterUnavailable, RateLimited, ServiceConflict, ServiceValidationError
-from controlplane.flows import engine, selectors, services
+from controlplane.flows import engine, mm2, selectors, services
 from controlplane.flows.models import Flow, FlowState, SecurityProtocol
 from controlplane.status import partitions, rollup
 from controlplane.web import summaries
@@ -361,7 +361,7 @@ def mm2_import(request):
     context = {"form": form}
     if request.method == "POST" and form.is_valid():
         text = form.cleaned_data["text"]
-        missing = missing_placeholders(text, environ=services.import_environ())
+        missing = missing_placeholders(text, environ=mm2.import_environ())
         typed = form.ask_for_placeholders(missing)
         unfilled = [name for name in missing if name not in typed]
         if unfilled:  # ask, keeping the text (an upload too) in the form; typed values are not shown again
@@ -371,7 +371,7 @@ def mm2_import(request):
             return render(request, "web/mm2_import.html", context)
         dry_run = "apply" not in request.POST
         try:
-            result = services.mm2_import(
+            result = mm2.mm2_import(
                 actor=request.user,
                 text=text,
                 dry_run=dry_run,

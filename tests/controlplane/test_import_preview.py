@@ -14,7 +14,7 @@ from django.test import Client
 from django.urls import reverse
 
 from controlplane.core.errors import ServiceValidationError
-from controlplane.flows import cluster_reads, services
+from controlplane.flows import cluster_reads, mm2, services
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
 from tests.conftest import ensure_heartbeats_topic
@@ -52,7 +52,7 @@ DC1->DC2.topics = p{stem}-.*, b\\.p{stem}-.*
 
 def test_the_dry_run_lists_each_flows_topics_and_flags_a_copy_coming_back(users, demo, cluster_a, cluster_b):
     stem, local, copy = demo
-    result = services.mm2_import(
+    result = mm2.mm2_import(
         actor=users["admin"], text=_seeds(cluster_a, cluster_b, stem), dry_run=True, force=True
     )
     (preview,) = result.previews
@@ -84,7 +84,7 @@ DC1->a.topics = p{stem}-.*
 gone->DC2.enabled = true
 """,
     )
-    result = services.mm2_import(actor=users["admin"], text=text, dry_run=True, force=True)
+    result = mm2.mm2_import(actor=users["admin"], text=text, dry_run=True, force=True)
     previews = {p.flow: p for p in result.previews}
     within = previews["DC1->a"]
     assert within.same_cluster.startswith("DC1 and a are one cluster")
@@ -132,11 +132,11 @@ def test_a_cluster_reached_by_another_name_is_known_by_its_cluster_id(users, dem
         f"DC1.bootstrap.servers = localhost:{cluster_a.bootstrap_servers.rsplit(':', 1)[1]}",
     )
     with pytest.raises(ServiceValidationError) as refused:
-        services.mm2_import(actor=users["admin"], text=text, dry_run=True)
+        mm2.mm2_import(actor=users["admin"], text=text, dry_run=True)
     (message,) = refused.value.errors["clusters.DC1.bootstrap_servers"]
     assert message.startswith("DC1 is cluster a under another alias (both report cluster id ")
     assert "clusters.DC2.bootstrap_servers" in refused.value.errors  # b by its broker, as before
 
-    forced = services.mm2_import(actor=users["admin"], text=text, dry_run=True, force=True)
+    forced = mm2.mm2_import(actor=users["admin"], text=text, dry_run=True, force=True)
     (preview,) = forced.previews
     assert [t.topic for t in preview.replicated if t.loop] == [copy]

@@ -12,7 +12,7 @@ from django.core.management.base import CommandError
 
 from controlplane.core.errors import ServiceValidationError
 from controlplane.core.models import AuditEvent
-from controlplane.flows import engine, selectors, services
+from controlplane.flows import engine, mm2, selectors, services
 from controlplane.flows.models import Cluster, Flow
 from replication.mm2file import parse_mm2
 from replication.strimzi import parse_strimzi
@@ -52,7 +52,7 @@ ENV = {"DC3_USER": "mirror-user", "DC3_PASSWORD": "Pw-ch4nge-me-9"}
 
 def _import(admin_user, text=ACTIVE_ACTIVE, *, dry_run=False, environ=ENV):
     """Imports `text`, the placeholders typed as `environ` (the server allows none of its own)."""
-    return services.mm2_import(actor=admin_user, text=text, dry_run=dry_run, placeholder_values=environ)
+    return mm2.mm2_import(actor=admin_user, text=text, dry_run=dry_run, placeholder_values=environ)
 
 
 def test_dry_run_reports_changes_and_writes_nothing(admin_user):
@@ -321,7 +321,7 @@ def test_an_import_naming_known_clusters_by_other_aliases_is_refused_unless_forc
 
 
 def test_one_file_naming_a_cluster_twice_is_refused():
-    errors = services.same_cluster_errors(
+    errors = mm2.same_cluster_errors(
         {"a": "k1:9092,k2:9092", "b": "K2:9092", "c": "k3:9092"}, {"c": "k3:9092"}
     )
     assert list(errors) == ["clusters.b.bootstrap_servers"]  # c is itself, stored: an update

@@ -4,7 +4,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from controlplane.core.errors import ServiceValidationError
-from controlplane.flows import services
+from controlplane.flows import mm2
 
 
 class Command(BaseCommand):
@@ -28,7 +28,7 @@ class Command(BaseCommand):
         except (OSError, UnicodeDecodeError) as exc:
             raise CommandError(f"cannot read {file}: {exc}") from exc
         try:
-            result = services.mm2_import(
+            result = mm2.mm2_import(
                 actor=None, text=text, dry_run=dry_run, source_name=file, force=force
             )
         except ServiceValidationError as exc:
