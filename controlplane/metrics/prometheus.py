@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator
 
 from django.conf import settings
 from django.db.models import Count, F, Sum
@@ -25,14 +25,13 @@ from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
-from prometheus_client.samples import Sample
-from prometheus_client.utils import floatToGoString
 
 from controlplane import alerts, assurance
 from controlplane.alerts.models import Alert, AlertState
 from controlplane.assurance import DEFAULT_BUDGET, verification
 from controlplane.assurance.models import PartitionVerification, VerificationStatus
 from controlplane.core import presence
+from controlplane.metrics.text import PartitionLabels, PartitionSeries, render_text
 from controlplane.operations.models import Operation
 from controlplane.status import partitions, rollup
 from controlplane.status.models import (
@@ -89,74 +88,6 @@ def latency_histogram(partitions) -> tuple[list[tuple[str, float]], float] | Non
         return None
     bounds = [*(f"{bound / 1000:g}" for bound in LATENCY_BUCKETS_MS), "+Inf"]
     return list(zip(bounds, cumulative(counts), strict=True)), total_ms / 1000
-
-
-class PartitionLabels:
-    """The label sets of a scrape's partitions (flow, topic, partition), shared by their families: each
-    written as text once (`texts`, what `render_text` writes), as dicts only when asked (`dicts`, what
-    prometheus-client's own writer reads)."""
-
-    def __init__(
-        self, *, flows: Sequence[str], topics: Sequence[str], partitions: Sequence[int], states=None
-    ):
-        self.flows, self.topics, self.partitions, self.states = flows, topics, partitions, states
-        escaped = {flow: _label_value(flow) for flow in set(flows)}
-        state_labels = (
-            [""] * len(flows) if states is None else [f'state="{_label_value(s)}",' for s in states]
-        )
-        self.texts = [
-            f'flow="{escaped[flow]}",partition="{partition}",{state}topic="{_label_value(topic)}"'
-            for flow, partition, state, topic in zip(flows, partitions, state_labels, topics, strict=True)
-        ]
-
-    def with_state(self, states: Sequence[str]) -> PartitionLabels:
-        return PartitionLabels(
-            flows=self.flows, topics=self.topics, partitions=self.partitions, states=states
-        )
-
-    @property
-    def dicts(self) -> list[dict[str, str]]:
-        found = [
-            {"flow": flow, "topic": topic, "partition": str(partition)}
-            for flow, topic, partition in zip(self.flows, self.topics, self.partitions, strict=True)
-        ]
-        if self.states is not None:
-            for labels, state in zip(found, self.states, strict=True):
-                labels["state"] = state
-        return found
-
-
-class PartitionSeries(Metric):
-    """A per-partition family of a scrape kept as columns: its partitions' label sets and its values (None:
-    no series). `render_text` writes it from the columns (at 20,000 partitions, seven families of 20,000
-    series each); `samples`, what prometheus-client's own writer reads, are made from them when asked."""
-
-    def __init__(self, name: str, documentation: str, typ: str, *, labels: PartitionLabels, values: Sequence):
-        self.labels, self.values = labels, values
-        super().__init__(name, documentation, typ)
-        self.sample_name = f"{name}_total" if typ == "counter" else name
-
-    @property
-    def samples(self) -> list[Sample]:
-        return [
-            Sample(self.sample_name, labels, value)
-            for labels, value in zip(self.labels.dicts, self.values, strict=True)
-            if value is not None
-        ]
-
-    @samples.setter
-    def samples(self, _empty: list) -> None:
-        """Metric.__init__ starts a list of samples: this family's are its columns'."""
-
-    def text(self) -> str:
-        name = self.sample_name
-        return "".join(
-            [
-                f"{name}{{{labels}}} {_number(value)}\n"
-                for labels, value in zip(self.labels.texts, self.values, strict=True)
-                if value is not None
-            ]
-        )
 
 
 class MirrorplaneCollector:
@@ -598,46 +529,6 @@ class MirrorplaneCollector:
         if beat_presence is not None:
             beat.add_metric([], beat_presence.age_s(now))
         yield from (up, seen, slices, slice_errors, leases, beat, redis_up)
-
-
-def _number(value: float) -> str:
-    """`floatToGoString`'s text, without its float round trip for the small whole numbers most series
-    hold (it writes 1e+06 and up in exponent form)."""
-    if type(value) is int and -(10**15) < value < 1_000_000:
-        return f"{value}.0"
-    return floatToGoString(value)
-
-
-def _label_value(value: str) -> str:
-    if "\\" in value or "\n" in value or '"' in value:
-        return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
-    return value
-
-
-def render_text(families: Iterable[Metric]) -> str:
-    """Prometheus's text format of `families`, the same bytes as prometheus-client's `generate_latest`.
-
-    Our families are built with prometheus-client; only their text is written here: `generate_latest`
-    re-checks every label name of every sample against the UTF-8 naming rules, which was half of a 500-flow
-    scrape. Our names are fixed identifiers (checked once per family by prometheus-client when the family is
-    built), so only label values need escaping; a per-partition family is written from its columns
-    (`PartitionSeries`). tests/controlplane/test_prometheus_text.py compares the two.
-    """
-    output: list[str] = []
-    for metric in families:
-        name = f"{metric.name}_total" if metric.type == "counter" else metric.name
-        doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
-        output.append(f"# HELP {name} {doc}\n# TYPE {name} {metric.type}\n")
-        if isinstance(metric, PartitionSeries):
-            output.append(metric.text())
-            continue
-        for sample in metric.samples:
-            if sample.labels:
-                labels = ",".join(f'{k}="{_label_value(v)}"' for k, v in sorted(sample.labels.items()))
-                output.append(f"{sample.name}{{{labels}}} {_number(sample.value)}\n")
-            else:
-                output.append(f"{sample.name} {_number(sample.value)}\n")
-    return "".join(output)
 
 
 def exposition() -> bytes:

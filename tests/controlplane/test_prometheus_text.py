@@ -1,4 +1,4 @@
-"""`controlplane.metrics.prometheus.render_text` writes exactly what prometheus-client's `generate_latest` writes."""
+"""`controlplane.metrics.text.render_text` writes exactly what prometheus-client's `generate_latest` writes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from controlplane.assurance.models import PartitionVerification
 from controlplane.flows import services
-from controlplane.metrics.prometheus import MirrorplaneCollector, render_text
+from controlplane.metrics.prometheus import MirrorplaneCollector
+from controlplane.metrics.text import render_text
 from tests.status_reports import stored_report
 
 
