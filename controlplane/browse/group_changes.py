@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from controlplane import core
 from controlplane.browse.groups import GroupPartition, _flows_checkpointing, _group_plan
-from controlplane.browse.records import parse_moment, topic_name_error
+from controlplane.browse.seek import parse_moment, topic_name_error
 from controlplane.core.bounds import INT64_MAX, INT64_MIN, whole_number
 from controlplane.core.errors import ServiceConflict, ServiceValidationError
 from controlplane.core.models import AuditAction, AuditOutcome

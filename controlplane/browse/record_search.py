@@ -19,14 +19,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from controlplane.browse.records import (
-    MAX_RECORDS,
-    ShownRecord,
-    masks_values,
-    parse_moment,
-    shown,
-    topic_name_error,
-)
+from controlplane.browse.records import ShownRecord, masks_values, shown
+from controlplane.browse.seek import MAX_RECORDS, parse_moment, topic_name_error
 from controlplane.core import call_bounds
 from controlplane.core.bounds import whole_number
 from controlplane.core.errors import ServiceValidationError

@@ -19,7 +19,8 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 
-from controlplane.browse.records import Mirror, mirrors_by_topic, topic_name_error
+from controlplane.browse.records import Mirror, mirrors_by_topic
+from controlplane.browse.seek import topic_name_error
 from controlplane.browse.topic_sizes import SizesOnDisk, sizes_on_disk
 from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.flows import engine

@@ -10,7 +10,8 @@ from time import sleep
 import pytest
 from django.urls import reverse
 
-from controlplane.browse.records import Seek, topic_records
+from controlplane.browse.records import topic_records
+from controlplane.browse.seek import Seek
 from controlplane.flows import cluster_reads, engine, services
 from replication.config import ClusterConfig
 from replication.formats import OffsetSync
