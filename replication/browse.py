@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from replication.filters import PatternError, compile_java_regex
+from replication.java_regex import PatternError, compile_java_regex
 from replication.offset_sync_store import OffsetSyncStore
 from replication.schemas.decoding import Decoded
 from replication.verification import MirroredRecord, record_differences, record_digest

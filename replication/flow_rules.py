@@ -23,7 +23,7 @@ from typing import Any
 
 from replication.client_properties import client_property_problem, not_applicable_reason
 from replication.config import FLOW_PROPERTIES, FLOW_PROPERTIES_BY_NAME, FlowConfig, FlowProperty
-from replication.filters import PatternError, compile_java_regex
+from replication.java_regex import PatternError, compile_java_regex
 from replication.policy import policy_class_error
 
 CLIENT_ROLES = ("producer", "consumer", "admin")

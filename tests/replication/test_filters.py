@@ -7,13 +7,8 @@ import time
 import pytest
 
 from replication.config import DEFAULT_CONFIG_PROPERTIES_EXCLUDE, FlowConfig
-from replication.filters import (
-    ConfigPropertyFilter,
-    GroupFilter,
-    PatternError,
-    TopicFilter,
-    compile_java_regex,
-)
+from replication.filters import ConfigPropertyFilter, GroupFilter, TopicFilter
+from replication.java_regex import PatternError, compile_java_regex
 
 
 def matches(pattern: str, name: str) -> bool:
