@@ -9,10 +9,8 @@ The cache keeps clients across slices: a chain's next slice goes to this worker'
 `workers.tasks`), so consecutive slices normally find their task here.
 
 A warm shutdown (SIGTERM, a rolling upgrade or a scale-down) hands the chains over instead of leaving
-them to expire: `DRAINING` ends the running slices early, and once they have ended `hand_over_chains`
-stops each chain's bridge, settles its task (nothing in flight, positions persisted), gives its lease to
-a new chain and sends that chain's first slice to the shared queue, where another worker takes it at
-once (the lease TTL is no longer the pause).
+them to expire (`workers.handover`): `DRAINING` ends the running slices early; the chain that succeeds one
+starts here with a take-over slice (`_take_over`: its task built, the lease awaited).
 """
 
 from __future__ import annotations
@@ -20,8 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -41,7 +38,7 @@ from workers import context
 from workers.bridge import SliceBridge, bridge_max_s, merge_results, slice_records_left
 from workers.fencing import AssignmentGuard, generation_fenced
 from workers.lake import Counts, RemotePartition, lake_rows
-from workers.leases import LeaseKeeper, new_token, task_lease_key
+from workers.leases import LeaseKeeper, task_lease_key
 from workers.plans import (
     ChainPosition,
     SliceAction,
@@ -168,19 +165,19 @@ class TaskCache:
             entries = [self._entries.pop(ref) for ref in idle]
         for ref, entry in zip(idle, entries, strict=True):
             log.info("closing idle task %s", ref)
-            _close_quietly(entry)
+            close_quietly(entry)
 
     def close_all(self) -> None:
         with self._lock:
             entries, self._entries = list(self._entries.values()), {}
         for entry in entries:
-            _close_quietly(entry)
+            close_quietly(entry)
 
 
 TASKS = TaskCache()
 
 
-def _close_quietly(entry: CachedTask) -> None:
+def close_quietly(entry: CachedTask) -> None:
     try:
         entry.close()
     except Exception:
@@ -304,7 +301,7 @@ def _replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
     if decision.action is not SliceAction.RUN:
         entry = TASKS.take(ref)
         if entry is not None:
-            _close_quietly(entry)
+            close_quietly(entry)
         if decision.action is SliceAction.STOP:
             log.info("task %s: %s; its chain ends", ref, decision.reason)
             if decision.retired:
@@ -322,7 +319,7 @@ def _replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
     ):
         # Stale: positions may have moved elsewhere since it last ran, or the partitions were assigned
         # anew (its producer is fenced, or is about to be).
-        _close_quietly(entry)
+        close_quietly(entry)
         entry = None
     # A chain goes back to its pool's queue every MIRRORPLANE_REBALANCE_SLICES slices, and after one
     # slice on a worker that does not serve its pool (the flow's pool changed).
@@ -358,12 +355,12 @@ def _replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
         log.exception("task %s: slice failed", ref)
         STATS.slice_ran(ok=False)
         if entry is not None:
-            _close_quietly(entry)
+            close_quietly(entry)
         message = f"task {ref.task_index}: slice failed: {exc}"
         _record_quietly(ref, lambda: _event(ref, FlowEventKind.ERROR, message))
         return NextSlice(countdown_s=settings.MIRRORPLANE_BACKOFF_MAX_S, sticky=True)
     if keeper.lost.is_set():
-        _close_quietly(entry)
+        close_quietly(entry)
         return None
     # The partitions were assigned anew and this task's assignment fenced (workers.fencing): no failure,
     # the chain's next slice builds the task of the new assignment (or ends, its index retired).
@@ -384,7 +381,7 @@ def _replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
     if following.sticky and not following.countdown_s and not superseded:
         # Records keep flowing while this slice stores its status and the next one is enqueued and
         # started (workers.bridge): that hand-over is no gap they wait in.
-        entry.bridge = _bridge(
+        entry.bridge = slice_bridge(
             ref,
             entry,
             chain,
@@ -392,112 +389,10 @@ def _replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
         )
     _record_quietly(ref, lambda: _record_slice(ref, entry, result, now=now, mine=mine))
     if superseded:
-        _close_quietly(entry)
+        close_quietly(entry)
     else:
         TASKS.put(ref, entry)
     return following
-
-
-# send(ref, chain, takes_over): enqueue the first slice of `chain` on the shared queue; with takes_over,
-# that slice prepares its task and waits until the chain it succeeds gives it the lease.
-SendFirstSlice = Callable[[TaskRef, str, bool], None]
-
-
-class Drain:
-    """A warm shutdown's hand-over, started when it begins (`start`), finished before the process
-    exits (`finish`): chains move as soon as the running slices have ended, not after Celery's own
-    teardown."""
-
-    def __init__(self) -> None:
-        self._thread: threading.Thread | None = None
-
-    def start(self, *, send: SendFirstSlice) -> None:
-        DRAINING.set()
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, args=(send,), name="drain", daemon=True)
-            self._thread.start()
-
-    def _run(self, send: SendFirstSlice) -> None:
-        RUNNING.wait_idle(timeout_s=settings.MIRRORPLANE_LEASE_TTL_S)
-        hand_over_chains(send=send, prepared=True)
-
-    def finish(self, *, send: SendFirstSlice, unstarted: Iterable[tuple[TaskRef, str]]) -> None:
-        """Wait for the hand-over, then hand over what it could not see (slices received meanwhile)."""
-        if self._thread is not None:
-            self._thread.join(settings.MIRRORPLANE_LEASE_TTL_S + HAND_OVER_WAIT_S)
-        hand_over_chains(send=send, unstarted=unstarted, prepared=False)
-
-
-DRAIN = Drain()
-
-
-def hand_over_chains(
-    *, send: SendFirstSlice, unstarted: Iterable[tuple[TaskRef, str]] = (), prepared: bool = False
-) -> list[TaskRef]:
-    """Give every chain this worker holds to a new chain on the shared queue; the tasks handed over.
-
-    Called at a warm shutdown once no slice runs here any more. `unstarted` are chains whose slice this
-    worker received but will not run (Celery drops them at shutdown). Each task is settled before its
-    lease moves, so the next worker resumes exactly where this one stopped (exactly_once stays exact).
-    `prepared`: the successor's first slice is sent first and builds its task (clients connected) while
-    this worker's bridge keeps replicating; the lease moves when it says it is ready (or after
-    HAND_OVER_WAIT_S, when no worker took it), so records pause only for the settle and the successor's
-    start of its partitions, not for its clients' connections.
-    """
-    chains = {**dict(unstarted), **STATS.chains()}
-    if not chains:
-        return []
-    with ThreadPoolExecutor(max_workers=min(len(chains), 8), thread_name_prefix="hand-over") as pool:
-        moved = pool.map(lambda item: _hand_over(*item, send=send, prepared=prepared), chains.items())
-        return [ref for ref, ok in zip(chains, moved, strict=True) if ok]
-
-
-def _hand_over(ref: TaskRef, chain: str, *, send: SendFirstSlice, prepared: bool) -> bool:
-    leases, key, ttl_s = context.leases(), task_lease_key(ref), settings.MIRRORPLANE_LEASE_TTL_S
-    entry = TASKS.take(ref)
-    successor = new_token()
-    try:
-        if prepared:
-            if entry is not None:  # keep replicating until the successor is ready
-                entry.stop_bridge()
-                entry.bridge = _bridge(ref, entry, chain, max_s=HAND_OVER_WAIT_S)
-            send(ref, successor, True)
-            _wait_ready(leases, key, successor)
-        if entry is not None:
-            entry.stop_bridge()
-            leases.hold(key, chain, ttl_s=ttl_s)
-            with LeaseKeeper(leases, key, chain, ttl_s=ttl_s):  # a slow settle must not let it expire
-                errors = entry.task.settle()
-            if errors:
-                log.warning("task %s: settling before the hand-over: %s", ref, "; ".join(map(str, errors)))
-        if not leases.transfer(key, chain, successor, ttl_s=ttl_s):
-            log.info("task %s: chain %s no longer holds its lease; nothing to hand over", ref, chain[:8])
-            return False
-        if not prepared:
-            send(ref, successor, False)
-        STATS.chain_step(ref, chain, continues=False)
-        log.info(
-            "task %s: chain %s handed over to chain %s on the shared queue", ref, chain[:8], successor[:8]
-        )
-        return True
-    except Exception:  # the lease then expires and the supervisor restarts the chain
-        log.exception("task %s: hand-over failed; the chain restarts when its lease expires", ref)
-        return False
-    finally:
-        if entry is not None:
-            _close_quietly(entry)
-
-
-def _wait_ready(leases, key: str, successor: str) -> bool:
-    deadline = time.monotonic() + HAND_OVER_WAIT_S
-    while not leases.is_ready(key, successor):
-        if time.monotonic() > deadline:
-            log.warning(
-                "lease %s: no successor ready after %g s; handing it over anyway", key, HAND_OVER_WAIT_S
-            )
-            return False
-        time.sleep(HAND_OVER_POLL_S)
-    return True
 
 
 def _take_over(ref: TaskRef, chain: str) -> bool:
@@ -509,7 +404,7 @@ def _take_over(ref: TaskRef, chain: str) -> bool:
     if spec is not None and spec.runnable:
         stale = TASKS.take(ref)
         if stale is not None:
-            _close_quietly(stale)
+            close_quietly(stale)
         entry = CachedTask.build(spec, ref.task_index)
         try:  # the internal topics' writers, opened now rather than while the records wait
             entry.position_store.prepare()
@@ -527,7 +422,7 @@ def _take_over(ref: TaskRef, chain: str) -> bool:
     return True
 
 
-def _bridge(ref: TaskRef, entry: CachedTask, chain: str, *, max_s: float) -> SliceBridge:
+def slice_bridge(ref: TaskRef, entry: CachedTask, chain: str, *, max_s: float) -> SliceBridge:
     return SliceBridge(
         entry.task,
         max_s=max_s,
@@ -544,7 +439,7 @@ def chain_ended(ref: TaskRef) -> None:
     """The chain of `ref` will not run another slice here: close its cached task (and its bridge)."""
     entry = TASKS.take(ref)
     if entry is not None:
-        _close_quietly(entry)
+        close_quietly(entry)
 
 
 def _record_quietly(ref: TaskRef, record) -> None:

@@ -11,7 +11,7 @@ from celery.worker import state as worker_state
 from django.conf import settings
 
 from controlplane.status import runtime
-from workers import context, presence, replication
+from workers import context, handover, presence, replication
 from workers import metadata as flow_metadata_work
 from workers.app import app
 from workers.leases import task_lease_key
@@ -79,7 +79,7 @@ def _unstarted_slices() -> list[tuple[TaskRef, str]]:
 @signals.worker_shutting_down.connect
 def _drain(**_: object) -> None:
     """A warm shutdown (SIGTERM) began: the running slices end now and their chains are handed over."""
-    replication.DRAIN.start(send=_send_first_slice)
+    handover.DRAIN.start(send=_send_first_slice)
 
 
 @signals.worker_process_shutdown.connect
@@ -88,7 +88,7 @@ def _flush_on_shutdown(**_: object) -> None:
     """A stopping worker hands its chains over (positions persisted, leases given to new chains on the
     shared queue) and writes its buffered metric samples."""
     started = time.monotonic()
-    replication.DRAIN.finish(send=_send_first_slice, unstarted=_unstarted_slices())
+    handover.DRAIN.finish(send=_send_first_slice, unstarted=_unstarted_slices())
     handed_over_s = time.monotonic() - started
     presence.stop()
     replication.TASKS.close_all()
