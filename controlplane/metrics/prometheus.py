@@ -28,18 +28,14 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from controlplane import alerts, assurance
 from controlplane.alerts.models import Alert, AlertState
-from controlplane.assurance import DEFAULT_BUDGET, verification
 from controlplane.assurance.models import PartitionVerification, VerificationStatus
 from controlplane.core import presence
 from controlplane.metrics.text import PartitionLabels, PartitionSeries, render_text
 from controlplane.operations.models import Operation
 from controlplane.status import partitions, rollup
 from controlplane.status.models import (
-    DEFAULT_RPO_SECONDS,
     FlowEvent,
     FlowEventKind,
-    FlowRpoBudget,
-    FlowSignals,
 )
 from replication.metrics import LATENCY_BUCKETS_MS, cumulative
 
@@ -96,12 +92,15 @@ class MirrorplaneCollector:
     def collect(self) -> Iterator[Metric]:
         summaries = rollup.flow_summaries()
         topics = partitions.topic_statuses(flow_ids=[summary.flow.pk for summary in summaries])
+        # Read once for every flow and every family: signals, budgets, verification (a scrape's statements
+        # do not grow with the flows; tests/controlplane/test_metrics_partition_level.py counts them).
+        reads = assurance.readiness_reads()
         yield from self._partition_families(summaries)
         yield from self._topic_families(summaries, topics)
-        yield from self._flow_families(summaries)
+        yield from self._flow_families(summaries, reads)
         yield from self._event_families(summaries)
-        yield from self._alert_families(summaries)
-        yield from self._assurance_families(summaries, topics)
+        yield from self._alert_families(summaries, reads)
+        yield from self._assurance_families(summaries, topics, reads)
         yield from self._operation_families()
         yield from self._worker_families()
 
@@ -209,7 +208,7 @@ class MirrorplaneCollector:
         )
 
     # -- per flow ---------------------------------------------------------------------------------------
-    def _flow_families(self, summaries) -> Iterator[Metric]:
+    def _flow_families(self, summaries, reads: assurance.ReadinessReads) -> Iterator[Metric]:
         state = _gauge(
             "flow_state",
             "The flow's lifecycle state, as a label of a series valued 1",
@@ -263,6 +262,9 @@ class MirrorplaneCollector:
             FLOW_LABELS,
         )
         now = timezone.now()
+        syncs = rollup.schema_sync_statuses(
+            [summary.flow for summary in summaries], now=now, signals=reads.signals
+        )
         for summary in summaries:
             flow = summary.flow
             labels = [flow.name, flow.source.alias, flow.target.alias]
@@ -281,7 +283,7 @@ class MirrorplaneCollector:
                 latency.add_metric(labels, *histogram)
             if summary.pool is not None and summary.pool.live_workers is not None:
                 pool_workers.add_metric([*labels, flow.pool], summary.pool.live_workers)
-            schemas = rollup.schema_sync_status(flow, now=now)
+            schemas = syncs.get(flow.pk)
             if schemas is not None and schemas.observed_at is not None:
                 schemas_behind.add_metric(labels, schemas.versions_behind or 0)
                 schemas_errors.add_metric(labels, schemas.errors or 0)
@@ -315,7 +317,7 @@ class MirrorplaneCollector:
             errors.add_metric(labels, kinds.get(FlowEventKind.ERROR, (0, 0))[0])
         yield from (gaps, lost, errors)
 
-    def _alert_families(self, summaries) -> Iterator[Metric]:
+    def _alert_families(self, summaries, reads: assurance.ReadinessReads) -> Iterator[Metric]:
         """Runtime signals, RPO budgets and firing alerts (docs/alerts.md)."""
         now = time.time()
         ages = {
@@ -346,12 +348,10 @@ class MirrorplaneCollector:
             "1 for each rule firing for the flow (Mirrorplane's evaluation)",
             ["flow", "rule"],
         )
-        signals = {row.flow_id: row for row in FlowSignals.objects.all()}
-        budgets = {row.flow_id: row for row in FlowRpoBudget.objects.all()}
         for summary in summaries:
             flow = summary.flow
             labels = [flow.name, flow.source.alias, flow.target.alias]
-            row = signals.get(flow.pk)
+            row = reads.signals.get(flow.pk)
             if row is not None:
                 for field, family in ages.items():
                     at = getattr(row, field)
@@ -362,10 +362,9 @@ class MirrorplaneCollector:
                 if row.tasks_planned is not None:
                     tasks.add_metric(labels, row.tasks_planned)
                     leased.add_metric(labels, row.tasks_leased or 0)
-            budget = budgets.get(flow.pk)
-            budget_s.add_metric(labels, budget.seconds_behind if budget else DEFAULT_RPO_SECONDS)
-            if budget is not None and budget.records_behind is not None:
-                budget_r.add_metric(labels, budget.records_behind)
+            budget_s.add_metric(labels, summary.budget.seconds_behind)
+            if summary.budget.records_behind is not None:
+                budget_r.add_metric(labels, summary.budget.records_behind)
         names = {summary.flow.pk: summary.flow.name for summary in summaries}
         for flow_id, rule in Alert.objects.filter(state=AlertState.FIRING).values_list("flow_id", "rule"):
             if flow_id in names:
@@ -392,7 +391,7 @@ class MirrorplaneCollector:
         )
 
     def _assurance_families(
-        self, summaries, topics: dict[int, list[partitions.TopicStatus]]
+        self, summaries, topics: dict[int, list[partitions.TopicStatus]], reads: assurance.ReadinessReads
     ) -> Iterator[Metric]:
         """Live RPO, failover readiness and continuous verification (docs/verification.md): partitions that
         differ per topic for every flow (its roll-up: no row per partition read), per partition for the
@@ -424,15 +423,13 @@ class MirrorplaneCollector:
             "verification_age_seconds", "Seconds since the verifier last looked at the flow", FLOW_LABELS
         )
         now = timezone.now()
-        budgets = assurance.rpo_budgets()
-        readiness = assurance.flow_readiness_all(summaries, now=now)
-        verifications = verification.verification_statuses()
+        readiness = assurance.flow_readiness_all(summaries, now=now, reads=reads)
         for summary in summaries:
             flow = summary.flow
             labels = [flow.name, flow.source.alias, flow.target.alias]
             rpo = assurance.flow_rpo(
                 summary,
-                budget=budgets.get(flow.pk, DEFAULT_BUDGET),
+                budget=summary.budget,
                 now=now,
                 topic_statuses=topics.get(flow.pk, []),
             )
@@ -445,7 +442,7 @@ class MirrorplaneCollector:
                 score.add_metric(labels, found.score)
                 for reason in found.reasons:
                     points.add_metric([flow.name, reason.check], reason.points)
-            status = verifications.get(flow.pk)
+            status = reads.verifications.get(flow.pk)
             if status is None:
                 continue
             differing = Counter(row.topic for row in status.mismatches)

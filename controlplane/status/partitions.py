@@ -86,9 +86,13 @@ class TaskReports:
         of the row's write and its task's report older than the limit: the row's write is old and its task,
         if it has one, did not report within the limit either, `rollup.partition_live`) and `lag_known`
         (`rollup.lag_known`), whose branches are the function's answers for every state."""
-        fresh = [key for key, (observed_at, _) in self.tasks.items() if observed_at >= self.stale_before]
+        fresh: dict[int, list[int]] = {}  # task index: the flows whose task of that index reported in time
+        for (flow_id, index), (observed_at, _) in sorted(self.tasks.items()):
+            if observed_at >= self.stale_before:
+                fresh.setdefault(index, []).append(flow_id)
+        # A clause per task index, not per task: the SQL stays small with the number of flows.
         vouched = reduce(
-            or_, (Q(flow_id=flow_id, task_index=index) for flow_id, index in fresh), Q(pk__in=[])
+            or_, (Q(task_index=index, flow_id__in=flows) for index, flows in fresh.items()), Q(pk__in=[])
         )
         lag_known = Q(seconds_behind__isnull=False) | (Q(records_behind__isnull=False) & ~Q(records_behind=0))
         return _decided(

@@ -377,14 +377,26 @@ class SchemaSyncStatus:
     id_map: tuple[tuple[int, int], ...] = ()  # (source ID, target ID), as the latest pass found them
 
 
-def schema_sync_status(flow: Flow, *, now: datetime.datetime) -> SchemaSyncStatus | None:
-    """None for a flow that syncs no schemas."""
-    if flow.schemas_sync_mode == SchemaIdMode.NONE:
-        return None
-    signals = FlowSignals.objects.filter(flow=flow).first()
+def schema_sync_statuses(
+    flows: Sequence[Flow], *, now: datetime.datetime, signals: dict[int, FlowSignals] | None = None
+) -> dict[int, SchemaSyncStatus]:
+    """The schema sync of each of `flows` that syncs schemas (absent: it syncs none), from the flows'
+    `signals` (by flow id) when read already, else one query for all."""
+    syncing = {flow.pk: flow for flow in flows if flow.schemas_sync_mode != SchemaIdMode.NONE}
+    if signals is None:
+        signals = {row.flow_id: row for row in FlowSignals.objects.filter(flow_id__in=list(syncing))}
+    return {
+        flow_id: _schema_sync_status(flow.schemas_sync_mode, signals.get(flow_id), now=now)
+        for flow_id, flow in syncing.items()
+    }
+
+
+def _schema_sync_status(
+    mode: str, signals: FlowSignals | None, *, now: datetime.datetime
+) -> SchemaSyncStatus:
     observed_at = signals.schemas_synced_at if signals else None
     return SchemaSyncStatus(
-        mode=flow.schemas_sync_mode,
+        mode=mode,
         observed_at=observed_at,
         age_s=(now - observed_at).total_seconds() if observed_at else None,
         subjects_synced=signals.schemas_subjects if signals else None,
@@ -425,7 +437,7 @@ def flow_status(*, flow: Flow, now: datetime.datetime | None = None) -> FlowStat
         **vars(summary),
         events=list(flow.events.all()[:RECENT_EVENTS]),
         stale_after_s=stale_after,
-        schemas=schema_sync_status(flow, now=now),
+        schemas=schema_sync_statuses([flow], now=now).get(flow.pk),
     )
 
 
