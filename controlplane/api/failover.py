@@ -18,6 +18,7 @@ from drf_spectacular.utils import (
     OpenApiResponse,
     extend_schema,
     extend_schema_field,
+    extend_schema_serializer,
     extend_schema_view,
 )
 from rest_framework import mixins, serializers, status, viewsets
@@ -32,6 +33,7 @@ from controlplane.flows import selectors
 from controlplane.flows.models import Flow
 from controlplane.operations import cutover, drills, failover
 from controlplane.operations.models import (
+    WAITS_OF_KIND,
     DrillPartitionResult,
     Operation,
     OperationGroupResult,
@@ -43,18 +45,49 @@ def _flow(pk: str) -> Flow:
     return get_object_or_404(selectors.flow_list(), pk=pk)
 
 
-class FailoverRequestSerializer(serializers.Serializer):
+def drain_timeout(default: float = operations.DEFAULT_DRAIN_TIMEOUT_S) -> FiniteFloatField:
+    return FiniteFloatField(
+        default=default,
+        min_value=0,
+        max_value=operations.MAX_DRAIN_TIMEOUT_S,
+        help_text="the longest drain (s): past it the operation gives up, or, forced, goes on",
+    )
+
+
+@extend_schema_serializer(deprecate_fields=["timeout_s"])
+class WaitsSerializer(serializers.Serializer):
+    """A request of `kind` with a field per wait it has (`WAITS_OF_KIND`), and `timeout_s`, the one number
+    of earlier releases (deprecated, removed in the next release): it sets each wait of the kind it meant
+    that the request does not name."""
+
+    kind: str
+
+    timeout_s = FiniteFloatField(
+        required=False,
+        min_value=0,
+        max_value=operations.MAX_DRAIN_TIMEOUT_S,
+        help_text="deprecated: the waits' one number of earlier releases; give them by name",
+    )
+
+    def validate(self, attrs: dict) -> dict:
+        alias = attrs.pop("timeout_s", None)
+        if alias is not None:
+            attrs |= {wait: alias for wait in WAITS_OF_KIND[self.kind] if wait not in self.initial_data}
+        return attrs
+
+
+class FailoverRequestSerializer(WaitsSerializer):
+    kind = OperationKind.FAILOVER
     groups = serializers.ListField(child=serializers.CharField(max_length=255), allow_empty=False)
     confirm = serializers.CharField(allow_blank=True, help_text="the flow's name, e.g. A->B")
     force = serializers.BooleanField(
         default=False, help_text="go on despite failed checks or a drain timeout"
     )
-    timeout_s = FiniteFloatField(
-        default=operations.DEFAULT_DRAIN_TIMEOUT_S, min_value=0, max_value=operations.MAX_DRAIN_TIMEOUT_S
-    )
+    drain_timeout_s = drain_timeout()
 
 
-class FailbackRequestSerializer(serializers.Serializer):
+class FailbackRequestSerializer(WaitsSerializer):
+    kind = OperationKind.FAILBACK
     confirm = serializers.CharField(allow_blank=True, help_text="the failed-over flow's name, e.g. A->B")
     groups = serializers.ListField(
         child=serializers.CharField(max_length=255),
@@ -62,22 +95,23 @@ class FailbackRequestSerializer(serializers.Serializer):
         help_text="default: the groups the last failover moved",
     )
     force = serializers.BooleanField(default=False, help_text="go on despite a drain timeout")
-    timeout_s = FiniteFloatField(
-        default=operations.DEFAULT_DRAIN_TIMEOUT_S, min_value=0, max_value=operations.MAX_DRAIN_TIMEOUT_S
-    )
+    drain_timeout_s = drain_timeout()
 
 
-class DrillRequestSerializer(serializers.Serializer):
+class DrillRequestSerializer(WaitsSerializer):
+    kind = OperationKind.DRILL
     groups = serializers.ListField(child=serializers.CharField(max_length=255), allow_empty=False)
-    timeout_s = FiniteFloatField(
+    drain_timeout_s = drain_timeout(drills.DEFAULT_DRILL_DRAIN_TIMEOUT_S)
+    record_wait_s = FiniteFloatField(
         default=drills.DEFAULT_DRILL_WAIT_S,
         min_value=0.1,
         max_value=drills.MAX_DRILL_WAIT_S,
-        help_text="how long to wait for the copy of a group's next record still on its way",
+        help_text="how long to wait (s) for the copy of a group's next record still on its way",
     )
 
 
-class CutoverRequestSerializer(serializers.Serializer):
+class CutoverRequestSerializer(WaitsSerializer):
+    kind = OperationKind.CUTOVER
     confirm = serializers.CharField(allow_blank=True, help_text="the flow's name, e.g. A->B")
     dry_run = serializers.BooleanField(default=False, help_text="check every step, write nothing")
     fence_s = FiniteFloatField(
@@ -86,12 +120,13 @@ class CutoverRequestSerializer(serializers.Serializer):
         max_value=cutover.MAX_FENCE_S,
         help_text="how long the source's end offsets must stay still (producers stopped)",
     )
-    timeout_s = FiniteFloatField(
-        default=operations.DEFAULT_DRAIN_TIMEOUT_S,
-        min_value=0,
-        max_value=operations.MAX_DRAIN_TIMEOUT_S,
-        help_text="longest wait for the fence, and for the drain",
+    fence_timeout_s = FiniteFloatField(
+        default=cutover.DEFAULT_FENCE_TIMEOUT_S,
+        min_value=0.1,
+        max_value=cutover.MAX_FENCE_TIMEOUT_S,
+        help_text="how long to wait (s) for the source to stay still for fence_s before refusing",
     )
+    drain_timeout_s = drain_timeout()
 
 
 class DrillPartitionResultSerializer(serializers.ModelSerializer):
@@ -138,8 +173,13 @@ class DrainSerializer(serializers.Serializer):
         return len(operation.drain_partitions)
 
 
+@extend_schema_serializer(deprecate_fields=["timeout_s"])
 class OperationSerializer(serializers.ModelSerializer):
     url = serializers.SerializerMethodField()
+    timeout_s = serializers.SerializerMethodField(
+        help_text="deprecated: the kind's first wait (a drill's record_wait_s, else its drain or client "
+        "timeout); read the waits by name"
+    )
     flow_name = serializers.CharField(source="flow.name", read_only=True)
     requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     reverse_flow_name = serializers.SerializerMethodField()
@@ -161,6 +201,10 @@ class OperationSerializer(serializers.ModelSerializer):
             "requested_by",
             "groups",
             "force",
+            "drain_timeout_s",
+            "fence_timeout_s",
+            "record_wait_s",
+            "client_timeout_s",
             "timeout_s",
             "phase",
             "outcome",
@@ -196,6 +240,9 @@ class OperationSerializer(serializers.ModelSerializer):
 
     def get_url(self, operation: Operation) -> str:
         return reverse("operation-detail", args=[operation.pk], request=self.context.get("request"))
+
+    def get_timeout_s(self, operation: Operation) -> float | None:
+        return getattr(operation, WAITS_OF_KIND[operation.kind][0])
 
     def get_reverse_flow_name(self, operation: Operation) -> str | None:
         return operation.reverse_flow.name if operation.reverse_flow_id else None

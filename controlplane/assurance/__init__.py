@@ -1,7 +1,5 @@
 """Assurance: RPO budgets, live RPO, failover readiness, and continuous verification
-(`controlplane.assurance.verification`).
-
-Its tables are in `controlplane.assurance.models` (import a model from there)."""
+(`controlplane.assurance.verification`)."""
 
 from controlplane.assurance import verification
 from controlplane.assurance.budgets import (

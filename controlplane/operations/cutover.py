@@ -8,9 +8,10 @@ a worker that takes over resumes at the first step not passed:
    answer, no group is active on the target (their offsets could not be written), the lag now;
 2. `fence` (fencing): the operator has stopped the producers; the source's end offsets of every
    replicated partition must stay still for `fence_s` seconds. While they move the step waits, up to
-   `timeout_s`, then refuses (outcome `refused`, the partitions that moved and by how much): nothing
+   `fence_timeout_s`, then refuses (outcome `refused`, the partitions that moved and by how much): nothing
    changed. Once still: `lifecycle.begin_cutover` (MIGRATING, a runnable state);
-3. `drain` (draining): every record now on the source is copied, with its offset sync;
+3. `drain` (draining): every record now on the source is copied, with its offset sync (up to
+   `drain_timeout_s`);
 4. `verify` (verifying): every drained partition compared with its copy over the source range not yet
    verified by the continuous verifier (its `verified_up_to`, `controlplane.assurance.verification`) up to the
    drained end, range by range (`replication.kafka.verification_io.FlowVerifier`: counts and digests of
@@ -50,6 +51,8 @@ from replication.verification import OffsetRange, VerificationLimits
 
 DEFAULT_FENCE_S = 10.0
 MAX_FENCE_S = 600.0
+DEFAULT_FENCE_TIMEOUT_S = 300.0
+MAX_FENCE_TIMEOUT_S = 3600.0
 FENCE_POLL_S = 0.5
 STEPS = ("lag", "fence", "drain", "verify", "offsets", "clients")
 Phase = OperationPhase
@@ -68,20 +71,32 @@ def cutover_request(
     confirm: str,
     dry_run: bool = False,
     fence_s: float = DEFAULT_FENCE_S,
-    timeout_s: float = requests.DEFAULT_DRAIN_TIMEOUT_S,
+    fence_timeout_s: float = DEFAULT_FENCE_TIMEOUT_S,
+    drain_timeout_s: float = requests.DEFAULT_DRAIN_TIMEOUT_S,
 ) -> Operation:
     """Queue a cutover (or its dry run) of `flow`; refused, and audited, like a failover request."""
     kind = OperationKind.CUTOVER
     with requests.locked_request(actor=actor, kind=kind, flow=flow) as flow:
         requests.check_confirmation(flow=flow, confirm=confirm)
-        requests.check_drain_timeout(timeout_s)
+        requests.check_drain_timeout(drain_timeout_s)
         if not 0 < fence_s <= MAX_FENCE_S:
             raise ServiceValidationError.single(
                 "fence_s", f"give how long the source must stay still, between 0 and {MAX_FENCE_S:g} seconds"
             )
+        if not fence_s <= fence_timeout_s <= MAX_FENCE_TIMEOUT_S:
+            raise ServiceValidationError.single(
+                "fence_timeout_s",
+                f"give how long to wait for the source to stay still, from fence_s ({fence_s:g}) to "
+                f"{MAX_FENCE_TIMEOUT_S:g} seconds",
+            )
         requests.refuse_if_active(flow)
         requests.check_allowed(flow=flow, kind=kind)
-        fields = {"dry_run": dry_run, "fence_s": fence_s, "timeout_s": timeout_s}
+        fields = {
+            "dry_run": dry_run,
+            "fence_s": fence_s,
+            "fence_timeout_s": fence_timeout_s,
+            "drain_timeout_s": drain_timeout_s,
+        }
         return requests.queue(
             actor=actor,
             kind=kind,

@@ -7,13 +7,13 @@ beat requests scheduled ones (`request_scheduled_drills`). A worker runs it
 
 1. planning: the failover plan for the groups, timed (its records and seconds at risk are the measured
    RPO; its duration, with the failover's arrival window, the planning part of the RTO);
-2. draining: the failover's drain, without pausing anything, up to `timeout_s` (then it goes on: the
-   partitions still lagging fail, named);
+2. draining: the failover's drain, without pausing anything, up to `drain_timeout_s` (then it goes on:
+   the partitions still lagging fail, named);
 3. shadowing: per group, the offsets a failover would write now (translated from the group's committed
    offsets on the source), written for a *shadow* group on the target (`ShadowGroup` recorded first),
    timed (the groups-moving part of the RTO); the shadow's next record per partition read and compared
-   by content with the group's next record on the source (waiting up to `timeout_s` for a copy still on
-   its way); one `DrillPartitionResult` per partition; the shadow group deleted.
+   by content with the group's next record on the source (waiting up to `record_wait_s` for a copy still
+   on its way); one `DrillPartitionResult` per partition; the shadow group deleted.
 
 Outcome `succeeded` when every partition passed, else `failed` with the partitions and reasons; the
 result (RPO, RTO estimate, counts) is kept on the operation and audited. A worker killed mid-drill
@@ -51,23 +51,32 @@ log = logging.getLogger(__name__)
 
 DEFAULT_DRILL_WAIT_S = 30.0
 MAX_DRILL_WAIT_S = 600.0
+# A rehearsal does not wait a failover's drain: past it the partitions still lagging fail, named.
+DEFAULT_DRILL_DRAIN_TIMEOUT_S = 30.0
 Phase = OperationPhase
 
 
 # -- request ----------------------------------------------------------------------------------------------
 def drill_request(
-    *, actor, flow: Flow, groups: Sequence[str] | None, timeout_s: float = DEFAULT_DRILL_WAIT_S
+    *,
+    actor,
+    flow: Flow,
+    groups: Sequence[str] | None,
+    drain_timeout_s: float = DEFAULT_DRILL_DRAIN_TIMEOUT_S,
+    record_wait_s: float = DEFAULT_DRILL_WAIT_S,
 ) -> Operation:
-    """Queue a drill of `flow` for `groups` (operator; audited, refusals too). `timeout_s`: how long the
-    drill waits for the copy of a group's next record still on its way to the target."""
+    """Queue a drill of `flow` for `groups` (operator; audited, refusals too). `drain_timeout_s`: how long
+    the drain runs before the drill goes on; `record_wait_s`: how long the drill waits for the copy of a
+    group's next record still on its way to the target."""
     kind = OperationKind.DRILL
     with requests.locked_request(actor=actor, kind=kind, flow=flow) as flow:
         chosen = requests.clean_groups(groups)
         if not chosen:
             raise ServiceValidationError.single("groups", "name at least one consumer group to rehearse")
-        if not 0 < timeout_s <= MAX_DRILL_WAIT_S:
+        requests.check_drain_timeout(drain_timeout_s)
+        if not 0 < record_wait_s <= MAX_DRILL_WAIT_S:
             raise ServiceValidationError.single(
-                "timeout_s",
+                "record_wait_s",
                 f"give the wait for records on their way between 0 and {MAX_DRILL_WAIT_S:g} seconds",
             )
         requests.refuse_if_active(flow)
@@ -75,13 +84,14 @@ def drill_request(
             raise ServiceConflict(
                 f"flow {flow.name} is {flow.state}: a drill rehearses a failover, which is not possible now"
             )
-        # The drain goes on after timeout_s (forced): the partitions still lagging fail, named.
+        # The drain goes on after drain_timeout_s (forced): the partitions still lagging fail, named.
+        waits = {"drain_timeout_s": drain_timeout_s, "record_wait_s": record_wait_s}
         return requests.queue(
             actor=actor,
             kind=kind,
             flow=flow,
-            fields={"groups": chosen, "force": True, "timeout_s": timeout_s},
-            audited={"groups": chosen, "timeout_s": timeout_s},
+            fields={"groups": chosen, "force": True, **waits},
+            audited={"groups": chosen, **waits},
         )
 
 
@@ -100,7 +110,13 @@ def request_scheduled_drills(*, now=None) -> list[Operation]:
             continue
         try:
             queued.append(
-                drill_request(actor=None, flow=flow, groups=last.groups, timeout_s=last.record_wait_s)
+                drill_request(
+                    actor=None,
+                    flow=flow,
+                    groups=last.groups,
+                    drain_timeout_s=last.drain_timeout_s,
+                    record_wait_s=last.record_wait_s,
+                )
             )
         except ServiceConflict as exc:
             log.info("scheduled drill of %s waits: %s", flow.name, exc)

@@ -33,6 +33,16 @@ class OperationPhase(models.TextChoices):
     DONE = "done"
 
 
+# The waits each kind has, first the one the API's deprecated `timeout_s` of that kind answers with.
+WAITS_OF_KIND: dict[str, tuple[str, ...]] = {
+    OperationKind.FAILOVER: ("drain_timeout_s",),
+    OperationKind.FAILBACK: ("drain_timeout_s",),
+    OperationKind.DRILL: ("record_wait_s", "drain_timeout_s"),
+    OperationKind.CUTOVER: ("drain_timeout_s", "fence_timeout_s"),
+    OperationKind.TAKEOVER: ("client_timeout_s",),
+}
+
+
 class OperationOutcome(models.TextChoices):
     PENDING = "pending"  # queued or running
     SUCCEEDED = "succeeded"
@@ -56,8 +66,23 @@ class Operation(models.Model):
     # What was asked.
     groups = models.JSONField(default=list, blank=True, help_text="consumer groups to move")
     force = models.BooleanField(default=False, help_text="go on despite failed checks or a drain timeout")
-    timeout_s = models.FloatField(
-        help_text="longest drain before the operation gives up (or, forced, goes on)"
+    # What it waits for: one column per wait, null where its kind has no such wait (`WAITS_OF_KIND`).
+    drain_timeout_s = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="failover, failback, drill, cutover: the longest drain before giving up (or, forced, "
+        "going on)",
+    )
+    fence_timeout_s = models.FloatField(
+        null=True, blank=True, help_text="cutover: how long the fence waits for the source to stay still"
+    )
+    record_wait_s = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="drill: how long to wait for the copy of a group's next record still on its way",
+    )
+    client_timeout_s = models.FloatField(
+        null=True, blank=True, help_text="takeover: the bound of each read and write of MM2's topics"
     )
     # Where it is.
     phase = models.CharField(max_length=20, choices=OperationPhase.choices, default=OperationPhase.QUEUED)
@@ -131,29 +156,6 @@ class Operation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.pk} of flow {self.flow_id} ({self.phase}, {self.outcome})"
-
-    # `timeout_s` is one stored column (the API's `timeout_s` of every kind) that means a different wait
-    # per use; the code reads it by these names. A column per meaning would need a migration that moves
-    # every stored operation's value, for no change of behaviour.
-    @property
-    def drain_timeout_s(self) -> float:
-        """Failover, failback, cutover and drill: the longest drain before giving up (or, forced, going on)."""
-        return self.timeout_s
-
-    @property
-    def fence_timeout_s(self) -> float:
-        """Cutover: how long the fence waits for the source's end offsets to stay still."""
-        return self.timeout_s
-
-    @property
-    def record_wait_s(self) -> float:
-        """Drill: how long it waits for the copy of a group's next record still on its way to the target."""
-        return self.timeout_s
-
-    @property
-    def client_timeout_s(self) -> float:
-        """Takeover: the bound of each read and write of MM2's topics and the target."""
-        return self.timeout_s
 
 
 class GroupOutcome(models.TextChoices):

@@ -99,10 +99,10 @@ def clean_groups(groups: Sequence[str] | None) -> list[str]:
     return sorted({group.strip() for group in groups or () if group.strip()})
 
 
-def check_drain_timeout(timeout_s: float) -> None:
-    if not 0 <= timeout_s <= MAX_DRAIN_TIMEOUT_S:
+def check_drain_timeout(drain_timeout_s: float) -> None:
+    if not 0 <= drain_timeout_s <= MAX_DRAIN_TIMEOUT_S:
         raise ServiceValidationError.single(
-            "timeout_s", f"give a drain timeout between 0 and {MAX_DRAIN_TIMEOUT_S:g} seconds"
+            "drain_timeout_s", f"give a drain timeout between 0 and {MAX_DRAIN_TIMEOUT_S:g} seconds"
         )
 
 
@@ -160,14 +160,14 @@ def operation_request(
     confirm: str,
     groups: Sequence[str] | None = None,
     force: bool = False,
-    timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S,
+    drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S,
 ) -> Operation:
     """Queue a failover or failback of `flow` (a worker runs it); refused, and audited, when the actor
     is below operator, the confirmation or the groups are wrong, the flow's state does not allow it, or
     another operation of the flow is active (OperationActive, with that operation)."""
     with locked_request(actor=actor, kind=kind, flow=flow) as flow:
         check_confirmation(flow=flow, confirm=confirm)
-        check_drain_timeout(timeout_s)
+        check_drain_timeout(drain_timeout_s)
         refuse_if_active(flow)
         check_allowed(flow=flow, kind=kind)
         chosen, failover = clean_groups(groups), None
@@ -180,8 +180,13 @@ def operation_request(
             actor=actor,
             kind=kind,
             flow=flow,
-            fields={"groups": chosen, "force": force, "timeout_s": timeout_s, "failover": failover},
-            audited={"groups": chosen, "force": force, "timeout_s": timeout_s},
+            fields={
+                "groups": chosen,
+                "force": force,
+                "drain_timeout_s": drain_timeout_s,
+                "failover": failover,
+            },
+            audited={"groups": chosen, "force": force, "drain_timeout_s": drain_timeout_s},
         )
 
 

@@ -156,7 +156,7 @@ def takeover_request(
             flow=flow,
             fields={
                 "dry_run": dry_run,
-                "timeout_s": settings.MIRRORPLANE_CLUSTER_TIMEOUT_S,
+                "client_timeout_s": settings.MIRRORPLANE_CLUSTER_TIMEOUT_S,
                 "result": {"request": request},
             },
             audited={"dry_run": dry_run, **request},

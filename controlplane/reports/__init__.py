@@ -1,6 +1,4 @@
-"""Reports: report runs (requested, dispatched, run by the workers' Spark jobs) and their rows.
-
-Its tables are in `controlplane.reports.models` (import a model from there)."""
+"""Reports: report runs (requested, dispatched, run by the workers' Spark jobs) and their rows."""
 
 from controlplane.reports.selectors import (
     REPORT_ROWS_LIMIT,

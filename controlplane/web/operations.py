@@ -15,7 +15,6 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from controlplane import assurance, operations
-from controlplane.core import bounds
 from controlplane.core.errors import RateLimited, ServiceConflict, ServiceValidationError
 from controlplane.flows import engine, lifecycle, selectors
 from controlplane.flows.models import Flow
@@ -23,6 +22,7 @@ from controlplane.operations import cutover, drills, failback, plans, takeover
 from controlplane.operations.models import Operation, OperationKind
 from controlplane.status import rollup
 from controlplane.web.access import operator_required, signed_in_required, viewer_required
+from controlplane.web.waits import form_seconds, form_waits
 from replication.takeover import MM2_SOURCE_CONNECTOR
 
 HISTORY = 10
@@ -31,19 +31,6 @@ HISTORY = 10
 def drill_history(flow: Flow) -> QuerySet[Operation]:
     """The flow's newest drills (results prefetched): the history the failover page shows."""
     return operations.operation_list().filter(flow=flow, kind=OperationKind.DRILL)[:HISTORY]
-
-
-def _seconds(request, name: str, default: float) -> float:
-    """A form's number of seconds (its default when empty), finite (the service checks its own range)."""
-    raw = request.POST.get(name) or ""
-    if not raw.strip():
-        return default
-    fix = f"give seconds, e.g. {default:g}"
-    return bounds.seconds(raw, field=name, minimum=0, maximum=bounds.MAX_SECONDS, fix=fix)
-
-
-def _drain_timeout(request) -> float:
-    return _seconds(request, "timeout_s", operations.DEFAULT_DRAIN_TIMEOUT_S)
 
 
 def queue_operation(request, pk: int, kind: str, queue) -> HttpResponse:
@@ -73,8 +60,8 @@ def queue_operation(request, pk: int, kind: str, queue) -> HttpResponse:
 def drill_execute(request, pk: int):
     def queue(flow: Flow) -> Operation:
         groups = [g for g in request.POST.get("drill_groups", "").replace(",", " ").split() if g]
-        timeout_s = _seconds(request, "timeout_s", drills.DEFAULT_DRILL_WAIT_S)
-        return drills.drill_request(actor=request.user, flow=flow, groups=groups, timeout_s=timeout_s)
+        waits = form_waits(request.POST, OperationKind.DRILL)
+        return drills.drill_request(actor=request.user, flow=flow, groups=groups, **waits)
 
     return queue_operation(request, pk, OperationKind.DRILL, queue)
 
@@ -88,8 +75,8 @@ def cutover_execute(request, pk: int):
             flow=flow,
             confirm=request.POST.get("confirm", ""),
             dry_run=bool(request.POST.get("dry_run")),
-            fence_s=_seconds(request, "fence_s", cutover.DEFAULT_FENCE_S),
-            timeout_s=_drain_timeout(request),
+            fence_s=form_seconds(request.POST, "fence_s", cutover.DEFAULT_FENCE_S),
+            **form_waits(request.POST, OperationKind.CUTOVER),
         )
 
     return queue_operation(request, pk, OperationKind.CUTOVER, queue)
@@ -262,7 +249,7 @@ def _request_operation(request, pk: int, *, kind: str, groups: list[str]) -> Htt
             confirm=request.POST.get("confirm", ""),
             groups=groups,
             force=bool(request.POST.get("force")),
-            timeout_s=_drain_timeout(request),
+            **form_waits(request.POST, kind),
         )
 
     return queue_operation(request, pk, kind, queue)

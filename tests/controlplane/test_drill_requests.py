@@ -36,6 +36,8 @@ def test_drill_and_cutover_requests_are_refused_with_the_reason_and_audited(flow
         cutover.cutover_request(actor=admin_user, flow=flow, confirm="B->A")
     with pytest.raises(ServiceValidationError, match="fence_s"):
         cutover.cutover_request(actor=admin_user, flow=flow, confirm="A->B", fence_s=0)
+    with pytest.raises(ServiceValidationError, match="fence_timeout_s"):  # the fence could never pass
+        cutover.cutover_request(actor=admin_user, flow=flow, confirm="A->B", fence_s=20, fence_timeout_s=10)
     queued = drills.drill_request(actor=admin_user, flow=flow, groups=["billing", "billing"])
     assert (queued.kind, queued.groups, queued.force) == ("drill", ["billing"], True)
     with pytest.raises(ServiceConflict, match=f"drill {queued.pk} of this flow is already queued"):
@@ -45,7 +47,7 @@ def test_drill_and_cutover_requests_are_refused_with_the_reason_and_audited(flow
     with pytest.raises(ServiceConflict, match="failing_over"):
         drills.drill_request(actor=admin_user, flow=flow, groups=["billing"])
     refused = AuditEvent.objects.filter(object_id=str(flow.pk), outcome="refused")
-    assert sorted(refused.values_list("action", flat=True)) == ["cutover"] * 3 + ["drill"] * 3
+    assert sorted(refused.values_list("action", flat=True)) == ["cutover"] * 4 + ["drill"] * 3
 
 
 def test_beat_drills_again_with_the_last_groups_once_the_interval_passed(flow, admin_user, settings):
@@ -56,11 +58,8 @@ def test_beat_drills_again_with_the_last_groups_once_the_interval_passed(flow, a
         active=False, outcome="succeeded", requested_at=timezone.now() - datetime.timedelta(hours=2)
     )
     (scheduled,) = drills.request_scheduled_drills()
-    assert (scheduled.groups, scheduled.requested_by, scheduled.timeout_s) == (
-        ["audit", "billing"],
-        None,
-        30.0,
-    )
+    assert (scheduled.groups, scheduled.requested_by) == (["audit", "billing"], None)
+    assert (scheduled.drain_timeout_s, scheduled.record_wait_s) == (30.0, 30.0)
     assert drills.request_scheduled_drills() == []  # the new one is recent
     settings.MIRRORPLANE_DRILL_INTERVAL_S = 0
     Operation.objects.filter(pk=scheduled.pk).update(
@@ -76,10 +75,11 @@ def test_the_drills_and_cutover_pages_queue_them_and_say_why_not(flow, tokens):
     assert 'id="cutover-section"' in web.get(f"/flows/{flow.pk}/cutover/").content.decode()
     wrong = web.post(f"/flows/{flow.pk}/cutover/", {"confirm": "A-B", "fence_s": "5", "dry_run": "1"})
     assert wrong.status_code == 200 and "type the flow&#x27;s name exactly" in wrong.content.decode()
-    queued = web.post(f"/flows/{flow.pk}/drills/", {"drill_groups": "billing, audit", "timeout_s": "20"})
+    waits = {"drain_timeout_s": "5", "record_wait_s": "20"}
+    queued = web.post(f"/flows/{flow.pk}/drills/", {"drill_groups": "billing, audit", **waits})
     assert queued.status_code == 202, queued.content.decode()
     drill = Operation.objects.get(flow=flow, kind="drill")
-    assert (drill.groups, drill.timeout_s) == (["audit", "billing"], 20.0)
+    assert (drill.groups, drill.drain_timeout_s, drill.record_wait_s) == (["audit", "billing"], 5.0, 20.0)
     assert f'data-operation="{drill.pk}"' in queued.content.decode()
     assert 'id="drill-history"' in web.get(f"/flows/{flow.pk}/drills/").content.decode()  # no figures yet
     assert 'id="last-drill"' in web.get(f"/flows/{flow.pk}/").content.decode()

@@ -458,7 +458,7 @@ def test_finding_13_the_role_is_checked_before_the_body_and_its_refusal_audited(
     a = services.cluster_create(actor=None, alias="A", bootstrap_servers="a.example:9092")
     b = services.cluster_create(actor=None, alias="B", bootstrap_servers="b.example:9092")
     flow = services.flow_create(actor=None, source=a, target=b, enabled=True)
-    bodies = [{}, {"groups": "not-a-list", "timeout_s": "x"}, {"confirm": 7, "groups": [None]}]
+    bodies = [{}, {"groups": "not-a-list", "drain_timeout_s": "x"}, {"confirm": 7, "groups": [None]}]
     for kind, path in (
         ("failover", "failover"),
         ("failback", "failback"),
@@ -484,7 +484,7 @@ def test_finding_13_the_role_is_checked_before_the_body_and_its_refusal_audited(
     viewer = sign_in(web.url, username="viewer", password=PASSWORD)
     before = AuditEvent.objects.filter(action="failover", outcome="refused").count()
     page = _post_form(
-        viewer, f"{web.url}/flows/{flow.pk}/failover/execute/", {"confirm": "A->B", "timeout_s": "abc"}
+        viewer, f"{web.url}/flows/{flow.pk}/failover/execute/", {"confirm": "A->B", "drain_timeout_s": "abc"}
     )
     assert "failover needs the operator role" in page.text
     assert AuditEvent.objects.filter(action="failover", outcome="refused").count() == before + 1

@@ -158,7 +158,8 @@ def test_offsets_map_both_ways_then_a_cutover_refuses_while_producers_write_and_
 
     writing = Producers(cluster_a, topic).start()
     try:
-        refused = cutover(operator, flow, fence_s=0.5, timeout_s=2)
+        # The fence waits fence_timeout_s, not the drain's hour (which would outlast the test's timeout).
+        refused = cutover(operator, flow, fence_s=0.5, fence_timeout_s=2, drain_timeout_s=3600)
     finally:
         writing.stop()
     assert refused["outcome"] == "refused" and "producers still write" in refused["error"], refused["error"]
@@ -176,7 +177,7 @@ def test_offsets_map_both_ways_then_a_cutover_refuses_while_producers_write_and_
     assert Flow.objects.get(pk=flow.pk).state == FlowState.ACTIVE
     assert GroupOffsetsAdmin(cluster_b).committed_offsets(group) == {}  # nothing written
 
-    done = cutover(operator, flow, fence_s=0.5, timeout_s=60)
+    done = cutover(operator, flow, fence_s=0.5, drain_timeout_s=60)
     assert (done["outcome"], done["phase"]) == ("succeeded", "done"), done["error"]
     shown = steps(done)
     assert all(s["status"] in ("pass", "warn") for s in shown.values()), shown

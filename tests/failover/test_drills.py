@@ -31,11 +31,10 @@ pytestmark = [pytest.mark.kafka, pytest.mark.django_db(transaction=True)]
 PARTITIONS = 2
 
 
-def drill(client, flow, groups: list[str], *, timeout_s: float = 3) -> dict:
+def drill(client, flow, groups: list[str], *, drain_timeout_s: float = 3, record_wait_s: float = 3) -> dict:
     """Request a drill through the API and run it here, as an operations worker does; as the API shows it."""
-    response = client.post(
-        f"/api/v1/flows/{flow.pk}/drills/", {"groups": groups, "timeout_s": timeout_s}, format="json"
-    )
+    waits = {"drain_timeout_s": drain_timeout_s, "record_wait_s": record_wait_s}
+    response = client.post(f"/api/v1/flows/{flow.pk}/drills/", {"groups": groups, **waits}, format="json")
     assert response.status_code == 202, response.content
     operations.run_operation(operation_id=response.json()["id"], worker="test-worker")
     body = client.get(response["Location"]).json()
@@ -104,7 +103,8 @@ def test_a_drill_passes_by_content_then_fails_with_the_reason_once_the_offset_sy
         admin = make_admin(cluster_a)
         (future,) = admin.delete_topics(["mm2-offset-syncs.B.internal"]).values()
         future.result(30)
-        failed = drill(operator, flow, [mid], timeout_s=1)  # nothing to wait for: the drain cannot end
+        # Nothing to wait for: the drain cannot end; it gives up after drain_timeout_s, not the record wait.
+        failed = drill(operator, flow, [mid], drain_timeout_s=1, record_wait_s=600)
         assert failed["outcome"] == "failed", failed
         assert "a failover could not place the group here" in failed["error"]
         assert {r["outcome"] for r in failed["drill_results"]} == {"failed"}

@@ -124,7 +124,7 @@ def test_failover_is_exact_across_gaps_and_a_restart_then_fails_back(
     produce_transactions(cluster_a, topic, partitions=PARTITIONS, batches=1, tag="late")
     response = operator.post(
         f"/api/v1/flows/{flow.pk}/failover/",
-        {"groups": [group], "confirm": "A->B", "timeout_s": 60},
+        {"groups": [group], "confirm": "A->B", "drain_timeout_s": 60},
         format="json",
     )
     assert response.status_code == 202, response.content

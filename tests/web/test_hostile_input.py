@@ -183,6 +183,12 @@ def flow_ab(admin):
         ("put", "rpo-budget/", {"seconds_behind": 2**70}, "seconds_behind"),
         ("patch", "", {"offset_lag_max": 2**40}, "offset_lag_max"),
         ("patch", "", {"tasks_max": -(2**63) - 1}, "tasks_max"),
+        (
+            "post",
+            "failover/",
+            {"groups": ["g"], "confirm": "A->B", "drain_timeout_s": "nan"},
+            "drain_timeout_s",
+        ),
         ("post", "failover/", {"groups": ["g"], "confirm": "A->B", "timeout_s": "nan"}, "timeout_s"),
         ("post", "mm2-takeover/", {"from_dry_run": 2**64}, "from_dry_run"),
         (
@@ -238,7 +244,7 @@ def test_web_operation_and_budget_forms_refuse_numbers_past_their_bounds(web, ad
     session = signed_in(web, "boss")
     before = stored_state()
     for path, data in (
-        (f"/flows/{flow_ab.pk}/drills/", {"drill_groups": "g", "timeout_s": "1e400"}),
+        (f"/flows/{flow_ab.pk}/drills/", {"drill_groups": "g", "record_wait_s": "1e400"}),
         (f"/flows/{flow_ab.pk}/cutover/", {"confirm": "A->B", "fence_s": "nan"}),
     ):
         answer = session.post(

@@ -184,7 +184,7 @@ def test_after_a_failover_the_page_lists_the_clients_to_switch_and_no_readiness_
         outcome="succeeded",
         active=False,
         groups=["billing"],
-        timeout_s=60,
+        drain_timeout_s=60,
     )
     OperationGroupResult.objects.create(
         operation=failover, group="billing", outcome="written", topics=["orders"],

@@ -38,7 +38,9 @@ def test_no_shadow_group_is_left_behind_after_a_kill_9_mid_drill(
     # The group's next record is not on the target, and replication is stopped: the drill's shadow group
     # waits for its copy (timeout_s), which is when the worker dies.
     produce_plain(cluster_a, topic, partitions=1, count=1, tag="next")
-    operation = drills.drill_request(actor=None, flow=flow, groups=[group], timeout_s=3)
+    operation = drills.drill_request(
+        actor=None, flow=flow, groups=[group], drain_timeout_s=3, record_wait_s=3
+    )
 
     celery_runtime.start_worker("ops1", queues="operations", concurrency=1)
     celery_runtime.start_beat()

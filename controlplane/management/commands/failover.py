@@ -54,7 +54,12 @@ def add_operation_arguments(parser) -> None:
     parser.add_argument("--force", action="store_true", help="go on despite failed checks or a drain timeout")
     parser.add_argument("--confirm", help="the flow's name (asked at the terminal when omitted)")
     parser.add_argument(
-        "--timeout", type=float, default=operations.DEFAULT_DRAIN_TIMEOUT_S, help="drain timeout (s)"
+        "--drain-timeout",
+        "--timeout",
+        dest="drain_timeout",
+        type=float,
+        default=operations.DEFAULT_DRAIN_TIMEOUT_S,
+        help="the longest drain (s); --timeout: its deprecated name, removed in the next release",
     )
     parser.add_argument(
         "--async",
@@ -77,7 +82,7 @@ def run_operation_command(
             confirm=confirmation(flow=flow, given=options["confirm"]),
             groups=groups,
             force=options["force"],
-            timeout_s=options["timeout"],
+            drain_timeout_s=options["drain_timeout"],
         )
     except SERVICE_ERRORS as exc:
         raise CommandError(str(exc)) from exc

@@ -13,6 +13,7 @@ from controlplane.core.roles import Role
 from controlplane.flows import lifecycle
 from controlplane.web import numbers
 from controlplane.web.summaries import FieldChange, audit_changes
+from controlplane.web.waits import FORM_WAITS
 
 register = template.Library()
 
@@ -107,6 +108,12 @@ def sort_header(listing, name: str, label: str, numeric: bool = False) -> dict:
         "direction": listing.sort_direction(name),
         "numeric": numeric,
     }
+
+
+@register.inclusion_tag("web/_wait_fields.html")
+def wait_fields(kind: str, prefix: str) -> dict:
+    """The inputs of the waits a `kind` form asks for (web.waits), their ids prefixed with `prefix`."""
+    return {"waits": FORM_WAITS[kind], "prefix": prefix}
 
 
 @register.simple_tag
