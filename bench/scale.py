@@ -1,4 +1,6 @@
-"""Mirrorplane at N partitions beside MirrorMaker 2 at the same N (issue 34):
+"""Mirrorplane at N partitions beside MirrorMaker 2 at the same N (issue 34). (Over 600 lines for one
+reason: one benchmark read as it runs, traffic, the three tools, one run, the report; nothing else imports
+its pieces, and tests/bench/test_scale.py tests the pure ones.)
 
     python -m bench scale --partitions 500 [--partitions 2000 ...] [--rate-per-partition 1]
                           [--mode runtime] [--mode dedicated] [--seconds 60] [--without-mm2]

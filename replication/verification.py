@@ -1,5 +1,9 @@
 """Continuous verification: is the target's copy of a source partition the same records, in order?
 
+(Over 600 lines for one reason: the verifier's pure decisions below feed each other in this order, a plan's
+ranges into a comparison, its verdicts into a partition's outcome, outcomes into a run's turns, and are
+read together; the I/O is elsewhere.)
+
 Pure decisions, no I/O (`replication.kafka.verification_io` reads the records and the offset syncs):
 
 * **what to verify** (`plan_ranges`): ranges of source offsets already replicated *and* covered by an

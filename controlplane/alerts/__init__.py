@@ -1,5 +1,7 @@
 """Alerts: the rules (`controlplane.alerts.rules`), their evaluation, silences, the reads of the alert
-page, and notifications (`controlplane.alerts.notifications`)."""
+page, and notifications (`controlplane.alerts.notifications`).
+
+Its tables are in `controlplane.alerts.models` (import a model from there)."""
 
 from controlplane.alerts.evaluation import (
     EVALUATED_AT_KEY,

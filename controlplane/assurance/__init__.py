@@ -1,5 +1,7 @@
 """Assurance: RPO budgets, live RPO, failover readiness, and continuous verification
-(`controlplane.assurance.verification`)."""
+(`controlplane.assurance.verification`).
+
+Its tables are in `controlplane.assurance.models` (import a model from there)."""
 
 from controlplane.assurance import verification
 from controlplane.assurance.budgets import (

@@ -1,5 +1,7 @@
 """Core: errors, roles and users, secrets at rest, the audit log, rate limits, and which runtime processes
-are alive. Every other package may import it; it imports none of them."""
+are alive. Every other package may import it; it imports none of them.
+
+Its tables are in `controlplane.core.models` (import a model from there)."""
 
 from controlplane.core.audit import (
     AuditFilter,

@@ -3,7 +3,9 @@
 The requests' checks, creation and lease (`requests`), the drain's names (`drain`, a module: its
 function `drain.drain` is not re-exported, so the module keeps its name) and the runner (`runner`, which
 dispatches by kind: `dispatch`) are this package's names; each kind has its own module
-(`failover`, `failback`, `drills`, `cutover`, `takeover`) with its request and its phases."""
+(`failover`, `failback`, `drills`, `cutover`, `takeover`) with its request and its phases.
+
+Its tables are in `controlplane.operations.models` (import a model from there)."""
 
 from controlplane.operations.drain import (
     DRAIN_POLL_S,

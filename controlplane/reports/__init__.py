@@ -1,4 +1,6 @@
-"""Reports: report runs (requested, dispatched, run by the workers' Spark jobs) and their rows."""
+"""Reports: report runs (requested, dispatched, run by the workers' Spark jobs) and their rows.
+
+Its tables are in `controlplane.reports.models` (import a model from there)."""
 
 from controlplane.reports.selectors import (
     REPORT_ROWS_LIMIT,

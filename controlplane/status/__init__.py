@@ -1,6 +1,8 @@
 """Status: what the workers report and how it is judged: the workers' gateway (`runtime`: the flows to
 run, partition status, events, signals), the live status roll-ups (`rollup`), a page of a flow's partitions and its per-topic roll-ups (`partitions`), judged against the RPO
-budgets (`budgets`), and the control plane's own health (`health`). Other packages import these modules."""
+budgets (`budgets`), and the control plane's own health (`health`). Other packages import these modules.
+
+Its tables are in `controlplane.status.models` (import a model from there)."""
 
 from controlplane.status import budgets, health, partitions, rollup, runtime
 

@@ -45,15 +45,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from dashboards.spark import latency, throughput
-from dashboards.spark.capacity import (
-    DEFAULT_HORIZON_DAYS,
-    DEFAULT_PLAN_MONTHS,
-    USAGE_SCHEMA,
-    capacity_plan_from_usage,
-    daily_flow_usage_from_windows,
-    sample_progress,
-    task_usage,
-)
+from dashboards.spark.capacity import DEFAULT_HORIZON_DAYS, DEFAULT_PLAN_MONTHS, capacity_plan_from_usage
 from dashboards.spark.frames import (
     DAY_SECONDS,
     FLOW_KEY,
@@ -72,6 +64,7 @@ from dashboards.spark.status import (
     partition_status,
 )
 from dashboards.spark.throughput import throughput_measures
+from dashboards.spark.usage import USAGE_SCHEMA, daily_flow_usage_from_windows, sample_progress, task_usage
 from dashboards.spark.windowed import arrow_columns, count_per_window, report_windows
 
 ProgressCallback = Callable[[str, float], None]

@@ -10,8 +10,9 @@ import pytest
 from pyspark.sql import functions as F
 
 from dashboards.figures import capacity_headline
-from dashboards.spark.capacity import NOT_ENOUGH_DATA, capacity_plan_from_usage, daily_flow_usage
+from dashboards.spark.capacity import NOT_ENOUGH_DATA, capacity_plan_from_usage
 from dashboards.spark.lake import spark_schema_ddl
+from dashboards.spark.usage import daily_flow_usage
 from tests.dashboards.conftest import sample
 
 USAGE_SCHEMA = (

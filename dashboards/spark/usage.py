@@ -1,0 +1,271 @@
+"""Usage: what the replication fleet did, per report window and per day (the load the capacity plans size
+against, `dashboards.spark.capacity`).
+
+- load: a flow's MB/s (1 MB = 10^6 bytes) per report window (5 minutes by default, as Cruise Control
+  averages); a day's load is the p95 of its windows, its average the mean of them; a flow's current
+  load is at least what its source produced (input MB/s): a flow that cannot keep up copies less than
+  it must.
+- per-task capacity: the best window MB/s one task achieved while its partitions were behind (a task
+  with a backlog runs flat out); when no task was ever behind this is only a lower bound, the best MB/s
+  seen, and `per_task_saturated` is false.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from dashboards.spark.frames import FLOW_KEY, PARTITION_KEY, partition_key_ddl, window_seconds
+from dashboards.spark.throughput import BYTES_PER_MB
+from dashboards.spark.windowed import (
+    doubles,
+    key_columns,
+    longs,
+    max_of_longs,
+    report_windows,
+    sum_of_doubles,
+    sum_of_longs,
+)
+
+DEFAULT_USAGE_WINDOW = timedelta(minutes=5)
+
+# What `task_usage` reads of a sample, and the columns it gives per window, task and worker.
+USAGE_SAMPLE_COLUMNS = (
+    "ts",
+    "task_index",
+    "worker",
+    "source_end_offset",
+    "next_offset",
+    "records",
+    "bytes",
+    "interval_s",
+    "record_age_ms",
+    "replication_latency_ms",
+)
+
+
+USAGE_SCHEMA = (
+    "records long, bytes long, _covered_s double, _behind long, _saturated boolean, _produced long, "
+    "_ack_ms double, _acks long"
+)
+
+
+# A task is busy for a window when its slices covered at least this share of it (a slice's interval
+# starts in the window before, so a fully covered window sums to about its length, never exactly).
+BUSY_SHARE = 0.9
+
+# A partition is saturated for a window when it was behind at at least this share of its samples (the
+# tolerance: a sample whose source end is unknown, or a reset, is not behind) and it replicated records.
+BEHIND_SHARE = 0.9
+
+
+@dataclass(frozen=True)
+class SampleProgress:
+    """Per sample of one mirrored partition, what needs the sample before it (in time):
+
+    - `behind`: the slice left records that the source already had at the previous sample (next_offset <
+      the previous source end offset): it could not drain even the backlog it started with, whether it
+      replicated some (a busy slice) or none (an empty fetch). Records produced during the slice (in
+      flight) do not count.
+    - `replicated`: the slice replicated records.
+    - `produced`: records the source gained since the previous sample (0 on a reset or unknown).
+    - `ack_ms`: replication latency - record age (poll to the target's ack; NaN when either is unknown).
+    """
+
+    behind: np.ndarray
+    replicated: np.ndarray
+    produced: np.ndarray
+    ack_ms: np.ndarray
+
+    def take(self, rows: np.ndarray) -> SampleProgress:
+        return SampleProgress(
+            self.behind[rows], self.replicated[rows], self.produced[rows], self.ack_ms[rows]
+        )
+
+
+def sample_progress(table: pa.Table) -> SampleProgress:
+    """`SampleProgress` of one mirrored partition's samples (any order; the first in time has no previous)."""
+    micros = table.column("ts").cast(pa.int64()).to_numpy()
+    order = np.argsort(micros, kind="stable")
+    end, end_known = longs(table, "source_end_offset")
+    position, position_known = longs(table, "next_offset")
+    records, records_known = longs(table, "records")
+    previous_end, previous_known = np.zeros_like(end), np.zeros(len(end), dtype=bool)
+    previous_end[order[1:]], previous_known[order[1:]] = end[order[:-1]], end_known[order[:-1]]
+    grew = end_known & previous_known & (end >= previous_end)
+    behind = grew & position_known & (position < previous_end)
+    produced = np.where(grew, end - previous_end, 0)
+    ack_ms = doubles(table, "replication_latency_ms") - doubles(table, "record_age_ms")
+    return SampleProgress(behind, records_known & (records > 0), produced, ack_ms)
+
+
+def _dense_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, int]:
+    """Each value's rank among the column's distinct values (null: -1), and how many there are."""
+    encoded = column.combine_chunks().dictionary_encode()
+    return pc.fill_null(encoded.indices, -1).to_numpy().astype(np.int64), len(encoded.dictionary)
+
+
+def task_usage(
+    table: pa.Table,
+    windows: np.ndarray,
+    window_count: int,
+    *,
+    progress: SampleProgress | None = None,
+    by: Sequence[str] = ("task_index", "worker"),
+) -> tuple[np.ndarray, pa.Table]:
+    """One mirrored partition's samples reduced to a row per window and task (`by`: its index and worker),
+    in that order: each row's window index, and (*by, USAGE_SCHEMA) as Spark's sum and max give them.
+
+    `_covered_s` sums the slice seconds (null without any), `_behind` is the most records behind,
+    `_saturated` says the partition was behind at BEHIND_SHARE of the samples at least and replicated
+    records in some (`SampleProgress`: empty slices of a partition that is behind do not clear it; a
+    stalled one, replicating nothing, measures no capacity); whether the slices covered the window
+    (BUSY_SHARE) is judged per task over all its workers (`daily_flow_usage_from_windows`): a task whose
+    slices alternate between workers covers the window too. `_produced` sums the records produced,
+    `_ack_ms` and `_acks` sum and count `ack_ms`.
+    `progress` is `sample_progress(table)` unless given (computed over more samples, then taken).
+    """
+    progress = progress or sample_progress(table)
+    key = windows.astype(np.int64)
+    for column in by:
+        codes, distinct = _dense_codes(table.column(column))
+        key = key * (distinct + 1) + codes + 1
+    groups, first, group_of_row = np.unique(key, return_index=True, return_inverse=True)
+    count = len(groups)
+    interval_s = doubles(table, "interval_s")
+    end, end_known = longs(table, "source_end_offset")
+    position, position_known = longs(table, "next_offset")
+    # greatest(end - position, 0): Spark's greatest skips the null a missing offset gives.
+    behind = np.where(end_known & position_known, np.maximum(end - position, 0), 0)
+    usage = {column: table.column(column).take(first) for column in by}
+    for column in ("records", "bytes"):
+        total, present = sum_of_longs(*longs(table, column), group_of_row, count)
+        usage[column] = pa.array(total, mask=~present)
+    covered = sum_of_doubles(np.where(interval_s > 0, interval_s, np.nan), group_of_row, count)
+    usage["_covered_s"] = pa.array(covered, from_pandas=True)
+    usage["_behind"] = pa.array(max_of_longs(behind, group_of_row, count))
+    samples = np.bincount(group_of_row, minlength=count)
+    behind_samples = np.bincount(group_of_row[progress.behind], minlength=count)
+    replicating = np.bincount(group_of_row[progress.replicated], minlength=count) > 0
+    usage["_saturated"] = pa.array((behind_samples >= BEHIND_SHARE * samples) & replicating)
+    usage["_produced"] = pa.array(
+        sum_of_longs(progress.produced, np.ones(len(group_of_row), dtype=bool), group_of_row, count)[0]
+    )
+    acked = ~np.isnan(progress.ack_ms)
+    usage["_ack_ms"] = pa.array(sum_of_doubles(progress.ack_ms, group_of_row, count), from_pandas=True)
+    usage["_acks"] = pa.array(np.bincount(group_of_row[acked], minlength=count).astype(np.int64))
+    return windows[first], pa.table(usage)
+
+
+def window_usage(samples: DataFrame, window: timedelta = DEFAULT_USAGE_WINDOW) -> DataFrame:
+    """One row per mirrored partition, window, task and worker: what `daily_flow_usage_from_windows` reads.
+
+    Every aggregate of the daily usage reads it (three times): cache it when the samples are costly.
+    The report job takes `task_usage` from its one grouped pass instead.
+    """
+    window_s = window_seconds(window)
+
+    def apply(table: pa.Table) -> pa.Table:
+        windows, starts = report_windows(table, window_s)
+        window_of_row, usage = task_usage(table, windows, len(starts))
+        return pa.table(
+            {
+                **key_columns(table, PARTITION_KEY, len(usage)),
+                "window_start": pa.array(starts[window_of_row], table.schema.field("ts").type),
+                **{name: usage.column(name) for name in usage.column_names},
+            }
+        )
+
+    kinds = {name: samples.schema[name].dataType.simpleString() for name in ("task_index", "worker")}
+    schema = (
+        f"{partition_key_ddl(samples)}, window_start timestamp, task_index {kinds['task_index']}, "
+        f"worker {kinds['worker']}, {USAGE_SCHEMA}"
+    )
+    return (
+        samples.select(*PARTITION_KEY, *USAGE_SAMPLE_COLUMNS)
+        .groupBy(*PARTITION_KEY)
+        .applyInArrow(apply, schema)
+        .withColumn("date", F.to_date("window_start"))
+    )
+
+
+def daily_flow_usage(samples: DataFrame, window: timedelta = DEFAULT_USAGE_WINDOW) -> DataFrame:
+    """Per flow and UTC day: load (average, p95 and max of window MB/s), totals, fleet shape, task speed."""
+    return daily_flow_usage_from_windows(window_usage(samples, window), window_s=window_seconds(window))
+
+
+def daily_flow_usage_from_windows(reduced: DataFrame, *, window_s: int) -> DataFrame:
+    """`daily_flow_usage` from `window_usage` rows of `window_s`-second windows."""
+    # A partition's rate under one task in one window, whichever workers ran its slices; tasks and flows
+    # add their partitions' rates. It is saturated when it was on every worker's samples (`task_usage`)
+    # and the slices, on any worker, covered the window.
+    covered = F.coalesce(F.sum("_covered_s"), F.lit(0.0)) >= BUSY_SHARE * window_s
+    partition_rates = reduced.groupBy(
+        *FLOW_KEY, "date", "window_start", "task_index", "remote_topic", "partition"
+    ).agg(
+        F.coalesce(F.sum("bytes") / F.sum("_covered_s") / BYTES_PER_MB, F.lit(0.0)).alias("_mb_per_s"),
+        (F.min("_saturated") & covered).alias("_saturated"),
+    )
+    # A task is saturated in a window when one of its partitions was saturated all window (behind on
+    # records older than a slice at nearly every slice, replicating, the window covered).
+    task_rates = (
+        partition_rates.groupBy(*FLOW_KEY, "date", "window_start", "task_index")
+        .agg(F.sum("_mb_per_s").alias("_task_mb_per_s"), F.max("_saturated").alias("_saturated"))
+        .groupBy(*FLOW_KEY, "date")
+        .agg(
+            F.max(F.when(F.col("_saturated"), F.col("_task_mb_per_s"))).alias("task_saturated_mb_per_s"),
+            F.max("_task_mb_per_s").alias("task_observed_mb_per_s"),
+            F.count(F.when(F.col("_saturated"), F.lit(1))).alias("saturated_windows"),
+        )
+    )
+    flow_load = (
+        partition_rates.groupBy(*FLOW_KEY, "date", "window_start")
+        .agg(F.sum("_mb_per_s").alias("_flow_mb_per_s"))
+        .groupBy(*FLOW_KEY, "date")
+        .agg(
+            F.avg("_flow_mb_per_s").alias("avg_mb_per_s"),
+            F.percentile("_flow_mb_per_s", 0.95).alias("p95_mb_per_s"),
+            F.max("_flow_mb_per_s").alias("max_mb_per_s"),
+        )
+    )
+    # Totals and distinct counts over a first reduction to one row per partition, task and worker a day
+    # (three distinct counts over the samples themselves would expand every sample three times).
+    shape = (
+        reduced.groupBy(*FLOW_KEY, "date", "remote_topic", "partition", "task_index", "worker")
+        .agg(
+            F.sum("records").alias("records"),
+            F.sum("bytes").alias("bytes"),
+            F.sum("_produced").alias("_produced"),
+            F.sum("_ack_ms").alias("_ack_ms"),
+            F.sum("_acks").alias("_acks"),
+        )
+        .groupBy(*FLOW_KEY, "date")
+        .agg(
+            F.sum("records").alias("records"),
+            F.sum("bytes").alias("bytes"),
+            F.count_distinct("remote_topic", "partition").alias("partitions"),
+            F.count_distinct("task_index").alias("tasks"),
+            F.count_distinct("worker").alias("workers"),
+            F.sum("_produced").alias("_produced"),
+            (F.sum("_ack_ms") / F.sum("_acks")).alias("network_latency_ms"),
+        )
+    )
+    keys = [*FLOW_KEY, "date"]
+    records = F.col("records")
+    return (
+        shape.join(flow_load, keys)
+        .join(task_rates, keys)
+        .withColumn("record_bytes", F.when(records > 0, F.col("bytes") / records))
+        # What the source produced, in the bytes of what was replicated: the replicated rate scaled.
+        .withColumn(
+            "input_mb_per_s", F.when(records > 0, F.col("avg_mb_per_s") * F.col("_produced") / records)
+        )
+        .drop("_produced")
+    )
