@@ -3,6 +3,7 @@ the per-topic families summed right, and a scrape's reads of the status rows cou
 
 from __future__ import annotations
 
+import gc
 from datetime import timedelta
 
 import pytest
@@ -336,3 +337,16 @@ def test_a_scrapes_statements_do_not_grow_with_the_flows(level, settings):
     assert len(series(samples, "mirrorplane_topic_partitions", state="STALE")) == 1000
     assert sum(series(samples, "mirrorplane_topic_verification_mismatches").values()) == 100
     assert len(series(samples, "mirrorplane_alerts_firing")) == 500
+    # Its short-lived objects are freed by reference counting: the cycle collector does not run during a
+    # scrape (245 collections did, about 40% of a 500-flow scrape's CPU), only the one due once it is on
+    # again after it.
+    collections = []
+    gc.collect()  # the allocation counts start from zero: none is due before the scrape begins
+    gc.callbacks.append(
+        lambda phase, info: collections.append(info["generation"]) if phase == "start" else None
+    )
+    try:
+        prometheus.exposition()
+    finally:
+        gc.callbacks.pop()
+    assert len(collections) <= 1 and gc.isenabled()
