@@ -4,15 +4,20 @@ line take each wait by its name, and the API still takes `timeout_s` (deprecated
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 
 from controlplane.flows import services
+from controlplane.operations import plans
 from controlplane.operations.models import Operation
+from replication import failover
 
 pytestmark = pytest.mark.django_db
 
@@ -143,6 +148,20 @@ def test_the_schema_names_each_wait_and_deprecates_timeout_s(client_as):
     assert set(WAITS) <= set(schemas["Operation"]["properties"])
 
 
+def _empty_plan() -> failover.FailoverPlan:
+    return failover.FailoverPlan(
+        flow="A->B",
+        built_at=time.time(),
+        source_reachable=True,
+        heartbeat_age_s=None,
+        partitions=(),
+        groups=(),
+        checklist=(),
+        records_at_risk=0,
+        seconds_behind=0.0,
+    )
+
+
 def test_the_web_failover_form_sets_the_drain_wait_and_names_a_bad_one(flow, tokens):
     web = Client()
     web.force_login(get_user_model().objects.get(username="operator"))
@@ -151,6 +170,10 @@ def test_the_web_failover_form_sets_the_drain_wait_and_names_a_bad_one(flow, tok
     assert 'name="drain_timeout_s"' in drills and 'name="record_wait_s"' in drills
     assert 'name="drain_timeout_s"' in cutover and 'name="fence_timeout_s"' in cutover
     assert 'name="timeout_s"' not in drills + cutover
+    cache.set(plans.PLAN_KEY.format(flow.pk), plans.StoredPlan(_empty_plan(), "", time.time()))
+    form = web.get(f"/flows/{flow.pk}/failover/plan/").content.decode().split("failover/execute/")[1]
+    cache.delete(plans.PLAN_KEY.format(flow.pk))
+    assert 'name="drain_timeout_s" type="number" min="0" max="3600" value="300"' in form
     body = {"groups": ["billing"], "confirm": "A->B"}
     bad = web.post(f"/flows/{flow.pk}/failover/execute/", {**body, "drain_timeout_s": "later"})
     assert "drain_timeout_s: &#x27;later&#x27; is not a number of seconds" in bad.content.decode()
