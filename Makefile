@@ -106,6 +106,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check replication tests bench
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 	# The models and the migrations agree (a development DEBUG: the check starts Django, writes nothing).
 	DEBUG=true $(PY) manage.py makemigrations --check --dry-run
 

@@ -35,5 +35,6 @@ def seconds_over_text(*, seconds_behind: float, budget_s: float, at_least: bool 
     return f"{'at least ' if at_least else ''}{seconds_behind:.1f} s behind, over the RPO budget of {budget_s:g} s"
 
 
-def records_over_text(*, records_behind: int, budget_records: int) -> str:
+def records_over_text(*, records_behind: int | None, budget_records: int | None) -> str:
+    """What `records_over` found (its figures, known when it said so)."""
     return f"{records_behind} records behind, over the RPO budget of {budget_records} records"
