@@ -104,7 +104,7 @@ test-fast: install redis kafka schema-registry spark-jars
 
 lint: install
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check replication tests bench
+	$(VENV)/bin/ruff format --check replication tests bench harness
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 	# The models and the migrations agree (a development DEBUG: the check starts Django, writes nothing).

@@ -263,7 +263,7 @@ class RuntimeCopy(Copy):
         super().__init__(source, target, topic)
         from bench.runtime import _redis_url
         from controlplane.flows import services
-        from tests.workers.harness import CeleryRuntime
+        from harness.runtime import CeleryRuntime
 
         clusters = {config.alias: stored_cluster(config) for config in (source, target)}
         self.flow = services.flow_create(

@@ -75,7 +75,7 @@ def runtime_copy(
     from bench.brokers import stored_cluster
     from controlplane.flows import services
     from controlplane.status.models import FlowTaskStatus
-    from tests.workers.harness import CeleryRuntime, wait_until
+    from harness.runtime import CeleryRuntime, wait_until
 
     clusters = {config.alias: stored_cluster(config) for config in (source, target)}
     flow = services.flow_create(

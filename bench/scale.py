@@ -539,7 +539,7 @@ class RuntimeTool(Tool):
 
         from bench.runtime import _redis_url
         from controlplane.flows import services
-        from tests.workers.harness import CeleryRuntime, Gunicorn, database_url, dockerfile_gunicorn_flags
+        from harness.runtime import CeleryRuntime, Gunicorn, database_url, dockerfile_gunicorn_flags
 
         clusters = {config.alias: stored_cluster(config) for config in (self.source, self.target)}
         self.flow = services.flow_create(
@@ -752,7 +752,7 @@ class Admin:
     def sign_in(self, url: str) -> None:
         import requests
 
-        from tests.workers.harness import sign_in
+        from harness.runtime import sign_in
 
         self.browser = sign_in(url, username=self.username, password=self.password)
         self.api = requests.Session()

@@ -47,7 +47,7 @@ def measure(
     """{phase: (longest arrival gap in s, its partition, when it began)}, {phase: the longest a record
     waited}, and whether every record arrived exactly once."""
     from bench.brokers import bench_cluster, bench_clusters, stored_cluster
-    from tests.workers.harness import (
+    from harness.runtime import (
         ArrivalRecorder,
         CeleryRuntime,
         SteadyTraffic,

@@ -29,16 +29,16 @@ from controlplane.browse.record_schemas import MAX_LOOKUPS_PER_PAGE, schema_cach
 from controlplane.core.errors import ClusterUnavailable
 from controlplane.core.roles import Role
 from controlplane.flows import cluster_reads, services
-from replication.config import ClusterConfig
-from replication.kafka.browser import BrowseError, TopicBrowser
-from replication.kafka.clients import make_producer
-from tests.workers.harness import (
+from harness.runtime import (
     Gunicorn,
     create_topic,
     database_url,
     dockerfile_gunicorn_flags,
     wait_until,
 )
+from replication.config import ClusterConfig
+from replication.kafka.browser import BrowseError, TopicBrowser
+from replication.kafka.clients import make_producer
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDS = 500

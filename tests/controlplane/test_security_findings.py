@@ -29,9 +29,9 @@ from controlplane.core.roles import Role
 from controlplane.flows import cluster_reads, engine, services
 from controlplane.flows.models import Cluster, Flow
 from controlplane.status.models import FlowEvent
+from harness.runtime import Gunicorn, create_topic, database_url, produce, sign_in
 from replication.kafka.browser import BrowseError
 from replication.verification import MirroredRecord, Mismatch, OffsetRange, PartitionOutcome
-from tests.workers.harness import Gunicorn, create_topic, database_url, produce, sign_in
 
 REPO = Path(__file__).resolve().parents[2]
 PASSWORD = "review-password-1"

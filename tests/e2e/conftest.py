@@ -127,7 +127,7 @@ def screenshot(page):
 @pytest.fixture
 def celery_runtime(live_server, settings, tmp_path):
     """A Celery worker and beat on the live server's database (its rows are committed)."""
-    from tests.workers.harness import CeleryRuntime
+    from harness.runtime import CeleryRuntime
     from workers import context
 
     client = redis.Redis.from_url(E2E_REDIS_URL)

@@ -18,10 +18,10 @@ from playwright.sync_api import Page, expect
 from controlplane import core
 from controlplane.core.models import AuditEvent
 from controlplane.core.roles import Role, role_of
+from harness.runtime import Gunicorn, sign_in
 from replication.kafka.processes import free_port
 from tests.oidc_provider.server import OidcProvider
 from tests.web.served import web_env
-from tests.workers.harness import Gunicorn, sign_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -11,8 +11,8 @@ from playwright.sync_api import Page, expect
 
 from controlplane import core
 from controlplane.core.roles import Role
+from harness.runtime import create_topic, produce
 from replication.kafka.groups import GroupOffsetsAdmin
-from tests.workers.harness import create_topic, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.django_db(transaction=True)]
 

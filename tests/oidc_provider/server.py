@@ -15,8 +15,8 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from harness.runtime import GUNICORN, REPO, wait_until
 from replication.kafka.processes import free_port
-from tests.workers.harness import GUNICORN, REPO, wait_until
 
 
 def _rsa_key_pem() -> str:

@@ -10,8 +10,8 @@ import sys
 import textwrap
 import threading
 
+from harness.runtime import REPO
 from replication.stop_signals import stop_on_signals
-from tests.workers.harness import REPO
 
 # Each round: a thread sends SIGTERM a moment later while the main thread spins in `event.wait(0)`, which
 # holds the event's lock most of the time. A handler that took the lock hung in about 4 rounds of 10.

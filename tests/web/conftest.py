@@ -7,9 +7,9 @@ import pytest
 from controlplane import core
 from controlplane.core.roles import Role
 from controlplane.flows import services
+from harness.runtime import Gunicorn
 from tests.conftest import web_reads_wait_for_a_loaded_machine
 from tests.web.served import PASSWORD, web_env
-from tests.workers.harness import Gunicorn
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import os
 
 import requests
 
-from tests.workers.harness import Gunicorn, database_url, login_attempt, sign_in
+from harness.runtime import Gunicorn, database_url, login_attempt, sign_in
 
 PASSWORD = "a-long-test-password-0123"
 REDIS_URL = os.environ.get("MIRRORPLANE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")

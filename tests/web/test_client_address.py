@@ -16,9 +16,9 @@ from requests.adapters import HTTPAdapter
 from controlplane import core
 from controlplane.core.models import AuditEvent
 from controlplane.core.roles import Role
+from harness.runtime import Gunicorn, login_attempt, wait_until
 from replication.kafka.processes import free_port
 from tests.web.served import PASSWORD, web_env
-from tests.workers.harness import Gunicorn, login_attempt, wait_until
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 pytestmark = pytest.mark.skipif(not Path(NGINX).exists(), reason="nginx is not installed: run `make nginx`")

@@ -13,11 +13,11 @@ from controlplane.flows import services
 from controlplane.flows.models import Cluster, Flow
 from controlplane.operations.models import Operation
 from controlplane.status.models import FlowRpoBudget
+from harness.runtime import create_topic
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
 from tests.web.served import api, signed_in
-from tests.workers.harness import create_topic
 
 
 def stored_state() -> list:

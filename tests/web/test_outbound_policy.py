@@ -24,6 +24,7 @@ from controlplane.core.models import AuditEvent
 from controlplane.core.roles import Role
 from controlplane.flows import engine, services
 from controlplane.flows.models import Cluster
+from harness.runtime import Gunicorn
 from replication import outbound
 from replication.kafka.clients import make_producer
 from replication.schemas.rest import ConfluentRegistryClient, Schema
@@ -31,7 +32,6 @@ from replication.schemas.wire import MAGIC_BYTE
 from tests.receiver import Listener
 from tests.replication.test_source_task import create_topics
 from tests.web.served import api, signed_in, web_env
-from tests.workers.harness import Gunicorn
 
 ALLOWED = "127.0.0.1,*.example"
 OTHER_SERVICE_HOST = "127.0.0.3"  # loopback, outside ALLOWED: "a loopback port of another service"

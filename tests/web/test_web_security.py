@@ -15,8 +15,8 @@ from cryptography.fernet import Fernet
 
 from controlplane import core
 from controlplane.core.roles import Role
+from harness.runtime import Gunicorn
 from tests.web.served import PASSWORD, login, web_env
-from tests.workers.harness import Gunicorn
 
 REPO = Path(__file__).resolve().parents[2]
 

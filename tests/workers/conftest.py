@@ -28,7 +28,7 @@ def redis_url(settings) -> str:
 @pytest.fixture
 def celery_runtime(transactional_db, redis_url, tmp_path):
     """Worker and beat processes on the test database (committed rows: transactional_db)."""
-    from tests.workers.harness import CeleryRuntime
+    from harness.runtime import CeleryRuntime
 
     runtime = CeleryRuntime(workdir=tmp_path, redis_url=redis_url)
     yield runtime

@@ -19,9 +19,9 @@ from django.utils import timezone
 
 from controlplane.flows import services
 from controlplane.status.models import FlowPartitionStatus
+from harness.runtime import Gunicorn, free_port, start_prometheus, wait_until
 from tests.receiver import Receiver
 from tests.status_reports import stored_report, task_rollup_rebuild
-from tests.workers.harness import Gunicorn, free_port, start_prometheus, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

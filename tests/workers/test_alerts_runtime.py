@@ -24,8 +24,8 @@ from controlplane.alerts.models import Alert, AlertNotification, NotificationCha
 from controlplane.core.models import AuditEvent
 from controlplane.flows import services
 from controlplane.status.models import FlowEvent, FlowEventKind, FlowSignals
+from harness.runtime import create_topic, produce, wait_until
 from tests.receiver import Receiver
-from tests.workers.harness import create_topic, produce, wait_until
 
 EVALUATE_S = 1.0
 BUDGET_RECORDS = 200

@@ -8,12 +8,12 @@ import time
 
 import pytest
 
+from harness.runtime import wait_until
 from replication.config import DeliveryGuarantee
 from replication.kafka.fencing import fence_transactional_ids
 from replication.positions import InMemoryPositionStore
 from replication.source import SliceError, SliceErrorKind, SliceResult
 from tests.replication.test_source_task import create_topics, make_task, produce, read_partition
-from tests.workers.harness import wait_until
 from workers.bridge import SliceBridge, bridge_max_s, merge_results, slice_records_left
 from workers.leases import RedisLeases, new_token, task_lease_key
 from workers.plans import TaskRef

@@ -10,10 +10,10 @@ from django.test import Client
 
 from controlplane.status.models import FlowSignals
 from controlplane.status.runtime import runtime_flow_spec
+from harness.runtime import count_records, create_topic, produce, wait_until
 from replication.kafka.clients import make_consumer
 from replication.positions import InMemoryPositionStore
 from replication.source import MirrorSourceTask
-from tests.workers.harness import count_records, create_topic, produce, wait_until
 from workers import metadata
 
 pytestmark = [pytest.mark.kafka]

@@ -10,10 +10,10 @@ import pytest
 from controlplane import operations
 from controlplane.operations import drills
 from controlplane.operations.models import Operation, OperationPhase, ShadowGroup
+from harness.runtime import create_topic, wait_until
 from replication.drill import SHADOW_PREFIX
 from replication.kafka.groups import GroupOffsetsAdmin
 from tests.failover.conftest import Mirror, produce_plain, read_partition
-from tests.workers.harness import create_topic, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

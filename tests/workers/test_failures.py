@@ -14,8 +14,7 @@ import redis
 
 from controlplane.flows.models import Flow, FlowState
 from controlplane.status.models import FlowEvent, FlowEventKind, FlowPartitionStatus, PartitionState
-from replication.kafka.processes import free_port
-from tests.workers.harness import (
+from harness.runtime import (
     PARTITIONS,
     count_records,
     create_topic,
@@ -23,6 +22,7 @@ from tests.workers.harness import (
     produce,
     wait_until,
 )
+from replication.kafka.processes import free_port
 from workers.leases import RedisLeases, task_lease_key
 from workers.plans import TaskRef
 
@@ -214,7 +214,7 @@ def test_workers_survive_redis_restarts_and_replicate_exactly_once(
     """Redis killed and started again twice while records flow, under the documented worker commands
     (replication and metadata workers, threads pool, acks late): no worker exits, nothing is lost and
     nothing duplicated (exactly_once)."""
-    from tests.workers.harness import CeleryRuntime
+    from harness.runtime import CeleryRuntime
 
     runtime = CeleryRuntime(workdir=tmp_path, redis_url=own_redis.url)
     try:

@@ -14,16 +14,16 @@ import pytest
 
 from controlplane.flows import services
 from controlplane.status.models import FlowEvent
-from replication.kafka.admin import TopicAdmin
-from replication.kafka.source_io import PartitionReader
-from tests.replication.test_transactions import open_transaction_on
-from tests.workers.harness import (
+from harness.runtime import (
     CeleryRuntime,
     SteadyTraffic,
     assert_mirrored_exactly_once,
     create_topic,
     wait_until,
 )
+from replication.kafka.admin import TopicAdmin
+from replication.kafka.source_io import PartitionReader
+from tests.replication.test_transactions import open_transaction_on
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

@@ -7,7 +7,7 @@ import sys
 
 from django.test import Client
 
-from tests.workers.harness import REPO, wait_until
+from harness.runtime import REPO, wait_until
 
 
 def _ready(client: Client, require: str = "") -> tuple[int, dict]:

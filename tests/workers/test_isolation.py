@@ -14,9 +14,9 @@ from django.urls import reverse
 from controlplane.flows import services
 from controlplane.flows.models import Flow, FlowState
 from controlplane.status.models import FlowEvent, FlowEventKind
+from harness.runtime import PARTITIONS, count_records, create_topic, produce, wait_until
 from replication.kafka.processes import free_port
 from replication.kafka.source_io import PartitionReader, PartitionReadError
-from tests.workers.harness import PARTITIONS, count_records, create_topic, produce, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

@@ -10,8 +10,8 @@ import pytest
 from django.urls import reverse
 
 from controlplane import assurance
+from harness.runtime import PARTITIONS, create_topic, wait_until
 from replication.kafka.clients import make_producer
-from tests.workers.harness import PARTITIONS, create_topic, wait_until
 
 pytestmark = pytest.mark.kafka
 

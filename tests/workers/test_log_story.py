@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from celery import Celery
 
-from tests.workers.harness import wait_until
+from harness.runtime import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

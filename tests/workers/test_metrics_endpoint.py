@@ -12,8 +12,8 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from controlplane.flows import services
+from harness.runtime import Gunicorn, create_topic, free_port, produce, start_prometheus, wait_until
 from tests.status_reports import stored_report
-from tests.workers.harness import Gunicorn, create_topic, free_port, produce, start_prometheus, wait_until
 
 TOKEN = "scrape-token-0123456789"
 PARTITIONS = 4

@@ -15,11 +15,11 @@ import time
 import pytest
 
 from controlplane.flows.models import Flow, FlowState
+from harness.runtime import PARTITIONS, count_records, create_topic, mirrored_offsets, wait_until
 from replication.config import ClusterConfig
 from replication.kafka.apache import ApacheKafkaBroker
 from tests.conftest import KAFKA_KIND
 from tests.netns import IsolatedHost
-from tests.workers.harness import PARTITIONS, count_records, create_topic, mirrored_offsets, wait_until
 
 pytestmark = [
     pytest.mark.kafka,

@@ -15,11 +15,11 @@ from controlplane.core.roles import Role
 from controlplane.flows import services
 from controlplane.flows.models import Flow, FlowState
 from controlplane.operations.models import Operation
+from harness.runtime import Gunicorn, create_topic, sign_in, wait_until
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_producer
 from replication.kafka.groups import GroupOffsetsAdmin
 from tests.failover.conftest import commit_after, next_records, read_partition
-from tests.workers.harness import Gunicorn, create_topic, sign_in, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

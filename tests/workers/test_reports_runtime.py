@@ -12,7 +12,7 @@ from controlplane import core
 from controlplane.core.roles import Role
 from controlplane.reports.models import ReportRow, ReportRun, ReportRunState
 from dashboards.lakegen import generate_lake
-from tests.workers.harness import CeleryRuntime, wait_until
+from harness.runtime import CeleryRuntime, wait_until
 
 pytestmark = [pytest.mark.slow]
 

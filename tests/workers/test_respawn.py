@@ -8,7 +8,7 @@ import sys
 import textwrap
 import time
 
-from tests.workers.harness import REPO, wait_until
+from harness.runtime import REPO, wait_until
 from workers.respawn import MAX_DELAY_S, restart_delay_s
 
 

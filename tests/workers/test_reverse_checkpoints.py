@@ -8,13 +8,13 @@ import pytest
 from controlplane.flows import services
 from controlplane.flows.models import Cluster
 from controlplane.status.runtime import runtime_flow_spec
+from harness.runtime import create_topic
 from replication.config import OffsetSyncsTopicLocation
 from replication.formats import OffsetSync
 from replication.kafka.groups import GroupOffsetsAdmin
 from replication.kafka.internal_topics import InternalTopicWriter
 from replication.kafka.remote import latest_group_checkpoints
 from replication.policy import DefaultReplicationPolicy
-from tests.workers.harness import create_topic
 from workers import metadata
 
 pytestmark = [pytest.mark.kafka]

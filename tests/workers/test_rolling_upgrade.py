@@ -23,7 +23,7 @@ import pytest
 from controlplane import alerts
 from controlplane.alerts.models import Alert, AlertRule
 from controlplane.flows import pools
-from tests.workers.harness import (
+from harness.runtime import (
     ArrivalRecorder,
     SteadyTraffic,
     count_records,

@@ -9,7 +9,7 @@ import pytest
 
 from controlplane.flows import services
 from controlplane.status.models import FlowEvent, FlowPartitionStatus, PartitionState
-from tests.workers.harness import (
+from harness.runtime import (
     PARTITIONS,
     count_records,
     create_topic,

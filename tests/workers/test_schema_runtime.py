@@ -21,6 +21,7 @@ from controlplane.flows.models import Flow
 from controlplane.metrics.prometheus import exposition
 from controlplane.operations.models import Operation
 from controlplane.status.models import FlowEvent, FlowEventKind
+from harness.runtime import wait_until
 from replication.kafka.groups import GroupOffsetsAdmin
 from replication.schemas.rest import ConfluentRegistryClient, Schema
 from replication.schemas.wire import schema_id_of
@@ -32,7 +33,6 @@ from tests.replication.test_schema_replication import (
     produce_orders,
 )
 from tests.replication.test_source_task import create_topics, read_partition
-from tests.workers.harness import wait_until
 
 pytestmark = pytest.mark.kafka
 

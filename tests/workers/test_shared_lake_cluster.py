@@ -15,8 +15,7 @@ import pytest
 
 from controlplane.reports.models import ReportRow, ReportRun, ReportRunState
 from dashboards.spark.s3a import s3a_jars
-from tests.lake import S3_ENVIRONMENT, lake_samples
-from tests.workers.harness import (
+from harness.runtime import (
     REPO,
     CeleryRuntime,
     create_topic,
@@ -25,6 +24,7 @@ from tests.workers.harness import (
     produce,
     wait_until,
 )
+from tests.lake import S3_ENVIRONMENT, lake_samples
 from workers.lake import MetricsLake
 
 pytestmark = [pytest.mark.slow]

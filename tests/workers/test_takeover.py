@@ -12,12 +12,7 @@ import time
 
 import pytest
 
-from replication.kafka.source_io import PartitionReader
-from replication.positions import POSITION_RECORD_OFFSETS
-from replication.source import MAX_IN_FLIGHT
-from tests.replication.test_kill9 import lost_or_out_of_order, read_values
-from tests.replication.test_transactions import open_transaction_on
-from tests.workers.harness import (
+from harness.runtime import (
     CeleryRuntime,
     SteadyTraffic,
     assert_mirrored_exactly_once,
@@ -26,6 +21,11 @@ from tests.workers.harness import (
     produce,
     wait_until,
 )
+from replication.kafka.source_io import PartitionReader
+from replication.positions import POSITION_RECORD_OFFSETS
+from replication.source import MAX_IN_FLIGHT
+from tests.replication.test_kill9 import lost_or_out_of_order, read_values
+from tests.replication.test_transactions import open_transaction_on
 from workers.leases import RedisLeases, task_lease_key
 from workers.plans import TaskRef
 

@@ -12,8 +12,8 @@ from django.db import transaction
 from controlplane import operations
 from controlplane.operations import takeover
 from controlplane.operations.models import Operation, OperationPhase
+from harness.runtime import wait_until
 from tests.replication.test_takeover import MM2_RESUMES, stopped_mm2
-from tests.workers.harness import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -9,8 +9,8 @@ import pytest
 from controlplane.alerts.models import Alert, AlertRule, AlertState
 from controlplane.assurance.models import PartitionVerification
 from controlplane.status.models import FlowEvent, FlowEventKind
+from harness.runtime import create_topic, produce, wait_until
 from replication.kafka.clients import make_producer
-from tests.workers.harness import create_topic, produce, wait_until
 
 pytestmark = pytest.mark.kafka
 

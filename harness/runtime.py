@@ -1,5 +1,6 @@
-"""Real runtime processes for the workers tests: Celery workers and beat as subprocesses, sharing the
-test database (PostgreSQL), a Redis database, and the session's embedded Kafka clusters."""
+"""Real runtime processes for the tests and the benchmarks: Celery workers and beat as subprocesses,
+sharing the test database (PostgreSQL), a Redis database, and the session's Kafka clusters; gunicorn as
+the Dockerfile runs it; steady traffic, arrival recorders and a rolling upgrade."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from replication.source import source_offset_of
 
 CELERY = str(Path(sys.executable).with_name("celery"))
 GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 PARTITIONS = 4
 
 
