@@ -103,9 +103,10 @@ class TaskReports:
         """When the figures of the task's rows, the oldest written at `oldest`, were last current: that
         write, or, while the task's report vouches for it (is newer), the time its rows were all current."""
         observed_at, current_at = self.tasks.get((flow_id, task_index), (None, None))
-        if observed_at is None or observed_at < oldest:
-            return oldest
-        return max(oldest, current_at or oldest)
+        _, figures_at = rollup.report_times(
+            written_at=oldest, task_observed_at=observed_at, task_rows_current_at=current_at
+        )
+        return figures_at
 
 
 def _answers(facts: tuple[str, ...], known: dict[str, bool]) -> tuple[str, ...]:

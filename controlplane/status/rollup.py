@@ -152,6 +152,20 @@ def shown_state(*, state: str, stale: bool, lag_known: bool) -> str:
     return state
 
 
+def report_times(
+    *,
+    written_at: datetime.datetime,
+    task_observed_at: datetime.datetime | None,
+    task_rows_current_at: datetime.datetime | None,
+) -> tuple[datetime.datetime, datetime.datetime]:
+    """(when a row written at `written_at` was last reported, when its figures were last current): its
+    write, or, while its task's report vouches for it (is newer), that report and the newer of the write
+    and the time the task's rows were all current (`partition_live`; `partitions.TaskReports` per task)."""
+    if task_observed_at is None or task_observed_at < written_at:
+        return written_at, written_at
+    return task_observed_at, max(written_at, task_rows_current_at or written_at)
+
+
 def partition_live(
     row: FlowPartitionStatus,
     *,
@@ -165,10 +179,11 @@ def partition_live(
     it changes (controlplane.status.runtime), so the task's report vouches for the row: the row is STALE
     when its task stopped reporting, and its figures are as old as the newer of its own write and the
     time the task's rows were all current."""
-    reported_at = figures_at = row.observed_at
-    if task is not None and task.observed_at >= row.observed_at:
-        reported_at = task.observed_at
-        figures_at = max(row.observed_at, task.rows_current_at or row.observed_at)
+    reported_at, figures_at = report_times(
+        written_at=row.observed_at,
+        task_observed_at=task.observed_at if task else None,
+        task_rows_current_at=task.rows_current_at if task else None,
+    )
     stale = age_s(reported_at, now=now) > stale_after
     verdict = health(
         state=flow.state,

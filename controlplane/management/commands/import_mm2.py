@@ -28,9 +28,7 @@ class Command(BaseCommand):
         except (OSError, UnicodeDecodeError) as exc:
             raise CommandError(f"cannot read {file}: {exc}") from exc
         try:
-            result = mm2.mm2_import(
-                actor=None, text=text, dry_run=dry_run, source_name=file, force=force
-            )
+            result = mm2.mm2_import(actor=None, text=text, dry_run=dry_run, source_name=file, force=force)
         except ServiceValidationError as exc:
             lines = [f"{field}: {message}" for field, messages in exc.errors.items() for message in messages]
             raise CommandError("import refused:\n" + "\n".join(lines)) from exc
