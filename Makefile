@@ -71,9 +71,9 @@ kafka: install
 
 # A Confluent-compatible schema registry for the schema tests (one per cluster): Apicurio Registry, the
 # Quarkus application deploy/schema-registry/pom.xml names, from Maven Central unpacked into
-# var/schema-registry/<version>/app (Maven's cache makes a second fetch local; replication/schemas/apicurio.py).
+# var/schema-registry/<version>/app (Maven's cache makes a second fetch local; harness/apicurio.py).
 schema-registry: install
-	@$(PY) -c "from replication.schemas.apicurio import apicurio_app, apicurio_version; apicurio_app(); print('Apicurio Registry', apicurio_version())"
+	@$(PY) -c "from harness.apicurio import apicurio_app, apicurio_version; apicurio_app(); print('Apicurio Registry', apicurio_version())"
 
 # Spark's s3a connector for a metrics lake on object storage (METRICS_DIR=s3://...): the jars named by
 # deploy/spark/pom.xml (hadoop-aws of pyspark's Hadoop and the AWS SDK modules it calls), from Maven Central

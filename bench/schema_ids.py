@@ -25,10 +25,10 @@ from bench.engine_vs_raw import (
     print_ratio,
     scenarios_main,
 )
+from harness.apicurio import apicurio_registries
 from replication.config import ClusterConfig, FlowConfig, SchemaIdMode
 from replication.outbound import OUTBOUND_HOSTS_VARIABLE
 from replication.policy import DefaultReplicationPolicy
-from replication.schemas.apicurio import apicurio_registries
 from replication.schemas.flow import flow_subject_renamer
 from replication.schemas.ids import SchemaIdRewriter
 from replication.schemas.rest import ConfluentRegistryClient, Schema

@@ -49,7 +49,7 @@ from replication.kafka.clients import make_consumer
 from replication.kafka.mirrormaker import SCRIPT_JVM_OPTIONS, MirrorMaker2, mm2_translate_offsets
 from replication.kafka.processes import die_with_parent, stop_child
 from replication.kafka.remote import translate_offsets_for_cli
-from replication.mm2file import load_mm2_file
+from replication.strimzi import load_mm2_file
 
 TOOLS = ("mm2", "mirrorplane")
 FULL = (Scenario(1_000_000, 100), Scenario(200_000, 1024))

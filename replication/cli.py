@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_demo(rate_per_s=args.rate)
 
-    from replication.mm2file import Mm2FileError, load_mm2_file
+    from replication.mm2file import Mm2FileError
+    from replication.strimzi import load_mm2_file
 
     try:
         config = load_mm2_file(args.properties)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from replication.kafka.embedded import EMBEDDED_CONSUMER_PROPERTIES, embedded_clusters
 from replication.kafka.traffic import TrafficGenerator
-from replication.mm2file import load_mm2_file
 from replication.runner import run_dedicated
+from replication.strimzi import load_mm2_file
 
 DEMO_DIR = Path("var/demo")
 

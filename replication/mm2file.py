@@ -21,13 +21,11 @@ a flow property's value is judged by `replication.flow_rules`, the rules the con
 from __future__ import annotations
 
 import difflib
-import logging
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from pathlib import Path
 from typing import Any
 
 from replication.client_properties import client_property_problem, not_applicable_reason
@@ -49,8 +47,6 @@ from replication.flow_rules import (
 from replication.properties import PropertiesSyntaxError, PropertyLine, property_line, read_properties
 from replication.secrets import mask_secrets
 from replication.topology import detect_replication_loops
-
-logger = logging.getLogger(__name__)
 
 CLUSTER_ALIAS = re.compile(r"[A-Za-z0-9_-]+")
 # Top-level keys MM2 applies to every cluster's clients (CommonClientConfigs' security settings).
@@ -583,16 +579,6 @@ def parse_mm2_entries(
         tuple(reader.warnings),
         reader.placeholder_properties(),
     )
-
-
-def load_mm2_file(path: str | os.PathLike[str]) -> Mm2Config:
-    """Parse an mm2.properties file, or a Strimzi KafkaMirrorMaker2 resource (UTF-8), logging its warnings."""
-    from replication.strimzi import parse_mirrormaker  # it builds on this module's reader
-
-    parsed = parse_mirrormaker(Path(path).read_text(encoding="utf-8"), source_name=str(path))
-    for warning in parsed.warnings:
-        logger.warning("%s", warning)
-    return parsed.config
 
 
 # -- writing ---------------------------------------------------------------------------------------------

@@ -44,9 +44,12 @@ are never written, only references to Secrets the header lists.
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -68,6 +71,8 @@ from replication.mm2file import missing_placeholders as missing_placeholders_of_
 from replication.properties import PropertyLine
 from replication.secrets import MASK, is_secret_property
 from replication.yaml_budget import YamlBudgetError, compose_documents
+
+logger = logging.getLogger(__name__)
 
 API_VERSION = "kafka.strimzi.io/v1beta2"
 KIND = "KafkaMirrorMaker2"
@@ -125,6 +130,14 @@ def parse_mirrormaker(
     every problem."""
     parse = parse_strimzi if is_strimzi_resource(text) else parse_mm2
     return parse(text, source_name=source_name, environ=environ, placeholders=placeholders)
+
+
+def load_mm2_file(path: str | os.PathLike[str]) -> Mm2Config:
+    """Parse an mm2.properties file, or a Strimzi KafkaMirrorMaker2 resource (UTF-8), logging its warnings."""
+    parsed = parse_mirrormaker(Path(path).read_text(encoding="utf-8"), source_name=str(path))
+    for warning in parsed.warnings:
+        logger.warning("%s", warning)
+    return parsed.config
 
 
 def missing_placeholders(text: str, *, environ: Mapping[str, str]) -> list[str]:

@@ -39,8 +39,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from replication.mirroring import SOURCE_OFFSET_HEADER
 from replication.policy import PROVENANCE_HEADER
-from replication.source import SOURCE_OFFSET_HEADER
 from replication.topic_partition import partition_label
 
 # Headers the mirror itself adds or rewrites on the target: not part of what is compared.

@@ -17,10 +17,10 @@ from urllib.parse import quote
 import pytest
 import requests
 
+from harness.apicurio import ApicurioRegistry, apicurio_registries
 from replication.config import ClusterConfig
 from replication.kafka.apache import ApacheKafkaBroker, BrokerSecurity, apache_clusters, kafka_version
 from replication.kafka.embedded import EMBEDDED_CONSUMER_PROPERTIES, EmbeddedBroker, embedded_clusters
-from replication.schemas.apicurio import ApicurioRegistry, apicurio_registries
 from tests.lake import S3_ENVIRONMENT, moto_s3_server
 from tests.scheduling import SharedFixtureScheduling, check_shared_fixtures, longest_files_first
 from tests.tls import make_pki

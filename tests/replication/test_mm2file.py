@@ -23,11 +23,11 @@ from replication.mm2file import (
     Mm2FileError,
     Placeholders,
     describe_config,
-    load_mm2_file,
     parse_mm2,
     write_mm2,
 )
 from replication.properties import PropertiesSyntaxError, read_properties
+from replication.strimzi import load_mm2_file
 from replication.topology import detect_replication_loops
 
 
@@ -431,7 +431,7 @@ def test_no_enabled_flow_is_a_warning() -> None:
 def test_load_mm2_file_logs_warnings(tmp_path, caplog) -> None:
     path = tmp_path / "mm2.properties"
     path.write_text(TWO_CLUSTERS + "A->B.enabled = true\ntopics.blacklist = x\n", encoding="utf-8")
-    with caplog.at_level(logging.WARNING, logger="replication.mm2file"):
+    with caplog.at_level(logging.WARNING, logger="replication.strimzi"):
         config = load_mm2_file(path)
     assert config.flows[0].topics_exclude == ("x",)
     assert f"{path} line 5: topics.blacklist is deprecated" in caplog.text

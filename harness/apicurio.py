@@ -35,7 +35,7 @@ from replication.maven import MavenError, maven_libs, pom_property
 
 log = logging.getLogger(__name__)
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 POM = PROJECT_ROOT / "deploy" / "schema-registry" / "pom.xml"
 READY_TIMEOUT_S = 120.0
 STOP_GRACE_S = 20.0
