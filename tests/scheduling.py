@@ -28,6 +28,11 @@ from xdist.scheduler import LoadFileScheduling
 
 SLOW_FILES = {
     "tests/workers/test_shared_lake_cluster.py": 133,
+    # Estimates from single runs under load (November 28 2026), until a --durations=0 run measures them.
+    "tests/workers/test_generations.py": 60,
+    "tests/workers/test_verification_scale.py": 45,
+    "tests/controlplane/test_outbound_bounds.py": 45,
+    "tests/web/test_outbound_policy.py": 40,
     "tests/workers/test_failures.py": 128,
     "tests/workers/test_operations_runtime.py": 119,
     "tests/dashboards/test_jobs.py": 104,
