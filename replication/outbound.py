@@ -191,8 +191,10 @@ def without_credentials(url: str) -> tuple[str, str | None]:
 
 
 # -- the opener -------------------------------------------------------------------------------------------
-def _connector(allowlist: HostAllowlist):
-    """`socket.create_connection` that reaches only the addresses `allowlist` allows."""
+def connector(allowlist: HostAllowlist):
+    """`socket.create_connection` that reaches only the addresses `allowlist` allows: the addresses are
+    checked as they are connected to, so a name that resolves elsewhere after its URL was checked is not
+    followed there (for any HTTP client: urllib's opener below, requests' adapter in the control plane)."""
 
     def create_connection(address, timeout=socket._GLOBAL_DEFAULT_TIMEOUT, source_address=None, **_):
         host, port = address[0], address[1]
@@ -243,7 +245,7 @@ def opener(allowlist: HostAllowlist) -> urllib.request.OpenerDirector:
     """An opener of http and https only (no file:, ftp:, data:), through no proxy, following no redirect,
     connecting only where `allowlist` allows."""
     director = urllib.request.OpenerDirector()
-    connect = _connector(allowlist)
+    connect = connector(allowlist)
     http_handler, https_handler = _GuardedHTTPHandler(), _GuardedHTTPSHandler()
     http_handler.connect = https_handler.connect = connect
     for handler in (

@@ -6,8 +6,11 @@ changed."""
 from __future__ import annotations
 
 from django.conf import settings
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from replication.outbound import HostAllowlist, url_problem
+from replication.outbound import HostAllowlist, connector, url_problem
 
 REGISTRY_CREDENTIALS_FIX = (
     "put the user and password in the write-only schema.registry.basic.auth.user.info secret property "
@@ -24,3 +27,37 @@ def outbound_url_error(
 ) -> str | None:
     """Why the server may not fetch `url` for a user (scheme, credentials, host, resolved addresses), or None."""
     return url_problem(url, allowlist=outbound_hosts(), credentials_fix=credentials_fix)
+
+
+# -- requests' connections under the policy -----------------------------------------------------------------
+class _Guarded:
+    """A urllib3 connection whose socket goes through the allowlist's connector (`replication.outbound`):
+    every address it connects to is checked then, not only when its URL was."""
+
+    def _new_conn(self):
+        return connector(outbound_hosts())((self._dns_host, self.port), self.timeout, self.source_address)
+
+
+class _GuardedHTTPConnection(_Guarded, HTTPConnection):
+    pass
+
+
+class _GuardedHTTPSConnection(_Guarded, HTTPSConnection):
+    pass
+
+
+class _GuardedHTTPPool(HTTPConnectionPool):
+    ConnectionCls = _GuardedHTTPConnection
+
+
+class _GuardedHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _GuardedHTTPSConnection
+
+
+class GuardedAdapter(HTTPAdapter):
+    """Mount on a requests session (`session.mount("http://", GuardedAdapter())`, and https) so that its
+    connections reach only what MIRRORPLANE_OUTBOUND_HOSTS_ALLOWED allows."""
+
+    def init_poolmanager(self, *args, **kwargs) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _GuardedHTTPPool, "https": _GuardedHTTPSPool}

@@ -32,7 +32,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from joserfc.errors import JoseError
 
 from controlplane.core import call_bounds, sso
-from controlplane.core.outbound import outbound_url_error
+from controlplane.core.outbound import GuardedAdapter, outbound_url_error
 
 T = TypeVar("T")
 
@@ -86,6 +86,11 @@ class _PolicedSession(OAuth2Session):
     """Every request to the provider (its discovery document, token endpoint, keys, userinfo) under the
     outbound policy: the URL checked (scheme, host, resolved addresses: the discovery document names the
     others), no redirect followed (the client secret and codes go to the named origin only)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for scheme in ("http://", "https://"):  # each address checked as it is connected to, too
+            self.mount(scheme, GuardedAdapter())
 
     def request(self, method, url, *args, **kwargs):
         if problem := outbound_url_error(url):

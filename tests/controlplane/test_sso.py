@@ -5,6 +5,7 @@ provider and Chromium is tests/e2e/test_sso.py."""
 from __future__ import annotations
 
 import pytest
+import requests
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
@@ -12,7 +13,10 @@ from django.test import Client
 from controlplane import core
 from controlplane.core import sso
 from controlplane.core.models import AuditEvent, SsoIdentity
+from controlplane.core.outbound import GuardedAdapter
 from controlplane.core.roles import Role, role_of
+from controlplane.web import login
+from tests.receiver import Listener
 
 ISSUER = "https://idp.example.com/realms/kafka"
 
@@ -185,3 +189,21 @@ def test_a_crafted_session_cookie_names_no_session_and_is_never_a_500(db, cookie
     _, token = core.user_create_with_role(username="reader", role=Role.VIEWER)
     api = client.get("/api/v1/flows/", HTTP_AUTHORIZATION=f"Token {token}")
     assert api.status_code == 200, api.content[:300]
+
+
+def test_the_providers_connections_are_checked_as_they_connect_not_only_their_urls(settings):
+    """Issue 35 item 1: the single sign-on client's requests go through the outbound policy at connect
+    time too (`GuardedAdapter`), so a name that resolves elsewhere after its URL was checked (DNS
+    rebinding) is not followed there: an address the list does not allow gets no connection."""
+    assert isinstance(login._PolicedSession().get_adapter("https://idp.example/"), GuardedAdapter)
+    session = requests.Session()  # the adapter alone: no URL check before it
+    for scheme in ("http://", "https://"):
+        session.mount(scheme, GuardedAdapter())
+    with Listener(host="127.0.0.3") as hostile:
+        settings.MIRRORPLANE_OUTBOUND_HOSTS_ALLOWED = ["127.0.0.1"]
+        with pytest.raises(requests.ConnectionError, match="127.0.0.3"):
+            session.get(f"{hostile.url}/.well-known/openid-configuration", timeout=5)
+        assert hostile.heard == []
+        settings.MIRRORPLANE_OUTBOUND_HOSTS_ALLOWED = ["127.0.0.3"]
+        assert session.get(f"{hostile.url}/.well-known/openid-configuration", timeout=5).status_code == 200
+        assert [heard.path for heard in hostile.heard] == ["/.well-known/openid-configuration"]
