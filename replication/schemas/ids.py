@@ -89,12 +89,30 @@ class SchemaIdRewriter:
                     None,
                     f"on the target registry under ID {target_id}, not its own (keep-ids)",
                 )
+            elif self._keep_ids and target_id is None:
+                reason = self._keep_ids_refusal(source_id) or reason
         if target_id is None:
             self._missing[source_id] = (now, reason)
             raise SchemaWait(source_id, reason)
         self._missing.pop(source_id, None)
         self._target_ids[source_id] = target_id
         return target_id
+
+    def _keep_ids_refusal(self, source_id: int) -> str | None:
+        """keep-ids: why the schema sync can never register the schema under its own ID, when it cannot
+        (the sync refuses for the same reason): the target registry uses the ID for another schema. The
+        hold then names that, not a wait for the sync."""
+        try:
+            held = self._target.schema_by_id(source_id)
+            schema = self._source.schema_by_id(source_id)
+        except RegistryError:
+            return None
+        if held is None or schema is None or held.same_as(renamed_schema(schema, self._rename)):
+            return None
+        return (
+            f"the target registry uses ID {source_id} for another schema, so the schema sync refuses to "
+            "register it under its own ID (keep-ids): free the ID on the target, or use rewrite-ids"
+        )
 
     def _lookup(self, source_id: int) -> int | None:
         """The target's ID of the source schema, `_NOT_A_SCHEMA`, or None when the target lacks it."""

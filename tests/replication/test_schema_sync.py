@@ -160,6 +160,28 @@ def test_keep_ids_holds_a_record_until_the_target_has_its_schema_under_the_same_
     assert f"under ID {target_id}, not its own (keep-ids)" in str(waited.value)
 
 
+def test_keep_ids_names_the_refusal_when_the_target_uses_the_id_for_another_schema(registries, unique_name):
+    """Issue 36 item 4: a hold the sync can never end names why (the sync's refusal), not "waiting for the
+    schema sync": here the target registry gives the source's ID to a schema of its own."""
+    source, target = registries
+    topic = unique_name
+    target_next = target.register(f"{topic}-probe-value", record_schema("Probe")) + 1
+    filler = 0
+    while source.register(f"{topic}-fill-value", record_schema(f"Fill{filler}")) < target_next:
+        filler += 1  # the source's IDs past the target's, so that the target can be made to reach them
+    source_id = source.register(f"{topic}-value", record_schema("Claim"))
+    while (taken := target.register(f"{topic}-local-value", record_schema(f"Local{filler}"))) < source_id:
+        filler += 1
+    assert taken == source_id, "the target's IDs skipped the source's: nothing to test"
+    checker = SchemaIdRewriter(source=source, target=target, rename=flow_renamer(topic), keep_ids=True)
+
+    with pytest.raises(SchemaWait) as waited:
+        checker.rewrite(with_schema_id(b"\x00\x00\x00\x00\x00avro-bytes", source_id))
+
+    assert f"the target registry uses ID {source_id} for another schema" in str(waited.value)
+    assert "waiting for the schema sync" not in str(waited.value)
+
+
 def test_soft_deletes_follow_the_source_and_the_deleted_ids_still_resolve(registries, unique_name):
     """A version soft-deleted on the source is soft-deleted on the target (registered first when the sync
     never saw it live), a subject soft-deleted whole is soft-deleted whole on the target, and the records
