@@ -156,7 +156,9 @@ class PageRegistry:
         try:
             answer = ask()
         except RegistryError as exc:
-            unanswered = exc.status == 0 and call_bounds.had_fair_time(self.client.timeout_s)
+            unanswered = (
+                exc.status == 0 and not exc.not_asked and call_bounds.had_fair_time(self.client.timeout_s)
+            )
             if unanswered or exc.status >= 500:
                 call_bounds.breaker_record(self.breaker_key, error=str(exc), now=time.time())
             raise self._stop(f"the schema registry of {self.client.name} failed: {exc}") from None

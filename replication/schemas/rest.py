@@ -91,7 +91,11 @@ class SubjectVersion:
 
 
 class RegistryError(RuntimeError):
-    """A registry refused or failed a call: `status` the HTTP status (0: no answer), `error_code` Confluent's."""
+    """A registry refused or failed a call: `status` the HTTP status (0: no answer), `error_code` Confluent's;
+    `not_asked`: the call was never made (no URL, or the outbound policy refused it), which says nothing
+    about whether the registry answers."""
+
+    not_asked = False
 
     def __init__(self, message: str, *, status: int = 0, error_code: int | None = None) -> None:
         super().__init__(message)
@@ -135,7 +139,9 @@ class ConfluentRegistryClient:
         """The registry's JSON answer; RegistryError saying what happened as a class (HTTP 4xx, timed out,
         refused by the outbound policy), never the registry's own words (`replication.outbound`)."""
         if not self.url:
-            raise RegistryError(f"no schema registry configured ({self.name} has no schema.registry.url)")
+            error = RegistryError(f"no schema registry configured ({self.name} has no schema.registry.url)")
+            error.not_asked = True
+            raise error
         request = urllib.request.Request(
             self.url + path,
             method=method,
@@ -160,7 +166,9 @@ class ConfluentRegistryClient:
                 error_code=code,
             ) from None
         except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
-            raise RegistryError(f"{where} {outbound.outcome(exc)}") from None
+            error = RegistryError(f"{where} {outbound.outcome(exc)}")
+            error.not_asked = isinstance(getattr(exc, "reason", exc), outbound.OutboundRefused)
+            raise error from None
 
     @staticmethod
     def _quote(subject: str) -> str:
