@@ -17,6 +17,8 @@ pytestmark = pytest.mark.kafka
 def _end(cluster, topic: str, partitions: int = 4) -> int:
     consumer = make_consumer(cluster)
     try:
+        # A new client learns the topic's partitions first: asked at once, it may answer "unknown partition".
+        consumer.list_topics(topic, timeout=10)
         return sum(
             consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)
         )
