@@ -43,8 +43,13 @@ def test_the_generator_pauses_and_resumes_and_the_group_commits_what_it_read(clu
         _wait(lambda: generator.produced > 200, "the generator produced nothing")
         group.start()
         generator.pause()
-        time.sleep(1.0)  # what was sent before the pause lands
-        paused_at = _end(cluster_a, unique_name)
+        # What was sent before the pause lands (the generator flushes when paused); a new topic's first
+        # records may take seconds on a loaded machine, so wait for them rather than for a fixed time.
+        _wait(
+            lambda: _end(cluster_a, unique_name) == generator.produced,
+            "the records sent before the pause did not land",
+        )
+        paused_at = generator.produced
         time.sleep(1.5)
         assert _end(cluster_a, unique_name) == paused_at  # nothing produced while paused
 
