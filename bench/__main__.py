@@ -19,6 +19,7 @@ BENCHMARKS = {
     "reports": "bench.reports",  # Spark report job on a generated 10M-sample lake
     "takeover": "bench.takeover",  # exactly_once takeover of a task of 64 and 100 partitions
     "metrics": "bench.metrics_scrape",  # /metrics scrape time for 500 flows x 10 partitions
+    "api": "bench.api_load",  # the API and pages at 500 flows: p99 at 8 clients on gunicorn
     "upgrade": "bench.upgrade",  # longest arrival gap during a rolling upgrade and a scale-down
     "idle": "bench.idle",  # idle cost of the source consumer's fetch.wait.max.ms (fetches/s, broker CPU)
     "verification": "bench.verification",  # one continuous-verification run at 500 and 2,000 partitions

@@ -54,7 +54,6 @@ import multiprocessing
 import os
 import queue
 import re
-import secrets
 import statistics
 import sys
 import tempfile
@@ -69,6 +68,7 @@ from bench.brokers import bench_cluster, bench_clusters, stored_cluster
 from bench.latency import percentile
 from bench.processes import child_pids, peak_rss_mb, process_cpu_s
 from bench.vs_mm2 import Replicator, flow_properties
+from bench.web import Admin
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
@@ -728,39 +728,6 @@ def table_rows() -> dict[str, int]:
         return dict(cursor.fetchall())
 
 
-@dataclass
-class Admin:
-    """A signed-in admin's browser session and API token, and the metrics bearer token (per web)."""
-
-    username: str
-    password: str
-    token: str
-    metrics_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
-    browser: object = None
-    api: object = None
-    metrics: object = None
-
-    @classmethod
-    def create(cls) -> Admin:
-        from controlplane import core
-        from controlplane.core.roles import Role
-
-        password = secrets.token_urlsafe(16)
-        _, token = core.user_create_with_role(username="scale-bench", role=Role.ADMIN, password=password)
-        return cls(username="scale-bench", password=password, token=token)
-
-    def sign_in(self, url: str) -> None:
-        import requests
-
-        from harness.runtime import sign_in
-
-        self.browser = sign_in(url, username=self.username, password=self.password)
-        self.api = requests.Session()
-        self.api.headers["Authorization"] = f"Token {self.token}"
-        self.metrics = requests.Session()
-        self.metrics.headers["Authorization"] = f"Bearer {self.metrics_token}"
-
-
 # -- one run ------------------------------------------------------------------------------------------------
 @dataclass
 class Run:
@@ -949,7 +916,7 @@ def runtime_environment(redis_db: int):
     from bench.runtime import scratch_database
 
     with scratch_database():
-        yield Admin.create()
+        yield Admin.create("scale-bench")
 
 
 def run(args: argparse.Namespace) -> int:
