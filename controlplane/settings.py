@@ -18,6 +18,7 @@ so on the secrets key derived from it: both are public, in this file.
 | MIRRORPLANE_METRICS_PARTITION_LIMIT | 1000 (the partitions a flow may have and still be exported per partition under `auto`) |
 | MIRRORPLANE_WEB_READ_TIMEOUT_S | 3.0 (one web request's time for all its calls to other systems together: Kafka reads (topics, records, groups, offset mapping, failover plan) and schema-registry lookups; past it the page shows what it has with a note, or answers 504 naming what was not asked; controlplane/core/call_bounds.py) |
 | MIRRORPLANE_WEB_OUTBOUND_REQUESTS | 6 (requests of one web process that may wait on other systems at once; one more answers 503 at once. Keep it below gunicorn's `--threads` (8 in the Dockerfile), so every process keeps threads for /healthz and the pages that read only the database) |
+| MIRRORPLANE_CLUSTERS | kafka (how the control plane reaches its clusters: `kafka`, over the Kafka protocol; `memory`, in-memory clusters held by the process, one per bootstrap address, for tests and demos: controlplane/flows/clusters.py) |
 | MIRRORPLANE_CLUSTER_HOSTS_ALLOWED | empty: any host (bootstrap hosts clusters may name, comma-separated: host names, `*.domain`, IP networks such as 10.20.0.0/16; the console connects there, so set it to keep it from probing other addresses) |
 | MIRRORPLANE_OUTBOUND_HOSTS_ALLOWED | empty: any host name, public addresses only (what the server and its workers fetch for a user: schema registries, alert webhooks and Slack, the OpenID provider; comma-separated host names, `*.domain`, IP networks. Every address a host resolves to must be public or inside a listed network: list 10.0.0.0/8 for registries on a private network, 127.0.0.1 for one on this machine; docs/security.md) |
 | CLUSTER_CHECK_RATE_PER_MINUTE | 20 (cluster checks, "Test connection", one user may run per minute; 0: no limit) |
@@ -126,6 +127,10 @@ MIRRORPLANE_METRICS_PARTITION_LIMIT = env.int("MIRRORPLANE_METRICS_PARTITION_LIM
 # process that may wait on other systems at once (controlplane/core/call_bounds.py).
 MIRRORPLANE_WEB_READ_TIMEOUT_S = env.float("MIRRORPLANE_WEB_READ_TIMEOUT_S", default=3.0)
 MIRRORPLANE_WEB_OUTBOUND_REQUESTS = env.int("MIRRORPLANE_WEB_OUTBOUND_REQUESTS", default=6)
+# The clusters' implementation: Apache Kafka, or in-memory clusters (controlplane/flows/clusters.py).
+MIRRORPLANE_CLUSTERS = env.str("MIRRORPLANE_CLUSTERS", default="kafka")
+if MIRRORPLANE_CLUSTERS not in ("kafka", "memory"):
+    raise ImproperlyConfigured(f"MIRRORPLANE_CLUSTERS={MIRRORPLANE_CLUSTERS!r}: choose kafka or memory")
 # Hosts clusters may name (host names, *.domain, IP networks); empty: any. Checks and pages connect there.
 MIRRORPLANE_CLUSTER_HOSTS_ALLOWED = env.list("MIRRORPLANE_CLUSTER_HOSTS_ALLOWED", default=[])
 # Hosts and networks outbound URLs may reach (registries, webhooks, OpenID provider): replication.outbound.

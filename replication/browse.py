@@ -15,6 +15,7 @@ from enum import StrEnum
 from replication.java_regex import PatternError, compile_java_regex
 from replication.offset_sync_store import OffsetSyncStore
 from replication.schemas.decoding import Decoded
+from replication.task_io import SourceRecord
 from replication.verification import MirroredRecord, record_differences, record_digest
 
 # Bytes of a key, value or header shown at most (the rest is cut, with the full size said).
@@ -59,6 +60,24 @@ class KafkaRecord:
             headers=self.headers,
             timestamp_ms=None if self.log_append_time else self.timestamp_ms,
         )
+
+
+LOG_APPEND_TIME = 2  # a record's timestamp type when the broker stamped it (Kafka's TimestampType)
+
+
+def record_of(message: SourceRecord) -> KafkaRecord:
+    """A fetched record (confluent-kafka's `Message` or the in-memory cluster's) as a page shows it."""
+    kind, stamp = message.timestamp()
+    return KafkaRecord(
+        topic=message.topic() or "",
+        partition=message.partition() or 0,
+        offset=message.offset(),
+        timestamp_ms=stamp if kind and stamp >= 0 else None,
+        key=message.key(),
+        value=message.value(),
+        headers=tuple((name, value) for name, value in (message.headers() or [])),
+        log_append_time=kind == LOG_APPEND_TIME,
+    )
 
 
 @dataclass(frozen=True)

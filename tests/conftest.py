@@ -166,6 +166,21 @@ def cluster_b(kafka_brokers) -> ClusterConfig:
     )
 
 
+@pytest.fixture
+def memory_clusters(settings):
+    """The control plane reaches in-memory clusters (MIRRORPLANE_CLUSTERS=memory, `replication.memory`), one
+    per bootstrap address, empty at the start: the test seeds them (`.cluster("memory-a:9092")`). For tests
+    of the control plane's rules; the ports' own tests (tests/replication/test_cluster_ports.py) hold the
+    in-memory answers to Apache Kafka's."""
+    from controlplane.flows import cluster_reads, clusters
+
+    settings.MIRRORPLANE_CLUSTERS = "memory"
+    clusters.MEMORY.clear()
+    cluster_reads.reset_breakers()
+    yield clusters.MEMORY
+    clusters.MEMORY.clear()
+
+
 @pytest.fixture(scope="session")
 def schema_registries() -> dict[str, ApicurioRegistry]:
     """A real Confluent-compatible schema registry per cluster, `A` and `B` (Apicurio Registry from Maven

@@ -24,8 +24,10 @@ from controlplane.core.errors import ServiceConflict, ServiceValidationError
 from controlplane.core.models import AuditAction, AuditOutcome
 from controlplane.core.roles import Role, role_of
 from controlplane.flows.cluster_reads import cluster_read
+from controlplane.flows.clusters import clusters
 from controlplane.flows.models import Cluster, Flow
 from replication.checkpoint import ABSENT
+from replication.cluster_ports import GroupNotEmpty, TopicReads, UnknownTopic
 from replication.config import ClusterConfig
 from replication.consumer_groups import (
     GroupDescription,
@@ -35,8 +37,6 @@ from replication.consumer_groups import (
     offsets_to_write,
     plan_reset,
 )
-from replication.kafka.browser import TopicBrowser, UnknownTopic
-from replication.kafka.groups import GroupNotEmpty, GroupOffsetsAdmin
 from replication.topic_partition import partition_label
 
 TopicPartition = tuple[str, int]
@@ -217,7 +217,7 @@ def _parse_reset(
     return ResetRequest(chosen, timestamp_ms, flow, topic, chosen_partitions, shift_by, to_offset)
 
 
-def _topic_partitions(browser: TopicBrowser, request: ResetRequest) -> set[TopicPartition]:
+def _topic_partitions(browser: TopicReads, request: ResetRequest) -> set[TopicPartition]:
     """The partitions of the request's topic it names (all when it names none); 400 for one not there."""
     try:
         count = browser.partition_count(request.topic)
@@ -234,7 +234,7 @@ def _topic_partitions(browser: TopicBrowser, request: ResetRequest) -> set[Topic
 
 
 def _plan(config: ClusterConfig, timeout_s: float, *, group: str, request: ResetRequest, committed):
-    browser = TopicBrowser(config, timeout_s=timeout_s)
+    browser = clusters().topic_reads(config, timeout_s=timeout_s)
     translated: dict[TopicPartition, int | None] | None = None
     if request.strategy is ResetStrategy.TRANSLATED:
         plan = _group_plan(request.flow, group, timeout_s).plan
@@ -296,7 +296,7 @@ def group_offsets_reset(
         )
 
         def read(config: ClusterConfig, timeout_s: float):
-            admin = GroupOffsetsAdmin(config, timeout_s=timeout_s)
+            admin = clusters().group_admin(config, timeout_s=timeout_s)
             write.refuse_if_active(admin.describe([group])[group], doing="its offsets cannot be reset")
             committed = {key: c.offset for key, c in admin.committed_offsets(group).items()}
             if not committed and not request.topic and request.strategy is not ResetStrategy.TRANSLATED:
@@ -368,7 +368,7 @@ def group_delete(*, actor, cluster: Cluster, group: str, dry_run: bool = True) -
     write.require_operator()
 
     def read(config: ClusterConfig, timeout_s: float):
-        admin = GroupOffsetsAdmin(config, timeout_s=timeout_s)
+        admin = clusters().group_admin(config, timeout_s=timeout_s)
         description = admin.describe([group])[group]
         write.refuse_if_active(description, doing="it cannot be deleted")
         committed = {key: c.offset for key, c in admin.committed_offsets(group).items()}
@@ -376,7 +376,7 @@ def group_delete(*, actor, cluster: Cluster, group: str, dry_run: bool = True) -
             raise ServiceValidationError.single(
                 "group", f"there is no group {group} on {cluster.alias}: check the name on the groups page"
             )
-        ends = TopicBrowser(config, timeout_s=timeout_s).end_offsets(committed) if committed else {}
+        ends = clusters().topic_reads(config, timeout_s=timeout_s).end_offsets(committed) if committed else {}
         rows = [
             GroupPartition(
                 topic,

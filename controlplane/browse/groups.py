@@ -20,6 +20,7 @@ from django.utils import timezone
 from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.flows import engine, selectors
 from controlplane.flows.cluster_reads import cluster_read, clusters_read, timed
+from controlplane.flows.clusters import clusters
 from controlplane.flows.models import Cluster, Flow
 from controlplane.status import rollup
 from replication.config import ClusterConfig
@@ -30,8 +31,7 @@ from replication.consumer_groups import (
 from replication.failover import GroupPlan
 from replication.filters import GroupFilter
 from replication.kafka import failover_io
-from replication.kafka.browser import TopicBrowser
-from replication.kafka.groups import GroupOffsetsAdmin, newest_checkpoints
+from replication.kafka.groups import newest_checkpoints
 
 GROUP_DESCRIBE_MAX = 1000
 TopicPartition = tuple[str, int]
@@ -66,13 +66,13 @@ def _checkpointing_flows(cluster: Cluster) -> list[tuple[Flow, GroupFilter]]:
 def _list_groups(config: ClusterConfig, timeout_s: float) -> tuple[list[GroupRow], bool]:
     """One ListGroups, then for the first GROUP_DESCRIBE_MAX groups one DescribeGroups, their
     OffsetFetch requests together and one ListOffsets for every partition they committed."""
-    admin = GroupOffsetsAdmin(config, timeout_s=timeout_s)
+    admin = clusters().group_admin(config, timeout_s=timeout_s)
     listing = admin.list_group_states()
     shown = [g.group for g in listing[:GROUP_DESCRIBE_MAX]]
     described = admin.describe(shown)
     committed = admin.committed_offsets_of(shown)
     partitions = {key for offsets in committed.values() for key in offsets}
-    ends = TopicBrowser(config, timeout_s=timeout_s).end_offsets(partitions) if partitions else {}
+    ends = clusters().topic_reads(config, timeout_s=timeout_s).end_offsets(partitions) if partitions else {}
     rows = []
     for item in listing:
         description = described.get(item.group)
@@ -179,10 +179,10 @@ class GroupDetail:
 
 
 def _group_state(config: ClusterConfig, timeout_s: float, group: str):
-    admin = GroupOffsetsAdmin(config, timeout_s=timeout_s)
+    admin = clusters().group_admin(config, timeout_s=timeout_s)
     description = admin.describe([group])[group]
     committed = {key: c.offset for key, c in admin.committed_offsets(group).items()}
-    ends = TopicBrowser(config, timeout_s=timeout_s).end_offsets(committed) if committed else {}
+    ends = clusters().topic_reads(config, timeout_s=timeout_s).end_offsets(committed) if committed else {}
     return description, committed, ends
 
 

@@ -13,7 +13,7 @@ pause ends, when one process makes the trial read, or a passing "Test connection
 nor one per process. Failures are `ClusterUnavailable` (HTTP 502) naming
 the cluster and the broker's reason.
 
-Only cluster failures count (`replication.kafka.clients.is_cluster_failure`: unreachable, timed out,
+Only cluster failures count (`Clusters.is_cluster_failure`: unreachable, timed out,
 credentials refused): a request the cluster answered with an error (an invalid offset or time, a partition
 or group that is not there, an ACL on one topic) is the asker's, a 400 quoting the broker, and proves
 the cluster answers, so a viewer's bad seeks never block the cluster's reads for everyone.
@@ -33,19 +33,12 @@ from django.utils import timezone
 from controlplane.core import call_bounds
 from controlplane.core.errors import NON_FIELD, ClusterUnavailable, ServiceConflict, ServiceValidationError
 from controlplane.flows import engine
+from controlplane.flows.clusters import clusters
 from controlplane.flows.models import Cluster
+from replication.cluster_ports import UNAVAILABLE_ERRORS, BrowseError, UnknownTopic
 from replication.config import ClusterConfig
-from replication.kafka.admin import TopicAdminError
-from replication.kafka.browser import BrowseError, UnknownTopic
-from replication.kafka.clients import is_cluster_failure
-from replication.kafka.cluster_check import tcp_unreachable
-from replication.kafka.failover_io import FailoverIOError
-from replication.kafka.groups import GroupAdminError
 
 T = TypeVar("T")
-
-# What a cluster that does not answer raises from the adapters (UnknownTopic is an answer).
-UNAVAILABLE_ERRORS = (BrowseError, GroupAdminError, FailoverIOError, TopicAdminError)
 
 _answered_at: dict[str, float] = {}  # when each cluster last answered a read of this process
 _lock = threading.Lock()
@@ -94,7 +87,8 @@ def configs_read(
         for config in configs:
             stale = moment - _answered_at.get(_key(config), float("-inf")) > TCP_CHECK_AFTER_S
             # A TCP handshake takes a round trip: a cluster that cannot complete one in a second does not answer.
-            if stale and (reason := tcp_unreachable(config, timeout_s=min(timeout_s, TCP_CHECK_TIMEOUT_S))):
+            check_s = min(timeout_s, TCP_CHECK_TIMEOUT_S)
+            if stale and (reason := clusters().unreachable(config, timeout_s=check_s)):
                 raise BrowseError(
                     f"cluster {config.alias} ({config.bootstrap_servers}) is unreachable: {reason}"
                 )
@@ -103,7 +97,7 @@ def configs_read(
         _record_answers(configs)
         raise
     except UNAVAILABLE_ERRORS as exc:
-        if not is_cluster_failure(exc):
+        if not clusters().is_cluster_failure(exc):
             _record_answers(configs)
             raise ServiceValidationError.single(
                 NON_FIELD,

@@ -21,6 +21,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from replication.cluster_ports import TopicAdminError
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic, TopicDescription
 from replication.kafka.clients import kafka_error_code, kafka_error_reason, make_admin
@@ -36,10 +37,6 @@ _FULL_DESCRIPTION_MIN_ENTRIES = 20
 # Default request timeout of the admin adapters: short, so a cluster that does not answer holds a
 # metadata worker thread seconds, not minutes (workers pass MIRRORPLANE_CLUSTER_TIMEOUT_S).
 ADMIN_TIMEOUT_S = 10.0
-
-
-class TopicAdminError(RuntimeError):
-    pass
 
 
 def _source_of(entry: ConfigEntry) -> int:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 
-from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from replication.browse import KafkaRecord, PartitionOffsets
+from replication.browse import KafkaRecord, PartitionOffsets, record_of
+from replication.cluster_ports import BrowseError, RecordPage, TopicListing, UnknownTopic
 from replication.config import ClusterConfig
 from replication.kafka.clients import kafka_error_reason, make_admin, make_consumer
 
@@ -29,41 +29,6 @@ _FETCH_LIMITS = {
 
 
 Key = tuple[str, int]  # (topic, partition)
-
-
-class BrowseError(RuntimeError):
-    """A read failed; `cut_short`: its call had less than half the reader's time left (the calls before it
-    took the rest), so it says the reader ran out of time more than that the cluster does not answer."""
-
-    cut_short = False
-
-
-class UnknownTopic(BrowseError):
-    pass
-
-
-def _timestamp_ms(message) -> int | None:
-    kind, value = message.timestamp()
-    return value if kind and value >= 0 else None
-
-
-def record_of(message) -> KafkaRecord:
-    return KafkaRecord(
-        topic=message.topic(),
-        partition=message.partition(),
-        offset=message.offset(),
-        timestamp_ms=_timestamp_ms(message),
-        key=message.key(),
-        value=message.value(),
-        headers=tuple((name, value) for name, value in (message.headers() or [])),
-        log_append_time=message.timestamp()[0] == TIMESTAMP_LOG_APPEND_TIME,
-    )
-
-
-@dataclass(frozen=True)
-class TopicListing:
-    name: str
-    partitions: int
 
 
 class TopicBrowser:
@@ -160,14 +125,6 @@ class TopicBrowser:
             stop_before=None if stop_before is None else {key: stop_before},
         )
         return pages[key]
-
-
-@dataclass(frozen=True)
-class RecordPage:
-    records: list[KafkaRecord]
-    complete: bool  # False: the deadline (or `max_kept`) came before the partition's end or `max_records`
-    scanned: int = 0  # records read (kept or not)
-    position: int | None = None  # the offset after the last record read (None: none was)
 
 
 def read_records(

@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from replication import failover, remote
 from replication.checkpoint import ABSENT, CommittedOffset
+from replication.cluster_ports import FailoverIOError
 from replication.config import ClusterConfig, FlowConfig, OffsetSyncsTopicLocation
 from replication.connector import TopicSelection
 from replication.filters import GroupFilter
@@ -45,10 +46,6 @@ REACHABILITY_TIMEOUT_S = 3.0
 ARRIVAL_WINDOW_S = 1.0
 # Heartbeats of every flow into the target share one topic; the newest of this flow is near its end.
 HEARTBEAT_TAIL_RECORDS = 2000
-
-
-class FailoverIOError(RuntimeError):
-    pass
 
 
 class FailoverReader:

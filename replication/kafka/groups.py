@@ -20,6 +20,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from replication.checkpoint import ABSENT, CommittedOffset
+from replication.cluster_ports import GroupAdminError, GroupNotEmpty
 from replication.config import ClusterConfig
 from replication.consumer_groups import GroupDescription, GroupListing, GroupMember
 from replication.formats import Checkpoint, RecordFormatError
@@ -29,14 +30,6 @@ from replication.kafka.clients import kafka_error_code, kafka_error_reason, make
 log = logging.getLogger(__name__)
 
 TopicPartitionKey = tuple[str, int]
-
-
-class GroupAdminError(RuntimeError):
-    pass
-
-
-class GroupNotEmpty(GroupAdminError):
-    """The broker refused to delete a group that has members."""
 
 
 def _description(description) -> GroupDescription:

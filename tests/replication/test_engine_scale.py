@@ -1,7 +1,7 @@
 """The engine's cost follows the records, not the partitions (issue 34): a task of 2,000 partitions whose
 fetches return one or two of them does per fetch the work of those records, asks its source nothing
 about the others, and writes a moving partition's position at most once per 5 s (an idle one's never),
-still resuming exactly after a crash. Counted on the in-memory clients of tests/replication/memory_io.py
+still resuming exactly after a crash. Counted on the in-memory clients of replication/memory/task_io.py
 (work as lines of `replication/` code run, client calls, position records), never timed."""
 
 from __future__ import annotations
@@ -21,15 +21,17 @@ from replication.offset_sync_store import OffsetSyncStore
 from replication.policy import replication_policy_for
 from replication.positions import POSITION_RECORD_INTERVAL_S, InMemoryPositionStore
 from replication.source import ROTATION_MINIMUM, MirrorSourceTask
-from tests.replication.memory_io import MemoryIO, MemorySink, MemorySource
+from replication.memory.task_io import MemoryIO, MemorySink, MemorySource
 
 TOPIC, REMOTE = "orders", "A.orders"
 PARTITIONS = 2_000
 REPLICATION_DIR = str(Path(replication.__file__).parent)
+MEMORY_DIR = str(Path(replication.__file__).parent / "memory")  # the in-memory clusters: the broker's work
 
 
 class LinesRun:
-    """Counts the lines of `replication/` code run while active (sys.settrace): the engine's work."""
+    """Counts the lines of `replication/` code run while active (sys.settrace): the engine's work (the
+    in-memory clusters', `replication/memory/`, stands for the broker's and is not counted)."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -40,7 +42,9 @@ class LinesRun:
         return self._local
 
     def _global(self, frame, event, arg):
-        return self._local if frame.f_code.co_filename.startswith(REPLICATION_DIR) else None
+        filename = frame.f_code.co_filename
+        engine = filename.startswith(REPLICATION_DIR) and not filename.startswith(MEMORY_DIR)
+        return self._local if engine else None
 
     def __enter__(self) -> LinesRun:
         sys.settrace(self._global)

@@ -1,4 +1,4 @@
-"""MirrorSourceTask with `rewrite-ids` on the in-memory clusters (tests/replication/memory_io.py) and two real
+"""MirrorSourceTask with `rewrite-ids` on the in-memory clusters (replication/memory/task_io.py) and two real
 registries: a partition holds exactly at the first record whose schema the target lacks (nothing after it
 is sent, the other partitions go on), reports a `schema` error once it held SCHEMA_WAIT_ERROR_S, and goes on
 in order once the sync registered the schema."""
@@ -16,7 +16,7 @@ from replication.schemas.rest import ConfluentRegistryClient, Schema
 from replication.schemas.sync import sync_schemas
 from replication.schemas.wire import schema_id_of, with_schema_id
 from replication.source import SCHEMA_WAIT_ERROR_S, MirrorSourceTask, SliceErrorKind
-from tests.replication.memory_io import MemoryIO
+from replication.memory.task_io import MemoryIO
 
 
 def test_a_partition_holds_at_a_record_whose_schema_is_missing_then_goes_on(schema_registries, unique_name):

@@ -1,4 +1,4 @@
-"""MirrorSourceTask's runtime on in-memory clients (tests/replication/memory_io.py), no broker: order,
+"""MirrorSourceTask's runtime on in-memory clients (replication/memory/task_io.py), no broker: order,
 acknowledgements out of order across partitions, a delivery failure freezing the position, backpressure,
 exactly_once resume after a crash, data loss, and the typed errors of a slice. The MM2 decisions it runs
 (replication.mirroring) are tested as pure functions at the end."""
@@ -29,7 +29,7 @@ from replication.policy import replication_policy_for
 from replication.positions import InMemoryPositionStore
 from replication.source import MirrorSourceTask, SliceErrorKind
 from replication.task_io import Tail
-from tests.replication.memory_io import MemoryIO, MemorySink
+from replication.memory.task_io import MemoryIO, MemorySink
 
 TOPIC, REMOTE = "orders", "A.orders"
 

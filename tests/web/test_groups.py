@@ -12,7 +12,6 @@ from django.urls import reverse
 from controlplane.core.models import AuditEvent
 from controlplane.flows import cluster_reads
 from replication.config import FlowConfig
-from replication.kafka.clients import make_consumer
 from replication.kafka.flow_tasks import periodic_tasks_for_flow
 from replication.kafka.groups import GroupOffsetsAdmin
 from tests.web.mirroring import create_topic, mirror_topic, mirrored_flow, produce_keyed, stored_cluster
@@ -123,30 +122,6 @@ def test_bad_reset_input_names_the_field(client_as, flow, mirrored, cluster_a):
         errors = response.context["errors"]
         assert any(e.startswith(f"{field}: ") and words in e for e in errors), (form, errors)
     assert GroupOffsetsAdmin(cluster_a).committed_offsets(mirrored[2])[(mirrored[0], 0)].offset == COMMITTED
-
-
-def test_an_active_group_is_refused_and_the_refusal_audited(
-    client_as, flow, mirrored, cluster_a, unique_name
-):
-    topic = mirrored[0]
-    group = f"live-{unique_name}"
-    consumer = make_consumer(cluster_a, group_id=group, overrides={"session.timeout.ms": 6000})
-    consumer.subscribe([topic])
-    try:
-        deadline = time.monotonic() + 20
-        while not consumer.assignment() and time.monotonic() < deadline:
-            consumer.poll(0.2)
-        assert consumer.assignment(), "the consumer never joined its group"
-        response = client_as("operator").post(
-            reverse("web:group-reset", args=["A", group]),
-            {"strategy": "latest", "topic": topic, "apply": "1"},
-        )
-    finally:
-        consumer.close()
-    (error,) = response.context["errors"]
-    assert f"group {group} is STABLE on A" in error and "stop them" in error
-    event = AuditEvent.objects.get(object_type="consumer_group")
-    assert event.outcome == "refused" and "STABLE" in event.detail
 
 
 def test_the_api_reads_groups_and_resets_for_operators_only(client_as, flow, mirrored, cluster_a):

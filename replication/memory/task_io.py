@@ -1,9 +1,10 @@
-"""In-memory implementations of the `replication.task_io` Protocols, to unit-test `MirrorSourceTask` without
-a broker (the way arroyo tests on its `LocalBroker`): clusters of partition logs, a source fetching from
-them, a sink whose delivery reports come in an order and with failures a test chooses, partition readers
-and an offset-sync emitter. They keep the Protocols' contracts (per-partition order of fetches and
-reports, `BufferError` while the sink is full, a failed record never followed by a delivered one of its
-partition); the broker integration tests (tests/replication/test_source_task.py) check the Kafka ones.
+"""In-memory clusters and the `replication.task_io` Protocols on them, to run `MirrorSourceTask` without a
+broker (the way arroyo tests on its `LocalBroker`): clusters of partition logs and consumer groups, a
+source fetching from them, a sink whose delivery reports come in an order and with failures a test
+chooses, partition readers and an offset-sync emitter. They keep the Protocols' contracts (per-partition
+order of fetches and reports, `BufferError` while the sink is full, a failed record never followed by a
+delivered one of its partition); the broker integration tests (tests/replication/test_source_task.py)
+check the Kafka ones. `replication.memory.clusters` serves the control plane's ports from the same clusters.
 """
 
 from __future__ import annotations
@@ -12,8 +13,19 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from replication.checkpoint import CommittedOffset
+from replication.consumer_groups import GroupMember
 from replication.formats import OffsetSync
-from replication.task_io import Headers, PartitionReadError, Record, Tail, TaskIO, TopicPartition
+from replication.task_io import (
+    ClientError,
+    DeliveryCallback,
+    Headers,
+    PartitionReadError,
+    Record,
+    Tail,
+    TaskIO,
+    TopicPartition,
+)
 
 CREATE_TIME = 1
 
@@ -82,10 +94,38 @@ class MemoryPartition:
         return self.low + len(self.records)
 
 
+@dataclass
+class MemoryGroup:
+    """A consumer group: its committed offsets and its members (a group with members is STABLE)."""
+
+    committed: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
+    members: tuple[GroupMember, ...] = ()
+    simple: bool = True  # offsets committed without membership, until a member joins
+
+    @property
+    def state(self) -> str:
+        return "STABLE" if self.members else "EMPTY"
+
+
 class MemoryCluster:
     def __init__(self) -> None:
         self.partitions: dict[TopicPartition, MemoryPartition] = {}
-        self.unreachable: str | None = None  # set: its readers fail every partition with this reason
+        self.groups: dict[str, MemoryGroup] = {}
+        self.unreachable: str | None = None  # set: every read of it fails with this reason
+
+    def commit(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """What a consumer of `group` commits: `offsets` (the next record each partition reads)."""
+        committed = self.groups.setdefault(group, MemoryGroup()).committed
+        committed.update({key: CommittedOffset(offset) for key, offset in offsets.items()})
+
+    def join(self, group: str, member: GroupMember) -> None:
+        """A consumer joins `group` (it becomes STABLE: its offsets may not be changed under it)."""
+        joined = self.groups.setdefault(group, MemoryGroup())
+        joined.members, joined.simple = (*joined.members, member), False
+
+    def leave(self, group: str) -> None:
+        """Every member leaves `group` (it is EMPTY, its offsets kept)."""
+        self.groups[group].members = ()
 
     def create(self, topic: str, partitions: int) -> None:
         for partition in range(partitions):
@@ -159,10 +199,10 @@ class MemorySource:
             time.sleep(min(first_wait_s, 0.001))  # an idle fetch waits a little, as a consumer does
         return fetched
 
-    def is_out_of_range(self, error: MemoryError_) -> bool:
-        return error.out_of_range
+    def is_out_of_range(self, error: ClientError) -> bool:
+        return isinstance(error, MemoryError_) and error.out_of_range
 
-    def is_benign(self, error: MemoryError_) -> bool:
+    def is_benign(self, error: ClientError) -> bool:
         return False
 
     def watermarks(self, topic: str, partition: int) -> tuple[int, int] | None:
@@ -197,7 +237,7 @@ class MemorySink:
         self.fail_at = dict(fail_at or {})
         self.refuse = dict(refuse or {})  # the n-th produce call to a partition raises (e.g. too large)
         self.hold: set[TopicPartition] = set()
-        self.pending: list[tuple[TopicPartition, MemoryRecord, object]] = []
+        self.pending: list[tuple[TopicPartition, MemoryRecord, DeliveryCallback, bool]] = []
         self.produced: dict[TopicPartition, int] = {}
         self.failed: set[TopicPartition] = set()
         self.most_pending = 0
@@ -315,6 +355,9 @@ class MemoryEmitter:
         if self.failing:
             raise ConnectionError("offset-syncs topic unavailable")
         self.emitted.extend(records)
+
+    def prepare(self) -> None:
+        pass
 
     def close(self) -> None:
         pass

@@ -1,0 +1,143 @@
+"""The control plane's ports to its clusters: one small Protocol per need, the errors they raise, and
+`Clusters`, the one factory of them the control plane holds.
+
+- `TopicReads`: a page's reads of one cluster's topics (their partitions, offsets by position and by
+  time, records from an offset), every call within one deadline;
+- `GroupAdmin`: consumer groups (list, describe, committed offsets) and the operators' actions on them
+  (commit offsets, delete), on one cluster.
+
+Two implementations: Apache Kafka (`replication.kafka.clusters.KAFKA`, the adapters of
+`replication.kafka`) and an in-memory cluster (`replication.memory.clusters.MemoryClusters`, as
+getsentry/arroyo ships a local broker), so the control plane's rules are tested without a broker and the
+broker-backed tests prove the Kafka path. The control plane picks one with MIRRORPLANE_CLUSTERS
+(`controlplane.flows.clusters.clusters`). Pure: no I/O here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from replication.browse import KafkaRecord, PartitionOffsets
+from replication.checkpoint import CommittedOffset
+from replication.config import ClusterConfig
+from replication.consumer_groups import GroupDescription, GroupListing
+
+Key = tuple[str, int]  # (topic, partition)
+
+
+class BrowseError(RuntimeError):
+    """A read failed; `cut_short`: its call had less than half the reader's time left (the calls before it
+    took the rest), so it says the reader ran out of time more than that the cluster does not answer."""
+
+    cut_short = False
+
+
+class UnknownTopic(BrowseError):
+    pass
+
+
+class GroupAdminError(RuntimeError):
+    pass
+
+
+class GroupNotEmpty(GroupAdminError):
+    """The cluster refused to delete a group that has members."""
+
+
+class TopicAdminError(RuntimeError):
+    pass
+
+
+class FailoverIOError(RuntimeError):
+    pass
+
+
+# What a cluster that does not answer raises from the ports (UnknownTopic is an answer).
+UNAVAILABLE_ERRORS = (BrowseError, GroupAdminError, FailoverIOError, TopicAdminError)
+
+
+@dataclass(frozen=True)
+class TopicListing:
+    name: str
+    partitions: int
+
+
+@dataclass(frozen=True)
+class RecordPage:
+    records: list[KafkaRecord]
+    complete: bool  # False: the deadline (or `max_kept`) came before the partition's end or `max_records`
+    scanned: int = 0  # records read (kept or not)
+    position: int | None = None  # the offset after the last record read (None: none was)
+
+
+class TopicReads(Protocol):
+    """Reads one cluster's topics, all its calls within one deadline from its creation (a web request's
+    reads share one); errors are `BrowseError` naming the cluster, an unknown topic `UnknownTopic`."""
+
+    cluster: ClusterConfig
+
+    @property
+    def timeout_s(self) -> float:
+        """The bound of the next call: what is left of the deadline."""
+
+    def topics(self) -> list[TopicListing]: ...
+
+    def partition_count(self, topic: str) -> int: ...
+
+    def earliest_offsets(self, partitions: Iterable[Key]) -> dict[Key, int]: ...
+
+    def end_offsets(self, partitions: Iterable[Key]) -> dict[Key, int]: ...
+
+    def offsets_at(self, partitions: Iterable[Key], timestamp_ms: int) -> dict[Key, int]:
+        """Each partition's first offset whose timestamp is at or after the moment (-1: none is)."""
+
+    def partition_offsets(self, topic: str) -> list[PartitionOffsets]:
+        """Each partition's earliest offset and end offset (the high watermark)."""
+
+    def read(
+        self, topic: str, partition: int, *, start: int, max_records: int, stop_before: int | None = None
+    ) -> RecordPage:
+        """At most `max_records` records of the partition from offset `start` (before `stop_before` when
+        given); fewer when the partition ends first."""
+
+
+class GroupAdmin(Protocol):
+    """Consumer groups of one cluster; errors are `GroupAdminError` naming the cluster and the reason."""
+
+    def list_groups(self) -> list[str]: ...
+
+    def list_group_states(self) -> list[GroupListing]:
+        """Every group the cluster knows, with its state as the listing reports it."""
+
+    def describe(self, groups: Sequence[str]) -> dict[str, GroupDescription]:
+        """Each group's state and members with their assignments (ABSENT: unknown)."""
+
+    def committed_offsets(self, group: str) -> dict[Key, CommittedOffset]:
+        """The group's committed offsets; a group with none (or deleted meanwhile) has an empty dict."""
+
+    def committed_offsets_of(self, groups: Sequence[str]) -> dict[str, dict[Key, CommittedOffset]]: ...
+
+    def alter_offsets(self, group: str, offsets: Mapping[Key, int]) -> dict[Key, str]:
+        """Commit `offsets`; the partitions the cluster refuses (e.g. the group became active), with why."""
+
+    def delete_group(self, group: str) -> None:
+        """Delete `group` (its committed offsets); a group already gone is fine. `GroupNotEmpty` while it
+        has members, else `GroupAdminError`."""
+
+
+class Clusters(Protocol):
+    """The control plane's way to its clusters: a port per need, for a cluster as the engine describes it."""
+
+    def topic_reads(self, cluster: ClusterConfig, *, timeout_s: float) -> TopicReads: ...
+
+    def group_admin(self, cluster: ClusterConfig, *, timeout_s: float) -> GroupAdmin: ...
+
+    def unreachable(self, cluster: ClusterConfig, *, timeout_s: float) -> str | None:
+        """Why the cluster cannot be reached at all (its bootstrap servers refuse a connection), or None;
+        quick: a cluster that answered nothing for a while is asked this before a read."""
+
+    def is_cluster_failure(self, exc: BaseException) -> bool:
+        """Whether `exc` (raised by a port) says the cluster did not answer or refused our credentials,
+        rather than answered the request with an error (an invalid offset, a missing group)."""

@@ -1,0 +1,170 @@
+"""The control plane's ports (`replication.cluster_ports`) answer the same on both implementations: the
+same assertions run on the suite's Apache Kafka broker (`replication.kafka.clusters.KAFKA`) and on the
+in-memory cluster (`replication.memory.clusters.MemoryClusters`), so a control-plane test that runs on the
+in-memory one tests what Kafka would answer. Offsets (earliest, end, by time), records from an offset,
+an unknown topic, consumer groups (commit, describe, list, delete), a group with members refusing both,
+and which failures are the cluster's."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+
+import pytest
+
+from replication.checkpoint import ABSENT
+from replication.cluster_ports import BrowseError, Clusters, GroupNotEmpty, UnknownTopic
+from replication.config import ClusterConfig
+from replication.connector import NewRemoteTopic
+from replication.consumer_groups import GroupMember
+from replication.kafka.admin import TopicAdmin
+from replication.kafka.clients import make_consumer, make_producer
+from replication.kafka.clusters import KAFKA
+from replication.memory.clusters import MemoryClusters
+
+GONE = {ABSENT, "DEAD"}  # how a cluster describes a group it does not know
+T0 = 1_700_000_000_000  # records' timestamps: T0 + 1000 * offset
+
+
+@dataclass
+class Implementation:
+    clusters: Clusters
+    config: ClusterConfig
+    seed: Callable[[str, int, int], None]  # (topic, partitions, records per partition)
+    member_of: Callable[[str, str], AbstractContextManager[None]]  # (group, topic): a member while inside
+
+
+def _memory() -> Implementation:
+    memory = MemoryClusters()
+    config = ClusterConfig(alias="m", bootstrap_servers="memory-m:9092")
+    cluster = memory.cluster(config.bootstrap_servers)
+
+    def seed(topic: str, partitions: int, records: int) -> None:
+        cluster.create(topic, partitions)
+        for partition in range(partitions):
+            for index in range(records):
+                cluster.append(
+                    topic, partition, key=b"k", value=b"%d" % index, timestamp_ms=T0 + 1000 * index
+                )
+
+    @contextmanager
+    def member_of(group: str, topic: str) -> Iterator[None]:
+        cluster.join(group, GroupMember("m-1", "rdkafka", "/127.0.0.1", ((topic, 0),)))
+        yield
+        cluster.leave(group)
+
+    return Implementation(memory, config, seed, member_of)
+
+
+def _kafka(config: ClusterConfig) -> Implementation:
+    def seed(topic: str, partitions: int, records: int) -> None:
+        assert (
+            TopicAdmin(config).create_topics([NewRemoteTopic(topic, topic, partitions, 1, {})])[topic] is None
+        )
+        producer = make_producer(config, overrides={"linger.ms": 0})
+        for partition in range(partitions):
+            for index in range(records):
+                producer.produce(
+                    topic, key=b"k", value=b"%d" % index, partition=partition, timestamp=T0 + 1000 * index
+                )
+        assert producer.flush(30) == 0
+
+    @contextmanager
+    def member_of(group: str, topic: str) -> Iterator[None]:
+        consumer = make_consumer(config, group_id=group, overrides={"session.timeout.ms": 6000})
+        consumer.subscribe([topic])
+        try:
+            deadline = time.monotonic() + 30
+            while not consumer.assignment() and time.monotonic() < deadline:
+                consumer.poll(0.2)
+            assert consumer.assignment(), "the consumer never joined its group"
+            yield
+        finally:
+            consumer.close()
+
+    return Implementation(KAFKA, config, seed, member_of)
+
+
+@pytest.fixture(params=[pytest.param("kafka", marks=pytest.mark.kafka), "memory"])
+def on(request) -> Implementation:
+    if request.param == "memory":
+        return _memory()
+    return _kafka(request.getfixturevalue("cluster_a"))
+
+
+def test_topic_reads_answer_offsets_by_position_and_time_and_records_from_an_offset(on, unique_name):
+    on.seed(unique_name, 2, 5)
+    reads = on.clusters.topic_reads(on.config, timeout_s=10)
+    assert (unique_name, 2) in {(t.name, t.partitions) for t in reads.topics()}
+    assert reads.partition_count(unique_name) == 2
+    keys = [(unique_name, 0), (unique_name, 1)]
+    assert reads.earliest_offsets(keys) == dict.fromkeys(keys, 0)
+    assert reads.end_offsets(keys) == dict.fromkeys(keys, 5)
+    assert reads.offsets_at(keys, T0 + 2500) == dict.fromkeys(keys, 3)
+    assert reads.offsets_at(keys, T0 + 10_000) == dict.fromkeys(keys, -1)  # no record is that late
+    assert [(p.partition, p.earliest, p.end) for p in reads.partition_offsets(unique_name)] == [
+        (0, 0, 5),
+        (1, 0, 5),
+    ]
+    page = reads.read(unique_name, 1, start=1, max_records=2)
+    assert [(r.offset, r.value, r.timestamp_ms) for r in page.records] == [
+        (1, b"1", T0 + 1000),
+        (2, b"2", T0 + 2000),
+    ]
+    assert page.position == 3 and page.scanned == 2
+    to_end = reads.read(unique_name, 0, start=3, max_records=10)
+    assert [r.offset for r in to_end.records] == [3, 4] and to_end.complete
+    assert [r.offset for r in reads.read(unique_name, 0, start=0, max_records=10, stop_before=2).records] == [
+        0,
+        1,
+    ]
+    with pytest.raises(UnknownTopic, match=f"cluster {on.config.alias} has no topic 'missing-{unique_name}'"):
+        reads.partition_count(f"missing-{unique_name}")
+
+
+def test_groups_commit_describe_list_and_delete(on, unique_name):
+    on.seed(unique_name, 2, 5)
+    admin = on.clusters.group_admin(on.config, timeout_s=10)
+    group = f"g-{unique_name}"
+    assert admin.describe([group])[group].state in GONE and admin.committed_offsets(group) == {}
+    assert admin.alter_offsets(group, {(unique_name, 0): 3, (unique_name, 1): 4}) == {}
+    assert {key: c.offset for key, c in admin.committed_offsets(group).items()} == {
+        (unique_name, 0): 3,
+        (unique_name, 1): 4,
+    }
+    assert admin.describe([group])[group].state == "EMPTY" and not admin.describe([group])[group].active
+    assert group in admin.list_groups() and group in {g.group for g in admin.list_group_states()}
+    assert admin.committed_offsets_of([group, f"none-{group}"])[f"none-{group}"] == {}
+    admin.delete_group(group)
+    admin.delete_group(group)  # already gone: fine
+    assert group not in admin.list_groups() and admin.committed_offsets(group) == {}
+
+
+def test_a_group_with_members_refuses_offset_commits_and_its_deletion(on, unique_name):
+    on.seed(unique_name, 1, 3)
+    admin = on.clusters.group_admin(on.config, timeout_s=10)
+    group = f"g-{unique_name}"
+    with on.member_of(group, unique_name):
+        described = admin.describe([group])[group]
+        assert described.active and len(described.members) == 1
+        assert (unique_name, 0) in admin.alter_offsets(group, {(unique_name, 0): 1})
+        with pytest.raises(GroupNotEmpty, match=f"cluster {on.config.alias}: group {group} has members"):
+            admin.delete_group(group)
+
+
+def test_an_unreachable_cluster_is_a_cluster_failure_and_a_refused_request_is_an_answer(on, unique_name):
+    on.seed(unique_name, 1, 1)
+    reads = on.clusters.topic_reads(on.config, timeout_s=5)
+    with pytest.raises(BrowseError) as answered:
+        reads.end_offsets([(unique_name, 7)])  # no such partition: the cluster answers that
+    assert not on.clusters.is_cluster_failure(answered.value)
+    assert on.clusters.unreachable(on.config, timeout_s=1) is None
+    silent = ClusterConfig(alias="gone", bootstrap_servers="127.0.0.1:1")
+    if isinstance(on.clusters, MemoryClusters):
+        on.clusters.cluster(silent.bootstrap_servers).unreachable = "Connection refused"
+    assert "refused" in (on.clusters.unreachable(silent, timeout_s=1) or "").lower()
+    with pytest.raises(BrowseError) as failed:
+        on.clusters.topic_reads(silent, timeout_s=1).topics()
+    assert on.clusters.is_cluster_failure(failed.value) and "cluster gone" in str(failed.value)
