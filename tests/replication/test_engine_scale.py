@@ -16,12 +16,12 @@ import pytest
 
 import replication
 from replication.config import DeliveryGuarantee, FlowConfig
+from replication.memory.task_io import MemoryIO, MemorySink, MemorySource
 from replication.mirroring import source_offset_of
 from replication.offset_sync_store import OffsetSyncStore
 from replication.policy import replication_policy_for
 from replication.positions import POSITION_RECORD_INTERVAL_S, InMemoryPositionStore
 from replication.source import ROTATION_MINIMUM, MirrorSourceTask
-from replication.memory.task_io import MemoryIO, MemorySink, MemorySource
 
 TOPIC, REMOTE = "orders", "A.orders"
 PARTITIONS = 2_000

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from replication.config import DeliveryGuarantee, FlowConfig, SchemaIdMode
+from replication.memory.task_io import MemoryIO
 from replication.policy import replication_policy_for
 from replication.positions import InMemoryPositionStore
 from replication.schemas.flow import flow_subject_renamer
@@ -16,7 +17,6 @@ from replication.schemas.rest import ConfluentRegistryClient, Schema
 from replication.schemas.sync import sync_schemas
 from replication.schemas.wire import schema_id_of, with_schema_id
 from replication.source import SCHEMA_WAIT_ERROR_S, MirrorSourceTask, SliceErrorKind
-from replication.memory.task_io import MemoryIO
 
 
 def test_a_partition_holds_at_a_record_whose_schema_is_missing_then_goes_on(schema_registries, unique_name):

@@ -13,6 +13,7 @@ import pytest
 
 from replication.config import DataLossPolicy, DeliveryGuarantee, FlowConfig
 from replication.formats import OffsetSync
+from replication.memory.task_io import MemoryIO, MemorySink
 from replication.mirroring import (
     SKIP,
     DataLoss,
@@ -29,7 +30,6 @@ from replication.policy import replication_policy_for
 from replication.positions import InMemoryPositionStore
 from replication.source import MirrorSourceTask, SliceErrorKind
 from replication.task_io import Tail
-from replication.memory.task_io import MemoryIO, MemorySink
 
 TOPIC, REMOTE = "orders", "A.orders"
 
