@@ -2,7 +2,8 @@
 `Clusters`, the one factory of them the control plane holds.
 
 - `TopicReads`: a page's reads of one cluster's topics (their partitions, offsets by position and by
-  time, records from an offset), every call within one deadline;
+  time, records from offsets), every call within one deadline; and the topics' sizes on the brokers'
+  disks (`Clusters.topic_sizes`);
 - `GroupAdmin`: consumer groups (list, describe, committed offsets) and the operators' actions on them
   (commit offsets, delete), on one cluster.
 
@@ -15,7 +16,7 @@ broker-backed tests prove the Kafka path. The control plane picks one with MIRRO
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -72,6 +73,54 @@ class RecordPage:
     position: int | None = None  # the offset after the last record read (None: none was)
 
 
+class SizesUnread(RuntimeError):
+    """Why a topic's size was not read, in words for the page."""
+
+
+@dataclass(frozen=True)
+class ReplicaSize:
+    broker: int
+    size_bytes: int  # the replica's log segments on that broker's disk
+    offset_lag: int  # how far the replica's log end is behind the high watermark (0 on the leader)
+
+
+@dataclass(frozen=True)
+class PartitionSize:
+    partition: int
+    leader: int
+    replicas: tuple[ReplicaSize, ...]  # the brokers that reported a log of it, by broker id
+
+    @property
+    def leader_bytes(self) -> int | None:
+        """The leader's log, or None when the leader reported none (no leader, not asked, or moving)."""
+        return next((r.size_bytes for r in self.replicas if r.broker == self.leader), None)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(r.size_bytes for r in self.replicas)
+
+
+@dataclass(frozen=True)
+class TopicSizes:
+    topic: str
+    partitions: tuple[PartitionSize, ...]  # by partition number
+    # brokers asked for that the cluster's metadata does not list (offline): their replicas are not counted
+    unreported_brokers: tuple[int, ...] = ()
+
+    @property
+    def total_bytes(self) -> int:
+        """Every replica's log: the topic's cost on the cluster's disks."""
+        return sum(p.total_bytes for p in self.partitions)
+
+    @property
+    def leader_bytes(self) -> int:
+        """Each partition's leader's log: the size of one copy of the topic."""
+        return sum(p.leader_bytes or 0 for p in self.partitions)
+
+    def partition(self, number: int) -> PartitionSize | None:
+        return next((p for p in self.partitions if p.partition == number), None)
+
+
 class TopicReads(Protocol):
     """Reads one cluster's topics, all its calls within one deadline from its creation (a web request's
     reads share one); errors are `BrowseError` naming the cluster, an unknown topic `UnknownTopic`."""
@@ -101,6 +150,20 @@ class TopicReads(Protocol):
     ) -> RecordPage:
         """At most `max_records` records of the partition from offset `start` (before `stop_before` when
         given); fewer when the partition ends first."""
+
+    def read_many(
+        self,
+        starts: Mapping[Key, int],
+        *,
+        max_records: int,
+        stop_before: Mapping[Key, int] | None = None,
+        keep: Callable[[KafkaRecord], bool] | None = None,
+        max_kept: int | None = None,
+    ) -> dict[Key, RecordPage]:
+        """Up to `max_records` records per partition from each start offset (an offset below the log start
+        reads from it); a partition is done at its end, at `stop_before`, or when it has read `max_records`.
+        With `keep`, only the records it keeps are returned (a search), and every partition stops once
+        `max_kept` are kept in all."""
 
 
 class GroupAdmin(Protocol):
@@ -133,6 +196,17 @@ class Clusters(Protocol):
     def topic_reads(self, cluster: ClusterConfig, *, timeout_s: float) -> TopicReads: ...
 
     def group_admin(self, cluster: ClusterConfig, *, timeout_s: float) -> GroupAdmin: ...
+
+    def topic_sizes(
+        self,
+        cluster: ClusterConfig,
+        *,
+        leaders: Mapping[str, Mapping[int, int]] | None,
+        brokers: Iterable[int] | None,
+        timeout_s: float,
+    ) -> dict[str, TopicSizes]:
+        """The size of every replica that `brokers` (None: every broker) hold of the topics in `leaders`
+        (topic -> partition -> its leader; None: every topic), by topic; `SizesUnread` says why not."""
 
     def unreachable(self, cluster: ClusterConfig, *, timeout_s: float) -> str | None:
         """Why the cluster cannot be reached at all (its bootstrap servers refuse a connection), or None;

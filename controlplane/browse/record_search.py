@@ -26,10 +26,11 @@ from controlplane.core.bounds import whole_number
 from controlplane.core.errors import ServiceValidationError
 from controlplane.core.roles import Role
 from controlplane.flows.cluster_reads import cluster_read, timed
+from controlplane.flows.clusters import clusters
 from controlplane.flows.models import Cluster
 from replication.browse import KafkaRecord, PartitionOffsets, ValueFormat
+from replication.cluster_ports import TopicReads, UnknownTopic
 from replication.config import ClusterConfig
-from replication.kafka.browser import TopicBrowser, UnknownTopic, read_records
 from replication.record_search import (
     RecordFilter,
     ScanRange,
@@ -209,7 +210,7 @@ class SearchPage:
         }
 
 
-RangesOf = Callable[[TopicBrowser, list[PartitionOffsets]], list[ScanRange]]
+RangesOf = Callable[[TopicReads, list[PartitionOffsets]], list[ScanRange]]
 
 
 MATCHED_BYTES_MAX = 32 << 20  # the most bytes of matching records a search holds (a page, an export)
@@ -238,7 +239,7 @@ class _Matches:
 
 
 def _scan(config: ClusterConfig, timeout_s: float, *, topic: str, search: Search, ranges_of: RangesOf):
-    browser = TopicBrowser(config, timeout_s=timeout_s)
+    browser = clusters().topic_reads(config, timeout_s=timeout_s)
     try:
         offsets: list[PartitionOffsets] = browser.partition_offsets(topic)
     except UnknownTopic as exc:
@@ -246,11 +247,9 @@ def _scan(config: ClusterConfig, timeout_s: float, *, topic: str, search: Search
     ranges = ranges_of(browser, offsets)
     reading = {(topic, r.partition): r for r in ranges if not r.empty}
     matches = _Matches(search)
-    pages = read_records(
-        config,
+    pages = browser.read_many(
         {key: r.start for key, r in reading.items()},
         max_records=max((r.budget for r in reading.values()), default=0),
-        timeout_s=timeout_s,
         stop_before={key: r.stop for key, r in reading.items()},
         keep=matches,
         max_kept=search.max_records + 1,
@@ -339,7 +338,7 @@ def topic_search(*, cluster: Cluster, topic: str, search: Search, role: Role | N
     gives `since`; at most `search.max_records` shown, in time order."""
     flt = search.filter
 
-    def ranges_of(browser: TopicBrowser, offsets: list[PartitionOffsets]) -> list[ScanRange]:
+    def ranges_of(browser: TopicReads, offsets: list[PartitionOffsets]) -> list[ScanRange]:
         keys = [(topic, p.partition) for p in offsets]
 
         def at(moment: int | None) -> dict[int, int] | None:

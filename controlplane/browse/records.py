@@ -24,6 +24,7 @@ from controlplane.core.errors import ServiceValidationError
 from controlplane.core.roles import Role
 from controlplane.flows import engine, selectors
 from controlplane.flows.cluster_reads import cluster_read, clusters_read, timed
+from controlplane.flows.clusters import clusters
 from controlplane.flows.models import Cluster, Flow
 from controlplane.status.models import FlowEvent, FlowEventKind
 from replication.browse import (
@@ -39,10 +40,9 @@ from replication.browse import (
     render_decoded,
     target_read,
 )
+from replication.cluster_ports import RecordPage as BrowsedPage
+from replication.cluster_ports import TopicListing, TopicReads, TopicSizes, UnknownTopic
 from replication.config import ClusterConfig
-from replication.kafka.browser import RecordPage as BrowsedPage
-from replication.kafka.browser import TopicBrowser, TopicListing, UnknownTopic, read_records
-from replication.kafka.log_dirs import TopicSizes
 
 
 # -- mirrors of a topic -----------------------------------------------------------------------------------
@@ -107,7 +107,7 @@ class TopicList:
 def topic_list(*, cluster: Cluster) -> TopicList:
     topics, read_at, read_ms = timed(
         lambda: cluster_read(
-            cluster, lambda config, timeout: TopicBrowser(config, timeout_s=timeout).topics()
+            cluster, lambda config, timeout: clusters().topic_reads(config, timeout_s=timeout).topics()
         )
     )
     mirrors = mirrors_by_topic(cluster=cluster, topics=[t.name for t in topics])
@@ -120,7 +120,7 @@ def _partitions(cluster: Cluster, topic: str) -> list[PartitionOffsets]:
         raise ServiceValidationError.single("topic", error)
 
     def read(config: ClusterConfig, timeout_s: float) -> list[PartitionOffsets]:
-        return TopicBrowser(config, timeout_s=timeout_s).partition_offsets(topic)
+        return clusters().topic_reads(config, timeout_s=timeout_s).partition_offsets(topic)
 
     try:
         return cluster_read(cluster, read)
@@ -252,7 +252,7 @@ class RecordPage:
 
 
 def _start_offset(
-    browser: TopicBrowser, topic: str, seek: Seek, offsets: PartitionOffsets, notes: list[str]
+    browser: TopicReads, topic: str, seek: Seek, offsets: PartitionOffsets, notes: list[str]
 ) -> int | None:
     if seek.offset is not None:
         if seek.offset > offsets.end:  # the consumer would "reset" such an offset to the log start
@@ -280,7 +280,7 @@ _END_SLACK_MS = 2_000
 
 
 def _check_newest(
-    browser: TopicBrowser, topic: str, offsets: PartitionOffsets, notes: list[str], *, asked_ms: float
+    browser: TopicReads, topic: str, offsets: PartitionOffsets, notes: list[str], *, asked_ms: float
 ) -> None:
     """ "The newest records" are the ones before the end offset the broker reports: one record asked for at
     that end proves it (Apache Kafka has none there, or one written since: an end-of-partition answer at
@@ -302,7 +302,7 @@ def _check_newest(
 _TIME_SEEK_READS = 4
 
 
-def _from_moment(browser: TopicBrowser, topic: str, seek: Seek, page: BrowsedPage, start: int):
+def _from_moment(browser: TopicReads, topic: str, seek: Seek, page: BrowsedPage, start: int):
     """The page from the first record at or after the moment: some brokers answer a time lookup with an
     offset before it (a batch's or an index entry's), so older records at the head are skipped."""
     deadline = time.monotonic() + browser.timeout_s
@@ -335,7 +335,7 @@ def _read_page(cluster: Cluster, topic: str, seek: Seek) -> _RawPage:
     notes: list[str] = []
 
     def read(config: ClusterConfig, timeout_s: float):
-        browser = TopicBrowser(config, timeout_s=timeout_s)
+        browser = clusters().topic_reads(config, timeout_s=timeout_s)
         asked_ms = time.time() * 1000
         try:
             partitions = browser.partition_offsets(topic)
@@ -467,12 +467,14 @@ def record_copies(*, flow: Flow, topic: str, seek: Seek, role: Role | None) -> C
         span = target_read(store, source.records)
         if span is None:
             return store, []
-        pages = read_records(
-            config,
-            {key: span.first},
-            max_records=span.records,
-            timeout_s=timeout_s,
-            stop_before=None if span.stop_before is None else {key: span.stop_before},
+        pages = (
+            clusters()
+            .topic_reads(config, timeout_s=timeout_s)
+            .read_many(
+                {key: span.first},
+                max_records=span.records,
+                stop_before=None if span.stop_before is None else {key: span.stop_before},
+            )
         )
         return store, pages[key].records
 

@@ -1,5 +1,5 @@
 """Topics' sizes on disk as a page shows them: what the brokers' log dirs held at `read_at`, or why that is
-unknown. One read (`replication.kafka.log_dirs`, DescribeLogDirs) through `cluster_read`, bounded as
+unknown. One read (`Clusters.topic_sizes`: Kafka's DescribeLogDirs) through `cluster_read`, bounded as
 every web read; a refusal, a broker without the request or a cluster that did not answer is the
 `unknown` reason, never an error of the page that asked (its other reads went first)."""
 
@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 from controlplane.core.errors import ClusterUnavailable
 from controlplane.flows.cluster_reads import cluster_read, timed
+from controlplane.flows.clusters import clusters
 from controlplane.flows.models import Cluster
-from replication.kafka.log_dirs import SizesUnread, TopicSizes, read_topic_sizes
+from replication.cluster_ports import SizesUnread, TopicSizes
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ def sizes_on_disk(
     every topic on every broker (one request a broker)."""
 
     def read(config, timeout_s: float) -> dict[str, TopicSizes]:
-        return read_topic_sizes(config, leaders=leaders, brokers=brokers, timeout_s=timeout_s)
+        return clusters().topic_sizes(config, leaders=leaders, brokers=brokers, timeout_s=timeout_s)
 
     try:
         topics, read_at, read_ms = timed(lambda: cluster_read(cluster, read))

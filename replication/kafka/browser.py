@@ -8,11 +8,12 @@ cluster, the topic and the broker's reason; an unknown topic is `UnknownTopic`.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from replication.browse import KafkaRecord, PartitionOffsets, record_of
 from replication.cluster_ports import BrowseError, RecordPage, TopicListing, UnknownTopic
@@ -40,7 +41,10 @@ class TopicBrowser:
         self.budget_s = timeout_s
         self.call_timeout_s = timeout_s  # the bound the last call got
         self._deadline = time.monotonic() + timeout_s
-        self._admin = make_admin(cluster)
+
+    @functools.cached_property
+    def _admin(self) -> AdminClient:
+        return make_admin(self.cluster)  # when first asked: a read of records needs none
 
     @property
     def timeout_s(self) -> float:
@@ -125,6 +129,25 @@ class TopicBrowser:
             stop_before=None if stop_before is None else {key: stop_before},
         )
         return pages[key]
+
+    def read_many(
+        self,
+        starts: Mapping[Key, int],
+        *,
+        max_records: int,
+        stop_before: Mapping[Key, int] | None = None,
+        keep: Callable[[KafkaRecord], bool] | None = None,
+        max_kept: int | None = None,
+    ) -> dict[Key, RecordPage]:
+        return read_records(
+            self.cluster,
+            starts,
+            max_records=max_records,
+            timeout_s=self.timeout_s,
+            stop_before=stop_before,
+            keep=keep,
+            max_kept=max_kept,
+        )
 
 
 def read_records(

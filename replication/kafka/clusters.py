@@ -3,11 +3,15 @@ the adapters of this package, each port one of them."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
+from replication.cluster_ports import TopicSizes
 from replication.config import ClusterConfig
 from replication.kafka.browser import TopicBrowser
 from replication.kafka.clients import is_cluster_failure
 from replication.kafka.cluster_check import tcp_unreachable
 from replication.kafka.groups import GroupOffsetsAdmin
+from replication.kafka.log_dirs import read_topic_sizes
 
 
 class KafkaClusters:
@@ -18,6 +22,16 @@ class KafkaClusters:
 
     def group_admin(self, cluster: ClusterConfig, *, timeout_s: float) -> GroupOffsetsAdmin:
         return GroupOffsetsAdmin(cluster, timeout_s=timeout_s)
+
+    def topic_sizes(
+        self,
+        cluster: ClusterConfig,
+        *,
+        leaders: Mapping[str, Mapping[int, int]] | None,
+        brokers: Iterable[int] | None,
+        timeout_s: float,
+    ) -> dict[str, TopicSizes]:
+        return read_topic_sizes(cluster, leaders=leaders, brokers=brokers, timeout_s=timeout_s)
 
     def unreachable(self, cluster: ClusterConfig, *, timeout_s: float) -> str | None:
         return tcp_unreachable(cluster, timeout_s=timeout_s)

@@ -26,12 +26,12 @@ import ssl
 import tempfile
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from kafka import KafkaAdminClient
 from kafka import errors as kafka_errors
 from kafka.protocol.admin import DescribeLogDirsRequest
 
+from replication.cluster_ports import PartitionSize, ReplicaSize, SizesUnread, TopicSizes
 from replication.config import ClusterConfig
 from replication.kafka.clients import librdkafka_properties
 
@@ -41,54 +41,6 @@ logging.getLogger("kafka").setLevel(logging.CRITICAL)
 
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-
-
-class SizesUnread(RuntimeError):
-    """Why a topic's size was not read, in words for the page."""
-
-
-@dataclass(frozen=True)
-class ReplicaSize:
-    broker: int
-    size_bytes: int  # the replica's log segments on that broker's disk
-    offset_lag: int  # how far the replica's log end is behind the high watermark (0 on the leader)
-
-
-@dataclass(frozen=True)
-class PartitionSize:
-    partition: int
-    leader: int
-    replicas: tuple[ReplicaSize, ...]  # the brokers that reported a log of it, by broker id
-
-    @property
-    def leader_bytes(self) -> int | None:
-        """The leader's log, or None when the leader reported none (no leader, not asked, or moving)."""
-        return next((r.size_bytes for r in self.replicas if r.broker == self.leader), None)
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(r.size_bytes for r in self.replicas)
-
-
-@dataclass(frozen=True)
-class TopicSizes:
-    topic: str
-    partitions: tuple[PartitionSize, ...]  # by partition number
-    # brokers asked for that the cluster's metadata does not list (offline): their replicas are not counted
-    unreported_brokers: tuple[int, ...] = ()
-
-    @property
-    def total_bytes(self) -> int:
-        """Every replica's log: the topic's cost on the cluster's disks."""
-        return sum(p.total_bytes for p in self.partitions)
-
-    @property
-    def leader_bytes(self) -> int:
-        """Each partition's leader's log: the size of one copy of the topic."""
-        return sum(p.leader_bytes or 0 for p in self.partitions)
-
-    def partition(self, number: int) -> PartitionSize | None:
-        return next((p for p in self.partitions if p.partition == number), None)
 
 
 def _flag_off(properties: Mapping[str, object], name: str) -> bool:

@@ -11,22 +11,28 @@ fails every call with its reason, a cluster failure; a request it refuses is an 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from replication.browse import PartitionOffsets, record_of
+from replication.browse import KafkaRecord, PartitionOffsets, record_of
 from replication.checkpoint import CommittedOffset
 from replication.cluster_ports import (
     BrowseError,
     GroupAdminError,
     GroupNotEmpty,
     Key,
+    PartitionSize,
     RecordPage,
+    ReplicaSize,
+    SizesUnread,
     TopicListing,
+    TopicSizes,
     UnknownTopic,
 )
 from replication.config import ClusterConfig
 from replication.consumer_groups import GroupDescription, GroupListing
 from replication.memory.task_io import MemoryCluster, MemoryPartition
+
+BROKER = 0  # the id of an in-memory cluster's one broker
 
 
 class MemoryRefusal(RuntimeError):
@@ -97,11 +103,43 @@ class MemoryTopicReads(_OnCluster):
     def read(
         self, topic: str, partition: int, *, start: int, max_records: int, stop_before: int | None = None
     ) -> RecordPage:
-        log = self._log((topic, partition), f"reading {topic}[{partition}]")
-        stop = log.end if stop_before is None else min(stop_before, log.end)
-        taken = [r for r in log.records if max(start, log.low) <= r.offset() < stop][: max(max_records, 0)]
-        position = taken[-1].offset() + 1 if taken else None
-        return RecordPage([record_of(r) for r in taken], True, len(taken), position)
+        key = (topic, partition)
+        stops = None if stop_before is None else {key: stop_before}
+        return self.read_many({key: start}, max_records=max_records, stop_before=stops)[key]
+
+    def read_many(
+        self,
+        starts: Mapping[Key, int],
+        *,
+        max_records: int,
+        stop_before: Mapping[Key, int] | None = None,
+        keep: Callable[[KafkaRecord], bool] | None = None,
+        max_kept: int | None = None,
+    ) -> dict[Key, RecordPage]:
+        """Partition after partition, in the order of `starts` (Kafka interleaves them): once `max_kept`
+        records are kept, the partition being read and the ones after it are incomplete."""
+        pages, kept = {}, 0
+        for key, start in starts.items():
+            log = self._log(key, f"reading {key[0]}[{key[1]}]")
+            first = max(start, log.low)
+            stop = min((stop_before or {}).get(key, log.end), log.end)
+            window = log.records[first - log.low : max(stop - log.low, 0)][: max(max_records, 0)]
+            shown: list[KafkaRecord] = []
+            scanned = 0
+            for stored in window:
+                if max_kept is not None and kept >= max_kept:
+                    break
+                scanned += 1
+                record = record_of(stored)
+                if keep is None or keep(record):
+                    shown.append(record)
+                    kept += 1
+            # Done at its end, `stop_before` or `max_records`; stopped by `max_kept` before those, it is
+            # not (Kafka's reader has not seen the partition's end either).
+            cut = max_kept is not None and kept >= max_kept and scanned < max_records
+            complete = scanned == len(window) and not cut
+            pages[key] = RecordPage(shown, complete, scanned, first + scanned if scanned else None)
+        return pages
 
 
 class MemoryGroupAdmin(_OnCluster):
@@ -173,6 +211,36 @@ class MemoryClusters:
 
     def group_admin(self, cluster: ClusterConfig, *, timeout_s: float) -> MemoryGroupAdmin:
         return MemoryGroupAdmin(cluster, self.cluster(cluster.bootstrap_servers), timeout_s=timeout_s)
+
+    def topic_sizes(
+        self,
+        cluster: ClusterConfig,
+        *,
+        leaders: Mapping[str, Mapping[int, int]] | None,
+        brokers: Iterable[int] | None,
+        timeout_s: float,
+    ) -> dict[str, TopicSizes]:
+        """One broker (BROKER) holds every partition; a log's size is its records' key and value bytes."""
+        memory = self.cluster(cluster.bootstrap_servers)
+        if memory.unreachable is not None:
+            raise SizesUnread(f"cluster {cluster.alias} did not answer: {memory.unreachable}")
+        topics = sorted(leaders or {t for t, _ in memory.partitions})
+        asked = brokers is None or BROKER in brokers
+        return {
+            topic: TopicSizes(
+                topic,
+                tuple(
+                    PartitionSize(
+                        p,
+                        (leaders or {}).get(topic, {}).get(p, -1),
+                        (ReplicaSize(BROKER, log.size_bytes, 0),) if asked else (),
+                    )
+                    for (t, p), log in sorted(memory.partitions.items())
+                    if t == topic
+                ),
+            )
+            for topic in topics
+        }
 
     def unreachable(self, cluster: ClusterConfig, *, timeout_s: float) -> str | None:
         return self.cluster(cluster.bootstrap_servers).unreachable

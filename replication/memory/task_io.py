@@ -93,6 +93,11 @@ class MemoryPartition:
     def end(self) -> int:
         return self.low + len(self.records)
 
+    @property
+    def size_bytes(self) -> int:
+        """What its log holds: its records' keys and values (a broker's adds batch headers)."""
+        return sum(len(r.key() or b"") + len(r) for r in self.records)
+
 
 @dataclass
 class MemoryGroup:

@@ -120,8 +120,34 @@ def test_topic_reads_answer_offsets_by_position_and_time_and_records_from_an_off
         0,
         1,
     ]
+    keys = {(unique_name, 0): 1, (unique_name, 1): 0}
+    searched = reads.read_many(
+        keys, max_records=3, stop_before={(unique_name, 1): 2}, keep=lambda r: r.value != b"1"
+    )
+    assert {key: [r.offset for r in page.records] for key, page in searched.items()} == {
+        (unique_name, 0): [2, 3],  # offset 1's value is b"1": scanned, not kept
+        (unique_name, 1): [0],
+    }
+    assert [(page.scanned, page.position, page.complete) for page in searched.values()] == [
+        (3, 4, True),
+        (2, 2, True),
+    ]
+    bounded = reads.read_many({(unique_name, 0): 0}, max_records=5, max_kept=2)[(unique_name, 0)]
+    assert [r.offset for r in bounded.records] == [0, 1] and not bounded.complete
     with pytest.raises(UnknownTopic, match=f"cluster {on.config.alias} has no topic 'missing-{unique_name}'"):
         reads.partition_count(f"missing-{unique_name}")
+
+
+def test_topic_sizes_name_every_partition_of_the_topics_asked(on, unique_name):
+    on.seed(unique_name, 2, 5)
+    sizes = on.clusters.topic_sizes(
+        on.config, leaders={unique_name: {0: -1, 1: -1}}, brokers=None, timeout_s=10
+    )
+    (topic,) = sizes.values()
+    assert [p.partition for p in topic.partitions] == [0, 1]
+    assert all(
+        p.total_bytes >= 5 * len(b"k" + b"0") for p in topic.partitions
+    )  # 5 records' keys and values at least
 
 
 def test_groups_commit_describe_list_and_delete(on, unique_name):
