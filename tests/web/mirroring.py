@@ -14,6 +14,7 @@ from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_producer
 from replication.kafka.positions import KafkaPositionStore
+from replication.memory.task_io import MemoryCluster
 from replication.policy import replication_policy_for
 from replication.source import MirrorSourceTask
 
@@ -30,20 +31,20 @@ def create_topic(cluster: ClusterConfig, name: str, partitions: int) -> None:
     assert errors[name] is None, errors
 
 
+def keyed_record(index: int) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
+    """(key, value, headers) of the `index`-th keyed record: key `k<i>`, a JSON value, a header `trace: t-<i>`."""
+    value = f'{{"order": {index}, "amount": {index * 10}}}'.encode()
+    return f"k{index}".encode(), value, [("trace", f"t-{index}".encode())]
+
+
 def produce_keyed(
     cluster: ClusterConfig, topic: str, *, count: int, partition: int = 0, first: int = 0
 ) -> None:
-    """`count` JSON records with keys `k<i>` (i from `first`) and a header `trace: t-<i>`, one per produce
-    call (one record a batch)."""
+    """`count` keyed records (`keyed_record`, i from `first`), one per produce call (one record a batch)."""
     producer = make_producer(cluster, overrides={"linger.ms": 0})
     for index in range(first, first + count):
-        producer.produce(
-            topic,
-            key=f"k{index}".encode(),
-            value=f'{{"order": {index}, "amount": {index * 10}}}'.encode(),
-            headers=[("trace", f"t-{index}".encode())],
-            partition=partition,
-        )
+        key, value, headers = keyed_record(index)
+        producer.produce(topic, key=key, value=value, headers=headers, partition=partition)
         producer.flush(10)
 
 
@@ -60,6 +61,33 @@ def keyed_around_a_moment(
     time.sleep(0.05)
     for partition in range(partitions):
         produce_keyed(cluster, topic, count=after, partition=partition, first=before)
+    return moment_ms
+
+
+# -- the same on an in-memory cluster (the `memory_clusters` fixture) ---------------------------------------
+MEMORY_A = ClusterConfig(alias="A", bootstrap_servers="memory-a:9092")
+
+
+def append_keyed(
+    cluster: MemoryCluster, topic: str, *, count: int, partition: int = 0, first: int = 0
+) -> None:
+    """`produce_keyed` on an in-memory cluster (the records' timestamps: now)."""
+    for index in range(first, first + count):
+        key, value, headers = keyed_record(index)
+        cluster.append(topic, partition, key=key, value=value, headers=headers, timestamp_ms=0)
+
+
+def memory_keyed_around_a_moment(
+    cluster: MemoryCluster, topic: str, *, partitions: int, before: int, after: int
+) -> int:
+    """`keyed_around_a_moment` on an in-memory cluster: the records before the moment are 1 s older than it."""
+    cluster.create(topic, partitions)
+    moment_ms = int(time.time() * 1000)
+    for partition in range(partitions):
+        for index in range(before + after):
+            key, value, headers = keyed_record(index)
+            stamp = moment_ms + (1000 if index >= before else -1000)
+            cluster.append(topic, partition, key=key, value=value, headers=headers, timestamp_ms=stamp)
     return moment_ms
 
 

@@ -1,7 +1,8 @@
-"""The message browser's search across partitions, through the real page and API on the suite's Apache
-Kafka brokers: key, value, JSON path, header and time range; the records-read bound and the count read
-shown; every bad input a 400 naming its field; hostile records (binary, huge, not UTF-8, bad or deeply
-nested JSON, tombstones) never a 500; a viewer cannot search a masked topic's values."""
+"""The message browser's search across partitions, through the real page and API: key, value, JSON path,
+header and time range; the records-read bound and the count read shown; every bad input a 400 naming its
+field; hostile records (binary, huge, not UTF-8, bad or deeply nested JSON, tombstones) never a 500; a
+viewer cannot search a masked topic's values. Rules, on the in-memory cluster (`memory_clusters`); the
+hostile records also on the suite's Apache Kafka brokers, through the Kafka consumer's fetch limits."""
 
 from __future__ import annotations
 
@@ -17,9 +18,15 @@ from django.urls import reverse
 from controlplane.browse import record_search
 from controlplane.flows import cluster_reads
 from replication.kafka.clients import make_producer
-from tests.web.mirroring import create_topic, keyed_around_a_moment, produce_keyed, stored_cluster
+from tests.web.mirroring import (
+    MEMORY_A,
+    append_keyed,
+    keyed_around_a_moment,
+    memory_keyed_around_a_moment,
+    stored_cluster,
+)
 
-pytestmark = [pytest.mark.kafka, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 EPOCH = "1970-01-01T00:00:00Z"
 PARTITIONS, BEFORE, AFTER = 3, 6, 4  # keyed records per partition before and after the moment
@@ -31,25 +38,46 @@ HOSTILE = [
     b'{"order": 99, "pad": "' + b"x" * 600_000 + b'"}',
     None,
 ]
+HOSTILE_KEY, HOSTILE_HEADERS = b"\x00\xffkey", [("bin", b"\xff"), ("none", None)]
+
+
+@pytest.fixture
+def memory_a(memory_clusters):
+    return memory_clusters.cluster(MEMORY_A.bootstrap_servers)
+
+
+@pytest.fixture
+def topic(memory_a):
+    """(name, moment_ms): per partition keyed JSON records k0..k5, the moment, then k6..k9; partition 2
+    then holds the hostile records."""
+    name = f"search-orders-{time.time_ns()}"
+    moment_ms = memory_keyed_around_a_moment(
+        memory_a, name, partitions=PARTITIONS, before=BEFORE, after=AFTER
+    )
+    for value in HOSTILE:
+        memory_a.append(name, 2, key=HOSTILE_KEY, value=value, headers=HOSTILE_HEADERS, timestamp_ms=0)
+    return name, moment_ms
+
+
+@pytest.fixture
+def cluster(users, memory_clusters):
+    return stored_cluster(actor=users["admin"], config=MEMORY_A)
 
 
 @pytest.fixture(scope="module")
-def topic(cluster_a):
-    """(name, moment_ms): per partition keyed JSON records k0..k5, the moment, then k6..k9; partition 2
-    then holds the hostile records."""
+def kafka_topic(cluster_a):
+    """`topic` on the suite's cluster A."""
     name = f"search-orders-{time.time_ns()}"
     moment_ms = keyed_around_a_moment(cluster_a, name, partitions=PARTITIONS, before=BEFORE, after=AFTER)
     producer = make_producer(cluster_a, overrides={"linger.ms": 0, "message.max.bytes": 2_000_000})
     for value in HOSTILE:
-        producer.produce(
-            name, key=b"\x00\xffkey", value=value, headers=[("bin", b"\xff"), ("none", None)], partition=2
-        )
+        producer.produce(name, key=HOSTILE_KEY, value=value, headers=HOSTILE_HEADERS, partition=2)
     assert producer.flush(30) == 0
     return name, moment_ms
 
 
 @pytest.fixture
-def cluster(users, cluster_a):
+def kafka_cluster(users, cluster_a):
     cluster_reads.reset_breakers()
     return stored_cluster(actor=users["admin"], config=cluster_a)
 
@@ -138,7 +166,15 @@ def test_bad_search_input_is_a_400_naming_the_field(client_as, cluster, topic):
     assert unknown.status_code == 400 and "topic" in unknown.json()
 
 
-def test_hostile_records_are_searched_and_shown_never_a_500(client_as, cluster, topic):
+@pytest.mark.parametrize(
+    "on", [pytest.param("kafka", marks=pytest.mark.kafka), "memory"], ids=["kafka", "memory"]
+)
+def test_hostile_records_are_searched_and_shown_never_a_500(client_as, on, request):
+    cluster, topic = (
+        (request.getfixturevalue("kafka_cluster"), request.getfixturevalue("kafka_topic"))
+        if on == "kafka"
+        else (request.getfixturevalue("cluster"), request.getfixturevalue("topic"))
+    )
     viewer = client_as("viewer")
     name = topic[0]
     for params in (
@@ -211,11 +247,9 @@ def test_the_result_exports_whole_records_as_json_and_csv(client_as, cluster, to
     assert {r["value"]["masked"] for r in masked["records"]} == {f"masked ({len(k3_value)} bytes)"}
 
 
-def test_a_csv_cell_never_starts_a_formula(client_as, cluster, cluster_a, unique_name):
-    create_topic(cluster_a, unique_name, 1)
-    producer = make_producer(cluster_a, overrides={"linger.ms": 0})
-    producer.produce(unique_name, key=b'=HYPERLINK("http://x")', value=b"@SUM(A1)")
-    assert producer.flush(10) == 0
+def test_a_csv_cell_never_starts_a_formula(client_as, cluster, memory_a, unique_name):
+    memory_a.create(unique_name, 1)
+    memory_a.append(unique_name, 0, key=b'=HYPERLINK("http://x")', value=b"@SUM(A1)")
     exported = client_as("viewer").get(
         reverse("web:topic-search", args=["A", unique_name]), {"export": "csv", "search": "1"}
     )
@@ -224,17 +258,17 @@ def test_a_csv_cell_never_starts_a_formula(client_as, cluster, cluster_a, unique
 
 
 def test_a_live_tail_shows_what_came_after_its_positions_newest_first(
-    client_as, cluster, cluster_a, unique_name, settings
+    client_as, cluster, memory_a, unique_name, settings
 ):
-    create_topic(cluster_a, unique_name, 2)
-    produce_keyed(cluster_a, unique_name, count=3, partition=0)
+    memory_a.create(unique_name, 2)
+    append_keyed(memory_a, unique_name, count=3, partition=0)
     viewer = client_as("viewer")
     url = f"/api/v1/clusters/{cluster.pk}/topics/{unique_name}/tail/"
     first = viewer.get(url, {"header": "trace"}).json()
     assert first["records"] == [] and first["scanned"] == 0 and first["positions"] == "0:3,1:0"
 
-    produce_keyed(cluster_a, unique_name, count=2, partition=1, first=10)
-    produce_keyed(cluster_a, unique_name, count=2, partition=0, first=20)
+    append_keyed(memory_a, unique_name, count=2, partition=1, first=10)
+    append_keyed(memory_a, unique_name, count=2, partition=0, first=20)
     nxt = viewer.get(url, {"key": "k2", "positions": first["positions"]}).json()
     assert [(r["partition"], r["key"]["text"]) for r in nxt["records"]] == [
         (0, "k21"),
@@ -245,7 +279,7 @@ def test_a_live_tail_shows_what_came_after_its_positions_newest_first(
     assert again["records"] == [] and again["scanned"] == 0 and again["positions"] == nxt["positions"]
 
     settings.MIRRORPLANE_BROWSE_MAX_SCANNED = 2  # one record a partition a read
-    produce_keyed(cluster_a, unique_name, count=3, partition=0, first=30)
+    append_keyed(memory_a, unique_name, count=3, partition=0, first=30)
     behind = viewer.get(url, {"positions": again["positions"]}).json()
     assert [r["key"]["text"] for r in behind["records"]] == ["k32"] and behind["positions"] == "0:8,1:2"
     assert behind["partitions"][0]["skipped"] == 2 and "2 records came faster" in behind["notes"][0]
