@@ -15,12 +15,15 @@ emitted only for windows with newly read samples, so a run over (carry + new par
 rows as a full run over the whole lake. Daily usage rows (for capacity plans) are upserted in the state
 and the capacity plan is recomputed from all of them on every run.
 
-How it runs. The samples read are coded (`_pid` per mirrored partition, `_task` per task and worker:
-shipping a column from the JVM to Python costs per column), clustered by `_pid` and sorted by time, then
-go through ONE grouped Arrow pass (`_partition_windows`) that computes every per-window measure in numpy
-(the transforms' own functions: lag, Burrow features, throughput, latency, task usage) plus the carry.
-Spark then works on those rows only (about 1/60 of the samples at 5-minute windows): status, daily usage
-and the capacity plan.
+How it runs. Spark reads the files to read (and the carry) as bytes (`binaryFile`: its filesystems,
+s3a for an object store), and Python decodes them with pyarrow and splits each file's samples into
+LZ4-compressed Arrow blocks by a hash of their mirrored partition (`_sample_blocks`). One shuffle of
+those blocks by bucket brings every sample of a mirrored partition to one grouped Arrow pass
+(`_partition_windows`), which sorts each partition's samples by time and computes every per-window
+measure in numpy (the transforms' own functions: lag, Burrow features, throughput, latency, task usage)
+plus the carry. The samples never cross the JVM row by row (Spark's row-to-Arrow conversion costs per
+column and row, and sorting rows costs more than sorting arrays). Spark then works on those rows only
+(about 1/60 of the samples at 5-minute windows): status, daily usage and the capacity plan.
 
 State is a directory: `ledger.json` (the commit point, written last and atomically) naming the carry and
 usage Parquet files of its generation.
@@ -31,7 +34,8 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Callable, Iterable
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from functools import reduce
@@ -54,7 +58,7 @@ from dashboards.spark.frames import (
     window_seconds,
 )
 from dashboards.spark.lag import DEFAULT_LOOKBACK, PARTITION_LAG_SCHEMA, window_lag_table
-from dashboards.spark.lake import LAKE_COLUMNS, LakeLocation, lake_location, spark_schema_ddl
+from dashboards.spark.lake import LAKE_COLUMNS, LakeLocation, arrow_schema, lake_location
 from dashboards.spark.latency import latency_measures
 from dashboards.spark.status import (
     DEFAULT_WINDOW_SAMPLES,
@@ -65,7 +69,7 @@ from dashboards.spark.status import (
 )
 from dashboards.spark.throughput import throughput_measures
 from dashboards.spark.usage import USAGE_SCHEMA, daily_flow_usage_from_windows, sample_progress, task_usage
-from dashboards.spark.windowed import arrow_columns, count_per_window, report_windows
+from dashboards.spark.windowed import arrow_columns, combined_codes, count_per_window, report_windows
 
 ProgressCallback = Callable[[str, float], None]
 RowsCallback = Callable[[dict[str, list[dict]]], None]
@@ -167,9 +171,14 @@ class ReportState:
         generation = generation or self.generation
         return self.dir / f"{kind}-{generation}.parquet" if generation else None
 
-    def read(self, spark: SparkSession, kind: str) -> DataFrame | None:
+    def path(self, kind: str) -> Path | None:
+        """The current generation's file of `kind`, if there is one."""
         path = self._path(kind)
-        return spark.read.parquet(str(path)) if path and path.exists() else None
+        return path if path and path.exists() else None
+
+    def read(self, spark: SparkSession, kind: str) -> DataFrame | None:
+        path = self.path(kind)
+        return spark.read.parquet(str(path)) if path else None
 
     def commit(self, *, sealed: dict[str, list[str]], tables: dict[str, pa.Table]) -> None:
         """Write the new generation's files, then the ledger (atomically), then drop the old files."""
@@ -207,90 +216,78 @@ def carried_rows(
 
 # Where a sample read comes from: `_origin` in the grouped pass.
 UNSEALED, SEALED, CARRIED = 0, 1, 2
-# What the grouped pass reads of a sample: the job ships each column of every sample from the JVM to
-# Python, which costs per column, so identities travel as int codes (`_sample_codes`): `_pid` for the
-# mirrored partition (PARTITION_KEY), `_task` for (task_index, worker).
 TASK = ("task_index", "worker")
-CODED = (*PARTITION_KEY, *TASK)
-PASS_INPUT = (
-    "_pid",
-    "ts",
-    "_task",
-    "_origin",
-    *(name for name, _ in LAKE_COLUMNS if name not in CODED and name != "ts"),
-)
-# What the carry keeps of a sample besides its mirrored partition (its grouping key).
-CARRY_COLUMNS = tuple(name for name in PASS_INPUT if name not in ("_pid", "_origin"))
+LAKE_NAMES = tuple(name for name, _ in LAKE_COLUMNS)
+# What the carry keeps of a sample besides its mirrored partition (the key of the row that carries it).
+CARRY_COLUMNS = tuple(name for name in LAKE_NAMES if name not in PARTITION_KEY)
 # What `_partition_windows` adds to `partition_lag`'s columns.
 PASS_COLUMNS = ("_window", "_throughput", "_latency", "_new_samples", "_usage", "_carry")
+# Blocks of samples as the read hands them to the pass: Arrow IPC streams, LZ4-compressed (the lake's
+# flow names, topics and workers repeat on every row).
+BLOCK_COMPRESSION = "lz4"
 
 
-@dataclass(frozen=True)
-class SampleCodes:
-    partitions: DataFrame  # *PARTITION_KEY, `_pid` int
-    tasks: DataFrame  # *TASK, `_task` int
-    combinations: DataFrame  # *CODED, `_pid`, `_task`: every combination read
-    samples: int  # rows read when the codes were made
-
-
-def _sample_codes(samples: DataFrame) -> SampleCodes:
-    """Codes for the mirrored partitions and the tasks read: one pass over their distinct combinations
-    (few: partitions x tasks x workers)."""
-    spark = samples.sparkSession
-    counted = samples.groupBy(*CODED).count().collect()
-    combinations = [tuple(row)[:-1] for row in counted]
-    kinds = {**{c: samples.schema[c].dataType.simpleString() for c in CODED}, "_pid": "int", "_task": "int"}
-    task_at = len(PARTITION_KEY)
-
-    def codes(values: set[tuple]) -> dict[tuple, int]:
-        return {value: code for code, value in enumerate(sorted(values, key=repr))}
-
-    def table(columns: tuple[str, ...], rows: list[tuple]) -> DataFrame:
-        return spark.createDataFrame(rows, ", ".join(f"`{c}` {kinds[c]}" for c in columns))
-
-    pids = codes({combination[:task_at] for combination in combinations})
-    tasks = codes({combination[task_at:] for combination in combinations})
-    return SampleCodes(
-        partitions=table((*PARTITION_KEY, "_pid"), [(*value, code) for value, code in pids.items()]),
-        tasks=table((*TASK, "_task"), [(*value, code) for value, code in tasks.items()]),
-        combinations=table(
-            (*CODED, "_pid", "_task"), [(*c, pids[c[:task_at]], tasks[c[task_at:]]) for c in combinations]
-        ),
-        samples=sum(row[-1] for row in counted),
+def _bucket_of(table: pa.Table, buckets: int) -> np.ndarray:
+    """Each sample's bucket: a hash of its mirrored partition (PARTITION_KEY) modulo `buckets`, the same
+    in every process (computed once per distinct key)."""
+    distinct, first, rows = np.unique(
+        combined_codes(table, PARTITION_KEY), return_index=True, return_inverse=True
     )
+    keys = table.select(PARTITION_KEY).take(first).to_pylist()
+    hashes = np.array([zlib.crc32(repr(tuple(k.values())).encode()) % buckets for k in keys], np.int64)
+    return hashes[rows] if len(distinct) else np.zeros(0, np.int64)
 
 
-def _encoded(samples: DataFrame, codes: SampleCodes) -> DataFrame:
-    """`samples` with their mirrored partition and task as codes: one broadcast join on every coded
-    column (null-safe: a null is a value like any other)."""
-    table = codes.combinations
-    match = reduce(lambda a, b: a & b, (samples[c].eqNullSafe(table[c]) for c in CODED))
-    kept = [samples[c] for c in samples.columns if c not in CODED]
-    return samples.join(F.broadcast(table), match).select(*kept, table["_pid"], table["_task"])
+def _sample_blocks(files: DataFrame, buckets: int) -> DataFrame:
+    """The lake files (a binaryFile read, with `_origin`) as blocks of samples, one per file and bucket:
+    `_bucket` int, `_block` binary (`BLOCK_COMPRESSION`). The files are decoded by pyarrow in Python: the
+    samples never cross the JVM row by row, only as compressed blocks through one shuffle by bucket."""
+    schema = arrow_schema()
+
+    def split(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        options = pa.ipc.IpcWriteOptions(compression=BLOCK_COMPRESSION)
+        for batch in batches:
+            contents, origins = batch.column("content"), batch.column("_origin")
+            for content, origin in zip(contents, origins, strict=True):
+                read = pq.read_table(pa.BufferReader(content.as_buffer()))
+                # The lake's schema whatever the file has: a column it lacks is null, as Spark reads it.
+                table = pa.table(
+                    {
+                        field.name: read.column(field.name).cast(field.type)
+                        if field.name in read.column_names
+                        else pa.nulls(read.num_rows, field.type)
+                        for field in schema
+                    }
+                    | {"_origin": pa.array(np.full(read.num_rows, origin.as_py(), np.int8))}
+                )
+                bucket = _bucket_of(table, buckets)
+                targets = np.unique(bucket)
+                # One stream per bucket, written one after the other into one buffer: the blocks' data.
+                sink, ends = pa.BufferOutputStream(), [0]
+                for target in targets:
+                    with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
+                        writer.write_table(table.take(np.flatnonzero(bucket == target)))
+                    ends.append(sink.tell())
+                offsets = pa.py_buffer(np.array(ends, np.int32))
+                blocks = pa.Array.from_buffers(pa.binary(), len(targets), [None, offsets, sink.getvalue()])
+                yield pa.record_batch({"_bucket": pa.array(targets, pa.int32()), "_block": blocks})
+
+    return files.select("content", "_origin").mapInArrow(split, "_bucket int, _block binary")
 
 
-def _with_partition_key(frame: DataFrame, codes: SampleCodes) -> DataFrame:
-    """`frame` with its `_pid` replaced by the mirrored partition's PARTITION_KEY columns, first."""
-    others = [c for c in frame.columns if c != "_pid"]
-    return frame.join(F.broadcast(codes.partitions), "_pid").select(*PARTITION_KEY, *others)
-
-
-def _exploded(
-    partition_windows: DataFrame, column: str, keep: Iterable[str], codes: SampleCodes
-) -> DataFrame:
-    """One row per element of a list column of `_partition_windows` (after its mirrored partition and
-    `keep`), with its `_task` code replaced by the task's columns."""
-    elements = partition_windows.select(*PARTITION_KEY, *keep, F.explode(column).alias("_element"))
-    elements = elements.select(*PARTITION_KEY, *keep, "_element.*")
-    others = [c for c in elements.columns if c != "_task"]
-    return elements.join(F.broadcast(codes.tasks), "_task").select(*others, *TASK)
-
-
-def _clustered(samples: DataFrame) -> DataFrame:
-    """Samples hash-partitioned by mirrored partition (`_pid`) and sorted by time within it: the grouped
-    pass reads each partition's samples in time order without another shuffle or sort."""
-    partitions = int(samples.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    return samples.repartition(partitions, "_pid").sortWithinPartitions("_pid", "ts")
+def _partitions_of(blocks: pa.Table) -> Iterator[pa.Table]:
+    """One bucket's blocks as each mirrored partition's samples, in time order."""
+    table = pa.concat_tables(
+        pa.ipc.open_stream(block.as_buffer()).read_all() for block in blocks.column("_block")
+    )
+    key = combined_codes(table, PARTITION_KEY)
+    micros = table.column("ts").cast(pa.int64()).to_numpy()
+    order = np.lexsort((micros, key))
+    key = key[order]
+    table = table.take(order)
+    bounds = np.concatenate([[0], np.flatnonzero(np.diff(key)) + 1, [len(key)]])
+    for first, last in zip(bounds[:-1], bounds[1:], strict=True):
+        yield table.slice(first, last - first)
 
 
 def _list_column(values: pa.Table, rows_per_window: np.ndarray) -> pa.ListArray:
@@ -299,26 +296,26 @@ def _list_column(values: pa.Table, rows_per_window: np.ndarray) -> pa.ListArray:
     return pa.ListArray.from_arrays(offsets, values.to_struct_array().combine_chunks())
 
 
-def _partition_windows(samples: DataFrame, options: ReportOptions) -> DataFrame:
-    """Everything the reports need of the (coded, clustered) samples, from one grouped pass: per
-    mirrored partition (`_pid`) and report window it reported in, `partition_lag`'s columns, Burrow's
-    `_window` features, the `_throughput` and `_latency` measures, `_new_samples` (not carried), the
-    `_usage` of its new samples per task, and, on a partition's first window only, the `_carry` it leaves.
+def _partition_windows(blocks: DataFrame, options: ReportOptions) -> DataFrame:
+    """Everything the reports need of the samples, from one grouped pass over the blocks of each bucket
+    (`_sample_blocks`): per mirrored partition and report window it reported in, `partition_lag`'s
+    columns, Burrow's `_window` features, the `_throughput` and `_latency` measures, `_new_samples` (not
+    carried), the `_usage` of its new samples per task, and, on a partition's first window only, the
+    `_carry` it leaves.
 
     Each reads a mirrored partition's samples and gives a row per window in time order: the samples
     go to Python once instead of once per report, and Spark aggregates only these rows.
     """
     window_s = window_seconds(options.window)
     lookback_s = int(options.lag_lookback.total_seconds())
-    key = ("_pid",)
-    lag = window_lag_table(window_s=window_s, lookback_s=options.lag_lookback.total_seconds(), key=key)
-    features = newest_window_features_table(window_s=window_s, window_samples=options.window_samples, key=key)
+    lag = window_lag_table(window_s=window_s, lookback_s=options.lag_lookback.total_seconds())
+    features = newest_window_features_table(window_s=window_s, window_samples=options.window_samples)
 
     def struct(measures: dict) -> pa.StructArray:
         columns = arrow_columns(measures)
         return pa.StructArray.from_arrays(list(columns.values()), names=list(columns))
 
-    def apply(table: pa.Table) -> pa.Table:
+    def partition(table: pa.Table) -> pa.Table:
         windows, starts = report_windows(table, window_s)
         count = len(starts)
         origin = table.column("_origin").to_numpy()
@@ -327,9 +324,7 @@ def _partition_windows(samples: DataFrame, options: ReportOptions) -> DataFrame:
         new_samples, new_progress = (
             (table, progress) if new.all() else (table.filter(new), progress.take(new))
         )
-        window_of_usage, usage = task_usage(
-            new_samples, windows[new], count, progress=new_progress, by=("_task",)
-        )
+        window_of_usage, usage = task_usage(new_samples, windows[new], count, progress=new_progress, by=TASK)
         micros = table.column("ts").cast(pa.int64()).to_numpy()
         carry = carried_rows(
             micros, origin != UNSEALED, lookback_s=lookback_s, window_samples=options.window_samples
@@ -346,17 +341,28 @@ def _partition_windows(samples: DataFrame, options: ReportOptions) -> DataFrame:
             .append_column("_carry", _list_column(table.select(CARRY_COLUMNS).take(carry), carry_per_window))
         )
 
+    def apply(blocks: pa.Table) -> pa.Table:
+        return pa.concat_tables(partition(table) for table in _partitions_of(blocks))
+
+    kinds = dict(LAKE_COLUMNS)
+
     def ddl(*names: str) -> str:
-        return ", ".join(f"`{name}` {samples.schema[name].dataType.simpleString()}" for name in names)
+        return ", ".join(f"`{name}` {kinds[name]}" for name in names)
 
     schema = (
-        f"_pid int, window_start timestamp, window_end timestamp, "
+        f"{ddl(*PARTITION_KEY)}, window_start timestamp, window_end timestamp, "
         f"{PARTITION_LAG_SCHEMA}, _window struct<{WINDOW_FEATURES}>, "
         f"_throughput struct<{throughput.MEASURE_SCHEMA}>, _latency struct<{latency.MEASURE_SCHEMA}>, "
-        f"_new_samples long, _usage array<struct<_task int, {USAGE_SCHEMA}>>, "
+        f"_new_samples long, _usage array<struct<{ddl(*TASK)}, {USAGE_SCHEMA}>>, "
         f"_carry array<struct<{ddl(*CARRY_COLUMNS)}>>"
     )
-    return samples.select(*PASS_INPUT).groupBy("_pid").applyInArrow(apply, schema)
+    return blocks.groupBy("_bucket").applyInArrow(apply, schema)
+
+
+def _exploded(partition_windows: DataFrame, column: str, keep: Iterable[str]) -> DataFrame:
+    """One row per element of a list column of `_partition_windows`, after its mirrored partition and `keep`."""
+    elements = partition_windows.select(*PARTITION_KEY, *keep, F.explode(column).alias("_element"))
+    return elements.select(*PARTITION_KEY, *keep, "_element.*")
 
 
 def _rows(frame: DataFrame) -> list[dict]:
@@ -413,40 +419,37 @@ def run_reports(
     samples_read = 0
     if to_read:
 
-        def lake_files(sealed: bool) -> DataFrame | None:
-            """The partitions to read that are (not) sealed, flagged so: one read each, no per-row test."""
-            files = [
+        def lake_files(sealed: bool) -> list[str]:
+            return [
                 f"{location.spark_root}/{p.name}/{name}"
                 for p in to_read
                 if (p.name in sealed_names) == sealed
                 for name in p.files
             ]
-            if not files:
+
+        def binary_files(paths: list[str], origin: int, options: Mapping[str, str]) -> DataFrame | None:
+            """The files' bytes (Spark's filesystems read them: s3a for an object store) flagged with
+            their `_origin`: one read each, no per-row test."""
+            if not paths:
                 return None
             return (
-                spark.read.schema(spark_schema_ddl())
-                .options(**location.spark_options)
+                spark.read.format("binaryFile")
+                .options(**options)
                 .option("recursiveFileLookup", "true")  # no partition discovery: see lake.partition_path
-                .parquet(*files)
-                .withColumn("_origin", F.lit(SEALED if sealed else UNSEALED).cast("byte"))
+                .load(paths)
+                .withColumn("_origin", F.lit(origin).cast("byte"))
             )
 
-        carry = state.read(spark, "carry")
-        if carry is not None:
-            carry = carry.withColumn("_origin", F.lit(CARRIED).cast("byte"))
-        parts = [frame for frame in (lake_files(True), lake_files(False), carry) if frame is not None]
-        read = reduce(DataFrame.unionByName, parts)
-        codes = _sample_codes(read)
-        passed = _partition_windows(_clustered(_encoded(read, codes)), options)
-        partition_windows = _with_partition_key(passed, codes).persist()
-        passed_samples, samples_read = partition_windows.agg(F.sum("samples"), F.sum("_new_samples")).first()
-        if (passed_samples or 0) != codes.samples:
-            # The join that codes the samples is an inner one: a sample it missed would vanish silently.
-            partition_windows.unpersist()
-            raise RuntimeError(
-                f"the report job read {codes.samples} samples when coding them and {passed_samples} when "
-                "computing the reports: lake or state files changed during the run; run it again"
-            )
+        carry = state.path("carry")
+        parts = [
+            binary_files(lake_files(True), SEALED, location.spark_options),
+            binary_files(lake_files(False), UNSEALED, location.spark_options),
+            binary_files([str(carry)] if carry else [], CARRIED, {}),
+        ]
+        files = reduce(DataFrame.unionByName, [frame for frame in parts if frame is not None])
+        buckets = int(spark.conf.get("spark.sql.shuffle.partitions"))
+        partition_windows = _partition_windows(_sample_blocks(files, buckets), options).persist()
+        samples_read = partition_windows.agg(F.sum("_new_samples")).first()[0]
         samples_read = samples_read or 0
         datasets.update(
             _windowed_reports(
@@ -455,7 +458,7 @@ def run_reports(
         )
         on_progress("daily usage", 0.8)
         # Computed once: the rows reported and the usage kept are the same table.
-        window_usage = _exploded(partition_windows, "_usage", ["window_start"], codes)
+        window_usage = _exploded(partition_windows, "_usage", ["window_start"])
         window_usage = window_usage.withColumn("date", F.to_date("window_start"))
         new_usage_table = daily_flow_usage_from_windows(
             window_usage, window_s=window_seconds(options.window)
@@ -464,7 +467,7 @@ def run_reports(
         new_usage = spark.createDataFrame(new_usage_table)
         if usage is not None:
             new_usage = usage.join(new_usage, ["flow_id", "date"], "left_anti").unionByName(new_usage)
-        next_carry = _exploded(partition_windows, "_carry", (), codes).select(*(n for n, _ in LAKE_COLUMNS))
+        next_carry = _exploded(partition_windows, "_carry", ()).select(*LAKE_NAMES)
         tables = {
             "usage": new_usage.toArrow() if usage is not None else new_usage_table,
             "carry": next_carry.toArrow(),

@@ -6,6 +6,9 @@ Settings (environment), read here:
   pyarrow); by default this process's interpreter, which a standalone worker on the same machine, or
   on machines running the same image, finds at the same path.
 - SPARK_EXECUTOR_MEMORY: each executor's heap (`spark.executor.memory`, Spark's default 1g) on a cluster.
+- SPARK_DRIVER_MEMORY: the driver's heap (`spark.driver.memory`, DEFAULT_DRIVER_MEMORY), which in local
+  mode runs the tasks too. The job keeps the lake's samples out of the JVM (`jobs.py`, "How it runs"):
+  1g runs a 10M-sample lake in local mode with the JVM's resident peak under 2 GB (bench/reports.py).
 Anything else (the s3a connector's jars, `spark.jars`: `make spark-jars`) goes in
 `$SPARK_CONF_DIR/spark-defaults.conf`, which the driver reads when it starts; an object-store lake's
 endpoint comes with its reads from METRICS_DIR (`lake.LakeLocation.spark_options`): docs/analytics.md,
@@ -22,6 +25,7 @@ from collections.abc import Mapping
 from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
+DEFAULT_DRIVER_MEMORY = "1g"
 
 # Small shuffles: report datasets are per partition and window, far smaller than the lake they come from.
 DEFAULT_CONF = {
@@ -53,7 +57,8 @@ def spark_session(
     builder = SparkSession.builder.appName(app_name).master(master)
     # Python workers (the grouped pass) need pandas and pyarrow: this venv's unless PYSPARK_PYTHON says.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    for key, value in {**DEFAULT_CONF, **cluster_conf(master, os.environ), **(conf or {})}.items():
+    sized = {"spark.driver.memory": memory_size("SPARK_DRIVER_MEMORY", os.environ) or DEFAULT_DRIVER_MEMORY}
+    for key, value in {**DEFAULT_CONF, **sized, **cluster_conf(master, os.environ), **(conf or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
@@ -63,7 +68,14 @@ def cluster_conf(master: str, environ: Mapping[str, str]) -> dict[str, str]:
     driver's JVM runs the tasks)."""
     if master.startswith("local"):
         return {}
-    memory = environ.get("SPARK_EXECUTOR_MEMORY", "").strip()
-    if memory and not re.fullmatch(r"\d+([kmgtp]b?)?", memory.lower()):
-        raise ValueError(f"SPARK_EXECUTOR_MEMORY={memory!r} is not a JVM memory size: write e.g. 2g or 512m")
+    memory = memory_size("SPARK_EXECUTOR_MEMORY", environ)
     return {"spark.executor.memory": memory} if memory else {}
+
+
+def memory_size(variable: str, environ: Mapping[str, str]) -> str | None:
+    """A JVM memory size from the environment (`2g`, `512m`), None when unset; anything else is refused
+    naming the variable."""
+    memory = environ.get(variable, "").strip()
+    if memory and not re.fullmatch(r"\d+([kmgtp]b?)?", memory.lower()):
+        raise ValueError(f"{variable}={memory!r} is not a JVM memory size: write e.g. 2g or 512m")
+    return memory or None

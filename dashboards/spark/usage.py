@@ -18,13 +18,13 @@ from datetime import timedelta
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from dashboards.spark.frames import FLOW_KEY, PARTITION_KEY, partition_key_ddl, window_seconds
 from dashboards.spark.throughput import BYTES_PER_MB
 from dashboards.spark.windowed import (
+    combined_codes,
     doubles,
     key_columns,
     longs,
@@ -106,12 +106,6 @@ def sample_progress(table: pa.Table) -> SampleProgress:
     return SampleProgress(behind, records_known & (records > 0), produced, ack_ms)
 
 
-def _dense_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, int]:
-    """Each value's rank among the column's distinct values (null: -1), and how many there are."""
-    encoded = column.combine_chunks().dictionary_encode()
-    return pc.fill_null(encoded.indices, -1).to_numpy().astype(np.int64), len(encoded.dictionary)
-
-
 def task_usage(
     table: pa.Table,
     windows: np.ndarray,
@@ -133,10 +127,7 @@ def task_usage(
     `progress` is `sample_progress(table)` unless given (computed over more samples, then taken).
     """
     progress = progress or sample_progress(table)
-    key = windows.astype(np.int64)
-    for column in by:
-        codes, distinct = _dense_codes(table.column(column))
-        key = key * (distinct + 1) + codes + 1
+    key = combined_codes(table, by, key=windows)
     groups, first, group_of_row = np.unique(key, return_index=True, return_inverse=True)
     count = len(groups)
     interval_s = doubles(table, "interval_s")

@@ -43,6 +43,29 @@ def longs(table: pa.Table, column: str) -> tuple[np.ndarray, np.ndarray]:
     return pc.fill_null(values, 0).to_numpy().astype(np.int64), values.is_valid().to_numpy()
 
 
+def dense_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, int]:
+    """Each value's rank among the column's distinct values in order of appearance (null: -1), and how many
+    there are."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    encoded = array.dictionary_encode()
+    return pc.fill_null(encoded.indices, -1).to_numpy().astype(np.int64), len(encoded.dictionary)
+
+
+def combined_codes(table: pa.Table, columns: Sequence[str], key: np.ndarray | None = None) -> np.ndarray:
+    """An int64 per row, equal for the rows equal on `key` (when given, it orders first) and `columns`:
+    mixed-radix `dense_codes`, renumbered densely whenever the next column could overflow."""
+    key = np.zeros(table.num_rows, np.int64) if key is None else key.astype(np.int64)
+    span = int(key.max()) + 1 if len(key) else 1
+    for column in columns:
+        codes, distinct = dense_codes(table.column(column))
+        if span * (distinct + 1) >= 2**62:
+            distinct_keys, key = np.unique(key, return_inverse=True)
+            span = len(distinct_keys)
+        key = key * (distinct + 1) + codes + 1
+        span *= distinct + 1
+    return key
+
+
 def count_per_window(windows: np.ndarray, window_count: int, where: np.ndarray | None = None) -> np.ndarray:
     """Spark's `count` per window of the rows `where` holds (all rows without it)."""
     return np.bincount(windows if where is None else windows[where], minlength=window_count)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import shutil
 from datetime import UTC, datetime, timedelta
@@ -13,7 +12,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from dashboards.lakegen import generate_lake
-from dashboards.spark import jobs
 from dashboards.spark.jobs import REPORT_KEYS, ReportOptions, run_reports
 
 OPTIONS = ReportOptions(window=timedelta(minutes=30), lag_lookback=timedelta(hours=1), window_samples=5)
@@ -130,25 +128,6 @@ def test_a_window_that_does_not_divide_a_day_is_refused(spark, tmp_path):
             state_dir=tmp_path / "s",
             options=ReportOptions(window=timedelta(minutes=7)),
         )
-
-
-def test_samples_the_coding_join_would_drop_fail_the_run_and_record_nothing(
-    spark, lake, tmp_path, monkeypatch
-):
-    """Samples are coded by an inner join on the combinations read first: should the files change in
-    between, samples would vanish from every report; the run fails instead and records nothing."""
-    real = jobs._sample_codes
-
-    def missing_a_partition(samples):
-        codes = real(samples)
-        combinations = codes.combinations.where("NOT (flow_id = 1 AND `partition` = 0)")
-        return dataclasses.replace(codes, combinations=combinations)
-
-    monkeypatch.setattr(jobs, "_sample_codes", missing_a_partition)
-    state = tmp_path / "state"
-    with pytest.raises(RuntimeError, match="changed during the run"):
-        run_reports(spark=spark, lake_dir=lake, state_dir=state, options=OPTIONS, now=FULL_RUN_AT)
-    assert not (state / "ledger.json").exists()
 
 
 def test_samples_without_an_end_offset_have_unknown_lag_and_still_count(spark, lake, full_run, tmp_path):

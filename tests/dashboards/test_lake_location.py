@@ -14,7 +14,7 @@ import pytest
 from dashboards.spark.jobs import list_lake_partitions, run_reports
 from dashboards.spark.lake import arrow_schema, lake_location
 from dashboards.spark.s3a import pyspark_hadoop_version, s3a_hadoop_version
-from dashboards.spark.session import cluster_conf
+from dashboards.spark.session import cluster_conf, memory_size
 from tests.lake import AT, lake_samples
 from workers.lake import MetricsLake, part_name
 
@@ -81,6 +81,13 @@ def test_executor_memory_is_set_on_a_cluster_only_and_checked():
     assert cluster_conf("spark://h:7077", {}) == {}
     with pytest.raises(ValueError, match="SPARK_EXECUTOR_MEMORY='2 GB'.*e.g. 2g"):
         cluster_conf("spark://h:7077", {"SPARK_EXECUTOR_MEMORY": "2 GB"})
+
+
+def test_driver_memory_comes_from_the_environment_and_is_checked():
+    assert memory_size("SPARK_DRIVER_MEMORY", {"SPARK_DRIVER_MEMORY": " 1536m "}) == "1536m"
+    assert memory_size("SPARK_DRIVER_MEMORY", {}) is None
+    with pytest.raises(ValueError, match="SPARK_DRIVER_MEMORY='lots'.*e.g. 2g"):
+        memory_size("SPARK_DRIVER_MEMORY", {"SPARK_DRIVER_MEMORY": "lots"})
 
 
 def test_workers_write_an_object_store_lake_the_report_job_lists(s3_server):
