@@ -20,8 +20,9 @@ from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_producer
 from replication.policy import replication_policy_for
-from replication.positions import InMemoryPositionStore, TopicPartition
+from replication.positions import InMemoryPositionStore
 from replication.source import MirrorSourceTask
+from replication.topic_partition import TopicPartition
 
 TARGET_S = 5.0
 RECORDS_PER_PARTITION = 300

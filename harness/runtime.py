@@ -27,7 +27,7 @@ from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_consumer, make_producer
 from replication.kafka.processes import free_port
 from replication.kafka.source_io import PartitionReader
-from replication.source import source_offset_of
+from replication.mirroring import source_offset_of
 
 CELERY = str(Path(sys.executable).with_name("celery"))
 GUNICORN = str(Path(sys.executable).with_name("gunicorn"))

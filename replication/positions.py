@@ -3,15 +3,25 @@
 A position only ever covers records the target acknowledged (and whose offset syncs are durable), so
 resuming from it never loses a record. `PositionStore` is the port; `replication.kafka.positions` stores
 positions in a compacted topic on the target (dedicated mode), workers may store them in a database.
+`PositionWriter` is the task's side: offset syncs first, then the positions they cover, coalesced.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
-TopicPartition = tuple[str, int]
+from replication.offset_syncs import OffsetSyncEmitter
+from replication.partition_state import Acknowledgements, PartitionState
+from replication.slices import SliceError, SliceErrorKind
+from replication.topic_partition import TopicPartition
+
+# During a slice, positions (and offset syncs) are persisted at least this often: a crash makes a restart
+# write again at most what was acknowledged since (at_least_once duplicates, exactly_once tail re-read).
+PERSIST_INTERVAL_S = 0.2
+PERSIST_RECORDS = 10_000
 
 
 class PositionStore(Protocol):
@@ -90,3 +100,112 @@ class PersistCadence:
 
     def persisted(self, *, now: float, acked: int) -> None:
         self._at, self._acked = now, acked
+
+
+class PositionWriter:
+    """One task's positions: the stored ones it knows (asked once per partition), the partitions that
+    may have offset syncs to emit or a position to write (`dirty`), and when it last wrote them.
+
+    `write` emits the decided offset syncs, then persists positions: a position never outruns its syncs.
+    Positions are the acknowledged prefix of each partition, so it may run with records in flight. A
+    moved position is written when `position_record_due` says (at most one record per partition per
+    `POSITION_RECORD_INTERVAL_S` while it moves, none while idle), or at once with `every_position`
+    (before the partitions may be resumed by someone else)."""
+
+    def __init__(
+        self,
+        *,
+        flow: str,
+        store: PositionStore,
+        offset_syncs: Callable[[], OffsetSyncEmitter],
+        acks: Acknowledgements,
+    ) -> None:
+        self._flow, self._store, self._offset_syncs, self._acks = flow, store, offset_syncs, acks
+        self._emitter: OffsetSyncEmitter | None = None
+        self.dirty: dict[TopicPartition, PartitionState] = {}
+        self.known: dict[TopicPartition, int] = {}  # stored next source offsets, as last read or written
+        self._looked_up: set[TopicPartition] = set()  # asked the store already
+        self.last_offset_sync_at: float | None = None  # when offset syncs were last acknowledged (clock)
+        self._cadence = PersistCadence(
+            interval_s=PERSIST_INTERVAL_S, records=PERSIST_RECORDS, now=time.monotonic()
+        )
+
+    def load(self, keys: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        """The stored positions of these partitions (one request for those not asked yet)."""
+        unknown = [key for key in keys if key not in self._looked_up]
+        if unknown:
+            self.known.update(self._store.load(flow=self._flow, partitions=unknown))
+            self._looked_up.update(unknown)
+        return {key: self.known[key] for key in keys if key in self.known}
+
+    def forget(self, key: TopicPartition) -> None:
+        """The partition left the task: another task may advance it, so the store is asked again."""
+        self._looked_up.discard(key)
+        self.known.pop(key, None)
+
+    def emitter(self) -> OffsetSyncEmitter:
+        if self._emitter is None:
+            self._emitter = self._offset_syncs()
+        return self._emitter
+
+    @property
+    def opened_emitter(self) -> OffsetSyncEmitter | None:
+        return self._emitter
+
+    def due(self) -> bool:
+        """A running slice persists now (`PersistCadence`)."""
+        return self._cadence.due(now=time.monotonic(), acked=self._acks.records)
+
+    def postpone(self) -> None:
+        """A persist that failed waits a whole cadence before the next try."""
+        self._cadence.persisted(now=time.monotonic(), acked=self._acks.records)
+
+    def persisted_all(self) -> bool:
+        """No acknowledgement since the last write and every position it looked at written."""
+        return not self._acks.touched and all(
+            state.position == state.persisted for state in self.dirty.values()
+        )
+
+    def write(self, *, now: float, final: bool = False, every_position: bool = False) -> SliceError | None:
+        """Emit the offset syncs, then persist the positions due; the error when either failed (retried)."""
+        dirty = self.dirty
+        drained = [(state, state.syncs.drain(now=now, final=final)) for state in dirty.values()]
+        syncs = [sync for _, batch in drained for sync in batch]
+        if syncs:
+            try:
+                self.emitter().emit(syncs)
+                self.last_offset_sync_at = now
+            except Exception as exc:  # the positions wait for the syncs: retried next slice
+                for state, batch in drained:
+                    state.syncs.requeue(batch)
+                return SliceError(
+                    SliceErrorKind.OFFSET_SYNC, f"emitting {len(syncs)} offset sync(s) failed: {exc}"
+                )
+        acked = self._acks.records  # before reading the positions: they cover at least these
+        changed = {
+            key: position
+            for key, state in dirty.items()
+            if (position := state.position) != state.persisted
+            and (
+                every_position
+                or position_record_due(
+                    position=position, written=state.persisted, written_at=state.persisted_at, now=now
+                )
+            )
+        }
+        if changed:
+            try:
+                self._store.save(flow=self._flow, positions=changed)
+            except Exception as exc:
+                return SliceError(SliceErrorKind.PERSIST, f"persisting positions failed: {exc}")
+            for key, offset in changed.items():
+                dirty[key].persisted, dirty[key].persisted_at = offset, now
+            self.known.update(changed)
+        # Kept: a position still to write (coalesced) or a progress sync still to come.
+        self.dirty = {
+            key: state
+            for key, state in dirty.items()
+            if state.position != state.persisted or not state.syncs.idle
+        }
+        self._cadence.persisted(now=time.monotonic(), acked=acked)
+        return None

@@ -3,7 +3,8 @@
 The task (`replication.source`) fetches from a `RecordSource`, produces to a `RecordSink` and tracks the
 deliveries, emits offset syncs through an `OffsetSyncEmitter` (`replication.offset_syncs`) and persists
 positions in a `PositionStore` (`replication.positions`); it reads partitions to their end through a
-`PartitionReader` (exactly_once recovery on the target, the data-loss check on the source).
+`PartitionReader` (exactly_once recovery on the target, the data-loss check on the source); with
+`rewrite-ids` a `SchemaRewriter` (the registries) rewrites schema IDs, or raises `SchemaWait`.
 `replication.kafka.source_io.kafka_task_io` implements them with confluent-kafka; the unit tests run the
 task on in-memory implementations.
 
@@ -15,11 +16,14 @@ no wrapper per record.
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from replication.offset_syncs import OffsetSyncEmitter
+
+log = logging.getLogger(__name__)
 
 Headers = list[tuple[str, bytes | None]] | None
 TopicPartition = tuple[str, int]
@@ -143,6 +147,23 @@ class PartitionReadError(RuntimeError):
         self.unknown_partition = unknown_partition
 
 
+class SchemaWait(Exception):
+    """The record names a source schema the target registry does not hold yet (or that could not be
+    looked up): the partition waits at this record (`replication.schema_hold`)."""
+
+    def __init__(self, source_id: int, reason: str) -> None:
+        super().__init__(f"schema ID {source_id}: {reason}")
+        self.source_id = source_id
+
+
+class SchemaRewriter(Protocol):
+    """Rewrites the schema IDs of keys and values (`rewrite-ids`, `keep-ids`): the registries' side of a
+    task (`replication.schemas.ids.SchemaIdRewriter`)."""
+
+    def rewrite(self, payload: bytes | None) -> bytes | None:
+        """`payload` naming the target's ID of its schema; `SchemaWait` when that is not known yet."""
+
+
 class Tail(NamedTuple):
     low: int  # earliest offset
     end: int  # true end offset
@@ -189,3 +210,40 @@ class TaskIO:
     # The sink is a `TransactionalSink`; `transaction_failure` says what an exception of its calls means.
     transactional: bool = False
     transaction_failure: Callable[[Exception], TransactionFailure] | None = None
+
+
+class Readers:
+    """A task's partition readers of both clusters, each opened when first needed."""
+
+    def __init__(self, io: TaskIO) -> None:
+        self._io = io
+        self._source: PartitionReader | None = None
+        self._target: PartitionReader | None = None
+
+    def source(self) -> PartitionReader:
+        if self._source is None:
+            self._source = self._io.source_reader()
+        return self._source
+
+    def target(self) -> PartitionReader:
+        if self._target is None:
+            self._target = self._io.target_reader()
+        return self._target
+
+    @property
+    def opened(self) -> tuple[PartitionReader, ...]:
+        return tuple(reader for reader in (self._source, self._target) if reader is not None)
+
+
+class Closeable(Protocol):
+    def close(self) -> None: ...
+
+
+def close_quietly(*clients: Closeable | None) -> None:
+    """Close each client there is; closing is best effort (the task is going away anyway)."""
+    for client in clients:
+        if client is not None:
+            try:
+                client.close()
+            except Exception:
+                log.debug("closing %r failed", client, exc_info=True)

@@ -27,8 +27,8 @@ from replication.kafka.internal_topics import (
     InternalTopicReader,
     InternalTopicWriter,
 )
-from replication.positions import TopicPartition
 from replication.takeover import mm2_offsets_topic
+from replication.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

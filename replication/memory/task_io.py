@@ -25,6 +25,7 @@ from replication.task_io import (
     Tail,
     TaskIO,
     TopicPartition,
+    TransactionFailure,
 )
 
 CREATE_TIME = 1
@@ -392,3 +393,43 @@ class MemoryIO:
         sink = self.sinks.pop(0) if self.sinks else MemorySink(self.target_cluster)
         self.made.append(sink)
         return sink
+
+
+class MemoryTransactionError(Exception):
+    """A transactional call that failed, and what the task must make of it (`memory_transaction_failure`)."""
+
+    def __init__(self, failure: TransactionFailure) -> None:
+        super().__init__(f"transaction call failed ({failure})")
+        self.failure = failure
+
+
+def memory_transaction_failure(exc: Exception) -> TransactionFailure:
+    return exc.failure if isinstance(exc, MemoryTransactionError) else TransactionFailure.FATAL
+
+
+class MemoryTransactionalSink(MemorySink):
+    """A `MemorySink` with the `TransactionalSink` calls: it counts them, and `failing[call]` lists the
+    failures its next calls raise (then it succeeds)."""
+
+    def __init__(self, cluster: MemoryCluster, **kwargs) -> None:
+        super().__init__(cluster, **kwargs)
+        self.calls: list[str] = []
+        self.failing: dict[str, list[TransactionFailure]] = {}
+
+    def _call(self, name: str) -> None:
+        self.calls.append(name)
+        if self.failing.get(name):
+            raise MemoryTransactionError(self.failing[name].pop(0))
+
+    def init_transactions(self, timeout: float) -> None:
+        self._call("init")
+
+    def begin_transaction(self) -> None:
+        self._call("begin")
+
+    def commit_transaction(self, timeout: float) -> None:
+        self._call("commit")
+        self.flush(timeout)
+
+    def abort_transaction(self, timeout: float) -> None:
+        self._call("abort")

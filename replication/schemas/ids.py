@@ -23,18 +23,10 @@ from collections.abc import Callable
 from replication.schemas.rest import ConfluentRegistryClient, RegistryError
 from replication.schemas.sync import renamed_schema
 from replication.schemas.wire import schema_id_of, with_schema_id
+from replication.task_io import SchemaWait
 
 RETRY_S = 1.0
 _NOT_A_SCHEMA = -1  # the source registry does not know the ID: the payload is not a registry record
-
-
-class SchemaWait(Exception):
-    """The record names a source schema the target registry does not hold yet (or that could not be
-    looked up): the partition waits at this record."""
-
-    def __init__(self, source_id: int, reason: str) -> None:
-        super().__init__(f"schema ID {source_id}: {reason}")
-        self.source_id = source_id
 
 
 class SchemaIdRewriter:

@@ -12,7 +12,8 @@ import pytest
 from replication.config import ClusterConfig, DeliveryGuarantee
 from replication.kafka.clients import make_producer
 from replication.kafka.positions import KafkaPositionStore
-from replication.source import SliceResult, source_offset_of
+from replication.mirroring import source_offset_of
+from replication.source import SliceResult
 from tests.conftest import KAFKA_KIND
 from tests.replication.test_source_task import create_topics, make_task, read_partition
 

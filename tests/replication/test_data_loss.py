@@ -1,4 +1,4 @@
-"""The data-loss detector: the pure decision, and on embedded brokers a position past the partition's
+"""The data-loss detector: the pure decision, `DataLossCheck` on in-memory clients, and on embedded brokers a position past the partition's
 end (topic recreated) reported as a gap, then the partition stopped or skipped per data.loss.policy."""
 
 from __future__ import annotations
@@ -8,9 +8,15 @@ import time
 import pytest
 
 from replication.config import DataLossPolicy
+from replication.data_loss import DataLossCheck
+from replication.memory.task_io import MemoryCluster, MemoryEmitter, MemoryReader, MemorySource
 from replication.metrics import MirrorMetrics
-from replication.positions import InMemoryPositionStore
-from replication.source import DataLoss, detect_data_loss
+from replication.mirroring import DataLoss, detect_data_loss
+from replication.partition_state import Acknowledgements
+from replication.positions import InMemoryPositionStore, PositionWriter
+from replication.slices import SliceErrorKind
+from replication.task_metrics import TaskMetrics
+from tests.replication.states import partition_state
 from tests.replication.test_source_task import content, create_topics, make_task, produce, read_partition
 
 
@@ -79,3 +85,47 @@ def test_position_past_the_end_is_reported_then_stopped_or_skipped(cluster_a, cl
     task.close()
     assert content(read_partition(cluster_b, f"A.{topic}", 0)) == expected_partition0
     assert content(read_partition(cluster_b, f"A.{topic}", 1)) == new_records
+
+
+@pytest.mark.parametrize("policy", [DataLossPolicy.STOP, DataLossPolicy.SKIP])
+def test_the_check_without_a_task_turns_an_out_of_range_fetch_into_one_gap_then_stops_or_skips(policy):
+    """`DataLossCheck` on the in-memory clients: a fetch error that is not about a running partition is
+    no slice error, an out-of-range one is checked at the slice end, once."""
+    cluster = MemoryCluster()
+    cluster.create("orders", 1)
+    for i in range(10):
+        cluster.append("orders", 0, key=None, value=b"v%d" % i)
+    cluster.delete_before("orders", 0, 6)  # retention: offsets 2..5 go before the task reaches them
+    source = MemorySource(cluster)
+    source.assign({("orders", 0): 2})
+    metrics, acks = MirrorMetrics(), Acknowledgements()
+    reporter = TaskMetrics(metrics=metrics, source=source, transactional=False)
+    positions = PositionWriter(
+        flow="A->B", store=InMemoryPositionStore(), offset_syncs=MemoryEmitter, acks=acks
+    )
+    check = DataLossCheck(
+        source=source,
+        reader=lambda: MemoryReader(cluster),
+        policy=policy,
+        metrics=reporter,
+        positions=positions,
+        gap_confirm_s=0.0,
+        label="flow A->B task 0",
+    )
+    state = partition_state(acks=acks, start=2)
+    states = {state.key: state}
+    (fetched,) = source.fetch(first_wait_s=0, max_records=100)
+    assert check.fetch_error(fetched, states) is None and check.out_of_range == {("orders", 0)}
+    assert check.fetch_error(fetched, {}) is None  # not a running partition's: a warning, not an error
+    events, errors = check.check(states, fetched=[], swept=[], now=100.0)
+    (event,) = events
+    assert (event.expected_offset, event.lost_records) == (2, 4) and check.reseek
+    assert metrics.snapshot(now=100.0)[0].gap_count == 1
+    if policy == DataLossPolicy.STOP:
+        (error,) = errors
+        assert error.kind is SliceErrorKind.DATA_LOSS and state.stopped and state.next_offset == 2
+        assert positions.dirty == {}
+    else:
+        assert errors == [] and not state.stopped and state.next_offset == event.resumed_offset == 6
+        assert positions.dirty == {state.key: state}  # the position moved without an acknowledgement
+    assert check.check(states, fetched=[], swept=[state.key], now=101.0) == ([], [])  # reported once

@@ -21,7 +21,8 @@ from replication.mirroring import source_offset_of
 from replication.offset_sync_store import OffsetSyncStore
 from replication.policy import replication_policy_for
 from replication.positions import POSITION_RECORD_INTERVAL_S, InMemoryPositionStore
-from replication.source import ROTATION_MINIMUM, MirrorSourceTask
+from replication.source import MirrorSourceTask
+from replication.task_metrics import ROTATION_MINIMUM
 
 TOPIC, REMOTE = "orders", "A.orders"
 PARTITIONS = 2_000

@@ -19,9 +19,9 @@ from replication.formats import Heartbeat
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_admin, make_consumer, make_producer
 from replication.kafka.source_io import PartitionReader, mirror_producer
+from replication.mirroring import source_offset_of
 from replication.policy import DefaultReplicationPolicy
 from replication.remote import replication_hops
-from replication.source import source_offset_of
 
 pytestmark = pytest.mark.kafka
 

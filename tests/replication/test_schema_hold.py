@@ -11,12 +11,15 @@ from replication.config import DeliveryGuarantee, FlowConfig, SchemaIdMode
 from replication.memory.task_io import MemoryIO
 from replication.policy import replication_policy_for
 from replication.positions import InMemoryPositionStore
+from replication.schema_hold import SCHEMA_WAIT_ERROR_S, SchemaHold
 from replication.schemas.flow import flow_subject_renamer
 from replication.schemas.ids import SchemaIdRewriter
 from replication.schemas.rest import ConfluentRegistryClient, Schema
 from replication.schemas.sync import sync_schemas
 from replication.schemas.wire import schema_id_of, with_schema_id
-from replication.source import SCHEMA_WAIT_ERROR_S, MirrorSourceTask, SliceErrorKind
+from replication.source import MirrorSourceTask, SliceErrorKind
+from replication.task_io import SchemaWait
+from tests.replication.states import partition_state
 
 
 def test_a_partition_holds_at_a_record_whose_schema_is_missing_then_goes_on(schema_registries, unique_name):
@@ -94,3 +97,29 @@ def test_a_partition_holds_at_a_record_whose_schema_is_missing_then_goes_on(sche
     assert [r.value()[5:] for r in mirrored] == [p[5:] for p in payloads]
     assert all(r.key() == b"plain key" for r in mirrored)
     assert [r.value() for r in io.target_cluster.read(remote, 1)] == [b"not in the wire format"] * 6
+
+
+def test_a_hold_without_a_task_is_released_once_its_record_is_sent_and_an_error_only_after_its_wait():
+    """`SchemaHold` alone (no registry): the hold keeps its clock across slices that did not fetch the
+    partition again, reports a `schema` error from SCHEMA_WAIT_ERROR_S on, and ends when the position
+    passes the held offset."""
+    now = [1_000.0]
+    hold = SchemaHold(clock=lambda: now[0], label="flow A->B task 0")
+    state = partition_state()
+    state.next_offset = 9
+    wait = SchemaWait(12, "not on the target registry yet (waiting for the schema sync)")
+    hold.hold(state, 4, wait)
+    assert (state.next_offset, state.held, state.schema_wait_since) == (4, (4, wait), 1_000.0)
+    assert hold.held == {("orders", 0): state} and hold.reseek
+    now[0] += SCHEMA_WAIT_ERROR_S - 1
+    hold.retry()  # a new slice tries the record again; the partition was not fetched again
+    assert state.schema_wait is None and hold.check(now=now[0]) == []
+    hold.hold(state, 4, wait)  # held again: the clock goes on from the first hold
+    now[0] += 1
+    (error,) = hold.check(now=now[0])
+    assert error.kind is SliceErrorKind.SCHEMA and error.partition == ("orders", 0)
+    assert error.message == f"orders[0] has waited {SCHEMA_WAIT_ERROR_S:.0f}s at offset 4: {wait}"
+    hold.retry()
+    state.next_offset = 5  # the sync registered the schema: the held record was sent
+    assert hold.check(now=now[0]) == [] and hold.held == {}
+    assert (state.held, state.schema_wait_since) == (None, None)

@@ -12,10 +12,11 @@ import pytest
 from replication.config import FlowConfig, SchemaIdMode
 from replication.policy import DefaultReplicationPolicy
 from replication.schemas.flow import flow_subject_renamer
-from replication.schemas.ids import SchemaIdRewriter, SchemaWait
+from replication.schemas.ids import SchemaIdRewriter
 from replication.schemas.rest import ConfluentRegistryClient, Schema
 from replication.schemas.sync import id_conflict, sync_schemas
 from replication.schemas.wire import schema_id_of, with_schema_id
+from replication.task_io import SchemaWait
 
 
 def record_schema(name: str, *fields: str) -> Schema:

@@ -18,9 +18,10 @@ from replication.kafka.clients import make_consumer, make_producer
 from replication.kafka.positions import KafkaPositionStore
 from replication.kafka.source_io import PartitionReader
 from replication.metrics import MirrorMetrics
+from replication.mirroring import SOURCE_OFFSET_HEADER, source_offset_of
 from replication.policy import PROVENANCE_HEADER, DefaultReplicationPolicy
 from replication.positions import InMemoryPositionStore
-from replication.source import SOURCE_OFFSET_HEADER, MirrorSourceTask, SliceResult, source_offset_of
+from replication.source import MirrorSourceTask, SliceResult
 
 pytestmark = pytest.mark.kafka
 
@@ -445,7 +446,7 @@ def test_exactly_once_waits_for_a_remote_topic_being_created_then_starts_it(
     produce(cluster_a, topic, records)
     task = make_task(cluster_a, cluster_b, [topic], delivery_guarantee=DeliveryGuarantee.EXACTLY_ONCE)
     task.assign([(topic, 0), (topic, 1)])
-    with caplog.at_level(logging.INFO, logger="replication.source"):
+    with caplog.at_level(logging.INFO, logger="replication.starting"):
         waiting = task.run_slice(max_seconds=0.3)
     assert waiting.ok and waiting.records == 0
     assert f"waiting for remote topic A.{topic} to be created (partitions 0, 1)" in caplog.text

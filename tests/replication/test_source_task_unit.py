@@ -272,7 +272,7 @@ def test_a_partition_whose_remote_partition_is_not_created_yet_waits_for_it_with
     io, store = make_io(partitions=2, records=5), InMemoryPositionStore()
     del io.target_cluster.partitions[(REMOTE, 1)]  # in the flow's plan; the target does not know it yet
     task = make_task(io, store, partitions=2, guarantee=DeliveryGuarantee.EXACTLY_ONCE)
-    with caplog.at_level(logging.INFO, logger="replication.source"):
+    with caplog.at_level(logging.INFO, logger="replication.starting"):
         waiting = task.run_slice(max_seconds=5, return_when_caught_up=True)
     assert waiting.ok and waiting.positions == {(TOPIC, 0): 5}
     assert all(p.last_error is None for p in task.metrics.snapshot().partitions)  # none in its status

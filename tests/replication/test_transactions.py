@@ -15,8 +15,9 @@ from replication.config import DeliveryGuarantee
 from replication.kafka.clients import make_producer
 from replication.kafka.source_io import PartitionReader, transactional_id
 from replication.metrics import MirrorMetrics
+from replication.mirroring import source_offset_of
 from replication.positions import InMemoryPositionStore
-from replication.source import SliceErrorKind, SliceResult, TaskFenced, source_offset_of
+from replication.source import SliceErrorKind, SliceResult, TaskFenced
 from tests.replication.test_source_task import (
     create_topics,
     make_task,
@@ -86,14 +87,14 @@ def test_a_zombie_task_is_fenced_and_read_committed_readers_see_each_record_once
     # between two transactions when it is fenced, with nothing left to abort); its lease expires and
     # another worker starts the same task.
     freezing, thaw = threading.Event(), threading.Event()
-    commit = zombie._commit_transaction
+    commit = zombie._transactions.commit
 
-    def freeze_then_commit(errors):
+    def freeze_then_commit():
         freezing.set()
         thaw.wait(60)
-        return commit(errors)
+        return commit()
 
-    zombie._commit_transaction = freeze_then_commit
+    zombie._transactions.commit = freeze_then_commit
     outcome: dict[str, SliceResult] = {}
     frozen = threading.Thread(target=lambda: outcome.update(result=zombie.run_slice(max_seconds=60)))
     frozen.start()
@@ -197,7 +198,7 @@ def test_records_of_an_aborted_transaction_are_counted_apart_never_as_replicated
     task.assign(keys)
     produce(range(400))
     run_until(task, lambda: all(task.run_slice(max_seconds=0.3).positions.get(k, -1) >= 200 for k in keys))
-    task._sink = failing = _CommitFailsOnce(task._sink)  # the next commit fails
+    task._delivery.sink = failing = _CommitFailsOnce(task._delivery.sink)  # the next commit fails
     produce(range(400, 2_000))
     errors = []
     run_until(task, lambda: errors.extend(task.run_slice(max_seconds=0.3).errors) or failing.failed)

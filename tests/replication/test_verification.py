@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 
 from replication.formats import OffsetSync
+from replication.mirroring import SOURCE_OFFSET_HEADER
 from replication.offset_sync_store import OffsetSyncStore
 from replication.policy import PROVENANCE_HEADER
-from replication.source import SOURCE_OFFSET_HEADER
 from replication.verification import (
     ByteBudget,
     MirroredRecord,

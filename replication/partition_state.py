@@ -1,0 +1,160 @@
+"""One source partition's replication state in a `MirrorSourceTask`, and the acknowledgements of a task's
+partitions as they arrive (the ack tracking half of delivery).
+
+`PartitionState.on_delivery` runs once per record, from the sink's delivery reports: it keeps the
+partition's in-flight offsets, its acknowledged counts and offset-sync decisions, and lists the partition
+in the task's `Acknowledgements` the first time it hears a report, so that no collaborator ever walks
+every partition of a task to learn what moved. Everything else reads or writes the fields between
+fetches (the task and its collaborators: `replication.delivery`, `replication.transactions`,
+`replication.schema_hold`, `replication.task_metrics`, `replication.positions`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+
+from replication.offset_syncs import OffsetSyncWriter
+from replication.task_io import ClientError, SchemaWait, SourceRecord
+from replication.topic_partition import TopicPartition
+
+
+class Acknowledgements:
+    """What the delivery reports of a task's partitions did since the task last looked, kept as they
+    arrive: totals, and the partitions that heard a report (`touched`, each once) or failed a record."""
+
+    __slots__ = ("records", "bytes", "touched", "failed")
+
+    def __init__(self) -> None:
+        self.records = self.bytes = 0
+        self.touched: list[PartitionState] = []
+        self.failed: dict[TopicPartition, PartitionState] = {}
+
+    def take_touched(self) -> list[PartitionState]:
+        """The partitions that heard a report since the last call, each once."""
+        touched, self.touched = self.touched, []
+        for state in touched:
+            state.touched = False
+        return touched
+
+    def take_failed(self) -> dict[TopicPartition, PartitionState]:
+        failed, self.failed = self.failed, {}
+        return failed
+
+
+class PartitionState:
+    """One source partition's replication state. `on_delivery` runs once per record: keep it lean."""
+
+    __slots__ = (
+        "acks",
+        "touched",
+        "persisted_at",
+        "topic",
+        "partition",
+        "remote_topic",
+        "in_flight",
+        "next_offset",
+        "failed_at",
+        "error",
+        "syncs",
+        "acked_records",
+        "acked_bytes",
+        "last_acked",
+        "observed_ack",
+        "observed_records",
+        "latency_ms",
+        "last_polled_timestamp_ms",
+        "polled",
+        "skipped",
+        "reported_records",
+        "reported_bytes",
+        "reported_skipped",
+        "committed_records",
+        "committed_bytes",
+        "persisted",
+        "stopped",
+        "suspect_since",
+        "schema_wait",
+        "schema_wait_since",
+        "held",
+    )
+
+    def __init__(
+        self,
+        *,
+        topic: str,
+        partition: int,
+        remote_topic: str,
+        start: int,
+        offset_lag_max: int,
+        acks: Acknowledgements,
+    ) -> None:
+        self.topic, self.partition, self.remote_topic = topic, partition, remote_topic
+        self.acks = acks
+        self.touched = False  # listed in acks.touched since the task last collected them
+        self.in_flight: deque[int] = deque()  # source offsets produced, not acknowledged, in order
+        self.next_offset = start  # next source offset to consume
+        self.failed_at: int | None = None
+        self.error: str | None = None
+        self.syncs = OffsetSyncWriter(topic=topic, partition=partition, offset_lag_max=offset_lag_max)
+        self.acked_records = self.acked_bytes = self.skipped = 0
+        self.reported_records = self.reported_bytes = self.reported_skipped = 0
+        # Transactional: acked_records/bytes when a commit last included them (what counts as replicated).
+        self.committed_records = self.committed_bytes = 0
+        self.last_acked: SourceRecord | None = None
+        self.observed_ack: SourceRecord | None = None
+        self.observed_records = 0  # acked_records when observed_ack was
+        self.latency_ms: float | None = None
+        self.last_polled_timestamp_ms: int | None = None
+        self.polled = False
+        self.persisted: int | None = None
+        self.persisted_at: float | None = None  # when a position of this task was last written (clock)
+        self.stopped = False
+        self.suspect_since: float | None = None
+        self.schema_wait: SchemaWait | None = None  # held at next_offset this slice (rewrite-ids)
+        self.schema_wait_since: float | None = None  # when the hold began (kept until the record passes)
+        self.held: tuple[int, SchemaWait] | None = None  # the offset held at and why, until it passes
+
+    @property
+    def key(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+    @property
+    def position(self) -> int:
+        """Next source offset to replicate: every record before it is acknowledged by the target."""
+        if self.failed_at is not None:
+            return self.failed_at
+        return self.in_flight[0] if self.in_flight else self.next_offset
+
+    def fail(self, offset: int, error: str) -> None:
+        """The record at `offset` did not reach the target: the position stays at or before it."""
+        if self.failed_at is None or offset < self.failed_at:
+            self.failed_at, self.error = offset, error
+        self.acks.failed[(self.topic, self.partition)] = self
+
+    def on_delivery(self, error: ClientError | None, message: SourceRecord) -> None:
+        # Delivery reports of one partition arrive in produce order (RecordSink's contract).
+        upstream = self.in_flight.popleft()
+        acks = self.acks
+        if not self.touched:
+            self.touched = True
+            acks.touched.append(self)
+        if error is not None:
+            self.fail(upstream, error.str())
+            return
+        self.syncs.on_ack(upstream, message.offset())
+        size = len(message)
+        self.acked_records += 1
+        self.acked_bytes += size
+        acks.records += 1
+        acks.bytes += size
+        self.last_acked = message
+
+
+def keep_only(
+    states: Mapping[TopicPartition, PartitionState], *kept: dict[TopicPartition, PartitionState]
+) -> None:
+    """Drop from each of `kept` the partitions whose state is not in `states` any more (gone, restarted)."""
+    for by_key in kept:
+        for key in [key for key, state in by_key.items() if states.get(key) is not state]:
+            del by_key[key]

@@ -1,0 +1,142 @@
+"""`Delivery` and the acknowledgements of `PartitionState`, without a task: a fetched batch is produced in
+order per partition, positions move only by acknowledged prefixes, a full sink waits for room, a refused
+record or a failed delivery fails its partition there, skipped records move the position without a send,
+and a record waiting for its schema holds its partition (on replication/memory/task_io.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from replication.delivery import Delivery, ProduceFailed
+from replication.memory.task_io import MemoryIO, MemorySink
+from replication.mirroring import SKIP
+from replication.partition_state import PartitionState
+from replication.schema_hold import SchemaHold
+from replication.slices import SliceErrorKind
+from replication.task_io import SchemaWait
+from tests.replication.states import partition_state
+from tests.replication.test_source_task_unit import REMOTE, TOPIC, make_io
+
+
+class Run:
+    """A Delivery on `io`'s clients, with a state per partition starting at offset 0."""
+
+    def __init__(self, io: MemoryIO, *, partitions: int = 2, rewrite=None, schema_ids=None) -> None:
+        task_io = io.task_io()
+        self.hold = SchemaHold(clock=lambda: 100.0, label="flow A->B task 0")
+        self.delivery = Delivery(
+            io=task_io, rewrite=rewrite, schema_ids=schema_ids, hold=self.hold, label="flow A->B task 0"
+        )
+        self.states = {(TOPIC, p): partition_state(p, acks=self.delivery.acks) for p in range(partitions)}
+        self.source = task_io.source
+        self.source.assign({key: 0 for key in self.states})
+        self.polled: list[PartitionState] = []
+        self.fetch_errors: list = []
+        self.waits = 0
+
+    def send(self, *, room_after_waits: int = 10**9) -> bool:
+        def wait_for_room() -> bool:
+            self.waits += 1
+            return self.waits < room_after_waits
+
+        return self.delivery.send(
+            self.source.fetch(first_wait_s=0, max_records=1_000),
+            states=self.states,
+            polled=self.polled,
+            on_fetch_error=self.fetch_errors.append,
+            wait_for_room=wait_for_room,
+        )
+
+    def state(self, partition: int) -> PartitionState:
+        return self.states[(TOPIC, partition)]
+
+
+def test_a_batch_is_produced_in_order_and_positions_move_by_acknowledged_prefixes():
+    io = make_io(partitions=2, records=5)
+    sink = MemorySink(io.target_cluster)
+    sink.hold = {(REMOTE, 1)}  # partition 1's reports do not come yet
+    io.sinks.append(sink)
+    run = Run(io)
+    assert run.send()
+    assert run.polled == [run.state(0), run.state(1)]  # once each, in the order the fetch had them
+    assert [run.state(p).next_offset for p in (0, 1)] == [5, 5]
+    assert [run.state(p).position for p in (0, 1)] == [0, 0]  # nothing acknowledged yet
+    run.delivery.serve(1.0)
+    assert len(run.delivery) == 5 and run.delivery.acks.records == 5
+    assert [run.state(p).position for p in (0, 1)] == [5, 0]
+    assert [r.value() for r in io.target_cluster.read(REMOTE, 0)] == [b"p0-v%d" % i for i in range(5)]
+    assert run.delivery.acks.take_touched() == [run.state(0)]  # each partition once, however many reports
+    sink.hold = set()
+    run.delivery.serve(1.0)
+    assert run.delivery.acks.take_touched() == [run.state(1)] and run.state(1).position == 5
+    assert run.delivery.acks.take_touched() == []
+
+
+def test_a_full_sink_is_served_between_tries_and_the_batch_ends_when_told():
+    io = make_io(partitions=1, records=10)
+    io.sinks.append(MemorySink(io.target_cluster, capacity=3, per_poll=1))
+    run = Run(io, partitions=1)
+    assert not run.send(room_after_waits=2)
+    assert run.waits == 2 and run.delivery.sink.buffer_errors == 2
+    state = run.state(0)
+    # The record that met the full queue was not sent: the position and the next offset stay before it.
+    assert state.next_offset == 4 and list(state.in_flight) == [2, 3] and state.position == 2
+
+
+def test_a_record_the_sink_refuses_fails_its_partition_at_that_record():
+    io = make_io(partitions=2, records=5)
+    io.sinks.append(MemorySink(io.target_cluster, refuse={(REMOTE, 0): 2}))
+    run = Run(io)
+    with pytest.raises(ProduceFailed) as refused:
+        run.send()
+    assert refused.value.offset == 2 and refused.value.state is run.state(0)
+    assert "producing orders[0] offset 2: record too large" in str(refused.value)
+    assert run.state(0).failed_at == 2 and (TOPIC, 0) in run.delivery.acks.failed
+
+
+def test_a_failed_delivery_is_one_delivery_error_and_the_position_stays_before_it():
+    io = make_io(partitions=2, records=5)
+    io.sinks.append(MemorySink(io.target_cluster, fail_at={(REMOTE, 1): 3}))
+    run = Run(io)
+    assert run.send()
+    run.delivery.serve(1.0)
+    (error,) = run.delivery.failures(run.states)
+    assert error.kind is SliceErrorKind.DELIVERY and error.partition == (TOPIC, 1)
+    assert "orders[1] offset 3 to A.orders failed" in error.message
+    assert run.state(1).position == 3 and run.state(0).position == 5
+    assert run.delivery.failures(run.states) == []  # reported once
+    assert run.delivery.failures({}) == []
+
+
+def test_records_the_header_rule_skips_move_the_position_without_a_send():
+    io = make_io(partitions=1, records=6)
+    run = Run(io, partitions=1, rewrite=lambda headers, offset: SKIP if offset % 2 else headers)
+    assert run.send()
+    run.delivery.serve(1.0)
+    assert [r.value() for r in io.target_cluster.read(REMOTE, 0)] == [b"p0-v0", b"p0-v2", b"p0-v4"]
+    assert run.state(0).skipped == 3 and run.state(0).position == 6
+
+
+class WaitsFor:
+    """A schema rewriter whose registries lack the schema of one payload."""
+
+    def __init__(self, missing: bytes) -> None:
+        self.missing = missing
+
+    def rewrite(self, payload: bytes | None) -> bytes | None:
+        if payload == self.missing:
+            raise SchemaWait(7, "not on the target registry yet")
+        return payload
+
+
+def test_a_record_waiting_for_its_schema_holds_its_partition_and_the_others_go_on():
+    io = make_io(partitions=2, records=5)
+    run = Run(io, schema_ids=WaitsFor(b"p0-v2"))
+    assert run.send()
+    run.delivery.serve(1.0)
+    held, other = run.state(0), run.state(1)
+    assert held.position == held.next_offset == 2 and held.held[0] == 2  # nothing after it sent
+    assert run.hold.held == {(TOPIC, 0): held} and run.hold.reseek
+    assert other.position == 5
+    run.source.assign({(TOPIC, 0): 2, (TOPIC, 1): 5})
+    assert run.send() and held.next_offset == 2  # still held this slice: its records are not sent
