@@ -8,7 +8,7 @@ Pure: no I/O. The reads are `replication.kafka.browser`'s; the copy's offset com
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -16,7 +16,7 @@ from replication.java_regex import PatternError, compile_java_regex
 from replication.offset_sync_store import OffsetSyncStore
 from replication.schemas.decoding import Decoded
 from replication.task_io import SourceRecord
-from replication.verification import MirroredRecord, record_differences, record_digest
+from replication.verification import MirroredRecord, as_copied, record_differences, record_digest
 
 # Bytes of a key, value or header shown at most (the rest is cut, with the full size said).
 SHOWN_BYTES = 4096
@@ -214,11 +214,14 @@ def copy_offset(
     return translated, None
 
 
-def differences(source: KafkaRecord, copy: KafkaRecord) -> tuple[str, ...]:
+def differences(
+    source: KafkaRecord, copy: KafkaRecord, *, schema_ids: Mapping[int, int] | None = None
+) -> tuple[str, ...]:
     """The fields in which the copy differs from the source record, by the verifier's one rule of the
     same record (`replication.verification.record_differences`): Mirrorplane's own headers (provenance,
-    source offset) are not the record's, a broker-stamped timestamp is not the source's."""
-    return record_differences(source.as_mirrored(), copy.as_mirrored())
+    source offset) are not the record's, a broker-stamped timestamp is not the source's, and a schema ID a
+    `rewrite-ids` flow rewrote (`schema_ids`, `as_copied`) is not a difference."""
+    return record_differences(as_copied(source.as_mirrored(), schema_ids), copy.as_mirrored())
 
 
 @dataclass(frozen=True)
@@ -249,7 +252,10 @@ def _after_newest_sync(store: OffsetSyncStore, records: Sequence[KafkaRecord]) -
 
 
 def locate_forward(
-    source_records: Sequence[KafkaRecord], target_records: Sequence[KafkaRecord]
+    source_records: Sequence[KafkaRecord],
+    target_records: Sequence[KafkaRecord],
+    *,
+    schema_ids: Mapping[int, int] | None = None,
 ) -> dict[int, KafkaRecord]:
     """Source offset -> its copy among `target_records` (those past the newest sync's downstream offset),
     matched in order by content (key, value, headers without ours): a mirror writes a partition's records
@@ -259,7 +265,7 @@ def locate_forward(
     found: dict[int, KafkaRecord] = {}
     cursor = 0
     for record in sorted(source_records, key=lambda r: r.offset):
-        digest = record_digest(record.as_mirrored())
+        digest = record_digest(as_copied(record.as_mirrored(), schema_ids))
         at = next((i for i in range(cursor, len(digests)) if digests[i] == digest), None)
         if at is not None:
             found[record.offset] = target_records[at]
@@ -272,10 +278,12 @@ def compare_copies(
     store: OffsetSyncStore,
     source_records: Sequence[KafkaRecord],
     target_records: Sequence[KafkaRecord],
+    schema_ids: Mapping[int, int] | None = None,
 ) -> list[RecordCopy]:
     """Each source record beside the target record at its translated offset (source topic and partition
     as the syncs name them; the target records are those of the remote partition); records past the newest
-    sync beside the copy found reading forward from it (`locate_forward`)."""
+    sync beside the copy found reading forward from it (`locate_forward`). `schema_ids`: a `rewrite-ids`
+    flow's source -> target schema IDs."""
     by_offset = {record.offset: record for record in target_records}
     after = _after_newest_sync(store, source_records)
     located: dict[int, KafkaRecord] = {}
@@ -283,11 +291,11 @@ def compare_copies(
         newest = store.newest_sync(after[0].topic, after[0].partition)
         assert newest is not None  # `after` holds only records past a sync
         forward = [r for r in target_records if r.offset > newest.downstream_offset]
-        located = locate_forward(after, forward)
+        located = locate_forward(after, forward, schema_ids=schema_ids)
     result = []
     for record in source_records:
         if record.offset in located:
-            result.append(_paired(record, located[record.offset], located_by="content"))
+            result.append(_paired(record, located[record.offset], "content", schema_ids))
             continue
         target_offset, why_not = copy_offset(store, record.topic, record.partition, record.offset)
         if target_offset is None:
@@ -297,12 +305,14 @@ def compare_copies(
         if copy is None:
             result.append(RecordCopy(record, target_offset, None, CopyState.MISSING))
             continue
-        result.append(_paired(record, copy, located_by="offset_sync"))
+        result.append(_paired(record, copy, "offset_sync", schema_ids))
     return result
 
 
-def _paired(record: KafkaRecord, copy: KafkaRecord, *, located_by: str) -> RecordCopy:
-    changed = differences(record, copy)
+def _paired(
+    record: KafkaRecord, copy: KafkaRecord, located_by: str, schema_ids: Mapping[int, int] | None
+) -> RecordCopy:
+    changed = differences(record, copy, schema_ids=schema_ids)
     state = CopyState.DIFFERENT if changed else CopyState.EQUAL
     return RecordCopy(record, copy.offset, copy, state, changed, located_by=located_by)
 

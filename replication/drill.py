@@ -15,9 +15,10 @@ record is not on the target (the flow lags beyond the drill's wait), or when the
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from replication.verification import MirroredRecord, record_digest, same_record
+from replication.verification import MirroredRecord, as_copied, record_digest, same_record
 
 SHADOW_PREFIX = "mirrorplane-drill-"
 MAX_GROUP_NAME = 249
@@ -57,8 +58,10 @@ def judge_partition(
     source: MirroredRecord | None,
     target: MirroredRecord | None,
     wait_s: float,
+    schema_ids: Mapping[int, int] | None = None,
 ) -> PartitionVerdict:
-    """Pass or fail one partition of one group, with the reason an operator acts on."""
+    """Pass or fail one partition of one group, with the reason an operator acts on (`schema_ids`: a
+    `rewrite-ids` flow's source -> target schema IDs, `as_copied`)."""
     if translated is None:
         why = note or "no offset sync covers the group's offset"
         return PartitionVerdict(False, f"a failover could not place the group here: {why}")
@@ -77,7 +80,7 @@ def judge_partition(
             f"the copy of source offset {source.offset} did not reach the target within {wait_s:g} s: the "
             "flow lags (a failover drains first); run the drill again when it has caught up",
         )
-    if not same_record(source, target):
+    if not same_record(as_copied(source, schema_ids), target):
         return PartitionVerdict(
             False,
             f"content differs: the group's next record is source offset {source.offset}, the shadow group "

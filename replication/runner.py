@@ -32,7 +32,7 @@ from replication.kafka.source_io import transactional
 from replication.kafka.topic_sync import TopicMetadataSync
 from replication.metrics import MirrorMetrics
 from replication.policy import replication_policy_for
-from replication.schemas.flow import schema_id_rewriter
+from replication.schemas.flow import SchemaSyncTask, schema_id_rewriter
 from replication.source import MirrorSourceTask
 from replication.stop_signals import stop_on_signals
 
@@ -181,6 +181,11 @@ class FlowRunner:
         self.threads: list[_TaskThread] = []
         self._progress = _Progress(at=time.monotonic(), records=0)
 
+    def _schema_sync_refused(self) -> dict[str, str]:
+        """The subjects this flow's schema sync (one of its periodic tasks) refuses, for held records."""
+        sync = next((task for task in self.periodic if isinstance(task, SchemaSyncTask)), None)
+        return sync.refused if sync is not None else {}
+
     def tick(self, *, now: float) -> None:
         try:
             if self.topic_sync.tick(now=now):
@@ -230,7 +235,11 @@ class FlowRunner:
             position_store=self.position_store,
             metrics=self.metrics,
             schema_ids=schema_id_rewriter(
-                flow=self.flow, source=self.source, target=self.target, policy=self.policy
+                flow=self.flow,
+                source=self.source,
+                target=self.target,
+                policy=self.policy,
+                refused=self._schema_sync_refused,
             ),
         )
         task.assign(partitions)

@@ -35,12 +35,13 @@ import datetime
 import hashlib
 import random
 import struct
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from replication.mirroring import SOURCE_OFFSET_HEADER
 from replication.policy import PROVENANCE_HEADER
+from replication.schemas.wire import schema_id_of, with_schema_id
 from replication.topic_partition import partition_label
 
 # Headers the mirror itself adds or rewrites on the target: not part of what is compared.
@@ -117,6 +118,27 @@ def record_differences(source: MirroredRecord, target: MirroredRecord) -> tuple[
     if None not in (source.timestamp_ms, target.timestamp_ms) and source.timestamp_ms != target.timestamp_ms:
         fields.append("timestamp")
     return tuple(fields)
+
+
+def as_copied(record: MirroredRecord, schema_ids: Mapping[int, int] | None) -> MirroredRecord:
+    """The source `record` as a `rewrite-ids` flow copies it: the schema ID its key and value name (the
+    wire format) replaced by the target registry's ID of the same schema (`schema_ids`: source -> target,
+    as the schema sync found them); unchanged without a map or for an ID the map lacks. What the target's
+    copy is compared with: the rewritten ID is the mirror's, not a difference."""
+    if not schema_ids:
+        return record
+    key, value = (_copied_payload(payload, schema_ids) for payload in (record.key, record.value))
+    if key is record.key and value is record.value:
+        return record
+    return replace(record, key=key, value=value)
+
+
+def _copied_payload(payload: bytes | None, schema_ids: Mapping[int, int]) -> bytes | None:
+    source_id = schema_id_of(payload)
+    target_id = schema_ids.get(source_id) if source_id is not None else None
+    if payload is None or target_id is None or target_id == source_id:
+        return payload
+    return with_schema_id(payload, target_id)
 
 
 def same_record(source: MirroredRecord, target: MirroredRecord) -> bool:
@@ -336,14 +358,18 @@ def compare_range(
     translate: Callable[[int], int | None],
     lookahead: Sequence[MirroredRecord] = (),
     target_end: int | None = None,
+    schema_ids: Mapping[int, int] | None = None,
 ) -> RangeVerdict:
     """Compare the source records of `offsets` with the target records read over their translation
     [translate(start), translate(end)).
 
     `translate` is the offset syncs' exact upstream -> downstream translation; `lookahead` are the source
     records right after the range (as many as the target has unmapped records), so the duplicates a
-    restarted at-least-once mirror wrote are told from foreign records.
+    restarted at-least-once mirror wrote are told from foreign records. `schema_ids`: a `rewrite-ids`
+    flow's source -> target schema IDs (`as_copied`).
     """
+    source = [as_copied(record, schema_ids) for record in source]
+    lookahead = [as_copied(record, schema_ids) for record in lookahead]
     by_offset = {record.offset: record for record in target}
     expected: list[tuple[MirroredRecord, int | None]] = [(r, translate(r.offset)) for r in source]
     mapped = {at for _, at in expected if at is not None}

@@ -196,6 +196,7 @@ def _record_schema_sync(flow_id: int, entry: CachedMetadata, *, now: float) -> N
         schemas_versions_behind=result.versions_behind,
         schemas_errors=len(result.errors),
         schemas_id_map={str(source): target for source, target in sorted(result.id_map.items())},
+        schemas_refused=dict(sorted(result.refused.items())),
     )
     entry.schema_result = result
     errors = tuple(result.errors)

@@ -90,7 +90,11 @@ class CachedTask:
             task_index=task_index,
             position_store=store,
             schema_ids=schema_id_rewriter(
-                flow=spec.flow, source=spec.source, target=spec.target, policy=policy
+                flow=spec.flow,
+                source=spec.source,
+                target=spec.target,
+                policy=policy,
+                refused=lambda: runtime.schema_sync_refused(flow_id=spec.flow_id),
             ),
             superseded=guard,
         )

@@ -26,6 +26,7 @@ from controlplane.flows import engine, selectors
 from controlplane.flows.cluster_reads import cluster_read, clusters_read, timed
 from controlplane.flows.clusters import clusters
 from controlplane.flows.models import Cluster, Flow
+from controlplane.status import runtime
 from controlplane.status.models import FlowEvent, FlowEventKind
 from replication.browse import (
     CopyState,
@@ -482,7 +483,12 @@ def record_copies(*, flow: Flow, topic: str, seek: Seek, role: Role | None) -> C
         lambda: clusters_read([flow.target, flow.source], read_target)
     )
     masked = masks_copy_values(topic=topic, remote_topic=remote_topic, role=role)
-    pairs = compare_copies(store=store, source_records=source.records, target_records=target_records)
+    pairs = compare_copies(
+        store=store,
+        source_records=source.records,
+        target_records=target_records,
+        schema_ids=runtime.rewritten_schema_ids(flow),
+    )
     copies = [
         ShownCopy(
             source=shown(pair.source, fmt=seek.format, masked=masked),

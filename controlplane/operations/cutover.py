@@ -41,7 +41,7 @@ from controlplane.flows import engine, lifecycle
 from controlplane.flows.models import Cluster, Flow
 from controlplane.operations import drain, failover, requests
 from controlplane.operations.models import Operation, OperationKind, OperationPhase
-from controlplane.status import rollup
+from controlplane.status import rollup, runtime
 from replication import failover as failover_rules
 from replication.cutover import FenceWatch
 from replication.kafka import failover_io
@@ -277,6 +277,7 @@ def _verify(operation: Operation, step: Step, reader: failover_io.FailoverReader
         target=engine.cluster_to_config(flow.target),
         known_aliases=list(Cluster.objects.values_list("alias", flat=True)),
         timeout_s=reader.timeout_s,
+        schema_ids=lambda: runtime.schema_id_map(flow_id=flow.pk),
     )
     starts = RangeReader(verifier.source, timeout_s=reader.timeout_s)
     limits = VerificationLimits()

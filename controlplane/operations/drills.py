@@ -42,7 +42,7 @@ from controlplane.operations.models import (
     OperationPhase,
     ShadowGroup,
 )
-from controlplane.status import rollup
+from controlplane.status import rollup, runtime
 from replication import drill
 from replication.kafka import drill_io, failover_io
 from replication.kafka.groups import GroupAdminError, GroupOffsetsAdmin
@@ -274,6 +274,7 @@ def _drill_group(operation: Operation, step, reader: failover_io.FailoverReader,
         write_s, target_records = _shadow_next_records(
             operation, step, reader, group_plan.group, offsets, waiting
         )
+    schema_ids = runtime.rewritten_schema_ids(operation.flow)
     for row in rows:
         source = source_records.get((row.topic, row.partition))
         target = target_records.get((row.remote_topic, row.partition))
@@ -283,6 +284,7 @@ def _drill_group(operation: Operation, step, reader: failover_io.FailoverReader,
             source=source,
             target=target,
             wait_s=operation.record_wait_s,
+            schema_ids=schema_ids,
         )
         sync = (
             None

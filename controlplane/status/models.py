@@ -204,3 +204,8 @@ class FlowSignals(models.Model):
     schemas_id_map = models.JSONField(
         null=True, blank=True, help_text="source schema ID -> target schema ID, as the latest pass found them"
     )
+    schemas_refused = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="source subject -> why the latest pass refuses it until someone acts (held records name it)",
+    )

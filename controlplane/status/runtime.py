@@ -33,7 +33,7 @@ from controlplane.status.models import (
     FlowTaskStatus,
     PartitionState,
 )
-from replication.config import ClusterConfig, FlowConfig
+from replication.config import ClusterConfig, FlowConfig, SchemaIdMode
 from replication.metrics import LATENCY_BUCKETS_MS, GapEvent, PartitionMetrics
 
 TopicPartition = tuple[str, int]
@@ -518,8 +518,29 @@ SIGNAL_FIELDS = frozenset(
         "schemas_versions_behind",
         "schemas_errors",
         "schemas_id_map",
+        "schemas_refused",
     }
 )
+
+
+def schema_sync_refused(*, flow_id: int) -> dict[str, str]:
+    """The source subjects the flow's schema sync refuses, as its latest pass (in the metadata worker)
+    recorded them: what a replication worker's held record names (`SchemaIdRewriter`)."""
+    refused = FlowSignals.objects.filter(flow_id=flow_id).values_list("schemas_refused", flat=True).first()
+    return dict(refused or {})
+
+
+def schema_id_map(*, flow_id: int) -> dict[int, int]:
+    """The flow's source -> target schema IDs, as its schema sync's latest pass found them (`rewrite-ids`):
+    what verification reads a rewritten copy with."""
+    stored = FlowSignals.objects.filter(flow_id=flow_id).values_list("schemas_id_map", flat=True).first()
+    return {int(source): int(target) for source, target in (stored or {}).items()}
+
+
+def rewritten_schema_ids(flow: Flow) -> dict[int, int] | None:
+    """A `rewrite-ids` flow's `schema_id_map` (what a copy is compared with: `as_copied`); None for a flow
+    whose records keep their IDs."""
+    return schema_id_map(flow_id=flow.pk) if flow.schemas_sync_mode == SchemaIdMode.REWRITE_IDS else None
 
 
 def flow_signals_record(*, flow_id: int, **signals: datetime | float) -> None:

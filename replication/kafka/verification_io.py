@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from replication.config import ClusterConfig, FlowConfig
+from replication.config import ClusterConfig, FlowConfig, SchemaIdMode
 from replication.connector import TopicSelection, plan_topic_sync
 from replication.filters import ConfigPropertyFilter, GroupFilter
 from replication.formats import OffsetSync
@@ -196,8 +196,12 @@ class FlowVerifier:
         target: ClusterConfig,
         known_aliases: Sequence[str],
         timeout_s: float,
+        schema_ids: Callable[[], Mapping[int, int]] | None = None,
     ) -> None:
+        """`schema_ids`: a `rewrite-ids` flow's source -> target schema IDs as its schema sync found them
+        (read at each comparison), so that a rewritten ID is not a difference (`as_copied`)."""
         self.flow, self.source, self.target, self.timeout_s = flow, source, target, timeout_s
+        self._schema_ids = schema_ids if flow.schemas_sync_mode == SchemaIdMode.REWRITE_IDS else None
         self.policy = replication_policy_for(flow, known_aliases=known_aliases)
         self.topics = TopicSelection.of(flow, self.policy)
         self.store = OffsetSyncStore()
@@ -388,6 +392,7 @@ class FlowVerifier:
             else {}
         )
         results: list[RangeVerdict | Exception] = []
+        schema_ids = self._schema_ids() if self._schema_ids is not None else None
         for topic, partition, _, offsets, _ in items:
             key = (topic, partition)
             lookahead = lookaheads.get(key, [])
@@ -402,6 +407,7 @@ class FlowVerifier:
                     translate=lambda offset, key=key: self.store.translate_downstream(*key, offset),
                     lookahead=lookahead,
                     target_end=spans[key][1],
+                    schema_ids=schema_ids,
                 )
             )
         return results

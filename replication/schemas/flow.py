@@ -11,7 +11,7 @@ sync's error, and its records in the wire format wait (never copied with an ID t
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from replication.config import ClusterConfig, FlowConfig, SchemaIdMode
 from replication.filters import SubjectFilter, TopicFilter
@@ -72,6 +72,11 @@ class SchemaSyncTask:
     def last_errors(self) -> tuple[str, ...]:
         return tuple(self.last_result.errors) if self.last_result else ()
 
+    @property
+    def refused(self) -> dict[str, str]:
+        """The source subjects the latest pass refuses (`SchemaSyncResult.refused`)."""
+        return dict(self.last_result.refused) if self.last_result else {}
+
     def tick(self, *, now: float) -> None:
         if now < self._next_at:
             return
@@ -101,10 +106,16 @@ def schema_sync_task(
 
 
 def schema_id_rewriter(
-    *, flow: FlowConfig, source: ClusterConfig, target: ClusterConfig, policy: ReplicationPolicy
+    *,
+    flow: FlowConfig,
+    source: ClusterConfig,
+    target: ClusterConfig,
+    policy: ReplicationPolicy,
+    refused: Callable[[], Mapping[str, str]] | None = None,
 ) -> SchemaIdRewriter | None:
     """What the flow's source tasks rewrite (`rewrite-ids`) or check (`keep-ids`) schema IDs with, or
-    None for a flow that syncs no schemas (records copied byte for byte)."""
+    None for a flow that syncs no schemas (records copied byte for byte). `refused` answers the subjects
+    the flow's schema sync refuses (its latest pass, wherever it runs), which a held record names."""
     if flow.schemas_sync_mode == SchemaIdMode.NONE:
         return None
     return SchemaIdRewriter(
@@ -112,4 +123,5 @@ def schema_id_rewriter(
         target=registry_client(target),
         rename=flow_subject_renamer(flow, policy),
         keep_ids=flow.schemas_sync_mode == SchemaIdMode.KEEP_IDS,
+        refused=refused,
     )

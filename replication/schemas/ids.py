@@ -18,7 +18,7 @@ uses for another schema (keep-ids refused), would otherwise be copied naming not
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from replication.schemas.rest import ConfluentRegistryClient, RegistryError
 from replication.schemas.sync import renamed_schema
@@ -41,9 +41,11 @@ class SchemaIdRewriter:
         retry_s: float = RETRY_S,
         clock: Callable[[], float] = time.monotonic,
         keep_ids: bool = False,
+        refused: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         self._source, self._target, self._rename = source, target, rename
         self._keep_ids = keep_ids
+        self._refused = refused
         self._retry_s, self._clock = retry_s, clock
         self._target_ids: dict[int, int] = {}
         self._missing: dict[int, tuple[float, str]] = {}  # source ID -> (when asked, why not there)
@@ -71,7 +73,7 @@ class SchemaIdRewriter:
         if missing is not None and now - missing[0] < self._retry_s:
             raise SchemaWait(source_id, missing[1])
         try:
-            target_id = self._lookup(source_id)
+            target_id, subjects = self._lookup(source_id)
         except RegistryError as exc:
             target_id, reason = None, f"lookup failed: {exc}"
         else:
@@ -81,8 +83,12 @@ class SchemaIdRewriter:
                     None,
                     f"on the target registry under ID {target_id}, not its own (keep-ids)",
                 )
-            elif self._keep_ids and target_id is None:
-                reason = self._keep_ids_refusal(source_id) or reason
+            elif target_id is None:
+                reason = (
+                    self._sync_refusal(subjects)
+                    or (self._keep_ids_refusal(source_id) if self._keep_ids else None)
+                    or reason
+                )
         if target_id is None:
             self._missing[source_id] = (now, reason)
             raise SchemaWait(source_id, reason)
@@ -106,17 +112,28 @@ class SchemaIdRewriter:
             "register it under its own ID (keep-ids): free the ID on the target, or use rewrite-ids"
         )
 
-    def _lookup(self, source_id: int) -> int | None:
-        """The target's ID of the source schema, `_NOT_A_SCHEMA`, or None when the target lacks it."""
+    def _sync_refusal(self, subjects: tuple[str, ...]) -> str | None:
+        """Why the schema sync refuses a subject of the schema, as its latest pass said (`refused`: source
+        subject -> reason), when it does: the hold names that rather than a wait for the sync."""
+        refused = self._refused() if self._refused is not None else {}
+        for subject in subjects:
+            if subject in refused:
+                return f"the schema sync refuses subject {refused[subject]}"
+        return None
+
+    def _lookup(self, source_id: int) -> tuple[int | None, tuple[str, ...]]:
+        """(the target's ID of the source schema, `_NOT_A_SCHEMA`, or None when the target lacks it; the
+        source subjects the schema is a version of)."""
         schema = self._source.schema_by_id(source_id)
         if schema is None:
-            return _NOT_A_SCHEMA
+            return _NOT_A_SCHEMA, ()
         # Soft-deleted versions too: records written before the delete still name them.
-        for subject, _version in self._source.subject_versions_of(source_id, deleted=True):
+        subjects = tuple(subject for subject, _ in self._source.subject_versions_of(source_id, deleted=True))
+        for subject in subjects:
             target_subject = self._rename(subject)
             if target_subject is None:
                 continue
             found = self._target.lookup(target_subject, renamed_schema(schema, self._rename), deleted=True)
             if found is not None:
-                return found.schema_id
-        return None
+                return found.schema_id, subjects
+        return None, subjects

@@ -53,6 +53,9 @@ class SchemaSyncResult:
     versions_behind: int = 0  # source versions not on the target after this pass
     id_map: dict[int, int] = field(default_factory=dict)  # source ID -> target ID, of the versions seen
     errors: list[str] = field(default_factory=list)
+    # source subject -> why the sync refuses it until someone acts (keep-ids impossible on the target, the
+    # target refusing the schema itself); not a registry that does not answer, which the next pass retries
+    refused: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -130,6 +133,8 @@ class _SyncPass:
         except (RegistryError, SchemaIdConflict) as exc:
             self.result.versions_behind += len(versions) - synced
             self.result.errors.append(f"subject {subject} -> {target_subject}: {exc}")
+            if is_refusal(exc):
+                self.result.refused[subject] = f"{target_subject}: {exc}"
             log.warning("schema sync: subject %s -> %s: %s", subject, target_subject, exc)
 
     def _soft_delete(self, subject: str, number: int, target_subject: str) -> None:
@@ -171,6 +176,14 @@ class _SyncPass:
             )
         self.result.id_map[version.schema_id] = registered
         self.result.registered += 1
+
+
+def is_refusal(exc: Exception) -> bool:
+    """Whether the sync's failure lasts until someone acts: a keep-ids conflict, or the target registry
+    refusing the schema itself (HTTP 409 incompatible, 422 invalid); not a registry that did not answer."""
+    return isinstance(exc, SchemaIdConflict) or (
+        isinstance(exc, RegistryError) and not exc.not_asked and exc.status in (409, 422)
+    )
 
 
 def id_conflict(target: ConfluentRegistryClient, schema_id: int, schema: Schema) -> str | None:

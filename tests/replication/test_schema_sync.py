@@ -98,6 +98,30 @@ def test_keep_ids_is_refused_clearly_by_a_target_without_import_mode(registries,
     assert target.versions(f"A.{topic}-value") == []  # refused before registering anything
 
 
+def test_a_record_held_for_a_subject_the_sync_refuses_names_the_refusal(registries, unique_name):
+    """Issue 36 item 4: the sync's refusal (here: keep-ids on a target without IMPORT mode) is kept per
+    subject, and a record of that subject is held naming it, not "waiting for the schema sync"."""
+    source, target = registries
+    topic = unique_name
+    source_id = source.register(f"{topic}-value", record_schema("Invoice"))
+    rename = flow_renamer(topic)
+    result = sync_schemas(source=source, target=target, rename=rename, mode=SchemaIdMode.KEEP_IDS)
+    assert set(result.refused) == {f"{topic}-value"} and "no IMPORT mode" in result.refused[f"{topic}-value"]
+    record = with_schema_id(b"\x00\x00\x00\x00\x00avro-bytes", source_id)
+
+    unaware = SchemaIdRewriter(source=source, target=target, rename=rename, keep_ids=True)
+    with pytest.raises(SchemaWait, match="waiting for the schema sync"):
+        unaware.rewrite(record)
+    checker = SchemaIdRewriter(
+        source=source, target=target, rename=rename, keep_ids=True, refused=lambda: result.refused
+    )
+    with pytest.raises(SchemaWait) as waited:
+        checker.rewrite(record)
+
+    assert f"the schema sync refuses subject A.{topic}-value" in str(waited.value)
+    assert "no IMPORT mode" in str(waited.value) and "waiting for the schema sync" not in str(waited.value)
+
+
 def test_an_id_the_target_uses_for_another_schema_is_a_keep_ids_conflict(registries, unique_name):
     """Checked before each keep-ids registration (on a target with IMPORT mode, which Apicurio 2.6 lacks).
     The registries are shared by the session: the ID is one the target gave this test, whatever earlier

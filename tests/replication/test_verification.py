@@ -231,6 +231,38 @@ def test_altered_content_names_the_source_offset_with_both_records():
     assert verdict.source_digest != verdict.target_digest
 
 
+def test_a_rewrite_ids_copy_is_compared_with_the_source_as_copied():
+    """A `rewrite-ids` flow's copies name the target registry's schema IDs: with the sync's map the rewritten
+    IDs are no difference (key and value, and for a duplicate too); an ID the map does not give is one,
+    and so is any other byte. Without the map every such copy "differs" (false alarms before)."""
+
+    def wire(schema_id: int, body: bytes) -> bytes:
+        return b"\x00" + schema_id.to_bytes(4, "big") + body
+
+    source = [rec(o, wire(5, b"order-%d" % o), key=wire(6, b"k")) for o in range(4)]
+    copies = [rec(o, wire(105, b"order-%d" % o), key=wire(106, b"k")) for o in range(4)]
+    copies.append(rec(4, wire(105, b"order-3"), key=wire(106, b"k")))  # an at-least-once duplicate of 3
+    translate = translator((0, 0), (3, 3))
+    ids = {5: 105, 6: 106}
+
+    verdict = compare_range(
+        offsets=OffsetRange(0, 4), source=source, target=copies, translate=translate, schema_ids=ids
+    )
+    assert verdict.clean and verdict.duplicates == 1, verdict.mismatch
+    unmapped = compare_range(offsets=OffsetRange(0, 4), source=source, target=copies, translate=translate)
+    assert unmapped.mismatch.reason == "content differs" and unmapped.mismatch.source_offset == 0
+    wrong = [*copies[:2], rec(2, wire(7, b"order-2"), key=wire(106, b"k")), *copies[3:4]]
+    verdict = compare_range(
+        offsets=OffsetRange(0, 4), source=source, target=wrong, translate=translate, schema_ids=ids
+    )
+    assert verdict.mismatch.reason == "content differs" and verdict.mismatch.source_offset == 2
+    altered = [*copies[:1], rec(1, wire(105, b"order-X"), key=wire(106, b"k")), *copies[2:4]]
+    verdict = compare_range(
+        offsets=OffsetRange(0, 4), source=source, target=altered, translate=translate, schema_ids=ids
+    )
+    assert verdict.mismatch.source_offset == 1
+
+
 def test_different_timestamp_is_a_mismatch_unless_the_target_stamps_its_own():
     source = [rec(0, ts=1000)]
     assert not compare_range(

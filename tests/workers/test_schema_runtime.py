@@ -3,7 +3,8 @@ two real registries. A flow stored through the services with `rewrite-ids` and i
 the metadata task syncs the subjects, the slices rewrite the schema IDs, and a consumer on the target
 decodes every mirrored record with the target registry, across a schema evolution and a worker killed
 mid-stream (exactly_once: each record once). The flow's status shows the sync's latest pass (subjects,
-versions behind); a subject the target refuses is a flow error event."""
+versions behind); a subject the target refuses is a flow error event, and a record of it is held naming
+the refusal."""
 
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from prometheus_client.parser import text_string_to_metric_families
 
 from controlplane import operations
+from controlplane.assurance.models import PartitionVerification, VerificationStatus
 from controlplane.flows import services
 from controlplane.flows.models import Flow
 from controlplane.metrics.prometheus import exposition
 from controlplane.operations.models import Operation
-from controlplane.status.models import FlowEvent, FlowEventKind
+from controlplane.status.models import FlowEvent, FlowEventKind, FlowPartitionStatus
 from harness.runtime import wait_until
 from replication.kafka.groups import GroupOffsetsAdmin
 from replication.schemas.rest import ConfluentRegistryClient, Schema
@@ -49,7 +51,9 @@ def test_celery_workers_sync_schemas_and_rewrite_ids_across_a_killed_worker(
     target_api.register(f"A.{topic}-clash-value", Schema('"string"'))
     target_api.set_compatibility(f"A.{topic}-clash-value", "BACKWARD")
     source_api = ConfluentRegistryClient(schema_registries["A"].url)
-    source_api.register(f"{topic}-clash-value", Schema(json.dumps(ORDER_V1)))
+    clash = {**ORDER_V1, "name": "Clash"}  # a schema of its own (the same schema would resolve through the
+    # other subject, synced: the record would pass, rightly)
+    source_api.register(f"{topic}-clash-value", Schema(json.dumps(clash)))
     clusters = {
         alias: services.cluster_create(
             actor=None,
@@ -83,6 +87,9 @@ def test_celery_workers_sync_schemas_and_rewrite_ids_across_a_killed_worker(
         return check
 
     produce_orders(cluster_a, source_registry, topic, ORDER_V1, first)
+    # A record of the refused subject: held (never copied naming no schema), the hold naming the refusal.
+    create_topics(cluster_a, [f"{topic}-clash"], len(PARTITIONS))
+    produce_orders(cluster_a, source_registry, f"{topic}-clash", clash, first[:1])
     celery_runtime.start_worker("w1")
     celery_runtime.start_beat()
     try:
@@ -112,11 +119,41 @@ def test_celery_workers_sync_schemas_and_rewrite_ids_across_a_killed_worker(
         lambda: (status := schema_status())["observed_at"] and status, timeout_s=30, what="the sync's status"
     )
     assert status["mode"] == "rewrite-ids" and status["age_s"] < 30
-    assert status["subjects_synced"] == 3 and status["versions_behind"] == 1  # the refused subject's version
+    # value and key of the topic and of the clash topic; the refused subject's version behind
+    assert status["subjects_synced"] == 4 and status["versions_behind"] == 1
     errors = FlowEvent.objects.filter(flow=flow, kind=FlowEventKind.ERROR).values_list("message", flat=True)
     assert any(f"schema sync: subject {topic}-clash-value -> A.{topic}-clash-value" in e for e in errors), (
         list(errors)
     )
+
+    # The refusal reaches the replication worker (through the metadata worker's record of the latest
+    # pass): the held record's error names it, not a wait for the sync (issue 36 item 4).
+    refusal = f"the schema sync refuses subject A.{topic}-clash-value"
+
+    def held_error() -> str:
+        row = FlowPartitionStatus.objects.filter(
+            flow=flow, remote_topic=f"A.{topic}-clash", partition=PARTITIONS[0]
+        ).first()
+        return row.last_error if row is not None else ""
+
+    try:
+        wait_until(lambda: refusal in held_error(), timeout_s=90, what="the held record naming the refusal")
+    except AssertionError:
+        print("held partition's error:", held_error())
+        print(list(FlowEvent.objects.filter(flow=flow).values_list("message", flat=True)))
+        raise
+    assert f"{topic}-clash[{PARTITIONS[0]}] has waited" in held_error()
+    assert read_partition(cluster_b, f"A.{topic}-clash", PARTITIONS[0]) == []
+
+    # Continuous verification reads the copies as the flow wrote them (the target's IDs): verified, no
+    # mismatch (before: every partition "differs" at offset 0).
+    def verified() -> list[tuple[str, int]]:
+        rows = PartitionVerification.objects.filter(flow=flow, topic=topic)
+        assert not [r.reason for r in rows if r.status == VerificationStatus.MISMATCH]
+        return [(r.status, r.records_verified) for r in rows if r.records_verified > 0]
+
+    wait_until(lambda: len(verified()) == len(PARTITIONS), timeout_s=90, what="every partition verified")
+    assert all(status == VerificationStatus.OK for status, _ in verified()), verified()
 
     # The latest pass's ID mapping and errors, in the status, on the flow page and as metrics.
     assert status["errors"] == 1
