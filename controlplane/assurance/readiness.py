@@ -7,6 +7,7 @@ rule all read it here, so they agree.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -17,6 +18,7 @@ from controlplane.assurance.models import FlowAssurance
 from controlplane.assurance.verification import VerificationSummary, verification_statuses
 from controlplane.flows import engine, lifecycle
 from controlplane.flows.models import Cluster, Flow, FlowState
+from controlplane.flows.selectors import of_flows
 from controlplane.status import rollup
 from controlplane.status.models import FlowEvent, FlowEventKind, FlowPartitionStatus, FlowSignals
 from replication.readiness import Readiness, ReadinessFacts, ReadinessLimits, readiness_score
@@ -179,11 +181,12 @@ def readiness_facts(
     )
 
 
-def _acl_warnings() -> dict[int, str]:
+def _acl_warnings(flow_ids: Collection[int] | None) -> dict[int, str]:
     found: dict[int, str] = {}
-    for flow_id, message in FlowEvent.objects.filter(
+    warnings = FlowEvent.objects.filter(
         kind=FlowEventKind.WARNING, message__startswith="ACL sync unsupported"
-    ).values_list("flow_id", "message"):
+    )
+    for flow_id, message in of_flows(warnings, flow_ids).values_list("flow_id", "message"):
         found.setdefault(flow_id, message)
     return found
 
@@ -201,13 +204,14 @@ class ReadinessReads:
     acl_warnings: dict[int, str]
 
 
-def readiness_reads() -> ReadinessReads:
+def readiness_reads(*, flow_ids: Collection[int] | None = None) -> ReadinessReads:
+    """The reads of the flows `flow_ids` (every flow's when None): one flow's page reads that flow's."""
     return ReadinessReads(
-        budgets=rpo_budgets(),
-        signals={row.flow_id: row for row in FlowSignals.objects.all()},
-        verifications=verification_statuses(),
-        assurances={row.flow_id: row for row in FlowAssurance.objects.all()},
-        acl_warnings=_acl_warnings(),
+        budgets=rpo_budgets(flow_ids=flow_ids),
+        signals={row.flow_id: row for row in of_flows(FlowSignals.objects.all(), flow_ids)},
+        verifications=verification_statuses(flow_ids=flow_ids),
+        assurances={row.flow_id: row for row in of_flows(FlowAssurance.objects.all(), flow_ids)},
+        acl_warnings=_acl_warnings(flow_ids),
     )
 
 
@@ -241,5 +245,6 @@ def flow_readiness_all(
 
 
 def flow_readiness(summary: rollup.FlowSummary, *, now: datetime.datetime | None = None) -> FlowReadiness:
-    """One flow's readiness, from its live summary (e.g. `rollup.flow_status`)."""
-    return flow_readiness_all([summary], now=now)[summary.flow.pk]
+    """One flow's readiness, from its live summary (e.g. `rollup.flow_status`): its own reads only."""
+    flow_id = summary.flow.pk
+    return flow_readiness_all([summary], now=now, reads=readiness_reads(flow_ids=[flow_id]))[flow_id]

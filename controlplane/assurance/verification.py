@@ -14,7 +14,7 @@ and the cutover's "verify ranges" step use them.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 
@@ -24,6 +24,7 @@ from django.db.models.functions import Coalesce
 
 from controlplane.assurance.models import FlowAssurance, PartitionVerification, VerificationStatus
 from controlplane.flows.models import Flow
+from controlplane.flows.selectors import of_flows
 from controlplane.status import partitions
 from controlplane.status.models import FlowEvent, FlowEventKind, FlowPartitionStatus
 from replication.verification import OffsetRange, PartitionOutcome, PartitionProgress
@@ -148,10 +149,10 @@ def verification_page(
     )
 
 
-def verification_statuses() -> dict[int, VerificationSummary]:
-    """Every flow's verification (two queries; every row in a third once some summary's `partitions` is
-    read), for the overview, /metrics and the alert evaluation."""
-    return _summaries(PartitionVerification.objects.all())
+def verification_statuses(*, flow_ids: Collection[int] | None = None) -> dict[int, VerificationSummary]:
+    """The verification of the flows `flow_ids`, every flow's when None (two queries; every row in a third
+    once some summary's `partitions` is read), for the overview, /metrics and the alert evaluation."""
+    return _summaries(of_flows(PartitionVerification.objects.all(), flow_ids))
 
 
 def verification_rows(*, flow_id: int) -> dict[PartitionKey, PartitionVerification]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Literal
 
@@ -35,6 +35,12 @@ def cluster_list() -> QuerySet[Cluster]:
 
 def flow_list() -> QuerySet[Flow]:
     return Flow.objects.select_related("source", "target")
+
+
+def of_flows(rows: QuerySet, flow_ids: Collection[int] | None, *, key: str = "flow_id") -> QuerySet:
+    """The `rows` of the flows `flow_ids` (by their `key`: a flow key, or "pk" for flows), all of them when
+    None: a page about some flows reads theirs, not every flow's."""
+    return rows if flow_ids is None else rows.filter(**{f"{key}__in": flow_ids})
 
 
 def live_partition_counts(cluster: Cluster) -> dict[str, int]:

@@ -6,7 +6,10 @@ one rule of `replication.rpo_budget`.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from controlplane.flows.models import Flow
+from controlplane.flows.selectors import of_flows
 from controlplane.status.models import DEFAULT_RPO_SECONDS, FlowRpoBudget
 from replication.rpo_budget import RpoBudget, over_budget
 
@@ -21,7 +24,9 @@ def rpo_budget_of(*, flow: Flow) -> RpoBudget:
     return DEFAULT_BUDGET if row is None else RpoBudget(row.seconds_behind, row.records_behind)
 
 
-def rpo_budgets() -> dict[int, RpoBudget]:
+def rpo_budgets(*, flow_ids: Collection[int] | None = None) -> dict[int, RpoBudget]:
+    """The stored budgets by flow id, of `flow_ids` (every flow's when None); a flow without one has none."""
     return {
-        row.flow_id: RpoBudget(row.seconds_behind, row.records_behind) for row in FlowRpoBudget.objects.all()
+        row.flow_id: RpoBudget(row.seconds_behind, row.records_behind)
+        for row in of_flows(FlowRpoBudget.objects.all(), flow_ids)
     }

@@ -24,7 +24,7 @@ from controlplane.status import partitions, rollup
 from controlplane.web import summaries
 from controlplane.web.access import admin_required, back_url, operator_required, viewer_required
 from controlplane.web.forms import PREVIEW_FIELDS, ClusterForm, FlowForm, Mm2ImportForm
-from controlplane.web.listing import Filter, ListSpec, Sort, list_page
+from controlplane.web.listing import Filter, KeyedRows, ListSpec, Sort, list_page
 from controlplane.web.operations import drill_history
 from replication.strimzi import missing_placeholders
 
@@ -147,8 +147,13 @@ def flow_list_spec() -> ListSpec:
 
 @viewer_required
 def flow_list(request):
-    ordered, firing = summaries.flows_firing_first(rollup.flow_summaries())
-    listing = list_page(request, flow_list_spec(), ordered)
+    """Flows with firing alerts first, then by name: the live roll-ups of the page's flows only, unless a
+    search, filter or sort needs every flow's."""
+    flow_ids, firing = summaries.flows_firing_first(
+        selectors.flow_list().values_list("pk", flat=True), flow_id=int
+    )
+    rows = KeyedRows(flow_ids, lambda page: rollup.flow_summaries(flow_ids=page))
+    listing = list_page(request, flow_list_spec(), rows)
     return render(
         request,
         "web/flows.html",

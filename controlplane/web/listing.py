@@ -111,6 +111,31 @@ class Listing:
         return None
 
 
+class KeyedRows(Sequence):
+    """Rows known by their keys, in order, loaded only when used: `load(keys)` gives the rows of those keys
+    in that order. Cut to a page, only that page's rows are loaded; a search, a filter or a sort in memory
+    loads them all, once (`list_page`). For rows that are dear to build (a flow's live roll-up)."""
+
+    def __init__(self, keys: Sequence, load: Callable[[Sequence], list]) -> None:
+        self.keys, self.load = keys, load
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return self.load(self.keys[index])
+        return self.load([self.keys[index]])[0]
+
+    def __iter__(self):
+        return iter(self.load(self.keys))
+
+
+def _in_memory(items: Sequence) -> list:
+    """Rows to search, filter or sort in memory: keyed rows loaded (once), a list as it is."""
+    return items if isinstance(items, list) else list(items)
+
+
 def _choose_sort(raw: str, spec: ListSpec, errors: list[str]) -> tuple[Sort | None, bool, str]:
     names = {s.name: s for s in spec.sorts}
     wanted = raw or spec.default_sort
@@ -137,8 +162,9 @@ def _matches(value: Any, chosen: str) -> bool:
     return str(value) == chosen
 
 
-def list_page(request, spec: ListSpec, rows: QuerySet | Iterable) -> Listing:
-    """`rows` searched, filtered, sorted and cut to the requested page, per `request.GET`."""
+def list_page(request, spec: ListSpec, rows: QuerySet | KeyedRows | Iterable) -> Listing:
+    """`rows` searched, filtered, sorted and cut to the requested page, per `request.GET` (keyed rows: only
+    the page's loaded, unless a search, filter or sort in memory needs them all)."""
     get = request.GET
     errors: list[str] = []
     query = get.get("q", "").strip()
@@ -147,7 +173,7 @@ def list_page(request, spec: ListSpec, rows: QuerySet | Iterable) -> Listing:
     if query:
         params["q"] = query
     total = rows.count() if isinstance(rows, QuerySet) else None
-    items = rows if isinstance(rows, QuerySet) else list(rows)
+    items = rows if isinstance(rows, QuerySet | KeyedRows) else list(rows)
     total = total if total is not None else len(items)
 
     if query:
@@ -156,7 +182,7 @@ def list_page(request, spec: ListSpec, rows: QuerySet | Iterable) -> Listing:
         else:
             needle = query.casefold()
             text = spec.search_text or str
-            items = [row for row in items if needle in text(row).casefold()]
+            items = [row for row in _in_memory(items) if needle in text(row).casefold()]
     selected: dict[str, str] = {}
     for flt in spec.filters:
         chosen = get.get(flt.name, "")
@@ -172,7 +198,7 @@ def list_page(request, spec: ListSpec, rows: QuerySet | Iterable) -> Listing:
             items = items.filter(**{flt.field or flt.name: chosen})
         else:
             key = flt.key or (lambda row, name=flt.name: getattr(row, name, None))
-            items = [row for row in items if _matches(key(row), chosen)]
+            items = [row for row in _in_memory(items) if _matches(key(row), chosen)]
 
     errors_before = len(errors)
     sort, descending, applied = _choose_sort(get.get("sort", ""), spec, errors)
@@ -183,7 +209,7 @@ def list_page(request, spec: ListSpec, rows: QuerySet | Iterable) -> Listing:
             order = sort.field or sort.name
             items = items.order_by(f"-{order}" if descending else order, "-pk" if descending else "pk")
         else:
-            items = _in_memory_sort(items, sort, descending)
+            items = _in_memory_sort(_in_memory(items), sort, descending)
     page = Paginator(items, spec.page_size).get_page(get.get("page"))
     if page.number > 1:
         params["page"] = str(page.number)

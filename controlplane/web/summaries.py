@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from controlplane import alerts
 from controlplane.flows.models import Cluster
@@ -240,7 +241,10 @@ def _shown(values: Mapping[str, object], field: str) -> str:
     return value if isinstance(value, str) and value else json.dumps(value, sort_keys=True, default=str)
 
 
-def flows_firing_first(flow_summaries: list) -> tuple[list, dict]:
-    """The summaries with flows that have firing alerts first, and flow id -> its firing alerts."""
+def flows_firing_first(
+    rows: Iterable, *, flow_id: Callable[[Any], int] = lambda summary: summary.flow.pk
+) -> tuple[list, dict]:
+    """The `rows` (flow summaries; flow ids with `flow_id=int`) with flows that have firing alerts first,
+    and flow id -> its firing alerts."""
     firing = alerts.firing_by_flow()
-    return sorted(flow_summaries, key=lambda summary: summary.flow.pk not in firing), firing
+    return sorted(rows, key=lambda row: flow_id(row) not in firing), firing
