@@ -230,6 +230,12 @@ def _behind(counters: _PartitionCounters) -> int:
     )
 
 
+def _moves_with_time(metrics: PartitionMetrics) -> bool:
+    """Whether a partition's figures change with the clock alone: a windowed rate decays to 0 once its
+    window passes (a 0 rate stays 0: totals only grow), the age of what is behind grows."""
+    return bool(metrics.record_rate or metrics.byte_rate or metrics.records_behind)
+
+
 class MirrorMetrics:
     def __init__(
         self, *, rate_window_s: float = DEFAULT_RATE_WINDOW_S, clock: Callable[[], float] = time.time
@@ -238,10 +244,15 @@ class MirrorMetrics:
         self._clock = clock
         self._partitions: dict[RemotePartition, _PartitionCounters] = {}
         self._order: list[RemotePartition] | None = []  # the partitions sorted; None: sort again
+        # What the last snapshot computed per partition, and the partitions recorded since: a snapshot
+        # computes anew only those and the ones whose figures move with the clock (`_moves_with_time`).
+        self._computed: dict[RemotePartition, PartitionMetrics] = {}
+        self._touched: set[RemotePartition] = set()
         self._gap_events: deque[GapEvent] = deque(maxlen=MAX_GAP_EVENTS)
         self._lock = threading.Lock()
 
     def _counters(self, topic: str, partition: int, source_topic: str, now: float) -> _PartitionCounters:
+        self._touched.add((topic, partition))
         counters = self._partitions.get((topic, partition))
         if counters is None:
             counters = _PartitionCounters(source_topic=source_topic)
@@ -343,19 +354,28 @@ class MirrorMetrics:
         with self._lock:
             if self._partitions.pop((topic, partition), None) is not None:
                 self._order = None
+            self._computed.pop((topic, partition), None)
+            self._touched.discard((topic, partition))
 
     def snapshot(self, *, now: float | None = None) -> MetricsSnapshot:
         """Every partition's metrics, sorted by (remote topic, partition); sorted again only after a
-        partition came or went, not at every snapshot."""
+        partition came or went, not at every snapshot. Computed anew only for the partitions recorded
+        since the last snapshot and those whose figures move with the clock (a rate not yet decayed to 0,
+        records behind: their age grows); an idle partition's are the same object as last time (what a
+        status write compares by identity), exactly what computing them again would give."""
         now = self._clock() if now is None else now
         with self._lock:
             if self._order is None:
                 self._order = sorted(self._partitions)
-            partitions = tuple(
-                self._partition_metrics(topic, partition, self._partitions[(topic, partition)], now)
-                for topic, partition in self._order
-            )
-            return MetricsSnapshot(at=now, partitions=partitions, gap_events=tuple(self._gap_events))
+            computed, touched = self._computed, self._touched
+            partitions = []
+            for key in self._order:
+                metrics = computed.get(key)
+                if metrics is None or key in touched or _moves_with_time(metrics):
+                    metrics = computed[key] = self._partition_metrics(*key, self._partitions[key], now)
+                partitions.append(metrics)
+            touched.clear()
+            return MetricsSnapshot(at=now, partitions=tuple(partitions), gap_events=tuple(self._gap_events))
 
     def _partition_metrics(
         self, topic: str, partition: int, counters: _PartitionCounters, now: float

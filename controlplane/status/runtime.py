@@ -207,6 +207,25 @@ class StatusWrites:
     A new one (a worker that just took the task) writes every row in its first slice."""
 
     written: dict[TopicPartition, tuple[StatusFigures, float]] = field(default_factory=dict)
+    # The figures last made of each partition's metrics: an idle partition's metrics are the same object
+    # slice after slice (`MirrorMetrics.snapshot`), so are its figures, compared by identity below.
+    made: dict[TopicPartition, tuple[PartitionMetrics, str | None, StatusFigures]] = field(default_factory=dict)
+
+    def figures(
+        self, partitions: Iterable[PartitionMetrics], *, task_index: int, task_error: str | None
+    ) -> list[StatusFigures]:
+        """`StatusFigures.of` each partition, made anew only from metrics that are not last slice's."""
+        made, result = self.made, []
+        for p in partitions:
+            key = (p.topic, p.partition)
+            before = made.get(key)
+            if before is not None and before[0] is p and before[1] == task_error:
+                result.append(before[2])
+                continue
+            figure = StatusFigures.of(p, task_index=task_index, task_error=task_error)
+            made[key] = (p, task_error, figure)
+            result.append(figure)
+        return result
 
     def due(self, figures: Sequence[StatusFigures], *, now: float, refresh_s: float):
         """(the partitions' figures to write now, the time as of which every row of the task is current).
@@ -221,7 +240,7 @@ class StatusWrites:
             before = written.get((figure.topic, figure.partition))
             if before is not None:
                 stored, at = before
-                if stored == figure:
+                if stored is figure or stored == figure:
                     continue
                 if now - at < refresh_s and not figure.prompt_change(stored):
                     current_at = min(current_at, at)
@@ -234,11 +253,12 @@ class StatusWrites:
             self.written[(figure.topic, figure.partition)] = (figure, now)
 
     def keep_only(self, partitions: Collection[TopicPartition]) -> None:
-        if len(self.written) == len(partitions):
+        if len(self.written) == len(partitions) and len(self.made) == len(partitions):
             return  # the same partitions (a task's assignment rarely changes)
         keep = set(partitions)
-        for key in [key for key in self.written if key not in keep]:
-            del self.written[key]
+        for table in (self.written, self.made):
+            for key in [key for key in table if key not in keep]:
+                del table[key]
 
 
 def _badness(figure: StatusFigures) -> tuple:
@@ -262,10 +282,8 @@ def task_status(
     behind = [f.records_behind for f in figures if f.records_behind is not None]
     seconds = [f.seconds_behind for f in figures if f.seconds_behind is not None]
     width = len(LATENCY_BUCKETS_MS) + 1
-    latency = [0] * width
-    for f in figures:
-        if len(f.latency_counts) == width:
-            latency = [a + b for a, b in zip(latency, f.latency_counts, strict=True)]
+    histograms = [f.latency_counts for f in figures if len(f.latency_counts) == width]
+    latency = [sum(bucket) for bucket in zip(*histograms, strict=True)] if histograms else [0] * width
     worst = [f for f in heapq.nlargest(rollup.WORST_KEPT, figures, key=_badness) if _badness(f) > _OK]
     return FlowTaskStatus(
         flow_id=flow_id,
@@ -323,7 +341,11 @@ def partition_statuses_save(
     its partitions are current as of its `rows_current_at` (MIRRORPLANE_STATUS_REFRESH_S at most before).
     """
     refresh_s = settings.MIRRORPLANE_STATUS_REFRESH_S if refresh_s is None else refresh_s
-    figures = [StatusFigures.of(p, task_index=task_index, task_error=task_error) for p in partitions]
+    figures = (
+        [StatusFigures.of(p, task_index=task_index, task_error=task_error) for p in partitions]
+        if writes is None
+        else writes.figures(partitions, task_index=task_index, task_error=task_error)
+    )
     if not figures:
         return 0
     now = at.timestamp()

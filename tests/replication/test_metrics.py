@@ -137,3 +137,59 @@ def test_snapshot_seconds_behind_never_understates_the_age_of_what_is_not_replic
     # record_age_ms (MM2's) is a different measure and keeps its own name.
     metrics.record_polled(topic="A.orders", partition=0, source_topic="orders", record_age_ms=50.0, now=20.0)
     assert metrics.snapshot(now=20.0)[0].record_age_ms == 50.0
+
+
+def test_a_snapshot_computes_anew_only_what_was_recorded_or_moves_with_the_clock():
+    """Issue 34: an idle partition's metrics are last snapshot's object (the status write then skips it by
+    identity); a partition recorded since, one whose rate has not decayed yet and one behind (its age
+    grows) are computed anew. Every snapshot equals computing every partition again."""
+    clock = [1000.0]
+    metrics = MirrorMetrics(rate_window_s=30, clock=lambda: clock[0])
+
+    def replicate(partition: int, *, end: int, at: float) -> None:
+        metrics.record_replicated(
+            topic="A.t",
+            partition=partition,
+            source_topic="t",
+            records=5,
+            byte_count=50,
+            replication_latency_ms=3.0,
+            now=at,
+            last_timestamp_ms=at * 1000,
+        )
+        metrics.record_position(
+            topic="A.t",
+            partition=partition,
+            source_topic="t",
+            next_offset=5,
+            source_end_offset=end,
+            last_fetched_offset=4,
+            now=at,
+        )
+
+    for partition in range(6):
+        replicate(partition, end=5, at=900.0)  # long ago: rates decayed, caught up
+    replicate(4, end=5, at=990.0)  # within the rate window
+    replicate(5, end=9, at=900.0)  # 4 records behind
+
+    def fresh() -> list:
+        return [
+            metrics._partition_metrics("A.t", p, metrics._partitions[("A.t", p)], clock[0]) for p in range(6)
+        ]
+
+    first = metrics.snapshot()
+    assert list(first.partitions) == fresh()
+    clock[0] = 1010.0
+    metrics.record_error(topic="A.t", partition=2, source_topic="t", message="boom", now=clock[0])
+    second = metrics.snapshot()
+
+    assert list(second.partitions) == fresh()
+    reused = [p for p in range(6) if second[p] is first[p]]
+    assert reused == [0, 1, 3]  # 2 recorded, 4 still has a rate, 5 is behind
+    assert second[5].seconds_behind > first[5].seconds_behind
+    clock[0] = 1100.0  # the rate window passed: partition 4 idle from now on
+    assert list(metrics.snapshot().partitions) == fresh()
+    third, fourth = metrics.snapshot(), metrics.snapshot()
+    assert [p for p in range(6) if fourth[p] is third[p]] == [0, 1, 2, 3, 4]
+    metrics.forget(topic="A.t", partition=0)
+    assert [p.partition for p in metrics.snapshot()] == [1, 2, 3, 4, 5]
