@@ -46,7 +46,7 @@ so on the secrets key derived from it: both are public, in this file.
 | MIRRORPLANE_BROWSE_MAX_SCANNED | 10000 (the most records one message-browser search reads, shared between the topic's partitions; a search also stops at the request's MIRRORPLANE_WEB_READ_TIMEOUT_S) |
 | LOG_LEVEL | INFO (the root logger) |
 | CELERY_TASK_LOG_LEVEL | WARNING (Celery's per-task "received"/"succeeded" lines are INFO; failures stay visible) |
-| EMAIL_BACKEND, EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS, EMAIL_USE_SSL, DEFAULT_FROM_EMAIL | Django's (SMTP on localhost:25); email alert channels use them |
+| EMAIL_BACKEND, EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS, EMAIL_USE_SSL, DEFAULT_FROM_EMAIL | Django's (SMTP on localhost:25; the backend reaches EMAIL_HOST only where MIRRORPLANE_OUTBOUND_HOSTS_ALLOWED allows: list 127.0.0.1 for a relay on this machine); email alert channels use them |
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ MIRRORPLANE_OIDC_API_TOKEN_TTL_HOURS = env.int("MIRRORPLANE_OIDC_API_TOKEN_TTL_H
 MIRRORPLANE_BROWSE_MAX_SCANNED = env.int("MIRRORPLANE_BROWSE_MAX_SCANNED", default=10_000)
 # Alert notifications link to the flow page here; email channels use Django's mail settings.
 MIRRORPLANE_BASE_URL = env.str("MIRRORPLANE_BASE_URL", default="http://localhost:8000").rstrip("/")
-EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.smtp.EmailBackend")
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="controlplane.core.outbound.GuardedEmailBackend")
 EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
 EMAIL_PORT = env.int("EMAIL_PORT", default=25)
 EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")

@@ -75,6 +75,7 @@ class SmtpReceiver:
         import socketserver
 
         self.messages: list[tuple[list[str], str]] = []
+        self.connections = 0  # every connection accepted, a message sent or not
         receiver = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -82,6 +83,7 @@ class SmtpReceiver:
                 self.wfile.write(f"{line}\r\n".encode())
 
             def handle(self) -> None:
+                receiver.connections += 1
                 self.reply("220 localhost test SMTP")
                 recipients: list[str] = []
                 while line := self.rfile.readline().decode(errors="replace").strip():

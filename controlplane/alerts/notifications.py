@@ -294,6 +294,8 @@ def _send(notification: AlertNotification) -> None:
         subject, body = email_text(fields)
         try:
             send_mail(subject, body, None, list(channel.email_to), fail_silently=False)
+        except outbound.OutboundRefused as exc:  # the relay, under the policy (GuardedEmailBackend)
+            raise DeliveryFailed(f"email not sent: the relay (EMAIL_HOST) was not contacted: {exc}") from None
         except Exception as exc:
             raise DeliveryFailed(f"email not sent: {exc}") from None
         return

@@ -5,7 +5,10 @@ changed."""
 
 from __future__ import annotations
 
+import smtplib
+
 from django.conf import settings
+from django.core.mail.backends import smtp
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
@@ -61,3 +64,27 @@ class GuardedAdapter(HTTPAdapter):
     def init_poolmanager(self, *args, **kwargs) -> None:
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {"http": _GuardedHTTPPool, "https": _GuardedHTTPSPool}
+
+
+# -- the email relay under the policy -------------------------------------------------------------------
+class _GuardedSMTP(smtplib.SMTP):
+    """smtplib's client whose socket goes through the allowlist's connector."""
+
+    def _get_socket(self, host, port, timeout):
+        return connector(outbound_hosts())((host, port), timeout, self.source_address)
+
+
+class _GuardedSMTPSSL(smtplib.SMTP_SSL):
+    def _get_socket(self, host, port, timeout):
+        connection = connector(outbound_hosts())((host, port), timeout, self.source_address)
+        return self.context.wrap_socket(connection, server_hostname=self._host)
+
+
+class GuardedEmailBackend(smtp.EmailBackend):
+    """Django's SMTP backend (the EMAIL_* settings) reaching the relay (EMAIL_HOST) only where
+    MIRRORPLANE_OUTBOUND_HOSTS_ALLOWED allows, its addresses checked as they are connected to: a relay on
+    this machine or a private network is listed there like any other service the server reaches."""
+
+    @property
+    def connection_class(self):
+        return _GuardedSMTPSSL if self.use_ssl else _GuardedSMTP

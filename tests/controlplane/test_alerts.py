@@ -12,6 +12,7 @@ from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from controlplane import alerts, assurance, core
+from controlplane import settings as PRODUCTION_SETTINGS
 from controlplane.alerts import notifications
 from controlplane.alerts.models import AlertNotification, AlertRule, NotificationChannel, NotificationState
 from controlplane.core import crypto
@@ -232,8 +233,18 @@ def test_email_channel_sends_through_djangos_smtp_settings_to_a_real_smtp_server
     alerts.alerts_evaluate()
     [notification_id] = notifications.notifications_to_dispatch()
     with SmtpReceiver() as smtp:
-        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        settings.EMAIL_BACKEND = PRODUCTION_SETTINGS.EMAIL_BACKEND  # the relay under the outbound policy
         settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", smtp.port
+        # Issue 35: the relay is reached only where MIRRORPLANE_OUTBOUND_HOSTS_ALLOWED allows (public
+        # addresses by default): a relay on loopback is not contacted until it is listed.
+        settings.MIRRORPLANE_OUTBOUND_HOSTS_ALLOWED = []
+        with pytest.raises(notifications.DeliveryFailed) as refused:
+            notifications.notification_deliver(notification_id=notification_id)
+        assert "not contacted" in str(refused.value) and "MIRRORPLANE_OUTBOUND_HOSTS_ALLOWED" in str(
+            refused.value
+        )
+        assert smtp.connections == 0 and smtp.messages == []
+        settings.MIRRORPLANE_OUTBOUND_HOSTS_ALLOWED = ["127.0.0.1"]
         notifications.notification_deliver(notification_id=notification_id)
     [(recipients, message)] = smtp.messages
     assert recipients == ["oncall@example.com"]
