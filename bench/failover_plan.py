@@ -21,10 +21,11 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from bench.brokers import bench_cluster, bench_clusters
 from replication.config import ClusterConfig, FlowConfig
 from replication.connector import NewRemoteTopic
+from replication.failover_reads import read_plan
 from replication.formats import OffsetSync
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_admin, make_producer
-from replication.kafka.failover_io import FailoverReader, read_plan
+from replication.kafka.failover_io import FailoverReader
 from replication.kafka.internal_topics import InternalTopicWriter
 from replication.policy import DefaultReplicationPolicy
 

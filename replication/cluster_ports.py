@@ -5,7 +5,9 @@
   time, records from offsets), every call within one deadline; and the topics' sizes on the brokers'
   disks (`Clusters.topic_sizes`);
 - `GroupAdmin`: consumer groups (list, describe, committed offsets) and the operators' actions on them
-  (commit offsets, delete), on one cluster.
+  (commit offsets, delete), on one cluster;
+- `FlowClusters`: a flow's two clusters, for the operations (failover, failback, drain, drill, cutover)
+  and the offset mapping: partitions, groups, MM2's internal topics, the groups' offset commits.
 
 Two implementations: Apache Kafka (`replication.kafka.clusters.KAFKA`, the adapters of
 `replication.kafka`) and an in-memory cluster (`replication.memory.clusters.MemoryClusters`, as
@@ -22,8 +24,13 @@ from typing import Protocol
 
 from replication.browse import KafkaRecord, PartitionOffsets
 from replication.checkpoint import CommittedOffset
-from replication.config import ClusterConfig
+from replication.config import ClusterConfig, FlowConfig
+from replication.connector import TopicSelection
 from replication.consumer_groups import GroupDescription, GroupListing
+from replication.failover import UnreplicatedRecord
+from replication.formats import Checkpoint
+from replication.offset_sync_store import OffsetSyncStore
+from replication.policy import ReplicationPolicy
 
 Key = tuple[str, int]  # (topic, partition)
 
@@ -190,12 +197,74 @@ class GroupAdmin(Protocol):
         has members, else `GroupAdminError`."""
 
 
+class FlowClusters(Protocol):
+    """A flow's two clusters, for its failover, failback, drain, drill, cutover and offset mapping: what
+    they hold of the flow's partitions, groups and MM2 internal topics, and the groups' offset commits.
+    Errors are `FailoverIOError` naming the cluster; `replication.failover_reads` reads plans through it."""
+
+    flow: FlowConfig
+    source: ClusterConfig
+    target: ClusterConfig
+    timeout_s: float
+    policy: ReplicationPolicy
+    topics: TopicSelection
+    store: OffsetSyncStore  # the offset syncs read so far
+
+    def reachable(self, cluster: ClusterConfig) -> tuple[bool, str]:
+        """Whether `cluster` answers, and what it said (or why not)."""
+
+    def partition_counts(self, cluster: ClusterConfig) -> dict[str, int]: ...
+
+    def replicated_partitions(self) -> dict[Key, str]:
+        """Every source partition the flow replicates -> its remote topic."""
+
+    def end_offsets(self, cluster: ClusterConfig, partitions: Iterable[Key]) -> dict[Key, int]:
+        """The end offset of every partition (partitions in error left out)."""
+
+    def source_groups(self) -> list[str]:
+        """The source's consumer groups the flow's groups / groups.exclude select."""
+
+    def committed_offsets(
+        self, cluster: ClusterConfig, groups: Sequence[str]
+    ) -> dict[str, dict[Key, CommittedOffset]]: ...
+
+    def group_states(self, cluster: ClusterConfig, groups: Sequence[str]) -> dict[str, str]:
+        """Kafka's state name of every group (ABSENT when unknown there)."""
+
+    def alter_offsets(self, cluster: ClusterConfig, group: str, offsets: Mapping[Key, int]) -> dict[Key, str]:
+        """Commit `offsets` for `group`; the partitions refused, with the cluster's reason."""
+
+    def offset_syncs_readable(self, *, source_reachable: bool) -> bool: ...
+
+    def refresh_offset_syncs(self) -> OffsetSyncStore:
+        """The offset syncs written since the last call, added to `store` (all of them the first time)."""
+
+    @property
+    def offset_syncs_complete(self) -> bool:
+        """The last `refresh_offset_syncs` read the offset-syncs topic to its end within the timeout."""
+
+    def latest_checkpoints(self, groups: Sequence[str] | None) -> dict[str, dict[Key, Checkpoint]]:
+        """The newest checkpoint per remote partition of each group (all groups when None)."""
+
+    def newest_heartbeat_ms(self) -> int | None:
+        """Timestamp of the newest heartbeat this flow wrote to the target (None when none is found)."""
+
+    def first_unreplicated(
+        self, starts: Mapping[Key, int | None]
+    ) -> tuple[dict[Key, UnreplicatedRecord], set[Key]]:
+        """The first record at or after each start offset (None: from the beginning), read as the mirror
+        reads (read_committed); (records found, partitions not settled within the timeout)."""
+
+    def close(self) -> None: ...
+
+
 class Clusters(Protocol):
     """The control plane's way to its clusters: a port per need, for a cluster as the engine describes it."""
 
     def topic_reads(self, cluster: ClusterConfig, *, timeout_s: float) -> TopicReads: ...
 
-    def group_admin(self, cluster: ClusterConfig, *, timeout_s: float) -> GroupAdmin: ...
+    def group_admin(self, cluster: ClusterConfig, *, timeout_s: float | None = None) -> GroupAdmin:
+        """`cluster`'s groups, each request bounded by `timeout_s` (None: the implementation's own)."""
 
     def topic_sizes(
         self,
@@ -207,6 +276,17 @@ class Clusters(Protocol):
     ) -> dict[str, TopicSizes]:
         """The size of every replica that `brokers` (None: every broker) hold of the topics in `leaders`
         (topic -> partition -> its leader; None: every topic), by topic; `SizesUnread` says why not."""
+
+    def flow_clusters(
+        self,
+        *,
+        flow: FlowConfig,
+        source: ClusterConfig,
+        target: ClusterConfig,
+        known_aliases: Sequence[str],
+        timeout_s: float | None = None,
+    ) -> FlowClusters:
+        """The flow's clusters, each request bounded by `timeout_s` (None: the implementation's own)."""
 
     def unreachable(self, cluster: ClusterConfig, *, timeout_s: float) -> str | None:
         """Why the cluster cannot be reached at all (its bootstrap servers refuse a connection), or None;

@@ -304,3 +304,8 @@ class Mm2Config:
             if source != target and (not targets or target in targets)
         )
         return tuple(flow for flow in pairs if flow.emit_heartbeats_enabled)
+
+
+def offset_syncs_cluster(flow: FlowConfig, *, source: ClusterConfig, target: ClusterConfig) -> ClusterConfig:
+    """Where `offset-syncs.topic.location` puts the flow's offset-syncs topic."""
+    return target if flow.offset_syncs_topic_location == OffsetSyncsTopicLocation.TARGET else source

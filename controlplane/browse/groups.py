@@ -23,6 +23,7 @@ from controlplane.flows.cluster_reads import cluster_read, clusters_read, timed
 from controlplane.flows.clusters import clusters
 from controlplane.flows.models import Cluster, Flow
 from controlplane.status import rollup
+from replication import failover_reads
 from replication.config import ClusterConfig
 from replication.consumer_groups import (
     GroupDescription,
@@ -30,7 +31,6 @@ from replication.consumer_groups import (
 )
 from replication.failover import GroupPlan
 from replication.filters import GroupFilter
-from replication.kafka import failover_io
 from replication.kafka.groups import newest_checkpoints
 
 GROUP_DESCRIBE_MAX = 1000
@@ -203,7 +203,7 @@ def _group_plan(flow: Flow, group: str, timeout_s: float) -> _FlowRead:
     reader = engine.flow_reader(flow, timeout_s=timeout_s)
     try:
         remote_topics = {topic: remote for (topic, _), remote in reader.replicated_partitions().items()}
-        (plan,) = failover_io.group_plans_from_source(reader, groups=[group], remote_topics=remote_topics)
+        (plan,) = failover_reads.group_plans_from_source(reader, groups=[group], remote_topics=remote_topics)
         return _FlowRead(
             plan, reader.policy.checkpoints_topic(flow.source.alias), reader.offset_syncs_complete
         )

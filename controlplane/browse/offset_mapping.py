@@ -16,11 +16,11 @@ from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.flows import engine
 from controlplane.flows.cluster_reads import clusters_read
 from controlplane.flows.models import Flow
-from replication.kafka import failover_io
+from replication.cluster_ports import FlowClusters
 from replication.offset_mapping import Direction, MappedTopic, OffsetMapping, OffsetQuery, map_offsets
 
 
-def mapped_topics(reader: failover_io.FailoverReader, *, names: Iterable[str], direction: Direction) -> list:
+def mapped_topics(reader: FlowClusters, *, names: Iterable[str], direction: Direction) -> list:
     """The replicated topics among `names` (source names, or remote names from the target), with the
     remote topic's partition count on the target; names the flow does not replicate are left out."""
     counts = reader.partition_counts(reader.target)

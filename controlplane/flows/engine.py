@@ -20,11 +20,12 @@ from django.conf import settings
 
 from controlplane.core import crypto
 from controlplane.core.errors import NON_FIELD
+from controlplane.flows.clusters import clusters
 from controlplane.flows.models import Cluster, Flow, SecurityProtocol
+from replication.cluster_ports import FlowClusters
 from replication.config import FLOW_PROPERTIES, ClusterConfig, FlowConfig
 from replication.connector import TopicSelection
 from replication.flow_rules import CLIENT_ROLES, FlowProblem, flow_problems
-from replication.kafka import failover_io
 from replication.mm2file import CLUSTER_ALIAS as MM2_CLUSTER_ALIAS
 from replication.outbound import HostAllowlist
 from replication.policy import replication_policy_for
@@ -279,14 +280,14 @@ def topic_selection(flow: Flow, *, known_aliases: Sequence[str] | None = None) -
     return TopicSelection.of(config, replication_policy_for(config, known_aliases=known_aliases))
 
 
-def flow_reader(flow: Flow, *, timeout_s: float | None = None) -> failover_io.FailoverReader:
-    """The Kafka reads (and offset writes) of the flow's failover, drill, cutover, takeover and offset
+def flow_reader(flow: Flow, *, timeout_s: float | None = None) -> FlowClusters:
+    """The cluster reads (and offset writes) of the flow's failover, drill, cutover, takeover and offset
     mapping; each request bounded by `timeout_s` (the reader's own bound by default: operations run in
     workers, a web request passes its short one)."""
-    return failover_io.FailoverReader(
+    return clusters().flow_clusters(
         flow=flow_to_config(flow),
         source=cluster_to_config(flow.source),
         target=cluster_to_config(flow.target),
         known_aliases=list(Cluster.objects.values_list("alias", flat=True)),
-        **({} if timeout_s is None else {"timeout_s": timeout_s}),
+        timeout_s=timeout_s,
     )

@@ -43,8 +43,9 @@ from controlplane.operations import drain, failover, requests
 from controlplane.operations.models import Operation, OperationKind, OperationPhase
 from controlplane.status import rollup, runtime
 from replication import failover as failover_rules
+from replication import failover_reads
+from replication.cluster_ports import FlowClusters
 from replication.cutover import FenceWatch
-from replication.kafka import failover_io
 from replication.kafka.verification_io import FlowVerifier, RangeNotReadable, RangeReader
 from replication.topic_partition import partition_label
 from replication.verification import OffsetRange, VerificationLimits
@@ -149,9 +150,9 @@ def run(operation: Operation, step: Step) -> None:
         lifecycle.complete_cutover(flow=operation.flow)
 
 
-def _check_lag(operation: Operation, step: Step, reader: failover_io.FailoverReader) -> None:
+def _check_lag(operation: Operation, step: Step, reader: FlowClusters) -> None:
     step(phase=Phase.PLANNING, message="reading both clusters: lag, consumer groups")
-    plan, _ = failover_io.read_plan(
+    plan, _ = failover_reads.read_plan(
         reader,
         groups=None,
         last_known_lag=rollup.last_known_lag(flow=operation.flow),
@@ -193,7 +194,7 @@ def _check_lag(operation: Operation, step: Step, reader: failover_io.FailoverRea
     _record(operation, step, "lag", "warn" if lagging else "pass", summary, evidence)
 
 
-def _watch_fence(operation: Operation, step: Step, reader: failover_io.FailoverReader) -> None:
+def _watch_fence(operation: Operation, step: Step, reader: FlowClusters) -> None:
     """Wait until the source's end offsets stay still for fence_s (refused past fence_timeout_s)."""
     step(phase=Phase.FENCING, message=f"watching {reader.source.alias}'s end offsets stay still")
     partitions = reader.replicated_partitions()
@@ -234,13 +235,13 @@ def _watch_fence(operation: Operation, step: Step, reader: failover_io.FailoverR
     )
 
 
-def _drain(operation: Operation, step: Step, reader: failover_io.FailoverReader) -> None:
+def _drain(operation: Operation, step: Step, reader: FlowClusters) -> None:
     rows = operation.drain_partitions
     partitions = {(row["topic"], row["partition"]): row["remote_topic"] for row in rows}
     ends = {(row["topic"], row["partition"]): row["end"] for row in rows if row["end"] is not None}
     if operation.dry_run:
         step(phase=Phase.DRAINING, message="one look at what is still to copy")
-        progress = failover_io.observe_drain(
+        progress = failover_reads.observe_drain(
             reader, partitions=partitions, ends_at_start=ends, producers_stopped=True
         )
         summary = (
@@ -267,7 +268,7 @@ def _drain(operation: Operation, step: Step, reader: failover_io.FailoverReader)
     )
 
 
-def _verify(operation: Operation, step: Step, reader: failover_io.FailoverReader) -> None:
+def _verify(operation: Operation, step: Step, reader: FlowClusters) -> None:
     """Each partition's range from where the continuous verifier got to, up to the drained end."""
     step(phase=Phase.VERIFYING, message="comparing the drained ranges, source against target")
     flow = operation.flow
@@ -357,11 +358,11 @@ def _verify_partition(verifier, step, topic, partition, remote, offsets, limits,
     }
 
 
-def _write_offsets(operation: Operation, step: Step, reader: failover_io.FailoverReader) -> None:
+def _write_offsets(operation: Operation, step: Step, reader: FlowClusters) -> None:
     if operation.dry_run:
         step(phase=Phase.MOVING_GROUPS, message="the offsets a cutover would write (dry run: none written)")
         remote_topics = {topic: remote for (topic, _), remote in reader.replicated_partitions().items()}
-        plans = failover_io.group_plans_from_source(
+        plans = failover_reads.group_plans_from_source(
             reader, groups=operation.groups, remote_topics=remote_topics
         )
         would = {
@@ -402,7 +403,7 @@ def _step_evidence(operation: Operation, name: str) -> dict:
     return next((s["evidence"] for s in (operation.result or {}).get("steps", []) if s["step"] == name), {})
 
 
-def _clients(operation: Operation, step: Step, reader: failover_io.FailoverReader) -> None:
+def _clients(operation: Operation, step: Step, reader: FlowClusters) -> None:
     """Which clients to switch to the target, and to what names (remote topics may be renamed): the
     consumer groups are those the `offsets` step planned (a dry run) or moved, as it recorded them."""
     flow = operation.flow

@@ -16,8 +16,8 @@ from django.utils import timezone
 from controlplane.core.errors import ServiceConflict
 from controlplane.operations import requests
 from controlplane.operations.models import Operation, OperationPhase
-from replication import failover
-from replication.kafka import failover_io
+from replication import failover, failover_reads
+from replication.cluster_ports import FlowClusters
 from replication.topic_partition import partition_label
 
 DRAIN_POLL_S = 0.5
@@ -38,7 +38,7 @@ def drain_rows(partitions: dict[tuple[str, int], str], ends: dict[tuple[str, int
 def drain(
     operation: Operation,
     step: Callable[..., None],
-    reader: failover_io.FailoverReader,
+    reader: FlowClusters,
     *,
     producers_stopped: bool,
 ) -> None:
@@ -51,7 +51,7 @@ def drain(
         step(drain_started_at=timezone.now())
     while True:
         if partitions:
-            progress = failover_io.observe_drain(
+            progress = failover_reads.observe_drain(
                 reader, partitions=partitions, ends_at_start=ends, producers_stopped=producers_stopped
             )
         else:

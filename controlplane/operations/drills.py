@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from controlplane.core.errors import ServiceConflict, ServiceValidationError
 from controlplane.flows import engine, lifecycle
+from controlplane.flows.clusters import clusters
 from controlplane.flows.models import Flow
 from controlplane.operations import drain, failover, requests
 from controlplane.operations.models import (
@@ -43,9 +44,9 @@ from controlplane.operations.models import (
     ShadowGroup,
 )
 from controlplane.status import rollup, runtime
-from replication import drill
-from replication.kafka import drill_io, failover_io
-from replication.kafka.groups import GroupAdminError, GroupOffsetsAdmin
+from replication import drill, failover_reads
+from replication.cluster_ports import FlowClusters, GroupAdminError
+from replication.kafka import drill_io
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +132,7 @@ def clean_shadow_groups(*, operation: Operation) -> int:
     cleaned = 0
     for row in rows:
         try:
-            GroupOffsetsAdmin(engine.cluster_to_config(row.cluster)).delete_group(row.name)
+            clusters().group_admin(engine.cluster_to_config(row.cluster)).delete_group(row.name)
         except GroupAdminError as exc:
             log.warning("shadow group %s not deleted yet: %s", row.name, exc)
             continue
@@ -175,17 +176,17 @@ def run(operation: Operation, step: Callable[..., None]) -> None:
     _conclude(operation)
 
 
-def _plan(operation: Operation, step: Callable[..., None], reader: failover_io.FailoverReader) -> None:
+def _plan(operation: Operation, step: Callable[..., None], reader: FlowClusters) -> None:
     step(phase=Phase.PLANNING, message="reading the failover plan: lag, groups, checks (timed)")
     started = time.monotonic()
-    plan, partitions = failover_io.read_plan(
+    plan, partitions = failover_reads.read_plan(
         reader,
         groups=operation.groups,
         last_known_lag=rollup.last_known_lag(flow=operation.flow),
         arrival_window_s=0,  # production keeps writing during a drill: nothing to learn from waiting
     )
     # A failover's planning also waits the arrival window (to see whether producers stopped).
-    plan_s = time.monotonic() - started + failover_io.ARRIVAL_WINDOW_S
+    plan_s = time.monotonic() - started + failover_reads.ARRIVAL_WINDOW_S
     result = {
         "rpo": {
             "records": plan.records_at_risk,
@@ -215,13 +216,11 @@ def _plan(operation: Operation, step: Callable[..., None], reader: failover_io.F
     )
 
 
-def _shadow_groups(
-    operation: Operation, step: Callable[..., None], reader: failover_io.FailoverReader
-) -> None:
+def _shadow_groups(operation: Operation, step: Callable[..., None], reader: FlowClusters) -> None:
     step(phase=Phase.SHADOWING, message="shadow groups on the target")
     remote_topics = {topic: remote for (topic, _), remote in reader.replicated_partitions().items()}
     started = time.monotonic()
-    group_plans = failover_io.group_plans_from_source(
+    group_plans = failover_reads.group_plans_from_source(
         reader, groups=operation.groups, remote_topics=remote_topics
     )
     translate_s = time.monotonic() - started
@@ -238,7 +237,7 @@ def _shadow_groups(
     step(result=result, progress=1.0)
 
 
-def _drill_group(operation: Operation, step, reader: failover_io.FailoverReader, group_plan) -> float:
+def _drill_group(operation: Operation, step, reader: FlowClusters, group_plan) -> float:
     """One group: shadow written, both next records read and compared, shadow deleted; the write's time."""
     rows = list(group_plan.partitions)
     if not rows:

@@ -25,9 +25,9 @@ from controlplane.operations.failover import GroupResult, store_group_result, wr
 from controlplane.operations.models import Operation, OperationPhase
 from replication import failover
 from replication.checkpoint import may_sync_group_offsets
+from replication.cluster_ports import FlowClusters
 from replication.config import DEFAULT_TOPICS_EXCLUDE, SchemaIdMode
 from replication.filters import TopicFilter
-from replication.kafka import failover_io
 from replication.policy import is_identity_policy_class
 from replication.topic_partition import partition_label
 
@@ -168,9 +168,7 @@ def _move_groups_to_source(operation: Operation, step: Callable[..., None]) -> N
         reader.close()
 
 
-def _fail_group_back(
-    reader: failover_io.FailoverReader, group: str, *, source_topics: dict[str, str]
-) -> GroupResult:
+def _fail_group_back(reader: FlowClusters, group: str, *, source_topics: dict[str, str]) -> GroupResult:
     """The group's positions on the mirrored topics of the target, translated back to the source."""
     state = reader.group_states(reader.source, [group])[group]
     if not may_sync_group_offsets(state):

@@ -5,7 +5,8 @@ flow, all audited); `run_operation` (controlplane.operations.runner) claims it a
 a worker that takes over a dead one's operation resumes there. Every phase is idempotent: offsets are
 written only forward and only where they differ, the lifecycle transitions accept the state they lead
 to, and the drain waits for the end offsets recorded when the operation planned. The decisions live in
-`replication.failover`; the Kafka reads and writes in `replication.kafka.failover_io`.
+`replication.failover`; the clusters' reads and writes through the `FlowClusters` port
+(`replication.failover_reads`).
 
 Failover, in the order of the runbook:
 1. planning: read the plan for the chosen groups; refuse (outcome `refused`) with failed checks unless
@@ -34,8 +35,8 @@ from controlplane.flows.models import Flow
 from controlplane.operations import drain, requests
 from controlplane.operations.models import Operation, OperationPhase
 from controlplane.status import rollup
-from replication import failover
-from replication.kafka import failover_io
+from replication import failover, failover_reads
+from replication.cluster_ports import FlowClusters
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ def failover_plan(
     flow: Flow,
     actor=None,
     groups: list[str] | None = None,
-    arrival_window_s: float = failover_io.ARRIVAL_WINDOW_S,
+    arrival_window_s: float = failover_reads.ARRIVAL_WINDOW_S,
 ) -> failover.FailoverPlan:
     """The read-only plan (every group the flow selects when `groups` is None).
 
@@ -90,7 +91,7 @@ def failover_plan(
     def read(configs, timeout_s: float) -> failover.FailoverPlan:
         reader = engine.flow_reader(flow, timeout_s=timeout_s)
         try:
-            plan, _ = failover_io.read_plan(
+            plan, _ = failover_reads.read_plan(
                 reader, groups=groups, arrival_window_s=arrival_window_s, last_known_lag=last_known_lag
             )
         finally:
@@ -117,12 +118,10 @@ def run(operation: Operation, step: Callable[..., None]) -> None:
     lifecycle.complete_failover(flow=flow)
 
 
-def _plan_failover(
-    operation: Operation, step: Callable[..., None], reader: failover_io.FailoverReader
-) -> None:
+def _plan_failover(operation: Operation, step: Callable[..., None], reader: FlowClusters) -> None:
     flow = operation.flow
     step(phase=OperationPhase.PLANNING, message="reading both clusters: lag, consumer groups, checkpoints")
-    plan, partitions = failover_io.read_plan(
+    plan, partitions = failover_reads.read_plan(
         reader, groups=operation.groups, last_known_lag=_last_known_lag(flow)
     )
     summary = plan_summary(plan)
@@ -150,17 +149,17 @@ def _plan_failover(
     )
 
 
-def move_groups_to_target(
-    operation: Operation, step: Callable[..., None], reader: failover_io.FailoverReader
-) -> None:
+def move_groups_to_target(operation: Operation, step: Callable[..., None], reader: FlowClusters) -> None:
     """Translate again (after the drain) and write the offsets on the target."""
     step(phase=OperationPhase.MOVING_GROUPS, message=f"writing the groups' offsets on {reader.target.alias}")
     groups = operation.groups
     if operation.source_reachable:
         remote_topics = {topic: remote for (topic, _), remote in reader.replicated_partitions().items()}
-        group_plans = failover_io.group_plans_from_source(reader, groups=groups, remote_topics=remote_topics)
+        group_plans = failover_reads.group_plans_from_source(
+            reader, groups=groups, remote_topics=remote_topics
+        )
     else:
-        group_plans = failover_io.group_plans_from_checkpoints(
+        group_plans = failover_reads.group_plans_from_checkpoints(
             reader, groups=groups, checkpoints=reader.latest_checkpoints(groups)
         )
     for group_plan in group_plans:
@@ -181,7 +180,7 @@ def store_group_result(operation: Operation, result: GroupResult, *, topics: lis
     )
 
 
-def _write_group(reader: failover_io.FailoverReader, cluster, group_plan: failover.GroupPlan) -> GroupResult:
+def _write_group(reader: FlowClusters, cluster, group_plan: failover.GroupPlan) -> GroupResult:
     if group_plan.active_on_target:
         return GroupResult(
             group_plan.group,
@@ -195,7 +194,7 @@ def _write_group(reader: failover_io.FailoverReader, cluster, group_plan: failov
 
 
 def write_offsets(
-    reader: failover_io.FailoverReader, cluster, *, group: str, offsets: dict[tuple[str, int], int], note: str
+    reader: FlowClusters, cluster, *, group: str, offsets: dict[tuple[str, int], int], note: str
 ) -> GroupResult:
     if not offsets:
         return GroupResult(group, "unchanged", detail=note)

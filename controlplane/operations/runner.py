@@ -19,7 +19,7 @@ from controlplane.flows import lifecycle
 from controlplane.flows.models import FlowState
 from controlplane.operations import dispatch, requests
 from controlplane.operations.models import Operation, OperationKind, OperationOutcome
-from replication.kafka import failover_io
+from replication.cluster_ports import FailoverIOError
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def run_operation(*, operation_id: int, worker: str, echo: Echo = lambda operati
         _abort(operation)  # a resumed planning may find failed checks after begin_failover
         _end(operation, OperationOutcome.REFUSED, error=str(exc))
     except Exception as exc:
-        if not isinstance(exc, ServiceConflict | ClusterUnavailable | failover_io.FailoverIOError):
+        if not isinstance(exc, ServiceConflict | ClusterUnavailable | FailoverIOError):
             log.exception("operation %s failed", operation.pk)
         close_old_connections()  # the database may be why it failed
         _abort(operation)

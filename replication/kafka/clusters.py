@@ -4,12 +4,15 @@ the adapters of this package, each port one of them."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from replication.cluster_ports import TopicSizes
 from replication.config import ClusterConfig
+from replication.kafka.admin import ADMIN_TIMEOUT_S
 from replication.kafka.browser import TopicBrowser
 from replication.kafka.clients import is_cluster_failure
 from replication.kafka.cluster_check import tcp_unreachable
+from replication.kafka.failover_io import FailoverReader
 from replication.kafka.groups import GroupOffsetsAdmin
 from replication.kafka.log_dirs import read_topic_sizes
 
@@ -20,8 +23,8 @@ class KafkaClusters:
     def topic_reads(self, cluster: ClusterConfig, *, timeout_s: float) -> TopicBrowser:
         return TopicBrowser(cluster, timeout_s=timeout_s)
 
-    def group_admin(self, cluster: ClusterConfig, *, timeout_s: float) -> GroupOffsetsAdmin:
-        return GroupOffsetsAdmin(cluster, timeout_s=timeout_s)
+    def group_admin(self, cluster: ClusterConfig, *, timeout_s: float | None = None) -> GroupOffsetsAdmin:
+        return GroupOffsetsAdmin(cluster, timeout_s=ADMIN_TIMEOUT_S if timeout_s is None else timeout_s)
 
     def topic_sizes(
         self,
@@ -32,6 +35,10 @@ class KafkaClusters:
         timeout_s: float,
     ) -> dict[str, TopicSizes]:
         return read_topic_sizes(cluster, leaders=leaders, brokers=brokers, timeout_s=timeout_s)
+
+    def flow_clusters(self, **flow: Any) -> FailoverReader:
+        """`Clusters.flow_clusters`' arguments (`FlowReads`')."""
+        return FailoverReader(**flow)
 
     def unreachable(self, cluster: ClusterConfig, *, timeout_s: float) -> str | None:
         return tcp_unreachable(cluster, timeout_s=timeout_s)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from replication.checkpoint import MirrorCheckpointTask
-from replication.config import ClusterConfig, FlowConfig, OffsetSyncsTopicLocation
+from replication.config import ClusterConfig, FlowConfig, offset_syncs_cluster
 from replication.formats import OffsetSync
 from replication.heartbeat import MirrorHeartbeatTask
 from replication.kafka.admin import ADMIN_TIMEOUT_S
@@ -67,11 +67,6 @@ class InternalTopicSink:
 
     def close(self) -> None:
         self._writer.close()
-
-
-def offset_syncs_cluster(flow: FlowConfig, *, source: ClusterConfig, target: ClusterConfig) -> ClusterConfig:
-    """Where `offset-syncs.topic.location` puts the flow's offset-syncs topic."""
-    return target if flow.offset_syncs_topic_location == OffsetSyncsTopicLocation.TARGET else source
 
 
 def reverse_flow(flow: FlowConfig) -> FlowConfig:

@@ -29,9 +29,9 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig
+from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig, offset_syncs_cluster
 from replication.kafka.clients import make_consumer, make_producer
-from replication.kafka.flow_tasks import InternalTopicSink, offset_syncs_cluster
+from replication.kafka.flow_tasks import InternalTopicSink
 from replication.kafka.internal_topics import InternalTopicWriter
 from replication.offset_syncs import OffsetSyncEmitter
 from replication.policy import ReplicationPolicy

@@ -15,12 +15,11 @@ from collections.abc import Callable, Sequence
 
 from confluent_kafka import KafkaException
 
-from replication.config import ClusterConfig, FlowConfig
+from replication.config import ClusterConfig, FlowConfig, offset_syncs_cluster
 from replication.connector import TopicSelection
 from replication.formats import Checkpoint, OffsetSync
 from replication.kafka.admin import TopicAdmin, TopicAdminError
 from replication.kafka.cluster_check import check_cluster
-from replication.kafka.flow_tasks import offset_syncs_cluster
 from replication.kafka.internal_topics import InternalTopicError, InternalTopicReader
 from replication.kafka.positions import KafkaPositionStore
 from replication.kafka.source_io import PartitionReader, PartitionReadError

@@ -22,13 +22,12 @@ from collections.abc import Callable, Mapping, Sequence
 from confluent_kafka import TIMESTAMP_CREATE_TIME, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from replication.config import ClusterConfig, FlowConfig, SchemaIdMode
+from replication.config import ClusterConfig, FlowConfig, SchemaIdMode, offset_syncs_cluster
 from replication.connector import TopicSelection, plan_topic_sync
 from replication.filters import ConfigPropertyFilter, GroupFilter
 from replication.formats import OffsetSync
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_admin, make_consumer
-from replication.kafka.flow_tasks import offset_syncs_cluster
 from replication.kafka.groups import GroupOffsetsAdmin
 from replication.kafka.internal_topics import InternalTopicReader
 from replication.offset_sync_store import OffsetSyncStore

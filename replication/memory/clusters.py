@@ -11,12 +11,16 @@ fails every call with its reason, a cluster failure; a request it refuses is an 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
+from replication import failover, remote
 from replication.browse import KafkaRecord, PartitionOffsets, record_of
 from replication.checkpoint import CommittedOffset
 from replication.cluster_ports import (
     BrowseError,
+    FailoverIOError,
     GroupAdminError,
     GroupNotEmpty,
     Key,
@@ -28,10 +32,14 @@ from replication.cluster_ports import (
     TopicSizes,
     UnknownTopic,
 )
-from replication.config import ClusterConfig
+from replication.config import ClusterConfig, offset_syncs_cluster
 from replication.consumer_groups import GroupDescription, GroupListing
+from replication.failover_reads import FlowReads
+from replication.formats import Checkpoint, Heartbeat, OffsetSync, RecordFormatError
 from replication.memory.task_io import MemoryCluster, MemoryPartition
+from replication.offset_sync_store import OffsetSyncStore
 
+T = TypeVar("T")
 BROKER = 0  # the id of an in-memory cluster's one broker
 
 
@@ -193,6 +201,123 @@ class MemoryGroupAdmin(_OnCluster):
         self.memory.groups.pop(group, None)
 
 
+def _decoded(
+    memory: MemoryCluster, topic: str, decode: Callable[[bytes, bytes], T], *, start: int = 0
+) -> list[T]:
+    """The records of partition 0 of an MM2 internal topic from `start`, decoded (a tombstone or a record
+    that does not decode skipped, as `replication.kafka.internal_topics` skips them)."""
+    log = memory.partitions.get((topic, 0))
+    decoded = []
+    for record in [] if log is None else log.records[max(start - log.low, 0) :]:
+        value = record.value()
+        if value is None:
+            continue
+        with contextlib.suppress(RecordFormatError):
+            decoded.append(decode(record.key() or b"", value))
+    return decoded
+
+
+class MemoryFlowClusters(FlowReads):
+    """`FlowClusters` on in-memory clusters: MM2's internal topics (offset syncs, checkpoints, heartbeats)
+    are read from their records, as the Kafka reader reads them."""
+
+    def __init__(self, clusters: MemoryClusters, **flow: Any) -> None:
+        super().__init__(**flow)
+        self._clusters = clusters
+        self._syncs_position: int | None = None  # None: not read yet
+
+    def _memory(self, cluster: ClusterConfig) -> MemoryCluster:
+        memory = self._clusters.cluster(cluster.bootstrap_servers)
+        if memory.unreachable is not None:
+            raise FailoverIOError(f"cluster {cluster.alias}: {memory.unreachable}")
+        return memory
+
+    def _groups(self, cluster: ClusterConfig) -> MemoryGroupAdmin:
+        return self._clusters.group_admin(cluster, timeout_s=self.timeout_s)
+
+    def reachable(self, cluster: ClusterConfig) -> tuple[bool, str]:
+        reason = self._clusters.cluster(cluster.bootstrap_servers).unreachable
+        return reason is None, reason or "1 broker(s), in memory"
+
+    def partition_counts(self, cluster: ClusterConfig) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for topic, _ in self._memory(cluster).partitions:
+            counts[topic] = counts.get(topic, 0) + 1
+        return counts
+
+    def group_names(self, cluster: ClusterConfig) -> list[str]:
+        return sorted(self._memory(cluster).groups)
+
+    def end_offsets(self, cluster: ClusterConfig, partitions: Iterable[Key]) -> dict[Key, int]:
+        logs = self._memory(cluster).partitions
+        return {key: logs[key].end for key in partitions if key in logs}
+
+    def committed_offsets(
+        self, cluster: ClusterConfig, groups: Sequence[str]
+    ) -> dict[str, dict[Key, CommittedOffset]]:
+        try:
+            return self._groups(cluster).committed_offsets_of(groups)
+        except GroupAdminError as exc:
+            raise FailoverIOError(str(exc)) from exc
+
+    def group_states(self, cluster: ClusterConfig, groups: Sequence[str]) -> dict[str, str]:
+        self._memory(cluster)
+        return {group: described.state for group, described in self._groups(cluster).describe(groups).items()}
+
+    def alter_offsets(self, cluster: ClusterConfig, group: str, offsets: Mapping[Key, int]) -> dict[Key, str]:
+        return self._groups(cluster).alter_offsets(group, offsets)
+
+    def refresh_offset_syncs(self) -> OffsetSyncStore:
+        memory = self._memory(offset_syncs_cluster(self.flow, source=self.source, target=self.target))
+        topic = self.policy.flow_offset_syncs_topic(self.flow)
+        self.store.update_all(_decoded(memory, topic, OffsetSync.decode, start=self._syncs_position or 0))
+        log = memory.partitions.get((topic, 0))
+        self._syncs_position = 0 if log is None else log.end
+        return self.store
+
+    @property
+    def offset_syncs_complete(self) -> bool:
+        return self._syncs_position is not None
+
+    def latest_checkpoints(self, groups: Sequence[str] | None) -> dict[str, dict[Key, Checkpoint]]:
+        topic = self.policy.checkpoints_topic(self.flow.source)
+        checkpoints = _decoded(self._memory(self.target), topic, Checkpoint.decode)
+        names = sorted({cp.group for cp in checkpoints}) if groups is None else groups
+        return {group: remote.latest_checkpoints(checkpoints, group=group) for group in names}
+
+    def newest_heartbeat_ms(self) -> int | None:
+        memory = self._clusters.cluster(self.target.bootstrap_servers)
+        ours = [
+            heartbeat.timestamp_ms
+            for heartbeat in _decoded(memory, self.policy.heartbeats_topic(), Heartbeat.decode)
+            if (heartbeat.source_cluster_alias, heartbeat.target_cluster_alias)
+            == (self.flow.source, self.flow.target)
+        ]
+        return max(ours, default=None)
+
+    def first_unreplicated(
+        self, starts: Mapping[Key, int | None]
+    ) -> tuple[dict[Key, failover.UnreplicatedRecord], set[Key]]:
+        """No transaction in memory: every record is committed."""
+        memory = self._clusters.cluster(self.source.bootstrap_servers)
+        if memory.unreachable is not None:
+            return {}, set(starts)
+        found, unsettled = {}, set()
+        for key, start in starts.items():
+            log = memory.partitions.get(key)
+            if log is None:
+                unsettled.add(key)
+                continue
+            first = log.low if start is None else max(start, log.low)
+            if first < log.end:
+                kind, stamp = log.records[first - log.low].timestamp()
+                found[key] = failover.UnreplicatedRecord(first, stamp if kind else None)
+        return found, unsettled
+
+    def close(self) -> None:
+        pass
+
+
 class MemoryClusters:
     """`Clusters` held in this process, one `MemoryCluster` per bootstrap address (made when first named)."""
 
@@ -209,8 +334,9 @@ class MemoryClusters:
     def topic_reads(self, cluster: ClusterConfig, *, timeout_s: float) -> MemoryTopicReads:
         return MemoryTopicReads(cluster, self.cluster(cluster.bootstrap_servers), timeout_s=timeout_s)
 
-    def group_admin(self, cluster: ClusterConfig, *, timeout_s: float) -> MemoryGroupAdmin:
-        return MemoryGroupAdmin(cluster, self.cluster(cluster.bootstrap_servers), timeout_s=timeout_s)
+    def group_admin(self, cluster: ClusterConfig, *, timeout_s: float | None = None) -> MemoryGroupAdmin:
+        memory = self.cluster(cluster.bootstrap_servers)
+        return MemoryGroupAdmin(cluster, memory, timeout_s=10.0 if timeout_s is None else timeout_s)
 
     def topic_sizes(
         self,
@@ -241,6 +367,10 @@ class MemoryClusters:
             )
             for topic in topics
         }
+
+    def flow_clusters(self, **flow: Any) -> MemoryFlowClusters:
+        """`Clusters.flow_clusters`' arguments (`FlowReads`')."""
+        return MemoryFlowClusters(self, **flow)
 
     def unreachable(self, cluster: ClusterConfig, *, timeout_s: float) -> str | None:
         return self.cluster(cluster.bootstrap_servers).unreachable

@@ -1,9 +1,10 @@
 """The control plane's ports (`replication.cluster_ports`) answer the same on both implementations: the
 same assertions run on the suite's Apache Kafka broker (`replication.kafka.clusters.KAFKA`) and on the
 in-memory cluster (`replication.memory.clusters.MemoryClusters`), so a control-plane test that runs on the
-in-memory one tests what Kafka would answer. Offsets (earliest, end, by time), records from an offset,
-an unknown topic, consumer groups (commit, describe, list, delete), a group with members refusing both,
-and which failures are the cluster's."""
+in-memory one tests what Kafka would answer. Offsets (earliest, end, by time), records from offsets,
+an unknown topic, topic sizes, consumer groups (commit, describe, list, delete), a group with members
+refusing both, which failures are the cluster's, and a flow's two clusters as its operations read them
+(replicated partitions, MM2's internal topics, the first record not replicated)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ import pytest
 
 from replication.checkpoint import ABSENT
 from replication.cluster_ports import BrowseError, Clusters, GroupNotEmpty, UnknownTopic
-from replication.config import ClusterConfig
+from replication.config import ClusterConfig, FlowConfig
 from replication.connector import NewRemoteTopic
 from replication.consumer_groups import GroupMember
+from replication.failover import UnreplicatedRecord
+from replication.formats import Checkpoint, Heartbeat, OffsetSync
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_consumer, make_producer
 from replication.kafka.clusters import KAFKA
@@ -194,3 +197,93 @@ def test_an_unreachable_cluster_is_a_cluster_failure_and_a_refused_request_is_an
     with pytest.raises(BrowseError) as failed:
         on.clusters.topic_reads(silent, timeout_s=1).topics()
     assert on.clusters.is_cluster_failure(failed.value) and "cluster gone" in str(failed.value)
+
+
+# -- a flow's two clusters --------------------------------------------------------------------------------
+@dataclass
+class TwoClusters:
+    clusters: Clusters
+    source: ClusterConfig
+    target: ClusterConfig
+    write: Callable[[ClusterConfig, str, int, list[tuple[int, bytes, bytes, int]]], None]
+
+
+def _memory_two() -> TwoClusters:
+    memory = MemoryClusters()
+
+    def write(config: ClusterConfig, topic: str, partitions: int, records) -> None:
+        cluster = memory.cluster(config.bootstrap_servers)
+        cluster.create(topic, partitions)
+        for partition, key, value, stamp in records:
+            cluster.append(topic, partition, key=key, value=value, timestamp_ms=stamp)
+
+    source, target = (ClusterConfig(alias=a, bootstrap_servers=f"memory-{a}:9092") for a in "AB")
+    return TwoClusters(memory, source, target, write)
+
+
+def _kafka_two(source: ClusterConfig, target: ClusterConfig) -> TwoClusters:
+    def write(config: ClusterConfig, topic: str, partitions: int, records) -> None:
+        (error,) = (
+            TopicAdmin(config).create_topics([NewRemoteTopic(topic, topic, partitions, 1, {})]).values()
+        )
+        assert error is None or "already exists" in str(error), error
+        producer = make_producer(config, overrides={"linger.ms": 0})
+        for partition, key, value, stamp in records:
+            producer.produce(topic, key=key, value=value, partition=partition, timestamp=stamp)
+        assert producer.flush(30) == 0
+
+    return TwoClusters(KAFKA, source, target, write)
+
+
+@pytest.fixture(params=[pytest.param("kafka", marks=pytest.mark.kafka), "memory"])
+def two(request) -> TwoClusters:
+    if request.param == "memory":
+        return _memory_two()
+    return _kafka_two(request.getfixturevalue("cluster_a"), request.getfixturevalue("cluster_b"))
+
+
+def test_flow_clusters_read_what_the_flow_mirrored_and_commit_groups(two, unique_name):
+    topic, group, now_ms = unique_name, f"g-{unique_name}", int(time.time() * 1000)
+    flow = FlowConfig(source="A", target="B", enabled=True, topics=(unique_name,), groups=(group,))
+    reader = two.clusters.flow_clusters(
+        flow=flow, source=two.source, target=two.target, known_aliases=["A", "B"], timeout_s=10
+    )
+    remote = reader.policy.format_remote_topic("A", topic)
+    two.write(two.source, topic, 2, [(p, b"k", b"%d" % i, T0 + 1000 * i) for p in (0, 1) for i in range(5)])
+    two.write(two.target, remote, 2, [(p, b"k", b"%d" % i, T0 + 1000 * i) for p in (0, 1) for i in range(3)])
+    syncs = [OffsetSync(topic, p, 2, 2) for p in (0, 1)]
+    two.write(
+        two.source,
+        reader.policy.flow_offset_syncs_topic(flow),
+        1,
+        [(0, s.key(), s.value(), 0) for s in syncs],
+    )
+    checkpoint = Checkpoint(group, remote, 0, 3, 3)
+    two.write(
+        two.target, reader.policy.checkpoints_topic("A"), 1, [(0, checkpoint.key(), checkpoint.value(), 0)]
+    )
+    beat = Heartbeat("A", "B", now_ms)
+    two.write(two.target, reader.policy.heartbeats_topic(), 1, [(0, beat.key(), beat.value(), now_ms)])
+    admin = two.clusters.group_admin(two.source, timeout_s=10)
+    assert admin.alter_offsets(group, {(topic, 0): 3, (topic, 1): 1}) == {}
+
+    assert reader.reachable(two.source)[0] and reader.reachable(two.target)[0]
+    assert reader.replicated_partitions() == {(topic, 0): remote, (topic, 1): remote}
+    assert reader.end_offsets(two.source, [(topic, 0), (topic, 1)]) == {(topic, 0): 5, (topic, 1): 5}
+    assert reader.source_groups() == [group]
+    committed = reader.committed_offsets(two.source, [group])[group]
+    assert {key: c.offset for key, c in committed.items()} == {(topic, 0): 3, (topic, 1): 1}
+    states = reader.group_states(two.source, [group, f"none-{group}"])
+    assert states[group] == "EMPTY" and states[f"none-{group}"] in GONE
+    store = reader.refresh_offset_syncs()
+    assert reader.offset_syncs_complete and store.newest_sync(topic, 1).downstream_offset == 2
+    assert reader.latest_checkpoints([group])[group][(remote, 0)].downstream_offset == 3
+    assert reader.newest_heartbeat_ms() >= now_ms
+    found, unsettled = reader.first_unreplicated({(topic, 0): 3, (topic, 1): None})
+    assert found == {(topic, 0): UnreplicatedRecord(3, T0 + 3000), (topic, 1): UnreplicatedRecord(0, T0)}
+    assert not unsettled and reader.first_unreplicated({(topic, 0): 5}) == ({}, set())
+    assert reader.alter_offsets(two.target, group, {(remote, 0): 3}) == {}
+    assert {k: c.offset for k, c in reader.committed_offsets(two.target, [group])[group].items()} == {
+        (remote, 0): 3
+    }
+    reader.close()

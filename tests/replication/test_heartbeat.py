@@ -9,12 +9,12 @@ from collections.abc import Sequence
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
-from replication.config import FlowConfig, OffsetSyncsTopicLocation
+from replication.config import FlowConfig, OffsetSyncsTopicLocation, offset_syncs_cluster
 from replication.filters import TopicFilter
 from replication.formats import Heartbeat
 from replication.heartbeat import MirrorHeartbeatTask, heartbeat_for
 from replication.kafka.clients import make_consumer
-from replication.kafka.flow_tasks import offset_syncs_cluster, periodic_tasks_for_flow
+from replication.kafka.flow_tasks import periodic_tasks_for_flow
 from replication.mm2file import parse_mm2
 from replication.policy import classify_topic, replication_policy_for
 
