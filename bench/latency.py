@@ -40,14 +40,24 @@ import multiprocessing
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from bench.brokers import bench_cluster, bench_clusters, stored_cluster
-from bench.engine_vs_raw import TARGET_RATIO, Scenario, compare, engine_task
+from bench.engine_vs_raw import (
+    RAW,
+    TARGET_RATIO,
+    Engine,
+    Scenario,
+    add_ab_argument,
+    compare,
+    engine_task,
+    load_average,
+    print_settings,
+)
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
@@ -240,11 +250,19 @@ class RawCopy(Copy):
 
 
 class EngineCopy(Copy):
-    """One MirrorSourceTask owning the 4 partitions, its slices run as dedicated mode runs them."""
+    """One MirrorSourceTask owning the 4 partitions, its slices run as dedicated mode runs them; `settings`
+    are its flow's client overrides (`producer.linger.ms`), if any."""
 
-    def __init__(self, source: ClusterConfig, target: ClusterConfig, topic: str) -> None:
+    def __init__(
+        self,
+        source: ClusterConfig,
+        target: ClusterConfig,
+        topic: str,
+        *,
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(source, target, topic)
-        self.task, self.remote_topic = engine_task(source, target, topic)
+        self.task, self.remote_topic = engine_task(source, target, topic, settings=settings)
 
     def copy(self) -> None:
         try:
@@ -372,15 +390,72 @@ def max_throughput(
     source: ClusterConfig, target: ClusterConfig, *, records: int, rounds: int, number: int
 ) -> tuple[float, float]:
     """Records/s of the raw loop and of the engine copying a pre-filled 100 B topic (best of rounds)."""
-    raw, engine = compare(
+    engine = Engine()
+    best = compare(
         source,
         target,
         Scenario(records, VALUE_BYTES),
         number=number,
         rounds=rounds,
         print_line=lambda line: print("  " + line, flush=True),
+        engines=(engine,),
     )
-    return raw.records_per_s, engine.records_per_s
+    return best[RAW].records_per_s, best[engine.method].records_per_s
+
+
+def _point(
+    method: str,
+    make_copy: Callable[[str], Copy],
+    rate: int,
+    *,
+    number: int,
+    source: ClusterConfig,
+    target: ClusterConfig,
+    **options,
+) -> Latency:
+    """One measurement of `method` at `rate` on a topic of its own, printed."""
+    latency = measure(
+        make_copy=make_copy,
+        method=method,
+        source=source,
+        target=target,
+        topic=f"latency-{number}-{method}-{rate}",
+        rate=rate,
+        **options,
+    )
+    print(latency.line(), flush=True)
+    return latency
+
+
+def run_ab(
+    source: ClusterConfig, target: ClusterConfig, *, number: int, seconds: float, settings: Mapping[str, str]
+) -> list[Latency]:
+    """One A/B pass at ENGINE_RATE: the floor, the engine as configured (A) and the engine with the flow
+    client `settings` (B), the order rotated every pass."""
+    copies: list[tuple[str, Callable[[str], Copy]]] = [
+        ("no-copy", lambda topic: NoCopy(source, target, topic)),
+        ("engine", lambda topic: EngineCopy(source, target, topic)),
+        ("engine-B", lambda topic: EngineCopy(source, target, topic, settings=settings)),
+    ]
+    shift = number % len(copies)
+    print(f"load average: {load_average()}", flush=True)
+    print(HEADER, flush=True)
+    return [
+        _point(method, make_copy, ENGINE_RATE, number=number, source=source, target=target, seconds=seconds)
+        for method, make_copy in copies[shift:] + copies[:shift]
+    ]
+
+
+def summarize_ab(passes: list[list[Latency]]) -> None:
+    """Each method's ranges over the passes, and B's p50 and p99 over A's in each pass (paired: the same
+    pass saw the same machine)."""
+    print_ranges(passes)
+    for field in ("p50", "p99"):
+        ratios = []
+        for results in passes:
+            by_method = {latency.method: getattr(latency, field) for latency in results}
+            ratios.append(by_method["engine-B"] / by_method["engine"])
+        print(f"engine-B/engine {field} per pass: {' '.join(f'{ratio:.2f}' for ratio in ratios)}")
 
 
 def _setup_django(workdir: Path) -> None:
@@ -415,18 +490,9 @@ def run_once(
     print(HEADER, flush=True)
 
     def point(method: str, make_copy: Callable[[str], Copy], rate: int, **options) -> None:
-        topic = f"latency-{number}-{method}-{rate}"
-        latency = measure(
-            make_copy=make_copy,
-            method=method,
-            source=source,
-            target=target,
-            topic=topic,
-            rate=rate,
-            **options,
+        results.append(
+            _point(method, make_copy, rate, number=number, source=source, target=target, **options)
         )
-        print(latency.line(), flush=True)
-        results.append(latency)
 
     for rate in rates:
         for method, make_copy in copies.items():
@@ -453,8 +519,8 @@ def _median_p99(found: Sequence[Latency]) -> float:
     return p99s[len(p99s) // 2]
 
 
-def summarize(passes: list[list[Latency]], ratios: list[float]) -> list[str]:
-    """Print each point's range over the passes; the targets missed."""
+def print_ranges(passes: list[list[Latency]]) -> dict[tuple[str, int], list[Latency]]:
+    """Print each point's (method, rate) range over the passes; the points."""
     points: dict[tuple[str, int], list[Latency]] = {}
     for results in passes:
         for latency in results:
@@ -469,6 +535,12 @@ def summarize(passes: list[list[Latency]], ratios: list[float]) -> list[str]:
                 for field in ("p50", "p99", "p999", "max")
             )
         )
+    return points
+
+
+def summarize(passes: list[list[Latency]], ratios: list[float]) -> list[str]:
+    """Print each point's range over the passes; the targets missed."""
+    points = print_ranges(passes)
     print(f"engine/raw throughput ratio: {_range(ratios)}")
     for method, rate in (("engine", ENGINE_RATE), ("runtime", RUNTIME_RATE)):
         floor, copied = _median_p99(points[("no-copy", rate)]), _median_p99(points[(method, rate)])
@@ -490,6 +562,20 @@ def summarize(passes: list[list[Latency]], ratios: list[float]) -> list[str]:
     return missed
 
 
+def ab_main(settings: Mapping[str, str], *, repeat: int, seconds: float) -> int:
+    """`--ab`: `repeat` A/B passes (no target: the figures choose)."""
+    print_settings(settings)
+    with bench_clusters(["A", "B"]) as brokers:
+        source, target = bench_cluster("A", brokers), bench_cluster("B", brokers)
+        passes = [
+            run_ab(source, target, number=number, seconds=seconds, settings=settings)
+            for number in range(repeat)
+        ]
+    print(f"load average: {load_average()}")
+    summarize_ab(passes)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench latency", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fixed points only, 3 s loads (a smoke run)")
@@ -498,9 +584,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--redis-db", type=int, default=13, help="Redis database of REDIS_URL's server used and FLUSHED"
     )
+    add_ab_argument(
+        parser,
+        f"only an A/B at {ENGINE_RATE:,} rec/s, every pass: the floor, the engine, the engine with this setting",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     seconds = args.seconds or (3.0 if args.quick else 4.0)
+    if args.ab:
+        return ab_main(args.ab, repeat=args.repeat, seconds=seconds)
     passes: list[list[Latency]] = []
     ratios: list[float] = []
     with (
