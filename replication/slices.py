@@ -4,7 +4,8 @@ typed `SliceError` (the kind says what the caller does about it; `str()` is what
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from replication.metrics import GapEvent
@@ -47,6 +48,38 @@ class SliceError:
 
     def __str__(self) -> str:
         return self.message
+
+
+# A slice's errors as one text (a task's error, an event, every log line of them): the first few in full,
+# then how many more. Each partition's own error is its row's; a task of thousands of partitions that
+# cannot start says so in a line, not in every error (600 KB copied into every row and event before).
+SHOWN_ERRORS = 3
+
+
+def errors_text(errors: Sequence[SliceError], *, shown: int = SHOWN_ERRORS) -> str | None:
+    """`errors` as operators read them in one bounded line (None when there are none)."""
+    if not errors:
+        return None
+    text = "; ".join(map(str, errors[:shown]))
+    rest = errors[shown:]
+    if not rest:
+        return text
+    partitions = {error.partition for error in rest if error.partition is not None}
+    of_partitions = f" about {len(partitions):,} other partition(s)" if partitions else ""
+    return f"{text}; and {len(rest):,} more error(s){of_partitions} (each partition's own on its row)"
+
+
+def log_error(log: logging.Logger, label: str, error: SliceError, errors: list[SliceError]) -> None:
+    """Keep `error` in the slice's `errors`; log it while the slice has few (`log_rest` the others)."""
+    errors.append(error)
+    if len(errors) <= SHOWN_ERRORS:
+        log.error("%s: %s", label, error)
+
+
+def log_rest(log: logging.Logger, label: str, errors: Sequence[SliceError]) -> None:
+    """At the end of a slice, the errors `log_error` did not log, in a line: one of them and how many."""
+    if len(errors) > SHOWN_ERRORS:
+        log.error("%s: %s", label, errors_text(errors[SHOWN_ERRORS:], shown=1))
 
 
 @dataclass(frozen=True)

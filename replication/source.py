@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import cast
 
+from replication import slices
 from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig
 from replication.data_loss import GAP_CONFIRM_S, DataLossCheck
 from replication.delivery import Delivery, ProduceFailed
@@ -272,6 +273,7 @@ class MirrorSourceTask:
         self._reporter.report(self._states, held=self._hold.held, now=now, swept=swept)
         if self._reseek_needed and not self._restart_needed:
             self._assign_source()
+        slices.log_rest(log, self._label, errors)
         return SliceResult(
             records=self._acks.records - records_before,
             bytes=self._acks.bytes - bytes_before,
@@ -582,8 +584,7 @@ class MirrorSourceTask:
         )
 
     def _log_error(self, error: SliceError, errors: list[SliceError]) -> None:
-        errors.append(error)
-        log.error("%s: %s", self._label, error)
+        slices.log_error(log, self._label, error, errors)
 
     def _record_error(
         self, error: SliceError, errors: list[SliceError], remote_topic: str | None = None

@@ -33,6 +33,7 @@ from replication.kafka.legacy_offset_syncs import move_legacy_offset_syncs
 from replication.kafka.positions import KafkaPositionStore
 from replication.policy import replication_policy_for
 from replication.schemas.flow import schema_id_rewriter
+from replication.slices import errors_text
 from replication.source import MirrorSourceTask, SliceErrorKind, SliceResult
 from workers import context
 from workers.bridge import SliceBridge, bridge_max_s, merge_results, slice_records_left
@@ -533,5 +534,5 @@ def _record_errors(ref: TaskRef, entry: CachedTask, result: SliceResult) -> None
 
 
 def _error_text(result: SliceResult) -> str | None:
-    """The slice's errors as operators read them; None when it had none."""
-    return "; ".join(map(str, result.errors)) if result.errors else None
+    """The slice's errors as operators read them, bounded (`errors_text`); None when it had none."""
+    return errors_text(result.errors)
