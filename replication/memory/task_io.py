@@ -353,14 +353,22 @@ class MemoryReader:
 
 
 class MemoryEmitter:
-    def __init__(self) -> None:
+    """Keeps the offset syncs it is given; with a `cluster`, also writes them to the flow's offset-syncs
+    topic there (partition 0, as MM2 writes it), where the control plane reads them."""
+
+    def __init__(self, cluster: MemoryCluster | None = None, topic: str = "") -> None:
         self.emitted: list[OffsetSync] = []
         self.failing = False
+        self.cluster, self.topic = cluster, topic
 
     def emit(self, records: Sequence[OffsetSync]) -> None:
         if self.failing:
             raise ConnectionError("offset-syncs topic unavailable")
         self.emitted.extend(records)
+        if self.cluster is not None:
+            self.cluster.create(self.topic, 1)
+            for sync in records:
+                self.cluster.append(self.topic, 0, key=sync.key(), value=sync.value(), timestamp_ms=0)
 
     def prepare(self) -> None:
         pass

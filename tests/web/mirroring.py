@@ -14,8 +14,9 @@ from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_producer
 from replication.kafka.positions import KafkaPositionStore
-from replication.memory.task_io import MemoryCluster
-from replication.policy import replication_policy_for
+from replication.memory.task_io import MemoryCluster, MemoryEmitter, MemoryIO
+from replication.policy import ReplicationPolicy, replication_policy_for
+from replication.positions import InMemoryPositionStore
 from replication.source import MirrorSourceTask
 
 
@@ -66,6 +67,7 @@ def keyed_around_a_moment(
 
 # -- the same on an in-memory cluster (the `memory_clusters` fixture) ---------------------------------------
 MEMORY_A = ClusterConfig(alias="A", bootstrap_servers="memory-a:9092")
+MEMORY_B = ClusterConfig(alias="B", bootstrap_servers="memory-b:9092")
 
 
 def append_keyed(
@@ -107,9 +109,7 @@ def mirror_topic(
 ) -> str:
     """Replicate `topic` (flow source->target, MM2 defaults) until the target holds `records` copies;
     returns the remote topic. The task's close writes the final offset syncs: translation is exact."""
-    flow = FlowConfig(source=source.alias, target=target.alias, enabled=True, topics=(re.escape(topic),))
-    policy = replication_policy_for(flow, known_aliases=[source.alias, target.alias])
-    remote_topic = policy.format_remote_topic(source.alias, topic)
+    flow, policy, remote_topic = _mirror_flow(source.alias, target.alias, topic)
     create_topic(target, remote_topic, partitions)
     task = MirrorSourceTask(
         flow=flow,
@@ -119,12 +119,40 @@ def mirror_topic(
         task_index=0,
         position_store=KafkaPositionStore(target, source_alias=source.alias),
     )
+    return _mirrored(task, topic, partitions=partitions, records=records, remote_topic=remote_topic)
+
+
+def mirror_in_memory(
+    source: MemoryCluster, target: MemoryCluster, topic: str, *, partitions: int, records: int
+) -> str:
+    """`mirror_topic` between in-memory clusters A and B (the `memory_clusters` fixture's): the engine's task
+    on the in-memory task IO, its offset syncs written to the flow's offset-syncs topic on A."""
+    flow, policy, remote_topic = _mirror_flow("A", "B", topic)
+    target.create(remote_topic, partitions)
+    emitter = MemoryEmitter(source, policy.flow_offset_syncs_topic(flow))
+    task = MirrorSourceTask(
+        flow=flow,
+        policy=policy,
+        task_index=0,
+        position_store=InMemoryPositionStore(),
+        io=MemoryIO(source_cluster=source, target_cluster=target, emitter=emitter).task_io(),
+    )
+    return _mirrored(task, topic, partitions=partitions, records=records, remote_topic=remote_topic)
+
+
+def _mirror_flow(source: str, target: str, topic: str) -> tuple[FlowConfig, ReplicationPolicy, str]:
+    flow = FlowConfig(source=source, target=target, enabled=True, topics=(re.escape(topic),))
+    policy = replication_policy_for(flow, known_aliases=[source, target])
+    return flow, policy, policy.format_remote_topic(source, topic)
+
+
+def _mirrored(task: MirrorSourceTask, topic: str, *, partitions: int, records: int, remote_topic: str) -> str:
     task.assign([(topic, p) for p in range(partitions)])
     copied = 0
     deadline = time.monotonic() + 60
     try:
         while copied < records and time.monotonic() < deadline:
-            copied += task.run_slice(max_seconds=0.3).records
+            copied += task.run_slice(max_seconds=0.3, max_records=records - copied).records
     finally:
         task.close()
     assert copied >= records, f"only {copied} of {records} records mirrored"

@@ -1,6 +1,8 @@
-"""The topic and message browser through the real views, on the embedded brokers: records from an offset
-and a moment, a mirrored record beside its copy, masking for viewers, clear errors for bad input and for
-a cluster that does not answer."""
+"""The topic and message browser through the real views: records from an offset and a moment, a mirrored
+record beside its copy, masking for viewers, clear errors for bad input and for a cluster that does not
+answer. The rules on the in-memory clusters (`memory_clusters`, mirrored by the engine's task on them);
+a copy found on Apache Kafka by a real mirror's offset syncs, a cluster that refuses connections and a
+broker whose end offsets lag what it holds, on the suite's brokers."""
 
 from __future__ import annotations
 
@@ -18,16 +20,52 @@ from replication.formats import OffsetSync
 from replication.kafka.clients import make_producer
 from replication.kafka.embedded import EmbeddedBroker
 from replication.policy import PROVENANCE_HEADER, replication_policy_for
-from tests.web.mirroring import create_topic, mirror_topic, mirrored_flow, produce_keyed, stored_cluster
+from tests.web.mirroring import (
+    MEMORY_A,
+    MEMORY_B,
+    append_keyed,
+    create_topic,
+    keyed_record,
+    mirror_in_memory,
+    mirror_topic,
+    mirrored_flow,
+    produce_keyed,
+    stored_cluster,
+)
 
-pytestmark = [pytest.mark.kafka, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 RECORDS = 12
 
 
+@pytest.fixture
+def memory_ab(memory_clusters):
+    """The in-memory clusters A and B."""
+    return tuple(memory_clusters.cluster(c.bootstrap_servers) for c in (MEMORY_A, MEMORY_B))
+
+
+@pytest.fixture
+def mirrored(memory_ab):
+    """A topic of A with RECORDS keyed JSON records on partition 0, mirrored to B (A.<topic>) by the
+    engine's task on the in-memory clusters."""
+    a, b = memory_ab
+    topic = "browse-orders"
+    a.create(topic, 2)
+    append_keyed(a, topic, count=RECORDS)
+    return topic, mirror_in_memory(a, b, topic, partitions=2, records=RECORDS)
+
+
+@pytest.fixture
+def flow(users, mirrored):
+    admin = users["admin"]
+    a = stored_cluster(actor=admin, config=MEMORY_A)
+    b = stored_cluster(actor=admin, config=MEMORY_B)
+    return mirrored_flow(actor=admin, source=a, target=b, topic=mirrored[0])
+
+
 @pytest.fixture(scope="module")
-def mirrored(cluster_a, cluster_b):
-    """A topic of A with RECORDS keyed JSON records on partition 0, mirrored to B (A.<topic>)."""
+def kafka_mirrored(cluster_a, cluster_b):
+    """`mirrored` on the suite's Apache Kafka clusters, by the engine's task on Kafka."""
     topic = "browse-orders"
     create_topic(cluster_a, topic, 2)
     produce_keyed(cluster_a, topic, count=RECORDS)
@@ -36,12 +74,12 @@ def mirrored(cluster_a, cluster_b):
 
 
 @pytest.fixture
-def flow(users, cluster_a, cluster_b, mirrored):
+def kafka_flow(users, cluster_a, cluster_b, kafka_mirrored):
     cluster_reads.reset_breakers()
     admin = users["admin"]
     a = stored_cluster(actor=admin, config=cluster_a)
     b = stored_cluster(actor=admin, config=cluster_b)
-    return mirrored_flow(actor=admin, source=a, target=b, topic=mirrored[0])
+    return mirrored_flow(actor=admin, source=a, target=b, topic=kafka_mirrored[0])
 
 
 def test_viewer_reads_records_from_an_offset(client_as, flow, mirrored):
@@ -82,8 +120,11 @@ def test_seek_by_time_starts_at_the_first_record_at_or_after_it(client_as, flow,
     assert records and records[0].timestamp >= moment and records[0].offset <= 5
 
 
-def test_records_beside_their_copies(client_as, flow, mirrored):
-    topic, remote_topic = mirrored
+@pytest.mark.parametrize("on", [pytest.param("kafka", marks=pytest.mark.kafka), "memory"])
+def test_records_beside_their_copies(client_as, on, request):
+    """On Apache Kafka too: the copies a real mirror wrote, found by its offset syncs on the brokers."""
+    flow = request.getfixturevalue("kafka_flow" if on == "kafka" else "flow")
+    topic, remote_topic = request.getfixturevalue("kafka_mirrored" if on == "kafka" else "mirrored")
     response = client_as("viewer").get(
         reverse("web:record-copies", args=[flow.pk]), {"topic": topic, "offset": 2, "max_records": 5}
     )
@@ -95,35 +136,33 @@ def test_records_beside_their_copies(client_as, flow, mirrored):
 
 
 def test_the_newest_records_past_the_last_offset_sync_show_beside_their_copies_as_equal(
-    client_as, flow, mirrored, cluster_a, cluster_b
+    client_as, flow, mirrored, memory_ab
 ):
     """Issue 28: the default view (the newest records) said "not replicated yet" for every record past the
     last offset sync while the flow was 0 behind, and "headers differ" for every record the mirror had
     stamped with its provenance header. Partition 1: five records copied with the provenance header, one
     offset sync (at the first record, as MM2 emits it)."""
     topic, remote_topic = mirrored
-    produce_keyed(cluster_a, topic, count=5, partition=1)
+    a, b = memory_ab
+    append_keyed(a, topic, count=5, partition=1)
     viewer = client_as("viewer")
     source = viewer.get(
         f"/api/v1/clusters/{flow.source_id}/topics/{topic}/records/", {"partition": 1, "offset": 0}
     ).json()["records"]
-    producer = make_producer(cluster_b, overrides={"linger.ms": 0})
     for index, record in enumerate(source):  # the copies a mirror writes: same record, its header added
-        producer.produce(
+        key, value, headers = keyed_record(index)
+        b.append(
             remote_topic,
-            key=f"k{index}".encode(),
-            value=f'{{"order": {index}, "amount": {index * 10}}}'.encode(),
-            headers=[("trace", f"t-{index}".encode()), (PROVENANCE_HEADER, b"A")],
-            partition=1,
-            timestamp=record["timestamp_ms"],
+            1,
+            key=key,
+            value=value,
+            headers=[*headers, (PROVENANCE_HEADER, b"A")],
+            timestamp_ms=record["timestamp_ms"],
         )
-    producer.flush(10)
-    syncs = make_producer(cluster_a)
     sync = OffsetSync(topic, 1, 0, 0)
     config = engine.flow_to_config(flow)
     policy = replication_policy_for(config, known_aliases=["A", "B"])
-    syncs.produce(policy.flow_offset_syncs_topic(config), key=sync.key(), value=sync.value())
-    syncs.flush(10)
+    a.append(policy.flow_offset_syncs_topic(config), 0, key=sync.key(), value=sync.value())
 
     body = (
         client_as("viewer").get(f"/api/v1/flows/{flow.pk}/copies/", {"topic": topic, "partition": 1}).json()
@@ -187,6 +226,7 @@ def test_unknown_topic_is_a_clear_error(client_as, flow):
     assert "does not replicate topic 'other'" in not_mirrored.context["errors"][0]
 
 
+@pytest.mark.kafka
 def test_an_unreachable_cluster_answers_502_then_is_not_asked(client_as, users, settings):
     settings.MIRRORPLANE_CLUSTER_TIMEOUT_S = 0.5
     cluster_reads.reset_breakers()
@@ -354,6 +394,7 @@ def test_pages_need_a_role_and_the_reset_needs_operator(client_as, users):
     assert refused.status_code == 403 and "operator" in refused.content.decode()
 
 
+@pytest.mark.kafka
 def test_the_newest_records_are_checked_against_what_the_partition_holds(users, cluster_a, unique_name):
     """Issue 36 item 6: the embedded demo broker's ListOffsets answers an end below records it holds (452
     for 500): its "newest" page is said not to be the newest. Apache Kafka's is, and says nothing."""
