@@ -1,6 +1,7 @@
 """exactly_once in Kafka transactions on Apache Kafka (`exactly.once.transactions`, the default): a zombie
 task is fenced by the task that took over, what it left uncommitted is aborted, and a read_committed
-reader of the remote topic sees every source record exactly once, in order."""
+reader of the remote topic sees every source record exactly once, in order; `Transactions` alone on real
+producers."""
 
 from __future__ import annotations
 
@@ -11,13 +12,21 @@ from collections.abc import Sequence
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from replication.config import DeliveryGuarantee
+from replication.config import DeliveryGuarantee, FlowConfig
 from replication.kafka.clients import make_producer
-from replication.kafka.source_io import PartitionReader, transactional_id
+from replication.kafka.source_io import (
+    PartitionReader,
+    mirror_producer,
+    transaction_failure,
+    transactional_id,
+)
 from replication.metrics import MirrorMetrics
 from replication.mirroring import source_offset_of
 from replication.positions import InMemoryPositionStore
 from replication.source import SliceErrorKind, SliceResult, TaskFenced
+from replication.task_io import TransactionFailure
+from replication.task_metrics import TaskMetrics
+from replication.transactions import TransactionFailed, Transactions
 from tests.replication.test_source_task import (
     create_topics,
     make_task,
@@ -148,8 +157,6 @@ def test_a_zombie_task_is_fenced_and_read_committed_readers_see_each_record_once
 
 
 def test_each_task_of_a_flow_has_its_own_transactional_id():
-    from replication.config import FlowConfig
-
     flow = FlowConfig(source="A", target="B", delivery_guarantee=EOS)
     assert transactional_id(flow, 0) == "mirrorplane-A->B-0"
     assert transactional_id(flow, 0) != transactional_id(flow, 1)
@@ -216,3 +223,42 @@ def test_records_of_an_aborted_transaction_are_counted_apart_never_as_replicated
     assert sum(sum(p.latency_counts) for p in snapshot) == 2_000
     aborted = sum(p.aborted_count for p in snapshot)
     assert aborted > 0 and aborted <= written - committed  # the rest of what is there: commit markers
+
+
+def test_transactions_alone_on_kafka_a_second_init_fences_the_first_whose_commit_then_says_fenced(
+    cluster_b, unique_name
+):
+    """`Transactions` without a task, on two real transactional producers of the same task: the second's
+    init fences the first, whose commit then fails as FENCED (`transaction_failure` reads librdkafka's
+    flags); what the first wrote is never visible to a read_committed reader."""
+    remote = f"A.{unique_name}"
+    create_topics(cluster_b, [remote], 1)
+    flow = FlowConfig(source="A", target="B", topics=(unique_name,), delivery_guarantee=EOS)
+    producers = [mirror_producer(flow, cluster_b, task_index=0) for _ in range(2)]
+    reporter = TaskMetrics(metrics=MirrorMetrics(), source=None, transactional=True)
+    zombie, successor = (
+        Transactions(
+            sink=lambda producer=producer: producer,
+            failure=transaction_failure,
+            timeout_s=30.0,
+            metrics=reporter,
+            flow=flow,
+            task_index=0,
+        )
+        for producer in producers
+    )
+    assert zombie.initialise(superseded=lambda: None) is None
+    zombie.begin()
+    producers[0].produce(remote, value=b"written by the zombie", partition=0)
+    producers[0].flush(30)
+    assert successor.initialise(superseded=lambda: None) is None  # fences the zombie's producer
+    with pytest.raises(TransactionFailed) as failed:
+        zombie.commit()
+    assert failed.value.failure is TransactionFailure.FENCED
+    error = zombie.fail(failed.value, superseded=None, running=1, now=time.time())
+    assert error.kind is SliceErrorKind.FENCED
+    successor.begin()
+    producers[1].produce(remote, value=b"written by the successor", partition=0)
+    successor.commit()
+    committed = read_partition(cluster_b, remote, 0, isolation="read_committed")
+    assert [m.value() for m in committed] == [b"written by the successor"]
