@@ -268,6 +268,6 @@ def web_reads_wait_for_a_loaded_machine(settings) -> None:
     answered 502 (tests/web/test_groups.py): the view tests (tests/web, tests/controlplane and the browser
     tests' in-process live server in tests/e2e, autouse there)
     are about what the views read, not about the bound, so they wait up to 10 s. The bound itself is tested
-    through gunicorn with its production default (tests/controlplane/test_security_findings.py) and by
+    through gunicorn with its production default (tests/controlplane/core/test_security_findings.py) and by
     tests that set their own."""
     settings.MIRRORPLANE_WEB_READ_TIMEOUT_S = max(settings.MIRRORPLANE_WEB_READ_TIMEOUT_S, 10.0)

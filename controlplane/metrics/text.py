@@ -1,6 +1,6 @@
 """Prometheus's text format of our families, the same bytes as prometheus-client's `generate_latest`, written
 faster (`render_text`); a per-partition family kept as columns (`PartitionSeries`, `PartitionLabels`), so a
-scrape of 20,000 partitions builds no 20,000 sample objects per family. tests/controlplane/test_prometheus_text.py
+scrape of 20,000 partitions builds no 20,000 sample objects per family. tests/controlplane/metrics/test_prometheus_text.py
 compares the two writers.
 """
 
@@ -100,7 +100,7 @@ def render_text(families: Iterable[Metric]) -> str:
     re-checks every label name of every sample against the UTF-8 naming rules, which was half of a 500-flow
     scrape. Our names are fixed identifiers (checked once per family by prometheus-client when the family is
     built), so only label values need escaping; a per-partition family is written from its columns
-    (`PartitionSeries`). tests/controlplane/test_prometheus_text.py compares the two.
+    (`PartitionSeries`). tests/controlplane/metrics/test_prometheus_text.py compares the two.
     """
     output: list[str] = []
     for metric in families:

@@ -8,7 +8,7 @@ another worker resumes the drain at the same phase).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.utils import timezone
@@ -28,7 +28,9 @@ class DrainTimeout(ServiceConflict):
 
 
 # -- the drain (both kinds) -------------------------------------------------------------------------------
-def drain_rows(partitions: dict[tuple[str, int], str], ends: dict[tuple[str, int], int | None]) -> list:
+def drain_rows(
+    partitions: Mapping[tuple[str, int], str], ends: Mapping[tuple[str, int], int | None]
+) -> list:
     return [
         {"topic": topic, "partition": p, "remote_topic": remote, "end": ends.get((topic, p))}
         for (topic, p), remote in sorted(partitions.items())

@@ -1,7 +1,7 @@
 """Wire-format records read with their schema for the message browser (replication.schemas.decoding): the
 message indexes of Protobuf, and every way a record a producer wrote can fail to decode said, never
 raised. The registry here is an in-memory table of the schemas (a pure function's input); the browser
-test in tests/controlplane/test_record_decoding.py decodes through a real registry."""
+test in tests/controlplane/browse/test_record_decoding.py decodes through a real registry."""
 
 from __future__ import annotations
 

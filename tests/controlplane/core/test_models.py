@@ -13,7 +13,7 @@ from django.db.migrations.state import ProjectState
 
 from controlplane.core.secrets import secret_columns
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def layered_packages() -> set[str]:

@@ -16,7 +16,7 @@ from controlplane.flows import services
 from controlplane.status import runtime
 from replication.config import ClusterConfig
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="mm2" password="S3cr3t-pw";'
 
 

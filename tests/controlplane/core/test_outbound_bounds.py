@@ -40,7 +40,7 @@ from replication.config import ClusterConfig
 from replication.kafka.browser import BrowseError, TopicBrowser
 from replication.kafka.clients import make_producer
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 RECORDS = 500
 SCHEMA_IDS = (11, 12, 13)
 

@@ -12,7 +12,7 @@ from controlplane.flows import lifecycle, services
 from controlplane.flows.models import Flow, FlowState
 from controlplane.status import runtime
 from replication.metrics import GapEvent, PartitionMetrics
-from tests.controlplane.test_mm2_import_export import ACTIVE_ACTIVE, ENV, _import
+from tests.controlplane.flows.test_mm2_import_export import ACTIVE_ACTIVE, ENV, _import
 
 S = FlowState
 

@@ -15,7 +15,7 @@ from controlplane.core.models import AuditEvent
 from controlplane.core.presence import Presence
 from controlplane.flows import pools, services
 from controlplane.flows.models import Flow
-from tests.controlplane.test_alert_rules import HEALTHY, LIMITS, NOW
+from tests.controlplane.alerts.test_alert_rules import HEALTHY, LIMITS, NOW
 
 
 @pytest.mark.parametrize("name", ["", "payments", "a", "team-1", "x" * pools.MAX_POOL_NAME])

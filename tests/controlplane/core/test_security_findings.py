@@ -33,7 +33,7 @@ from harness.runtime import Gunicorn, create_topic, database_url, produce, sign_
 from replication.kafka.browser import BrowseError
 from replication.verification import MirroredRecord, Mismatch, OffsetRange, PartitionOutcome
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PASSWORD = "review-password-1"
 # What the web server's environment holds that no import may hand out.
 SERVER_SECRETS = {
