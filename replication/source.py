@@ -576,19 +576,13 @@ class MirrorSourceTask:
         self._assigned = []
         self._states_changed()
         errors.append(error)  # superseded: the fencing of a new assignment working as designed
-        log.log(
-            logging.WARNING if error.kind is SliceErrorKind.SUPERSEDED else logging.ERROR,
-            "%s: %s",
-            self._label,
-            error,
-        )
+        level = logging.WARNING if error.kind is SliceErrorKind.SUPERSEDED else logging.ERROR
+        log.log(level, "%s: %s", self._label, error)
 
     def _log_error(self, error: SliceError, errors: list[SliceError]) -> None:
         slices.log_error(log, self._label, error, errors)
 
-    def _record_error(
-        self, error: SliceError, errors: list[SliceError], remote_topic: str | None = None
-    ) -> None:
+    def _record_error(self, error: SliceError, errors: list[SliceError], remote_topic: str = "") -> None:
         """An error about one partition (running, unless its `remote_topic` is given): also its metrics'
         last error."""
         self._log_error(error, errors)
