@@ -2,7 +2,7 @@
 
 | variable | default |
 |---|---|
-| DATABASE_URL | SQLite file var/mirrorplane.sqlite3 (PostgreSQL when set, e.g. postgres://user@host/db) |
+| DATABASE_URL | SQLite file var/mirrorplane.sqlite3 (PostgreSQL when set, e.g. postgres://user@host/db). Each web thread and worker keeps its connection 60 s, checked before reuse; `?conn_max_age=0` closes it after every request |
 | REDIS_URL | redis://127.0.0.1:6379/0 |
 | METRICS_DIR | var/metrics (the metrics lake: Parquet files; a directory every worker shares, or s3://bucket/prefix) |
 | SECRET_KEY | required unless DEBUG is true (then a development key, warned about) |
@@ -247,6 +247,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"transaction_mode": "IMMEDIATE", "timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"}
     )
+# Connections kept (each thread its own, checked before reuse): a new PostgreSQL connection per request is
+# a backend process forked and its caches filled again, about a sixth of the web's CPU per request at 500
+# flows (bench api). At most gunicorn's workers x threads connections per web (24 in the Dockerfile).
+DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
+DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
