@@ -62,7 +62,7 @@ class KafkaRecord:
         )
 
 
-LOG_APPEND_TIME = 2  # a record's timestamp type when the broker stamped it (Kafka's TimestampType)
+CREATE_TIME, LOG_APPEND_TIME = 1, 2  # a record's timestamp type: its producer's, or the broker's
 
 
 def record_of(message: SourceRecord) -> KafkaRecord:
@@ -77,6 +77,21 @@ def record_of(message: SourceRecord) -> KafkaRecord:
         value=message.value(),
         headers=tuple((name, value) for name, value in (message.headers() or [])),
         log_append_time=kind == LOG_APPEND_TIME,
+    )
+
+
+def mirrored_record(message: SourceRecord) -> MirroredRecord:
+    """A fetched record as compared (verification, drills): a CreateTime timestamp only."""
+    kind, timestamp = message.timestamp()
+    key, value, headers = message.key(), message.value(), tuple(message.headers() or ())
+    size = len(key or b"") + len(value or b"") + sum(len(n) + len(v or b"") for n, v in headers)
+    return MirroredRecord(
+        offset=message.offset(),
+        key=key,
+        value=value,
+        headers=headers,
+        timestamp_ms=timestamp if kind == CREATE_TIME else None,
+        size=size,
     )
 
 

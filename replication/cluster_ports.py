@@ -4,6 +4,8 @@
 - `TopicReads`: a page's reads of one cluster's topics (their partitions, offsets by position and by
   time, records from offsets), every call within one deadline; and the topics' sizes on the brokers'
   disks (`Clusters.topic_sizes`);
+- `ClusterDescriptions`: a cluster's and its topics' descriptions (brokers, version, replicas, configs), and
+  `Clusters.check` ("Test connection") and `Clusters.partition_counts`;
 - `GroupAdmin`: consumer groups (list, describe, committed offsets) and the operators' actions on them
   (commit offsets, delete), on one cluster;
 - `FlowClusters`: a flow's two clusters, for the operations (failover, failback, drain, drill, cutover)
@@ -19,7 +21,9 @@ broker-backed tests prove the Kafka path. The control plane picks one with MIRRO
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
 
 from replication.browse import KafkaRecord, PartitionOffsets
@@ -31,6 +35,7 @@ from replication.failover import UnreplicatedRecord
 from replication.formats import Checkpoint
 from replication.offset_sync_store import OffsetSyncStore
 from replication.policy import ReplicationPolicy
+from replication.verification import MirroredRecord
 
 Key = tuple[str, int]  # (topic, partition)
 
@@ -59,6 +64,10 @@ class TopicAdminError(RuntimeError):
 
 
 class FailoverIOError(RuntimeError):
+    pass
+
+
+class DrillIOError(RuntimeError):
     pass
 
 
@@ -128,6 +137,77 @@ class TopicSizes:
         return next((p for p in self.partitions if p.partition == number), None)
 
 
+class FailureKind(StrEnum):
+    DNS = "dns"
+    REFUSED = "refused"
+    AUTH = "auth"
+    TLS = "tls"
+    TIMEOUT = "timeout"
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class ClusterCheck:
+    ok: bool
+    brokers: int | None = None
+    topic_count: int | None = None
+    latency_ms: float | None = None
+    failure: FailureKind | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Broker:
+    id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    cluster_id: str | None
+    controller_id: int | None
+    brokers: tuple[Broker, ...]
+    kafka_version: str | None  # the release line (4.1), or inter.broker.protocol.version; None when unread
+    version_detail: str  # where kafka_version comes from, or why there is none
+
+
+@dataclass(frozen=True)
+class PartitionReplicas:
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    in_sync: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    name: str
+    value: str | None  # None: sensitive, not shown by the broker
+    source: str  # where the value comes from (_SOURCE_LABELS)
+    is_default: bool
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    partitions: tuple[PartitionReplicas, ...]
+    configs: tuple[TopicConfig, ...]  # every config, sorted by name
+    overrides: dict[str, str]  # the configs set on the topic itself, as config sync reads them
+
+    @property
+    def replication_factor(self) -> int:
+        return max((len(p.replicas) for p in self.partitions), default=0)
+
+    @property
+    def under_replicated(self) -> int:
+        return sum(1 for p in self.partitions if len(p.in_sync) < len(p.replicas))
+
+    def config(self, name: str) -> str | None:
+        return next((c.value for c in self.configs if c.name == name), None)
+
+
 class TopicReads(Protocol):
     """Reads one cluster's topics, all its calls within one deadline from its creation (a web request's
     reads share one); errors are `BrowseError` naming the cluster, an unknown topic `UnknownTopic`."""
@@ -173,6 +253,19 @@ class TopicReads(Protocol):
         `max_kept` are kept in all."""
 
 
+class ClusterDescriptions(TopicReads, Protocol):
+    """A cluster's and its topics' descriptions, for the cluster and topic pages (within one deadline, as
+    `TopicReads`)."""
+
+    def cluster_id(self) -> str | None:
+        """The id the brokers report."""
+
+    def describe_cluster(self) -> ClusterInfo: ...
+
+    def describe_topic(self, topic: str) -> TopicInfo:
+        """Its partitions' replicas and every config; `UnknownTopic` when the cluster has none of that name."""
+
+
 class GroupAdmin(Protocol):
     """Consumer groups of one cluster; errors are `GroupAdminError` naming the cluster and the reason."""
 
@@ -195,6 +288,13 @@ class GroupAdmin(Protocol):
     def delete_group(self, group: str) -> None:
         """Delete `group` (its committed offsets); a group already gone is fine. `GroupNotEmpty` while it
         has members, else `GroupAdminError`."""
+
+    def newest_checkpoints(
+        self, topic: str, *, group: str
+    ) -> tuple[dict[Key, tuple[Checkpoint, int | None]], bool]:
+        """The newest checkpoint of `group` per remote partition in the checkpoints topic `topic` (MM2's, on
+        this cluster: the flow's target), each with its record's timestamp (ms); and whether the read
+        reached the topic's end."""
 
 
 class FlowClusters(Protocol):
@@ -255,6 +355,23 @@ class FlowClusters(Protocol):
         """The first record at or after each start offset (None: from the beginning), read as the mirror
         reads (read_committed); (records found, partitions not settled within the timeout)."""
 
+    def next_records(
+        self,
+        cluster: ClusterConfig,
+        *,
+        starts: Mapping[Key, int] | None = None,
+        group: str | None = None,
+        partitions: list[Key] | None = None,
+        wait_for: AbstractSet[Key] = frozenset(),
+        timeout_s: float | None = None,
+        tick: Callable[[], None] = lambda: None,
+    ) -> dict[Key, MirroredRecord | None]:
+        """A drill's reads: the first record at or after each start offset (or, with `group`, each
+        committed offset of the group on `partitions`), None where the partition ends there, read as a
+        consumer of it would (read_committed). Partitions in `wait_for` are not settled by their end:
+        their record is awaited until `timeout_s` (None: the reader's). `tick` runs at every poll (a
+        lease). Nothing is committed; `DrillIOError` when a partition is not read in time."""
+
     def close(self) -> None: ...
 
 
@@ -262,6 +379,16 @@ class Clusters(Protocol):
     """The control plane's way to its clusters: a port per need, for a cluster as the engine describes it."""
 
     def topic_reads(self, cluster: ClusterConfig, *, timeout_s: float) -> TopicReads: ...
+
+    def cluster_descriptions(self, cluster: ClusterConfig, *, timeout_s: float) -> ClusterDescriptions: ...
+
+    def partition_counts(self, cluster: ClusterConfig, *, timeout_s: float) -> dict[str, int]:
+        """Every topic and its partition count (topics being deleted or erroring left out);
+        `TopicAdminError` when the cluster does not answer."""
+
+    def check(self, cluster: ClusterConfig, *, timeout_s: float) -> ClusterCheck:
+        """Connect to `cluster` and report what it answers, or the precise reason it does not
+        ("Test connection")."""
 
     def group_admin(self, cluster: ClusterConfig, *, timeout_s: float | None = None) -> GroupAdmin:
         """`cluster`'s groups, each request bounded by `timeout_s` (None: the implementation's own)."""

@@ -31,7 +31,6 @@ from replication.consumer_groups import (
 )
 from replication.failover import GroupPlan
 from replication.filters import GroupFilter
-from replication.kafka.groups import newest_checkpoints
 
 GROUP_DESCRIBE_MAX = 1000
 TopicPartition = tuple[str, int]
@@ -226,7 +225,8 @@ def flow_checkpoints(*, flow: Flow, group: str) -> FlowCheckpoints:
     def read(configs: list[ClusterConfig], timeout_s: float):
         flow_read = _group_plan(flow, group, timeout_s)
         topic = flow_read.checkpoints_topic
-        checkpoints, complete = newest_checkpoints(configs[0], topic, group=group, timeout_s=timeout_s)
+        admin = clusters().group_admin(configs[0], timeout_s=timeout_s)
+        checkpoints, complete = admin.newest_checkpoints(topic, group=group)
         return flow_read, checkpoints, complete
 
     try:

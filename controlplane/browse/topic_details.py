@@ -25,12 +25,18 @@ from controlplane.browse.topic_sizes import SizesOnDisk, sizes_on_disk
 from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.flows import engine
 from controlplane.flows.cluster_reads import cluster_read, timed
+from controlplane.flows.clusters import clusters
 from controlplane.flows.models import Cluster
+from replication.cluster_ports import (
+    ClusterInfo,
+    PartitionReplicas,
+    PartitionSize,
+    TopicInfo,
+    TopicSizes,
+    UnknownTopic,
+)
 from replication.connector import ConfigSyncRow, TopicDescription, config_sync_preview
 from replication.filters import ConfigPropertyFilter
-from replication.kafka.browser import UnknownTopic
-from replication.kafka.cluster_info import ClusterInfo, ClusterInspector, PartitionReplicas, TopicInfo
-from replication.kafka.log_dirs import PartitionSize, TopicSizes
 
 
 @dataclass(frozen=True)
@@ -45,7 +51,9 @@ def cluster_details(*, cluster: Cluster) -> ClusterDetails:
     info, read_at, read_ms = timed(
         lambda: cluster_read(
             cluster,
-            lambda config, timeout_s: ClusterInspector(config, timeout_s=timeout_s).describe_cluster(),
+            lambda config, timeout_s: (
+                clusters().cluster_descriptions(config, timeout_s=timeout_s).describe_cluster()
+            ),
         )
     )
     return ClusterDetails(cluster, info, read_at, read_ms)
@@ -98,7 +106,10 @@ class TopicDetails:
 
 def _describe(cluster: Cluster, topic: str) -> TopicInfo:
     return cluster_read(
-        cluster, lambda config, timeout_s: ClusterInspector(config, timeout_s=timeout_s).describe_topic(topic)
+        cluster,
+        lambda config, timeout_s: (
+            clusters().cluster_descriptions(config, timeout_s=timeout_s).describe_topic(topic)
+        ),
     )
 
 

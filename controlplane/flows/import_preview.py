@@ -23,11 +23,10 @@ from dataclasses import dataclass
 from controlplane.core.errors import ClusterUnavailable, ServiceValidationError
 from controlplane.flows import engine
 from controlplane.flows.cluster_reads import configs_read, timed
+from controlplane.flows.clusters import clusters
 from controlplane.flows.models import Cluster
 from replication.config import ClusterConfig, FlowConfig
 from replication.connector import TopicSelection
-from replication.kafka.admin import TopicAdmin
-from replication.kafka.cluster_info import ClusterInspector
 from replication.policy import replication_policy_for, returns_through
 
 MAX_TOPICS_SHOWN = 200  # per flow; the counts cover them all
@@ -91,7 +90,9 @@ class ClusterIdentity:
             try:
                 cluster_id = configs_read(
                     [config],
-                    lambda read, timeout_s: ClusterInspector(read[0], timeout_s=timeout_s).cluster_id(),
+                    lambda read, timeout_s: (
+                        clusters().cluster_descriptions(read[0], timeout_s=timeout_s).cluster_id()
+                    ),
                 )
             except (ClusterUnavailable, ServiceValidationError):
                 continue
@@ -168,7 +169,7 @@ def import_preview(*, identity: ClusterIdentity, flows: Sequence[FlowConfig]) ->
                 counts, read_at, _ = timed(
                     lambda source=identity.configs[flow.source]: configs_read(
                         [source],
-                        lambda read, timeout_s: TopicAdmin(read[0], timeout_s=timeout_s).partition_counts(),
+                        lambda read, timeout_s: clusters().partition_counts(read[0], timeout_s=timeout_s),
                     )
                 )
                 listings[flow.source] = (counts, read_at)

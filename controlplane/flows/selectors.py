@@ -14,10 +14,10 @@ from controlplane.core.errors import ServiceValidationError
 from controlplane.core.roles import Role
 from controlplane.flows import engine
 from controlplane.flows.cluster_reads import cluster_answered, cluster_read
+from controlplane.flows.clusters import clusters
 from controlplane.flows.models import Cluster, Flow
+from replication.cluster_ports import ClusterCheck
 from replication.config import Mm2Config
-from replication.kafka.admin import TopicAdmin
-from replication.kafka.cluster_check import ClusterCheck, check_cluster
 from replication.mm2file import write_mm2
 from replication.policy import TopicDecision
 from replication.strimzi import write_strimzi
@@ -46,7 +46,7 @@ def of_flows(rows: QuerySet, flow_ids: Collection[int] | None, *, key: str = "fl
 def live_partition_counts(cluster: Cluster) -> dict[str, int]:
     """Topic -> partition count, asked of the cluster now (behind its breaker, MIRRORPLANE_WEB_READ_TIMEOUT_S)."""
     return cluster_read(
-        cluster, lambda config, timeout_s: TopicAdmin(config, timeout_s=timeout_s).partition_counts()
+        cluster, lambda config, timeout_s: clusters().partition_counts(config, timeout_s=timeout_s)
     )
 
 
@@ -120,7 +120,7 @@ def cluster_check(*, cluster: Cluster, actor) -> ClusterCheck:
         limit=settings.CLUSTER_CHECK_RATE_PER_MINUTE,
         window_s=60,
     )
-    result = check_cluster(engine.cluster_to_config(cluster), timeout_s=CHECK_TIMEOUT_S)
+    result = clusters().check(engine.cluster_to_config(cluster), timeout_s=CHECK_TIMEOUT_S)
     if result.ok:  # the probe the breaker waits for: reads of the cluster resume in every web process
         cluster_answered(cluster)
     return result

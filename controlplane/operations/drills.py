@@ -46,7 +46,6 @@ from controlplane.operations.models import (
 from controlplane.status import rollup, runtime
 from replication import drill, failover_reads
 from replication.cluster_ports import FlowClusters, GroupAdminError
-from replication.kafka import drill_io
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +254,7 @@ def _drill_group(operation: Operation, step, reader: FlowClusters, group_plan) -
         for row in rows
         if row.translated_offset is not None
     }
-    source_records = drill_io.next_records(
+    source_records = reader.next_records(
         reader.source,
         starts={
             (row.topic, row.partition): row.source_offset for row in rows if row.source_offset is not None
@@ -304,7 +303,7 @@ def _shadow_next_records(operation: Operation, step, reader, group: str, offsets
     write_s = time.monotonic() - started
     if refused:
         raise ServiceConflict(f"{reader.target.alias} refused the shadow group {shadow.name}: {refused}")
-    records = drill_io.next_records(
+    records = reader.next_records(
         reader.target,
         group=shadow.name,
         partitions=sorted(offsets),

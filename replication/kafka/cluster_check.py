@@ -10,32 +10,12 @@ from __future__ import annotations
 
 import socket
 import time
-from dataclasses import dataclass
-from enum import StrEnum
 
 from confluent_kafka import KafkaError, KafkaException
 
+from replication.cluster_ports import ClusterCheck, FailureKind
 from replication.config import ClusterConfig
 from replication.kafka.clients import make_admin
-
-
-class FailureKind(StrEnum):
-    DNS = "dns"
-    REFUSED = "refused"
-    AUTH = "auth"
-    TLS = "tls"
-    TIMEOUT = "timeout"
-    OTHER = "other"
-
-
-@dataclass(frozen=True)
-class ClusterCheck:
-    ok: bool
-    brokers: int | None = None
-    topic_count: int | None = None
-    latency_ms: float | None = None
-    failure: FailureKind | None = None
-    message: str = ""
 
 
 def _split_address(address: str) -> tuple[str, int]:

@@ -15,11 +15,10 @@ broker), from `inter.broker.protocol.version` when a broker before Kafka 4.0 rep
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource, ConfigSource
 
+from replication.cluster_ports import Broker, ClusterInfo, PartitionReplicas, TopicConfig, TopicInfo
 from replication.kafka.admin import topic_overrides
 from replication.kafka.api_versions import VersionUnread, read_kafka_version
 from replication.kafka.browser import BrowseError, TopicBrowser
@@ -34,58 +33,6 @@ _SOURCE_LABELS = {
     ConfigSource.STATIC_BROKER_CONFIG.value: "broker (server.properties)",
     ConfigSource.DEFAULT_CONFIG.value: "Kafka default",
 }
-
-
-@dataclass(frozen=True)
-class Broker:
-    id: int
-    host: str
-    port: int
-    rack: str | None
-
-
-@dataclass(frozen=True)
-class ClusterInfo:
-    cluster_id: str | None
-    controller_id: int | None
-    brokers: tuple[Broker, ...]
-    kafka_version: str | None  # the release line (4.1), or inter.broker.protocol.version; None when unread
-    version_detail: str  # where kafka_version comes from, or why there is none
-
-
-@dataclass(frozen=True)
-class PartitionReplicas:
-    partition: int
-    leader: int
-    replicas: tuple[int, ...]
-    in_sync: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class TopicConfig:
-    name: str
-    value: str | None  # None: sensitive, not shown by the broker
-    source: str  # where the value comes from (_SOURCE_LABELS)
-    is_default: bool
-
-
-@dataclass(frozen=True)
-class TopicInfo:
-    name: str
-    partitions: tuple[PartitionReplicas, ...]
-    configs: tuple[TopicConfig, ...]  # every config, sorted by name
-    overrides: dict[str, str]  # the configs set on the topic itself, as config sync reads them
-
-    @property
-    def replication_factor(self) -> int:
-        return max((len(p.replicas) for p in self.partitions), default=0)
-
-    @property
-    def under_replicated(self) -> int:
-        return sum(1 for p in self.partitions if len(p.in_sync) < len(p.replicas))
-
-    def config(self, name: str) -> str | None:
-        return next((c.value for c in self.configs if c.name == name), None)
 
 
 class ClusterInspector(TopicBrowser):

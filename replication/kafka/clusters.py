@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from replication.cluster_ports import TopicSizes
+from replication.cluster_ports import ClusterCheck, TopicSizes
 from replication.config import ClusterConfig
-from replication.kafka.admin import ADMIN_TIMEOUT_S
+from replication.kafka.admin import ADMIN_TIMEOUT_S, TopicAdmin
 from replication.kafka.browser import TopicBrowser
 from replication.kafka.clients import is_cluster_failure
-from replication.kafka.cluster_check import tcp_unreachable
+from replication.kafka.cluster_check import check_cluster, tcp_unreachable
+from replication.kafka.cluster_info import ClusterInspector
 from replication.kafka.failover_io import FailoverReader
 from replication.kafka.groups import GroupOffsetsAdmin
 from replication.kafka.log_dirs import read_topic_sizes
@@ -22,6 +23,15 @@ class KafkaClusters:
 
     def topic_reads(self, cluster: ClusterConfig, *, timeout_s: float) -> TopicBrowser:
         return TopicBrowser(cluster, timeout_s=timeout_s)
+
+    def cluster_descriptions(self, cluster: ClusterConfig, *, timeout_s: float) -> ClusterInspector:
+        return ClusterInspector(cluster, timeout_s=timeout_s)
+
+    def partition_counts(self, cluster: ClusterConfig, *, timeout_s: float) -> dict[str, int]:
+        return TopicAdmin(cluster, timeout_s=timeout_s).partition_counts()
+
+    def check(self, cluster: ClusterConfig, *, timeout_s: float) -> ClusterCheck:
+        return check_cluster(cluster, timeout_s=timeout_s)
 
     def group_admin(self, cluster: ClusterConfig, *, timeout_s: float | None = None) -> GroupOffsetsAdmin:
         return GroupOffsetsAdmin(cluster, timeout_s=ADMIN_TIMEOUT_S if timeout_s is None else timeout_s)

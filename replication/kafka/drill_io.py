@@ -8,16 +8,13 @@ from collections.abc import Callable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from replication.browse import mirrored_record
+from replication.cluster_ports import DrillIOError
 from replication.config import ClusterConfig
 from replication.kafka.clients import kafka_error_reason, make_consumer
-from replication.kafka.verification_io import mirrored_record
 from replication.verification import MirroredRecord
 
 TopicPartitionKey = tuple[str, int]
-
-
-class DrillIOError(RuntimeError):
-    pass
 
 
 def next_records(

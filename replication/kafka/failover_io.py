@@ -29,6 +29,7 @@ from replication.cluster_ports import FailoverIOError
 from replication.config import ClusterConfig, offset_syncs_cluster
 from replication.failover_reads import FlowReads
 from replication.formats import Checkpoint, Heartbeat, OffsetSync, RecordFormatError
+from replication.kafka import drill_io
 from replication.kafka.clients import kafka_error_code, kafka_error_reason, make_admin, make_consumer
 from replication.kafka.cluster_check import check_cluster
 from replication.kafka.groups import GroupAdminError, GroupOffsetsAdmin
@@ -248,6 +249,12 @@ class FailoverReader(FlowReads):
         finally:
             consumer.close()
         return found, pending
+
+    def next_records(self, cluster: ClusterConfig, *, timeout_s: float | None = None, **read: Any):
+        """`drill_io.next_records` on `cluster`, bounded by `timeout_s` (None: the reader's)."""
+        return drill_io.next_records(
+            cluster, timeout_s=self.timeout_s if timeout_s is None else timeout_s, **read
+        )
 
     def close(self) -> None:
         if self._sync_reader is not None:

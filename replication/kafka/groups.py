@@ -118,7 +118,13 @@ class GroupOffsetsAdmin:
     ) -> None:
         self.cluster = cluster
         self.timeout_s = timeout_s
-        self._admin = admin or make_admin(cluster)
+        self._admin_client = admin
+
+    @property
+    def _admin(self) -> AdminClient:
+        if self._admin_client is None:  # made when first asked: a read of checkpoints needs none
+            self._admin_client = make_admin(self.cluster)
+        return self._admin_client
 
     def _fail(self, what: str, exc: BaseException) -> GroupAdminError:
         return GroupAdminError(f"cluster {self.cluster.alias}: {what} failed: {kafka_error_reason(exc)}")
@@ -226,6 +232,11 @@ class GroupOffsetsAdmin:
         except KafkaException as exc:
             return {key: kafka_error_reason(exc) for key in offsets}
         return {(tp.topic, tp.partition): tp.error.str() for tp in result.topic_partitions if tp.error}
+
+    def newest_checkpoints(
+        self, topic: str, *, group: str
+    ) -> tuple[dict[TopicPartitionKey, tuple[Checkpoint, int | None]], bool]:
+        return newest_checkpoints(self.cluster, topic, group=group, timeout_s=self.timeout_s)
 
     def delete_group(self, group: str) -> None:
         """Delete `group` (its committed offsets); a group already gone is fine. Raises GroupNotEmpty

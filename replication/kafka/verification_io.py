@@ -19,9 +19,10 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from confluent_kafka import TIMESTAMP_CREATE_TIME, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
+from replication.browse import mirrored_record
 from replication.config import ClusterConfig, FlowConfig, SchemaIdMode, offset_syncs_cluster
 from replication.connector import TopicSelection, plan_topic_sync
 from replication.filters import ConfigPropertyFilter, GroupFilter
@@ -167,21 +168,6 @@ class RangeReader:
 
 def _key(message) -> Key:
     return message.topic(), message.partition()
-
-
-def mirrored_record(message) -> MirroredRecord:
-    """A consumed message as compared (verification, drills): a CreateTime timestamp only."""
-    kind, timestamp = message.timestamp()
-    key, value, headers = message.key(), message.value(), tuple(message.headers() or ())
-    size = len(key or b"") + len(value or b"") + sum(len(n) + len(v or b"") for n, v in headers)
-    return MirroredRecord(
-        offset=message.offset(),
-        key=key,
-        value=value,
-        headers=headers,
-        timestamp_ms=timestamp if kind == TIMESTAMP_CREATE_TIME else None,
-        size=size,
-    )
 
 
 class FlowVerifier:

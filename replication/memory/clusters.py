@@ -11,23 +11,32 @@ fails every call with its reason, a cluster failure; a request it refuses is an 
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
 
 from replication import failover, remote
-from replication.browse import KafkaRecord, PartitionOffsets, record_of
+from replication.browse import KafkaRecord, PartitionOffsets, mirrored_record, record_of
 from replication.checkpoint import CommittedOffset
 from replication.cluster_ports import (
+    Broker,
     BrowseError,
+    ClusterCheck,
+    ClusterInfo,
+    DrillIOError,
     FailoverIOError,
+    FailureKind,
     GroupAdminError,
     GroupNotEmpty,
     Key,
+    PartitionReplicas,
     PartitionSize,
     RecordPage,
     ReplicaSize,
     SizesUnread,
+    TopicAdminError,
+    TopicConfig,
+    TopicInfo,
     TopicListing,
     TopicSizes,
     UnknownTopic,
@@ -36,8 +45,9 @@ from replication.config import ClusterConfig, offset_syncs_cluster
 from replication.consumer_groups import GroupDescription, GroupListing
 from replication.failover_reads import FlowReads
 from replication.formats import Checkpoint, Heartbeat, OffsetSync, RecordFormatError
-from replication.memory.task_io import MemoryCluster, MemoryPartition
+from replication.memory.task_io import MemoryCluster, MemoryPartition, MemoryRecord
 from replication.offset_sync_store import OffsetSyncStore
+from replication.verification import MirroredRecord
 
 T = TypeVar("T")
 BROKER = 0  # the id of an in-memory cluster's one broker
@@ -150,6 +160,32 @@ class MemoryTopicReads(_OnCluster):
         return pages
 
 
+class MemoryClusterDescriptions(MemoryTopicReads):
+    """`ClusterDescriptions` of an in-memory cluster: one broker (BROKER) leads every partition; a topic's
+    configs are those `MemoryCluster.configs` sets on it."""
+
+    def cluster_id(self) -> str | None:
+        self._reachable("describing the cluster", BrowseError)
+        return f"memory-{self.cluster.bootstrap_servers}"
+
+    def describe_cluster(self) -> ClusterInfo:
+        host, _, port = self.cluster.bootstrap_servers.partition(",")[0].rpartition(":")
+        broker = Broker(id=BROKER, host=host, port=int(port or 0), rack=None)
+        return ClusterInfo(self.cluster_id(), BROKER, (broker,), None, "not reported: an in-memory cluster")
+
+    def describe_topic(self, topic: str) -> TopicInfo:
+        count = self.partition_count(topic)
+        overrides = dict(self.memory.configs.get(topic, {}))
+        return TopicInfo(
+            name=topic,
+            partitions=tuple(PartitionReplicas(p, BROKER, (BROKER,), (BROKER,)) for p in range(count)),
+            configs=tuple(
+                TopicConfig(name, value, "topic", False) for name, value in sorted(overrides.items())
+            ),
+            overrides=overrides,
+        )
+
+
 class MemoryGroupAdmin(_OnCluster):
     """`GroupAdmin` on an in-memory cluster."""
 
@@ -192,6 +228,19 @@ class MemoryGroupAdmin(_OnCluster):
         self.memory.commit(group, {key: offset for key, offset in offsets.items() if key not in refused})
         return refused
 
+    def newest_checkpoints(
+        self, topic: str, *, group: str
+    ) -> tuple[dict[Key, tuple[Checkpoint, int | None]], bool]:
+        self._reachable(f"reading checkpoints topic {topic}", GroupAdminError)
+        log = self.memory.partitions.get((topic, 0))
+        newest: dict[Key, tuple[Checkpoint, int | None]] = {}
+        for record in [] if log is None else log.records:
+            decoded = _decoded_record(record, Checkpoint.decode)
+            if decoded is not None and decoded.group == group:
+                kind, stamp = record.timestamp()
+                newest[(decoded.topic, decoded.partition)] = (decoded, stamp if kind else None)
+        return newest, True
+
     def delete_group(self, group: str) -> None:
         self._reachable(f"deleting group {group}", GroupAdminError)
         if group in self.memory.groups and self.memory.groups[group].members:
@@ -201,20 +250,25 @@ class MemoryGroupAdmin(_OnCluster):
         self.memory.groups.pop(group, None)
 
 
+def _decoded_record(record: MemoryRecord, decode: Callable[[bytes, bytes], T]) -> T | None:
+    """A record of an MM2 internal topic, decoded; None for a tombstone or a record that does not decode
+    (`replication.kafka.internal_topics` skips them)."""
+    value = record.value()
+    if value is None:
+        return None
+    try:
+        return decode(record.key() or b"", value)
+    except RecordFormatError:
+        return None
+
+
 def _decoded(
     memory: MemoryCluster, topic: str, decode: Callable[[bytes, bytes], T], *, start: int = 0
 ) -> list[T]:
-    """The records of partition 0 of an MM2 internal topic from `start`, decoded (a tombstone or a record
-    that does not decode skipped, as `replication.kafka.internal_topics` skips them)."""
+    """The records of partition 0 of an MM2 internal topic from `start`, decoded."""
     log = memory.partitions.get((topic, 0))
-    decoded = []
-    for record in [] if log is None else log.records[max(start - log.low, 0) :]:
-        value = record.value()
-        if value is None:
-            continue
-        with contextlib.suppress(RecordFormatError):
-            decoded.append(decode(record.key() or b"", value))
-    return decoded
+    records = [] if log is None else log.records[max(start - log.low, 0) :]
+    return [decoded for record in records if (decoded := _decoded_record(record, decode)) is not None]
 
 
 class MemoryFlowClusters(FlowReads):
@@ -314,6 +368,32 @@ class MemoryFlowClusters(FlowReads):
                 found[key] = failover.UnreplicatedRecord(first, stamp if kind else None)
         return found, unsettled
 
+    def next_records(
+        self,
+        cluster: ClusterConfig,
+        *,
+        starts: Mapping[Key, int] | None = None,
+        group: str | None = None,
+        partitions: list[Key] | None = None,
+        wait_for: AbstractSet[Key] = frozenset(),
+        timeout_s: float | None = None,
+        tick: Callable[[], None] = lambda: None,
+    ) -> dict[Key, MirroredRecord | None]:
+        """No record arrives while it reads: a partition of `wait_for` at its end is None at once."""
+        memory = self._memory(cluster)
+        if group is not None:
+            committed = self._groups(cluster).committed_offsets(group)
+            starts = {key: c.offset for key, c in committed.items() if key in set(partitions or [])}
+        found: dict[Key, MirroredRecord | None] = {}
+        for key, start in (starts or {}).items():
+            tick()
+            log = memory.partitions.get(key)
+            if log is None:
+                raise DrillIOError(f"cluster {cluster.alias}: {key[0]}[{key[1]}] does not exist")
+            first = max(start, log.low)
+            found[key] = mirrored_record(log.records[first - log.low]) if first < log.end else None
+        return found
+
     def close(self) -> None:
         pass
 
@@ -333,6 +413,24 @@ class MemoryClusters:
 
     def topic_reads(self, cluster: ClusterConfig, *, timeout_s: float) -> MemoryTopicReads:
         return MemoryTopicReads(cluster, self.cluster(cluster.bootstrap_servers), timeout_s=timeout_s)
+
+    def cluster_descriptions(self, cluster: ClusterConfig, *, timeout_s: float) -> MemoryClusterDescriptions:
+        return MemoryClusterDescriptions(
+            cluster, self.cluster(cluster.bootstrap_servers), timeout_s=timeout_s
+        )
+
+    def partition_counts(self, cluster: ClusterConfig, *, timeout_s: float) -> dict[str, int]:
+        try:
+            return {t.name: t.partitions for t in self.topic_reads(cluster, timeout_s=timeout_s).topics()}
+        except BrowseError as exc:
+            raise TopicAdminError(str(exc)) from exc
+
+    def check(self, cluster: ClusterConfig, *, timeout_s: float) -> ClusterCheck:
+        reason = self.cluster(cluster.bootstrap_servers).unreachable
+        if reason is not None:
+            return ClusterCheck(ok=False, failure=FailureKind.REFUSED, message=reason)
+        topics = len(self.topic_reads(cluster, timeout_s=timeout_s).topics())
+        return ClusterCheck(True, 1, topics, 0.0, message=f"1 broker(s), {topics} topic(s)")
 
     def group_admin(self, cluster: ClusterConfig, *, timeout_s: float | None = None) -> MemoryGroupAdmin:
         memory = self.cluster(cluster.bootstrap_servers)

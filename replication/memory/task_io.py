@@ -117,6 +117,7 @@ class MemoryCluster:
     def __init__(self) -> None:
         self.partitions: dict[TopicPartition, MemoryPartition] = {}
         self.groups: dict[str, MemoryGroup] = {}
+        self.configs: dict[str, dict[str, str]] = {}  # the configs set on each topic (its overrides)
         self.unreachable: str | None = None  # set: every read of it fails with this reason
 
     def commit(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:

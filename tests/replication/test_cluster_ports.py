@@ -141,6 +141,22 @@ def test_topic_reads_answer_offsets_by_position_and_time_and_records_from_an_off
         reads.partition_count(f"missing-{unique_name}")
 
 
+def test_a_cluster_and_its_topics_are_described_counted_and_checked(on, unique_name):
+    on.seed(unique_name, 2, 1)
+    described = on.clusters.cluster_descriptions(on.config, timeout_s=10)
+    info = described.describe_cluster()
+    assert info.cluster_id and info.cluster_id == described.cluster_id() and info.brokers
+    assert info.controller_id in {broker.id for broker in info.brokers}
+    topic = described.describe_topic(unique_name)
+    assert [p.partition for p in topic.partitions] == [0, 1] and topic.replication_factor == 1
+    assert topic.under_replicated == 0 and topic.partitions[0].leader in {b.id for b in info.brokers}
+    with pytest.raises(UnknownTopic):
+        described.describe_topic(f"missing-{unique_name}")
+    assert on.clusters.partition_counts(on.config, timeout_s=10)[unique_name] == 2
+    check = on.clusters.check(on.config, timeout_s=10)
+    assert check.ok and check.brokers == len(info.brokers) and check.topic_count >= 1
+
+
 def test_topic_sizes_name_every_partition_of_the_topics_asked(on, unique_name):
     on.seed(unique_name, 2, 5)
     sizes = on.clusters.topic_sizes(
@@ -194,6 +210,7 @@ def test_an_unreachable_cluster_is_a_cluster_failure_and_a_refused_request_is_an
     if isinstance(on.clusters, MemoryClusters):
         on.clusters.cluster(silent.bootstrap_servers).unreachable = "Connection refused"
     assert "refused" in (on.clusters.unreachable(silent, timeout_s=1) or "").lower()
+    assert on.clusters.check(silent, timeout_s=1).failure == "refused"
     with pytest.raises(BrowseError) as failed:
         on.clusters.topic_reads(silent, timeout_s=1).topics()
     assert on.clusters.is_cluster_failure(failed.value) and "cluster gone" in str(failed.value)
@@ -260,7 +277,10 @@ def test_flow_clusters_read_what_the_flow_mirrored_and_commit_groups(two, unique
     )
     checkpoint = Checkpoint(group, remote, 0, 3, 3)
     two.write(
-        two.target, reader.policy.checkpoints_topic("A"), 1, [(0, checkpoint.key(), checkpoint.value(), 0)]
+        two.target,
+        reader.policy.checkpoints_topic("A"),
+        1,
+        [(0, checkpoint.key(), checkpoint.value(), now_ms)],
     )
     beat = Heartbeat("A", "B", now_ms)
     two.write(two.target, reader.policy.heartbeats_topic(), 1, [(0, beat.key(), beat.value(), now_ms)])
@@ -278,10 +298,21 @@ def test_flow_clusters_read_what_the_flow_mirrored_and_commit_groups(two, unique
     store = reader.refresh_offset_syncs()
     assert reader.offset_syncs_complete and store.newest_sync(topic, 1).downstream_offset == 2
     assert reader.latest_checkpoints([group])[group][(remote, 0)].downstream_offset == 3
+    newest, complete = two.clusters.group_admin(two.target).newest_checkpoints(
+        reader.policy.checkpoints_topic("A"), group=group
+    )
+    assert complete and newest == {(remote, 0): (checkpoint, now_ms)}  # with its record's timestamp
     assert reader.newest_heartbeat_ms() >= now_ms
     found, unsettled = reader.first_unreplicated({(topic, 0): 3, (topic, 1): None})
     assert found == {(topic, 0): UnreplicatedRecord(3, T0 + 3000), (topic, 1): UnreplicatedRecord(0, T0)}
     assert not unsettled and reader.first_unreplicated({(topic, 0): 5}) == ({}, set())
+    nxt = reader.next_records(two.source, starts={(topic, 0): 3, (topic, 1): 5})
+    assert {key: r and (r.offset, r.value, r.timestamp_ms) for key, r in nxt.items()} == {
+        (topic, 0): (3, b"3", T0 + 3000),
+        (topic, 1): None,  # at its end
+    }
+    by_group = reader.next_records(two.source, group=group, partitions=[(topic, 0), (topic, 1)])
+    assert {key: r.offset for key, r in by_group.items()} == {(topic, 0): 3, (topic, 1): 1}
     assert reader.alter_offsets(two.target, group, {(remote, 0): 3}) == {}
     assert {k: c.offset for k, c in reader.committed_offsets(two.target, [group])[group].items()} == {
         (remote, 0): 3
