@@ -1,7 +1,8 @@
-"""An MM2 import's dry run previews what each imported flow would mirror, on the suite's brokers (issue 28
-item 2): the topics its source holds now with their remote names, and each that would loop (copied back to
-its target under the target's other alias) flagged, with a warning; through the service, the API, the
-command line and the web page."""
+"""An MM2 import's dry run previews what each imported flow would mirror (issue 28 item 2): the topics its
+source holds now with their remote names, and each that would loop (copied back to its target under the
+target's other alias) flagged, with a warning; through the service, the API, the command line and the web
+page. The rules on the in-memory clusters (`memory_clusters`); a cluster known by the id its Apache Kafka
+brokers report, on the suite's brokers."""
 
 from __future__ import annotations
 
@@ -18,25 +19,49 @@ from controlplane.flows import cluster_reads, mm2, services
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
 from tests.conftest import ensure_heartbeats_topic
+from tests.web.mirroring import MEMORY_A, MEMORY_B
 
-pytestmark = [pytest.mark.kafka, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
+
+
+def _stored_demo(users, unique_name, configs, create) -> tuple[str, str, str]:
+    """Clusters `a` and `b` stored; on `a` (by `create`) a local topic, `b.<stem>-inventory` (a copy `b->a`
+    made) and `heartbeats` (mirrored whatever the filter: always there, always counted)."""
+    cluster_reads.reset_breakers()
+    stem = unique_name[-8:]
+    local, copy = f"p{stem}-orders", f"b.p{stem}-inventory"
+    create(local, copy)
+    for alias, config in zip(("a", "b"), configs, strict=True):
+        services.cluster_create(actor=users["admin"], alias=alias, bootstrap_servers=config.bootstrap_servers)
+    return stem, local, copy
 
 
 @pytest.fixture
-def demo(users, cluster_a, cluster_b, unique_name):
-    """Clusters `a` and `b` stored; on `a` a local topic and `b.<stem>-inventory`, a copy `b->a` made."""
-    cluster_reads.reset_breakers()
-    stem = unique_name[-8:]
-    admin = TopicAdmin(cluster_a)
-    local, copy = f"p{stem}-orders", f"b.p{stem}-inventory"
-    assert admin.create_topics([NewRemoteTopic(t, t, 2, 1, {}) for t in (local, copy)]) == {
-        local: None,
-        copy: None,
-    }
-    ensure_heartbeats_topic(cluster_a)  # mirrored whatever the filter: always there, always counted
-    for alias, config in (("a", cluster_a), ("b", cluster_b)):
-        services.cluster_create(actor=users["admin"], alias=alias, bootstrap_servers=config.bootstrap_servers)
-    return stem, local, copy
+def ab(memory_clusters):
+    """The configs of the in-memory clusters the demo stores as `a` and `b`."""
+    return MEMORY_A, MEMORY_B
+
+
+@pytest.fixture
+def demo(users, ab, memory_clusters, unique_name):
+    a = memory_clusters.cluster(MEMORY_A.bootstrap_servers)
+
+    def create(*topics: str) -> None:
+        for topic in topics:
+            a.create(topic, 2)
+        a.create("heartbeats", 1)
+
+    return _stored_demo(users, unique_name, ab, create)
+
+
+@pytest.fixture
+def kafka_demo(users, cluster_a, cluster_b, unique_name):
+    def create(*topics: str) -> None:
+        created = TopicAdmin(cluster_a).create_topics([NewRemoteTopic(t, t, 2, 1, {}) for t in topics])
+        assert created == dict.fromkeys(topics)
+        ensure_heartbeats_topic(cluster_a)
+
+    return _stored_demo(users, unique_name, (cluster_a, cluster_b), create)
 
 
 def _seeds(cluster_a, cluster_b, stem: str, *, extra: str = "") -> str:
@@ -50,11 +75,9 @@ DC1->DC2.topics = p{stem}-.*, b\\.p{stem}-.*
 {extra}"""
 
 
-def test_the_dry_run_lists_each_flows_topics_and_flags_a_copy_coming_back(users, demo, cluster_a, cluster_b):
+def test_the_dry_run_lists_each_flows_topics_and_flags_a_copy_coming_back(users, demo, ab):
     stem, local, copy = demo
-    result = mm2.mm2_import(
-        actor=users["admin"], text=_seeds(cluster_a, cluster_b, stem), dry_run=True, force=True
-    )
+    result = mm2.mm2_import(actor=users["admin"], text=_seeds(*ab, stem), dry_run=True, force=True)
     (preview,) = result.previews
     assert preview.flow == "DC1->DC2" and preview.problem is None and preview.read_at is not None
     topics = {t.topic: t for t in preview.replicated}
@@ -67,18 +90,17 @@ def test_the_dry_run_lists_each_flows_topics_and_flags_a_copy_coming_back(users,
 
 
 def test_a_flow_within_one_cluster_loops_on_every_topic_and_a_silent_source_is_named(
-    users, demo, cluster_a, cluster_b, settings
+    users, demo, ab, memory_clusters
 ):
     stem, local, copy = demo
-    settings.MIRRORPLANE_CLUSTER_TIMEOUT_S = 0.5
+    memory_clusters.cluster("127.0.0.1:1").unreachable = "connection refused"
     text = _seeds(
-        cluster_a,
-        cluster_b,
+        *ab,
         stem,
         extra=f"""
 clusters = DC1, DC2, gone, a
 gone.bootstrap.servers = 127.0.0.1:1
-a.bootstrap.servers = {cluster_a.bootstrap_servers}
+a.bootstrap.servers = {ab[0].bootstrap_servers}
 DC1->a.enabled = true
 DC1->a.topics = p{stem}-.*
 gone->DC2.enabled = true
@@ -93,9 +115,9 @@ gone->DC2.enabled = true
     assert previews["gone->DC2"].replicated == ()
 
 
-def test_the_api_the_command_and_the_page_show_the_preview(users, demo, cluster_a, cluster_b, client_as):
+def test_the_api_the_command_and_the_page_show_the_preview(users, demo, ab, client_as):
     stem, local, copy = demo
-    text = _seeds(cluster_a, cluster_b, stem)
+    text = _seeds(*ab, stem)
     response = client_as("admin").post(
         "/api/v1/mm2/import/", {"text": text, "dry_run": True, "force": True}, content_type="application/json"
     )
@@ -123,10 +145,13 @@ def test_the_api_the_command_and_the_page_show_the_preview(users, demo, cluster_
     assert f'<tr class="loop" data-topic="{copy}">' in body and "replication loop: DC1-&gt;DC2" in body
 
 
-def test_a_cluster_reached_by_another_name_is_known_by_its_cluster_id(users, demo, cluster_a, cluster_b):
+@pytest.mark.kafka
+def test_a_cluster_reached_by_another_name_is_known_by_its_cluster_id(
+    users, kafka_demo, cluster_a, cluster_b
+):
     """DC1 names a's broker as localhost, DC2 b's as 127.0.0.1: no bootstrap server is shared, the brokers'
     cluster ids say they are a and b."""
-    stem, local, copy = demo
+    stem, local, copy = kafka_demo
     text = _seeds(cluster_a, cluster_b, stem).replace(
         f"DC1.bootstrap.servers = {cluster_a.bootstrap_servers}",
         f"DC1.bootstrap.servers = localhost:{cluster_a.bootstrap_servers.rsplit(':', 1)[1]}",
