@@ -33,6 +33,7 @@ import redis
 from django.conf import settings
 
 from controlplane.core.errors import ClusterUnavailable
+from controlplane.core.shared_redis import redis_client
 from replication import circuit_breaker
 from replication.circuit_breaker import BreakerPhase, BreakerPolicy, BreakerState
 
@@ -153,16 +154,8 @@ def web_policy() -> BreakerPolicy:
     )
 
 
-_client_lock = threading.Lock()
-_clients: dict[str, redis.Redis] = {}
-
-
 def _redis() -> redis.Redis:
-    url = settings.REDIS_URL
-    with _client_lock:
-        if url not in _clients:
-            _clients[url] = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
-        return _clients[url]
+    return redis_client(timeout_s=1)
 
 
 def _load(key: str) -> BreakerState:

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 import redis
 from django.conf import settings
 
+from controlplane.core.shared_redis import redis_client
+
 PREFIX = "mirrorplane:presence:"
 WORKER_PREFIX = f"{PREFIX}worker:"
 BEAT_KEY = f"{PREFIX}beat"
@@ -36,7 +38,7 @@ class Presence:
 
 
 def _client() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
+    return redis_client(timeout_s=2)
 
 
 def _ttl_s() -> int:
@@ -60,20 +62,12 @@ def announce(
         "observed_at": time.time() if now is None else now,
         "stats": dict(stats or {}),
     }
-    client = _client()
-    try:
-        client.set(key, json.dumps(value), ex=_ttl_s())
-    finally:
-        client.close()
+    _client().set(key, json.dumps(value), ex=_ttl_s())
 
 
 def withdraw(*, key: str) -> None:
     """A process that stops cleanly says so at once (instead of expiring)."""
-    client = _client()
-    try:
-        client.delete(key)
-    finally:
-        client.close()
+    _client().delete(key)
 
 
 def worker_key(hostname: str) -> str:
@@ -96,17 +90,10 @@ def _parse(raw: bytes | None) -> Presence | None:
 def workers_seen() -> list[Presence]:
     """Every worker whose presence has not expired, by name. Raises redis.RedisError when Redis is away."""
     client = _client()
-    try:
-        keys = sorted(client.scan_iter(match=f"{WORKER_PREFIX}*", count=500))
-        found = [_parse(raw) for raw in client.mget(keys)] if keys else []
-    finally:
-        client.close()
+    keys = sorted(client.scan_iter(match=f"{WORKER_PREFIX}*", count=500))
+    found = [_parse(raw) for raw in client.mget(keys)] if keys else []
     return [presence for presence in found if presence is not None]
 
 
 def beat_seen() -> Presence | None:
-    client = _client()
-    try:
-        return _parse(client.get(BEAT_KEY))
-    finally:
-        client.close()
+    return _parse(_client().get(BEAT_KEY))
