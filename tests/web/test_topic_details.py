@@ -1,7 +1,8 @@
-"""A topic's details and a cluster's identity through the real views, on the suite's brokers: replicas,
-retention and configs with where each comes from, what config sync will change on the copy (the topic
-sync's own rule), the copy's other cluster that does not answer costing only its diff, and the cluster id
-the broker was formatted with."""
+"""A topic's details and a cluster's identity through the real views: replicas, retention and configs with
+where each comes from, what config sync will change on the copy (the topic sync's own rule), the copy's
+other cluster that does not answer costing only its diff, and the cluster id the broker was formatted
+with. The rules on the in-memory clusters (`memory_clusters`); what Apache Kafka reports (each config's
+source and default, the cluster id and version), on the suite's brokers."""
 
 from __future__ import annotations
 
@@ -12,48 +13,58 @@ from controlplane.flows import cluster_reads, services
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.apache import kafka_version
-from tests.web.mirroring import mirrored_flow, stored_cluster
+from tests.web.mirroring import MEMORY_A, MEMORY_B, mirrored_flow, stored_cluster
 
-pytestmark = [pytest.mark.kafka, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 TOPIC = "details-orders"
+# TOPIC on A with three overrides; its copy A.TOPIC on B holds another retention and one of its own.
+TOPICS = {
+    "A": {
+        TOPIC: {"retention.ms": "3600000", "min.insync.replicas": "1", "max.message.bytes": "500000"},
+        "details-uncopied": {"retention.ms": "120000"},
+    },
+    "B": {f"A.{TOPIC}": {"retention.ms": "60000", "segment.ms": "7200000", "max.message.bytes": "500000"}},
+}
 
 
-def _create(cluster, name: str, configs: dict[str, str]) -> None:
-    errors = TopicAdmin(cluster).create_topics([NewRemoteTopic(name, name, 2, 1, configs)])
-    assert errors[name] is None, errors
+def _stored_flow(users, a, b):
+    cluster_reads.reset_breakers()
+    admin = users["admin"]
+    source, target = (stored_cluster(actor=admin, config=config) for config in (a, b))
+    return mirrored_flow(actor=admin, source=source, target=target, topic=TOPIC)
+
+
+@pytest.fixture
+def flow(users, memory_clusters):
+    for config in (MEMORY_A, MEMORY_B):
+        cluster = memory_clusters.cluster(config.bootstrap_servers)
+        for name, configs in TOPICS[config.alias].items():
+            cluster.create(name, 2)
+            cluster.configs[name] = configs
+    return _stored_flow(users, MEMORY_A, MEMORY_B)
 
 
 @pytest.fixture(scope="module")
 def topics(cluster_a, cluster_b):
-    """TOPIC on A with three overrides; its copy A.TOPIC on B holds another retention and one of its own."""
-    _create(
-        cluster_a,
-        TOPIC,
-        {"retention.ms": "3600000", "min.insync.replicas": "1", "max.message.bytes": "500000"},
-    )
-    _create(
-        cluster_b,
-        f"A.{TOPIC}",
-        {"retention.ms": "60000", "segment.ms": "7200000", "max.message.bytes": "500000"},
-    )
-    _create(cluster_a, "details-uncopied", {"retention.ms": "120000"})
+    for config in (cluster_a, cluster_b):
+        for name, configs in TOPICS[config.alias].items():
+            errors = TopicAdmin(config).create_topics([NewRemoteTopic(name, name, 2, 1, configs)])
+            assert errors[name] is None, errors
 
 
 @pytest.fixture
-def flow(users, cluster_a, cluster_b, topics):
-    cluster_reads.reset_breakers()
-    admin = users["admin"]
-    a = stored_cluster(actor=admin, config=cluster_a)
-    b = stored_cluster(actor=admin, config=cluster_b)
-    return mirrored_flow(actor=admin, source=a, target=b, topic=TOPIC)
+def kafka_flow(users, cluster_a, cluster_b, topics):
+    return _stored_flow(users, cluster_a, cluster_b)
 
 
 def _diff(sync) -> dict[str, tuple]:
     return {row.name: (row.source, row.target, str(row.action)) for row in sync.rows}
 
 
-def test_a_topic_shows_replicas_retention_configs_and_what_config_sync_will_change(client_as, flow):
+@pytest.mark.kafka
+def test_a_topic_shows_replicas_retention_configs_and_what_config_sync_will_change(client_as, kafka_flow):
+    flow = kafka_flow
     response = client_as("viewer").get(reverse("web:topic-details", args=["A", TOPIC]))
     assert response.status_code == 200, response.content.decode()
     details = response.context["details"]
@@ -88,8 +99,8 @@ def test_a_copy_not_created_yet_is_created_with_the_synced_values(client_as, use
     assert _diff(sync) == {"retention.ms": ("120000", None, "set at creation")}
 
 
-def test_an_unreachable_copy_costs_only_its_diff(client_as, users, flow, settings):
-    settings.MIRRORPLANE_CLUSTER_TIMEOUT_S = 0.5
+def test_an_unreachable_copy_costs_only_its_diff(client_as, users, flow, memory_clusters):
+    memory_clusters.cluster("127.0.0.1:1").unreachable = "connection refused"
     gone = services.cluster_create(actor=users["admin"], alias="gonecopy", bootstrap_servers="127.0.0.1:1")
     mirrored_flow(actor=users["admin"], source=flow.source, target=gone, topic=TOPIC)
     response = client_as("viewer").get(reverse("web:topic-details", args=["A", TOPIC]))
@@ -99,7 +110,7 @@ def test_an_unreachable_copy_costs_only_its_diff(client_as, users, flow, setting
     assert syncs["gonecopy"].rows == () and "cluster gonecopy (127.0.0.1:1)" in syncs["gonecopy"].problem
 
 
-def test_bad_topics_are_named_and_an_unreachable_cluster_is_a_502(client_as, users, flow, settings):
+def test_bad_topics_are_named_and_an_unreachable_cluster_is_a_502(client_as, users, flow, memory_clusters):
     viewer = client_as("viewer")
     unknown = viewer.get(reverse("web:topic-details", args=["A", "no-such-topic"]))
     assert unknown.status_code == 400
@@ -110,14 +121,16 @@ def test_bad_topics_are_named_and_an_unreachable_cluster_is_a_502(client_as, use
     assert bad.status_code == 400 and bad.context["errors"][0].startswith(
         "topic: 'bad name!' is not a Kafka topic name"
     )
-    settings.MIRRORPLANE_CLUSTER_TIMEOUT_S = 0.5
+    memory_clusters.cluster("127.0.0.1:1").unreachable = "connection refused"
     gone = services.cluster_create(actor=users["admin"], alias="gonecluster", bootstrap_servers="127.0.0.1:1")
     assert viewer.get(reverse("web:topic-details", args=["gonecluster", TOPIC])).status_code == 502
     page = viewer.get(reverse("web:cluster", args=[gone.pk]))
     assert page.status_code == 502 and "cluster gonecluster (127.0.0.1:1)" in page.context["problem"]
 
 
-def test_the_cluster_page_shows_the_id_the_broker_was_formatted_with(client_as, flow, kafka_brokers):
+@pytest.mark.kafka
+def test_the_cluster_page_shows_the_id_the_broker_was_formatted_with(client_as, kafka_flow, kafka_brokers):
+    flow = kafka_flow
     response = client_as("viewer").get(reverse("web:cluster", args=[flow.source.pk]))
     assert response.status_code == 200
     info = response.context["details"].info
