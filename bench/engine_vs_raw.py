@@ -21,6 +21,7 @@ import functools
 import logging
 import math
 import os
+import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -229,14 +230,14 @@ def compare(
     rounds: int,
     print_line: Callable[[str], None],
     engines: Sequence[Engine] = BOTH_GUARANTEES,
-) -> dict[str, Measurement]:
-    """The best of each method, the raw loop (`RAW`) and each engine (its `method`), over `rounds` rounds.
+) -> dict[str, list[Measurement]]:
+    """Each method's measurements, the raw loop's (`RAW`) and each engine's (its `method`), one per round.
 
     Each round fills a topic per engine with the same records (a copy stores its positions on the
     target, so a second engine copying one topic would start where the first ended; the raw loop copies
     the first) and runs the methods in an order rotated every round, so a burst of load from elsewhere
-    on the machine or a broker warming up does not favour one; the best of each is its least disturbed
-    run.
+    on the machine or a broker warming up does not favour one; the best of each (`best`) is its least
+    disturbed run.
     """
     measured: dict[str, list[Measurement]] = {}
     for round_number in range(rounds):
@@ -263,36 +264,49 @@ def compare(
             measurement = copy()
             measured.setdefault(measurement.method, []).append(measurement)
             _print_measurement(measurement, print_line)
-    return {method: min(found, key=lambda m: m.seconds) for method, found in measured.items()}
+    return measured
+
+
+def best(measurements: Sequence[Measurement]) -> Measurement:
+    return min(measurements, key=lambda m: m.seconds)
 
 
 def verdicts(
-    best: Mapping[str, Measurement],
+    measured: Mapping[str, Sequence[Measurement]],
     engines: Sequence[Engine],
     *,
     rounds: int,
     print_line: Callable[[str], None],
 ) -> list[str]:
     """Print each engine's ratio to the raw loop (target >= TARGET_RATIO), exactly_once's to
-    at_least_once (within GUARANTEE_SPREAD) and each B's to its engine as configured (no target); the
-    targets missed."""
-    configured = {engine.guarantee: best[engine.method] for engine in engines if not engine.settings}
+    at_least_once (within GUARANTEE_SPREAD) and each B's to its engine as configured (no target; with
+    the ratio of each round's pair too: a round's two runs saw the same machine); the targets missed."""
+    configured = {engine.guarantee: engine.method for engine in engines if not engine.settings}
     missed: list[str] = []
     for engine in engines:
         if engine.settings:
             baseline = configured[engine.guarantee]
+            name = f"{engine.method}/{baseline}"
             print_ratio(
-                f"{engine.method}/{baseline.method}",
-                best[engine.method],
-                baseline,
+                name,
+                best(measured[engine.method]),
+                best(measured[baseline]),
                 rounds=rounds,
                 print_line=print_line,
+            )
+            pairs = [
+                b.records_per_s / a.records_per_s
+                for b, a in zip(measured[engine.method], measured[baseline], strict=True)
+            ]
+            print_line(
+                f"{' ' * 22}{name} per round {' '.join(f'{ratio:.2f}' for ratio in pairs)}, "
+                f"median {statistics.median(pairs):.2f}"
             )
         else:
             missed += print_ratio(
                 f"{engine.method}/raw",
-                best[engine.method],
-                best[RAW],
+                best(measured[engine.method]),
+                best(measured[RAW]),
                 rounds=rounds,
                 print_line=print_line,
                 low=TARGET_RATIO,
@@ -300,8 +314,8 @@ def verdicts(
     if len(configured) == 2:
         missed += print_ratio(
             "eos/alo",
-            configured[DeliveryGuarantee.EXACTLY_ONCE],
-            configured[DeliveryGuarantee.AT_LEAST_ONCE],
+            best(measured[configured[DeliveryGuarantee.EXACTLY_ONCE]]),
+            best(measured[configured[DeliveryGuarantee.AT_LEAST_ONCE]]),
             rounds=rounds,
             print_line=print_line,
             low=1 - GUARANTEE_SPREAD,
@@ -326,10 +340,10 @@ def run(
         print_line(f"load average at start: {load_average()}")
         print_line(f"{'scenario':<22}{'method':<10}{'records/s':>12}{'MB/s':>9}{'seconds':>9}")
         for number, scenario in enumerate(scenarios):
-            best = compare(
+            measured = compare(
                 source, target, scenario, number=number, rounds=rounds, print_line=print_line, engines=engines
             )
-            missed += verdicts(best, engines, rounds=rounds, print_line=print_line)
+            missed += verdicts(measured, engines, rounds=rounds, print_line=print_line)
             print_line(f"load average: {load_average()}")
     return missed
 

@@ -53,6 +53,7 @@ from bench.engine_vs_raw import (
     Engine,
     Scenario,
     add_ab_argument,
+    best,
     compare,
     engine_task,
     load_average,
@@ -391,7 +392,7 @@ def max_throughput(
 ) -> tuple[float, float]:
     """Records/s of the raw loop and of the engine copying a pre-filled 100 B topic (best of rounds)."""
     engine = Engine()
-    best = compare(
+    measured = compare(
         source,
         target,
         Scenario(records, VALUE_BYTES),
@@ -400,7 +401,7 @@ def max_throughput(
         print_line=lambda line: print("  " + line, flush=True),
         engines=(engine,),
     )
-    return best[RAW].records_per_s, best[engine.method].records_per_s
+    return best(measured[RAW]).records_per_s, best(measured[engine.method]).records_per_s
 
 
 def _point(
