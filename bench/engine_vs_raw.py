@@ -63,10 +63,17 @@ class Measurement:
     method: str
     scenario: Scenario
     seconds: float
+    # CPU time of this process (all its threads, librdkafka's too) over the copy: less disturbed by other
+    # load on a shared machine than the elapsed time (what is measured in another copy's process: None).
+    cpu_seconds: float | None = None
 
     @property
     def records_per_s(self) -> float:
         return self.scenario.records / self.seconds
+
+    @property
+    def cpu_us_per_record(self) -> float:
+        return math.nan if self.cpu_seconds is None else self.cpu_seconds / self.scenario.records * 1e6
 
     @property
     def mb_per_s(self) -> float:
@@ -107,7 +114,7 @@ def raw_copy(source: ClusterConfig, target: ClusterConfig, topic: str, scenario:
     consumer = make_consumer(source)
     producer = make_producer(target)
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     copied = 0
     while copied < scenario.records:
         first = consumer.consume(num_messages=1, timeout=1.0)
@@ -126,9 +133,9 @@ def raw_copy(source: ClusterConfig, target: ClusterConfig, topic: str, scenario:
             copied += 1
         producer.poll(0)
     producer.flush(120)
-    seconds = time.perf_counter() - started
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     consumer.close()
-    return Measurement("raw loop", scenario, seconds)
+    return Measurement("raw loop", scenario, seconds, cpu_seconds)
 
 
 def engine_task(
@@ -184,15 +191,15 @@ def engine_copy(
     task, _ = engine_task(
         source, target, topic, schema_ids=schema_ids, guarantee=guarantee, settings=settings
     )
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     copied = 0
     while copied < scenario.records:
         copied += task.run_slice(  # as dedicated mode runs it
             max_seconds=SLICE_SECONDS, settle=False, return_when_caught_up=True
         ).records
     task.close()
-    seconds = time.perf_counter() - started
-    return Measurement(method, scenario, seconds)
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
+    return Measurement(method, scenario, seconds, cpu_seconds)
 
 
 RAW = "raw loop"
@@ -215,9 +222,15 @@ class Engine:
 BOTH_GUARANTEES = (Engine(DeliveryGuarantee.AT_LEAST_ONCE), Engine(DeliveryGuarantee.EXACTLY_ONCE))
 
 
+MEASUREMENT_HEADER = (
+    f"{'scenario':<22}{'method':<10}{'records/s':>12}{'MB/s':>9}{'seconds':>9}{'CPU us/rec':>12}"
+)
+
+
 def _print_measurement(m: Measurement, print_line: Callable[[str], None]) -> None:
     print_line(
         f"{m.scenario.label:<22}{m.method:<10}{m.records_per_s:>12,.0f}{m.mb_per_s:>9.1f}{m.seconds:>9.2f}"
+        f"{m.cpu_us_per_record:>12.1f}"
     )
 
 
@@ -294,14 +307,15 @@ def verdicts(
                 rounds=rounds,
                 print_line=print_line,
             )
-            pairs = [
-                b.records_per_s / a.records_per_s
-                for b, a in zip(measured[engine.method], measured[baseline], strict=True)
-            ]
-            print_line(
-                f"{' ' * 22}{name} per round {' '.join(f'{ratio:.2f}' for ratio in pairs)}, "
-                f"median {statistics.median(pairs):.2f}"
-            )
+            for figure in ("records_per_s", "cpu_us_per_record"):
+                pairs = [
+                    getattr(b, figure) / getattr(a, figure)
+                    for b, a in zip(measured[engine.method], measured[baseline], strict=True)
+                ]
+                print_line(
+                    f"{' ' * 22}{name} {figure} per round {' '.join(f'{ratio:.2f}' for ratio in pairs)}, "
+                    f"median {statistics.median(pairs):.2f}"
+                )
         else:
             missed += print_ratio(
                 f"{engine.method}/raw",
@@ -338,7 +352,7 @@ def run(
         source = bench_cluster("A", brokers)
         target = bench_cluster("B", brokers)
         print_line(f"load average at start: {load_average()}")
-        print_line(f"{'scenario':<22}{'method':<10}{'records/s':>12}{'MB/s':>9}{'seconds':>9}")
+        print_line(MEASUREMENT_HEADER)
         for number, scenario in enumerate(scenarios):
             measured = compare(
                 source, target, scenario, number=number, rounds=rounds, print_line=print_line, engines=engines

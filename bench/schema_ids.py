@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from bench.brokers import bench_cluster, bench_clusters
 from bench.engine_vs_raw import (
+    MEASUREMENT_HEADER,
     Measurement,
     Scenario,
     _print_measurement,
@@ -99,7 +100,7 @@ def run(
             registries[1].register(
                 "bench-own-value", Schema(json.dumps({"type": "enum", "name": f"E{index}", "symbols": ["X"]}))
             )
-        print_line(f"{'scenario':<22}{'method':<10}{'records/s':>12}{'MB/s':>9}{'seconds':>9}")
+        print_line(MEASUREMENT_HEADER)
         for number, scenario in enumerate(scenarios):
             plain, rewrite = compare(
                 bench_cluster("A", brokers),
