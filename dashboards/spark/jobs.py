@@ -222,9 +222,10 @@ LAKE_NAMES = tuple(name for name, _ in LAKE_COLUMNS)
 CARRY_COLUMNS = tuple(name for name in LAKE_NAMES if name not in PARTITION_KEY)
 # What `_partition_windows` adds to `partition_lag`'s columns.
 PASS_COLUMNS = ("_window", "_throughput", "_latency", "_new_samples", "_usage", "_carry")
-# Blocks of samples as the read hands them to the pass: Arrow IPC streams, LZ4-compressed (the lake's
-# flow names, topics and workers repeat on every row).
+# Blocks of samples as the read hands them to the pass: Arrow IPC streams, LZ4-compressed, the string
+# columns (flow names, topics, workers: a few values repeated on every row) dictionary-encoded.
 BLOCK_COMPRESSION = "lz4"
+STRINGS = tuple(name for name, kind in LAKE_COLUMNS if kind == "string")
 
 
 def _bucket_of(table: pa.Table, buckets: int) -> np.ndarray:
@@ -260,13 +261,19 @@ def _sample_blocks(files: DataFrame, buckets: int) -> DataFrame:
                     }
                     | {"_origin": pa.array(np.full(read.num_rows, origin.as_py(), np.int8))}
                 )
+                blocked = pa.table(
+                    {
+                        name: column.dictionary_encode() if name in STRINGS else column
+                        for name, column in zip(table.column_names, table.columns, strict=True)
+                    }
+                )
                 bucket = _bucket_of(table, buckets)
                 targets = np.unique(bucket)
                 # One stream per bucket, written one after the other into one buffer: the blocks' data.
                 sink, ends = pa.BufferOutputStream(), [0]
                 for target in targets:
-                    with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
-                        writer.write_table(table.take(np.flatnonzero(bucket == target)))
+                    with pa.ipc.new_stream(sink, blocked.schema, options=options) as writer:
+                        writer.write_table(blocked.take(np.flatnonzero(bucket == target)))
                     ends.append(sink.tell())
                 offsets = pa.py_buffer(np.array(ends, np.int32))
                 blocks = pa.Array.from_buffers(pa.binary(), len(targets), [None, offsets, sink.getvalue()])
@@ -277,8 +284,14 @@ def _sample_blocks(files: DataFrame, buckets: int) -> DataFrame:
 
 def _partitions_of(blocks: pa.Table) -> Iterator[pa.Table]:
     """One bucket's blocks as each mirrored partition's samples, in time order."""
-    table = pa.concat_tables(
+    blocked = pa.concat_tables(
         pa.ipc.open_stream(block.as_buffer()).read_all() for block in blocks.column("_block")
+    ).unify_dictionaries()
+    table = pa.table(
+        {
+            name: column.cast(pa.string()) if name in STRINGS else column
+            for name, column in zip(blocked.column_names, blocked.columns, strict=True)
+        }
     )
     key = combined_codes(table, PARTITION_KEY)
     micros = table.column("ts").cast(pa.int64()).to_numpy()

@@ -35,6 +35,10 @@ DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Arrow batches between the JVM and Python of at most 32 MB (Spark's default is 10,000 rows whatever
+    # their size): the report job hands Python whole lake files and blocks of samples (jobs.py), which
+    # would otherwise sit in the JVM a partition at a time.
+    "spark.sql.execution.arrow.maxBytesPerBatch": str(32 * 1024 * 1024),
     # The job caches the samples once and scans them once per dataset: building a compressed cache costs
     # more CPU than the scans save, and the memory is there.
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
