@@ -34,6 +34,7 @@ from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_consumer, make_producer
 from replication.kafka.positions import KafkaPositionStore
+from replication.kafka.source_io import kafka_task_io
 from replication.policy import replication_policy_for
 from replication.runner import SLICE_SECONDS
 from replication.schemas.ids import SchemaIdRewriter
@@ -163,11 +164,10 @@ def engine_task(
     position_store = KafkaPositionStore(target, source_alias=source.alias)
     task = MirrorSourceTask(
         flow=flow,
-        source=source,
-        target=target,
         policy=policy,
         task_index=0,
         position_store=position_store,
+        io=kafka_task_io(flow, source=source, target=target, policy=policy, task_index=0),
         schema_ids=schema_ids,
     )
     task.assign([(topic, p) for p in range(PARTITIONS)])

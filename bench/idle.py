@@ -37,7 +37,7 @@ from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_consumer, make_producer
 from replication.kafka.internal_topics import InternalTopicReader
 from replication.kafka.positions import KafkaPositionStore
-from replication.kafka.source_io import CONSUMER_DEFAULTS
+from replication.kafka.source_io import CONSUMER_DEFAULTS, kafka_task_io
 from replication.policy import replication_policy_for
 from replication.source import MirrorSourceTask
 
@@ -100,7 +100,11 @@ def idle_engine_cpu(
     policy = replication_policy_for(flow, known_aliases=(source.alias, target.alias))
     store = KafkaPositionStore(target, source_alias=source.alias)
     task = MirrorSourceTask(
-        flow=flow, source=source, target=target, policy=policy, task_index=0, position_store=store
+        flow=flow,
+        policy=policy,
+        task_index=0,
+        position_store=store,
+        io=kafka_task_io(flow, source=source, target=target, policy=policy, task_index=0),
     )
     task.assign([(topic, p) for p in range(partitions)])
     store.prepare()

@@ -19,6 +19,7 @@ from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_producer
+from replication.kafka.source_io import kafka_task_io
 from replication.policy import replication_policy_for
 from replication.positions import InMemoryPositionStore
 from replication.source import MirrorSourceTask
@@ -48,13 +49,13 @@ def _fill(cluster: ClusterConfig, topic: str, *, partitions: int, records: int, 
 
 
 def _task(flow: FlowConfig, source: ClusterConfig, target: ClusterConfig, store) -> MirrorSourceTask:
+    policy = replication_policy_for(flow, known_aliases=(source.alias, target.alias))
     return MirrorSourceTask(
         flow=flow,
-        source=source,
-        target=target,
-        policy=replication_policy_for(flow, known_aliases=(source.alias, target.alias)),
+        policy=policy,
         task_index=0,
         position_store=store,
+        io=kafka_task_io(flow, source=source, target=target, policy=policy, task_index=0),
     )
 
 

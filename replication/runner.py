@@ -28,7 +28,7 @@ from replication.kafka.fencing import TransactionsUnlisted, fence_transactional_
 from replication.kafka.flow_tasks import PeriodicTask, heartbeat_task_for_flow, periodic_tasks_for_flow
 from replication.kafka.legacy_offset_syncs import move_legacy_offset_syncs
 from replication.kafka.positions import KafkaPositionStore
-from replication.kafka.source_io import transactional
+from replication.kafka.source_io import kafka_task_io, transactional
 from replication.kafka.topic_sync import TopicMetadataSync
 from replication.metrics import MirrorMetrics
 from replication.policy import replication_policy_for
@@ -228,8 +228,6 @@ class FlowRunner:
     def _start_task(self, task_index: int, partitions: list[TopicPartition]) -> _TaskThread:
         task = MirrorSourceTask(
             flow=self.flow,
-            source=self.source,
-            target=self.target,
             policy=self.policy,
             task_index=task_index,
             position_store=self.position_store,
@@ -240,6 +238,9 @@ class FlowRunner:
                 target=self.target,
                 policy=self.policy,
                 refused=self._schema_sync_refused,
+            ),
+            io=kafka_task_io(
+                self.flow, source=self.source, target=self.target, policy=self.policy, task_index=task_index
             ),
         )
         task.assign(partitions)

@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import cast
 
 from replication import slices
-from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig
+from replication.config import DeliveryGuarantee, FlowConfig
 from replication.data_loss import GAP_CONFIRM_S, DataLossCheck
 from replication.delivery import Delivery, ProduceFailed
 from replication.fetching import fetch_plan
@@ -95,9 +95,7 @@ class MirrorSourceTask:
         policy: ReplicationPolicy,
         task_index: int,
         position_store: PositionStore,
-        source: ClusterConfig | None = None,
-        target: ClusterConfig | None = None,
-        io: TaskIO | None = None,
+        io: TaskIO,
         metrics: MirrorMetrics | None = None,
         clock: Callable[[], float] = time.time,
         gap_confirm_s: float = GAP_CONFIRM_S,
@@ -105,23 +103,17 @@ class MirrorSourceTask:
         schema_ids: SchemaRewriter | None = None,
         superseded: Callable[[], str | None] = lambda: None,
     ) -> None:
-        """`io` reaches the clusters; without it, Kafka clients of `source` and `target` are made.
+        """`io` reaches the clusters (Kafka's: `replication.kafka.source_io.kafka_task_io`).
         `schema_ids` rewrites the schema IDs of keys and values (`rewrite-ids`). `superseded`: why this
         task's assignment is no longer the flow's (`replication.generations`), None while it is; asked
         before and after `init_transactions` (a superseded task never writes) and when it is fenced."""
-        self.flow, self.source, self.target, self.policy = flow, source, target, policy
+        self.flow, self.policy = flow, policy
         self.task_index = task_index
         self.metrics = metrics if metrics is not None else MirrorMetrics(clock=clock)
         self._label = label = f"flow {flow.name} task {task_index}"
         self._clock = clock
         self._superseded = superseded
         self._exactly_once = flow.delivery_guarantee == DeliveryGuarantee.EXACTLY_ONCE
-        if io is None:
-            if source is None or target is None:
-                raise ValueError("MirrorSourceTask needs either io or both source and target clusters")
-            from replication.kafka.source_io import kafka_task_io  # the default clients: Kafka's
-
-            io = kafka_task_io(flow, source=source, target=target, policy=policy, task_index=task_index)
         self._io = io
         self._source = io.source
         self._readers = readers = Readers(io)

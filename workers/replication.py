@@ -31,6 +31,7 @@ from controlplane.status.runtime import FlowSpec
 from replication.config import OffsetSyncsTopicLocation
 from replication.kafka.legacy_offset_syncs import move_legacy_offset_syncs
 from replication.kafka.positions import KafkaPositionStore
+from replication.kafka.source_io import kafka_task_io
 from replication.policy import replication_policy_for
 from replication.schemas.flow import schema_id_rewriter
 from replication.slices import errors_text
@@ -85,8 +86,6 @@ class CachedTask:
         guard = AssignmentGuard(spec.flow_id)
         task = MirrorSourceTask(
             flow=spec.flow,
-            source=spec.source,
-            target=spec.target,
             policy=policy,
             task_index=task_index,
             position_store=store,
@@ -96,6 +95,9 @@ class CachedTask:
                 target=spec.target,
                 policy=policy,
                 refused=lambda: runtime.schema_sync_refused(flow_id=spec.flow_id),
+            ),
+            io=kafka_task_io(
+                spec.flow, source=spec.source, target=spec.target, policy=policy, task_index=task_index
             ),
             superseded=guard,
         )

@@ -23,6 +23,7 @@ from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_consumer, make_producer
 from replication.kafka.flow_tasks import periodic_tasks_for_flow
 from replication.kafka.positions import KafkaPositionStore
+from replication.kafka.source_io import kafka_task_io
 from replication.policy import replication_policy_for
 from replication.source import MirrorSourceTask, SliceError
 from tests.controlplane.conftest import admin_user, client_as, tokens  # noqa: F401 - shared fixtures
@@ -153,11 +154,12 @@ class Mirror:
         spec = self._spec
         task = MirrorSourceTask(
             flow=spec.flow,
-            source=spec.source,
-            target=spec.target,
             policy=self.policy,
             task_index=0,
             position_store=KafkaPositionStore(spec.target, source_alias=spec.flow.source),
+            io=kafka_task_io(
+                spec.flow, source=spec.source, target=spec.target, policy=self.policy, task_index=0
+            ),
         )
         task.assign(self.partitions)
         periodic = periodic_tasks_for_flow(

@@ -15,7 +15,7 @@ from replication.kafka.apache import ApacheKafkaBroker, kafka_version
 from replication.kafka.clients import make_consumer, make_producer
 from replication.kafka.failover_io import FailoverReader
 from replication.kafka.positions import KafkaPositionStore, positions_topic
-from replication.kafka.source_io import PartitionReader
+from replication.kafka.source_io import PartitionReader, kafka_task_io
 from replication.offset_mapping import Direction, MappedTopic, MappingError, OffsetQuery, map_offset
 from replication.policy import DefaultReplicationPolicy
 from replication.positions import InMemoryPositionStore
@@ -194,11 +194,10 @@ def test_the_offset_syncs_topic_is_compacted_and_translation_says_from_which_off
     policy = DefaultReplicationPolicy(known_aliases=["A", alias])
     task = MirrorSourceTask(
         flow=flow,
-        source=cluster_a,
-        target=target,
         policy=policy,
         task_index=0,
         position_store=InMemoryPositionStore(),
+        io=kafka_task_io(flow, source=cluster_a, target=target, policy=policy, task_index=0),
     )
     task.assign([(topic, 0)])
     syncs_topic = policy.flow_offset_syncs_topic(flow)

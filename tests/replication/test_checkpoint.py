@@ -26,6 +26,7 @@ from replication.kafka.flow_tasks import checkpoint_task_for_flow
 from replication.kafka.groups import GroupOffsetsAdmin
 from replication.kafka.internal_topics import InternalTopicWriter
 from replication.kafka.remote import latest_group_checkpoints, translate_offsets
+from replication.kafka.source_io import kafka_task_io
 from replication.offset_sync_store import OffsetSyncStore
 from replication.policy import DefaultReplicationPolicy, replication_policy_for
 from replication.positions import InMemoryPositionStore
@@ -500,11 +501,10 @@ def test_end_to_end_with_the_source_task(cluster_a, cluster_b, unique_name, deli
     policy = replication_policy_for(flow, known_aliases=ALIASES)
     source_task = MirrorSourceTask(
         flow=flow,
-        source=cluster_a,
-        target=cluster_b,
         policy=policy,
         task_index=0,
         position_store=InMemoryPositionStore(),
+        io=kafka_task_io(flow, source=cluster_a, target=cluster_b, policy=policy, task_index=0),
         clock=SteppingClock(),
     )
     source_task.assign([(topic, 0)])

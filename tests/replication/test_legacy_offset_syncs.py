@@ -10,6 +10,7 @@ from replication.config import ClusterConfig, FlowConfig, OffsetSyncsTopicLocati
 from replication.formats import OffsetSync
 from replication.kafka.internal_topics import InternalTopicReader, InternalTopicWriter
 from replication.kafka.legacy_offset_syncs import move_legacy_offset_syncs
+from replication.kafka.source_io import kafka_task_io
 from replication.legacy_offset_syncs import legacy_topic_writers, plan_syncs_migration, sync_claims
 from replication.offset_sync_store import OffsetSyncStore
 from replication.policy import DefaultReplicationPolicy
@@ -118,14 +119,14 @@ def test_fan_in_flows_with_syncs_on_the_target_keep_them_apart_and_translate_rig
     again = move_legacy_offset_syncs(flows[0], flows=flows, target=target, known_aliases=aliases)
     assert again.copy == []
 
+    policy = DefaultReplicationPolicy(known_aliases=aliases)
     for flow, source in zip(flows, (a, x), strict=True):
         task = MirrorSourceTask(
             flow=flow,
-            source=source,
-            target=target,
-            policy=DefaultReplicationPolicy(known_aliases=aliases),
+            policy=policy,
             task_index=0,
             position_store=InMemoryPositionStore(),
+            io=kafka_task_io(flow, source=source, target=target, policy=policy, task_index=0),
         )
         task.assign([(topic, 0)])
         run_until(task, replicated(task, {(topic, 0): 30}))

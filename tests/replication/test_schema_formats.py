@@ -21,6 +21,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from replication.config import DeliveryGuarantee, FlowConfig, SchemaIdMode
 from replication.kafka.clients import make_producer
+from replication.kafka.source_io import kafka_task_io
 from replication.policy import DefaultReplicationPolicy
 from replication.positions import InMemoryPositionStore
 from replication.schemas.flow import flow_subject_renamer
@@ -144,11 +145,10 @@ def test_protobuf_and_json_schema_records_with_references_decode_with_the_target
     rename = flow_subject_renamer(flow, policy)
     task = MirrorSourceTask(
         flow=flow,
-        source=cluster_a,
-        target=cluster_b,
         policy=policy,
         task_index=0,
         position_store=InMemoryPositionStore(),
+        io=kafka_task_io(flow, source=cluster_a, target=cluster_b, policy=policy, task_index=0),
         schema_ids=SchemaIdRewriter(source=source_api, target=target_api, rename=rename, retry_s=0.2),
     )
     task.assign([(pb_topic, 0), (json_topic, 0)])

@@ -18,6 +18,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from replication.config import DeliveryGuarantee, FlowConfig, SchemaIdMode
 from replication.kafka.clients import make_producer
+from replication.kafka.source_io import kafka_task_io
 from replication.policy import DefaultReplicationPolicy
 from replication.positions import InMemoryPositionStore
 from replication.schemas.flow import flow_subject_renamer
@@ -74,26 +75,24 @@ def test_rewrite_ids_mirrors_avro_records_that_decode_with_the_target_registry(
         target_api.register(f"{topic}-local-value", Schema(json.dumps({**ORDER_V1, "name": f"Local{index}"})))
     source_registry = SchemaRegistryClient({"url": schema_registries["A"].url})
     target_registry = SchemaRegistryClient({"url": schema_registries["B"].url})
-    rename = flow_subject_renamer(
-        FlowConfig(source="A", target="B", topics=(topic,)),
-        DefaultReplicationPolicy(known_aliases=["A", "B"]),
-    )
+    policy = DefaultReplicationPolicy(known_aliases=["A", "B"])
+    rename = flow_subject_renamer(FlowConfig(source="A", target="B", topics=(topic,)), policy)
     store = InMemoryPositionStore()
+    flow = FlowConfig(
+        source="A",
+        target="B",
+        enabled=True,
+        topics=(topic,),
+        delivery_guarantee=DeliveryGuarantee.EXACTLY_ONCE,
+    )
 
     def new_task() -> MirrorSourceTask:
         task = MirrorSourceTask(
-            flow=FlowConfig(
-                source="A",
-                target="B",
-                enabled=True,
-                topics=(topic,),
-                delivery_guarantee=DeliveryGuarantee.EXACTLY_ONCE,
-            ),
-            source=cluster_a,
-            target=cluster_b,
-            policy=DefaultReplicationPolicy(known_aliases=["A", "B"]),
+            flow=flow,
+            policy=policy,
             task_index=0,
             position_store=store,
+            io=kafka_task_io(flow, source=cluster_a, target=cluster_b, policy=policy, task_index=0),
             schema_ids=SchemaIdRewriter(source=source_api, target=target_api, rename=rename, retry_s=0.2),
         )
         task.assign([(topic, p) for p in PARTITIONS])

@@ -16,7 +16,7 @@ from replication.formats import OffsetSync
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_consumer, make_producer
 from replication.kafka.positions import KafkaPositionStore
-from replication.kafka.source_io import PartitionReader
+from replication.kafka.source_io import PartitionReader, kafka_task_io
 from replication.metrics import MirrorMetrics
 from replication.mirroring import SOURCE_OFFSET_HEADER, source_offset_of
 from replication.policy import PROVENANCE_HEADER, DefaultReplicationPolicy
@@ -94,13 +94,13 @@ def make_task(
     **flow_settings,
 ) -> MirrorSourceTask:
     flow = FlowConfig(source="A", target="B", enabled=True, topics=tuple(topics), **flow_settings)
+    policy = DefaultReplicationPolicy(known_aliases=["A", "B"])
     return MirrorSourceTask(
         flow=flow,
-        source=cluster_a,
-        target=target or cluster_b,
-        policy=DefaultReplicationPolicy(known_aliases=["A", "B"]),
+        policy=policy,
         task_index=0,
         position_store=store if store is not None else InMemoryPositionStore(),
+        io=kafka_task_io(flow, source=cluster_a, target=target or cluster_b, policy=policy, task_index=0),
         metrics=metrics,
     )
 

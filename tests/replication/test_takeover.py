@@ -14,6 +14,7 @@ from replication.formats import Checkpoint, OffsetSync, RecordFormatError
 from replication.kafka.clients import make_producer
 from replication.kafka.internal_topics import InternalTopicWriter
 from replication.kafka.positions import KafkaPositionStore
+from replication.kafka.source_io import kafka_task_io
 from replication.kafka.takeover_io import Mm2StillWriting, TakeoverError, apply_takeover, read_takeover_plan
 from replication.policy import DefaultReplicationPolicy
 from replication.source import MirrorSourceTask
@@ -199,13 +200,13 @@ def test_taking_over_from_mm2_copies_no_record_twice_and_skips_none(cluster_a, c
     assert apply_takeover(plan, target=target, source_alias=source.alias) == {(topic, 0): 31, (topic, 1): 25}
 
     store = KafkaPositionStore(target, source_alias=source.alias)
+    policy = DefaultReplicationPolicy(known_aliases=aliases)
     task = MirrorSourceTask(
         flow=flow,
-        source=source,
-        target=target,
-        policy=DefaultReplicationPolicy(known_aliases=aliases),
+        policy=policy,
         task_index=0,
         position_store=store,
+        io=kafka_task_io(flow, source=source, target=target, policy=policy, task_index=0),
     )
     try:
         task.assign([(topic, p) for p in range(3)])

@@ -14,6 +14,7 @@ from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_producer
 from replication.kafka.positions import KafkaPositionStore
+from replication.kafka.source_io import kafka_task_io
 from replication.memory.task_io import MemoryCluster, MemoryEmitter, MemoryIO
 from replication.policy import ReplicationPolicy, replication_policy_for
 from replication.positions import InMemoryPositionStore
@@ -113,11 +114,10 @@ def mirror_topic(
     create_topic(target, remote_topic, partitions)
     task = MirrorSourceTask(
         flow=flow,
-        source=source,
-        target=target,
         policy=policy,
         task_index=0,
         position_store=KafkaPositionStore(target, source_alias=source.alias),
+        io=kafka_task_io(flow, source=source, target=target, policy=policy, task_index=0),
     )
     return _mirrored(task, topic, partitions=partitions, records=records, remote_topic=remote_topic)
 

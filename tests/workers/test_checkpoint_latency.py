@@ -12,6 +12,7 @@ from controlplane.status.models import FlowSignals
 from controlplane.status.runtime import runtime_flow_spec
 from harness.runtime import count_records, create_topic, produce, wait_until
 from replication.kafka.clients import make_consumer
+from replication.kafka.source_io import kafka_task_io
 from replication.positions import InMemoryPositionStore
 from replication.source import MirrorSourceTask
 from workers import metadata
@@ -33,13 +34,13 @@ def test_the_checkpoints_latency_is_recorded_and_exported(
     try:
         metadata.flow_metadata(flow_id=flow.pk, token="test")  # creates the remote topic
         spec = runtime_flow_spec(flow_id=flow.pk)
+        policy = metadata._CACHE[flow.pk].topic_sync.policy
         task = MirrorSourceTask(
             flow=spec.flow,
-            source=spec.source,
-            target=spec.target,
-            policy=metadata._CACHE[flow.pk].topic_sync.policy,
+            policy=policy,
             task_index=0,
             position_store=InMemoryPositionStore(),
+            io=kafka_task_io(spec.flow, source=spec.source, target=spec.target, policy=policy, task_index=0),
         )
         task.assign([(topic, 0)])
         try:
