@@ -75,16 +75,12 @@ def test_rewrite_ids_mirrors_avro_records_that_decode_with_the_target_registry(
         target_api.register(f"{topic}-local-value", Schema(json.dumps({**ORDER_V1, "name": f"Local{index}"})))
     source_registry = SchemaRegistryClient({"url": schema_registries["A"].url})
     target_registry = SchemaRegistryClient({"url": schema_registries["B"].url})
-    policy = DefaultReplicationPolicy(known_aliases=["A", "B"])
-    rename = flow_subject_renamer(FlowConfig(source="A", target="B", topics=(topic,)), policy)
-    store = InMemoryPositionStore()
     flow = FlowConfig(
-        source="A",
-        target="B",
-        enabled=True,
-        topics=(topic,),
-        delivery_guarantee=DeliveryGuarantee.EXACTLY_ONCE,
+        source="A", target="B", topics=(topic,), delivery_guarantee=DeliveryGuarantee.EXACTLY_ONCE
     )
+    policy = DefaultReplicationPolicy(known_aliases=["A", "B"])
+    rename = flow_subject_renamer(flow, policy)
+    store = InMemoryPositionStore()
 
     def new_task() -> MirrorSourceTask:
         task = MirrorSourceTask(
