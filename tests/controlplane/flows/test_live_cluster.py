@@ -1,4 +1,5 @@
-"""Endpoints that talk to a real (embedded) Kafka cluster: flow topics and cluster check."""
+"""Endpoints that talk to a cluster: a flow's topics (its rule on the in-memory cluster; a source that does not
+answer, on a closed port) and the cluster check, on the suite's Apache Kafka brokers."""
 
 from __future__ import annotations
 
@@ -8,28 +9,19 @@ import pytest
 
 from controlplane.flows import services
 from replication.config import ClusterConfig
-from replication.connector import NewRemoteTopic
-from replication.kafka.admin import TopicAdmin
 from replication.kafka.cluster_check import FailureKind, check_cluster
 from replication.kafka.processes import free_port
 
-pytestmark = [pytest.mark.kafka, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
 
 
-def _create_topics(cluster: ClusterConfig, names: list[str], partitions: int = 1) -> None:
-    created = TopicAdmin(cluster).create_topics(
-        [NewRemoteTopic(name, name, partitions, 1, {}) for name in names]
-    )
-    assert all(error is None for error in created.values()), created
-
-
-def test_flow_topics_against_the_source_cluster(admin_client, admin_user, cluster_a, unique_name):
-    source = services.cluster_create(
-        actor=admin_user, alias="A", bootstrap_servers=cluster_a.bootstrap_servers
-    )
+def test_flow_topics_against_the_source_cluster(admin_client, admin_user, memory_clusters, unique_name):
+    """A rule (the flow's filter and the cycle check over what the source lists): on the in-memory cluster."""
+    source = services.cluster_create(actor=admin_user, alias="A", bootstrap_servers="memory-a:9092")
     target = services.cluster_create(actor=admin_user, alias="B", bootstrap_servers="unused.example:9092")
     orders, skipped, back = f"orders-{unique_name}", f"tmp-{unique_name}", f"B.orders-{unique_name}"
-    _create_topics(cluster_a, [orders, skipped, back], partitions=2)
+    for topic in (orders, skipped, back):
+        memory_clusters.cluster("memory-a:9092").create(topic, 2)
     flow = services.flow_create(
         actor=admin_user, source=source, target=target, topics_exclude=["tmp-.*", "__.*"]
     )
@@ -50,6 +42,7 @@ def test_flow_topics_against_the_source_cluster(admin_client, admin_user, cluste
     assert topics[back]["reason"] == "cycle" and not topics[back]["replicate"]
 
 
+@pytest.mark.kafka
 def test_flow_topics_when_the_source_does_not_answer_is_502(admin_client, admin_user, settings):
     settings.MIRRORPLANE_WEB_READ_TIMEOUT_S = 1.0
     source = services.cluster_create(
@@ -61,6 +54,7 @@ def test_flow_topics_when_the_source_does_not_answer_is_502(admin_client, admin_
     assert response.status_code == 502 and "cluster A" in response.json()["detail"]
 
 
+@pytest.mark.kafka
 def test_check_api_reports_brokers_and_topics(client_as, admin_user, cluster_a):
     cluster = services.cluster_create(
         actor=admin_user, alias="A", bootstrap_servers=cluster_a.bootstrap_servers
@@ -70,6 +64,7 @@ def test_check_api_reports_brokers_and_topics(client_as, admin_user, cluster_a):
     assert body["latency_ms"] > 0 and body["failure"] is None
 
 
+@pytest.mark.kafka
 def test_check_failure_kinds(cluster_a):
     assert (
         check_cluster(ClusterConfig("X", "no-such-host.invalid:9092"), timeout_s=1).failure is FailureKind.DNS
