@@ -204,10 +204,13 @@ class ReadinessReads:
     acl_warnings: dict[int, str]
 
 
-def readiness_reads(*, flow_ids: Collection[int] | None = None) -> ReadinessReads:
-    """The reads of the flows `flow_ids` (every flow's when None): one flow's page reads that flow's."""
+def readiness_reads(
+    *, flow_ids: Collection[int] | None = None, budgets: dict[int, RpoBudget] | None = None
+) -> ReadinessReads:
+    """The reads of the flows `flow_ids` (every flow's when None): one flow's page reads that flow's; their
+    RPO budgets are `budgets` when read already."""
     return ReadinessReads(
-        budgets=rpo_budgets(flow_ids=flow_ids),
+        budgets=rpo_budgets(flow_ids=flow_ids) if budgets is None else budgets,
         signals={row.flow_id: row for row in of_flows(FlowSignals.objects.all(), flow_ids)},
         verifications=verification_statuses(flow_ids=flow_ids),
         assurances={row.flow_id: row for row in of_flows(FlowAssurance.objects.all(), flow_ids)},
@@ -245,6 +248,8 @@ def flow_readiness_all(
 
 
 def flow_readiness(summary: rollup.FlowSummary, *, now: datetime.datetime | None = None) -> FlowReadiness:
-    """One flow's readiness, from its live summary (e.g. `rollup.flow_status`): its own reads only."""
+    """One flow's readiness, from its live summary (e.g. `rollup.flow_status`): its own reads only, its RPO
+    budget the summary's."""
     flow_id = summary.flow.pk
-    return flow_readiness_all([summary], now=now, reads=readiness_reads(flow_ids=[flow_id]))[flow_id]
+    reads = readiness_reads(flow_ids=[flow_id], budgets={flow_id: summary.budget})
+    return flow_readiness_all([summary], now=now, reads=reads)[flow_id]
