@@ -59,7 +59,10 @@ SETTLE_TIMEOUT_S = MESSAGE_TIMEOUT_MS / 1000 + 10
 PRODUCER_DEFAULTS: Mapping[str, object] = {
     # How long a record may wait for others to share its request. Batches still form by themselves while
     # requests are in flight; 1 instead of 5 took 2-3 ms off the p50 at 20,000 rec/s, throughput the same
-    # (112k rec/s of 100 B either way, `bench engine`-style copy, alternating rounds).
+    # (112k rec/s of 100 B either way, `bench engine`-style copy, alternating rounds). 5 costs 7-11% less
+    # CPU per record at 100 B (fewer, fuller requests) and nothing measurable at 1 KB and 10 KB
+    # (`bench engine --ab producer.linger.ms=5`, docs/performance.md): a flow short of CPU may set it.
+    # Larger batches (batch.num.messages, batch.size) changed nothing at 1: a batch ends on time, not size.
     "linger.ms": 1,
     # Bounded memory: produce() raises BufferError past these and the task serves acknowledgements
     # instead of consuming more.
