@@ -1,4 +1,6 @@
 """End-to-end replication latency: records produced at a fixed rate, read on the target, per method.
+(Over 600 lines for one reason: one benchmark read as it runs, its methods, rates, A/B passes and report
+in one place; nothing else imports its runners.)
 
 Two embedded clusters. First the maximum throughput is measured quickly (`bench.engine_vs_raw.compare`
 on a pre-filled 100 B topic: the raw loop's records/s is the maximum, and the engine must keep at least
