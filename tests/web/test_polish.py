@@ -34,14 +34,13 @@ def test_not_allowed_page_for_a_user_without_a_role_still_has_the_navigation(cli
     assert 'aria-label="Main"' in page and "no role" in page and "Log out" in page
 
 
-def test_a_new_flow_defaults_to_enabled_and_the_preview_says_saving_starts_it(
-    client_as, cluster_a, cluster_b
-):
+def test_a_new_flow_defaults_to_enabled_and_the_preview_says_saving_starts_it(client_as, memory_clusters):
     from controlplane.flows import services
     from controlplane.flows.models import Flow
 
-    a = services.cluster_create(actor=None, alias="A", bootstrap_servers=cluster_a.bootstrap_servers)
-    b = services.cluster_create(actor=None, alias="B", bootstrap_servers=cluster_b.bootstrap_servers)
+    memory_clusters.cluster("memory-a:9092").create("orders", 1)  # what the preview lists
+    a = services.cluster_create(actor=None, alias="A", bootstrap_servers="memory-a:9092")
+    b = services.cluster_create(actor=None, alias="B", bootstrap_servers="memory-b:9092")
     admin = client_as("admin")
 
     form = admin.get(reverse("web:flow-create")).context["form"]
@@ -56,7 +55,7 @@ def test_a_new_flow_defaults_to_enabled_and_the_preview_says_saving_starts_it(
     }
     fields["replication_policy_separator"] = "."
     enabled = admin.post(reverse("web:flow-preview"), fields | {"enabled": "on"}).content.decode()
-    assert "replication of these topics starts when you create the flow" in enabled
+    assert "replication of these topics starts when you create the flow" in enabled and "A.orders" in enabled
     disabled = admin.post(reverse("web:flow-preview"), fields).content.decode()
     assert "nothing replicates until you enable it" in disabled
     assert not Flow.objects.exists()  # a preview stores nothing
