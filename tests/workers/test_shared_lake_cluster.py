@@ -39,7 +39,15 @@ class SparkStandalone:
 
         self.workdir, self.cores, self.memory = workdir, cores, memory
         self.spark_class = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
-        self.env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
+        # The executors' Python workers import the job's modules: this checkout's, whatever else the
+        # environment's installs point at.
+        python_path = os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))
+        self.env = {
+            **os.environ,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_NO_DAEMONIZE": "1",
+            "PYTHONPATH": python_path,
+        }
         self.master_url = f"spark://127.0.0.1:{free_port()}"
         self.processes: list[subprocess.Popen] = []
 
