@@ -341,7 +341,7 @@ class Traffic:
     def finish(self) -> tuple[list[float], ReaderResult, ReaderResult]:
         """Stop producing, read what the window's records became: (load figures, copy, floor)."""
         self.stop_load.set()
-        self.processes[0].join(90)
+        self.processes[0].join(DRAIN_S + 90)  # a producer of thousands of partitions flushes a while
         load = list(self.load_out)
         self.expected.value = int(load[2])
         self.stop_reading.set()
@@ -862,7 +862,8 @@ def measure(
             floor.p50_ms,
             floor.p99_ms,
         )
-        run.records, run.load_rate = copy.arrivals, sent / load_s
+        # None: the producer had not reported when it was stopped (still flushing: `Traffic.finish`)
+        run.records, run.load_rate = copy.arrivals, sent / load_s if load_s else None
         run.cpu_per_s = cpu / window_s
         run.cpu_us_per_record = cpu / copy.arrivals * 1e6 if copy.arrivals else None
         run.control_plane = tool.figures()
