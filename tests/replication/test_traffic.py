@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from replication.kafka.clients import make_consumer
 from replication.kafka.traffic import GroupConsumer, TrafficGenerator
@@ -15,15 +15,23 @@ pytestmark = pytest.mark.kafka
 
 
 def _end(cluster, topic: str, partitions: int = 4) -> int:
-    consumer = make_consumer(cluster)
-    try:
-        # A new client learns the topic's partitions first: asked at once, it may answer "unknown partition".
-        consumer.list_topics(topic, timeout=10)
-        return sum(
-            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)
-        )
-    finally:
-        consumer.close()
+    """The topic's end offsets summed. A new client may answer "unknown partition" for a while, even after
+    listing the topic: asked again (for up to 10 s) rather than failing."""
+    deadline = time.monotonic() + 10
+    while True:
+        consumer = make_consumer(cluster)
+        try:
+            consumer.list_topics(topic, timeout=10)
+            return sum(
+                consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in range(partitions)
+            )
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION or time.monotonic() > deadline:
+                raise
+        finally:
+            consumer.close()
+        time.sleep(0.2)
 
 
 def _wait(condition, what: str, timeout_s: float = 30.0) -> None:
