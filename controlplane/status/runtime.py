@@ -201,30 +201,42 @@ STATUS_FIELDS = (*StatusFigures._fields[2:], "observed_at")  # what an upsert of
 
 
 @dataclass
+class PartitionWrite:
+    """One partition's status as its task last made and stored it.
+
+    `metrics` and `task_error` are what `figures` were made of: an idle partition's metrics are the same
+    object slice after slice (`MirrorMetrics.snapshot`), so are its figures, compared by identity.
+    `written` is the figures last stored of it (None: none yet by this task) and `written_at` when."""
+
+    metrics: PartitionMetrics
+    task_error: str | None
+    figures: StatusFigures
+    written: StatusFigures | None = None
+    written_at: float = 0.0
+
+
+@dataclass
 class StatusWrites:
-    """What a task wrote of each partition's row: its figures and when (kept by the worker per cached task).
+    """What a task made and wrote of each partition's row, by source partition (kept by the worker per
+    cached task). A new one (a worker that just took the task) writes every row in its first slice."""
 
-    A new one (a worker that just took the task) writes every row in its first slice."""
-
-    written: dict[TopicPartition, tuple[StatusFigures, float]] = field(default_factory=dict)
-    # The figures last made of each partition's metrics: an idle partition's metrics are the same object
-    # slice after slice (`MirrorMetrics.snapshot`), so are its figures, compared by identity below.
-    made: dict[TopicPartition, tuple[PartitionMetrics, str | None, StatusFigures]] = field(default_factory=dict)
+    partitions: dict[TopicPartition, PartitionWrite] = field(default_factory=dict)
 
     def figures(
         self, partitions: Iterable[PartitionMetrics], *, task_index: int, task_error: str | None
     ) -> list[StatusFigures]:
         """`StatusFigures.of` each partition, made anew only from metrics that are not last slice's."""
-        made, result = self.made, []
+        known, result = self.partitions, []
         for p in partitions:
-            key = (p.topic, p.partition)
-            before = made.get(key)
-            if before is not None and before[0] is p and before[1] == task_error:
-                result.append(before[2])
-                continue
-            figure = StatusFigures.of(p, task_index=task_index, task_error=task_error)
-            made[key] = (p, task_error, figure)
-            result.append(figure)
+            key = (p.source_topic, p.partition)
+            entry = known.get(key)
+            if entry is None:
+                figure = StatusFigures.of(p, task_index=task_index, task_error=task_error)
+                known[key] = PartitionWrite(p, task_error, figure)
+            elif entry.metrics is not p or entry.task_error != task_error:
+                figure = StatusFigures.of(p, task_index=task_index, task_error=task_error)
+                entry.metrics, entry.task_error, entry.figures = p, task_error, figure
+            result.append(known[key].figures)
         return result
 
     def due(self, figures: Sequence[StatusFigures], *, now: float, refresh_s: float):
@@ -235,30 +247,30 @@ class StatusWrites:
         The rows not written although they changed are current as of their own write: the oldest of those
         bounds the task's (`FlowTaskStatus.rows_current_at`)."""
         due, current_at = [], now
-        written = self.written
         for figure in figures:
-            before = written.get((figure.topic, figure.partition))
-            if before is not None:
-                stored, at = before
+            entry = self.partitions.get((figure.topic, figure.partition))
+            stored = None if entry is None else entry.written
+            if entry is not None and stored is not None:
                 if stored is figure or stored == figure:
                     continue
-                if now - at < refresh_s and not figure.prompt_change(stored):
-                    current_at = min(current_at, at)
+                if now - entry.written_at < refresh_s and not figure.prompt_change(stored):
+                    current_at = min(current_at, entry.written_at)
                     continue
             due.append(figure)
         return due, current_at
 
     def wrote(self, due: Iterable[StatusFigures], *, now: float) -> None:
         for figure in due:
-            self.written[(figure.topic, figure.partition)] = (figure, now)
+            entry = self.partitions.get((figure.topic, figure.partition))
+            if entry is not None:
+                entry.written, entry.written_at = figure, now
 
     def keep_only(self, partitions: Collection[TopicPartition]) -> None:
-        if len(self.written) == len(partitions) and len(self.made) == len(partitions):
+        if len(self.partitions) == len(partitions):
             return  # the same partitions (a task's assignment rarely changes)
         keep = set(partitions)
-        for table in (self.written, self.made):
-            for key in [key for key in table if key not in keep]:
-                del table[key]
+        for key in [key for key in self.partitions if key not in keep]:
+            del self.partitions[key]
 
 
 def _badness(figure: StatusFigures) -> tuple:

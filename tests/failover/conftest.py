@@ -15,7 +15,10 @@ import pytest
 from confluent_kafka import KafkaError, TopicPartition
 from django.db import connection
 
+from controlplane import operations
+from controlplane.core.models import AuditEvent
 from controlplane.flows import services
+from controlplane.flows.models import Flow, FlowState
 from controlplane.status.runtime import runtime_flow_spec
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
@@ -215,3 +218,38 @@ def stored_flow(*, actor, source, target, topic: str, group: str, **settings):
         refresh_groups_interval_seconds=1,
         **settings,
     )
+
+
+def run_queued(client, response) -> dict:
+    """Run the queued operation here, as an operations worker does; its state as the API shows it."""
+    operations.run_operation(operation_id=response.json()["id"], worker="test-worker")
+    return client.get(response["Location"]).json()
+
+
+def fail_over_with_the_source_gone(client_for, *, flow, group: str) -> dict:
+    """The failover of `group` once the flow's source is gone, its workers' last report 4 records behind
+    on partition 0: the plan (from the checkpoints, `source_reachable` a warning, `lag_zero` failed on the
+    last measurement, with its age), the request refused unless forced, then forced; the forced run's
+    state as the API shows it (`client_for(role)`: an API client of that role), with the checks a forced failover passes already made."""
+    operator = client_for("operator")
+    plan = client_for("viewer").get(f"/api/v1/flows/{flow.pk}/failover/plan/?groups={group}").json()
+    checks = {item["check"]: item["status"] for item in plan["checklist"]}
+    assert checks["source_reachable"] == "warn" and checks["lag_zero"] == "fail"
+    assert plan["records_at_risk"] == 4 and not plan["source_reachable"]
+    assert any("last measurement" in note for note in plan["notes"])  # the lag known, with its age
+    assert {row["origin"] for row in plan["groups"][0]["partitions"]} == {"checkpoint"}
+
+    url, body = f"/api/v1/flows/{flow.pk}/failover/", {"groups": [group], "confirm": "A->B"}
+    refused = run_queued(operator, operator.post(url, body, format="json"))
+    assert refused["outcome"] == "refused" and "fail over with force" in refused["error"]
+    assert Flow.objects.get(pk=flow.pk).state == FlowState.ACTIVE
+    forced = operator.post(url, {**body, "force": True}, format="json")
+    assert forced.status_code == 202, forced.content
+    result = run_queued(operator, forced)
+    assert result["outcome"] == "succeeded" and not result["source_reachable"]
+    assert result["records_at_risk"] == 4 and result["drain"] is None
+    assert result["group_results"][0]["outcome"] == "written"
+    assert Flow.objects.get(pk=flow.pk).state == FlowState.FAILED_OVER
+    event = AuditEvent.objects.get(action="failover", outcome="success", object_id=str(flow.pk))
+    assert event.after["operation"] == result["id"] and "forced past failed checks: lag_zero" in event.detail
+    return result

@@ -29,10 +29,12 @@ from replication.kafka.remote import latest_group_checkpoints
 from tests.failover.conftest import (
     commit_after,
     create_topic,
+    fail_over_with_the_source_gone,
     next_records,
     produce_plain,
     produce_transactions,
     read_partition,
+    run_queued,
     store_cluster,
     stored_flow,
     wait_for,
@@ -198,12 +200,6 @@ def test_failover_is_exact_across_gaps_and_a_restart_then_fails_back(
     assert AuditEvent.objects.filter(action="failback", outcome="refused", actor_name="viewer").count() == 1
 
 
-def run_queued(client, response) -> dict:
-    """Run the queued operation here, as an operations worker does; its state as the API shows it."""
-    operations.run_operation(operation_id=response.json()["id"], worker="test-worker")
-    return client.get(response["Location"]).json()
-
-
 def run_in_thread(operation_id: int) -> None:
     try:
         operations.run_operation(operation_id=operation_id, worker="test-thread")
@@ -268,35 +264,8 @@ def test_failover_with_the_source_cluster_stopped_uses_the_checkpoints(
     finally:
         broker.stop()
 
-    operator = client_as("operator")
-    plan = client_as("viewer").get(f"/api/v1/flows/{flow.pk}/failover/plan/?groups={group}").json()
-    checks = {item["check"]: item["status"] for item in plan["checklist"]}
-    assert checks["source_reachable"] == "warn" and checks["lag_zero"] == "fail"
-    assert plan["records_at_risk"] == 4 and not plan["source_reachable"]
-    assert any("last measurement" in note for note in plan["notes"])  # the lag known, with its age
-    assert {row["origin"] for row in plan["groups"][0]["partitions"]} == {"checkpoint"}
-
-    unforced = operator.post(
-        f"/api/v1/flows/{flow.pk}/failover/", {"groups": [group], "confirm": "A->B"}, format="json"
-    )
-    refused = run_queued(operator, unforced)
-    assert refused["outcome"] == "refused" and "fail over with force" in refused["error"]
-    assert Flow.objects.get(pk=flow.pk).state == FlowState.ACTIVE
-    response = operator.post(
-        f"/api/v1/flows/{flow.pk}/failover/",
-        {"groups": [group], "confirm": "A->B", "force": True},
-        format="json",
-    )
-    assert response.status_code == 202, response.content
-    result = run_queued(operator, response)
-    assert result["outcome"] == "succeeded" and not result["source_reachable"]
-    assert result["records_at_risk"] == 4 and result["drain"] is None
-    assert result["group_results"][0]["outcome"] == "written"
+    fail_over_with_the_source_gone(client_as, flow=flow, group=group)
     assert next_records(cluster_b, group, f"A.{topic}", PARTITIONS) == expected_next
-    assert Flow.objects.get(pk=flow.pk).state == FlowState.FAILED_OVER
-    event = AuditEvent.objects.get(action="failover", outcome="success", object_id=str(flow.pk))
-    assert event.after["operation"] == result["id"]
-    assert "forced past failed checks: lag_zero" in event.detail
 
 
 def test_only_operators_may_fail_over_and_every_attempt_is_audited(admin_user, client_as):

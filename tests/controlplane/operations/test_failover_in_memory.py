@@ -10,11 +10,8 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from controlplane import operations
-from controlplane.core.models import AuditEvent
-from controlplane.flows.models import Flow, FlowState
 from replication.formats import Checkpoint
-from tests.failover.conftest import stored_flow
+from tests.failover.conftest import fail_over_with_the_source_gone, stored_flow
 from tests.status_reports import stored_report
 from tests.web.mirroring import MEMORY_A, MEMORY_B, stored_cluster
 
@@ -22,12 +19,6 @@ pytestmark = pytest.mark.django_db
 
 PARTITIONS = 3
 CONSUMED = {0: 1, 1: 2, 2: 5}  # the group's committed offsets on the source, as its checkpoints carry them
-
-
-def run_queued(client, response) -> dict:
-    """Run the queued operation here, as an operations worker does; its state as the API shows it."""
-    operations.run_operation(operation_id=response.json()["id"], worker="test-worker")
-    return client.get(response["Location"]).json()
 
 
 def test_failover_with_the_source_gone_uses_the_checkpoints_and_needs_force(
@@ -54,32 +45,6 @@ def test_failover_with_the_source_gone_uses_the_checkpoints_and_needs_force(
     )
     a.unreachable = "connection refused"
 
-    operator = client_as("operator")
-    plan = client_as("viewer").get(f"/api/v1/flows/{flow.pk}/failover/plan/?groups={group}").json()
-    checks = {item["check"]: item["status"] for item in plan["checklist"]}
-    assert checks["source_reachable"] == "warn" and checks["lag_zero"] == "fail"
-    assert plan["records_at_risk"] == 4 and not plan["source_reachable"]
-    assert any("last measurement" in note for note in plan["notes"])  # the lag known, with its age
-    assert {row["origin"] for row in plan["groups"][0]["partitions"]} == {"checkpoint"}
-
-    unforced = operator.post(
-        f"/api/v1/flows/{flow.pk}/failover/", {"groups": [group], "confirm": "A->B"}, format="json"
-    )
-    refused = run_queued(operator, unforced)
-    assert refused["outcome"] == "refused" and "fail over with force" in refused["error"]
-    assert Flow.objects.get(pk=flow.pk).state == FlowState.ACTIVE
-    forced = operator.post(
-        f"/api/v1/flows/{flow.pk}/failover/",
-        {"groups": [group], "confirm": "A->B", "force": True},
-        format="json",
-    )
-    assert forced.status_code == 202, forced.content
-    result = run_queued(operator, forced)
-    assert result["outcome"] == "succeeded" and not result["source_reachable"]
-    assert result["records_at_risk"] == 4 and result["drain"] is None
-    assert result["group_results"][0]["outcome"] == "written"
+    fail_over_with_the_source_gone(client_as, flow=flow, group=group)
     committed = {p: c.offset for (t, p), c in b.groups[group].committed.items() if t == remote}
     assert committed == CONSUMED  # each partition resumes at its checkpoint's downstream offset
-    assert Flow.objects.get(pk=flow.pk).state == FlowState.FAILED_OVER
-    event = AuditEvent.objects.get(action="failover", outcome="success", object_id=str(flow.pk))
-    assert event.after["operation"] == result["id"] and "forced past failed checks: lag_zero" in event.detail

@@ -103,6 +103,20 @@ def test_a_slice_writes_one_statement_of_the_rows_that_changed_and_idle_rows_not
     assert not FlowPartitionStatus.objects.filter(flow=flow).exclude(state=PartitionState.ERR).exists()
 
 
+def test_an_idle_partitions_figures_are_made_once_and_kept_by_its_source_partition(flow):
+    """The figures of metrics that did not change are last slice's object (compared by identity), also
+    when the remote topic's name differs from the source topic's (`A.t0` of `t0`)."""
+    writes = runtime.StatusWrites()
+    idle = [_metrics(p, offset=100) for p in range(3)]
+    made = writes.figures(idle, task_index=0, task_error=None)
+    _save(flow, idle, writes, at=timezone.now())
+    again = writes.figures(idle, task_index=0, task_error=None)
+    assert all(before is after for before, after in zip(made, again, strict=True))
+    assert set(writes.partitions) == {("t0", p) for p in range(3)}
+    failing = writes.figures(idle, task_index=0, task_error="B down")  # the same metrics, a new error
+    assert all(f.last_error == "B down" for f in failing) and failing[0] is not made[0]
+
+
 def test_a_lag_that_becomes_known_is_written_at_once(flow):
     writes = runtime.StatusWrites()
     at = timezone.now()
