@@ -9,7 +9,8 @@
 - `GroupAdmin`: consumer groups (list, describe, committed offsets) and the operators' actions on them
   (commit offsets, delete), on one cluster;
 - `FlowClusters`: a flow's two clusters, for the operations (failover, failback, drain, drill, cutover)
-  and the offset mapping: partitions, groups, MM2's internal topics, the groups' offset commits.
+  and the offset mapping: partitions, groups, MM2's internal topics, the groups' offset commits;
+- `FlowRanges`: a flow's records compared range by range over its offset syncs (a cutover's verify step);
 
 Two implementations: Apache Kafka (`replication.kafka.clusters.KAFKA`, the adapters of
 `replication.kafka`) and an in-memory cluster (`replication.memory.clusters.MemoryClusters`, as
@@ -35,7 +36,13 @@ from replication.failover import UnreplicatedRecord
 from replication.formats import Checkpoint
 from replication.offset_sync_store import OffsetSyncStore
 from replication.policy import ReplicationPolicy
-from replication.verification import MirroredRecord
+from replication.verification import (
+    MirroredRecord,
+    OffsetRange,
+    PartitionEnds,
+    RangeVerdict,
+    VerificationLimits,
+)
 
 Key = tuple[str, int]  # (topic, partition)
 
@@ -61,6 +68,12 @@ class GroupNotEmpty(GroupAdminError):
 
 class TopicAdminError(RuntimeError):
     pass
+
+
+class RangeNotReadable(RuntimeError):
+    """The partition's readable end (high watermark, or last stable offset with read_committed) is still
+    before the range's end: verify it later, it is not a mismatch. Apache Kafka's end is never before a
+    replicated position; the embedded broker reports one too low by the size of its last batch - 1."""
 
 
 class FailoverIOError(RuntimeError):
@@ -375,6 +388,36 @@ class FlowClusters(Protocol):
     def close(self) -> None: ...
 
 
+class FlowRanges(Protocol):
+    """A flow's records compared range by range, source against target over its offset syncs (a
+    cutover's `verify` step); every read bounded by the timeout it was made with."""
+
+    store: OffsetSyncStore  # the offset syncs read so far
+
+    def refresh_syncs(self) -> None:
+        """Add the offset syncs written since the last call to `store` (all of them the first time)."""
+
+    def partition_ends(self, partitions: Sequence[tuple[str, int, str]]) -> dict[Key, PartitionEnds]:
+        """Every (topic, partition, remote topic)'s source log start and readable end and its remote
+        partition's readable end, in a few batched requests; a partition the source does not list is
+        left out."""
+
+    def verify_range(
+        self,
+        topic: str,
+        partition: int,
+        remote_topic: str,
+        offsets: OffsetRange,
+        *,
+        limits: VerificationLimits,
+        target_start: int | None = None,
+    ) -> RangeVerdict:
+        """The verdict on the source records of `offsets` and their copies; `RangeNotReadable` or
+        TimeoutError when either side cannot be read whole yet (not a mismatch)."""
+
+    def close(self) -> None: ...
+
+
 class Clusters(Protocol):
     """The control plane's way to its clusters: a port per need, for a cluster as the engine describes it."""
 
@@ -414,6 +457,19 @@ class Clusters(Protocol):
         timeout_s: float | None = None,
     ) -> FlowClusters:
         """The flow's clusters, each request bounded by `timeout_s` (None: the implementation's own)."""
+
+    def flow_ranges(
+        self,
+        *,
+        flow: FlowConfig,
+        source: ClusterConfig,
+        target: ClusterConfig,
+        known_aliases: Sequence[str],
+        timeout_s: float,
+        schema_ids: Callable[[], Mapping[int, int]] | None = None,
+    ) -> FlowRanges:
+        """The flow's range verification; `schema_ids`: a `rewrite-ids` flow's source -> target schema IDs
+        (read at each comparison)."""
 
     def unreachable(self, cluster: ClusterConfig, *, timeout_s: float) -> str | None:
         """Why the cluster cannot be reached at all (its bootstrap servers refuse a connection), or None;

@@ -14,8 +14,8 @@ a worker that takes over resumes at the first step not passed:
    `drain_timeout_s`);
 4. `verify` (verifying): every drained partition compared with its copy over the source range not yet
    verified by the continuous verifier (its `verified_up_to`, `controlplane.assurance.verification`) up to the
-   drained end, range by range (`replication.kafka.verification_io.FlowVerifier`: counts and digests of
-   key, value, headers and timestamp); a mismatch fails the cutover, named;
+   drained end, range by range (`replication.cluster_ports.FlowRanges`: counts and digests of key,
+   value, headers and timestamp); a mismatch fails the cutover, named;
 5. `offsets` (moving_groups): exact translated offsets written on the target for every group, never
    backwards, never for a group active there;
 then `lifecycle.complete_cutover` (MIGRATED: nothing replicates any more) and `clients`: which consumer
@@ -38,15 +38,15 @@ from django.utils import timezone
 from controlplane.assurance import verification
 from controlplane.core.errors import ServiceConflict, ServiceValidationError
 from controlplane.flows import engine, lifecycle
+from controlplane.flows.clusters import clusters
 from controlplane.flows.models import Cluster, Flow
 from controlplane.operations import drain, failover, requests
 from controlplane.operations.models import Operation, OperationKind, OperationPhase
 from controlplane.status import rollup, runtime
 from replication import failover as failover_rules
 from replication import failover_reads
-from replication.cluster_ports import FlowClusters
+from replication.cluster_ports import FlowClusters, FlowRanges, RangeNotReadable
 from replication.cutover import FenceWatch
-from replication.kafka.verification_io import FlowVerifier, RangeNotReadable, RangeReader
 from replication.topic_partition import partition_label
 from replication.verification import OffsetRange, VerificationLimits
 
@@ -272,7 +272,7 @@ def _verify(operation: Operation, step: Step, reader: FlowClusters) -> None:
     """Each partition's range from where the continuous verifier got to, up to the drained end."""
     step(phase=Phase.VERIFYING, message="comparing the drained ranges, source against target")
     flow = operation.flow
-    verifier = FlowVerifier(
+    verifier = clusters().flow_ranges(
         flow=engine.flow_to_config(flow),
         source=engine.cluster_to_config(flow.source),
         target=engine.cluster_to_config(flow.target),
@@ -280,20 +280,28 @@ def _verify(operation: Operation, step: Step, reader: FlowClusters) -> None:
         timeout_s=reader.timeout_s,
         schema_ids=lambda: runtime.schema_id_map(flow_id=flow.pk),
     )
-    starts = RangeReader(verifier.source, timeout_s=reader.timeout_s)
     limits = VerificationLimits()
     summary = verification.verification_status(flow=flow)
     evidence: dict[str, Any] = {}
     try:
         verifier.refresh_syncs()
-        for row in operation.drain_partitions:
+        rows = operation.drain_partitions
+        listed = verifier.partition_ends(
+            [(row["topic"], row["partition"], row["remote_topic"]) for row in rows]
+        )
+        for row in rows:
             topic, partition, remote = row["topic"], row["partition"], row["remote_topic"]
+            if (topic, partition) not in listed:
+                raise CutoverFailed(
+                    f"{flow.source.alias} did not list {partition_label(topic, partition)}'s offsets: run the "
+                    "cutover again"
+                )
             end = row["end"] or 0
             if operation.dry_run:  # only what is copied (and synced) so far
                 newest = verifier.store.newest_sync(topic, partition)
                 end = min(end, newest.upstream_offset + 1) if newest else 0
             oldest = verifier.store.oldest_upstream_offset(topic, partition)
-            low = max(oldest or 0, starts.watermarks(topic, partition)[0])
+            low = max(oldest or 0, listed[(topic, partition)].log_start)
             already = summary.verified_up_to(topic, partition)
             start = max(low, already or low)
             if start >= end:
@@ -312,7 +320,6 @@ def _verify(operation: Operation, step: Step, reader: FlowClusters) -> None:
                 verifier, step, topic, partition, remote, OffsetRange(start, end), limits, already
             )
     finally:
-        starts.close()
         verifier.close()
     records = sum(e["records"] for e in evidence.values())
     _record(
@@ -325,7 +332,16 @@ def _verify(operation: Operation, step: Step, reader: FlowClusters) -> None:
     )
 
 
-def _verify_partition(verifier, step, topic, partition, remote, offsets, limits, already) -> dict:
+def _verify_partition(
+    verifier: FlowRanges,
+    step: Step,
+    topic: str,
+    partition: int,
+    remote: str,
+    offsets: OffsetRange,
+    limits: VerificationLimits,
+    already: int | None,
+) -> dict:
     source_digest, target_digest = hashlib.sha256(), hashlib.sha256()
     records = copies = 0
     start = offsets.start
@@ -337,7 +353,7 @@ def _verify_partition(verifier, step, topic, partition, remote, offsets, limits,
             raise CutoverFailed(
                 f"verifying {partition_label(topic, partition)} {chunk}: {exc}; run the cutover again"
             ) from exc
-        if not verdict.clean:
+        if verdict.mismatch is not None:
             message = verdict.mismatch.message(topic=topic, partition=partition, remote_topic=remote)
             raise CutoverFailed(
                 f"the copy differs: {message}; the cutover stops (the flow is back where it was)"

@@ -28,9 +28,7 @@ class DrainTimeout(ServiceConflict):
 
 
 # -- the drain (both kinds) -------------------------------------------------------------------------------
-def drain_rows(
-    partitions: Mapping[tuple[str, int], str], ends: Mapping[tuple[str, int], int | None]
-) -> list:
+def drain_rows(partitions: Mapping[tuple[str, int], str], ends: Mapping[tuple[str, int], int | None]) -> list:
     return [
         {"topic": topic, "partition": p, "remote_topic": remote, "end": ends.get((topic, p))}
         for (topic, p), remote in sorted(partitions.items())

@@ -16,6 +16,7 @@ from replication.kafka.cluster_info import ClusterInspector
 from replication.kafka.failover_io import FailoverReader
 from replication.kafka.groups import GroupOffsetsAdmin
 from replication.kafka.log_dirs import read_topic_sizes
+from replication.kafka.verification_io import FlowVerifier
 
 
 class KafkaClusters:
@@ -49,6 +50,10 @@ class KafkaClusters:
     def flow_clusters(self, **flow: Any) -> FailoverReader:
         """`Clusters.flow_clusters`' arguments (`FlowReads`')."""
         return FailoverReader(**flow)
+
+    def flow_ranges(self, **flow: Any) -> FlowVerifier:
+        """`Clusters.flow_ranges`' arguments (`FlowVerifier`'s)."""
+        return FlowVerifier(**flow)
 
     def unreachable(self, cluster: ClusterConfig, *, timeout_s: float) -> str | None:
         return tcp_unreachable(cluster, timeout_s=timeout_s)

@@ -5,7 +5,8 @@ parity).
 `FlowVerifier` is kept per flow in a worker process (its offset-syncs reader is incremental). Per run it
 lists every partition's ends in three ListOffsets requests per broker (`partition_ends`: the source's log
 starts and last stable offsets, the remote partitions' last stable offsets), plans each partition with
-`replication.verification.partition_turn`, and verifies the turns a batch at a time: each round reads one
+`replication.verification.partition_turn`, and verifies the turns a batch at a time
+(`replication.verification_reads.RangeVerifier`, shared with the in-memory clusters): each round reads one
 range of every partition of the batch, the source ranges on one assignment (`RangeReader.read_ranges`,
 `read_committed` as the mirror reads), then their target copies over the translated offsets on another,
 and lets `compare_range` judge. A range past either side's listed end is put off without a read. The
@@ -23,6 +24,7 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPar
 from confluent_kafka.admin import OffsetSpec
 
 from replication.browse import mirrored_record
+from replication.cluster_ports import Key, RangeNotReadable
 from replication.config import ClusterConfig, FlowConfig, SchemaIdMode, offset_syncs_cluster
 from replication.connector import TopicSelection, plan_topic_sync
 from replication.filters import ConfigPropertyFilter, GroupFilter
@@ -31,22 +33,12 @@ from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_admin, make_consumer
 from replication.kafka.groups import GroupOffsetsAdmin
 from replication.kafka.internal_topics import InternalTopicReader
-from replication.offset_sync_store import OffsetSyncStore
 from replication.policy import replication_policy_for
 from replication.verification import (
-    ByteBudget,
     MirroredRecord,
-    OffsetRange,
     PartitionEnds,
-    PartitionOutcome,
-    PartitionProgress,
-    PartitionTurn,
-    RangeVerdict,
-    RunClock,
-    VerificationLimits,
-    compare_range,
-    partition_turn,
 )
+from replication.verification_reads import RangeVerifier, ReadRequest
 
 log = logging.getLogger(__name__)
 
@@ -64,16 +56,6 @@ READER_OVERRIDES = {
 # Group states in which a group has members: failover cannot write its offsets.
 ACTIVE_GROUP_STATES = frozenset({"STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"})
 MAX_GROUPS_DESCRIBED = 100
-
-
-class RangeNotReadable(RuntimeError):
-    """The partition's readable end (high watermark, or last stable offset with read_committed) is still
-    before the range's end: verify it later, it is not a mismatch. Apache Kafka's end is never before a
-    replicated position; the embedded broker reports one too low by the size of its last batch - 1."""
-
-
-Key = tuple[str, int]  # (topic, partition)
-ReadRequest = tuple[int, int, int | None]  # [start, end), at most that many records (None: the whole range)
 
 
 class RangeReader:
@@ -170,7 +152,7 @@ def _key(message) -> Key:
     return message.topic(), message.partition()
 
 
-class FlowVerifier:
+class FlowVerifier(RangeVerifier):
     """Verification and readiness observations of one flow, against its real clusters."""
 
     def __init__(
@@ -185,19 +167,20 @@ class FlowVerifier:
     ) -> None:
         """`schema_ids`: a `rewrite-ids` flow's source -> target schema IDs as its schema sync found them
         (read at each comparison), so that a rewritten ID is not a difference (`as_copied`)."""
+        super().__init__(
+            source=RangeReader(source, timeout_s=timeout_s),
+            target=RangeReader(target, timeout_s=timeout_s),
+            schema_ids=schema_ids if flow.schemas_sync_mode == SchemaIdMode.REWRITE_IDS else None,
+        )
         self.flow, self.source, self.target, self.timeout_s = flow, source, target, timeout_s
-        self._schema_ids = schema_ids if flow.schemas_sync_mode == SchemaIdMode.REWRITE_IDS else None
         self.policy = replication_policy_for(flow, known_aliases=known_aliases)
         self.topics = TopicSelection.of(flow, self.policy)
-        self.store = OffsetSyncStore()
         self._syncs = InternalTopicReader(
             offset_syncs_cluster(flow, source=source, target=target),
             self.policy.flow_offset_syncs_topic(flow),
             decode=OffsetSync.decode,
             timeout_s=timeout_s,
         )
-        self._source = RangeReader(source, timeout_s=timeout_s)
-        self._target = RangeReader(target, timeout_s=timeout_s)
         self._source_admin, self._target_admin = make_admin(source), make_admin(target)
 
     def refresh_syncs(self) -> None:
@@ -236,166 +219,6 @@ class FlowVerifier:
             except KafkaException as exc:
                 log.debug("listing offsets of %s[%d]: %s", tp.topic, tp.partition, exc)
         return offsets
-
-    def partition_turn(
-        self,
-        *,
-        topic: str,
-        partition: int,
-        remote_topic: str,
-        progress: PartitionProgress,
-        replicated_position: int | None,
-        ends: PartitionEnds,
-        limits: VerificationLimits,
-        seed: int,
-    ) -> PartitionTurn | PartitionOutcome:
-        newest = self.store.newest_sync(topic, partition)
-        return partition_turn(
-            topic=topic,
-            partition=partition,
-            remote_topic=remote_topic,
-            progress=progress,
-            replicated_position=replicated_position,
-            newest_sync=None if newest is None else (newest.upstream_offset, newest.downstream_offset),
-            oldest_sync_upstream=self.store.oldest_upstream_offset(topic, partition),
-            ends=ends,
-            limits=limits,
-            seed=seed,
-        )
-
-    def verify(
-        self,
-        turns: Sequence[PartitionTurn],
-        *,
-        limits: VerificationLimits,
-        budget: ByteBudget,
-        clock: RunClock,
-        batch_partitions: int,
-    ) -> None:
-        """Verify the turns in order, `batch_partitions` at a time: each round reads one range of every
-        partition of the batch on one assignment per cluster. A batch or a round starts only while the
-        byte budget and the clock allow."""
-        for first in range(0, len(turns), batch_partitions):
-            batch = turns[first : first + batch_partitions]
-            while not budget.exhausted and clock.may_start(time.monotonic()):
-                clock.start()
-                round_ = self._next_round(batch)
-                if not round_:
-                    break
-                round_ = round_[: budget.admit([offsets for _, offsets, _ in round_])]
-                items = [(t.topic, t.partition, t.remote_topic, o, start) for t, o, start in round_]
-                for (turn, offsets, _), result in zip(round_, self._verify_round(items, limits), strict=True):
-                    if isinstance(result, Exception):
-                        log.log(
-                            logging.DEBUG if isinstance(result, RangeNotReadable) else logging.WARNING,
-                            "%s; verified next run",
-                            result,
-                        )
-                        turn.put_off()
-                        continue
-                    budget.spend(result.bytes_read, offsets=offsets.end - offsets.start)
-                    turn.record(result)
-            if budget.exhausted or not clock.may_start(time.monotonic()):
-                return
-
-    def _next_round(
-        self, batch: Sequence[PartitionTurn]
-    ) -> list[tuple[PartitionTurn, OffsetRange, int | None]]:
-        """The next range of each turn of the batch still going; a range past either side's readable end
-        is put off without a read."""
-        round_ = []
-        for turn in batch:
-            while (step := turn.next_range()) is not None:
-                offsets, target_start = step
-                end = self.store.translate_downstream(turn.topic, turn.partition, offsets.end)
-                if turn.readable(offsets, end):
-                    round_.append((turn, offsets, target_start))
-                    break
-                turn.put_off()
-        return round_
-
-    def verify_range(
-        self,
-        topic: str,
-        partition: int,
-        remote_topic: str,
-        offsets: OffsetRange,
-        *,
-        limits: VerificationLimits,
-        target_start: int | None = None,
-    ) -> RangeVerdict:
-        (result,) = self._verify_round([(topic, partition, remote_topic, offsets, target_start)], limits)
-        if isinstance(result, Exception):
-            raise result
-        return result
-
-    def _verify_round(
-        self, items: Sequence[tuple[str, int, str, OffsetRange, int | None]], limits: VerificationLimits
-    ) -> list[RangeVerdict | Exception]:
-        """Each (topic, partition, remote topic, range, target start)'s verdict, or why it could not be
-        read: the source ranges read together, then their copies, then (rarely) the source records just
-        after the ranges whose targets hold unmapped records. One item per partition."""
-        sources = self._source.read_ranges({(t, p): (r.start, r.end, None) for t, p, _, r, _ in items})
-        spans: dict[Key, tuple[int, int]] = {}  # source key -> the target offsets read
-        failed: dict[Key, Exception] = {}
-        for topic, partition, _, offsets, target_start in items:
-            key = (topic, partition)
-            start = self.store.translate_downstream(topic, partition, offsets.start)
-            end = self.store.translate_downstream(topic, partition, offsets.end)
-            if isinstance(sources[key], Exception):
-                failed[key] = sources[key]
-            elif start is None or end is None:  # planned within the syncs: only a rewind since can do this
-                failed[key] = ValueError(
-                    f"{topic}[{partition}] {offsets} no longer translates (offset syncs rewound)"
-                )
-            else:
-                spans[key] = (start if target_start is None else min(start, target_start), end)
-        remote = {(t, p): r for t, p, r, _, _ in items}
-        targets = self._target.read_ranges(
-            {(remote[key], key[1]): (start, end, None) for key, (start, end) in spans.items() if end > start}
-        )
-        copies: dict[Key, list[MirroredRecord]] = {}
-        unmapped: dict[Key, int] = {}
-        for key in spans:
-            found = targets.get((remote[key], key[1]), [])
-            if isinstance(found, Exception):
-                failed[key] = found
-                continue
-            mapped = {self.store.translate_downstream(*key, r.offset) for r in sources[key]}
-            copies[key] = found
-            unmapped[key] = sum(1 for record in found if record.offset not in mapped)
-        ranges = {(t, p): r for t, p, _, r, _ in items}
-        lookaheads = (
-            self._source.read_ranges(
-                {
-                    key: (ranges[key].end, ranges[key].end + 10 * limits.range_records, count)
-                    for key, count in unmapped.items()
-                    if count
-                }
-            )
-            if any(unmapped.values())
-            else {}
-        )
-        results: list[RangeVerdict | Exception] = []
-        schema_ids = self._schema_ids() if self._schema_ids is not None else None
-        for topic, partition, _, offsets, _ in items:
-            key = (topic, partition)
-            lookahead = lookaheads.get(key, [])
-            if key in failed or isinstance(lookahead, Exception):
-                results.append(failed.get(key) or lookahead)
-                continue
-            results.append(
-                compare_range(
-                    offsets=offsets,
-                    source=sources[key],
-                    target=copies[key],
-                    translate=lambda offset, key=key: self.store.translate_downstream(*key, offset),
-                    lookahead=lookahead,
-                    target_end=spans[key][1],
-                    schema_ids=schema_ids,
-                )
-            )
-        return results
 
     # -- readiness observations -------------------------------------------------------------------------
     def groups_active_on_target(self) -> list[str]:

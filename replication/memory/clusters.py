@@ -31,6 +31,7 @@ from replication.cluster_ports import (
     Key,
     PartitionReplicas,
     PartitionSize,
+    RangeNotReadable,
     RecordPage,
     ReplicaSize,
     SizesUnread,
@@ -41,13 +42,15 @@ from replication.cluster_ports import (
     TopicSizes,
     UnknownTopic,
 )
-from replication.config import ClusterConfig, offset_syncs_cluster
+from replication.config import ClusterConfig, FlowConfig, SchemaIdMode, offset_syncs_cluster
 from replication.consumer_groups import GroupDescription, GroupListing
 from replication.failover_reads import FlowReads
 from replication.formats import Checkpoint, Heartbeat, OffsetSync, RecordFormatError
 from replication.memory.task_io import MemoryCluster, MemoryPartition, MemoryRecord
 from replication.offset_sync_store import OffsetSyncStore
-from replication.verification import MirroredRecord
+from replication.policy import replication_policy_for
+from replication.verification import MirroredRecord, PartitionEnds
+from replication.verification_reads import RangeVerifier, ReadRequest
 
 T = TypeVar("T")
 BROKER = 0  # the id of an in-memory cluster's one broker
@@ -271,6 +274,15 @@ def _decoded(
     return [decoded for record in records if (decoded := _decoded_record(record, decode)) is not None]
 
 
+def _read_new(
+    memory: MemoryCluster, topic: str, decode: Callable[[bytes, bytes], T], *, start: int
+) -> tuple[list[T], int]:
+    """The records of partition 0 of an MM2 internal topic from `start`, decoded, and where the next read
+    starts (its end)."""
+    log = memory.partitions.get((topic, 0))
+    return _decoded(memory, topic, decode, start=start), 0 if log is None else log.end
+
+
 class MemoryFlowClusters(FlowReads):
     """`FlowClusters` on in-memory clusters: MM2's internal topics (offset syncs, checkpoints, heartbeats)
     are read from their records, as the Kafka reader reads them."""
@@ -324,9 +336,10 @@ class MemoryFlowClusters(FlowReads):
     def refresh_offset_syncs(self) -> OffsetSyncStore:
         memory = self._memory(offset_syncs_cluster(self.flow, source=self.source, target=self.target))
         topic = self.policy.flow_offset_syncs_topic(self.flow)
-        self.store.update_all(_decoded(memory, topic, OffsetSync.decode, start=self._syncs_position or 0))
-        log = memory.partitions.get((topic, 0))
-        self._syncs_position = 0 if log is None else log.end
+        syncs, self._syncs_position = _read_new(
+            memory, topic, OffsetSync.decode, start=self._syncs_position or 0
+        )
+        self.store.update_all(syncs)
         return self.store
 
     @property
@@ -393,6 +406,85 @@ class MemoryFlowClusters(FlowReads):
             first = max(start, log.low)
             found[key] = mirrored_record(log.records[first - log.low]) if first < log.end else None
         return found
+
+    def close(self) -> None:
+        pass
+
+
+class MemoryRangeReads:
+    """`RangeReads` of an in-memory cluster: no transaction in memory, every record is readable at once."""
+
+    def __init__(self, config: ClusterConfig, memory: MemoryCluster) -> None:
+        self.cluster, self.memory = config, memory
+
+    def read_ranges(self, requests: Mapping[Key, ReadRequest]) -> dict[Key, list[MirroredRecord] | Exception]:
+        found: dict[Key, list[MirroredRecord] | Exception] = {}
+        for (topic, partition), (start, end, limit) in requests.items():
+            log = self.memory.partitions.get((topic, partition))
+            if self.memory.unreachable is not None:
+                found[(topic, partition)] = TimeoutError(
+                    f"cluster {self.cluster.alias}: reading {topic}[{partition}]: {self.memory.unreachable}"
+                )
+            elif log is None or (limit is None and log.end < end):
+                found[(topic, partition)] = RangeNotReadable(
+                    f"cluster {self.cluster.alias}: {topic}[{partition}] is readable up to offset "
+                    f"{0 if log is None else log.end} only, before {end}"
+                )
+            else:
+                window = log.records[max(start - log.low, 0) : max(end - log.low, 0)]
+                found[(topic, partition)] = [mirrored_record(r) for r in window[:limit]]
+        return found
+
+    def close(self) -> None:
+        pass
+
+
+class MemoryFlowRanges(RangeVerifier):
+    """`FlowRanges` on in-memory clusters: the offset syncs read from their topic's records."""
+
+    def __init__(
+        self,
+        clusters: MemoryClusters,
+        *,
+        flow: FlowConfig,
+        source: ClusterConfig,
+        target: ClusterConfig,
+        known_aliases: Sequence[str],
+        timeout_s: float,
+        schema_ids: Callable[[], Mapping[int, int]] | None = None,
+    ) -> None:
+        self._source_memory = clusters.cluster(source.bootstrap_servers)
+        self._target_memory = clusters.cluster(target.bootstrap_servers)
+        super().__init__(
+            source=MemoryRangeReads(source, self._source_memory),
+            target=MemoryRangeReads(target, self._target_memory),
+            schema_ids=schema_ids if flow.schemas_sync_mode == SchemaIdMode.REWRITE_IDS else None,
+        )
+        self._syncs_cluster = offset_syncs_cluster(flow, source=source, target=target)
+        self._syncs_memory = clusters.cluster(self._syncs_cluster.bootstrap_servers)
+        self._syncs_topic = replication_policy_for(flow, known_aliases=known_aliases).flow_offset_syncs_topic(
+            flow
+        )
+        self._syncs_position = 0
+
+    def refresh_syncs(self) -> None:
+        if self._syncs_memory.unreachable is not None:
+            raise FailoverIOError(f"cluster {self._syncs_cluster.alias}: {self._syncs_memory.unreachable}")
+        syncs, self._syncs_position = _read_new(
+            self._syncs_memory, self._syncs_topic, OffsetSync.decode, start=self._syncs_position
+        )
+        self.store.update_all(syncs)
+
+    def partition_ends(self, partitions: Sequence[tuple[str, int, str]]) -> dict[Key, PartitionEnds]:
+        """A cluster that does not answer lists nothing (the Kafka reader leaves out what it could not list)."""
+        source, target = self._source_memory, self._target_memory
+        ends = {}
+        for topic, partition, remote_topic in partitions:
+            log = None if source.unreachable else source.partitions.get((topic, partition))
+            copy = None if target.unreachable else target.partitions.get((remote_topic, partition))
+            if log is not None:
+                ends[(topic, partition)] = PartitionEnds(log.low, log.end, None if copy is None else copy.end)
+        return ends
 
     def close(self) -> None:
         pass
@@ -469,6 +561,10 @@ class MemoryClusters:
     def flow_clusters(self, **flow: Any) -> MemoryFlowClusters:
         """`Clusters.flow_clusters`' arguments (`FlowReads`')."""
         return MemoryFlowClusters(self, **flow)
+
+    def flow_ranges(self, **flow: Any) -> MemoryFlowRanges:
+        """`Clusters.flow_ranges`' arguments."""
+        return MemoryFlowRanges(self, **flow)
 
     def unreachable(self, cluster: ClusterConfig, *, timeout_s: float) -> str | None:
         return self.cluster(cluster.bootstrap_servers).unreachable
