@@ -466,10 +466,10 @@ class Clusters(Protocol):
         target: ClusterConfig,
         known_aliases: Sequence[str],
         timeout_s: float,
-        schema_ids: Callable[[], Mapping[int, int]] | None = None,
+        schema_ids: Callable[[], Mapping[int, int] | None] | None = None,
     ) -> FlowRanges:
-        """The flow's range verification; `schema_ids`: a `rewrite-ids` flow's source -> target schema IDs
-        (read at each comparison)."""
+        """The flow's range verification; `schema_ids`: the flow's source -> target schema IDs, None when
+        its copies keep the source's IDs (read at each comparison)."""
 
     def unreachable(self, cluster: ClusterConfig, *, timeout_s: float) -> str | None:
         """Why the cluster cannot be reached at all (its bootstrap servers refuse a connection), or None;

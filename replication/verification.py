@@ -133,12 +133,26 @@ def as_copied(record: MirroredRecord, schema_ids: Mapping[int, int] | None) -> M
     return replace(record, key=key, value=value)
 
 
-def _copied_payload(payload: bytes | None, schema_ids: Mapping[int, int]) -> bytes | None:
+def _rewritten_id(payload: bytes | None, schema_ids: Mapping[int, int]) -> tuple[int, int] | None:
+    """(source ID, target ID) when a `rewrite-ids` flow rewrites the schema ID `payload` names."""
     source_id = schema_id_of(payload)
     target_id = schema_ids.get(source_id) if source_id is not None else None
-    if payload is None or target_id is None or target_id == source_id:
-        return payload
-    return with_schema_id(payload, target_id)
+    if target_id is None or target_id == source_id:
+        return None
+    return source_id, target_id
+
+
+def _copied_payload(payload: bytes | None, schema_ids: Mapping[int, int]) -> bytes | None:
+    rewritten = _rewritten_id(payload, schema_ids)
+    return payload if payload is None or rewritten is None else with_schema_id(payload, rewritten[1])
+
+
+def rewritten_ids(
+    record: MirroredRecord, schema_ids: Mapping[int, int] | None
+) -> tuple[tuple[int, int], ...]:
+    """The (source, target) schema IDs `as_copied` puts in `record`'s key and value, in that order."""
+    found = (_rewritten_id(payload, schema_ids or {}) for payload in (record.key, record.value))
+    return tuple(dict.fromkeys(pair for pair in found if pair is not None))
 
 
 def same_record(source: MirroredRecord, target: MirroredRecord) -> bool:
@@ -307,10 +321,19 @@ class Mismatch:
     reason: str  # "content differs", "missing on target", "not on the source"
     source_offset: int | None
     target_offset: int | None
-    source: MirroredRecord | None
+    source: MirroredRecord | None  # as it is on the source (not as copied)
     target: MirroredRecord | None
+    # The (source, target) schema IDs of `source` a `rewrite-ids` flow rewrites: it was compared as copied.
+    compared_as_copied: tuple[tuple[int, int], ...] = ()
 
     def message(self, *, topic: str, partition: int, remote_topic: str) -> str:
+        said = self._said(topic=topic, partition=partition, remote_topic=remote_topic)
+        if not self.compared_as_copied:
+            return said
+        ids = ", ".join(f"{source} -> {target}" for source, target in self.compared_as_copied)
+        return f"{said} (compared as copied: schema ID {ids} rewritten)"
+
+    def _said(self, *, topic: str, partition: int, remote_topic: str) -> str:
         where = partition_label(topic, partition)
         if self.reason == "not on the source":
             before = (
@@ -366,8 +389,23 @@ def compare_range(
     `translate` is the offset syncs' exact upstream -> downstream translation; `lookahead` are the source
     records right after the range (as many as the target has unmapped records), so the duplicates a
     restarted at-least-once mirror wrote are told from foreign records. `schema_ids`: a `rewrite-ids`
-    flow's source -> target schema IDs (`as_copied`).
+    flow's source -> target schema IDs: each source record is compared as copied (`as_copied`), and a
+    mismatch holds it as it is on the source, naming the IDs rewritten for the comparison.
     """
+    originals = {record.offset: record for record in source}
+
+    def mismatch(reason: str, record: MirroredRecord | None, at: int | None, copy: MirroredRecord | None):
+        """The mismatch with the source record as it is on the source, saying it was compared as copied."""
+        original = None if record is None else originals[record.offset]
+        return Mismatch(
+            reason,
+            None if record is None else record.offset,
+            at,
+            original,
+            copy,
+            () if original is None else rewritten_ids(original, schema_ids),
+        )
+
     source = [as_copied(record, schema_ids) for record in source]
     lookahead = [as_copied(record, schema_ids) for record in lookahead]
     by_offset = {record.offset: record for record in target}
@@ -379,15 +417,11 @@ def compare_range(
     for record, at in expected:
         copy = by_offset.get(at) if at is not None else None
         if copy is None:
-            candidates.append(
-                (record.offset, 1, Mismatch("missing on target", record.offset, at, record, None))
-            )
+            candidates.append((record.offset, 1, mismatch("missing on target", record, at, None)))
             break
         matched.append(copy)
         if not same_record(record, copy):
-            candidates.append(
-                (record.offset, 1, Mismatch("content differs", record.offset, at, record, copy))
-            )
+            candidates.append((record.offset, 1, mismatch("content differs", record, at, copy)))
             break
     duplicates = 0
     for record in target:
@@ -396,18 +430,9 @@ def compare_range(
         if record_digest(record) in known:
             duplicates += 1
             continue
-        following = next(((r, at) for r, at in expected if at is not None and at > record.offset), None)
-        source_offset = following[0].offset if following else None
-        order = source_offset if source_offset is not None else offsets.end
-        candidates.append(
-            (
-                order,
-                0,
-                Mismatch(
-                    "not on the source", source_offset, record.offset, following and following[0], record
-                ),
-            )
-        )
+        following = next((r for r, at in expected if at is not None and at > record.offset), None)
+        order = following.offset if following is not None else offsets.end
+        candidates.append((order, 0, mismatch("not on the source", following, record.offset, record)))
         break
     first = min(candidates, key=lambda c: (c[0], c[1]))[2] if candidates else None
     return RangeVerdict(

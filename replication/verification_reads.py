@@ -49,15 +49,16 @@ class RangeReads(Protocol):
 
 class RangeVerifier:
     """Verification of one flow's ranges, its source and target read through `RangeReads`; `store` holds
-    the offset syncs read so far; `schema_ids`: a `rewrite-ids` flow's source -> target schema IDs as its
-    schema sync found them (read at each comparison; None: IDs are copied as they are)."""
+    the offset syncs read so far; `schema_ids`: the flow's source -> target schema IDs as its schema sync
+    found them, None when its copies keep the source's IDs (read at each comparison; the control plane's
+    `rewritten_schema_ids` decides)."""
 
     def __init__(
         self,
         *,
         source: RangeReads,
         target: RangeReads,
-        schema_ids: Callable[[], Mapping[int, int]] | None = None,
+        schema_ids: Callable[[], Mapping[int, int] | None] | None = None,
     ) -> None:
         self.store = OffsetSyncStore()
         self._source, self._target, self._schema_ids = source, target, schema_ids

@@ -91,7 +91,9 @@ def _verifier(spec: FlowSpec) -> FlowVerifier:
             target=spec.target,
             known_aliases=spec.known_aliases,
             timeout_s=settings.VERIFY_TIMEOUT_S,
-            schema_ids=lambda: runtime.schema_id_map(flow_id=spec.flow_id),
+            schema_ids=lambda: runtime.rewritten_schema_ids(
+                flow_id=spec.flow_id, mode=spec.flow.schemas_sync_mode
+            ),
         )
         _verifiers[spec.flow_id] = (spec.config_version, verifier)
         return verifier

@@ -287,6 +287,8 @@ def _mismatch_event(flow_id: int, outcome: PartitionOutcome, *, at: datetime.dat
             "target_offset": mismatch.target_offset,
             "source": mismatch.source.as_evidence() if mismatch.source else None,
             "target": mismatch.target.as_evidence() if mismatch.target else None,
+            # The source record above is as on the source; compared with these schema IDs rewritten.
+            "compared_as_copied": [list(ids) for ids in mismatch.compared_as_copied],
         },
     )
 

@@ -487,7 +487,7 @@ def record_copies(*, flow: Flow, topic: str, seek: Seek, role: Role | None) -> C
         store=store,
         source_records=source.records,
         target_records=target_records,
-        schema_ids=runtime.rewritten_schema_ids(flow),
+        schema_ids=runtime.rewritten_schema_ids(flow_id=flow.pk, mode=flow.schemas_sync_mode),
     )
     copies = [
         ShownCopy(

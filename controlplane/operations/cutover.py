@@ -278,7 +278,7 @@ def _verify(operation: Operation, step: Step, reader: FlowClusters) -> None:
         target=engine.cluster_to_config(flow.target),
         known_aliases=list(Cluster.objects.values_list("alias", flat=True)),
         timeout_s=reader.timeout_s,
-        schema_ids=lambda: runtime.schema_id_map(flow_id=flow.pk),
+        schema_ids=lambda: runtime.rewritten_schema_ids(flow_id=flow.pk, mode=flow.schemas_sync_mode),
     )
     limits = VerificationLimits()
     summary = verification.verification_status(flow=flow)

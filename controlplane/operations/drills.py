@@ -272,7 +272,8 @@ def _drill_group(operation: Operation, step, reader: FlowClusters, group_plan) -
         write_s, target_records = _shadow_next_records(
             operation, step, reader, group_plan.group, offsets, waiting
         )
-    schema_ids = runtime.rewritten_schema_ids(operation.flow)
+    flow = operation.flow
+    schema_ids = runtime.rewritten_schema_ids(flow_id=flow.pk, mode=flow.schemas_sync_mode)
     for row in rows:
         source = source_records.get((row.topic, row.partition))
         target = target_records.get((row.remote_topic, row.partition))

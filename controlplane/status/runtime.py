@@ -564,17 +564,15 @@ def schema_sync_refused(*, flow_id: int) -> dict[str, str]:
     return dict(refused or {})
 
 
-def schema_id_map(*, flow_id: int) -> dict[int, int]:
-    """The flow's source -> target schema IDs, as its schema sync's latest pass found them (`rewrite-ids`):
-    what verification reads a rewritten copy with."""
+def rewritten_schema_ids(*, flow_id: int, mode: str) -> dict[int, int] | None:
+    """The source -> target schema IDs of a flow whose `schemas.sync.mode` is `mode`, as its schema sync's
+    latest pass found them, when it is `rewrite-ids` (what a copy is compared with: `as_copied`); None,
+    without a query, for a flow whose records keep their IDs. The one place that decides whether a flow's
+    copies carry rewritten IDs: verification, the compare page and drills ask it."""
+    if mode != SchemaIdMode.REWRITE_IDS:
+        return None
     stored = FlowSignals.objects.filter(flow_id=flow_id).values_list("schemas_id_map", flat=True).first()
     return {int(source): int(target) for source, target in (stored or {}).items()}
-
-
-def rewritten_schema_ids(flow: Flow) -> dict[int, int] | None:
-    """A `rewrite-ids` flow's `schema_id_map` (what a copy is compared with: `as_copied`); None for a flow
-    whose records keep their IDs."""
-    return schema_id_map(flow_id=flow.pk) if flow.schemas_sync_mode == SchemaIdMode.REWRITE_IDS else None
 
 
 def flow_signals_record(*, flow_id: int, **signals: datetime | float) -> None:

@@ -25,5 +25,6 @@ def mismatch_event(request, pk: int, event_id: int):
             "target": detail.get("target"),
             "remote_topic": detail.get("remote_topic", ""),
             "range": detail.get("range"),
+            "compared_as_copied": detail.get("compared_as_copied") or [],
         },
     )

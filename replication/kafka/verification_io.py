@@ -25,7 +25,7 @@ from confluent_kafka.admin import OffsetSpec
 
 from replication.browse import mirrored_record
 from replication.cluster_ports import Key, RangeNotReadable
-from replication.config import ClusterConfig, FlowConfig, SchemaIdMode, offset_syncs_cluster
+from replication.config import ClusterConfig, FlowConfig, offset_syncs_cluster
 from replication.connector import TopicSelection, plan_topic_sync
 from replication.filters import ConfigPropertyFilter, GroupFilter
 from replication.formats import OffsetSync
@@ -163,14 +163,15 @@ class FlowVerifier(RangeVerifier):
         target: ClusterConfig,
         known_aliases: Sequence[str],
         timeout_s: float,
-        schema_ids: Callable[[], Mapping[int, int]] | None = None,
+        schema_ids: Callable[[], Mapping[int, int] | None] | None = None,
     ) -> None:
-        """`schema_ids`: a `rewrite-ids` flow's source -> target schema IDs as its schema sync found them
-        (read at each comparison), so that a rewritten ID is not a difference (`as_copied`)."""
+        """`schema_ids`: the flow's source -> target schema IDs as its schema sync found them, None when
+        its copies keep the source's IDs (the control plane's `rewritten_schema_ids` decides; read at each
+        comparison), so that a rewritten ID is not a difference (`as_copied`)."""
         super().__init__(
             source=RangeReader(source, timeout_s=timeout_s),
             target=RangeReader(target, timeout_s=timeout_s),
-            schema_ids=schema_ids if flow.schemas_sync_mode == SchemaIdMode.REWRITE_IDS else None,
+            schema_ids=schema_ids,
         )
         self.flow, self.source, self.target, self.timeout_s = flow, source, target, timeout_s
         self.policy = replication_policy_for(flow, known_aliases=known_aliases)

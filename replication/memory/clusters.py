@@ -42,7 +42,7 @@ from replication.cluster_ports import (
     TopicSizes,
     UnknownTopic,
 )
-from replication.config import ClusterConfig, FlowConfig, SchemaIdMode, offset_syncs_cluster
+from replication.config import ClusterConfig, FlowConfig, offset_syncs_cluster
 from replication.consumer_groups import GroupDescription, GroupListing
 from replication.failover_reads import FlowReads
 from replication.formats import Checkpoint, Heartbeat, OffsetSync, RecordFormatError
@@ -451,14 +451,14 @@ class MemoryFlowRanges(RangeVerifier):
         target: ClusterConfig,
         known_aliases: Sequence[str],
         timeout_s: float,
-        schema_ids: Callable[[], Mapping[int, int]] | None = None,
+        schema_ids: Callable[[], Mapping[int, int] | None] | None = None,
     ) -> None:
         self._source_memory = clusters.cluster(source.bootstrap_servers)
         self._target_memory = clusters.cluster(target.bootstrap_servers)
         super().__init__(
             source=MemoryRangeReads(source, self._source_memory),
             target=MemoryRangeReads(target, self._target_memory),
-            schema_ids=schema_ids if flow.schemas_sync_mode == SchemaIdMode.REWRITE_IDS else None,
+            schema_ids=schema_ids,
         )
         self._syncs_cluster = offset_syncs_cluster(flow, source=source, target=target)
         self._syncs_memory = clusters.cluster(self._syncs_cluster.bootstrap_servers)

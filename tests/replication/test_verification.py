@@ -263,6 +263,47 @@ def test_a_rewrite_ids_copy_is_compared_with_the_source_as_copied():
     assert verdict.mismatch.source_offset == 1
 
 
+def test_a_rewrite_ids_mismatch_holds_the_source_record_as_it_is_on_the_source():
+    """The evidence of a `rewrite-ids` flow's mismatch is the source's own bytes (its schema IDs, not the
+    target's ones it was compared with), and the mismatch says it was compared as copied; a record another
+    producer wrote is reported beside the source record that follows it, as it is on the source too."""
+
+    def wire(schema_id: int, body: bytes) -> bytes:
+        return b"\x00" + schema_id.to_bytes(4, "big") + body
+
+    source = [rec(o, wire(5, b"order-%d" % o), key=wire(6, b"k")) for o in range(4)]
+    copies = [rec(o, wire(105, b"order-%d" % o), key=wire(106, b"k")) for o in range(4)]
+    translate = translator((0, 0), (3, 3))
+    ids = {5: 105, 6: 106}
+    altered = [*copies[:2], rec(2, wire(105, b"order-X"), key=wire(106, b"k")), copies[3]]
+
+    mismatch = compare_range(
+        offsets=OffsetRange(0, 4), source=source, target=altered, translate=translate, schema_ids=ids
+    ).mismatch
+    assert mismatch.source == source[2] and mismatch.target == altered[2]
+    assert mismatch.compared_as_copied == ((6, 106), (5, 105))
+    assert mismatch.message(topic="t", partition=0, remote_topic="A.t") == (
+        "t[0] offset 2 differs from its copy at A.t[0] offset 2 "
+        "(compared as copied: schema ID 6 -> 106, 5 -> 105 rewritten)"
+    )
+
+    rogue = [*copies[:2], rec(2, wire(105, b"foreign"), key=wire(106, b"k")), *copies[2:]]
+    shifted = translator((0, 0), (2, 3), (3, 4))
+    mismatch = compare_range(
+        offsets=OffsetRange(0, 4), source=source, target=rogue, translate=shifted, schema_ids=ids
+    ).mismatch
+    assert (mismatch.reason, mismatch.source, mismatch.target) == ("not on the source", source[2], rogue[2])
+    assert mismatch.compared_as_copied == ((6, 106), (5, 105))
+
+    plain = [rec(o) for o in range(4)]
+    mismatch = compare_range(
+        offsets=OffsetRange(0, 4), source=plain, target=plain[:2], translate=translate, schema_ids=ids
+    ).mismatch
+    assert mismatch.compared_as_copied == () and "compared as copied" not in mismatch.message(
+        topic="t", partition=0, remote_topic="A.t"
+    )
+
+
 def test_different_timestamp_is_a_mismatch_unless_the_target_stamps_its_own():
     source = [rec(0, ts=1000)]
     assert not compare_range(

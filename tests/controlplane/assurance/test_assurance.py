@@ -14,10 +14,12 @@ from django.utils import timezone
 from controlplane import alerts, assurance
 from controlplane.alerts.models import AlertRule
 from controlplane.assurance.models import FlowAssurance, PartitionVerification
+from controlplane.assurance.verification import verification_rows, verification_run_record
 from controlplane.flows import services
 from controlplane.metrics import prometheus
-from controlplane.status import rollup
+from controlplane.status import rollup, runtime
 from controlplane.status.models import FlowPartitionStatus, FlowSignals, FlowTaskStatus
+from replication.verification import MirroredRecord, OffsetRange, PartitionOutcome, compare_range
 from tests.status_reports import stored_report
 
 HOUR = datetime.timedelta(hours=1)
@@ -199,3 +201,54 @@ def test_a_failed_over_flow_is_not_judged_as_replicating(ready_flow, client_as, 
     ready_flow.state = "active"
     ready_flow.save(update_fields=["state"])
     assert viewer.get(f"/api/v1/flows/{ready_flow.pk}/readiness/").json()["applies"] is True
+
+
+def test_a_rewrite_ids_mismatch_shows_the_source_record_as_on_the_source(two_clusters, admin_user):
+    """The mismatch page of a `rewrite-ids` flow: the source record with its own schema ID (the bytes the
+    source holds, not the copy the verifier built), and a line saying it was compared as copied."""
+    a, b = two_clusters
+    flow = services.flow_create(actor=admin_user, source=a, target=b, enabled=True)
+    source = [MirroredRecord(0, None, b"\x00\x00\x00\x00\x05order-0")]
+    copy = [MirroredRecord(0, None, b"\x00\x00\x00\x00\x69order-X")]  # the target's ID 105, changed
+    verdict = compare_range(
+        offsets=OffsetRange(0, 1), source=source, target=copy, translate=lambda o: o, schema_ids={5: 105}
+    )
+    verification_run_record(
+        flow_id=flow.pk,
+        stored=verification_rows(flow_id=flow.pk),
+        outcomes=[
+            PartitionOutcome(
+                topic="t",
+                partition=0,
+                remote_topic="A.t",
+                status="mismatch",
+                recheck=verdict.range,
+                mismatch=verdict.mismatch,
+            )
+        ],  # fmt: skip
+        partitions={("t", 0)},
+        at=timezone.now(),
+    )
+    event = flow.events.get(kind="data_mismatch")
+    assert event.detail["source"]["value"] == "0x0000000005" + b"order-0".hex()
+    assert event.detail["compared_as_copied"] == [[5, 105]]
+    assert "(compared as copied: schema ID 5 -> 105 rewritten)" in event.message
+    browser = Client()
+    browser.force_login(admin_user)
+    page = browser.get(f"/flows/{flow.pk}/events/{event.pk}/").content.decode()
+    assert "compared as copied, with schema ID 5 rewritten to 105" in page
+    assert "0x0000000005" + b"order-0".hex() in page
+
+
+def test_only_a_rewrite_ids_flow_compares_copies_with_rewritten_schema_ids(
+    two_clusters, admin_user, django_assert_num_queries
+):
+    """`rewritten_schema_ids`, the one rule verification, the compare page and drills ask: the schema
+    sync's map for a `rewrite-ids` flow, None (no query) for one whose copies keep the source's IDs."""
+    a, b = two_clusters
+    flow = services.flow_create(actor=admin_user, source=a, target=b, enabled=True)
+    FlowSignals.objects.create(flow=flow, schemas_id_map={"5": 105})
+    assert runtime.rewritten_schema_ids(flow_id=flow.pk, mode="rewrite-ids") == {5: 105}
+    for mode in ("keep-ids", "none"):
+        with django_assert_num_queries(0):
+            assert runtime.rewritten_schema_ids(flow_id=flow.pk, mode=mode) is None
