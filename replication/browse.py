@@ -33,7 +33,10 @@ class ValueFormat(StrEnum):
 class PartitionOffsets:
     partition: int
     earliest: int  # the log start offset
-    end: int  # the high watermark: the offset the next record gets
+    end: int  # the high watermark: the offset the next record gets, as a fetch finds it
+    # What the broker's ListOffsets answered when it was below `end` (None: it answered `end`): such a
+    # broker's offset answers cannot be trusted (the embedded demo broker's).
+    listed_end: int | None = None
 
     @property
     def records(self) -> int:

@@ -243,7 +243,9 @@ class TopicReads(Protocol):
         """Each partition's first offset whose timestamp is at or after the moment (-1: none is)."""
 
     def partition_offsets(self, topic: str) -> list[PartitionOffsets]:
-        """Each partition's earliest offset and end offset (the high watermark)."""
+        """Each partition's earliest offset and end offset (the high watermark): what the partition holds
+        as a fetch finds it, never a listed end below it (`PartitionOffsets.listed_end` says when the
+        broker listed one)."""
 
     def read(
         self, topic: str, partition: int, *, start: int, max_records: int, stop_before: int | None = None

@@ -276,26 +276,12 @@ def _start_offset(
     return max(offsets.end - seek.max_records, offsets.earliest)  # the newest records
 
 
-# A record past the reported end written this long before the end was asked for was there when it was.
-_END_SLACK_MS = 2_000
-
-
-def _check_newest(
-    browser: TopicReads, topic: str, offsets: PartitionOffsets, notes: list[str], *, asked_ms: float
-) -> None:
-    """ "The newest records" are the ones before the end offset the broker reports: one record asked for at
-    that end proves it (Apache Kafka has none there, or one written since: an end-of-partition answer at
-    once). A broker whose end is too low (the embedded demo broker's ListOffsets answers so) holds one
-    written before the end was asked for: the page says its "newest" cannot be trusted, never presents
-    older records as the newest."""
-    beyond = browser.read(topic, offsets.partition, start=offsets.end, max_records=1)
-    written_ms = beyond.records[0].timestamp_ms if beyond.records else None
-    if written_ms is not None and written_ms < asked_ms - _END_SLACK_MS:
+def _untrusted_end(offsets: PartitionOffsets, notes: list[str]) -> None:
+    if offsets.listed_end is not None:
         notes.append(
-            f"the broker reported the partition's end at offset {offsets.end}, yet holds offset "
-            f"{beyond.records[0].offset}: its offset answers cannot be trusted (the embedded demo broker "
-            "answers so; Apache Kafka does not), so these are not the newest records: read by offset to "
-            "see the records past it"
+            f"the broker listed the partition's end at offset {offsets.listed_end}, yet a fetch finds it at "
+            f"{offsets.end}: its offset answers cannot be trusted (the embedded demo broker answers so; "
+            "Apache Kafka does not), so this page reads from the end the fetch found"
         )
 
 
@@ -337,7 +323,6 @@ def _read_page(cluster: Cluster, topic: str, seek: Seek) -> _RawPage:
 
     def read(config: ClusterConfig, timeout_s: float):
         browser = clusters().topic_reads(config, timeout_s=timeout_s)
-        asked_ms = time.time() * 1000
         try:
             partitions = browser.partition_offsets(topic)
         except UnknownTopic as exc:
@@ -348,14 +333,13 @@ def _read_page(cluster: Cluster, topic: str, seek: Seek) -> _RawPage:
                 f"topic {topic} has partitions 0 to {len(partitions) - 1}: partition {seek.partition} "
                 "does not exist",
             )
+        _untrusted_end(partitions[seek.partition], notes)
         start = _start_offset(browser, topic, seek, partitions[seek.partition], notes)
         if start is None:
             return partitions, None, None
         page = browser.read(topic, seek.partition, start=start, max_records=seek.max_records)
         if seek.timestamp_ms is not None:
             page, start = _from_moment(browser, topic, seek, page, start)
-        elif seek.offset is None and page.records:
-            _check_newest(browser, topic, partitions[seek.partition], notes, asked_ms=asked_ms)
         return partitions, start, page
 
     (partitions, start, page), read_at, read_ms = timed(lambda: cluster_read(cluster, read))
@@ -445,7 +429,9 @@ def _remote_topic(flow: Flow, topic: str) -> str:
 
 def record_copies(*, flow: Flow, topic: str, seek: Seek, role: Role | None) -> CopyPage:
     """Source records of `topic` from the seek (at most `seek.max_records`), each beside the record at its
-    translated offset on the target (exact, from the flow's offset syncs), equal or not."""
+    translated offset on the target (exact, from the flow's offset syncs), equal or not. The source is read
+    as the topic page reads it (`_read_page`: from the end a fetch finds, `TopicReads.partition_offsets`);
+    the target forward to the end its fetch finds, never to a listed end."""
     if error := topic_name_error(topic):
         raise ServiceValidationError.single("topic", error)
     remote_topic = _remote_topic(flow, topic)

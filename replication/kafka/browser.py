@@ -110,10 +110,18 @@ class TopicBrowser:
         return self._list_offsets(request, "reading offsets by time")
 
     def partition_offsets(self, topic: str) -> list[PartitionOffsets]:
-        """Each partition's earliest offset and end offset (the high watermark)."""
+        """Each partition's earliest offset and end offset (the high watermark) as a fetch finds it
+        (`fetched_ends`), with the listed one when it was lower."""
         keys = [(topic, p) for p in range(self.partition_count(topic))]
-        earliest, end = self.earliest_offsets(keys), self.end_offsets(keys)
-        return [PartitionOffsets(p, earliest[(t, p)], max(end[(t, p)], earliest[(t, p)])) for t, p in keys]
+        earliest = self.earliest_offsets(keys)
+        listed = {key: max(end, earliest[key]) for key, end in self.end_offsets(keys).items()}
+        # Half of what is left at most: a page's records are read after.
+        fetched = fetched_ends(self.cluster, listed, timeout_s=self.timeout_s / 2)
+        offsets = []
+        for key in keys:
+            end, said = fetched[key], listed[key]
+            offsets.append(PartitionOffsets(key[1], earliest[key], end, None if end == said else said))
+        return offsets
 
     def read(
         self, topic: str, partition: int, *, start: int, max_records: int, stop_before: int | None = None
@@ -148,6 +156,54 @@ class TopicBrowser:
             keep=keep,
             max_kept=max_kept,
         )
+
+
+# Asked for nothing but the end: the broker need not hold the fetch long for records to arrive (the
+# embedded broker never answers a fetch that may not wait at all).
+_END_FETCH = _FETCH_LIMITS | {
+    "fetch.wait.max.ms": 10,
+    "fetch.message.max.bytes": 1,
+    "auto.offset.reset": "latest",
+}
+
+
+def fetched_ends(cluster: ClusterConfig, listed: Mapping[Key, int], *, timeout_s: float) -> dict[Key, int]:
+    """Each partition's end offset as it really is: the high watermark a fetch from its listed end answers
+    with, never below the listed one. ListOffsets answers are not that (the embedded demo broker lists an
+    end below records it holds, by the size of the last batch - 1), and an end read from them shows old
+    records as "the newest" and refuses offsets the partition holds; Apache Kafka's fetch answers the
+    same end at once. One consumer fetches every partition together; a partition whose fetch did not
+    answer within `timeout_s` keeps its listed end."""
+    ends = dict(listed)
+    if not listed:
+        return ends
+    consumer = make_consumer(cluster, overrides=_END_FETCH)
+    pending = set(listed)
+    try:
+        consumer.assign([TopicPartition(topic, p, offset) for (topic, p), offset in listed.items()])
+        deadline = time.monotonic() + timeout_s
+        while pending and (remaining := deadline - time.monotonic()) > 0:
+            message = consumer.poll(min(remaining, 0.2))
+            key = None if message is None else (message.topic(), message.partition())
+            if key not in pending:
+                continue
+            error = message.error()
+            if error is not None and error.code() != KafkaError._PARTITION_EOF:
+                raise BrowseError(
+                    f"cluster {cluster.alias}: reading the end of {key[0]}[{key[1]}]: {error.str()}"
+                ) from KafkaException(error)
+            # Known once the partition's first fetch answered: the high watermark that answer carried.
+            high = consumer.get_watermark_offsets(TopicPartition(*key), cached=True)[1]
+            ends[key] = max(ends[key], high)
+            pending.discard(key)
+            consumer.pause([TopicPartition(*key)])
+    except KafkaException as exc:
+        raise BrowseError(
+            f"cluster {cluster.alias}: reading end offsets failed: {kafka_error_reason(exc)}"
+        ) from exc
+    finally:
+        consumer.close()
+    return ends
 
 
 def read_records(

@@ -7,18 +7,17 @@ broker whose end offsets lag what it holds, on the suite's brokers."""
 from __future__ import annotations
 
 from datetime import datetime
-from time import sleep
 
 import pytest
 from django.urls import reverse
 
-from controlplane.browse.records import topic_records
+from controlplane.browse.records import record_copies, topic_records
 from controlplane.browse.seek import Seek
 from controlplane.flows import cluster_reads, engine, services
 from replication.config import ClusterConfig
 from replication.formats import OffsetSync
 from replication.kafka.clients import make_producer
-from replication.kafka.embedded import EmbeddedBroker
+from replication.kafka.embedded import embedded_clusters
 from replication.policy import PROVENANCE_HEADER, replication_policy_for
 from tests.web.mirroring import (
     MEMORY_A,
@@ -395,35 +394,55 @@ def test_pages_need_a_role_and_the_reset_needs_operator(client_as, users):
 
 
 @pytest.mark.kafka
-def test_the_newest_records_are_checked_against_what_the_partition_holds(users, cluster_a, unique_name):
-    """Issue 36 item 6: the embedded demo broker's ListOffsets answers an end below records it holds (452
-    for 500): its "newest" page is said not to be the newest. Apache Kafka's is, and says nothing."""
-    embedded = EmbeddedBroker(name="newest").start()
-    try:
-        for config in (cluster_a, ClusterConfig(alias="EMB", bootstrap_servers=embedded.bootstrap_servers)):
-            create_topic(config, unique_name, 1)
-            producer = make_producer(config)
-            for index in range(500):  # in batches, as the demo's traffic writes
-                producer.produce(unique_name, value=b"v%d" % index, partition=0)
-                if index % 50 == 49:
-                    assert producer.flush(10) == 0
-        sleep(2.5)  # the check trusts records written since the end was asked for
-        seek = Seek(partition=0, max_records=20)
-        apache = topic_records(
-            cluster=stored_cluster(actor=users["admin"], config=cluster_a),
-            topic=unique_name,
-            seek=seek,
-            role=None,
+def produce_in_batches(config: ClusterConfig, topic: str) -> None:
+    """500 keyed records on a new topic's one partition, in batches of 50 (as the demo's traffic writes)."""
+    create_topic(config, topic, 1)
+    producer = make_producer(config)
+    for index in range(500):
+        key, value, headers = keyed_record(index)
+        producer.produce(topic, key=key, value=value, headers=headers, partition=0)
+        if index % 50 == 49:
+            assert producer.flush(10) == 0
+
+
+@pytest.mark.kafka
+def test_apache_kafka_lists_the_end_a_fetch_finds(users, cluster_a, unique_name):
+    """The newest records on Apache Kafka, whose listed end is the one a fetch finds: no note."""
+    produce_in_batches(cluster_a, unique_name)
+    cluster = stored_cluster(actor=users["admin"], config=cluster_a)
+    page = topic_records(
+        cluster=cluster, topic=unique_name, seek=Seek(partition=0, max_records=20), role=None
+    )
+    assert [r.offset for r in page.records] == list(range(480, 500))
+    assert page.partitions[0].listed_end is None and page.notes == []
+
+
+def test_the_newest_records_and_their_copies_are_read_from_what_the_partition_holds(users, unique_name):
+    """Issue 36 item 6: the embedded demo broker lists a partition's end below the records it holds (451
+    for 500 records written in batches of 50). The records page and the compare page read from the end a
+    fetch finds on both clusters: the newest records are 480-499 beside their copies, offset 480 is read
+    (it was "past the partition's end"), and the page says the broker's offset answers cannot be
+    trusted."""
+    with embedded_clusters(["E", "F"]) as brokers:
+        source, target = (
+            ClusterConfig(alias=a, bootstrap_servers=brokers[a].bootstrap_servers) for a in "EF"
         )
-        assert [r.offset for r in apache.records] == list(range(480, 500)) and apache.notes == []
-        cluster = services.cluster_create(
-            actor=users["admin"], alias="EMB", bootstrap_servers=embedded.bootstrap_servers
-        )
-        page = topic_records(cluster=cluster, topic=unique_name, seek=seek, role=None)
-        end = page.partitions[0].end
-        assert end < 500, "the embedded broker answers the end right now: this check has nothing to catch"
-        assert any("cannot be trusted" in note and f"offset {end}," in note for note in page.notes), (
-            page.notes
-        )
-    finally:
-        embedded.stop()
+        produce_in_batches(source, unique_name)
+        remote_topic = mirror_topic(source, target, unique_name, partitions=1, records=500)
+        admin = users["admin"]
+        e, f = (stored_cluster(actor=admin, config=config) for config in (source, target))
+        flow = mirrored_flow(actor=admin, source=e, target=f, topic=unique_name)
+        newest = Seek(partition=0, max_records=20)
+
+        page = topic_records(cluster=e, topic=unique_name, seek=newest, role=None)
+        listed = page.partitions[0].listed_end
+        assert listed is not None and listed < 500, "the broker lists the end right: nothing to catch"
+        assert [r.offset for r in page.records] == list(range(480, 500)) and page.partitions[0].end == 500
+        assert any("cannot be trusted" in note and f"offset {listed}," in note for note in page.notes)
+        copied = topic_records(cluster=f, topic=remote_topic, seek=newest, role=None)
+        assert [r.offset for r in copied.records] == list(range(480, 500)), copied.notes
+        for seek in (newest, Seek(partition=0, offset=480, max_records=20)):
+            copies = record_copies(flow=flow, topic=unique_name, seek=seek, role=None)
+            assert [(c.source.offset, c.state.value) for c in copies.copies] == [
+                (offset, "equal") for offset in range(480, 500)
+            ], copies.notes
