@@ -11,6 +11,7 @@
 - `FlowClusters`: a flow's two clusters, for the operations (failover, failback, drain, drill, cutover)
   and the offset mapping: partitions, groups, MM2's internal topics, the groups' offset commits;
 - `FlowRanges`: a flow's records compared range by range over its offset syncs (a cutover's verify step);
+- `Clusters.read_takeover_plan` and `Clusters.apply_takeover`: taking a flow over from a stopped MM2;
 
 Two implementations: Apache Kafka (`replication.kafka.clusters.KAFKA`, the adapters of
 `replication.kafka`) and an in-memory cluster (`replication.memory.clusters.MemoryClusters`, as
@@ -36,6 +37,7 @@ from replication.failover import UnreplicatedRecord
 from replication.formats import Checkpoint
 from replication.offset_sync_store import OffsetSyncStore
 from replication.policy import ReplicationPolicy
+from replication.takeover import TakeoverPlan
 from replication.verification import (
     MirroredRecord,
     OffsetRange,
@@ -74,6 +76,18 @@ class RangeNotReadable(RuntimeError):
     """The partition's readable end (high watermark, or last stable offset with read_committed) is still
     before the range's end: verify it later, it is not a mismatch. Apache Kafka's end is never before a
     replicated position; the embedded broker reports one too low by the size of its last batch - 1."""
+
+
+class TakeoverError(RuntimeError):
+    """MM2's state cannot be read or the positions not stored; `field` names the input to fix, if any."""
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class Mm2StillWriting(TakeoverError):
+    """The remote partitions grew since the plan was read: MM2 (or something else) still writes there."""
 
 
 class FailoverIOError(RuntimeError):
@@ -472,6 +486,28 @@ class Clusters(Protocol):
     ) -> FlowRanges:
         """The flow's range verification; `schema_ids`: the flow's source -> target schema IDs, None when
         its copies keep the source's IDs (read at each comparison)."""
+
+    def read_takeover_plan(
+        self,
+        flow: FlowConfig,
+        *,
+        source: ClusterConfig,
+        target: ClusterConfig,
+        known_aliases: Sequence[str],
+        offsets_topic: str | None,
+        connector: str,
+        mm2_source_alias: str | None,
+        timeout_s: float,
+        progress: Callable[[int, int], None],
+    ) -> TakeoverPlan:
+        """The dry run of taking `flow` over from a stopped MM2 (`replication.takeover_reads`): reads only;
+        `TakeoverError` (its `field` the input to fix, if any) when MM2's state cannot be read."""
+
+    def apply_takeover(
+        self, plan: TakeoverPlan, *, target: ClusterConfig, source_alias: str, timeout_s: float
+    ) -> dict[Key, int]:
+        """Store the plan's positions (the ones replaced are put back if the write fails); returns them.
+        `Mm2StillWriting` when the remote partitions grew since the plan was read."""
 
     def unreachable(self, cluster: ClusterConfig, *, timeout_s: float) -> str | None:
         """Why the cluster cannot be reached at all (its bootstrap servers refuse a connection), or None;

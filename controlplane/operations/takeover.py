@@ -14,7 +14,7 @@ replicate (disabled or paused; checked at the request and again, under the flow'
 write). It reads MM2's state again; it is refused (outcome `refused`, nothing changed) when the plan has
 problems, when the resume points or the remote partitions' ends differ from the dry run's, or when the
 remote partitions grow between that read and the write (MM2 still writes). Then it stores the positions
-in Mirrorplane's position topic (`replication.kafka.takeover_io`: a failed write is put back) and keeps
+in Mirrorplane's position topic (`replication.takeover_reads`, through the ports: a failed write is put back) and keeps
 them, and the ones they replaced, in `result`. Every phase is idempotent: a worker that takes the
 operation over reads again from the start. The flow then starts exactly where MM2 stopped, and MM2's
 offset syncs and checkpoints (same topics, same bytes) carry on.
@@ -31,15 +31,11 @@ from django.utils import timezone
 from controlplane.browse import topic_name_error
 from controlplane.core.errors import ClusterUnavailable, ServiceConflict, ServiceValidationError
 from controlplane.flows import engine
+from controlplane.flows.clusters import clusters
 from controlplane.flows.models import Cluster, Flow, FlowState
 from controlplane.operations import requests
 from controlplane.operations.models import Operation, OperationKind, OperationOutcome, OperationPhase
-from replication.kafka.takeover_io import (
-    Mm2StillWriting,
-    TakeoverError,
-    apply_takeover,
-    read_takeover_plan,
-)
+from replication.cluster_ports import Mm2StillWriting, TakeoverError
 from replication.takeover import MM2_SOURCE_CONNECTOR, TakeoverPlan, mm2_offsets_topic
 from replication.topic_partition import partition_label
 
@@ -138,15 +134,17 @@ def takeover_request(
     and audited, like a failover request: bad inputs, an apply of a flow that replicates, another
     operation of the flow active (OperationActive)."""
     with requests.locked_request(actor=actor, kind=KIND, flow=flow, rate_limit="mm2_takeover") as flow:
-        request = {
+        inputs = {
             "offsets_topic": offsets_topic.strip(),
             "connector": connector.strip(),
             "mm2_source_alias": mm2_source_alias.strip(),
-            "from_dry_run": None,
         }
-        if from_dry_run is not None and not dry_run:
-            request = {**_dry_run_of(flow, from_dry_run).result["request"], "from_dry_run": from_dry_run}
-        _check_inputs(**{name: request[name] for name in ("offsets_topic", "connector", "mm2_source_alias")})
+        stores = from_dry_run if from_dry_run is not None and not dry_run else None
+        if stores is not None:
+            stored = _dry_run_of(flow, stores).result["request"]
+            inputs = {name: stored[name] for name in inputs}
+        _check_inputs(**inputs)
+        request: dict[str, str | int | None] = {**inputs, "from_dry_run": stores}
         requests.refuse_if_active(flow)
         if not dry_run and (refusal := apply_refusal(flow)):
             raise ServiceConflict(refusal)
@@ -191,7 +189,7 @@ def _read(operation: Operation, step: Step) -> TakeoverPlan:
         )
 
     try:
-        plan = read_takeover_plan(
+        plan = clusters().read_takeover_plan(
             engine.flow_to_config(flow),
             source=engine.cluster_to_config(flow.source),
             target=engine.cluster_to_config(flow.target),
@@ -242,7 +240,7 @@ def _store(operation: Operation, step: Step, plan: TakeoverPlan) -> None:
         if refusal := apply_refusal(flow):  # resumed since the request
             raise TakeoverRefused(refusal)
         try:
-            positions = apply_takeover(
+            positions = clusters().apply_takeover(
                 plan,
                 target=engine.cluster_to_config(flow.target),
                 source_alias=flow.source.alias,

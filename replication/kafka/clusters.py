@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from replication.cluster_ports import ClusterCheck, TopicSizes
-from replication.config import ClusterConfig
+from replication.cluster_ports import ClusterCheck, Key, TopicSizes
+from replication.config import ClusterConfig, FlowConfig
 from replication.kafka.admin import ADMIN_TIMEOUT_S, TopicAdmin
 from replication.kafka.browser import TopicBrowser
 from replication.kafka.clients import is_cluster_failure
@@ -16,7 +16,9 @@ from replication.kafka.cluster_info import ClusterInspector
 from replication.kafka.failover_io import FailoverReader
 from replication.kafka.groups import GroupOffsetsAdmin
 from replication.kafka.log_dirs import read_topic_sizes
+from replication.kafka.takeover_io import apply_takeover, read_takeover_plan
 from replication.kafka.verification_io import FlowVerifier
+from replication.takeover import TakeoverPlan
 
 
 class KafkaClusters:
@@ -54,6 +56,14 @@ class KafkaClusters:
     def flow_ranges(self, **flow: Any) -> FlowVerifier:
         """`Clusters.flow_ranges`' arguments (`FlowVerifier`'s)."""
         return FlowVerifier(**flow)
+
+    def read_takeover_plan(self, flow: FlowConfig, **kwargs: Any) -> TakeoverPlan:
+        return read_takeover_plan(flow, **kwargs)
+
+    def apply_takeover(
+        self, plan: TakeoverPlan, *, target: ClusterConfig, source_alias: str, timeout_s: float
+    ) -> dict[Key, int]:
+        return apply_takeover(plan, target=target, source_alias=source_alias, timeout_s=timeout_s)
 
     def unreachable(self, cluster: ClusterConfig, *, timeout_s: float) -> str | None:
         return tcp_unreachable(cluster, timeout_s=timeout_s)

@@ -1,8 +1,7 @@
 """`KafkaPositionStore`: source task positions in a compacted topic on the target (dedicated mode).
 
-Topic `mirrorplane-positions.<source>.internal` on the target, one partition, compacted; one record per
-flow and source partition: key `["<flow>", {"partition": p, "topic": t}]`, value `{"next_offset": n}`
-(JSON, keys sorted so compaction sees identical keys). Like MM2's Connect offsets topic, it lives next to
+Topic `mirrorplane-positions.<source>.internal` on the target, one partition, compacted, one record per
+flow and source partition (`replication.position_records`). Like MM2's Connect offsets topic, it lives next to
 the data it describes, so a target restored from backup brings its positions along.
 
 Versions before 2026-11 wrote the same records to `mm2-offsets.<source>.internal`, which is the name of
@@ -15,7 +14,6 @@ written again; MM2's own records in it are not positions and are ignored here (s
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Mapping, Sequence
@@ -26,6 +24,14 @@ from replication.kafka.internal_topics import (
     INTERNAL_TOPIC_CONFIGS,
     InternalTopicReader,
     InternalTopicWriter,
+)
+from replication.position_records import (
+    Position,
+    decode_position,
+    latest_positions,
+    position_key,
+    position_value,
+    positions_topic,
 )
 from replication.takeover import mm2_offsets_topic
 from replication.topic_partition import TopicPartition
@@ -43,34 +49,16 @@ POSITIONS_TOPIC_CONFIGS = {
 }
 
 
-def positions_topic(source_alias: str) -> str:
-    return f"mirrorplane-positions.{source_alias}.internal"
-
-
 def legacy_positions_topic(source_alias: str) -> str:
     """Where versions before 2026-11 kept positions: MM2's Connect offsets topic name."""
     return mm2_offsets_topic(source_alias)
 
 
-def position_key(flow: str, topic: str, partition: int) -> bytes:
-    return json.dumps([flow, {"partition": partition, "topic": topic}], sort_keys=True).encode()
-
-
-def _decode(key: bytes, value: bytes | None) -> tuple[str, str, int, int | None]:
-    """A position, or a tombstone (None: the position was removed)."""
-    try:
-        flow, where = json.loads(key)
-        next_offset = None if value is None else int(json.loads(value)["next_offset"])
-        return flow, where["topic"], int(where["partition"]), next_offset
-    except (ValueError, KeyError, TypeError) as exc:
-        raise RecordFormatError(f"not a position record: {key!r} = {value!r}") from exc
-
-
-def _decode_legacy(key: bytes, value: bytes | None) -> tuple[str, str, int, int | None] | None:
-    """As `_decode`, and None for what else the legacy topic holds: it is MM2's Connect offsets topic's
+def _decode_legacy(key: bytes, value: bytes | None) -> Position | None:
+    """As `decode_position`, and None for what else the legacy topic holds: it is MM2's Connect offsets topic's
     name, where MM2's records (`{"offset": n}`) are not errors, just not ours."""
     try:
-        return _decode(key, value)
+        return decode_position(key, value)
     except RecordFormatError:
         return None
 
@@ -110,21 +98,12 @@ class KafkaPositionStore:
         }
 
     def _read_all(self, topic: str) -> dict[tuple[str, str, int], int]:
-        decode = _decode if topic == self.topic else _decode_legacy
+        decode = decode_position if topic == self.topic else _decode_legacy
         reader = InternalTopicReader(self.target, topic, decode=decode, tombstones=True)
         try:
-            records = reader.read_new()
+            return latest_positions(reader.read_new())
         finally:
             reader.close()
-        positions: dict[tuple[str, str, int], int] = {}
-        for record in records:  # later records win; a tombstone removes
-            if record is not None:
-                flow, record_topic, partition, offset = record
-                if offset is None:
-                    positions.pop((flow, record_topic, partition), None)
-                else:
-                    positions[(flow, record_topic, partition)] = offset
-        return positions
 
     def _migrate(self, *, flow: str, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         """The positions these partitions have in the legacy topic, written to the new topic first."""
@@ -145,7 +124,7 @@ class KafkaPositionStore:
 
     def save(self, *, flow: str, positions: Mapping[TopicPartition, int]) -> None:
         records = [
-            (position_key(flow, topic, partition), json.dumps({"next_offset": offset}).encode())
+            (position_key(flow, topic, partition), position_value(offset))
             for (topic, partition), offset in positions.items()
         ]
         if records:

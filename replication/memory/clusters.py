@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
 
-from replication import failover, remote
+from replication import failover, remote, takeover_reads
 from replication.browse import KafkaRecord, PartitionOffsets, mirrored_record, record_of
 from replication.checkpoint import CommittedOffset
 from replication.cluster_ports import (
@@ -46,9 +46,11 @@ from replication.config import ClusterConfig, FlowConfig, offset_syncs_cluster
 from replication.consumer_groups import GroupDescription, GroupListing
 from replication.failover_reads import FlowReads
 from replication.formats import Checkpoint, Heartbeat, OffsetSync, RecordFormatError
+from replication.memory.takeover import MemoryTakeoverIO
 from replication.memory.task_io import MemoryCluster, MemoryPartition, MemoryRecord
 from replication.offset_sync_store import OffsetSyncStore
 from replication.policy import replication_policy_for
+from replication.takeover import TakeoverPlan
 from replication.verification import MirroredRecord, PartitionEnds
 from replication.verification_reads import RangeVerifier, ReadRequest
 
@@ -565,6 +567,15 @@ class MemoryClusters:
     def flow_ranges(self, **flow: Any) -> MemoryFlowRanges:
         """`Clusters.flow_ranges`' arguments."""
         return MemoryFlowRanges(self, **flow)
+
+    def read_takeover_plan(self, flow: FlowConfig, *, timeout_s: float, **kwargs: Any) -> TakeoverPlan:
+        return takeover_reads.read_takeover_plan(MemoryTakeoverIO(self, timeout_s=timeout_s), flow, **kwargs)
+
+    def apply_takeover(
+        self, plan: TakeoverPlan, *, target: ClusterConfig, source_alias: str, timeout_s: float
+    ) -> dict[Key, int]:
+        io = MemoryTakeoverIO(self, timeout_s=timeout_s)
+        return takeover_reads.apply_takeover(io, plan, target=target, source_alias=source_alias)
 
     def unreachable(self, cluster: ClusterConfig, *, timeout_s: float) -> str | None:
         return self.cluster(cluster.bootstrap_servers).unreachable

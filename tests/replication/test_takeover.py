@@ -6,16 +6,19 @@ from __future__ import annotations
 import json
 import re
 import uuid
+import zlib
 
 import pytest
 
+from replication.cluster_ports import Mm2StillWriting, TakeoverError
 from replication.config import ClusterConfig, FlowConfig
 from replication.formats import Checkpoint, OffsetSync, RecordFormatError
 from replication.kafka.clients import make_producer
 from replication.kafka.internal_topics import InternalTopicWriter
 from replication.kafka.positions import KafkaPositionStore
 from replication.kafka.source_io import kafka_task_io
-from replication.kafka.takeover_io import Mm2StillWriting, TakeoverError, apply_takeover, read_takeover_plan
+from replication.kafka.takeover_io import apply_takeover, read_takeover_plan
+from replication.memory.task_io import MemoryCluster
 from replication.policy import DefaultReplicationPolicy
 from replication.source import MirrorSourceTask
 from replication.takeover import (
@@ -124,6 +127,37 @@ MM2_RESUMES = {0: (30, 10), 1: (25, 0), 2: (None, 0)}  # (resume point, copied p
 RECORDS = 40
 
 
+def mm2_sent() -> dict[int, list]:
+    """The records of each of the 3 partitions of the topic MM2 replicated: (key, value, headers, timestamp)."""
+    return {
+        p: [(b"k%d" % i, b"%d-%d" % (p, i), None, 1_700_000_000_000 + i) for i in range(RECORDS)]
+        for p in range(3)
+    }
+
+
+def mm2_connect_offsets(topic: str, *, source_alias: str) -> list[tuple[bytes, bytes | None]]:
+    """The stopped MM2's Connect offsets, in the order it wrote them: it committed past 9 then 19 on
+    partition 0, 24 on partition 1; partition 2's was reset (a tombstone); its heartbeat connector's."""
+    return [
+        (connect_key(topic, 0, cluster=source_alias), b'{"offset":9}'),
+        (connect_key(topic, 0, cluster=source_alias), b'{"offset":19}'),  # committed 60 s before the stop
+        (connect_key(topic, 1, cluster=source_alias), b'{"offset":24}'),
+        (connect_key(topic, 2, cluster=source_alias), b'{"offset":3}'),
+        (connect_key(topic, 2, cluster=source_alias), None),  # reset through the Connect REST API
+        (
+            json.dumps(["MirrorHeartbeatConnector", {"sourceClusterAlias": source_alias}]).encode(),
+            b'{"offset":0}',
+        ),
+    ]
+
+
+def mm2_syncs_and_checkpoints(topic: str, remote: str) -> tuple[list[OffsetSync], list[Checkpoint]]:
+    """The stopped MM2's offset syncs (on the source) and its one checkpoint (on the target)."""
+    return [OffsetSync(topic, 0, 0, 0), OffsetSync(topic, 1, 0, 0)], [
+        Checkpoint(f"{topic}-g", remote, 0, 15, 15)
+    ]
+
+
 def stopped_mm2(
     source: ClusterConfig,
     target: ClusterConfig,
@@ -141,36 +175,50 @@ def stopped_mm2(
     remote = f"{source.alias}.{topic}"
     create_topics(cluster_a, [topic], 3)
     create_topics(cluster_b, [remote], 3)
-    sent = {
-        p: [(b"k%d" % i, b"%d-%d" % (p, i), None, 1_700_000_000_000 + i) for i in range(RECORDS)]
-        for p in range(3)
-    }
+    sent = mm2_sent()
     produce(cluster_a, topic, sent)
     produce(cluster_b, remote, {p: sent[p][:n] for p, n in MM2_COPIED.items() if n})
     create_topics(cluster_b, [offsets_topic], 5)
     connect = make_producer(cluster_b, overrides={"partitioner": "murmur2_random"})
-    for key, value in [
-        (connect_key(topic, 0, cluster=source.alias), b'{"offset":9}'),
-        (connect_key(topic, 0, cluster=source.alias), b'{"offset":19}'),  # committed 60 s before the stop
-        (connect_key(topic, 1, cluster=source.alias), b'{"offset":24}'),
-        (connect_key(topic, 2, cluster=source.alias), b'{"offset":3}'),
-        (connect_key(topic, 2, cluster=source.alias), None),  # reset through the Connect REST API
-        (
-            json.dumps(["MirrorHeartbeatConnector", {"sourceClusterAlias": source.alias}]).encode(),
-            b'{"offset":0}',
-        ),
-    ]:
+    for key, value in mm2_connect_offsets(topic, source_alias=source.alias):
         connect.produce(offsets_topic, key=key, value=value)
     assert connect.flush(10) == 0
     syncs = InternalTopicWriter(cluster_a, f"mm2-offset-syncs.{target.alias}.internal", replication_factor=1)
     checkpoints = InternalTopicWriter(cluster_b, f"{source.alias}.checkpoints.internal", replication_factor=1)
+    offset_syncs, mm2_checkpoints = mm2_syncs_and_checkpoints(topic, remote)
     try:
-        syncs.write([(s.key(), s.value()) for s in (OffsetSync(topic, 0, 0, 0), OffsetSync(topic, 1, 0, 0))])
-        checkpoints.write([(c.key(), c.value()) for c in [Checkpoint(f"{topic}-g", remote, 0, 15, 15)]])
+        syncs.write([(s.key(), s.value()) for s in offset_syncs])
+        checkpoints.write([(c.key(), c.value()) for c in mm2_checkpoints])
     finally:
         syncs.close()
         checkpoints.close()
     return sent
+
+
+def stopped_mm2_in_memory(
+    source: MemoryCluster, target: MemoryCluster, *, topic: str, offsets_topic: str
+) -> None:
+    """`stopped_mm2` on in-memory clusters A and B (a key's Connect offsets in one partition of the
+    offsets topic, as the Java producer's partitioner puts them)."""
+    remote = f"A.{topic}"
+    source.create(topic, 3)
+    target.create(remote, 3)
+    for p, records in mm2_sent().items():
+        for index, (key, value, headers, stamp) in enumerate(records):
+            source.append(topic, p, key=key, value=value, headers=headers, timestamp_ms=stamp)
+            if index < MM2_COPIED[p]:
+                target.append(remote, p, key=key, value=value, headers=headers, timestamp_ms=stamp)
+    target.create(offsets_topic, 5)
+    for key, value in mm2_connect_offsets(topic, source_alias="A"):
+        target.append(offsets_topic, zlib.crc32(key) % 5, key=key, value=value)
+    offset_syncs, mm2_checkpoints = mm2_syncs_and_checkpoints(topic, remote)
+    for cluster, internal, records in (
+        (source, "mm2-offset-syncs.B.internal", offset_syncs),
+        (target, "A.checkpoints.internal", mm2_checkpoints),
+    ):
+        cluster.create(internal, 1)
+        for record in records:
+            cluster.append(internal, 0, key=record.key(), value=record.value())
 
 
 @pytest.mark.kafka
