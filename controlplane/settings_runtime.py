@@ -20,6 +20,7 @@
 | MIRRORPLANE_STATUS_REFRESH_S | 10 | a partition's status row whose positions, counts or lag moved is rewritten once it is this old (its state or error: at once; unchanged: never); the task's roll-up row, written every slice, keeps it fresh (docs/scale.md) |
 | METRICS_FLUSH_INTERVAL_S | 30 | a worker writes its buffered metric samples to the lake at least this often |
 | METRICS_FLUSH_ROWS | 20000 | ... or when this many samples are buffered |
+| METRICS_TOPIC_ROWS_ABOVE | 500 | a task of more partitions writes one lake row per topic per slice, not one per partition |
 | REPORTS_INTERVAL_S | 300 | beat queues a report run when the last one was requested this long ago |
 | REPORTS_RUN_TIMEOUT_S | 3600 | an active report run without progress this long is failed (its worker died) |
 | MIRRORPLANE_DRILL_INTERVAL_S | 0 (off) | a flow drilled before is drilled again (same groups) once its last drill is this old |
@@ -79,6 +80,7 @@ MIRRORPLANE_STALE_AFTER_S = _env.float(
 MIRRORPLANE_STATUS_REFRESH_S = _env.float("MIRRORPLANE_STATUS_REFRESH_S", default=10.0)
 METRICS_FLUSH_INTERVAL_S = _env.float("METRICS_FLUSH_INTERVAL_S", default=30.0)
 METRICS_FLUSH_ROWS = _env.int("METRICS_FLUSH_ROWS", default=20_000)
+METRICS_TOPIC_ROWS_ABOVE = _env.int("METRICS_TOPIC_ROWS_ABOVE", default=500)
 
 MIRRORPLANE_OPERATION_LEASE_S = _env.float("MIRRORPLANE_OPERATION_LEASE_S", default=30.0)
 MIRRORPLANE_DRILL_INTERVAL_S = _env.float("MIRRORPLANE_DRILL_INTERVAL_S", default=0.0)

@@ -11,6 +11,8 @@ from datetime import date, timedelta
 
 import plotly.graph_objects as go
 
+from dashboards.spark.lake import topic_row_task
+
 Row = Mapping[str, object]
 STATUS_LEVELS = ("OK", "WARN", "REWIND", "STALL", "STOP")  # heatmap z = index: worse is higher
 STATUS_COLOURS = ("#2ca02c", "#ffbf00", "#9467bd", "#ff7f0e", "#d62728")
@@ -23,7 +25,10 @@ VERDICT_COLOURS = {
 
 
 def _partition_label(row: Row) -> str:
-    return f"{row['flow_name']} {row['remote_topic']}[{row['partition']}]"
+    """`A->B orders[3]`; a topic row (`dashboards.spark.lake`): `A->B orders[task 0: 600 partitions]`."""
+    task = topic_row_task(row["partition"])
+    shown = row["partition"] if task is None else f"task {task}: {row.get('partitions')} partitions"
+    return f"{row['flow_name']} {row['remote_topic']}[{shown}]"
 
 
 def _series(rows: Iterable[Row], *, label, x: str, y: str) -> dict[str, tuple[list, list]]:

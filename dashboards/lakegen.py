@@ -124,6 +124,7 @@ def _flow_table(
         "interval_s": pa.array(np.full(rows, step_s, dtype=np.float64)),
         "record_age_ms": pa.array(column(age), from_pandas=True),
         "replication_latency_ms": pa.array(column(latency), from_pandas=True),
+        "partitions": pa.array(np.ones(rows, dtype=np.int32)),
     }
     return pa.Table.from_pydict(arrays, schema=schema)
 

@@ -73,6 +73,7 @@ PAGES = {
             "seconds_behind_last",
             "seconds_behind_max",
             "samples",
+            "partitions",
         ),
         about="Records behind (source end offset - the mirror's position) and seconds behind (how long ago "
         "the mirror's position was produced, interpolated between end-offset samples), max per window.",
@@ -139,6 +140,7 @@ PAGES = {
             "next_offset",
             "last_sample_at",
             "window_samples",
+            "partitions",
         ),
         about="Burrow's rules over the last samples of each partition at the end of every window: OK, WARN "
         "(lag never decreased), STALL (position never moved), REWIND (position went back), STOP (silent).",

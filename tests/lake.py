@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pyarrow.fs
 import requests
+from django.conf import settings
 
 from replication.kafka.processes import free_port
 from replication.metrics import PartitionMetrics
@@ -105,5 +106,6 @@ def lake_samples(flow_id: int, *, partitions: int, behind: int = 0, at: datetime
         previous={},
         interval_s=1.0,
         at=at,
+        topic_rows_above=settings.METRICS_TOPIC_ROWS_ABOVE,
     )
     return rows

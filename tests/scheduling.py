@@ -85,6 +85,7 @@ SHARED_FIXTURES = {
         "tests/dashboards/test_report_pipeline.py",
         "tests/dashboards/test_status.py",
         "tests/dashboards/test_throughput_latency.py",
+        "tests/dashboards/test_topic_rows.py",
         "tests/dashboards/test_windowed.py",
     ),
     "secure_clusters": (

@@ -1,4 +1,5 @@
-"""The metrics lake writer: every slice's per-partition samples, appended as Parquet under METRICS_DIR.
+"""The metrics lake writer: every slice's samples (per partition, or per topic for a large task), appended
+as Parquet under METRICS_DIR.
 
 Layout and schema are `dashboards.spark.lake`'s (`date=YYYY-MM-DD/flow=<id>/part-*.parquet`,
 `LAKE_COLUMNS`). A worker process buffers its samples and writes one file per (date, flow) at most
@@ -32,7 +33,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dashboards.spark.lake import LAKE_COLUMNS, arrow_schema, lake_location
+from dashboards.spark.lake import LAKE_COLUMNS, arrow_schema, lake_location, topic_row_partition
 from replication.metrics import PartitionMetrics
 
 log = logging.getLogger(__name__)
@@ -57,8 +58,11 @@ def lake_rows(
     previous: Mapping[RemotePartition, Counts],
     interval_s: float,
     at: datetime,
+    topic_rows_above: int,
 ) -> tuple[list[dict], dict[RemotePartition, Counts]]:
-    """One sample per partition for a slice (records and bytes since `previous`), and the new totals."""
+    """A slice's samples (records and bytes since `previous`) and the new totals: one row per partition,
+    or, for a task of more than `topic_rows_above` partitions, one topic row per topic (`lake` module
+    doc): the rows a slice writes grow with the task's topics, not its partitions."""
     rows: list[dict] = []
     totals: dict[RemotePartition, Counts] = {}
     for p in partitions:
@@ -82,9 +86,47 @@ def lake_rows(
                 "interval_s": interval_s,
                 "record_age_ms": p.record_age_ms if records else None,
                 "replication_latency_ms": p.replication_latency_ms if records else None,
+                "partitions": 1,
             }
         )
+    if len(rows) > topic_rows_above:
+        rows = topic_rows(rows, partition=topic_row_partition(task_index))
     return rows, totals
+
+
+def topic_rows(rows: Iterable[dict], *, partition: int) -> list[dict]:
+    """One slice's partition rows as one row per topic, numbered `partition`: records and bytes summed,
+    offsets summed (unknown when any partition's is; the end at least the position, so that records
+    behind is the sum of the partitions' own, each clamped at 0), the worst record age and latency."""
+    topics: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        topics[row["remote_topic"]].append(row)
+    return [
+        {
+            **members[0],
+            "partition": partition,
+            "source_end_offset": _sum_if_known(
+                None if m["source_end_offset"] is None else max(m["source_end_offset"], m["next_offset"] or 0)
+                for m in members
+            ),
+            "next_offset": _sum_if_known(m["next_offset"] for m in members),
+            "records": sum(m["records"] for m in members),
+            "bytes": sum(m["bytes"] for m in members),
+            "record_age_ms": _max_if_any(m["record_age_ms"] for m in members),
+            "replication_latency_ms": _max_if_any(m["replication_latency_ms"] for m in members),
+            "partitions": len(members),
+        }
+        for members in topics.values()
+    ]
+
+
+def _sum_if_known(values: Iterable[int | None]) -> int | None:
+    values = list(values)
+    return None if None in values else sum(values)
+
+
+def _max_if_any(values: Iterable[float | None]) -> float | None:
+    return max((v for v in values if v is not None), default=None)
 
 
 class MetricsLake:

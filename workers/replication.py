@@ -507,6 +507,7 @@ def _record_slice(ref: TaskRef, entry: CachedTask, result: SliceResult, *, now: 
         previous=entry.counts,
         interval_s=now - entry.last_slice_at,
         at=at,
+        topic_rows_above=settings.METRICS_TOPIC_ROWS_ABOVE,
     )
     entry.last_slice_at = now
     context.metrics_lake().append(rows)

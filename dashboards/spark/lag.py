@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from dashboards.spark.frames import PARTITION_KEY, partition_key_ddl, records_behind, window_seconds
-from dashboards.spark.windowed import key_columns, longs
+from dashboards.spark.windowed import key_columns, longs, partition_counts
 
 DEFAULT_LOOKBACK = timedelta(hours=1)
 SAMPLE_LAG_COLUMNS = (
@@ -123,10 +123,11 @@ def sample_lag(samples: DataFrame, *, lookback: timedelta = DEFAULT_LOOKBACK) ->
     ).select(*SAMPLE_LAG_COLUMNS)
 
 
-POINT_COLUMNS = ("ts", "source_end_offset", "next_offset")  # what the grouped functions read of a sample
+# What the grouped functions read of a sample.
+POINT_COLUMNS = ("ts", "source_end_offset", "next_offset", "partitions")
 PARTITION_LAG_SCHEMA = (
     "samples long, records_behind_last long, records_behind_max long, records_behind_avg double, "
-    "seconds_behind_last double, seconds_behind_max double, seconds_behind_avg double"
+    "seconds_behind_last double, seconds_behind_max double, seconds_behind_avg double, partitions int"
 )
 
 
@@ -135,7 +136,8 @@ def window_lag_table(*, window_s: int, lookback_s: float, key: Sequence[str] = P
 
     The same aggregates as Spark's over `sample_lag` rows: count; the newest sample's value (as
     max_by ts); max and average ignoring unknowns (null when all are unknown). Records behind is
-    unknown for a sample without a source end offset.
+    unknown for a sample without a source end offset. `partitions` is the newest sample's (a topic
+    row's: the partitions its sums cover).
     """
     import pyarrow as pa
 
@@ -181,6 +183,7 @@ def window_lag_table(*, window_s: int, lookback_s: float, key: Sequence[str] = P
                 "seconds_behind_avg": pa.array(
                     np.where(known_counts > 0, seconds_avg, np.nan), from_pandas=True
                 ),
+                "partitions": pa.array(partition_counts(table)[order][lasts], pa.int32()),
             }
         )
 

@@ -2,7 +2,11 @@
 `date=YYYY-MM-DD/flow=<id>/part-*.parquet`.
 
 Workers append one row per (slice, source partition) with what the engine measured; the Spark jobs read
-them. Both sides build their schema from `LAKE_COLUMNS`, so the writer and the readers cannot drift.
+them. A task of more than METRICS_TOPIC_ROWS_ABOVE partitions writes one row per (slice, topic) instead: a
+TOPIC ROW stands for the task's `partitions` partitions of the topic (`partition` is
+`topic_row_partition(task_index)`, below 0), with their records and bytes summed, their offsets summed
+(so records behind is the sum of theirs) and the worst record age and latency. The report job treats a
+topic row as one mirrored partition that counts `partitions` times (docs/analytics.md "Topic rows"). Both sides build their schema from `LAKE_COLUMNS`, so the writer and the readers cannot drift.
 Offsets are source offsets unless named otherwise; `next_offset` is the mirror's position (the next
 source offset to replicate), so `source_end_offset - next_offset` is records behind (clamped at 0).
 """
@@ -32,9 +36,25 @@ LAKE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("interval_s", "double"),  # wall seconds the slice covered (rates = records / interval_s)
     ("record_age_ms", "double"),  # max over the slice of (poll time - record timestamp); null if no records
     ("replication_latency_ms", "double"),  # max over the slice of (ack time - record timestamp); null if none
+    # Mirrored partitions the row stands for: 1, or a topic row's count. Null in files written before the
+    # column existed: read as 1 (`partition_counts`).
+    ("partitions", "int"),
 )
 
 PARTITION_COLUMNS = ("date", "flow")  # Hive-style directories: date=YYYY-MM-DD/flow=<flow_id>
+
+
+def topic_row_partition(task_index: int) -> int:
+    """The `partition` of task `task_index`'s topic rows: -1 for task 0, -2 for task 1, ...
+
+    MM2 spreads a topic's partitions over all tasks, so each task's share of a topic is its own series
+    (a sum of offsets is only a series when the same task adds up the same partitions)."""
+    return -1 - task_index
+
+
+def topic_row_task(partition: int) -> int | None:
+    """The task whose topic row `partition` numbers; None for a partition's own row."""
+    return -1 - partition if partition < 0 else None
 
 
 def spark_schema_ddl() -> str:

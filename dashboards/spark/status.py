@@ -16,6 +16,10 @@ reporting is seen. The rules, first match wins (REFERENCE.md "Lag"):
 
 Rules 5 and 6 need two samples to see movement. A flow takes its worst partition: STOP, STALL and REWIND
 report as ERR, with the causes listed.
+
+A topic row (`lake` module doc) is judged as one partition whose position and end offset are its
+partitions' sums, and counts in its flow's partitions (all, erring, warning) as the `partitions` it stands
+for: a stall of all of them shows, a stall of some among moving ones does not (docs/analytics.md).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from dashboards.spark.frames import (
     window_end,
     window_seconds,
 )
-from dashboards.spark.windowed import key_columns, report_windows
+from dashboards.spark.windowed import key_columns, partition_counts, report_windows
 
 DEFAULT_WINDOW_SAMPLES = 10  # Burrow's default window ("intervals")
 ERROR_CAUSES = ("STOP", "STALL", "REWIND")
@@ -43,7 +47,7 @@ ERROR_CAUSES = ("STOP", "STALL", "REWIND")
 
 WINDOW_FEATURES = (
     "last_sample_at timestamp, next_offset long, records_behind long, first_sample_at timestamp, "
-    "samples long, min_lag long, min_offset long, max_offset long, min_lag_change long"
+    "samples long, min_lag long, min_offset long, max_offset long, min_lag_change long, partitions int"
 )
 
 
@@ -79,6 +83,7 @@ def newest_window_features_table(*, window_s: int, window_samples: int, key: Seq
         micros = micros[order]
         position = table.column("next_offset").to_numpy()[order]
         lag = np.maximum(table.column("source_end_offset").to_numpy()[order] - position, 0)
+        partitions = partition_counts(table)[order]
         seconds = micros // 1_000_000
         starts = seconds - seconds % window_s
         newest = np.flatnonzero(np.append(np.diff(starts) != 0, len(starts) > 0))  # last row of each window
@@ -105,6 +110,7 @@ def newest_window_features_table(*, window_s: int, window_samples: int, key: Seq
                 pa.array(np.where(held, position[rows], big).min(axis=1), pa.int64()),
                 pa.array(np.where(held, position[rows], small).max(axis=1), pa.int64()),
                 pa.array(change, pa.int64(), mask=~changed.any(axis=1)),
+                pa.array(partitions[newest], pa.int32()),
             ],
             names=[field.split()[0] for field in WINDOW_FEATURES.split(", ")],
         )
@@ -155,7 +161,7 @@ def newest_window_features(
 ) -> DataFrame:
     """Per mirrored partition and report window it reported in: `_window`, Burrow's view at its newest sample."""
     return (
-        samples.select(*PARTITION_KEY, "ts", "source_end_offset", "next_offset")
+        samples.select(*PARTITION_KEY, "ts", "source_end_offset", "next_offset", "partitions")
         .groupBy(*PARTITION_KEY)
         .applyInArrow(
             newest_window_features_table(window_s=window_seconds(window), window_samples=window_samples),
@@ -205,18 +211,21 @@ def partition_status(
         F.col("_window.next_offset").alias("next_offset"),
         F.col("_window.last_sample_at").alias("last_sample_at"),
         F.col("_window.samples").alias("window_samples"),
+        F.col("_window.partitions").alias("partitions"),
     )
 
 
 def flow_status(partition_statuses: DataFrame) -> DataFrame:
-    """A flow's status per window from its partitions' (`partition_status` output): the worst one wins."""
+    """A flow's status per window from its partitions' (`partition_status` output): the worst one wins.
+    Each row counts as the `partitions` it stands for (a topic row: its partitions)."""
     is_error = F.col("status").isin(*ERROR_CAUSES)
-    errors = F.sum(is_error.cast("int"))
-    warnings = F.sum((F.col("status") == "WARN").cast("int"))
+    partitions = F.col("partitions").cast("long")
+    errors = F.sum(F.when(is_error, partitions).otherwise(0))
+    warnings = F.sum(F.when(F.col("status") == "WARN", partitions).otherwise(0))
     return (
         partition_statuses.groupBy(*FLOW_KEY, *WINDOW_COLUMNS)
         .agg(
-            F.count(F.lit(1)).alias("partitions"),
+            F.sum(partitions).alias("partitions"),
             errors.alias("partitions_err"),
             warnings.alias("partitions_warn"),
             F.sort_array(F.collect_set(F.when(is_error, F.col("status")))).alias("_causes"),

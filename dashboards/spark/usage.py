@@ -29,6 +29,7 @@ from dashboards.spark.windowed import (
     key_columns,
     longs,
     max_of_longs,
+    partition_counts,
     report_windows,
     sum_of_doubles,
     sum_of_longs,
@@ -48,12 +49,13 @@ USAGE_SAMPLE_COLUMNS = (
     "interval_s",
     "record_age_ms",
     "replication_latency_ms",
+    "partitions",
 )
 
 
 USAGE_SCHEMA = (
     "records long, bytes long, _covered_s double, _behind long, _saturated boolean, _produced long, "
-    "_ack_ms double, _acks long"
+    "_ack_ms double, _acks long, partitions int"
 )
 
 
@@ -123,7 +125,7 @@ def task_usage(
     stalled one, replicating nothing, measures no capacity); whether the slices covered the window
     (BUSY_SHARE) is judged per task over all its workers (`daily_flow_usage_from_windows`): a task whose
     slices alternate between workers covers the window too. `_produced` sums the records produced,
-    `_ack_ms` and `_acks` sum and count `ack_ms`.
+    `_ack_ms` and `_acks` sum and count `ack_ms`, `partitions` is the most partitions a sample stood for.
     `progress` is `sample_progress(table)` unless given (computed over more samples, then taken).
     """
     progress = progress or sample_progress(table)
@@ -152,6 +154,9 @@ def task_usage(
     acked = ~np.isnan(progress.ack_ms)
     usage["_ack_ms"] = pa.array(sum_of_doubles(progress.ack_ms, group_of_row, count), from_pandas=True)
     usage["_acks"] = pa.array(np.bincount(group_of_row[acked], minlength=count).astype(np.int64))
+    usage["partitions"] = pa.array(
+        max_of_longs(partition_counts(table), group_of_row, count).astype(np.int32)
+    )
     return windows[first], pa.table(usage)
 
 
@@ -228,30 +233,36 @@ def daily_flow_usage_from_windows(reduced: DataFrame, *, window_s: int) -> DataF
     )
     # Totals and distinct counts over a first reduction to one row per partition, task and worker a day
     # (three distinct counts over the samples themselves would expand every sample three times).
-    shape = (
-        reduced.groupBy(*FLOW_KEY, "date", "remote_topic", "partition", "task_index", "worker")
-        .agg(
-            F.sum("records").alias("records"),
-            F.sum("bytes").alias("bytes"),
-            F.sum("_produced").alias("_produced"),
-            F.sum("_ack_ms").alias("_ack_ms"),
-            F.sum("_acks").alias("_acks"),
-        )
+    per_partition = reduced.groupBy(
+        *FLOW_KEY, "date", "remote_topic", "partition", "task_index", "worker"
+    ).agg(
+        F.sum("records").alias("records"),
+        F.sum("bytes").alias("bytes"),
+        F.sum("_produced").alias("_produced"),
+        F.sum("_ack_ms").alias("_ack_ms"),
+        F.sum("_acks").alias("_acks"),
+        F.max("partitions").alias("_partitions"),
+    )
+    # The distinct mirrored partitions, each counting the partitions it stands for (a topic row: its own).
+    partitions = (
+        per_partition.groupBy(*FLOW_KEY, "date", "remote_topic", "partition")
+        .agg(F.max("_partitions").alias("_partitions"))
         .groupBy(*FLOW_KEY, "date")
-        .agg(
-            F.sum("records").alias("records"),
-            F.sum("bytes").alias("bytes"),
-            F.count_distinct("remote_topic", "partition").alias("partitions"),
-            F.count_distinct("task_index").alias("tasks"),
-            F.count_distinct("worker").alias("workers"),
-            F.sum("_produced").alias("_produced"),
-            (F.sum("_ack_ms") / F.sum("_acks")).alias("network_latency_ms"),
-        )
+        .agg(F.sum("_partitions").alias("partitions"))
+    )
+    shape = per_partition.groupBy(*FLOW_KEY, "date").agg(
+        F.sum("records").alias("records"),
+        F.sum("bytes").alias("bytes"),
+        F.count_distinct("task_index").alias("tasks"),
+        F.count_distinct("worker").alias("workers"),
+        F.sum("_produced").alias("_produced"),
+        (F.sum("_ack_ms") / F.sum("_acks")).alias("network_latency_ms"),
     )
     keys = [*FLOW_KEY, "date"]
     records = F.col("records")
     return (
-        shape.join(flow_load, keys)
+        shape.join(partitions, keys)
+        .join(flow_load, keys)
         .join(task_rates, keys)
         .withColumn("record_bytes", F.when(records > 0, F.col("bytes") / records))
         # What the source produced, in the bytes of what was replicated: the replicated rate scaled.

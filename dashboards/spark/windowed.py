@@ -43,6 +43,14 @@ def longs(table: pa.Table, column: str) -> tuple[np.ndarray, np.ndarray]:
     return pc.fill_null(values, 0).to_numpy().astype(np.int64), values.is_valid().to_numpy()
 
 
+def partition_counts(table: pa.Table) -> np.ndarray:
+    """How many mirrored partitions each sample stands for (`lake.LAKE_COLUMNS` "partitions"): 1 where the
+    column is null or absent (lake files written before it, and frames built without it)."""
+    if "partitions" not in table.column_names:
+        return np.ones(table.num_rows, np.int32)
+    return pc.fill_null(table.column("partitions"), 1).to_numpy().astype(np.int32)
+
+
 def dense_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, int]:
     """Each value's rank among the column's distinct values in order of appearance (null: -1), and how many
     there are."""

@@ -54,6 +54,7 @@ def sample(
     replication_latency_ms: float | None = None,
     topic: str = "orders",
     task_index: int = 0,
+    partitions: int | None = 1,
 ) -> tuple:
     """One lake row, `at_s` seconds after T0, in LAKE_COLUMNS order."""
     return (
@@ -72,6 +73,7 @@ def sample(
         float(interval_s),
         record_age_ms,
         replication_latency_ms,
+        partitions,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from django.db import connection
 from controlplane.flows import services
 from controlplane.status import runtime
 from controlplane.status.models import FlowEvent, FlowEventKind, FlowPartitionStatus, PartitionState
-from dashboards.spark.lake import arrow_schema
+from dashboards.spark.lake import arrow_schema, topic_row_partition
 from replication.metrics import GapEvent, PartitionMetrics
 from workers.lake import Counts, MetricsLake, lake_rows
 from workers.plans import TaskRef
@@ -58,10 +59,66 @@ def test_lake_rows_count_records_of_the_slice_only():
         previous={("A.orders", 0): Counts(100, 1000), ("A.orders", 1): Counts(40, 400)},
         interval_s=1.0,
         at=AT,
+        topic_rows_above=500,
     )
     assert [(row["partition"], row["records"], row["bytes"]) for row in rows] == [(0, 50, 500), (1, 0, 0)]
     assert rows[1]["record_age_ms"] is None  # nothing replicated in the slice: no age sample
     assert totals == {("A.orders", 0): Counts(150, 1500), ("A.orders", 1): Counts(40, 400)}
+
+
+def test_a_large_task_writes_one_lake_row_per_topic_per_slice(tmp_path, settings):
+    """2,000 partitions over 4 topics: 4 rows a slice (not 2,000), each standing for its topic's
+    partitions; a task at the threshold still writes one row per partition."""
+    topics = ("A.orders", "A.payments", "A.users", "A.audit")
+    large = [
+        replace(
+            _metrics(p // 4, records=10 + p, behind=p % 3),
+            topic=topics[p % 4],
+            source_topic=topics[p % 4][2:],
+        )
+        for p in range(2_000)
+    ]
+    lake = MetricsLake(tmp_path, flush_interval_s=3_600, flush_rows=1_000_000)
+    counts: dict = {}
+    for _slice in range(3):
+        rows, counts = lake_rows(
+            flow_id=3,
+            flow_name="A->B",
+            task_index=1,
+            worker="h:1",
+            partitions=large,
+            previous=counts,
+            interval_s=1.0,
+            at=AT,
+            topic_rows_above=settings.METRICS_TOPIC_ROWS_ABOVE,
+        )
+        lake.append(rows)
+    (path,) = lake.flush()
+    table = pq.read_table(path)
+    assert table.num_rows == 3 * len(topics)
+    assert set(table.column("partition").to_pylist()) == {topic_row_partition(1)} == {-2}
+    assert table.column("partitions").to_pylist() == [500] * 12
+    first = {row["remote_topic"]: row for row in table.slice(0, 4).to_pylist()}
+    orders = [m for m in large if m.topic == "A.orders"]
+    assert first["A.orders"]["records"] == sum(m.record_count for m in orders)  # no previous slice
+    assert first["A.orders"]["next_offset"] == sum(m.next_offset for m in orders)
+    assert first["A.orders"]["source_end_offset"] - first["A.orders"]["next_offset"] == sum(
+        m.records_behind for m in orders
+    )
+    assert table.slice(4).column("records").to_pylist() == [0] * 8  # nothing since
+    at_threshold, _ = lake_rows(
+        flow_id=3,
+        flow_name="A->B",
+        task_index=1,
+        worker="h:1",
+        partitions=large[: settings.METRICS_TOPIC_ROWS_ABOVE],
+        previous={},
+        interval_s=1.0,
+        at=AT,
+        topic_rows_above=settings.METRICS_TOPIC_ROWS_ABOVE,
+    )
+    assert len(at_threshold) == settings.METRICS_TOPIC_ROWS_ABOVE
+    assert {row["partitions"] for row in at_threshold} == {1}
 
 
 def test_lake_buffers_and_writes_one_file_per_date_and_flow(tmp_path):
@@ -76,6 +133,7 @@ def test_lake_buffers_and_writes_one_file_per_date_and_flow(tmp_path):
         previous={},
         interval_s=1.0,
         at=AT,
+        topic_rows_above=500,
     )
     assert lake.append(rows) == []  # buffered
     assert lake.append(rows) == []
