@@ -34,7 +34,7 @@ from replication.kafka.positions import KafkaPositionStore
 from replication.kafka.source_io import kafka_task_io
 from replication.policy import replication_policy_for
 from replication.schemas.flow import schema_id_rewriter
-from replication.slices import errors_text
+from replication.slices import TaskFenced, errors_text
 from replication.source import MirrorSourceTask, SliceErrorKind, SliceResult
 from workers import context
 from workers.bridge import SliceBridge, bridge_max_s, merge_results, slice_records_left
@@ -359,7 +359,10 @@ def _replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
             )
         result = merge_results(carried, result)
     except Exception as exc:  # a broken client: rebuild it next slice, after a pause
-        log.exception("task %s: slice failed", ref)
+        if isinstance(exc, TaskFenced):  # said when it was fenced (replication.source): one line here
+            log.warning("task %s: %s", ref, exc)
+        else:
+            log.exception("task %s: slice failed", ref)
         STATS.slice_ran(ok=False)
         if entry is not None:
             close_quietly(entry)

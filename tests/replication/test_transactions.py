@@ -5,6 +5,8 @@ producers."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from collections.abc import Sequence
@@ -12,6 +14,7 @@ from collections.abc import Sequence
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from harness.runtime import wait_until
 from replication.config import DeliveryGuarantee, FlowConfig
 from replication.kafka.clients import make_producer
 from replication.kafka.source_io import (
@@ -75,6 +78,24 @@ def open_transaction_on(
         uncommitted.close()
         committed.close()
     return any(high[key][1] > stable[key][1] for key in keys if key in high and key in stable)
+
+
+def freeze_in_a_transaction(
+    pid: int, cluster, topic: str, partitions: int = PARTITIONS, *, among: Sequence[int] | None = None
+) -> None:
+    """SIGSTOP the only process writing `topic` while it holds a transaction open there (on a partition
+    of `among`). The transaction may commit between a check and the freeze, so it is checked frozen; the
+    caller sends SIGCONT."""
+    while True:
+        wait_until(
+            lambda: open_transaction_on(cluster, topic, partitions, among=among),
+            timeout_s=30,
+            what="a transaction",
+        )
+        os.kill(pid, signal.SIGSTOP)
+        if open_transaction_on(cluster, topic, partitions, among=among):
+            return
+        os.kill(pid, signal.SIGCONT)
 
 
 def test_a_zombie_task_is_fenced_and_read_committed_readers_see_each_record_once(

@@ -23,7 +23,7 @@ from harness.runtime import (
 )
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.source_io import PartitionReader
-from tests.replication.test_transactions import open_transaction_on
+from tests.replication.test_transactions import freeze_in_a_transaction
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -59,14 +59,7 @@ def _resize_under_a_zombie(
     assignment gives to another task index), start `successor`, change tasks.max, wait until the new
     tasks write `moving`, wake the zombie, wait until it was fenced, and stop it."""
     process = runtime.processes[zombie]
-    while True:  # the transaction may commit between the check and the freeze: check it frozen
-        wait_until(
-            lambda: open_transaction_on(cluster, remote, among=[moving]), timeout_s=30, what="a transaction"
-        )
-        os.kill(process.pid, signal.SIGSTOP)
-        if open_transaction_on(cluster, remote, among=[moving]):
-            break
-        os.kill(process.pid, signal.SIGCONT)
+    freeze_in_a_transaction(process.pid, cluster, remote, among=[moving])
     seen = len(runtime.log(zombie))
     try:
         runtime.start_worker(successor)

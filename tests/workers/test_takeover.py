@@ -25,7 +25,7 @@ from replication.kafka.source_io import PartitionReader
 from replication.positions import POSITION_RECORD_OFFSETS
 from replication.source import MAX_IN_FLIGHT
 from tests.replication.test_kill9 import lost_or_out_of_order, read_values
-from tests.replication.test_transactions import open_transaction_on
+from tests.replication.test_transactions import freeze_in_a_transaction
 from workers.leases import RedisLeases, task_lease_key
 from workers.plans import TaskRef
 
@@ -102,10 +102,7 @@ def test_a_worker_frozen_past_its_lease_is_fenced_when_it_wakes_and_nothing_is_d
         )
         holder = leases.holders([key])
         # The worker freezes mid-stream (a GC pause, a stalled VM) with a transaction open; its lease expires.
-        wait_until(
-            lambda: open_transaction_on(cluster_b, remote, partitions), timeout_s=30, what="a transaction"
-        )
-        os.kill(zombie.pid, signal.SIGSTOP)
+        freeze_in_a_transaction(zombie.pid, cluster_b, remote, partitions)
         celery_runtime.start_worker("w2")
         wait_until(
             lambda: leases.holders([key]) not in ([None], holder),
