@@ -14,6 +14,7 @@ BENCHMARKS = {
     "engine": "bench.engine_vs_raw",  # replication engine vs a raw consume-produce copy loop
     "schema-ids": "bench.schema_ids",  # the engine with the rewrite-ids schema ID rewrite vs without
     "latency": "bench.latency",  # end-to-end latency at fixed rates: engine, Celery runtime, raw loop
+    "latency-mm2": "bench.latency_mm2",  # p50/p99 beside MM2 at 5,000 and 20,000 rec/s over 4, 8, 64 partitions
     "runtime": "bench.runtime",  # Celery workers vs the engine run in one process
     "failover": "bench.failover_plan",  # failover plan time for 1000 partitions x 20 groups
     "reports": "bench.reports",  # Spark report job on a generated 10M-sample lake

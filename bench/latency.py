@@ -107,15 +107,15 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 # -- the load and the reader (child processes) -----------------------------------------------------
-def _load(bootstrap: str, topic: str, rate: int, seconds: float, started_ms, produced) -> None:
-    """Produce `rate` records/s for `seconds`, paced every millisecond, once the producer is connected
-    (`started_ms` is set then); the count goes to `produced`."""
+def _load(
+    bootstrap: str, topic: str, rate: int, seconds: float, started_ms, produced, partitions: int = PARTITIONS
+) -> None:
+    """Produce `rate` records/s for `seconds` over `partitions`, paced every millisecond, once the producer
+    is connected (`started_ms` is set then); the count goes to `produced`."""
     producer = make_producer(
         ClusterConfig(alias="load", bootstrap_servers=bootstrap), overrides={"linger.ms": 1}
     )
-    for partition in range(
-        PARTITIONS
-    ):  # connected, producer id assigned: the load's first records wait for nothing
+    for partition in range(partitions):  # connected, producer id assigned: the first records wait for nothing
         producer.produce(topic, value=b"warm-up", partition=partition)
     producer.flush(30)
     value = b"v" * VALUE_BYTES
@@ -126,7 +126,7 @@ def _load(bootstrap: str, topic: str, rate: int, seconds: float, started_ms, pro
         due = int(elapsed * rate)
         while sent < due:
             try:
-                producer.produce(topic, value=value, key=b"%d" % sent, partition=sent % PARTITIONS)
+                producer.produce(topic, value=value, key=b"%d" % sent, partition=sent % partitions)
             except BufferError:
                 producer.poll(0.01)
                 continue
@@ -137,14 +137,23 @@ def _load(bootstrap: str, topic: str, rate: int, seconds: float, started_ms, pro
     produced.value = sent
 
 
-def _read(bootstrap: str, topic: str, started_ms, produced, results, timeout_s: float) -> None:
+def _read(
+    bootstrap: str,
+    topic: str,
+    started_ms,
+    produced,
+    results,
+    timeout_s: float,
+    partitions: int = PARTITIONS,
+    warmup_s: float = WARMUP_S,
+) -> None:
     """Consume `topic` until every record of the load (produced since `started_ms`) arrived; the
     latencies of those after the warm-up to `results`."""
     consumer = make_consumer(
         ClusterConfig(alias="reader", bootstrap_servers=bootstrap),
         overrides={"fetch.wait.max.ms": 10, "isolation.level": "read_uncommitted"},
     )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     latencies: list[float] = []
     seen = 0
     deadline = time.monotonic() + timeout_s
@@ -154,7 +163,7 @@ def _read(bootstrap: str, topic: str, started_ms, produced, results, timeout_s: 
             continue
         messages = [first, *consumer.consume(num_messages=10_000, timeout=0)]
         now_ms = time.time() * 1000
-        counted_from = (started_ms.value or now_ms) + WARMUP_S * 1000
+        counted_from = (started_ms.value or now_ms) + warmup_s * 1000
         for message in messages:
             if message.error() is not None:
                 continue
@@ -322,14 +331,14 @@ class RuntimeCopy(Copy):
 
 
 # -- one measurement ------------------------------------------------------------------------------------
-def _wait_for_priming(target: ClusterConfig, topic: str, *, timeout_s: float) -> None:
+def _wait_for_priming(target: ClusterConfig, topic: str, *, partitions: int, timeout_s: float) -> None:
     """Until the copy has carried the priming records (one per partition) to the target."""
     consumer = make_consumer(target)
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     seen: set[int] = set()
     deadline = time.monotonic() + timeout_s
     try:
-        while len(seen) < PARTITIONS:
+        while len(seen) < partitions:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the copy did not carry the priming records to {topic} in {timeout_s}s")
             message = consumer.poll(0.2)
@@ -350,40 +359,61 @@ def measure(
     seconds: float,
     start_timeout_s: float = 20.0,
 ) -> Latency:
+    """`method` (a copy started on `topic`, a new topic of PARTITIONS partitions) at `rate` records/s."""
     TopicAdmin(source).create_topics([NewRemoteTopic(topic, topic, PARTITIONS, 1, {})])
     copy = make_copy(topic)
     copy.start()
     try:
-        primer = make_producer(source)
-        for partition in range(PARTITIONS):
-            primer.produce(topic, value=b"prime", partition=partition)
-        primer.flush(30)
-        _wait_for_priming(copy.read_from, copy.remote_topic, timeout_s=start_timeout_s)
-        spawn = multiprocessing.get_context("spawn")
-        produced = spawn.Value("q", -1)
-        started_ms = spawn.Value("d", 0.0)
-        results = spawn.Queue()
-        reader = spawn.Process(
-            target=_read,
-            args=(
-                copy.read_from.bootstrap_servers,
-                copy.remote_topic,
-                started_ms,
-                produced,
-                results,
-                seconds + 60,
-            ),
+        return measure_running(
+            copy, method=method, rate=rate, seconds=seconds, start_timeout_s=start_timeout_s
         )
-        load = spawn.Process(
-            target=_load, args=(source.bootstrap_servers, topic, rate, seconds, started_ms, produced)
-        )
-        reader.start()
-        load.start()
-        load.join()
-        seen, (p50, p99, p999, worst), counted = results.get(timeout=seconds + 90)
-        reader.join()
     finally:
         copy.stop()
+
+
+def measure_running(
+    copy: Copy,
+    *,
+    method: str,
+    rate: int,
+    seconds: float,
+    partitions: int = PARTITIONS,
+    warmup_s: float = WARMUP_S,
+    start_timeout_s: float = 20.0,
+) -> Latency:
+    """A copy already running on `copy.topic` (of `partitions`): primed (a record per partition, until it
+    is on the target), then a load process at `rate` for `seconds` and a reader process on the target."""
+    primer = make_producer(copy.source)
+    for partition in range(partitions):
+        primer.produce(copy.topic, value=b"prime", partition=partition)
+    primer.flush(30)
+    _wait_for_priming(copy.read_from, copy.remote_topic, partitions=partitions, timeout_s=start_timeout_s)
+    spawn = multiprocessing.get_context("spawn")
+    produced = spawn.Value("q", -1)
+    started_ms = spawn.Value("d", 0.0)
+    results = spawn.Queue()
+    reader = spawn.Process(
+        target=_read,
+        args=(
+            copy.read_from.bootstrap_servers,
+            copy.remote_topic,
+            started_ms,
+            produced,
+            results,
+            seconds + 60,
+            partitions,
+            warmup_s,
+        ),
+    )
+    load = spawn.Process(
+        target=_load,
+        args=(copy.source.bootstrap_servers, copy.topic, rate, seconds, started_ms, produced, partitions),
+    )
+    reader.start()
+    load.start()
+    load.join()
+    seen, (p50, p99, p999, worst), counted = results.get(timeout=seconds + 90)
+    reader.join()
     if seen < produced.value:
         raise RuntimeError(f"{method}: only {seen} of {produced.value} records reached the target")
     return Latency(method, rate, counted, p50, p99, p999, worst)

@@ -80,8 +80,12 @@ def flow_properties(
 class Replicator:
     """One tool as a process of its own on `properties`; its CPU seconds and peak memory from /proc."""
 
-    def __init__(self, tool: str, workdir: Path, properties: dict[str, str]) -> None:
+    def __init__(
+        self, tool: str, workdir: Path, properties: dict[str, str], *, checkout: Path | None = None
+    ) -> None:
+        """`checkout`: Mirrorplane runs that checkout's code (`python -m` from its root), not this one's."""
         self.tool = tool
+        self.checkout = checkout
         self.mm2 = MirrorMaker2(
             workdir, properties, jvm_options=SCRIPT_JVM_OPTIONS
         )  # writes mm2.properties (TEST_SETTINGS + properties)
@@ -98,6 +102,7 @@ class Replicator:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
+                    cwd=self.checkout,
                     preexec_fn=die_with_parent,
                 )
         return self
