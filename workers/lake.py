@@ -48,6 +48,11 @@ class Counts:
     bytes: int
 
 
+NO_COUNTS = Counts(0, 0)
+# A partition's metrics at the end of a slice, with the records and bytes it replicated in the slice.
+Sample = tuple[PartitionMetrics, int, int]
+
+
 def lake_rows(
     *,
     flow_id: int,
@@ -63,70 +68,79 @@ def lake_rows(
     """A slice's samples (records and bytes since `previous`) and the new totals: one row per partition,
     or, for a task of more than `topic_rows_above` partitions, one topic row per topic (`lake` module
     doc): the rows a slice writes grow with the task's topics, not its partitions."""
-    rows: list[dict] = []
+    task = {
+        "ts": at,
+        "flow_id": flow_id,
+        "flow_name": flow_name,
+        "task_index": task_index,
+        "worker": worker,
+        "interval_s": interval_s,
+    }
+    samples: list[Sample] = []
     totals: dict[RemotePartition, Counts] = {}
     for p in partitions:
-        before = previous.get((p.topic, p.partition), Counts(0, 0))
-        records, byte_count = p.record_count - before.records, p.byte_count - before.bytes
+        before = previous.get((p.topic, p.partition), NO_COUNTS)
+        samples.append((p, p.record_count - before.records, p.byte_count - before.bytes))
         totals[(p.topic, p.partition)] = Counts(p.record_count, p.byte_count)
-        rows.append(
-            {
-                "ts": at,
-                "flow_id": flow_id,
-                "flow_name": flow_name,
-                "source_topic": p.source_topic,
-                "remote_topic": p.topic,
-                "partition": p.partition,
-                "task_index": task_index,
-                "worker": worker,
-                "source_end_offset": p.source_end_offset,
-                "next_offset": p.next_offset,
-                "records": records,
-                "bytes": byte_count,
-                "interval_s": interval_s,
-                "record_age_ms": p.record_age_ms if records else None,
-                "replication_latency_ms": p.replication_latency_ms if records else None,
-                "partitions": 1,
-            }
-        )
-    if len(rows) > topic_rows_above:
-        rows = topic_rows(rows, partition=topic_row_partition(task_index))
+    if len(samples) > topic_rows_above:
+        return topic_rows(samples, task=task, partition=topic_row_partition(task_index)), totals
+    rows = [
+        {
+            **task,
+            "source_topic": p.source_topic,
+            "remote_topic": p.topic,
+            "partition": p.partition,
+            "source_end_offset": p.source_end_offset,
+            "next_offset": p.next_offset,
+            "records": records,
+            "bytes": byte_count,
+            "record_age_ms": p.record_age_ms if records else None,
+            "replication_latency_ms": p.replication_latency_ms if records else None,
+            "partitions": 1,
+        }
+        for p, records, byte_count in samples
+    ]
     return rows, totals
 
 
-def topic_rows(rows: Iterable[dict], *, partition: int) -> list[dict]:
-    """One slice's partition rows as one row per topic, numbered `partition`: records and bytes summed,
-    offsets summed (unknown when any partition's is; the end at least the position, so that records
-    behind is the sum of the partitions' own, each clamped at 0), the worst record age and latency."""
-    topics: dict[str, list[dict]] = defaultdict(list)
-    for row in rows:
-        topics[row["remote_topic"]].append(row)
-    return [
-        {
-            **members[0],
-            "partition": partition,
-            "source_end_offset": _sum_if_known(
-                None if m["source_end_offset"] is None else max(m["source_end_offset"], m["next_offset"] or 0)
-                for m in members
-            ),
-            "next_offset": _sum_if_known(m["next_offset"] for m in members),
-            "records": sum(m["records"] for m in members),
-            "bytes": sum(m["bytes"] for m in members),
-            "record_age_ms": _max_if_any(m["record_age_ms"] for m in members),
-            "replication_latency_ms": _max_if_any(m["replication_latency_ms"] for m in members),
-            "partitions": len(members),
-        }
-        for members in topics.values()
-    ]
+def topic_rows(samples: Iterable[Sample], *, task: Mapping, partition: int) -> list[dict]:
+    """A slice's samples as one row per topic, numbered `partition`, after the `task` columns: records
+    and bytes summed, offsets summed (unknown when any partition's is; the end taken at least at the
+    position, so that records behind is the sum of the partitions' own, each clamped at 0), the worst
+    record age and latency of the partitions that replicated records."""
+    topics: dict[str, dict] = {}
+    for p, records, byte_count in samples:
+        row = topics.get(p.topic)
+        if row is None:
+            row = topics[p.topic] = {
+                **task,
+                "source_topic": p.source_topic,
+                "remote_topic": p.topic,
+                "partition": partition,
+                "source_end_offset": 0,
+                "next_offset": 0,
+                "records": 0,
+                "bytes": 0,
+                "record_age_ms": None,
+                "replication_latency_ms": None,
+                "partitions": 0,
+            }
+        row["partitions"] += 1
+        row["records"] += records
+        row["bytes"] += byte_count
+        if row["source_end_offset"] is not None:
+            end = None if p.source_end_offset is None else max(p.source_end_offset, p.next_offset or 0)
+            row["source_end_offset"] = None if end is None else row["source_end_offset"] + end
+        if row["next_offset"] is not None:
+            row["next_offset"] = None if p.next_offset is None else row["next_offset"] + p.next_offset
+        if records:
+            row["record_age_ms"] = _worst(row["record_age_ms"], p.record_age_ms)
+            row["replication_latency_ms"] = _worst(row["replication_latency_ms"], p.replication_latency_ms)
+    return list(topics.values())
 
 
-def _sum_if_known(values: Iterable[int | None]) -> int | None:
-    values = list(values)
-    return None if None in values else sum(values)
-
-
-def _max_if_any(values: Iterable[float | None]) -> float | None:
-    return max((v for v in values if v is not None), default=None)
+def _worst(a: float | None, b: float | None) -> float | None:
+    return a if b is None else b if a is None else max(a, b)
 
 
 class MetricsLake:
