@@ -9,6 +9,7 @@ cluster, the topic and the broker's reason; an unknown topic is `UnknownTopic`.
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 
@@ -19,6 +20,8 @@ from replication.browse import KafkaRecord, PartitionOffsets, record_of
 from replication.cluster_ports import BrowseError, RecordPage, TopicListing, UnknownTopic
 from replication.config import ClusterConfig
 from replication.kafka.clients import kafka_error_reason, make_admin, make_consumer
+
+log = logging.getLogger(__name__)
 
 # Fetch no more than a page needs: a browsing consumer must not pull megabytes it will not show.
 _FETCH_LIMITS = {
@@ -159,11 +162,14 @@ class TopicBrowser:
 
 
 # Asked for nothing but the end: the broker need not hold the fetch long for records to arrive (the
-# embedded broker never answers a fetch that may not wait at all).
+# embedded broker never answers a fetch that may not wait at all); read_uncommitted, whose fetch answers
+# the high watermark (read_committed's answers the last stable offset, below it while a transaction is
+# open, and reaches no end-of-partition at the listed end).
 _END_FETCH = _FETCH_LIMITS | {
     "fetch.wait.max.ms": 10,
     "fetch.message.max.bytes": 1,
     "auto.offset.reset": "latest",
+    "isolation.level": "read_uncommitted",
 }
 
 
@@ -172,31 +178,34 @@ def fetched_ends(cluster: ClusterConfig, listed: Mapping[Key, int], *, timeout_s
     with, never below the listed one. ListOffsets answers are not that (the embedded demo broker lists an
     end below records it holds, by the size of the last batch - 1), and an end read from them shows old
     records as "the newest" and refuses offsets the partition holds; Apache Kafka's fetch answers the
-    same end at once. One consumer fetches every partition together; a partition whose fetch did not
-    answer within `timeout_s` keeps its listed end."""
+    same end at once. One consumer fetches every partition together; a partition whose fetch failed or
+    did not answer within `timeout_s` keeps its listed end."""
     ends = dict(listed)
     if not listed:
         return ends
     consumer = make_consumer(cluster, overrides=_END_FETCH)
-    pending = set(listed)
+    pending = {TopicPartition(topic, p): (topic, p) for topic, p in listed}
     try:
         consumer.assign([TopicPartition(topic, p, offset) for (topic, p), offset in listed.items()])
         deadline = time.monotonic() + timeout_s
         while pending and (remaining := deadline - time.monotonic()) > 0:
-            message = consumer.poll(min(remaining, 0.2))
-            key = None if message is None else (message.topic(), message.partition())
-            if key not in pending:
-                continue
-            error = message.error()
+            message = consumer.poll(min(remaining, 0.05))  # serves the fetch answers
+            error = None if message is None else message.error()
             if error is not None and error.code() != KafkaError._PARTITION_EOF:
-                raise BrowseError(
-                    f"cluster {cluster.alias}: reading the end of {key[0]}[{key[1]}]: {error.str()}"
-                ) from KafkaException(error)
+                failed = pending.pop(TopicPartition(message.topic() or "", message.partition() or 0), None)
+                if failed is not None:
+                    log.debug("cluster %s: the end of %s[%d]: %s", cluster.alias, *failed, error.str())
             # Known once the partition's first fetch answered: the high watermark that answer carried.
-            high = consumer.get_watermark_offsets(TopicPartition(*key), cached=True)[1]
-            ends[key] = max(ends[key], high)
-            pending.discard(key)
-            consumer.pause([TopicPartition(*key)])
+            known = {
+                tp: high
+                for tp in pending
+                if (high := consumer.get_watermark_offsets(tp, cached=True)[1]) >= 0
+            }
+            for tp, high in known.items():
+                key = pending.pop(tp)
+                ends[key] = max(ends[key], high)
+            if known:
+                consumer.pause(list(known))
     except KafkaException as exc:
         raise BrowseError(
             f"cluster {cluster.alias}: reading end offsets failed: {kafka_error_reason(exc)}"
