@@ -136,25 +136,23 @@ def channel_save(
     ):
         channel = channel or NotificationChannel()
         before = None if creating else channel_snapshot(channel)
-        new = {
-            "name": channel.name if name is None else name,
-            "kind": channel.kind if kind is None else kind,
-            "url": channel_url(channel) if url is None else url,
-            "email_to": list(channel.email_to) if email_to is None else list(email_to),
-        }
-        errors = _channel_errors(**new)
+        name = channel.name if name is None else name
+        kind = channel.kind if kind is None else kind
+        url = channel_url(channel) if url is None else url
+        email_to = list(channel.email_to) if email_to is None else list(email_to)
+        errors = _channel_errors(name=name, kind=kind, url=url, email_to=email_to)
         if (
             "name" not in errors
-            and NotificationChannel.objects.filter(name=new["name"]).exclude(pk=channel.pk).exists()
+            and NotificationChannel.objects.filter(name=name).exclude(pk=channel.pk).exists()
         ):
-            errors["name"] = [f"a channel named {new['name']!r} exists; choose another name"]
+            errors["name"] = [f"a channel named {name!r} exists; choose another name"]
         if errors:
             raise ServiceValidationError(errors)
-        channel.name, channel.kind = new["name"].strip(), new["kind"]
-        is_email = new["kind"] == ChannelKind.EMAIL
-        channel.url_encrypted = "" if is_email else crypto.encrypt_json(new["url"])
-        channel.url_hint = "" if is_email else mask_url(new["url"])
-        channel.email_to = new["email_to"] if is_email else []
+        channel.name, channel.kind = name.strip(), kind
+        is_email = kind == ChannelKind.EMAIL
+        channel.url_encrypted = "" if is_email else crypto.encrypt_json(url)
+        channel.url_hint = "" if is_email else mask_url(url)
+        channel.email_to = email_to if is_email else []
         if enabled is not None:
             channel.enabled = bool(enabled)
         channel.save()

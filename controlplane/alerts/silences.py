@@ -84,7 +84,7 @@ def silence_create(
             now < expires_at <= now + datetime.timedelta(seconds=MAX_SILENCE_S)
         ):
             errors["expires_at"] = ["must be in the future, at most 30 days ahead"]
-        if errors:
+        if errors or expires_at is None:  # no expires_at is an error above
             raise ServiceValidationError(errors)
         silence = AlertSilence.objects.create(
             flow=flow,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -89,7 +90,9 @@ class ClusterSerializer(serializers.ModelSerializer):
             "secret_properties",
         ]
         read_only_fields = ["created_at", "updated_at"]
-        extra_kwargs = {"alias": {"validators": []}}  # uniqueness is the service's rule (one message)
+        extra_kwargs: dict[str, Mapping[str, object]] = {
+            "alias": {"validators": []}
+        }  # uniqueness is the service's rule (one message)
 
     def get_secrets_set(self, cluster: Cluster) -> list[str]:
         return engine.secret_names(engine.cluster_secrets(cluster))
@@ -176,8 +179,10 @@ class FlowSerializer(serializers.ModelSerializer):
             "updated_at",
         ]
         read_only_fields = ["state", "state_reason", "state_changed_at", "created_at", "updated_at"]
-        extra_kwargs = {prop.field: INT32 for prop in FLOW_PROPERTIES if prop.kind is int}
-        validators = []  # one flow per pair and source != target are the service's rules
+        extra_kwargs: dict[str, Mapping[str, object]] = {
+            prop.field: INT32 for prop in FLOW_PROPERTIES if prop.kind is int
+        }
+        validators: list[object] = []  # one flow per pair and source != target are the service's rules
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_allowed_actions(self, flow: Flow) -> list[str]:

@@ -212,7 +212,7 @@ def _parse_reset(
     chosen_partitions = _parse_partitions(partitions, errors)
     if chosen_partitions and not topic:
         errors.setdefault("partitions", []).append("name the topic these partitions are of")
-    if errors:
+    if errors or chosen is None:  # no strategy is an error above
         raise ServiceValidationError(errors)
     return ResetRequest(chosen, timestamp_ms, flow, topic, chosen_partitions, shift_by, to_offset)
 
@@ -237,6 +237,8 @@ def _plan(config: ClusterConfig, timeout_s: float, *, group: str, request: Reset
     browser = clusters().topic_reads(config, timeout_s=timeout_s)
     translated: dict[TopicPartition, int | None] | None = None
     if request.strategy is ResetStrategy.TRANSLATED:
+        if request.flow is None:  # the request's parsing names the flow a translated reset needs
+            raise ServiceValidationError.single("flow", "give the flow whose translation to use")
         plan = _group_plan(request.flow, group, timeout_s).plan
         translated = {(row.remote_topic, row.partition): row.translated_offset for row in plan.partitions}
         partitions = set(translated)
@@ -248,6 +250,8 @@ def _plan(config: ClusterConfig, timeout_s: float, *, group: str, request: Reset
         partitions = set(committed)
     by_time = None
     if request.strategy is ResetStrategy.TIMESTAMP:
+        if request.timestamp_ms is None:  # the request's parsing asks for the moment
+            raise ServiceValidationError.single("timestamp", "give the moment to reset to")
         by_time = browser.offsets_at(partitions, request.timestamp_ms)
     return plan_reset(
         strategy=request.strategy,

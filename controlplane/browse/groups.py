@@ -13,6 +13,7 @@ states, members and lag stop at GROUP_DESCRIBE_MAX groups a cluster.
 from __future__ import annotations
 
 import datetime
+import functools
 from dataclasses import dataclass, field, replace
 
 from django.utils import timezone
@@ -89,8 +90,7 @@ def _list_groups(config: ClusterConfig, timeout_s: float) -> tuple[list[GroupRow
 
 
 def _total_lag(offsets, ends) -> int | None:
-    known = [lag(c.offset, ends.get(key)) for key, c in offsets.items()]
-    known = [value for value in known if value is not None]
+    known = [value for key, c in offsets.items() if (value := lag(c.offset, ends.get(key))) is not None]
     return sum(known) if known else None
 
 
@@ -101,7 +101,7 @@ def group_list(*, clusters: list[Cluster] | None = None) -> list[ClusterGroups]:
         entry = ClusterGroups(cluster)
         try:
             (rows, entry.described_all), entry.read_at, entry.read_ms = timed(
-                lambda cluster=cluster: cluster_read(cluster, _list_groups)
+                functools.partial(cluster_read, cluster, _list_groups)
             )
         except ClusterUnavailable as exc:
             entry.problem = str(exc)

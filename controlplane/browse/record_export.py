@@ -82,5 +82,5 @@ def _cell(value: dict | str | None) -> str:
     elif isinstance(value, str):
         text = value
     else:
-        text = value.get("text") if "text" in value else value.get("masked") or f"base64:{value['base64']}"
+        text = value["text"] if "text" in value else value.get("masked") or f"base64:{value['base64']}"
     return f"'{text}" if text.startswith(FORMULA_STARTS) else text

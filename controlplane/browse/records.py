@@ -76,16 +76,19 @@ def mirrors_by_topic(*, cluster: Cluster, topics: Iterable[str]) -> dict[str, li
     names = list(topics)
     found: dict[str, list[Mirror]] = {name: [] for name in names}
     for flow in selectors.flow_list().filter(source=cluster) | selectors.flow_list().filter(target=cluster):
-        topics = engine.topic_selection(flow, known_aliases=aliases)
-        policy = topics.policy
+        selection = engine.topic_selection(flow, known_aliases=aliases)
+        policy = selection.policy
         for topic in names:
             if flow.source_id == cluster.pk:
-                decision = topics.decide(topic)
+                decision = selection.decide(topic)
                 if decision.replicate and decision.remote_topic:
                     found[topic].append(Mirror(flow, "source", topic, decision.remote_topic))
             upstream = policy.upstream_topic(topic) if flow.target_id == cluster.pk else None
-            mirrored_here = upstream and policy.format_remote_topic(flow.source.alias, upstream) == topic
-            if mirrored_here and topics.decide(upstream).replicate:
+            if (
+                upstream
+                and policy.format_remote_topic(flow.source.alias, upstream) == topic
+                and selection.decide(upstream).replicate
+            ):
                 found[topic].append(Mirror(flow, "target", upstream, topic))
     return found
 
@@ -289,13 +292,15 @@ def _untrusted_end(offsets: PartitionOffsets, notes: list[str]) -> None:
 _TIME_SEEK_READS = 4
 
 
-def _from_moment(browser: TopicReads, topic: str, seek: Seek, page: BrowsedPage, start: int):
+def _from_moment(
+    browser: TopicReads, topic: str, seek: Seek, page: BrowsedPage, start: int, *, moment_ms: int
+) -> tuple[BrowsedPage, int]:
     """The page from the first record at or after the moment: some brokers answer a time lookup with an
     offset before it (a batch's or an index entry's), so older records at the head are skipped."""
     deadline = time.monotonic() + browser.timeout_s
     reads = 1
     while True:
-        kept = [r for r in page.records if r.timestamp_ms is None or r.timestamp_ms >= seek.timestamp_ms]
+        kept = [r for r in page.records if r.timestamp_ms is None or r.timestamp_ms >= moment_ms]
         settled = bool(kept) or len(page.records) < seek.max_records
         if settled or reads >= _TIME_SEEK_READS or time.monotonic() > deadline:
             # Unsettled: every record read so far is older than the moment; the page says it stopped.
@@ -339,7 +344,7 @@ def _read_page(cluster: Cluster, topic: str, seek: Seek) -> _RawPage:
             return partitions, None, None
         page = browser.read(topic, seek.partition, start=start, max_records=seek.max_records)
         if seek.timestamp_ms is not None:
-            page, start = _from_moment(browser, topic, seek, page, start)
+            page, start = _from_moment(browser, topic, seek, page, start, moment_ms=seek.timestamp_ms)
         return partitions, start, page
 
     (partitions, start, page), read_at, read_ms = timed(lambda: cluster_read(cluster, read))

@@ -147,7 +147,8 @@ def _config_sync(mirror: Mirror, here: TopicInfo) -> ConfigSync:
         read_at = datetime.datetime.now(tz=datetime.UTC)
     except (ClusterUnavailable, ServiceValidationError) as exc:
         return ConfigSync(mirror, enabled, (), False, None, str(exc))
-    source, target = (here, other) if mirror.role == "source" else (other, here)
+    # A target's source topic that is gone returned above: `other` is None only for a source.
+    source, target = (here, other) if mirror.role == "source" or other is None else (other, here)
     rows = config_sync_preview(
         decision=selection.decide(mirror.source_topic),
         source=_description(source),

@@ -71,7 +71,7 @@ def audit_role_refusal(
 ) -> AuditEvent:
     """A write refused for the actor's role (API or web), recorded before its body is read: who, which
     request, why. `action` when it is an audit action (pause, delete...), else the method's."""
-    if action not in AuditAction.values:
+    if action is None or action not in AuditAction.values:
         action = _METHOD_ACTIONS.get(method, AuditAction.DELETE)
     return audit_record(
         actor=actor,

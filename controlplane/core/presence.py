@@ -74,7 +74,7 @@ def worker_key(hostname: str) -> str:
     return f"{WORKER_PREFIX}{hostname}"
 
 
-def _parse(raw: bytes | None) -> Presence | None:
+def _parse(raw: bytes | str | None) -> Presence | None:
     if raw is None:
         return None
     value = json.loads(raw)

@@ -122,7 +122,8 @@ def cluster_hosts_error(cluster: Cluster) -> str | None:
 def cluster_secrets(cluster: Cluster) -> ScopedProperties:
     """The cluster's decrypted secret properties by scope (empty scopes included)."""
     stored = crypto.decrypt_json(cluster.secrets_encrypted) if cluster.secrets_encrypted else {}
-    return {scope: dict(stored.get(scope, {})) for scope in PROPERTY_SCOPES}
+    scopes = stored if isinstance(stored, dict) else {}  # encrypt_secrets stores a dict
+    return {scope: dict(scopes.get(scope, {})) for scope in PROPERTY_SCOPES}
 
 
 def encrypt_secrets(secrets: ScopedProperties) -> str:
@@ -236,7 +237,7 @@ def cluster_fields_from_config(
     """`config` split into columns; `secret_properties` ((scope, name): those a placeholder gave a value
     to) are secrets whatever their name."""
     properties, secrets = empty_scopes(), empty_scopes()
-    columns = {"security.protocol": SecurityProtocol.PLAINTEXT.value, "sasl.mechanism": ""}
+    columns = {"security.protocol": str(SecurityProtocol.PLAINTEXT), "sasl.mechanism": ""}
     for scope in PROPERTY_SCOPES:
         values = config.client if scope == "client" else getattr(config, scope)
         for name, value in values.items():

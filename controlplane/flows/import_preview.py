@@ -16,6 +16,7 @@ moment it was read; a source that does not answer costs only its own flows' prev
 from __future__ import annotations
 
 import datetime
+import functools
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -131,11 +132,12 @@ def _flow_preview(
             f"{flow.source} and {flow.target} are one cluster (as their brokers say): the flow "
             "would copy every topic into the cluster it reads, and copy the copies again"
         )
-    replicated, not_replicated = [], Counter()
+    replicated: list[PreviewTopic] = []
+    not_replicated: Counter[str] = Counter()
     for name, partitions in sorted(topics.items()):
         decision = selection.decide(name)
-        if not decision.replicate:
-            not_replicated[decision.reason] += 1
+        if not decision.replicate or decision.remote_topic is None:  # a replicated topic has its name
+            not_replicated[decision.reason or "filter"] += 1
             continue
         loop = None
         if same_cluster:
@@ -159,6 +161,10 @@ def _flow_preview(
     )
 
 
+def _partition_counts(clusters_read: list[ClusterConfig], timeout_s: float) -> dict[str, int]:
+    return clusters().partition_counts(clusters_read[0], timeout_s=timeout_s)
+
+
 def import_preview(*, identity: ClusterIdentity, flows: Sequence[FlowConfig]) -> list[FlowPreview]:
     """The preview of each of `flows`, whose clusters `identity` knows."""
     listings: dict[str, tuple[dict[str, int], datetime.datetime] | str] = {}
@@ -166,12 +172,8 @@ def import_preview(*, identity: ClusterIdentity, flows: Sequence[FlowConfig]) ->
     for flow in flows:
         if flow.source not in listings:
             try:
-                counts, read_at, _ = timed(
-                    lambda source=identity.configs[flow.source]: configs_read(
-                        [source],
-                        lambda read, timeout_s: clusters().partition_counts(read[0], timeout_s=timeout_s),
-                    )
-                )
+                source = identity.configs[flow.source]
+                counts, read_at, _ = timed(functools.partial(configs_read, [source], _partition_counts))
                 listings[flow.source] = (counts, read_at)
             except ClusterUnavailable as exc:
                 listings[flow.source] = f"source {flow.source} did not answer: {exc}"

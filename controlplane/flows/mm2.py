@@ -217,7 +217,7 @@ def _apply_import(
             config, secret_properties=parsed.placeholder_properties.get(config.alias, frozenset())
         )
         stored = clusters.get(config.alias)
-        columns = {
+        columns: dict[str, Any] = {  # the cluster's model columns
             "alias": config.alias,
             "bootstrap_servers": fields.bootstrap_servers,
             "security_protocol": fields.security_protocol,
@@ -250,15 +250,17 @@ def _apply_import(
     }
     merged = {pair: engine.flow_to_config(flow) for pair, flow in stored_flows.items()}
     flow_plans = []
-    for config in parsed.config.flows:
-        pair = (config.source, config.target)
-        settings = engine.flow_fields_from_config(config)
-        errors |= _prefixed(f"flows.{config.name}", engine.flow_config_errors(config, aliases=aliases))
-        stored = stored_flows.get(pair)
-        diff = _diff(engine.flow_settings(stored) if stored else {}, settings)
-        changes.append(_change("flow", config.name, stored is not None, diff))
-        flow_plans.append((stored, config, settings, bool(diff)))
-        merged[pair] = config
+    for flow_config in parsed.config.flows:
+        pair = (flow_config.source, flow_config.target)
+        settings = engine.flow_fields_from_config(flow_config)
+        errors |= _prefixed(
+            f"flows.{flow_config.name}", engine.flow_config_errors(flow_config, aliases=aliases)
+        )
+        stored_flow = stored_flows.get(pair)
+        diff = _diff(engine.flow_settings(stored_flow) if stored_flow else {}, settings)
+        changes.append(_change("flow", flow_config.name, stored_flow is not None, diff))
+        flow_plans.append((stored_flow, flow_config, settings, bool(diff)))
+        merged[pair] = flow_config
     loops = find_replication_loops(list(merged.values()), aliases=aliases)
     if loops:
         errors[NON_FIELD] = [f"replication loop {loop}" for loop in loops]
@@ -269,7 +271,7 @@ def _apply_import(
     for stored, columns, secrets, changed in cluster_plans:
         if not changed:
             continue
-        before = services.cluster_snapshot(stored) if stored else None
+        snapshot = services.cluster_snapshot(stored) if stored else None
         cluster = services.cluster_save(stored or Cluster(), fields=columns, secrets=secrets)
         clusters[cluster.alias] = cluster
         audit_record(
@@ -278,17 +280,17 @@ def _apply_import(
             object_type="cluster",
             object_id=cluster.pk,
             object_repr=cluster.alias,
-            before=before,
+            before=snapshot,
             after=services.cluster_snapshot(cluster, secrets),
         )
-    for stored, config, settings, changed in flow_plans:
+    for stored_flow, flow_config, settings, changed in flow_plans:
         if not changed:
             continue
-        before = services.flow_snapshot(stored) if stored else None
+        snapshot = services.flow_snapshot(stored_flow) if stored_flow else None
         # Loops were checked across the whole merged configuration above; one flow at a time would see
         # the half-imported state.
-        flow = stored or Flow(source=clusters[config.source], target=clusters[config.target])
-        flow.source, flow.target = clusters[config.source], clusters[config.target]
+        flow = stored_flow or Flow(source=clusters[flow_config.source], target=clusters[flow_config.target])
+        flow.source, flow.target = clusters[flow_config.source], clusters[flow_config.target]
         transition = services.enabled_transition(flow, enabled=settings["enabled"])
         for name, value in settings.items():
             setattr(flow, name, value)
@@ -299,7 +301,7 @@ def _apply_import(
             object_type="flow",
             object_id=flow.pk,
             object_repr=flow.name,
-            before=before,
+            before=snapshot,
             after=services.flow_snapshot(flow),
         )
     return changes

@@ -96,7 +96,7 @@ class Pool:
 
     @property
     def leases_held(self) -> int:
-        return sum(worker.stats.get("leases_held", 0) for worker in self.workers)
+        return sum(int(worker.stats.get("leases_held", 0)) for worker in self.workers)
 
     @property
     def slices_per_s(self) -> float:
@@ -114,9 +114,9 @@ def build_pools(
     consuming: dict[str, list[presence.Presence]] = {}
     for worker in workers or ():
         for queue in worker.queues:
-            pool = pool_of_queue(queue)
-            if pool is not None:
-                consuming.setdefault(pool, []).append(worker)
+            consumed = pool_of_queue(queue)
+            if consumed is not None:
+                consuming.setdefault(consumed, []).append(worker)
     names = sorted(set(pinned) | set(consuming))
     return [
         Pool(
@@ -168,7 +168,7 @@ def flow_pool_checks(flows: Iterable[Flow]) -> dict[int, PoolCheck]:
         workers = None
     counts: dict[str, int] = {}
     for worker in workers or ():
-        for pool in {pool_of_queue(queue) for queue in worker.queues} - {None}:
+        for pool in {name for queue in worker.queues if (name := pool_of_queue(queue)) is not None}:
             counts[pool] = counts.get(pool, 0) + 1
     return {
         flow.pk: PoolCheck(flow.pool, None if workers is None else counts.get(flow.pool, 0)) for flow in flows

@@ -286,7 +286,7 @@ class MirrorplaneCollector:
             if summary.pool is not None and summary.pool.live_workers is not None:
                 pool_workers.add_metric([*labels, flow.pool], summary.pool.live_workers)
             schemas = syncs.get(flow.pk)
-            if schemas is not None and schemas.observed_at is not None:
+            if schemas is not None and schemas.age_s is not None:  # a pass ran (observed_at)
                 schemas_behind.add_metric(labels, schemas.versions_behind or 0)
                 schemas_errors.add_metric(labels, schemas.errors or 0)
                 schemas_age.add_metric(labels, schemas.age_s)

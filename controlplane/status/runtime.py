@@ -117,8 +117,8 @@ def runtime_flow_configs_into(*, target: str) -> list[FlowConfig]:
     return [engine.flow_to_config(flow) for flow in flows]
 
 
-def partition_state(*, stopped: bool, failing: bool) -> PartitionState:
-    """Burrow's vocabulary for a partition: STOP when data loss stopped it, ERR while its task fails."""
+def partition_state(*, stopped: bool, failing: bool) -> str:
+    """Burrow's vocabulary for a partition (a `PartitionState`): STOP when data loss stopped it, ERR while its task fails."""
     if stopped:
         return PartitionState.STOP
     return PartitionState.ERR if failing else PartitionState.OK
@@ -433,7 +433,7 @@ def partition_statuses_prune(*, flow_id: int, replicated: Sequence[TopicPartitio
 def flow_event_record(
     *,
     flow_id: int,
-    kind: FlowEventKind,
+    kind: str,  # a FlowEventKind
     message: str,
     at: datetime,
     topic: str = "",
@@ -451,7 +451,7 @@ def flow_event_record(
     )
 
 
-def flow_event_record_once(*, flow_id: int, kind: FlowEventKind, message: str, at: datetime) -> bool:
+def flow_event_record_once(*, flow_id: int, kind: str, message: str, at: datetime) -> bool:
     """Record the event unless the flow already has one of that kind with that message; True if recorded.
 
     For conditions reported once per flow (such as "ACL sync unsupported by cluster X"), whichever

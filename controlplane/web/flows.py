@@ -5,6 +5,7 @@ change configuration."""
 from __future__ import annotations
 
 import hashlib
+from typing import TypedDict
 
 from django.contrib import messages
 from django.http import HttpResponse
@@ -234,11 +235,22 @@ def flow_preview(request):
 VERIFICATION_ROWS = 20  # partitions the flow page's verification card lists
 
 
-def _partition_query(request) -> tuple[dict[str, object], list[str]]:
+class PartitionQuery(TypedDict):
+    q: str  # a part of a topic name
+    state: str  # one of partitions.STATES, or "" (any)
+    page: int
+
+
+def _partition_query(request) -> tuple[PartitionQuery, list[str]]:
     """The partition table's topic search, state filter and page (`q`, `state`, `page`) from the query
     string; a state that is none is named with the choices, and ignored."""
     get = request.GET
-    query: dict[str, object] = {"q": get.get("q", "").strip()[:249], "state": get.get("state", "")}
+    page = get.get("page", "1")
+    query: PartitionQuery = {
+        "q": get.get("q", "").strip()[:249],
+        "state": get.get("state", ""),
+        "page": int(page) if page.isdigit() and 0 < len(page) < 10 else 1,
+    }
     errors = []
     if "\x00" in query["q"]:
         errors.append("q: no topic name holds a NUL character; search for part of a topic name")
@@ -248,8 +260,6 @@ def _partition_query(request) -> tuple[dict[str, object], list[str]]:
             f"state: no state {query['state']!r}; choose one of {', '.join(partitions.STATES)}, or any"
         )
         query["state"] = ""
-    page = get.get("page", "1")
-    query["page"] = int(page) if page.isdigit() and 0 < len(page) < 10 else 1
     return query, errors
 
 

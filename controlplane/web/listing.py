@@ -12,6 +12,7 @@ A bad value is named with its fix in `listing.errors` (the page shows it and ans
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
@@ -149,8 +150,12 @@ def _choose_sort(raw: str, spec: ListSpec, errors: list[str]) -> tuple[Sort | No
     return chosen, descending, wanted if chosen else ""
 
 
+def _attribute(row: Any, *, name: str) -> Any:
+    return getattr(row, name, None)
+
+
 def _in_memory_sort(rows: list, sort: Sort, descending: bool) -> list:
-    key = sort.key or (lambda row: getattr(row, sort.name, None))
+    key: Callable[[Any], Any] = sort.key or (lambda row: getattr(row, sort.name, None))
     known = [row for row in rows if key(row) is not None]
     unknown = [row for row in rows if key(row) is None]
     return sorted(known, key=key, reverse=descending) + unknown  # unknown values last either way
@@ -197,7 +202,7 @@ def list_page(request, spec: ListSpec, rows: QuerySet | KeyedRows | Iterable) ->
         if isinstance(items, QuerySet):
             items = items.filter(**{flt.field or flt.name: chosen})
         else:
-            key = flt.key or (lambda row, name=flt.name: getattr(row, name, None))
+            key = flt.key or functools.partial(_attribute, name=flt.name)
             items = [row for row in _in_memory(items) if _matches(key(row), chosen)]
 
     errors_before = len(errors)

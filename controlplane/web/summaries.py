@@ -129,16 +129,14 @@ def place_label(
     nx, ny = -uy, ux  # the side PAIR_OFFSET moved this arrow to
     w, h = size
     reach = abs(nx) * w / 2 + abs(ny) * h / 2  # from the box's centre to its edge facing the arrow
-    best: tuple[tuple[float, int], Box] | None = None
+    spots: list[tuple[tuple[float, int], Box]] = []
     for t in _LABEL_SPOTS:
         for gap in _LABEL_GAPS:
             cx, cy = x1 + (x2 - x1) * t + nx * (gap + reach), y1 + (y2 - y1) * t + ny * (gap + reach)
             box = (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2)
             clash = sum(overlap_area(box, other) for other in taken) + _outside(box, width, height) * 4
-            score = (clash, _crossings(box, segments))
-            if best is None or score < best[0]:
-                best = (score, box)
-    (clash, _), box = best
+            spots.append(((clash, _crossings(box, segments)), box))
+    (clash, _), box = min(spots, key=lambda spot: spot[0])  # the first of the best
     if clash:  # no spot is clear: keep the least crowded one inside the picture
         dx = max(0.0, -box[0]) - max(0.0, box[2] - width)
         dy = max(0.0, -box[1]) - max(0.0, box[3] - height)
