@@ -5,12 +5,14 @@
   time, records from offsets), every call within one deadline; and the topics' sizes on the brokers'
   disks (`Clusters.topic_sizes`);
 - `ClusterDescriptions`: a cluster's and its topics' descriptions (brokers, version, replicas, configs), and
-  `Clusters.check` ("Test connection") and `Clusters.partition_counts`;
+  `Clusters.check` ("Test connection"), `Clusters.probe` (asked again and again) and
+  `Clusters.partition_counts`;
 - `GroupAdmin`: consumer groups (list, describe, committed offsets) and the operators' actions on them
   (commit offsets, delete), on one cluster;
 - `FlowClusters`: a flow's two clusters, for the operations (failover, failback, drain, drill, cutover)
   and the offset mapping: partitions, groups, MM2's internal topics, the groups' offset commits;
-- `FlowRanges`: a flow's records compared range by range over its offset syncs (a cutover's verify step);
+- `FlowRanges`: a flow's records compared range by range over its offset syncs (a cutover's verify step),
+  and `FlowVerification`, the continuous verifier's runs and failover readiness observations;
 - `Clusters.read_takeover_plan` and `Clusters.apply_takeover`: taking a flow over from a stopped MM2;
 
 Two implementations: Apache Kafka (`replication.kafka.clusters.KAFKA`, the adapters of
@@ -39,10 +41,15 @@ from replication.offset_sync_store import OffsetSyncStore
 from replication.policy import ReplicationPolicy
 from replication.takeover import TakeoverPlan
 from replication.verification import (
+    ByteBudget,
     MirroredRecord,
     OffsetRange,
     PartitionEnds,
+    PartitionOutcome,
+    PartitionProgress,
+    PartitionTurn,
     RangeVerdict,
+    RunClock,
     VerificationLimits,
 )
 
@@ -434,6 +441,49 @@ class FlowRanges(Protocol):
     def close(self) -> None: ...
 
 
+class FlowVerification(FlowRanges, Protocol):
+    """A flow's continuous verification (kept per flow by a worker: its offset syncs read incrementally)
+    and what its failover readiness score observes."""
+
+    def partition_turn(
+        self,
+        *,
+        topic: str,
+        partition: int,
+        remote_topic: str,
+        progress: PartitionProgress,
+        replicated_position: int | None,
+        ends: PartitionEnds,
+        limits: VerificationLimits,
+        seed: int,
+    ) -> PartitionTurn | PartitionOutcome:
+        """The partition's turn in this run, or its outcome as it stands when it has nothing new."""
+
+    def verify(
+        self,
+        turns: Sequence[PartitionTurn],
+        *,
+        limits: VerificationLimits,
+        budget: ByteBudget,
+        clock: RunClock,
+        batch_partitions: int,
+    ) -> None:
+        """Verify the turns in order, `batch_partitions` at a time, while the budget and the clock allow."""
+
+    def groups_active_on_target(self) -> list[str]:
+        """Groups the flow replicates that have members on the target (their offsets cannot be written)."""
+
+    def topic_parity(self) -> tuple[list[str], list[str]]:
+        """(partition problems, config problems) of the remote topics, as the topic sync would fix them."""
+
+
+class ClusterProbe(Protocol):
+    """One cluster asked again and again whether it answers, through a client kept between calls (cheap
+    while it answers); when it does not, the precise reason (as `Clusters.check`)."""
+
+    def check(self) -> ClusterCheck: ...
+
+
 class Clusters(Protocol):
     """The control plane's way to its clusters: a port per need, for a cluster as the engine describes it."""
 
@@ -448,6 +498,9 @@ class Clusters(Protocol):
     def check(self, cluster: ClusterConfig, *, timeout_s: float) -> ClusterCheck:
         """Connect to `cluster` and report what it answers, or the precise reason it does not
         ("Test connection")."""
+
+    def probe(self, cluster: ClusterConfig, *, timeout_s: float) -> ClusterProbe:
+        """A probe of `cluster` to keep (a worker's circuit breaker asks it before a flow's metadata work)."""
 
     def group_admin(self, cluster: ClusterConfig, *, timeout_s: float | None = None) -> GroupAdmin:
         """`cluster`'s groups, each request bounded by `timeout_s` (None: the implementation's own)."""
@@ -474,7 +527,7 @@ class Clusters(Protocol):
     ) -> FlowClusters:
         """The flow's clusters, each request bounded by `timeout_s` (None: the implementation's own)."""
 
-    def flow_ranges(
+    def flow_verifier(
         self,
         *,
         flow: FlowConfig,
@@ -483,8 +536,8 @@ class Clusters(Protocol):
         known_aliases: Sequence[str],
         timeout_s: float,
         schema_ids: Callable[[], Mapping[int, int] | None] | None = None,
-    ) -> FlowRanges:
-        """The flow's range verification; `schema_ids`: the flow's source -> target schema IDs, None when
+    ) -> FlowVerification:
+        """The flow's verification; `schema_ids`: the flow's source -> target schema IDs, None when
         its copies keep the source's IDs (read at each comparison)."""
 
     def read_takeover_plan(

@@ -1,8 +1,10 @@
-"""A flow's range verification on any clusters: the rounds that read one range of each partition of a
-batch from the source, then its copy from the target over the offset syncs' translation, and let
-`replication.verification.compare_range` judge; the run's turns verified a batch at a time within its
-budgets. Pure: the reads are a `RangeReads` per cluster (`replication.kafka.verification_io.RangeReader`,
-or the in-memory one), the offset syncs the `store` its subclass fills.
+"""A flow's range verification, and its failover readiness observations, on any clusters: the rounds
+that read one range of each partition of a batch from the source, then its copy from the target over the
+offset syncs' translation, and let `replication.verification.compare_range` judge; the run's turns
+verified a batch at a time within its budgets; the groups active on the target and the remote topics'
+parity (`groups_active`, `topic_parity`) from what the clusters list. Pure: the reads are a `RangeReads`
+per cluster (`replication.kafka.verification_io.RangeReader`, or the in-memory one), the offset syncs the
+`store` its subclass fills.
 """
 
 from __future__ import annotations
@@ -11,9 +13,13 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from replication.cluster_ports import Key, RangeNotReadable
+from replication.config import FlowConfig
+from replication.connector import TopicDescription, TopicSelection, plan_topic_sync
+from replication.filters import ConfigPropertyFilter, GroupFilter
 from replication.offset_sync_store import OffsetSyncStore
 from replication.verification import (
     ByteBudget,
@@ -33,6 +39,9 @@ from replication.verification import (
 log = logging.getLogger(__name__)
 
 ReadRequest = tuple[int, int, int | None]  # [start, end), at most that many records (None: the whole range)
+# Group states in which a group has members: failover cannot write its offsets.
+ACTIVE_GROUP_STATES = frozenset({"STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"})
+MAX_GROUPS_DESCRIBED = 100
 
 
 class RangeReads(Protocol):
@@ -228,3 +237,55 @@ class RangeVerifier:
                 )
             )
         return results
+
+
+# -- readiness observations ---------------------------------------------------------------------------------
+def groups_active(flow: FlowConfig, groups: Sequence[str], *, state: Callable[[str], str]) -> list[str]:
+    """The groups the flow replicates that have members on the target (their offsets cannot be written):
+    `groups` the target lists, `state(group)` its state there; the first MAX_GROUPS_DESCRIBED asked."""
+    group_filter = GroupFilter.for_flow(flow)
+    replicated = [g for g in groups if group_filter.should_replicate_group(g)]
+    return [g for g in replicated[:MAX_GROUPS_DESCRIBED] if state(g) in ACTIVE_GROUP_STATES]
+
+
+@dataclass(frozen=True)
+class TopicsRead:
+    """A cluster's topics as the topic sync reads them: every topic's partition count, and descriptions
+    (partitions, the configs set on the topic) of the topics asked for."""
+
+    partition_counts: Callable[[], dict[str, int]]
+    describe: Callable[[Mapping[str, int]], dict[str, TopicDescription]]
+
+
+def topic_parity(
+    flow: FlowConfig,
+    topics: TopicSelection,
+    *,
+    target_alias: str,
+    source: TopicsRead,
+    target: TopicsRead,
+    target_brokers: Callable[[], int],
+) -> tuple[list[str], list[str]]:
+    """(partition problems, config problems) of the flow's remote topics, as the topic sync would fix them."""
+    source_counts = source.partition_counts()
+    mirrored = tuple(
+        d for d in topics.mirrored(source_counts) if not topics.policy.is_heartbeats_topic(d.topic)
+    )
+    target_counts = target.partition_counts()
+    source_topics = source.describe({d.topic: source_counts[d.topic] for d in mirrored})
+    target_topics = target.describe(
+        {d.remote_topic: target_counts[d.remote_topic] for d in mirrored if d.remote_topic in target_counts}
+    )
+    plan = plan_topic_sync(
+        mirrored=tuple(d for d in mirrored if d.topic in source_topics),
+        source_topics=source_topics,
+        target_topics=target_topics,
+        flow=flow,
+        config_filter=ConfigPropertyFilter.for_flow(flow),
+        target_broker_count=target_brokers(),
+    )
+    partitions = [f"{t.name} missing on {target_alias}" for t in plan.create] + [
+        f"{g.topic}: {g.current} partitions, {g.desired} on the source" for g in plan.grow
+    ]
+    configs = [f"{u.topic}: {', '.join(sorted(u.changes))}" for u in plan.update_configs if u.changes]
+    return partitions, configs

@@ -14,10 +14,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from controlplane.flows.clusters import clusters
 from replication import circuit_breaker as breaker
 from replication.circuit_breaker import BreakerPhase, BreakerPolicy, BreakerState
+from replication.cluster_ports import ClusterProbe
 from replication.config import ClusterConfig
-from replication.kafka.cluster_check import ClusterProbe
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,8 @@ class ClusterHealth:
         with self._lock:
             entry = self._clusters.get(key)
             if entry is None:
-                entry = self._clusters[key] = _Cluster(ClusterProbe(cluster, timeout_s=self.timeout_s))
+                probe = clusters().probe(cluster, timeout_s=self.timeout_s)
+                entry = self._clusters[key] = _Cluster(probe)
             return entry
 
     def check(self, cluster: ClusterConfig, *, now: float) -> Verdict:

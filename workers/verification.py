@@ -4,7 +4,7 @@ One run at a time (a Redis lock; queued runs expire after one interval): for eve
 clusters answer, read the new offset syncs and every partition's ends in a few batched ListOffsets
 requests, plan each partition (`replication.verification.partition_turn`), and verify those with
 something new in rotation (never checked first, then least recently checked), many partitions on one
-assignment per cluster (`replication.kafka.verification_io`), while the run's budgets last: bytes
+assignment per cluster (`replication.cluster_ports.FlowVerification`), while the run's budgets last: bytes
 (VERIFY_MAX_BYTES_PER_S x VERIFY_INTERVAL_S) and time (VERIFY_RUN_BUDGET_S), both shared by every flow,
 flows taken in turn. The next run resumes where this one stopped. The run's outcome for a flow is stored
 in one transaction (`controlplane.assurance.verification.verification_run_record`: one upsert of the rows
@@ -28,9 +28,10 @@ from django.core.cache import cache
 from django.db import close_old_connections
 
 from controlplane.assurance import verification
+from controlplane.flows.clusters import clusters
 from controlplane.status import runtime
 from controlplane.status.runtime import FlowSpec
-from replication.kafka.verification_io import FlowVerifier
+from replication.cluster_ports import FlowVerification
 from replication.verification import (
     ByteBudget,
     PartitionOutcome,
@@ -50,7 +51,7 @@ RUNNING_KEY = "verification:running"
 ASSURANCE_INTERVAL_S = 60.0
 _next_run = 0.0
 _runs = itertools.count()
-_verifiers: dict[int, tuple[str, FlowVerifier]] = {}
+_verifiers: dict[int, tuple[str, FlowVerification]] = {}
 _observed: dict[int, float] = {}  # flow id -> when its readiness observations were last made
 _verifiers_lock = threading.Lock()
 
@@ -78,14 +79,14 @@ def verify_flows() -> None:
         cache.delete(RUNNING_KEY)
 
 
-def _verifier(spec: FlowSpec) -> FlowVerifier:
+def _verifier(spec: FlowSpec) -> FlowVerification:
     with _verifiers_lock:
         cached = _verifiers.get(spec.flow_id)
         if cached is not None and cached[0] == spec.config_version:
             return cached[1]
         if cached is not None:
             cached[1].close()
-        verifier = FlowVerifier(
+        verifier = clusters().flow_verifier(
             flow=spec.flow,
             source=spec.source,
             target=spec.target,
@@ -192,7 +193,7 @@ def _verify_flow(
     return len(checked)
 
 
-def _observe(spec: FlowSpec, verifier: FlowVerifier) -> None:
+def _observe(spec: FlowSpec, verifier: FlowVerification) -> None:
     """The readiness observations, at most every ASSURANCE_INTERVAL_S per flow."""
     if time.monotonic() - _observed.get(spec.flow_id, -ASSURANCE_INTERVAL_S) < ASSURANCE_INTERVAL_S:
         return

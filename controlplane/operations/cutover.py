@@ -272,7 +272,7 @@ def _verify(operation: Operation, step: Step, reader: FlowClusters) -> None:
     """Each partition's range from where the continuous verifier got to, up to the drained end."""
     step(phase=Phase.VERIFYING, message="comparing the drained ranges, source against target")
     flow = operation.flow
-    verifier = clusters().flow_ranges(
+    verifier = clusters().flow_verifier(
         flow=engine.flow_to_config(flow),
         source=engine.cluster_to_config(flow.source),
         target=engine.cluster_to_config(flow.target),

@@ -11,7 +11,7 @@ from replication.config import ClusterConfig, FlowConfig
 from replication.kafka.admin import ADMIN_TIMEOUT_S, TopicAdmin
 from replication.kafka.browser import TopicBrowser
 from replication.kafka.clients import is_cluster_failure
-from replication.kafka.cluster_check import check_cluster, tcp_unreachable
+from replication.kafka.cluster_check import ClusterProbe, check_cluster, tcp_unreachable
 from replication.kafka.cluster_info import ClusterInspector
 from replication.kafka.failover_io import FailoverReader
 from replication.kafka.groups import GroupOffsetsAdmin
@@ -36,6 +36,9 @@ class KafkaClusters:
     def check(self, cluster: ClusterConfig, *, timeout_s: float) -> ClusterCheck:
         return check_cluster(cluster, timeout_s=timeout_s)
 
+    def probe(self, cluster: ClusterConfig, *, timeout_s: float) -> ClusterProbe:
+        return ClusterProbe(cluster, timeout_s=timeout_s)
+
     def group_admin(self, cluster: ClusterConfig, *, timeout_s: float | None = None) -> GroupOffsetsAdmin:
         return GroupOffsetsAdmin(cluster, timeout_s=ADMIN_TIMEOUT_S if timeout_s is None else timeout_s)
 
@@ -53,8 +56,8 @@ class KafkaClusters:
         """`Clusters.flow_clusters`' arguments (`FlowReads`')."""
         return FailoverReader(**flow)
 
-    def flow_ranges(self, **flow: Any) -> FlowVerifier:
-        """`Clusters.flow_ranges`' arguments (`FlowVerifier`'s)."""
+    def flow_verifier(self, **flow: Any) -> FlowVerifier:
+        """`Clusters.flow_verifier`'s arguments (`FlowVerifier`'s)."""
         return FlowVerifier(**flow)
 
     def read_takeover_plan(self, flow: FlowConfig, **kwargs: Any) -> TakeoverPlan:

@@ -26,8 +26,7 @@ from confluent_kafka.admin import OffsetSpec
 from replication.browse import mirrored_record
 from replication.cluster_ports import Key, RangeNotReadable
 from replication.config import ClusterConfig, FlowConfig, offset_syncs_cluster
-from replication.connector import TopicSelection, plan_topic_sync
-from replication.filters import ConfigPropertyFilter, GroupFilter
+from replication.connector import TopicSelection
 from replication.formats import OffsetSync
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_admin, make_consumer
@@ -38,7 +37,7 @@ from replication.verification import (
     MirroredRecord,
     PartitionEnds,
 )
-from replication.verification_reads import RangeVerifier, ReadRequest
+from replication.verification_reads import RangeVerifier, ReadRequest, TopicsRead, groups_active, topic_parity
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +52,6 @@ READER_OVERRIDES = {
     "queued.max.messages.kbytes": 1_024,
     "max.partition.fetch.bytes": 262_144,
 }
-# Group states in which a group has members: failover cannot write its offsets.
-ACTIVE_GROUP_STATES = frozenset({"STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"})
-MAX_GROUPS_DESCRIBED = 100
 
 
 class RangeReader:
@@ -223,41 +219,20 @@ class FlowVerifier(RangeVerifier):
 
     # -- readiness observations -------------------------------------------------------------------------
     def groups_active_on_target(self) -> list[str]:
-        """Groups the flow replicates that have members on the target (their offsets cannot be written)."""
         admin = GroupOffsetsAdmin(self.target, timeout_s=self.timeout_s)
-        group_filter = GroupFilter.for_flow(self.flow)
-        groups = [g for g in admin.list_groups() if group_filter.should_replicate_group(g)]
-        return [g for g in groups[:MAX_GROUPS_DESCRIBED] if admin.group_state(g) in ACTIVE_GROUP_STATES]
+        return groups_active(self.flow, admin.list_groups(), state=admin.group_state)
 
     def topic_parity(self) -> tuple[list[str], list[str]]:
-        """(partition problems, config problems) of the remote topics, as the topic sync would fix them."""
         source_admin = TopicAdmin(self.source, timeout_s=self.timeout_s)
         target_admin = TopicAdmin(self.target, timeout_s=self.timeout_s)
-        source_counts = source_admin.partition_counts()
-        mirrored = self.topics.mirrored(source_counts)
-        mirrored = tuple(d for d in mirrored if not self.policy.is_heartbeats_topic(d.topic))
-        target_counts = target_admin.partition_counts()
-        source_topics = source_admin.describe_topics({d.topic: source_counts[d.topic] for d in mirrored})
-        target_topics = target_admin.describe_topics(
-            {
-                d.remote_topic: target_counts[d.remote_topic]
-                for d in mirrored
-                if d.remote_topic in target_counts
-            }
+        return topic_parity(
+            self.flow,
+            self.topics,
+            target_alias=self.target.alias,
+            source=TopicsRead(source_admin.partition_counts, source_admin.describe_topics),
+            target=TopicsRead(target_admin.partition_counts, target_admin.describe_topics),
+            target_brokers=target_admin.broker_count,
         )
-        plan = plan_topic_sync(
-            mirrored=tuple(d for d in mirrored if d.topic in source_topics),
-            source_topics=source_topics,
-            target_topics=target_topics,
-            flow=self.flow,
-            config_filter=ConfigPropertyFilter.for_flow(self.flow),
-            target_broker_count=target_admin.broker_count(),
-        )
-        partitions = [f"{t.name} missing on {self.target.alias}" for t in plan.create] + [
-            f"{g.topic}: {g.current} partitions, {g.desired} on the source" for g in plan.grow
-        ]
-        configs = [f"{u.topic}: {', '.join(sorted(u.changes))}" for u in plan.update_configs if u.changes]
-        return partitions, configs
 
     def close(self) -> None:
         for closeable in (self._syncs, self._source, self._target):

@@ -31,7 +31,6 @@ from replication.cluster_ports import (
     Key,
     PartitionReplicas,
     PartitionSize,
-    RangeNotReadable,
     RecordPage,
     ReplicaSize,
     SizesUnread,
@@ -45,14 +44,14 @@ from replication.cluster_ports import (
 from replication.config import ClusterConfig, FlowConfig, offset_syncs_cluster
 from replication.consumer_groups import GroupDescription, GroupListing
 from replication.failover_reads import FlowReads
-from replication.formats import Checkpoint, Heartbeat, OffsetSync, RecordFormatError
+from replication.formats import Checkpoint, Heartbeat, OffsetSync
+from replication.memory.internal_topics import decoded, decoded_record, read_new
 from replication.memory.takeover import MemoryTakeoverIO
-from replication.memory.task_io import MemoryCluster, MemoryPartition, MemoryRecord
+from replication.memory.task_io import MemoryCluster, MemoryPartition
+from replication.memory.verification import MemoryFlowVerifier
 from replication.offset_sync_store import OffsetSyncStore
-from replication.policy import replication_policy_for
 from replication.takeover import TakeoverPlan
-from replication.verification import MirroredRecord, PartitionEnds
-from replication.verification_reads import RangeVerifier, ReadRequest
+from replication.verification import MirroredRecord
 
 T = TypeVar("T")
 BROKER = 0  # the id of an in-memory cluster's one broker
@@ -240,7 +239,7 @@ class MemoryGroupAdmin(_OnCluster):
         log = self.memory.partitions.get((topic, 0))
         newest: dict[Key, tuple[Checkpoint, int | None]] = {}
         for record in [] if log is None else log.records:
-            decoded = _decoded_record(record, Checkpoint.decode)
+            decoded = decoded_record(record, Checkpoint.decode)
             if decoded is not None and decoded.group == group:
                 kind, stamp = record.timestamp()
                 newest[(decoded.topic, decoded.partition)] = (decoded, stamp if kind else None)
@@ -253,36 +252,6 @@ class MemoryGroupAdmin(_OnCluster):
                 f"cluster {self.cluster.alias}: group {group} has members: Broker: The group is not empty"
             )
         self.memory.groups.pop(group, None)
-
-
-def _decoded_record(record: MemoryRecord, decode: Callable[[bytes, bytes], T]) -> T | None:
-    """A record of an MM2 internal topic, decoded; None for a tombstone or a record that does not decode
-    (`replication.kafka.internal_topics` skips them)."""
-    value = record.value()
-    if value is None:
-        return None
-    try:
-        return decode(record.key() or b"", value)
-    except RecordFormatError:
-        return None
-
-
-def _decoded(
-    memory: MemoryCluster, topic: str, decode: Callable[[bytes, bytes], T], *, start: int = 0
-) -> list[T]:
-    """The records of partition 0 of an MM2 internal topic from `start`, decoded."""
-    log = memory.partitions.get((topic, 0))
-    records = [] if log is None else log.records[max(start - log.low, 0) :]
-    return [decoded for record in records if (decoded := _decoded_record(record, decode)) is not None]
-
-
-def _read_new(
-    memory: MemoryCluster, topic: str, decode: Callable[[bytes, bytes], T], *, start: int
-) -> tuple[list[T], int]:
-    """The records of partition 0 of an MM2 internal topic from `start`, decoded, and where the next read
-    starts (its end)."""
-    log = memory.partitions.get((topic, 0))
-    return _decoded(memory, topic, decode, start=start), 0 if log is None else log.end
 
 
 class MemoryFlowClusters(FlowReads):
@@ -338,7 +307,7 @@ class MemoryFlowClusters(FlowReads):
     def refresh_offset_syncs(self) -> OffsetSyncStore:
         memory = self._memory(offset_syncs_cluster(self.flow, source=self.source, target=self.target))
         topic = self.policy.flow_offset_syncs_topic(self.flow)
-        syncs, self._syncs_position = _read_new(
+        syncs, self._syncs_position = read_new(
             memory, topic, OffsetSync.decode, start=self._syncs_position or 0
         )
         self.store.update_all(syncs)
@@ -350,7 +319,7 @@ class MemoryFlowClusters(FlowReads):
 
     def latest_checkpoints(self, groups: Sequence[str] | None) -> dict[str, dict[Key, Checkpoint]]:
         topic = self.policy.checkpoints_topic(self.flow.source)
-        checkpoints = _decoded(self._memory(self.target), topic, Checkpoint.decode)
+        checkpoints = decoded(self._memory(self.target), topic, Checkpoint.decode)
         names = sorted({cp.group for cp in checkpoints}) if groups is None else groups
         return {group: remote.latest_checkpoints(checkpoints, group=group) for group in names}
 
@@ -358,7 +327,7 @@ class MemoryFlowClusters(FlowReads):
         memory = self._clusters.cluster(self.target.bootstrap_servers)
         ours = [
             heartbeat.timestamp_ms
-            for heartbeat in _decoded(memory, self.policy.heartbeats_topic(), Heartbeat.decode)
+            for heartbeat in decoded(memory, self.policy.heartbeats_topic(), Heartbeat.decode)
             if (heartbeat.source_cluster_alias, heartbeat.target_cluster_alias)
             == (self.flow.source, self.flow.target)
         ]
@@ -413,83 +382,14 @@ class MemoryFlowClusters(FlowReads):
         pass
 
 
-class MemoryRangeReads:
-    """`RangeReads` of an in-memory cluster: no transaction in memory, every record is readable at once."""
+class MemoryClusterProbe:
+    """`ClusterProbe` of an in-memory cluster: `MemoryClusters.check` each time."""
 
-    def __init__(self, config: ClusterConfig, memory: MemoryCluster) -> None:
-        self.cluster, self.memory = config, memory
+    def __init__(self, clusters: MemoryClusters, cluster: ClusterConfig, *, timeout_s: float) -> None:
+        self._clusters, self._cluster, self._timeout_s = clusters, cluster, timeout_s
 
-    def read_ranges(self, requests: Mapping[Key, ReadRequest]) -> dict[Key, list[MirroredRecord] | Exception]:
-        found: dict[Key, list[MirroredRecord] | Exception] = {}
-        for (topic, partition), (start, end, limit) in requests.items():
-            log = self.memory.partitions.get((topic, partition))
-            if self.memory.unreachable is not None:
-                found[(topic, partition)] = TimeoutError(
-                    f"cluster {self.cluster.alias}: reading {topic}[{partition}]: {self.memory.unreachable}"
-                )
-            elif log is None or (limit is None and log.end < end):
-                found[(topic, partition)] = RangeNotReadable(
-                    f"cluster {self.cluster.alias}: {topic}[{partition}] is readable up to offset "
-                    f"{0 if log is None else log.end} only, before {end}"
-                )
-            else:
-                window = log.records[max(start - log.low, 0) : max(end - log.low, 0)]
-                found[(topic, partition)] = [mirrored_record(r) for r in window[:limit]]
-        return found
-
-    def close(self) -> None:
-        pass
-
-
-class MemoryFlowRanges(RangeVerifier):
-    """`FlowRanges` on in-memory clusters: the offset syncs read from their topic's records."""
-
-    def __init__(
-        self,
-        clusters: MemoryClusters,
-        *,
-        flow: FlowConfig,
-        source: ClusterConfig,
-        target: ClusterConfig,
-        known_aliases: Sequence[str],
-        timeout_s: float,
-        schema_ids: Callable[[], Mapping[int, int] | None] | None = None,
-    ) -> None:
-        self._source_memory = clusters.cluster(source.bootstrap_servers)
-        self._target_memory = clusters.cluster(target.bootstrap_servers)
-        super().__init__(
-            source=MemoryRangeReads(source, self._source_memory),
-            target=MemoryRangeReads(target, self._target_memory),
-            schema_ids=schema_ids,
-        )
-        self._syncs_cluster = offset_syncs_cluster(flow, source=source, target=target)
-        self._syncs_memory = clusters.cluster(self._syncs_cluster.bootstrap_servers)
-        self._syncs_topic = replication_policy_for(flow, known_aliases=known_aliases).flow_offset_syncs_topic(
-            flow
-        )
-        self._syncs_position = 0
-
-    def refresh_syncs(self) -> None:
-        if self._syncs_memory.unreachable is not None:
-            raise FailoverIOError(f"cluster {self._syncs_cluster.alias}: {self._syncs_memory.unreachable}")
-        syncs, self._syncs_position = _read_new(
-            self._syncs_memory, self._syncs_topic, OffsetSync.decode, start=self._syncs_position
-        )
-        self.store.update_all(syncs)
-
-    def partition_ends(self, partitions: Sequence[tuple[str, int, str]]) -> dict[Key, PartitionEnds]:
-        """A cluster that does not answer lists nothing (the Kafka reader leaves out what it could not list)."""
-        source, target = self._source_memory, self._target_memory
-        ends = {}
-        for topic, partition, remote_topic in partitions:
-            log = None if source.unreachable else source.partitions.get((topic, partition))
-            copy = None if target.unreachable else target.partitions.get((remote_topic, partition))
-            if log is not None:
-                ends[(topic, partition)] = PartitionEnds(log.low, log.end, None if copy is None else copy.end)
-        return ends
-
-    def close(self) -> None:
-        pass
+    def check(self) -> ClusterCheck:
+        return self._clusters.check(self._cluster, timeout_s=self._timeout_s)
 
 
 class MemoryClusters:
@@ -525,6 +425,9 @@ class MemoryClusters:
             return ClusterCheck(ok=False, failure=FailureKind.REFUSED, message=reason)
         topics = len(self.topic_reads(cluster, timeout_s=timeout_s).topics())
         return ClusterCheck(True, 1, topics, 0.0, message=f"1 broker(s), {topics} topic(s)")
+
+    def probe(self, cluster: ClusterConfig, *, timeout_s: float) -> MemoryClusterProbe:
+        return MemoryClusterProbe(self, cluster, timeout_s=timeout_s)
 
     def group_admin(self, cluster: ClusterConfig, *, timeout_s: float | None = None) -> MemoryGroupAdmin:
         memory = self.cluster(cluster.bootstrap_servers)
@@ -564,9 +467,9 @@ class MemoryClusters:
         """`Clusters.flow_clusters`' arguments (`FlowReads`')."""
         return MemoryFlowClusters(self, **flow)
 
-    def flow_ranges(self, **flow: Any) -> MemoryFlowRanges:
-        """`Clusters.flow_ranges`' arguments."""
-        return MemoryFlowRanges(self, **flow)
+    def flow_verifier(self, **flow: Any) -> MemoryFlowVerifier:
+        """`Clusters.flow_verifier`'s arguments."""
+        return MemoryFlowVerifier(self.cluster, **flow)
 
     def read_takeover_plan(self, flow: FlowConfig, *, timeout_s: float, **kwargs: Any) -> TakeoverPlan:
         return takeover_reads.read_takeover_plan(MemoryTakeoverIO(self, timeout_s=timeout_s), flow, **kwargs)

@@ -4,7 +4,8 @@ in-memory cluster (`replication.memory.clusters.MemoryClusters`), so a control-p
 in-memory one tests what Kafka would answer. Offsets (earliest, end, by time), records from offsets,
 an unknown topic, topic sizes, consumer groups (commit, describe, list, delete), a group with members
 refusing both, which failures are the cluster's, and a flow's two clusters as its operations read them
-(replicated partitions, MM2's internal topics, the first record not replicated)."""
+(replicated partitions, MM2's internal topics, the first record not replicated), and its verifier (ranges
+compared over the offset syncs, the groups active on the target, the remote topics' parity)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 import pytest
 
 from replication.checkpoint import ABSENT
-from replication.cluster_ports import BrowseError, Clusters, GroupNotEmpty, UnknownTopic
+from replication.cluster_ports import BrowseError, Clusters, GroupNotEmpty, RangeNotReadable, UnknownTopic
 from replication.config import ClusterConfig, FlowConfig
 from replication.connector import NewRemoteTopic
 from replication.consumer_groups import GroupMember
@@ -26,6 +27,7 @@ from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_consumer, make_producer
 from replication.kafka.clusters import KAFKA
 from replication.memory.clusters import MemoryClusters
+from replication.verification import OffsetRange, VerificationLimits
 
 GONE = {ABSENT, "DEAD"}  # how a cluster describes a group it does not know
 T0 = 1_700_000_000_000  # records' timestamps: T0 + 1000 * offset
@@ -318,3 +320,38 @@ def test_flow_clusters_read_what_the_flow_mirrored_and_commit_groups(two, unique
         (remote, 0): 3
     }
     reader.close()
+
+
+def test_a_flow_verifier_compares_ranges_over_the_offset_syncs_and_observes_readiness(two, unique_name):
+    topic, new = unique_name, f"{unique_name}-new"
+    flow = FlowConfig(source="A", target="B", enabled=True, topics=(f"{unique_name}.*",))
+    verifier = two.clusters.flow_verifier(
+        flow=flow, source=two.source, target=two.target, known_aliases=["A", "B"], timeout_s=10
+    )
+    remote = f"A.{topic}"
+    records = [(p, b"k", b"%d" % i, T0 + 1000 * i) for p in (0, 1) for i in range(3)]
+    two.write(two.source, topic, 2, records)
+    two.write(two.source, new, 1, [])  # not on the target yet
+    copies = [(p, k, b"other" if (p, v) == (1, b"1") else v, stamp) for p, k, v, stamp in records]
+    two.write(two.target, remote, 2, copies)
+    syncs = [OffsetSync(topic, p, i, i) for p in (0, 1) for i in range(3)]  # every record: exact
+    two.write(two.source, "mm2-offset-syncs.B.internal", 1, [(0, s.key(), s.value(), 0) for s in syncs])
+
+    verifier.refresh_syncs()
+    assert verifier.store.newest_sync(topic, 1).downstream_offset == 2
+    ends = verifier.partition_ends([(topic, p, remote) for p in (0, 1)])
+    assert {key: (e.log_start, e.source_end, e.target_end) for key, e in ends.items()} == {
+        (topic, 0): (0, 3, 3),
+        (topic, 1): (0, 3, 3),
+    }
+    limits = VerificationLimits()
+    clean = verifier.verify_range(topic, 0, remote, OffsetRange(0, 3), limits=limits)
+    assert clean.mismatch is None and (clean.source_count, clean.target_count) == (3, 3)
+    assert clean.source_digest == clean.target_digest
+    differs = verifier.verify_range(topic, 1, remote, OffsetRange(0, 3), limits=limits)
+    assert differs.mismatch is not None and differs.mismatch.source_offset == 1
+    with pytest.raises(RangeNotReadable):  # past the partition's end: later, not a mismatch
+        verifier.verify_range(topic, 0, remote, OffsetRange(0, 5), limits=limits)
+    assert verifier.groups_active_on_target() == []
+    assert verifier.topic_parity() == ([f"A.{new} missing on B"], [])
+    verifier.close()
