@@ -40,30 +40,43 @@ SAMPLE_LAG_COLUMNS = (
 )
 
 
-def seconds_behind(*, t: np.ndarray, end: np.ndarray, position: np.ndarray, lookback_s: float) -> np.ndarray:
+def seconds_behind(
+    *,
+    t: np.ndarray,
+    end: np.ndarray,
+    position: np.ndarray,
+    lookback_s: float,
+    partitions: np.ndarray | None = None,
+) -> np.ndarray:
     """Seconds behind for one partition's samples sorted by time (t in seconds); NaN when unknown.
 
     A sample whose source end offset is unknown (`end` NaN: the slice read no watermarks) is no point,
-    and its own seconds behind is unknown.
+    and its own seconds behind is unknown. `partitions` (a topic row's, per sample): a change starts a
+    new epoch, as its sums then add up other partitions.
     """
     known = ~np.isnan(end) if np.issubdtype(end.dtype, np.floating) else np.ones(len(end), bool)
+    partitions = np.ones(len(t), np.int32) if partitions is None else partitions
     result = np.full(len(t), np.nan)
     if known.any():
         result[known] = _seconds_behind_of_points(
-            t=t[known], end=end[known].astype(np.int64), position=position[known], lookback_s=lookback_s
+            t=t[known],
+            end=end[known].astype(np.int64),
+            position=position[known],
+            lookback_s=lookback_s,
+            partitions=partitions[known],
         )
     return result
 
 
 def _seconds_behind_of_points(
-    *, t: np.ndarray, end: np.ndarray, position: np.ndarray, lookback_s: float
+    *, t: np.ndarray, end: np.ndarray, position: np.ndarray, lookback_s: float, partitions: np.ndarray
 ) -> np.ndarray:
     """`seconds_behind` of samples that all know their end offset.
 
     Vectorised: within an epoch end offsets are sorted, so both brackets are binary searches.
     """
     result = np.full(len(t), np.nan)
-    epoch = np.concatenate([[0], np.cumsum(np.diff(end) < 0)])
+    epoch = np.concatenate([[0], np.cumsum((np.diff(end) < 0) | (np.diff(partitions) != 0))])
     for e in np.unique(epoch):
         rows = np.flatnonzero(epoch == e)
         te, ee, pe = t[rows], end[rows], position[rows]
@@ -92,8 +105,9 @@ def _partition_seconds_behind(lookback_s: float):
             end=frame["source_end_offset"].to_numpy(float),  # NaN: unknown
             position=frame["next_offset"].to_numpy(np.int64),
             lookback_s=lookback_s,
+            partitions=frame["_partitions"].to_numpy(np.int32),
         )
-        return frame.drop(columns=["_t"])
+        return frame.drop(columns=["_t", "_partitions"])
 
     return apply
 
@@ -112,8 +126,9 @@ def sample_lag(samples: DataFrame, *, lookback: timedelta = DEFAULT_LOOKBACK) ->
         "next_offset",
         records_behind().alias("records_behind"),
         (F.unix_micros("ts") / F.lit(1_000_000.0)).alias("_t"),
+        F.coalesce(F.col("partitions"), F.lit(1)).alias("_partitions"),
     )
-    schema = narrow.drop("_t").schema.add("seconds_behind", "double")
+    schema = narrow.drop("_t", "_partitions").schema.add("seconds_behind", "double")
     lagged = narrow.groupBy(*PARTITION_KEY).applyInPandas(
         _partition_seconds_behind(lookback.total_seconds()), schema=schema
     )
@@ -147,8 +162,13 @@ def window_lag_table(*, window_s: int, lookback_s: float, key: Sequence[str] = P
         micros = micros[order]
         end, known = (array[order] for array in longs(table, "source_end_offset"))
         position = table.column("next_offset").to_numpy()[order]
+        partitions = partition_counts(table)[order]
         behind_s = seconds_behind(
-            t=micros / 1_000_000.0, end=np.where(known, end, np.nan), position=position, lookback_s=lookback_s
+            t=micros / 1_000_000.0,
+            end=np.where(known, end, np.nan),
+            position=position,
+            lookback_s=lookback_s,
+            partitions=partitions,
         )
         behind = np.maximum(end - position, 0)
         seconds = micros // 1_000_000
@@ -183,7 +203,7 @@ def window_lag_table(*, window_s: int, lookback_s: float, key: Sequence[str] = P
                 "seconds_behind_avg": pa.array(
                     np.where(known_counts > 0, seconds_avg, np.nan), from_pandas=True
                 ),
-                "partitions": pa.array(partition_counts(table)[order][lasts], pa.int32()),
+                "partitions": pa.array(partitions[lasts], pa.int32()),
             }
         )
 

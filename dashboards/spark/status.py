@@ -84,17 +84,21 @@ def newest_window_features_table(*, window_s: int, window_samples: int, key: Seq
         position = table.column("next_offset").to_numpy()[order]
         lag = np.maximum(table.column("source_end_offset").to_numpy()[order] - position, 0)
         partitions = partition_counts(table)[order]
+        # A topic row's sums are one series while they add up the same partitions: a change of
+        # `partitions` starts another, and Burrow's window holds only the newest series' samples.
+        series = np.concatenate([[0], np.cumsum(np.diff(partitions) != 0)])
         seconds = micros // 1_000_000
         starts = seconds - seconds % window_s
         newest = np.flatnonzero(np.append(np.diff(starts) != 0, len(starts) > 0))  # last row of each window
         # The window of N samples ending at each newest row: rows newest-N+1 .. newest (those that exist).
         rows = newest[:, None] - np.arange(window_samples)[None, :]
-        held = rows >= 0
+        same_series = series[newest][:, None]
+        held = (rows >= 0) & (series[np.maximum(rows, 0)] == same_series)
         rows = np.maximum(rows, 0)
         big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
         # Its N-1 changes are those of its samples but the first (and a partition's first has none).
         changes = rows[:, : window_samples - 1]
-        changed = changes >= 1
+        changed = (changes >= 1) & (series[np.maximum(changes - 1, 0)] == same_series)
         change = np.where(changed, lag[changes] - lag[np.maximum(changes - 1, 0)], big).min(
             axis=1, initial=big
         )

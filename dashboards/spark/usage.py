@@ -77,7 +77,8 @@ class SampleProgress:
       replicated some (a busy slice) or none (an empty fetch). Records produced during the slice (in
       flight) do not count.
     - `replicated`: the slice replicated records.
-    - `produced`: records the source gained since the previous sample (0 on a reset or unknown).
+    - `produced`: records the source gained since the previous sample (0 on a reset or unknown, or
+      when a topic row's `partitions` changed: its sums then add up other partitions).
     - `ack_ms`: replication latency - record age (poll to the target's ack; NaN when either is unknown).
     """
 
@@ -101,6 +102,9 @@ def sample_progress(table: pa.Table) -> SampleProgress:
     records, records_known = longs(table, "records")
     previous_end, previous_known = np.zeros_like(end), np.zeros(len(end), dtype=bool)
     previous_end[order[1:]], previous_known[order[1:]] = end[order[:-1]], end_known[order[:-1]]
+    # A topic row whose partitions changed adds up others than the sample before: no comparison.
+    partitions = partition_counts(table)
+    previous_known[order[1:]] &= partitions[order[1:]] == partitions[order[:-1]]
     grew = end_known & previous_known & (end >= previous_end)
     behind = grew & position_known & (position < previous_end)
     produced = np.where(grew, end - previous_end, 0)

@@ -14,6 +14,7 @@ from dashboards.figures import (
     status_heatmap,
     throughput_figure,
 )
+from dashboards.spark.lake import topic_row_partition
 
 T1, T2 = datetime(2026, 1, 1, 0, 0, tzinfo=UTC), datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
 
@@ -77,6 +78,15 @@ def test_status_heatmap_is_partition_by_time_coloured_by_status():
     ok, stall, stop = (STATUS_LEVELS.index(s) for s in ("OK", "STALL", "STOP"))
     assert [list(r) for r in heatmap.z] == [[ok, stall], [None, stop]]
     assert list(heatmap.colorbar.ticktext) == list(STATUS_LEVELS)
+
+
+def test_a_topic_row_is_labelled_with_its_task_and_partitions():
+    rows = [
+        partition_row(3, T1, status="OK", partitions=1),
+        partition_row(topic_row_partition(1), T1, status="STALL", partitions=600),
+    ]
+    (heatmap,) = status_heatmap(rows).data
+    assert list(heatmap.y) == ["A->B A.orders[3]", "A->B A.orders[task 1: 600 partitions]"]
 
 
 def test_capacity_chart_projects_on_dates_and_annotates_the_verdict():

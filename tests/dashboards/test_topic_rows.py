@@ -12,8 +12,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from dashboards.spark.jobs import CapacityOptions, ReportOptions, run_reports
+from dashboards.spark.lake import topic_row_partition
+from dashboards.spark.status import partition_status
+from dashboards.spark.usage import daily_flow_usage
 from replication.metrics import PartitionMetrics
-from tests.dashboards.conftest import T0
+from tests.dashboards.conftest import T0, sample
 from workers.lake import Counts, MetricsLake, lake_rows
 
 RECORD = 1_000  # bytes
@@ -182,3 +185,54 @@ def test_lake_files_without_the_partitions_column_read_as_one_partition_a_row(sp
         ("partition_lag", ("remote_topic", "partition", "window_start")),
     ):
         assert _sorted(old[name], *key) == _approx(_sorted(per_partition[name], *key)), name
+
+
+def _topic_row_series(
+    flow_id: int, *, change_at: int, offsets: int, partitions: tuple[int, int]
+) -> list[tuple]:
+    """Task 0's topic row of one flow every 10 s for two windows: 400 records a slice produced and
+    replicated, 100 or 50 behind in turn; from slice `change_at` on it adds up `partitions[1]` partitions
+    instead of `partitions[0]`, whose offsets add `offsets` to both sums (negative: one went away)."""
+    rows, position = [], 0
+    for k in range(60):
+        moved = offsets if k >= change_at else 0
+        end = 10_000 + 400 * k + moved
+        new_position = end - (100 if k % 2 else 50)
+        records = 0 if k == 0 else new_position - position - (offsets if k == change_at else 0)
+        position = new_position
+        rows.append(
+            sample(
+                at_s=10 * k,
+                end=end,
+                position=position,
+                partition=topic_row_partition(0),
+                flow_id=flow_id,
+                records=records,
+                bytes_=records * RECORD,
+                record_age_ms=60.0 if records else None,
+                replication_latency_ms=100.0 if records else None,
+                partitions=partitions[k >= change_at],
+            )
+        )
+    return rows
+
+
+def test_a_topic_row_whose_partitions_change_is_no_rewind_and_no_burst_of_production(samples_df):
+    """A partition leaving a task's share of a topic drops its sums (flow 1), one joining raises them
+    (flow 2): neither is the mirror going back nor the source producing a million records."""
+    samples = samples_df(
+        _topic_row_series(1, change_at=55, offsets=-50_000, partitions=(4, 3))
+        + _topic_row_series(2, change_at=55, offsets=1_000_000, partitions=(4, 5))
+    )
+    statuses = {
+        (row["flow_id"], row["window_start"]): (row["status"], row["partitions"])
+        for row in partition_status(samples, timedelta(minutes=5)).collect()
+    }
+    second = T0.replace(tzinfo=None) + timedelta(minutes=5)
+    assert statuses[(1, second)] == ("OK", 3)
+    assert statuses[(2, second)] == ("OK", 5)
+    usage = {row["flow_id"]: row for row in daily_flow_usage(samples, timedelta(minutes=5)).collect()}
+    for flow_id, partitions in ((1, 4), (2, 5)):
+        # As much produced as replicated, but for the slice of the change (not compared): 1 in 59.
+        assert usage[flow_id]["input_mb_per_s"] == pytest.approx(usage[flow_id]["avg_mb_per_s"], rel=0.02)
+        assert usage[flow_id]["partitions"] == partitions
