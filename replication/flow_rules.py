@@ -143,8 +143,8 @@ def value_problem(prop: FlowProperty, value: Any) -> tuple[str, str] | None:
     if prop.kind is int:
         if isinstance(value, bool) or not isinstance(value, int):
             return f"'{value}' is not a whole number", f"write a number, e.g. {prop.default}"
-        problem = _int_problem(prop.name, value)
-        return None if problem is None else (f"{value} is out of range", problem)
+        fix = _int_problem(prop.name, value)
+        return None if fix is None else (f"{value} is out of range", fix)
     if issubclass(prop.kind, Enum):
         accepted = ", ".join(member.value for member in prop.kind)
         return (
@@ -234,6 +234,6 @@ def flow_problems(flow: FlowConfig, *, aliases: Iterable[str]) -> list[FlowProbl
         if problem := value_problem(prop, value):
             text = ", ".join(value) if prop.kind is tuple and not isinstance(value, str) else str(value)
             problems.append(FlowProblem(prop.field, prop.name, text, *problem))
-    if (problem := separator_problem(flow, aliases=aliases)) is not None:
-        problems.append(problem)
+    if (separator := separator_problem(flow, aliases=aliases)) is not None:
+        problems.append(separator)
     return problems + extra_problems(flow.extra)

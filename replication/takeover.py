@@ -150,7 +150,7 @@ def resume_point(
     candidates = [offset for offset in (mm2_next, from_sync) if offset is not None]
     next_offset = max(candidates) if candidates else None
     if next_offset is not None:
-        if from_sync is not None and (mm2_next is None or from_sync > mm2_next):
+        if sync is not None and from_sync is not None and (mm2_next is None or from_sync > mm2_next):
             basis = (
                 f"MM2's newest offset sync ({sync.upstream_offset} at {sync.downstream_offset}) and the "
                 f"remote partition's last offset {last}"

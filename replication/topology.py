@@ -99,9 +99,9 @@ def _shortest_path(
                 came_by[flow.target] = flow
                 frontier.append(flow.target)
     path: list[FlowConfig] = []
-    while (flow := came_by[goal]) is not None:
-        path.append(flow)
-        goal = flow.source
+    while (came := came_by[goal]) is not None:
+        path.append(came)
+        goal = came.source
     return path[::-1]
 
 
