@@ -8,13 +8,48 @@ that is not UTF-8) raises `RecordFormatError`, nothing else.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 VERSION = 0
 
 
 class RecordFormatError(ValueError):
     pass
+
+
+class KeyedRecord(Protocol):
+    """What a reader of an internal topic reads of a record (confluent-kafka's `Message`, the in-memory
+    cluster's record)."""
+
+    def key(self) -> bytes | None: ...
+
+    def value(self) -> bytes | None: ...
+
+
+T = TypeVar("T")
+R = TypeVar("R", bound=KeyedRecord)
+
+
+def decode_records(
+    records: Iterable[R], decode: Callable[[bytes, Any], T], *, tombstones: bool = False
+) -> tuple[list[tuple[R, T]], list[tuple[R, Exception]]]:
+    """The records of an MM2 internal topic with their decoded values, in order, and those that did not
+    decode with the decoder's error: the reader skips and counts them, one malformed record does not stop the topic's
+    reading, whatever its decoder raises for it. A tombstone holds nothing to apply and is skipped, or
+    decoded with a None value when `tombstones` (a Connect offsets topic, where one resets a position)."""
+    decoded: list[tuple[R, T]] = []
+    malformed: list[tuple[R, Exception]] = []
+    for record in records:
+        value = record.value()
+        if value is None and not tombstones:
+            continue
+        try:
+            decoded.append((record, decode(record.key() or b"", value)))
+        except Exception as exc:
+            malformed.append((record, exc))
+    return decoded, malformed
 
 
 class _Reader:

@@ -17,7 +17,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic, clamp_replication_factor
-from replication.formats import RecordFormatError
+from replication.formats import RecordFormatError, decode_records
 from replication.kafka.admin import ADMIN_TIMEOUT_S, TopicAdmin
 from replication.kafka.clients import kafka_error_code, make_consumer, make_producer
 from replication.logonce import warn_once
@@ -168,25 +168,25 @@ class InternalTopicReader(Generic[T]):
         return [] if first is None else [first, *self._consumer.consume(self._batch, timeout=0)]
 
     def _take(self, messages: list, records: list[T]) -> bool:
+        fetched = []
         for message in messages:
             if message.error():
                 if message.error().code() != KafkaError._PARTITION_EOF:
                     log.warning("cluster %s: reading %s: %s", self.cluster.alias, self.topic, message.error())
                 continue
             self._position = message.offset() + 1
-            if message.value() is None and not self._tombstones:
-                continue  # a tombstone: nothing to apply
-            try:
-                records.append(self._decode(message.key() or b"", message.value()))
-            except Exception as exc:  # a malformed record, whatever the decoder raises for it
-                self.skipped_records += 1
-                log.warning(
-                    "cluster %s: %s offset %d skipped (malformed record): %s",
-                    self.cluster.alias,
-                    self.topic,
-                    message.offset(),
-                    exc if isinstance(exc, RecordFormatError) else f"{type(exc).__name__}: {exc}",
-                )
+            fetched.append(message)
+        decoded, malformed = decode_records(fetched, self._decode, tombstones=self._tombstones)
+        records.extend(value for _, value in decoded)
+        self.skipped_records += len(malformed)
+        for message, exc in malformed:
+            log.warning(
+                "cluster %s: %s offset %d skipped (malformed record): %s",
+                self.cluster.alias,
+                self.topic,
+                message.offset(),
+                exc if isinstance(exc, RecordFormatError) else f"{type(exc).__name__}: {exc}",
+            )
         return bool(messages)
 
     def close(self) -> None:

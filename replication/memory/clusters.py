@@ -44,8 +44,8 @@ from replication.cluster_ports import (
 from replication.config import ClusterConfig, FlowConfig, offset_syncs_cluster
 from replication.consumer_groups import GroupDescription, GroupListing
 from replication.failover_reads import FlowReads
-from replication.formats import Checkpoint, Heartbeat, OffsetSync
-from replication.memory.internal_topics import decoded, decoded_record, read_new
+from replication.formats import Checkpoint, Heartbeat, OffsetSync, decode_records
+from replication.memory.internal_topics import decoded, read_new
 from replication.memory.takeover import MemoryTakeoverIO
 from replication.memory.task_io import MemoryCluster, MemoryPartition
 from replication.memory.verification import MemoryFlowVerifier
@@ -238,11 +238,11 @@ class MemoryGroupAdmin(_OnCluster):
         self._reachable(f"reading checkpoints topic {topic}", GroupAdminError)
         log = self.memory.partitions.get((topic, 0))
         newest: dict[Key, tuple[Checkpoint, int | None]] = {}
-        for record in [] if log is None else log.records:
-            decoded = decoded_record(record, Checkpoint.decode)
-            if decoded is not None and decoded.group == group:
+        found, _ = decode_records([] if log is None else log.records, Checkpoint.decode)
+        for record, checkpoint in found:
+            if checkpoint.group == group:
                 kind, stamp = record.timestamp()
-                newest[(decoded.topic, decoded.partition)] = (decoded, stamp if kind else None)
+                newest[(checkpoint.topic, checkpoint.partition)] = (checkpoint, stamp if kind else None)
         return newest, True
 
     def delete_group(self, group: str) -> None:

@@ -7,22 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from replication.formats import RecordFormatError
-from replication.memory.task_io import MemoryCluster, MemoryRecord
+from replication.formats import decode_records
+from replication.memory.task_io import MemoryCluster
 
 T = TypeVar("T")
-
-
-def decoded_record(record: MemoryRecord, decode: Callable[[bytes, bytes], T]) -> T | None:
-    """A record of an MM2 internal topic, decoded; None for a tombstone or a record that does not decode
-    (`replication.kafka.internal_topics` skips them)."""
-    value = record.value()
-    if value is None:
-        return None
-    try:
-        return decode(record.key() or b"", value)
-    except RecordFormatError:
-        return None
 
 
 def decoded(
@@ -31,7 +19,7 @@ def decoded(
     """The records of partition 0 of an MM2 internal topic from `start`, decoded."""
     log = memory.partitions.get((topic, 0))
     records = [] if log is None else log.records[max(start - log.low, 0) :]
-    return [decoded for record in records if (decoded := decoded_record(record, decode)) is not None]
+    return [value for _, value in decode_records(records, decode)[0]]
 
 
 def read_new(

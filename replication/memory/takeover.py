@@ -11,7 +11,7 @@ from typing import Any, Protocol, TypeVar
 
 from replication.cluster_ports import BrowseError, ClusterCheck, Key, TopicAdminError
 from replication.config import ClusterConfig
-from replication.formats import RecordFormatError
+from replication.formats import decode_records
 from replication.memory.task_io import MemoryCluster, MemoryReader
 from replication.position_records import (
     decode_position,
@@ -97,16 +97,8 @@ class MemoryTakeoverIO:
         if memory.unreachable is not None:
             raise BrowseError(f"cluster {cluster.alias}: reading {topic}: {memory.unreachable}")
         log = memory.partitions.get((topic, partition))
-        found: list[T] = []
-        skipped = 0
-        for record in [] if log is None else log.records:
-            if record.value() is None and not tombstones:
-                continue  # a tombstone: nothing to apply
-            try:
-                found.append(decode(record.key() or b"", record.value()))
-            except RecordFormatError:
-                skipped += 1
-        return found, skipped
+        found, malformed = decode_records([] if log is None else log.records, decode, tombstones=tombstones)
+        return [value for _, value in found], len(malformed)
 
     def tails(
         self, cluster: ClusterConfig, keys: Sequence[Key]

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from replication.formats import Checkpoint, Heartbeat, OffsetSync, RecordFormatError
+from replication.formats import Checkpoint, Heartbeat, OffsetSync, RecordFormatError, decode_records
 from replication.kafka.internal_topics import InternalTopicReader, InternalTopicWriter
 
 INVALID_UTF8 = b"\x00\x02\xc3\x28"  # STRING of length 2 whose bytes are not UTF-8
@@ -31,6 +31,30 @@ INVALID_UTF8 = b"\x00\x02\xc3\x28"  # STRING of length 2 whose bytes are not UTF
 def test_invalid_utf8_is_a_record_format_error(decode, key, value):
     with pytest.raises(RecordFormatError, match="not UTF-8"):
         decode(key, value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Stored:
+    _key: bytes | None
+    _value: bytes | None
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
+
+
+def test_decoding_skips_tombstones_and_counts_malformed_records_without_stopping():
+    """The one rule both readers (Kafka's InternalTopicReader, the in-memory cluster's) apply."""
+    first, second = OffsetSync("t", 0, 1, 1), OffsetSync("t", 0, 5, 3)
+    tombstone, truncated = Stored(first.key(), None), Stored(first.key(), b"\x00")
+    records = [Stored(first.key(), first.value()), tombstone, truncated, Stored(second.key(), second.value())]
+    decoded, malformed = decode_records(records, OffsetSync.decode)
+    assert [value for _, value in decoded] == [first, second]
+    assert [(record, type(exc)) for record, exc in malformed] == [(truncated, RecordFormatError)]
+    decoded, _ = decode_records(records, lambda key, value: value, tombstones=True)
+    assert [value for _, value in decoded] == [first.value(), None, b"\x00", second.value()]
 
 
 @pytest.mark.kafka
