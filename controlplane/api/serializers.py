@@ -10,6 +10,7 @@ from rest_framework import serializers
 from rest_framework.utils.urls import replace_query_param
 
 from controlplane import browse
+from controlplane.api.rows import RowsSerializer
 from controlplane.core.models import AuditEvent
 from controlplane.flows import engine, lifecycle
 from controlplane.flows.models import Cluster, Flow
@@ -76,6 +77,7 @@ class ClusterSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Cluster
+        list_serializer_class = RowsSerializer
         fields = [
             "id",
             "alias",
@@ -163,6 +165,7 @@ class FlowSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Flow
+        list_serializer_class = RowsSerializer
         fields = [
             "id",
             "name",
@@ -213,6 +216,7 @@ class PartitionLiveSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = FlowPartitionStatus
+        list_serializer_class = RowsSerializer
         exclude = ["id", "flow"]
 
 
@@ -224,6 +228,7 @@ class FlowEventSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = FlowEvent
+        list_serializer_class = RowsSerializer
         exclude = ["flow"]
 
     def get_detail(self, event: FlowEvent) -> dict:
@@ -265,6 +270,9 @@ class FlowSummarySerializer(serializers.Serializer):
     pool_without_workers = serializers.BooleanField(
         help_text="it should replicate and no live worker consumes its pool's queue: nothing runs it"
     )
+
+    class Meta:
+        list_serializer_class = RowsSerializer
 
 
 class SchemaSyncStatusSerializer(serializers.Serializer):
