@@ -239,11 +239,26 @@ def _bucket_of(table: pa.Table, buckets: int) -> np.ndarray:
     return hashes[rows] if len(distinct) else np.zeros(0, np.int64)
 
 
-def _sample_blocks(files: DataFrame, buckets: int) -> DataFrame:
+def _shuffle_keys(spark: SparkSession, buckets: int) -> list[int]:
+    """For each of `buckets` shuffle partitions, the smallest int that Spark's hash partitioning (Murmur3,
+    as a shuffle by an int column does) sends there: blocks grouped by these keys make one group per
+    partition. Grouped by the bucket numbers themselves, Murmur3 sent the bench's 8 buckets to 5
+    partitions: 3 tasks idle and one Python worker holding three buckets' samples at once."""
+    key = F.col("id").cast("int")
+    candidates = spark.range(buckets * 64).select(
+        F.pmod(F.hash(key), F.lit(buckets)).alias("to"), key.alias("key")
+    )
+    found = dict(candidates.groupBy("to").agg(F.min("key")).collect())
+    return [int(found[partition]) for partition in range(buckets)]
+
+
+def _sample_blocks(files: DataFrame, keys: list[int]) -> DataFrame:
     """The lake files (a binaryFile read, with `_origin`) as blocks of samples, one per file and bucket:
-    `_bucket` int, `_block` binary (`BLOCK_COMPRESSION`). The files are decoded by pyarrow in Python: the
-    samples never cross the JVM row by row, only as compressed blocks through one shuffle by bucket."""
+    `_bucket` int (the bucket's key in `keys`, `_shuffle_keys`), `_block` binary (`BLOCK_COMPRESSION`).
+    The files are decoded by pyarrow in Python: the samples never cross the JVM row by row, only as
+    compressed blocks through one shuffle by bucket."""
     schema = arrow_schema()
+    shuffle_keys = np.array(keys, np.int32)
 
     def split(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         options = pa.ipc.IpcWriteOptions(compression=BLOCK_COMPRESSION)
@@ -267,7 +282,7 @@ def _sample_blocks(files: DataFrame, buckets: int) -> DataFrame:
                         for name, column in zip(table.column_names, table.columns, strict=True)
                     }
                 )
-                bucket = _bucket_of(table, buckets)
+                bucket = _bucket_of(table, len(shuffle_keys))
                 targets = np.unique(bucket)
                 # One stream per bucket, written one after the other into one buffer: the blocks' data.
                 sink, ends = pa.BufferOutputStream(), [0]
@@ -277,7 +292,7 @@ def _sample_blocks(files: DataFrame, buckets: int) -> DataFrame:
                     ends.append(sink.tell())
                 offsets = pa.py_buffer(np.array(ends, np.int32))
                 blocks = pa.Array.from_buffers(pa.binary(), len(targets), [None, offsets, sink.getvalue()])
-                yield pa.record_batch({"_bucket": pa.array(targets, pa.int32()), "_block": blocks})
+                yield pa.record_batch({"_bucket": pa.array(shuffle_keys[targets]), "_block": blocks})
 
     return files.select("content", "_origin").mapInArrow(split, "_bucket int, _block binary")
 
@@ -460,8 +475,8 @@ def run_reports(
             binary_files([str(carry)] if carry else [], CARRIED, {}),
         ]
         files = reduce(DataFrame.unionByName, [frame for frame in parts if frame is not None])
-        buckets = int(spark.conf.get("spark.sql.shuffle.partitions"))
-        partition_windows = _partition_windows(_sample_blocks(files, buckets), options).persist()
+        keys = _shuffle_keys(spark, int(spark.conf.get("spark.sql.shuffle.partitions")))
+        partition_windows = _partition_windows(_sample_blocks(files, keys), options).persist()
         samples_read = partition_windows.agg(F.sum("_new_samples")).first()[0]
         samples_read = samples_read or 0
         datasets.update(

@@ -42,10 +42,17 @@ DEFAULT_CONF = {
     # The job caches the samples once and scans them once per dataset: building a compressed cache costs
     # more CPU than the scans save, and the memory is there.
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
-    # A batch job: the throughput collector beats G1 by ~10% on the report job (bench/reports.py); only
-    # applies to JVMs this session starts (in local mode, the one JVM).
-    "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
-    "spark.executor.extraJavaOptions": "-XX:+UseParallelGC",
+    # Lake files of at most 32 MB per read task (Spark's default packs 128 MB): the pass holds a task's
+    # files whole, in the JVM and in Python (one Arrow batch, above), and the bench's 24 files of 14 MB
+    # ran as 4 tasks of 99, 99, 99 and 42 MB on 2 cores.
+    "spark.sql.files.maxPartitionBytes": str(32 * 1024 * 1024),
+    # A batch job on a fresh JVM (every run in local mode, every application's executors on a cluster):
+    # - the throughput collector beats G1 by ~10% on the report job (bench/reports.py);
+    # - the client compiler only (C1, no C2): a cold run of 10.4M samples spent 43 CPU-s in the JVM with
+    #   both, 26 with C1 alone, its results identical (docs/performance.md, "The report job").
+    # Only applies to JVMs this session starts (in local mode, the one JVM).
+    "spark.driver.extraJavaOptions": "-XX:+UseParallelGC -XX:TieredStopAtLevel=1",
+    "spark.executor.extraJavaOptions": "-XX:+UseParallelGC -XX:TieredStopAtLevel=1",
 }
 
 

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dashboards.lakegen import generate_lake
-from dashboards.spark.jobs import REPORT_KEYS, ReportOptions, run_reports
+from dashboards.spark.jobs import REPORT_KEYS, ReportOptions, _shuffle_keys, run_reports
 
 OPTIONS = ReportOptions(window=timedelta(minutes=30), lag_lookback=timedelta(hours=1), window_samples=5)
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -157,3 +157,11 @@ def test_samples_without_an_end_offset_have_unknown_lag_and_still_count(spark, l
     assert all(row["seconds_behind_max"] is None for row in first_hours)
     assert len(result.datasets["flow_throughput"]) == len(full_run[0].datasets["flow_throughput"])
     assert result.samples_read == full_run[0].samples_read
+
+
+@pytest.mark.parametrize("buckets", [2, 8, 13])
+def test_the_pass_groups_one_bucket_per_shuffle_partition(spark, buckets):
+    """Grouped by their shuffle keys, the buckets land one per partition: none idle, none holding two."""
+    keys = _shuffle_keys(spark, buckets)
+    frame = spark.createDataFrame([(key,) for key in keys], "_bucket int").repartition(buckets, "_bucket")
+    assert sorted(frame.rdd.glom().map(len).collect()) == [1] * buckets
