@@ -24,7 +24,9 @@ Figures per tool (a table per N, each run with the load average at the end of it
 
 - start to every partition flowing: from the tool's start (its processes launched) to the first
   replicated record seen on the last of the N partitions on the target (a reader assigned to every remote
-  partition as the tool creates it);
+  partition as the tool creates it); beside it the start to half of them flowing, and how long the
+  source broker took to create as many partitions and serve them all (the run's own topics, before the
+  tool starts): the floor of a start whose remote topics are new, as the tool's target creates them too;
 - end-to-end p50/p99: for the records produced within the window (`--seconds`, from the moment every
   partition flows), produce timestamp to read on the target; beside it the no-copy floor of the same
   records, read on the source itself by a reader of the same settings;
@@ -203,6 +205,7 @@ def _produce(
 class ReaderResult:
     partitions_seen: int
     all_flowing_at: float | None  # epoch seconds: the first record of the last partition
+    half_flowing_at: float | None  # ... of the partition with which half of them had a record
     arrivals: int  # records read within the window
     counted: int  # records produced within the window that were read
     p50_ms: float
@@ -262,6 +265,7 @@ def _read(bootstrap: str, topics: dict[str, int], window, stop, expected, flowin
         ReaderResult(
             partitions_seen=len(first),
             all_flowing_at=max(first.values()) if len(first) == total else None,
+            half_flowing_at=sorted(first.values())[(total - 1) // 2] if 2 * len(first) >= total else None,
             arrivals=arrivals,
             counted=len(latencies),
             p50_ms=percentile(latencies, 0.5),
@@ -735,6 +739,8 @@ class Run:
     tool: str
     load_average: tuple[float, float, float] = (0.0, 0.0, 0.0)
     start_s: float | None = None
+    half_start_s: float | None = None
+    broker_create_s: float | None = None
     p50_ms: float | None = None
     p99_ms: float | None = None
     floor_p50_ms: float | None = None
@@ -748,7 +754,9 @@ class Run:
     failure: str = ""
 
 
-def create_topics(cluster: ClusterConfig, topics: dict[str, int]) -> None:
+def create_topics(cluster: ClusterConfig, topics: dict[str, int]) -> float:
+    """Create `topics` and wait until every partition is served; how long that took (s)."""
+    began = time.monotonic()
     admin = TopicAdmin(cluster)
     errors = admin.create_topics([NewRemoteTopic(name, name, count, 1, {}) for name, count in topics.items()])
     failed = {name: error for name, error in errors.items() if error is not None}
@@ -786,6 +794,7 @@ def create_topics(cluster: ClusterConfig, topics: dict[str, int]) -> None:
         what=lambda: f"every partition served on {cluster.alias} ({len(unserved):,} not yet)",
         tick=lambda: None,
     )
+    return time.monotonic() - began
 
 
 def delete_topics(cluster: ClusterConfig, names: Sequence[str]) -> None:
@@ -817,7 +826,7 @@ def measure(
     run = Run(tool.name)
     traffic = Traffic(source=source, target=target, topics=topics, rate=rate)
     try:
-        create_topics(source, topics)
+        run.broker_create_s = create_topics(source, topics)
         traffic.start()
         tool.prepare()
 
@@ -856,6 +865,7 @@ def measure(
         if copy.all_flowing_at is None:
             raise RuntimeError(f"the target reader saw {copy.partitions_seen} of {partitions} partitions")
         run.start_s = copy.all_flowing_at - started
+        run.half_start_s = copy.half_flowing_at - started
         run.p50_ms, run.p99_ms, run.floor_p50_ms, run.floor_p99_ms = (
             copy.p50_ms,
             copy.p99_ms,
@@ -891,6 +901,8 @@ def measure(
 # -- the report ---------------------------------------------------------------------------------------------
 ROWS: tuple[tuple[str, str, int], ...] = (
     ("start to every partition flowing (s)", "start_s", 1),
+    ("start to half the partitions flowing (s)", "half_start_s", 1),
+    ("the broker creating as many partitions (s)", "broker_create_s", 1),
     ("end-to-end p50 (ms)", "p50_ms", 1),
     ("end-to-end p99 (ms)", "p99_ms", 1),
     ("no-copy floor p50, same run (ms)", "floor_p50_ms", 1),

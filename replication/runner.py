@@ -28,7 +28,7 @@ from replication.kafka.fencing import TransactionsUnlisted, fence_transactional_
 from replication.kafka.flow_tasks import PeriodicTask, heartbeat_task_for_flow, periodic_tasks_for_flow
 from replication.kafka.legacy_offset_syncs import move_legacy_offset_syncs
 from replication.kafka.positions import KafkaPositionStore
-from replication.kafka.source_io import kafka_task_io, transactional
+from replication.kafka.source_io import kafka_task_io, task_internal_topics, transactional
 from replication.kafka.topic_sync import TopicMetadataSync
 from replication.metrics import MirrorMetrics
 from replication.policy import replication_policy_for
@@ -164,7 +164,13 @@ class FlowRunner:
         self._stop_requested = stop
         self._on_failure = on_failure
         self.topic_sync = TopicMetadataSync(
-            flow=flow, source=self.source, target=self.target, policy=self.policy
+            flow=flow,
+            source=self.source,
+            target=self.target,
+            policy=self.policy,
+            internal_topics=task_internal_topics(
+                flow, source=self.source, target=self.target, policy=self.policy
+            ),
         )
         self.metrics = MirrorMetrics()
         self.position_store = KafkaPositionStore(self.target, source_alias=flow.source)

@@ -30,6 +30,7 @@ from replication.checkpoint import MirrorCheckpointTask
 from replication.connector import TopicPartition
 from replication.kafka.admin import TopicAdminError
 from replication.kafka.flow_tasks import PeriodicTask, periodic_tasks_for_flow
+from replication.kafka.source_io import task_internal_topics
 from replication.kafka.topic_sync import TopicMetadataSync
 from replication.policy import replication_policy_for
 from replication.schemas.flow import SchemaSyncTask
@@ -64,7 +65,14 @@ class CachedMetadata:
         return cls(
             spec=spec,
             topic_sync=TopicMetadataSync(
-                flow=spec.flow, source=spec.source, target=spec.target, policy=policy, timeout_s=timeout_s
+                flow=spec.flow,
+                source=spec.source,
+                target=spec.target,
+                policy=policy,
+                timeout_s=timeout_s,
+                internal_topics=task_internal_topics(
+                    spec.flow, source=spec.source, target=spec.target, policy=policy
+                ),
             ),
             periodic=periodic_tasks_for_flow(
                 flow=spec.flow,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -33,6 +34,25 @@ INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
 
 class InternalTopicError(RuntimeError):
     pass
+
+
+@dataclass(frozen=True)
+class InternalTopic:
+    """One of a flow's internal topics: where it lives and how it is created (1 partition, compacted)."""
+
+    cluster: ClusterConfig
+    name: str
+    replication_factor: int
+    configs: Mapping[str, str] = field(default_factory=lambda: dict(INTERNAL_TOPIC_CONFIGS))
+
+    def ensure(self, *, timeout_s: float = ADMIN_TIMEOUT_S) -> None:
+        ensure_internal_topic(
+            self.cluster,
+            self.name,
+            replication_factor=self.replication_factor,
+            timeout_s=timeout_s,
+            configs=self.configs,
+        )
 
 
 def ensure_internal_topic(
@@ -211,6 +231,12 @@ class InternalTopicWriter:
         self.timeout_s = timeout_s
         self._producer = make_producer(cluster)
         self._ready = False
+
+    @classmethod
+    def of(cls, topic: InternalTopic) -> InternalTopicWriter:
+        return cls(
+            topic.cluster, topic.name, replication_factor=topic.replication_factor, configs=topic.configs
+        )
 
     def write(
         self,

@@ -22,6 +22,7 @@ from replication.config import ClusterConfig
 from replication.formats import RecordFormatError
 from replication.kafka.internal_topics import (
     INTERNAL_TOPIC_CONFIGS,
+    InternalTopic,
     InternalTopicReader,
     InternalTopicWriter,
 )
@@ -49,6 +50,16 @@ POSITIONS_TOPIC_CONFIGS = {
 }
 
 
+def positions_internal_topic(target: ClusterConfig, *, source_alias: str) -> InternalTopic:
+    """The positions topic of the flows from `source_alias` into `target`, as its writer creates it."""
+    return InternalTopic(
+        target,
+        positions_topic(source_alias),
+        replication_factor=POSITIONS_REPLICATION_FACTOR,
+        configs=POSITIONS_TOPIC_CONFIGS,
+    )
+
+
 def legacy_positions_topic(source_alias: str) -> str:
     """Where versions before 2026-11 kept positions: MM2's Connect offsets topic name."""
     return mm2_offsets_topic(source_alias)
@@ -71,12 +82,7 @@ class KafkaPositionStore:
         self.topic = positions_topic(source_alias)
         self.legacy_topic = legacy_positions_topic(source_alias)
         self._legacy: dict[tuple[str, str, int], int] | None = None  # read once, on first need
-        self._writer = InternalTopicWriter(
-            target,
-            self.topic,
-            replication_factor=POSITIONS_REPLICATION_FACTOR,
-            configs=POSITIONS_TOPIC_CONFIGS,
-        )
+        self._writer = InternalTopicWriter.of(positions_internal_topic(target, source_alias=source_alias))
         self._lock = threading.Lock()
 
     def load(self, *, flow: str, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:

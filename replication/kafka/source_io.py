@@ -32,7 +32,8 @@ from confluent_kafka import (
 from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig, offset_syncs_cluster
 from replication.kafka.clients import make_consumer, make_producer
 from replication.kafka.flow_tasks import InternalTopicSink
-from replication.kafka.internal_topics import InternalTopicWriter
+from replication.kafka.internal_topics import InternalTopic, InternalTopicWriter
+from replication.kafka.positions import positions_internal_topic
 from replication.offset_syncs import OffsetSyncEmitter
 from replication.policy import ReplicationPolicy
 from replication.task_io import PartitionReadError, Record, Tail, TaskIO, TransactionFailure
@@ -174,14 +175,36 @@ def mirror_producer(flow: FlowConfig, target: ClusterConfig, *, task_index: int)
     return make_producer(target, overrides=overrides)
 
 
+def offset_syncs_internal_topic(
+    flow: FlowConfig, *, source: ClusterConfig, target: ClusterConfig, policy: ReplicationPolicy
+) -> InternalTopic:
+    """The flow's offset-syncs topic, where offset-syncs.topic.location says."""
+    return InternalTopic(
+        offset_syncs_cluster(flow, source=source, target=target),
+        policy.flow_offset_syncs_topic(flow),
+        replication_factor=flow.offset_syncs_topic_replication_factor,
+    )
+
+
+def task_internal_topics(
+    flow: FlowConfig, *, source: ClusterConfig, target: ClusterConfig, policy: ReplicationPolicy
+) -> tuple[InternalTopic, ...]:
+    """The internal topics a task writes between its fetches: its positions and its offset syncs. A write
+    holds the fetch loop until acknowledged, so they are created before the remote topics
+    (`TopicMetadataSync`), as MM2's connectors create theirs when they start: a broker creates partitions
+    in order, and one created behind thousands of new remote partitions was not writable for 60 s."""
+    return (
+        positions_internal_topic(target, source_alias=flow.source),
+        offset_syncs_internal_topic(flow, source=source, target=target, policy=policy),
+    )
+
+
 def offset_sync_emitter(
     flow: FlowConfig, *, source: ClusterConfig, target: ClusterConfig, policy: ReplicationPolicy
 ) -> OffsetSyncEmitter:
     """Writes the flow's offset-syncs topic where offset-syncs.topic.location says, creating it."""
-    writer = InternalTopicWriter(
-        offset_syncs_cluster(flow, source=source, target=target),
-        policy.flow_offset_syncs_topic(flow),
-        replication_factor=flow.offset_syncs_topic_replication_factor,
+    writer = InternalTopicWriter.of(
+        offset_syncs_internal_topic(flow, source=source, target=target, policy=policy)
     )
     return InternalTopicSink(writer)
 

@@ -18,6 +18,7 @@ worker reports it once as a flow warning), never silently nothing.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from replication.acls import TopicAcl, acl_sync_unsupported_message, missing_acls, plan_topic_acls
 from replication.config import ClusterConfig, FlowConfig
@@ -32,6 +33,7 @@ from replication.connector import (
 from replication.filters import ConfigPropertyFilter
 from replication.kafka.acls import AclSyncUnsupported, TopicAclAdmin
 from replication.kafka.admin import ADMIN_TIMEOUT_S, TopicAdmin, TopicAdminError
+from replication.kafka.internal_topics import InternalTopic, InternalTopicError
 from replication.logonce import warn_once
 from replication.policy import ReplicationPolicy, TopicDecision
 from replication.scheduler import PeriodicJob, Scheduler
@@ -52,9 +54,13 @@ class TopicMetadataSync:
         target: ClusterConfig,
         policy: ReplicationPolicy,
         timeout_s: float = ADMIN_TIMEOUT_S,
+        internal_topics: Sequence[InternalTopic] = (),
     ) -> None:
-        """`timeout_s` bounds each admin request to either cluster."""
+        """`timeout_s` bounds each admin request to either cluster. `internal_topics` are created before
+        the first remote topic (`replication.kafka.source_io.task_internal_topics` says why)."""
         self.flow = flow
+        self._timeout_s = timeout_s
+        self._internal_topics = tuple(internal_topics)  # not created yet
         self.policy = policy
         self._source_admin = TopicAdmin(source, timeout_s=timeout_s)
         self._target_admin = TopicAdmin(target, timeout_s=timeout_s)
@@ -181,6 +187,18 @@ class TopicMetadataSync:
             remote_partitions[name] = max(remote_partitions.get(name, 0), count)
         return replicated_partitions(plan, source_topics=source_topics, remote_partitions=remote_partitions)
 
+    def _create_internal_topics(self) -> None:
+        """The internal topics not created yet; one that fails is tried again before the next remote
+        topic is created (its writer creates it anyway when it first writes)."""
+        failed: list[InternalTopic] = []
+        for topic in self._internal_topics:
+            try:
+                topic.ensure(timeout_s=self._timeout_s)
+            except (InternalTopicError, TopicAdminError) as exc:
+                log.warning("flow %s: creating internal topic %s failed: %s", self.flow.name, topic.name, exc)
+                failed.append(topic)
+        self._internal_topics = tuple(failed)
+
     def _remember_configs(
         self, plan: TopicSyncPlan, *, source_topics, synced: bool, failed: set[str]
     ) -> None:
@@ -202,6 +220,8 @@ class TopicMetadataSync:
         partitions = {topic.name: topic.partitions for topic in plan.create}
         for warning in plan.warnings:
             warn_once(log, "flow %s: %s", self.flow.name, warning)
+        if plan.create or plan.grow:
+            self._create_internal_topics()
         for name, error in self._target_admin.create_topics(plan.create).items():
             if error is None:
                 log.info("flow %s: created remote topic %s", self.flow.name, name)

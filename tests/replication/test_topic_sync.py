@@ -11,8 +11,11 @@ from confluent_kafka.admin import ConfigEntry, ConfigSource, NewTopic
 from replication.config import FlowConfig
 from replication.kafka.admin import TopicAdmin, topic_overrides
 from replication.kafka.clients import make_admin
+from replication.kafka.internal_topics import InternalTopic
+from replication.kafka.source_io import task_internal_topics
 from replication.kafka.topic_sync import TopicMetadataSync
 from replication.policy import replication_policy_for
+from replication.position_records import positions_topic
 from tests.conftest import KAFKA_KIND
 
 pytestmark = pytest.mark.kafka
@@ -176,3 +179,55 @@ def test_the_run_that_creates_remote_topics_plans_their_partitions_at_once(clust
     assert _own(sync.replicated_partitions(), unique_name) == sorted(
         (f"{unique_name}-new{index}", partition) for index in range(5) for partition in range(3)
     )
+
+
+def test_the_tasks_internal_topics_are_created_before_the_first_remote_topic_and_once(
+    cluster_a, cluster_b, unique_name, monkeypatch
+):
+    """A broker creates partitions in order: an internal topic created behind thousands of new remote
+    partitions was not writable for 60 s, and every position write held the task's fetch loop meanwhile.
+    The create requests are recorded (Apache Kafka still creates every topic)."""
+    requested: list[str] = []
+    create = TopicAdmin.create_topics
+
+    def recorded(admin, topics):
+        topics = list(topics)
+        requested.extend(topic.name for topic in topics)
+        return create(admin, topics)
+
+    monkeypatch.setattr(TopicAdmin, "create_topics", recorded)
+    internal = (
+        InternalTopic(cluster_b, f"{unique_name}-positions.internal", replication_factor=1),
+        InternalTopic(cluster_a, f"{unique_name}-offset-syncs.internal", replication_factor=1),
+    )
+    _create(cluster_a, f"{unique_name}-first", 2)
+    flow = FlowConfig(source="A", target="B", enabled=True, topics=(f"{unique_name}-(first|later)",))
+    policy = replication_policy_for(flow, known_aliases=("A", "B"))
+    sync = TopicMetadataSync(
+        flow=flow, source=cluster_a, target=cluster_b, policy=policy, internal_topics=internal
+    )
+    requested.clear()
+
+    sync.tick(now=1000.0)
+    _create(cluster_a, f"{unique_name}-later", 1)
+    sync.tick(now=1000.0 + flow.refresh_topics_interval_seconds)
+
+    assert requested == [
+        f"{unique_name}-positions.internal",
+        f"{unique_name}-offset-syncs.internal",
+        f"A.{unique_name}-first",
+        f"A.{unique_name}-later",
+    ]
+    assert sync.last_errors == ()
+    assert f"{unique_name}-positions.internal" in TopicAdmin(cluster_b).partition_counts()
+    assert f"{unique_name}-offset-syncs.internal" in TopicAdmin(cluster_a).partition_counts()
+
+
+def test_a_task_writes_the_internal_topics_the_topic_sync_creates_first(cluster_a, cluster_b):
+    """`task_internal_topics` names the topics the task's writers write: its positions and offset syncs."""
+    flow = FlowConfig(source="A", target="B", enabled=True, topics=("t",))
+    policy = replication_policy_for(flow, known_aliases=("A", "B"))
+    positions, offset_syncs = task_internal_topics(flow, source=cluster_a, target=cluster_b, policy=policy)
+
+    assert (positions.cluster, positions.name) == (cluster_b, positions_topic("A"))
+    assert (offset_syncs.cluster, offset_syncs.name) == (cluster_a, policy.flow_offset_syncs_topic(flow))
