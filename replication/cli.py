@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     if args.command == "validate":
-        from replication.mm2file import describe_config
+        from replication.mm2file_writing import describe_config
 
         print(describe_config(config))
         return 0

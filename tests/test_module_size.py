@@ -9,8 +9,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("replication", "controlplane", "workers", "dashboards", "bench")
 MAX_LINES = 600
-# Split by issue 37 (the mm2file <-> strimzi circle), not yet: remove each when it is.
-PENDING = {"replication/strimzi.py", "replication/mm2file.py"}
 
 
 def long_modules() -> dict[str, str]:
@@ -27,8 +25,4 @@ def long_modules() -> dict[str, str]:
 def test_a_module_over_600_lines_says_why_at_its_top():
     modules = long_modules()
     unexplained = {name for name, doc in modules.items() if "Over 600 lines" not in doc}
-    assert unexplained == PENDING
-
-
-def test_every_pending_module_is_still_long():
-    assert set(long_modules()) >= PENDING
+    assert unexplained == set()

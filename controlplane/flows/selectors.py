@@ -18,7 +18,7 @@ from controlplane.flows.clusters import clusters
 from controlplane.flows.models import Cluster, Flow
 from replication.cluster_ports import ClusterCheck
 from replication.config import Mm2Config
-from replication.mm2file import write_mm2
+from replication.mm2file_writing import write_mm2
 from replication.policy import TopicDecision
 from replication.strimzi import write_strimzi
 

@@ -14,7 +14,8 @@ from replication.config import (
     OffsetSyncsTopicLocation,
 )
 from replication.flow_rules import FlowProblem, FlowValueError, flow_problems, parse_flow_value, value_problem
-from replication.mm2file import Mm2FileError, parse_mm2, write_mm2
+from replication.mm2file import Mm2FileError, parse_mm2
+from replication.mm2file_writing import write_mm2
 
 ALIASES = ("A", "B")
 

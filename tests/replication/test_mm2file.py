@@ -19,13 +19,8 @@ from replication.config import (
     Mm2Config,
     OffsetSyncsTopicLocation,
 )
-from replication.mm2file import (
-    Mm2FileError,
-    Placeholders,
-    describe_config,
-    parse_mm2,
-    write_mm2,
-)
+from replication.mm2file import Mm2FileError, Placeholders, parse_mm2
+from replication.mm2file_writing import describe_config, write_mm2
 from replication.properties import PropertiesSyntaxError, read_properties
 from replication.strimzi import load_mm2_file
 from replication.topology import detect_replication_loops
