@@ -161,7 +161,9 @@ class FlowViewSet(viewsets.ModelViewSet):
         query = s.PartitionQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         status = rollup.flow_status(flow=flow)
-        page = partitions.partition_page(flow=flow, budget=status.budget, **query.validated_data)
+        page = partitions.partition_page(
+            flow=flow, budget=status.budget, tasks=status.tasks, **query.validated_data
+        )
         context = {"role": role_of(request.user), "request": request, "partition_page": page}
         return Response(s.FlowStatusSerializer(status, context=context).data)
 

@@ -205,14 +205,18 @@ class ReadinessReads:
 
 
 def readiness_reads(
-    *, flow_ids: Collection[int] | None = None, budgets: dict[int, RpoBudget] | None = None
+    *,
+    flow_ids: Collection[int] | None = None,
+    budgets: dict[int, RpoBudget] | None = None,
+    verifications: dict[int, VerificationSummary] | None = None,
 ) -> ReadinessReads:
     """The reads of the flows `flow_ids` (every flow's when None): one flow's page reads that flow's; their
-    RPO budgets are `budgets` when read already."""
+    RPO budgets and verification summaries are `budgets` and `verifications` when read already (as
+    `verification_statuses` answers: no key for a flow without a row)."""
     return ReadinessReads(
         budgets=rpo_budgets(flow_ids=flow_ids) if budgets is None else budgets,
         signals={row.flow_id: row for row in of_flows(FlowSignals.objects.all(), flow_ids)},
-        verifications=verification_statuses(flow_ids=flow_ids),
+        verifications=verification_statuses(flow_ids=flow_ids) if verifications is None else verifications,
         assurances={row.flow_id: row for row in of_flows(FlowAssurance.objects.all(), flow_ids)},
         acl_warnings=_acl_warnings(flow_ids),
     )
@@ -247,9 +251,16 @@ def flow_readiness_all(
     return result
 
 
-def flow_readiness(summary: rollup.FlowSummary, *, now: datetime.datetime | None = None) -> FlowReadiness:
+def flow_readiness(
+    summary: rollup.FlowSummary,
+    *,
+    now: datetime.datetime | None = None,
+    verifications: dict[int, VerificationSummary] | None = None,
+) -> FlowReadiness:
     """One flow's readiness, from its live summary (e.g. `rollup.flow_status`): its own reads only, its RPO
-    budget the summary's."""
+    budget the summary's, its verification `verifications` when read already (`verification_statuses`)."""
     flow_id = summary.flow.pk
-    reads = readiness_reads(flow_ids=[flow_id], budgets={flow_id: summary.budget})
+    reads = readiness_reads(
+        flow_ids=[flow_id], budgets={flow_id: summary.budget}, verifications=verifications
+    )
     return flow_readiness_all([summary], now=now, reads=reads)[flow_id]

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from controlplane.assurance.budgets import RpoBudget
 from controlplane.status import budgets, partitions, rollup
+from controlplane.status.models import FlowTaskStatus
 
 
 # -- live RPO ---------------------------------------------------------------------------------------------
@@ -60,13 +61,15 @@ def flow_rpo(
     budget: RpoBudget,
     now: datetime.datetime | None = None,
     topic_statuses: Sequence[partitions.TopicStatus] | None = None,
+    tasks: Sequence[FlowTaskStatus] | None = None,
 ) -> FlowRpo:
     """The flow's live RPO per topic and in total; the age is the oldest figure's (a topic is as old as
     its oldest partition report). Read as one row per topic (`status.partitions.topic_statuses`), unless
-    the caller read them already for many flows at once (`topic_statuses`: this flow's)."""
+    the caller read them already for many flows at once (`topic_statuses`: this flow's); its task roll-ups
+    are read unless given (`tasks`: `rollup.FlowStatus.tasks`)."""
     now = now or timezone.now()
     if topic_statuses is None:
-        topic_statuses = partitions.topic_statuses(flow_ids=[summary.flow.pk], now=now).get(
+        topic_statuses = partitions.topic_statuses(flow_ids=[summary.flow.pk], now=now, tasks=tasks).get(
             summary.flow.pk, []
         )
     topics = tuple(

@@ -122,10 +122,12 @@ def _summaries(rows: QuerySet[PartitionVerification]) -> dict[int, VerificationS
     return summaries
 
 
+NOT_VERIFIED = VerificationSummary(0, 0, 0, 0, 0, None, None, (), _rows=tuple)  # no partition's row yet
+
+
 def verification_status(*, flow: Flow) -> VerificationSummary:
     """The flow's verification, rolled up, and per partition (topic, partition order) when read."""
-    found = _summaries(PartitionVerification.objects.filter(flow=flow)).get(flow.pk)
-    return found or VerificationSummary(0, 0, 0, 0, 0, None, None, (), _rows=tuple)
+    return verification_statuses(flow_ids=[flow.pk]).get(flow.pk, NOT_VERIFIED)
 
 
 # Worst first: a mismatch, then a partition that cannot be verified, then one not verified yet.

@@ -69,14 +69,25 @@ class TaskReports:
     stale_before: datetime.datetime
 
     @classmethod
-    def of(cls, flow_ids: Collection[int], *, now: datetime.datetime) -> TaskReports:
-        rows = FlowTaskStatus.objects.filter(flow_id__in=flow_ids)
+    def of(
+        cls,
+        flow_ids: Collection[int],
+        *,
+        now: datetime.datetime,
+        tasks: Collection[FlowTaskStatus] | None = None,
+    ) -> TaskReports:
+        """The flows' task roll-ups: read, or `tasks` when read already (`rollup.FlowStatus.tasks`)."""
+        rows = (
+            FlowTaskStatus.objects.filter(flow_id__in=flow_ids).values_list(
+                "flow_id", "task_index", "observed_at", "rows_current_at"
+            )
+            if tasks is None
+            else [(task.flow_id, task.task_index, task.observed_at, task.rows_current_at) for task in tasks]
+        )
         return cls(
             tasks={
                 (flow_id, index): (observed_at, current_at)
-                for flow_id, index, observed_at, current_at in rows.values_list(
-                    "flow_id", "task_index", "observed_at", "rows_current_at"
-                )
+                for flow_id, index, observed_at, current_at in rows
             },
             stale_before=now - datetime.timedelta(seconds=rollup.stale_after_s()),
         )
@@ -216,16 +227,17 @@ def partition_page(
     page: int = 1,
     page_size: int = PAGE_SIZE,
     now: datetime.datetime | None = None,
+    tasks: Collection[FlowTaskStatus] | None = None,
 ) -> PartitionPage:
-    """Page `page` (past the last: the last) of the flow's partitions matching `search` and `state`."""
+    """Page `page` (past the last: the last) of the flow's partitions matching `search` and `state`; its
+    task roll-ups are read unless given (`tasks`: `rollup.FlowStatus.tasks`)."""
     now = now or timezone.now()
-    reports = TaskReports.of([flow.pk], now=now)
+    reports = TaskReports.of([flow.pk], now=now, tasks=tasks)
     found = rows_page(
         partition_rows(flow=flow, search=search, state=state, reports=reports), page=page, page_size=page_size
     )
-    return dataclasses.replace(
-        found, partitions=rollup.partitions_live(found.partitions, flow=flow, budget=budget, now=now)
-    )
+    shown = rollup.partitions_live(found.partitions, flow=flow, budget=budget, now=now, tasks=tasks)
+    return dataclasses.replace(found, partitions=shown)
 
 
 def rows_page(rows: QuerySet, *, page: int, page_size: int) -> PartitionPage:
@@ -280,12 +292,16 @@ def _bytes_behind() -> Case:
 
 
 def topic_statuses(
-    *, flow_ids: Collection[int], now: datetime.datetime | None = None
+    *,
+    flow_ids: Collection[int],
+    now: datetime.datetime | None = None,
+    tasks: Collection[FlowTaskStatus] | None = None,
 ) -> dict[int, list[TopicStatus]]:
     """Per flow of `flow_ids`, its topics (by name) rolled up: one statement, GROUP BY flow, topic and task
-    (the age of a task's rows is its report's), then per topic here."""
+    (the age of a task's rows is its report's: their task roll-ups read, unless given as `tasks`), then
+    per topic here."""
     now = now or timezone.now()
-    reports = TaskReports.of(flow_ids, now=now)
+    reports = TaskReports.of(flow_ids, now=now, tasks=tasks)
     states = {f"state_{s}": Count("id", filter=Q(shown=s)) for s in STATES}
     groups = (
         FlowPartitionStatus.objects.filter(flow_id__in=flow_ids)

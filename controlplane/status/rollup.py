@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import redis
@@ -201,14 +201,20 @@ def partition_live(
 
 
 def partitions_live(
-    rows: Sequence[FlowPartitionStatus], *, flow: Flow, budget: RpoBudget, now: datetime.datetime
+    rows: Sequence[FlowPartitionStatus],
+    *,
+    flow: Flow,
+    budget: RpoBudget,
+    now: datetime.datetime,
+    tasks: Collection[FlowTaskStatus] | None = None,
 ) -> list[PartitionLive]:
-    """The given rows of one flow as of `now` (one query for the flow's task roll-ups)."""
-    tasks = {task.task_index: task for task in flow.task_statuses.all()}
+    """The given rows of one flow as of `now` (one query for the flow's task roll-ups, none when `tasks`
+    are given: `FlowStatus.tasks`)."""
+    by_index = {task.task_index: task for task in (flow.task_statuses.all() if tasks is None else tasks)}
     stale_after = stale_after_s()
     return [
         partition_live(
-            row, flow=flow, budget=budget, now=now, stale_after=stale_after, task=tasks.get(row.task_index)
+            row, flow=flow, budget=budget, now=now, stale_after=stale_after, task=by_index.get(row.task_index)
         )
         for row in rows
     ]
@@ -443,6 +449,7 @@ class FlowStatus(FlowSummary):
     events: list[FlowEvent]
     stale_after_s: float
     schemas: SchemaSyncStatus | None = None
+    tasks: tuple[FlowTaskStatus, ...] = ()  # its task roll-ups as read: its partitions' ages read them
 
 
 def flow_status(*, flow: Flow, now: datetime.datetime | None = None) -> FlowStatus:
@@ -450,9 +457,10 @@ def flow_status(*, flow: Flow, now: datetime.datetime | None = None) -> FlowStat
     `controlplane.status.partitions`)."""
     stale_after = stale_after_s()
     now = now or timezone.now()
+    tasks = tuple(flow.task_statuses.all())
     summary = summarize(
         flow,
-        list(flow.task_statuses.all()),
+        list(tasks),
         now=now,
         stale_after=stale_after,
         budget=rpo_budget_of(flow=flow),
@@ -463,6 +471,7 @@ def flow_status(*, flow: Flow, now: datetime.datetime | None = None) -> FlowStat
         events=list(flow.events.all()[:RECENT_EVENTS]),
         stale_after_s=stale_after,
         schemas=schema_sync_statuses([flow], now=now).get(flow.pk),
+        tasks=tasks,
     )
 
 

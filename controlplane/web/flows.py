@@ -276,11 +276,16 @@ def _flow_detail_context(request, flow: Flow) -> dict:
     errors = summaries.last_errors(status.events)
     query, query_errors = _partition_query(request)
     shown = partitions.partition_page(
-        flow=flow, budget=status.budget, search=query["q"], state=query["state"], page=query["page"]
+        flow=flow,
+        budget=status.budget,
+        search=query["q"],
+        state=query["state"],
+        page=query["page"],
+        tasks=status.tasks,
     )
     base = reverse("web:flow", args=[flow.pk])
     search = {"q": query["q"], "state": query["state"]}
-    checked = verification.verification_status(flow=flow)
+    verifications = verification.verification_statuses(flow_ids=[flow.pk])
     return {
         "flow": flow,
         "summary": status,
@@ -299,9 +304,9 @@ def _flow_detail_context(request, flow: Flow) -> dict:
         "events": status.events,
         "activity": rollup.replication_activity(),
         "budget": status.budget,
-        "rpo": assurance.flow_rpo(status, budget=status.budget),
-        "readiness": assurance.flow_readiness(status),
-        "verification": checked,
+        "rpo": assurance.flow_rpo(status, budget=status.budget, tasks=status.tasks),
+        "readiness": assurance.flow_readiness(status, verifications=verifications),
+        "verification": verifications.get(flow.pk, verification.NOT_VERIFIED),
         # Worst first; every page of the list is the API's: flows/{id}/verification/.
         "verification_rows": verification.verification_page(
             flow=flow, page_size=VERIFICATION_ROWS
