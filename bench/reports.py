@@ -3,7 +3,7 @@ each against its target, beside a raw Spark read of the same lake.
 
 Generates `--samples` lake rows (4 flows x 25 partitions, a sample every 5 s, incidents in flow 1) plus
 one more day, runs the job over the lake without that day (the cold full run: fresh state, on a JVM
-that has run nothing yet), then adds the day and runs again (incremental: reads the new day, re-reads
+that has run nothing yet; the session's start-up, printed apart, comes before it), then adds the day and runs again (incremental: reads the new day, re-reads
 the previous open one, and the carry). Then a second full run on the warm JVM (fresh state, same lake)
 against a baseline measured right after it: Spark reading every lake column of the same files and doing
 nothing with them. Peak memory is the driver's (Python) and the JVMs' resident high-water marks
@@ -122,8 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"generated {lake.rows:,} samples ({len(days)} days) in {generated_s:.1f} s ({_load()})")
 
         conf = {"spark.driver.memory": args.driver_memory} if args.driver_memory else {}
+        started = time.perf_counter()
         spark = spark_session(app_name="mirrorplane-bench", conf=conf)
         spark.sparkContext.setLogLevel("ERROR")
+        session_s, session_load = time.perf_counter() - started, _load()
         master = spark.sparkContext.master
         cold_s, cold = _timed_run(spark, lake=full_lake, state=root / "state", now=cut + timedelta(hours=2))
         cold_load = _load()
@@ -150,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         "jvm": jvm_peak < TARGET_JVM_MB,
     }
     print(f"master {master}")
+    print(
+        f"session start:   {session_s:6.1f} s  (the JVM and the SparkContext; not in the runs below; {session_load})"
+    )
     print(
         f"cold full run:   {cold_s:6.1f} s  {cold.samples_read:,} samples, {rows(cold):,} report rows "
         f"(target < {TARGET_COLD_S:.0f} s: {_verdict(met['cold'])}; {cold_load})"
