@@ -179,14 +179,16 @@ def plan_topic_sync(
     grow: list[PartitionGrowth] = []
     update_configs: list[ConfigUpdate] = []
     for decision in mirrored:
-        name = decision.topic
+        name, remote_name = decision.topic, decision.remote_topic
+        if remote_name is None:  # not replicated: nothing to sync
+            continue
         source = source_topics[name]
         wanted_configs = replicated_configs(source.configs, config_filter=config_filter)
-        remote = target_topics.get(decision.remote_topic)
+        remote = target_topics.get(remote_name)
         if remote is None:
             create.append(
                 NewRemoteTopic(
-                    name=decision.remote_topic,
+                    name=remote_name,
                     source_topic=name,
                     partitions=source.partitions,
                     replication_factor=replication_factor,
@@ -230,6 +232,8 @@ def replicated_partitions(
     """
     partitions: list[TopicPartition] = []
     for decision in plan.mirrored:
+        if decision.remote_topic is None:  # not replicated: nowhere to go
+            continue
         available = min(
             source_topics[decision.topic].partitions, remote_partitions.get(decision.remote_topic, 0)
         )
@@ -268,7 +272,9 @@ def config_sync_preview(
     plan = plan_topic_sync(
         mirrored=(decision,),
         source_topics={decision.topic: source},
-        target_topics={} if target is None else {decision.remote_topic: target},
+        target_topics={}
+        if target is None or decision.remote_topic is None
+        else {decision.remote_topic: target},
         flow=flow,
         config_filter=config_filter,
         target_broker_count=0,

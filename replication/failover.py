@@ -471,7 +471,7 @@ def build_plan(
 ) -> FailoverPlan:
     partitions = tuple(partition_plan(o, now=now) for o in sorted(observations, key=lambda o: o.key))
     at_risk, unknown = _sum_known(p.records_at_risk for p in partitions)
-    behind = [p.seconds_behind for p in partitions]
+    behind = [seconds for p in partitions if (seconds := p.seconds_behind) is not None]
     checklist = (
         check_source_reachable(reachable=source_reachable, detail=source_detail),
         check_lag_zero(source_reachable=source_reachable, partitions=partitions),
@@ -492,7 +492,7 @@ def build_plan(
         groups=tuple(sorted(groups, key=lambda g: g.group)),
         checklist=checklist,
         records_at_risk=None if unknown and not at_risk else at_risk,
-        seconds_behind=None if None in behind or not behind else max(behind),
+        seconds_behind=max(behind) if behind and len(behind) == len(partitions) else None,
         build_seconds=build_seconds,
         notes=tuple(notes),
     )

@@ -411,7 +411,8 @@ class _JavaRegexTranslator:
         elif char == "Z":
             self._end_anchor()
         elif char == "Q":
-            self._quoted(lambda text: [self._char(c, start) for c in text])
+            for quoted_char in self._quoted():
+                self._char(quoted_char, start)
         elif char in "pP":
             self._ranges_atom(_POSIX_CLASSES[self._property_name(char, start)], start, negate=char == "P")
         elif char == "k":
@@ -422,13 +423,12 @@ class _JavaRegexTranslator:
         else:
             self._char(self._char_escape(char, start), start)
 
-    def _quoted(self, emit) -> None:
+    def _quoted(self) -> str:
         """`\\Q...\\E`: everything up to `\\E` (or the end) is literal."""
         end = self.src.find("\\E", self.pos)
         text = self.src[self.pos : len(self.src) if end < 0 else end]
         self.pos = len(self.src) if end < 0 else end + 2
-        if text:
-            emit(text)
+        return text
 
     def _char_escape(self, char: str, start: int) -> str:
         """The one character a Java escape stands for (after the backslash), or a clear rejection."""
@@ -465,7 +465,7 @@ class _JavaRegexTranslator:
                 value = unicodedata.lookup(match.group(1)) if match else ""
             except KeyError:
                 value = ""
-            if not value:
+            if match is None or not value:
                 raise _Problem(f"bad \\N{{name}} escape at position {start}", "use a Unicode character name")
             self.pos = match.end()
             return value
@@ -589,9 +589,7 @@ class _JavaRegexTranslator:
             ranges = _POSIX_CLASSES[self._property_name(char, start)]
             return ranges if char == "p" else _complement(ranges)
         if char == "Q":
-            quoted: Ranges = []
-            self._quoted(lambda text: quoted.extend(_chars(text)))
-            return quoted or None
+            return _chars(self._quoted()) or None
         if char == "b":
             raise _Problem(
                 f"'\\b' inside the character class at position {start} is not a Java escape",

@@ -53,11 +53,13 @@ def parse_json_path(path: str) -> tuple[str | int, ...]:
 
 def _json_at(document: object, steps: Sequence[str | int]) -> object:
     for step in steps:
-        in_list = isinstance(step, int) and isinstance(document, list) and step < len(document)
-        in_object = isinstance(step, str) and isinstance(document, dict) and step in document
-        if not (in_list or in_object):
-            return _MISSING
-        document = document[step]
+        if isinstance(document, list) and isinstance(step, int) and step < len(document):
+            document = document[step]
+            continue
+        if isinstance(document, dict) and isinstance(step, str) and step in document:
+            document = document[step]
+            continue
+        return _MISSING
     return document
 
 

@@ -137,7 +137,7 @@ def _rewritten_id(payload: bytes | None, schema_ids: Mapping[int, int]) -> tuple
     """(source ID, target ID) when a `rewrite-ids` flow rewrites the schema ID `payload` names."""
     source_id = schema_id_of(payload)
     target_id = schema_ids.get(source_id) if source_id is not None else None
-    if target_id is None or target_id == source_id:
+    if source_id is None or target_id is None or target_id == source_id:
         return None
     return source_id, target_id
 
@@ -502,40 +502,39 @@ def fold_verdicts(
         if verified_up_to is not None and verdict.range.start <= verified_up_to < verdict.range.end:
             verified_up_to, target_up_to = verdict.range.end, verdict.target_end
     mismatch = mismatch or next((v for v in samples if not v.clean), None)
-    checked = [*hot, *samples]
-    clean = [v for v in checked if v.clean]
-    last = checked[-1].source_digest if checked else ""
-    common = {
-        "topic": topic,
-        "partition": partition,
-        "remote_topic": remote_topic,
-        "verified_from": plan.verified_from,
-        "verified_up_to": verified_up_to,
-        "target_verified_up_to": target_up_to,
-        "records_verified": sum(v.source_count for v in clean),
-        "ranges_verified": sum(1 for v in hot if v.clean),
-        "ranges_sampled": sum(1 for v in samples if v.clean),
-        "bytes_read": sum(v.bytes_read for v in checked),
-        "last_digest": last,
-        "sync": sync,
-        "verified_clean": bool(clean),
-        "checked": checked,
-    }
+    verdicts = [*hot, *samples]
+    clean = [v for v in verdicts if v.clean]
+    last = verdicts[-1].source_digest if verdicts else ""
+    ok = PartitionOutcome(
+        topic=topic,
+        partition=partition,
+        remote_topic=remote_topic,
+        status="ok",
+        verified_from=plan.verified_from,
+        verified_up_to=verified_up_to,
+        target_verified_up_to=target_up_to,
+        records_verified=sum(v.source_count for v in clean),
+        ranges_verified=sum(1 for v in hot if v.clean),
+        ranges_sampled=sum(1 for v in samples if v.clean),
+        bytes_read=sum(v.bytes_read for v in verdicts),
+        last_digest=last,
+        sync=sync,
+        verified_clean=bool(clean),
+        checked=checked,
+    )
     if progress.recheck is not None and not hot:  # not re-checked this run: still a mismatch
-        return PartitionOutcome(status="mismatch", recheck=progress.recheck, **common)
-    if mismatch is not None:
-        return PartitionOutcome(
+        return replace(ok, status="mismatch", recheck=progress.recheck)
+    if mismatch is not None and (found := mismatch.mismatch) is not None:
+        return replace(
+            ok,
             status="mismatch",
-            reason=mismatch.mismatch.message(topic=topic, partition=partition, remote_topic=remote_topic),
+            reason=found.message(topic=topic, partition=partition, remote_topic=remote_topic),
             recheck=mismatch.range,
-            mismatch=mismatch.mismatch,
-            **common,
+            mismatch=found,
         )
     if verified_up_to is None:
-        return PartitionOutcome(
-            status="pending", reason="nothing replicated and synced to verify yet", **common
-        )
-    return PartitionOutcome(status="ok", **common)
+        return replace(ok, status="pending", reason="nothing replicated and synced to verify yet")
+    return ok
 
 
 # -- one run: every partition planned, those with something new verified in turns -------------------------

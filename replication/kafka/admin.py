@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
+from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
@@ -27,6 +28,7 @@ from replication.connector import NewRemoteTopic, TopicDescription
 from replication.kafka.clients import kafka_error_code, kafka_error_reason, make_admin
 
 log = logging.getLogger(__name__)
+K = TypeVar("K")
 
 # Apache Kafka describes every topic config (30+ entries) and labels where each value comes from. Some
 # Kafka-compatible brokers (tansu) describe only the configs set on the topic and label them
@@ -40,7 +42,9 @@ ADMIN_TIMEOUT_S = 10.0
 
 
 def _source_of(entry: ConfigEntry) -> int:
-    return int(getattr(entry.source, "value", entry.source))
+    """The entry's ConfigSource value: librdkafka's answers carry an int, a ConfigEntry made here the enum."""
+    source = entry.source
+    return int(source.value) if isinstance(source, ConfigSource) else int(source)
 
 
 def topic_overrides(entries: Mapping[str, ConfigEntry]) -> dict[str, str]:
@@ -49,19 +53,19 @@ def topic_overrides(entries: Mapping[str, ConfigEntry]) -> dict[str, str]:
     Broker-wide and default values are left out so config sync never pins the source cluster's
     defaults onto the target (where they would shadow the target's own defaults).
     """
-    usable = {
-        name: entry
+    usable = [
+        (name, value, _source_of(entry))
         for name, entry in entries.items()
-        if entry.value is not None and not entry.is_sensitive and not entry.is_read_only
-    }
+        if (value := entry.value) is not None and not entry.is_sensitive and not entry.is_read_only
+    ]
     dynamic_topic = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
-    labels_sources = any(_source_of(entry) == dynamic_topic for entry in usable.values())
+    labels_sources = any(source == dynamic_topic for _, _, source in usable)
     if labels_sources or len(entries) >= _FULL_DESCRIPTION_MIN_ENTRIES:
-        return {name: entry.value for name, entry in usable.items() if _source_of(entry) == dynamic_topic}
-    return {name: entry.value for name, entry in usable.items()}
+        return {name: value for name, value, source in usable if source == dynamic_topic}
+    return {name: value for name, value, _ in usable}
 
 
-def _apply(request: Callable[[], Mapping[object, Future]], *, what: str) -> None:
+def _apply(request: Callable[[], Mapping[K, Future[Any]]], *, what: str) -> None:
     """Send an admin request and wait for every result; librdkafka may raise at either step."""
     try:
         for future in request().values():
@@ -71,7 +75,8 @@ def _apply(request: Callable[[], Mapping[object, Future]], *, what: str) -> None
 
 
 def _error_code(exc: BaseException) -> int | None:
-    return kafka_error_code(exc.__cause__ if isinstance(exc, TopicAdminError) else exc)
+    cause = exc.__cause__ if isinstance(exc, TopicAdminError) else exc
+    return None if cause is None else kafka_error_code(cause)
 
 
 def _config_change_description(

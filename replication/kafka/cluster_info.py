@@ -16,7 +16,7 @@ broker), from `inter.broker.protocol.version` when a broker before Kafka 4.0 rep
 from __future__ import annotations
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import ConfigResource, ConfigSource
+from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
 
 from replication.cluster_ports import Broker, ClusterInfo, PartitionReplicas, TopicConfig, TopicInfo
 from replication.kafka.admin import topic_overrides
@@ -38,7 +38,7 @@ _SOURCE_LABELS = {
 class ClusterInspector(TopicBrowser):
     """Describes one cluster and its topics, all its requests within `timeout_s` (as TopicBrowser reads)."""
 
-    def _configs(self, kind: ConfigResource.Type, name: str, what: str) -> dict:
+    def _configs(self, kind: ResourceType, name: str, what: str) -> dict:
         try:
             futures = self._admin.describe_configs(
                 [ConfigResource(kind, name)], request_timeout=self.timeout_s

@@ -4,7 +4,7 @@ would read it (read_committed, from the group's committed offsets or from given 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -23,7 +23,7 @@ def next_records(
     starts: Mapping[TopicPartitionKey, int] | None = None,
     group: str | None = None,
     partitions: list[TopicPartitionKey] | None = None,
-    wait_for: set[TopicPartitionKey] = frozenset(),
+    wait_for: Set[TopicPartitionKey] = frozenset(),
     timeout_s: float = 10.0,
     tick: Callable[[], None] = lambda: None,
 ) -> dict[TopicPartitionKey, MirroredRecord | None]:

@@ -176,8 +176,8 @@ class FailoverReader(FlowReads):
             while time.monotonic() < deadline:
                 messages = consumer.consume(10_000, timeout=0.5)
                 for message in messages:
-                    if message.error() is not None:
-                        if message.error().code() == KafkaError._PARTITION_EOF:
+                    if (error := message.error()) is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
                             return newest
                         continue
                     try:
@@ -234,13 +234,13 @@ class FailoverReader(FlowReads):
                     key = (message.topic(), message.partition())
                     if key not in pending:
                         continue
-                    error = message.error()
-                    if error is None:
+                    error, offset = message.error(), message.offset()
+                    if error is None and offset is not None:  # a record, with its offset
                         timestamp_type, timestamp = message.timestamp()
                         found[key] = failover.UnreplicatedRecord(
-                            message.offset(), timestamp if timestamp_type else None
+                            offset, timestamp if timestamp_type else None
                         )
-                    elif error.code() != KafkaError._PARTITION_EOF:
+                    elif error is not None and error.code() != KafkaError._PARTITION_EOF:
                         log.warning("flow %s: probing %s[%d]: %s", self.flow.name, *key, error.str())
                     pending.discard(key)
                     settled.append(TopicPartition(*key))

@@ -84,10 +84,11 @@ def newest_checkpoints(
                     if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                         return newest, True  # no checkpoint was ever written
                     continue
-                if message.value() is None:
+                value = message.value()
+                if value is None:
                     continue
                 try:
-                    checkpoint = Checkpoint.decode(message.key() or b"", message.value())
+                    checkpoint = Checkpoint.decode(message.key() or b"", value)
                 except RecordFormatError:
                     continue
                 if checkpoint.group == group:

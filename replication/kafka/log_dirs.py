@@ -48,7 +48,7 @@ def _flag_off(properties: Mapping[str, object], name: str) -> bool:
 
 
 def _load_client_certificate(context: ssl.SSLContext, properties: Mapping[str, object]) -> None:
-    password = properties.get("ssl.key.password") or None
+    password = str(properties["ssl.key.password"]) if properties.get("ssl.key.password") else None
     certificate, key = properties.get("ssl.certificate.location"), properties.get("ssl.key.location")
     if certificate:
         context.load_cert_chain(str(certificate), str(key) if key else None, password)

@@ -264,6 +264,6 @@ class TopicMetadataSync:
             except TopicAdminError as exc:
                 errors.append(str(exc))
                 failed.add(update.source_topic)
-        for error in errors:
-            log.error("flow %s: %s", self.flow.name, error)
+        for reason in errors:
+            log.error("flow %s: %s", self.flow.name, reason)
         return errors, failed, acknowledged

@@ -58,7 +58,7 @@ class SchemaIdRewriter:
     def rewrite(self, payload: bytes | None) -> bytes | None:
         """`payload` naming the target's ID of its schema; `SchemaWait` when that is not known yet."""
         source_id = schema_id_of(payload)
-        if source_id is None:
+        if payload is None or source_id is None:
             return payload
         target_id = self._target_ids.get(source_id)
         if target_id is None:

@@ -191,6 +191,16 @@ def test_a_turn_puts_off_what_either_side_cannot_read_yet():
     assert (turn.outcome().status, turn.outcome().verified_up_to) == ("ok", 200)
 
 
+def test_a_turn_put_off_before_any_read_is_over_in_the_rotation():
+    """A partition whose first range neither side can read yet was tried: its turn is over (the row is
+    written and the rotation moves on), though no range gave a verdict."""
+    turn = turn_for(PartitionProgress(0, 100), ends=PartitionEnds(0, 150, 400))
+    assert isinstance(turn, PartitionTurn)
+    turn.put_off()
+    assert turn.next_range() is None
+    assert turn.outcome().checked
+
+
 def test_byte_budget():
     budget = ByteBudget.for_run(bytes_per_s=1000, interval_s=2)
     assert budget.allowance == 2000 and not budget.exhausted
