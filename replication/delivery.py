@@ -66,8 +66,14 @@ class Delivery:
         A transactional producer raises its fatal errors (fenced) here."""
         if flush:
             self.sink.flush(timeout)
+            self.acks.settle()
         else:
-            self.sink.poll(timeout)
+            self.poll(timeout)
+
+    def poll(self, timeout: float) -> None:
+        """Serve the reports there are (waiting up to `timeout` for one) and settle them."""
+        self.sink.poll(timeout)
+        self.acks.settle()
 
     def replace_sink(self) -> None:
         """A fresh sink; what the old one still held is flushed first (or aborted, if it failed)."""
@@ -76,6 +82,7 @@ class Delivery:
             self.sink.flush(self._io.settle_timeout_s)
         except Exception:  # a transactional producer that failed fatally: what it held is aborted
             log.debug("%s: flushing the old producer", self._label, exc_info=True)
+        self.acks.settle()
         self.sink = self._io.sink()
 
     def warm(self, remote_topics: set[str]) -> None:
@@ -105,8 +112,7 @@ class Delivery:
         Records of partitions that are not running (fetched before a reassignment, stopped, held) are
         dropped: they are fetched again from their position. While the sink is full, `wait_for_room`
         runs between polls; False from it ends the batch (and this returns False)."""
-        sink = self.sink
-        produce, poll = sink.produce, sink.poll
+        produce, poll = self.sink.produce, self.poll
         rewrite, schema_ids, hold = self._rewrite, self._schema_ids, self._hold
         last_topic: str | None = None
         last_partition: int | None = -1

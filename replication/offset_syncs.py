@@ -61,7 +61,7 @@ class OffsetSyncWriter:
         self._due: list[OffsetSync] = []
 
     def on_ack(self, upstream: int, downstream: int) -> None:
-        """The target acknowledged source offset `upstream` at `downstream` (called for every record)."""
+        """The target acknowledged source offset `upstream` at `downstream` (a record outside a run)."""
         last_sync_downstream = self._last_sync[1] if self._last_sync is not None else -1
         # MM2 translates one past a sync, hence the + 1 in its offset.lag.max rule.
         if (
@@ -70,6 +70,23 @@ class OffsetSyncWriter:
         ):
             self._sync(upstream, downstream)
         self._latest_upstream, self._latest_downstream = upstream, downstream
+
+    def on_run(self, upstream: int, downstream: int, count: int) -> None:
+        """`count` acknowledged pairs `(upstream + k, downstream + k)` in order: the same syncs as `on_ack`
+        for each, decided per sync instead of per record (one difference, so only the first pair and
+        the `offset.lag.max` rule can sync)."""
+        last = downstream + count - 1
+        start = downstream
+        if upstream - downstream != self._difference:
+            self._sync(upstream, downstream)
+            start += 1
+        assert self._last_sync is not None  # a difference was known, or was just synced
+        difference, lag = upstream - downstream, self._offset_lag_max
+        synced = max(start, self._last_sync[1] + 1 + lag)
+        while synced <= last:
+            self._sync(synced + difference, synced)
+            synced += 1 + max(lag, 0)
+        self._latest_upstream, self._latest_downstream = last + difference, last
 
     def _sync(self, upstream: int, downstream: int) -> None:
         self._difference = upstream - downstream

@@ -1,12 +1,19 @@
 """One source partition's replication state in a `MirrorSourceTask`, and the acknowledgements of a task's
 partitions as they arrive (the ack tracking half of delivery).
 
-`PartitionState.on_delivery` runs once per record, from the sink's delivery reports: it keeps the
-partition's in-flight offsets, its acknowledged counts and offset-sync decisions, and lists the partition
-in the task's `Acknowledgements` the first time it hears a report, so that no collaborator ever walks
-every partition of a task to learn what moved. Everything else reads or writes the fields between
-fetches (the task and its collaborators: `replication.delivery`, `replication.transactions`,
-`replication.schema_hold`, `replication.task_metrics`, `replication.positions`).
+`PartitionState.on_delivery` runs once per record, from the sink's delivery reports, and only keeps the
+report (a successful one: a failed one is settled at once); `Acknowledgements.settle`, after the sink
+served its reports, settles each partition's kept reports together (`PartitionState.settle`): its
+in-flight offsets, its acknowledged counts and offset-sync decisions, and lists the partition in
+`touched` so that no collaborator ever walks every partition of a task to learn what moved. The
+readers of acknowledgements (`take_touched`, `take_failed`, `untouched`) settle first. Everything else
+reads or writes the fields between fetches (the task and its collaborators: `replication.delivery`,
+`replication.transactions`, `replication.schema_hold`, `replication.task_metrics`,
+`replication.positions`).
+
+Per record that is one Python call appending the report: settling a run of a partition's reports whose
+source and target offsets both advance by one (no compaction, no markers, no other writer) decides its
+offset syncs per sync, not per record (`OffsetSyncWriter.on_run`), and sums the sizes in C.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from collections import deque
 from collections.abc import Mapping
 
 from replication.offset_syncs import OffsetSyncWriter
-from replication.task_io import ClientError, SchemaWait, SourceRecord
+from replication.task_io import ClientError, DeliveryCallback, SchemaWait, SourceRecord
 from replication.topic_partition import TopicPartition
 
 
@@ -23,21 +30,39 @@ class Acknowledgements:
     """What the delivery reports of a task's partitions did since the task last looked, kept as they
     arrive: totals, and the partitions that heard a report (`touched`, each once) or failed a record."""
 
-    __slots__ = ("records", "bytes", "touched", "failed")
+    __slots__ = ("records", "bytes", "touched", "failed", "unsettled")
 
     def __init__(self) -> None:
         self.records = self.bytes = 0
         self.touched: list[PartitionState] = []
         self.failed: dict[TopicPartition, PartitionState] = {}
+        self.unsettled: list[PartitionState] = []  # partitions with reports kept and not settled, each once
+
+    def settle(self) -> None:
+        """Settle the reports every partition kept since the last call (call after the sink served some)."""
+        unsettled = self.unsettled
+        if unsettled:
+            states = unsettled.copy()
+            unsettled.clear()  # in place: the partitions' callbacks append to this list
+            for state in states:
+                state.settle()
+
+    @property
+    def untouched(self) -> bool:
+        """No partition heard a report since `take_touched` (the reports served so far settled)."""
+        self.settle()
+        return not self.touched
 
     def take_touched(self) -> list[PartitionState]:
         """The partitions that heard a report since the last call, each once."""
+        self.settle()
         touched, self.touched = self.touched, []
         for state in touched:
             state.touched = False
         return touched
 
     def take_failed(self) -> dict[TopicPartition, PartitionState]:
+        self.settle()
         failed, self.failed = self.failed, {}
         return failed
 
@@ -47,6 +72,8 @@ class PartitionState:
 
     __slots__ = (
         "acks",
+        "on_delivery",
+        "reports",
         "touched",
         "persisted_at",
         "topic",
@@ -114,6 +141,9 @@ class PartitionState:
         self.schema_wait: SchemaWait | None = None  # held at next_offset this slice (rewrite-ids)
         self.schema_wait_since: float | None = None  # when the hold began (kept until the record passes)
         self.held: tuple[int, SchemaWait] | None = None  # the offset held at and why, until it passes
+        # Successful delivery reports kept in produce order, settled together (`settle`).
+        self.reports: list[SourceRecord] = []
+        self.on_delivery = self._reporter()
 
     @property
     def key(self) -> TopicPartition:
@@ -132,23 +162,56 @@ class PartitionState:
             self.failed_at, self.error = offset, error
         self.acks.failed[(self.topic, self.partition)] = self
 
-    def on_delivery(self, error: ClientError | None, message: SourceRecord) -> None:
-        # Delivery reports of one partition arrive in produce order (RecordSink's contract).
-        upstream = self.in_flight.popleft()
-        acks = self.acks
+    def _reporter(self) -> DeliveryCallback:
+        """The sink's delivery callback for this partition's records: a successful report is kept for
+        `settle` (the partition listed once in `acks.unsettled`), a failed one settles what came before
+        it and fails the partition at its record."""
+        reports, keep, unsettled = self.reports, self.reports.append, self.acks.unsettled
+
+        def on_delivery(error: ClientError | None, message: SourceRecord) -> None:
+            if error is None:
+                if not reports:
+                    unsettled.append(self)
+                keep(message)
+            else:
+                self.settle()
+                self._touch()
+                self.fail(self.in_flight.popleft(), error.str())
+
+        return on_delivery
+
+    def _touch(self) -> None:
         if not self.touched:
             self.touched = True
-            acks.touched.append(self)
-        if error is not None:
-            self.fail(upstream, error.str())
+            self.acks.touched.append(self)
+
+    def settle(self) -> None:
+        """The kept reports, in produce order (the RecordSink's contract per partition): each acknowledges
+        the oldest in-flight offset; counts, offset syncs and `last_acked` follow."""
+        reports = self.reports
+        count = len(reports)
+        if not count:
             return
-        self.syncs.on_ack(upstream, message.offset())
-        size = len(message)
-        self.acked_records += 1
+        in_flight, syncs = self.in_flight, self.syncs
+        first, last = reports[0], reports[-1]
+        upstream, downstream = in_flight[0], first.offset()
+        if in_flight[count - 1] - upstream == count - 1 == last.offset() - downstream:
+            syncs.on_run(upstream, downstream, count)
+            for _ in range(count):
+                in_flight.popleft()
+        else:
+            on_ack, take = syncs.on_ack, in_flight.popleft
+            for message in reports:
+                on_ack(take(), message.offset())
+        size = sum(map(len, reports))
+        reports.clear()
+        self.acked_records += count
         self.acked_bytes += size
-        acks.records += 1
+        acks = self.acks
+        acks.records += count
         acks.bytes += size
-        self.last_acked = message
+        self.last_acked = last
+        self._touch()
 
 
 def keep_only(

@@ -162,7 +162,7 @@ class PositionWriter:
 
     def persisted_all(self) -> bool:
         """No acknowledgement since the last write and every position it looked at written."""
-        return not self._acks.touched and all(
+        return self._acks.untouched and all(
             state.position == state.persisted for state in self.dirty.values()
         )
 

@@ -419,7 +419,7 @@ class MirrorSourceTask:
         fetch = self._source.fetch
         delivery = self._delivery
         sink = delivery.sink
-        poll = sink.poll
+        poll = delivery.poll
         states = self._states
         polled = self._progress.polled_now
         transactions = self._transactions

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from replication.formats import OffsetSync
 from replication.offset_syncs import PROGRESS_SYNC_INTERVAL_S, OffsetSyncWriter
 
@@ -70,3 +73,27 @@ def test_requeued_syncs_go_out_first_and_in_order():
     w.on_ack(9, 2)
     w.requeue(failed)
     assert pairs(w.drain(now=0.0)) == [(0, 0), (5, 1), (9, 2)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    runs=st.lists(
+        st.tuples(st.integers(-3, 3), st.integers(-3, 3), st.integers(1, 40)), min_size=1, max_size=8
+    ),
+    offset_lag_max=st.integers(-1, 12),
+)
+def test_a_run_decides_the_syncs_its_records_would_one_by_one(runs, offset_lag_max):
+    """`on_run` is `on_ack` for each pair of a run, whatever came before (a new difference, a rewind, the
+    lag rule mid-run), checked against it over runs that jump upstream and downstream between them."""
+    by_run, by_record = writer(offset_lag_max), writer(offset_lag_max)
+    upstream = downstream = 100
+    for upstream_jump, downstream_jump, count in runs:
+        upstream, downstream = upstream + upstream_jump, downstream + downstream_jump
+        by_run.on_run(upstream, downstream, count)
+        for k in range(count):
+            by_record.on_ack(upstream + k, downstream + k)
+        upstream, downstream = upstream + count, downstream + count
+        assert pairs(by_run.drain(now=0.0)) == pairs(by_record.drain(now=0.0))
+        assert by_run.idle == by_record.idle
+    final = (by_run.drain(now=0.0, final=True), by_record.drain(now=0.0, final=True))
+    assert pairs(final[0]) == pairs(final[1])
