@@ -54,7 +54,7 @@ def fetch_requests_per_s(
     counts: list[int] = []
     on_stats = fetch_counter(counts)
     settings = {**CONSUMER_DEFAULTS, "fetch.wait.max.ms": wait_ms, "statistics.interval.ms": 1000}
-    consumer = make_consumer(source, overrides={**settings, "stats_cb": on_stats})
+    consumer = make_consumer(source, overrides=settings, callbacks={"stats_cb": on_stats})
 
     consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
     deadline = time.monotonic() + seconds

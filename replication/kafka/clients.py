@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
@@ -18,6 +18,10 @@ from replication.jaas import jaas_options
 from replication.logonce import first_time
 
 _librdkafka_log = logging.getLogger("replication.kafka.librdkafka")
+# A client property's value as librdkafka takes it; its callbacks (`error_cb`, `stats_cb`) and the logger
+# are given to the client apart, as keyword arguments.
+ClientValue = str | int | float | bool
+Callbacks = Mapping[str, Callable[..., None]]
 
 # Properties we set on purpose that librdkafka calls experimental (a CONFWARN per client otherwise).
 # enable.gapless.guarantee is the exactly_once producer's guarantee (docs/delivery-guarantees.md).
@@ -44,7 +48,7 @@ class IntendedExperimentalFilter(logging.Filter):
 _librdkafka_log.addFilter(IntendedExperimentalFilter())
 
 
-def librdkafka_properties(properties: Mapping[str, object]) -> dict[str, object]:
+def librdkafka_properties(properties: Mapping[str, ClientValue]) -> dict[str, ClientValue]:
     """Java client properties as librdkafka reads them: the JAAS line becomes username/password, Java's
     auto.offset.reset=none is librdkafka's `error`."""
     translated = {key: value for key, value in properties.items() if key != "sasl.jaas.config"}
@@ -61,15 +65,15 @@ def librdkafka_properties(properties: Mapping[str, object]) -> dict[str, object]
     return translated
 
 
-def _with_logger(properties: dict[str, object]) -> dict[str, object]:
-    return {"logger": _librdkafka_log, **librdkafka_properties(properties)}
-
-
 def make_consumer(
-    cluster: ClusterConfig, *, group_id: str | None = None, overrides: Mapping[str, object] | None = None
+    cluster: ClusterConfig,
+    *,
+    group_id: str | None = None,
+    overrides: Mapping[str, ClientValue] | None = None,
+    callbacks: Callbacks | None = None,
 ) -> Consumer:
     """A consumer for assign()-style reading; auto commit off (positions are ours to store)."""
-    properties: dict[str, object] = {
+    properties: dict[str, ClientValue] = {
         "group.id": group_id or "mirrorplane-unused",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
@@ -78,24 +82,29 @@ def make_consumer(
         **cluster.client_properties("consumer"),
         **(overrides or {}),
     }
-    return Consumer(_with_logger(properties))
+    return Consumer(librdkafka_properties(properties), logger=_librdkafka_log, **(callbacks or {}))
 
 
-def make_producer(cluster: ClusterConfig, *, overrides: Mapping[str, object] | None = None) -> Producer:
+def make_producer(cluster: ClusterConfig, *, overrides: Mapping[str, ClientValue] | None = None) -> Producer:
     """An idempotent producer (acks=all, ordered, no duplicates from internal retries)."""
-    properties: dict[str, object] = {
+    properties: dict[str, ClientValue] = {
         "enable.idempotence": True,
         "acks": "all",
         "linger.ms": 5,
         **cluster.client_properties("producer"),
         **(overrides or {}),
     }
-    return Producer(_with_logger(properties))
+    return Producer(librdkafka_properties(properties), logger=_librdkafka_log)
 
 
-def make_admin(cluster: ClusterConfig, *, overrides: Mapping[str, object] | None = None) -> AdminClient:
-    properties: dict[str, object] = {**cluster.client_properties("admin"), **(overrides or {})}
-    return AdminClient(_with_logger(properties))
+def make_admin(
+    cluster: ClusterConfig,
+    *,
+    overrides: Mapping[str, ClientValue] | None = None,
+    callbacks: Callbacks | None = None,
+) -> AdminClient:
+    properties: dict[str, ClientValue] = {**cluster.client_properties("admin"), **(overrides or {})}
+    return AdminClient(librdkafka_properties(properties), logger=_librdkafka_log, **(callbacks or {}))
 
 
 def kafka_error_reason(exc: BaseException) -> str:

@@ -130,7 +130,7 @@ def check_cluster(cluster: ClusterConfig, *, timeout_s: float = 5.0) -> ClusterC
 
     errors: list[KafkaError] = []
     try:
-        admin = make_admin(cluster, overrides={"error_cb": errors.append})
+        admin = make_admin(cluster, callbacks={"error_cb": errors.append})
     except (KafkaException, ValueError, TypeError) as exc:
         return ClusterCheck(
             ok=False, failure=FailureKind.OTHER, message=f"invalid client configuration: {exc}"

@@ -29,7 +29,7 @@ from replication.config import ClusterConfig, FlowConfig, offset_syncs_cluster
 from replication.connector import TopicSelection
 from replication.formats import OffsetSync
 from replication.kafka.admin import TopicAdmin
-from replication.kafka.clients import make_admin, make_consumer
+from replication.kafka.clients import ClientValue, make_admin, make_consumer
 from replication.kafka.groups import GroupOffsetsAdmin
 from replication.kafka.internal_topics import InternalTopicReader
 from replication.policy import replication_policy_for
@@ -41,7 +41,7 @@ from replication.verification_reads import RangeVerifier, ReadRequest, TopicsRea
 
 log = logging.getLogger(__name__)
 
-READER_OVERRIDES = {
+READER_OVERRIDES: dict[str, ClientValue] = {
     "isolation.level": "read_committed",  # as the mirror reads: aborted records are not mirrored
     "enable.partition.eof": True,
     "fetch.wait.max.ms": 50,
