@@ -27,6 +27,7 @@ from replication.task_io import Headers, Record, Tail
 
 SOURCE_OFFSET_HEADER = "mirrorplane.source-offset"
 _OFFSET = struct.Struct(">q")
+_pack_offset = _OFFSET.pack
 SKIP: Final = object()  # a header rewriter's answer for a record that must not be replicated
 
 
@@ -38,21 +39,23 @@ def source_offset_of(headers: Headers) -> int | None:
     return None
 
 
+def with_source_offset(headers: Headers, offset: int) -> Headers:
+    """The record's headers with `mirrorplane.source-offset` appended (exactly_once)."""
+    return [*(headers or ()), (SOURCE_OFFSET_HEADER, _pack_offset(offset))]
+
+
 def header_rewriter(
     *, provenance_enabled: bool, exactly_once: bool, source_alias: str, target_alias: str
 ) -> Callable[[Headers, int], Headers | object] | None:
     """Headers to write for a record at a source offset, or SKIP; None when headers pass through as-is."""
-    if not (provenance_enabled or exactly_once):
-        return None
+    if not provenance_enabled:
+        return with_source_offset if exactly_once else None
 
     def rewrite(headers: Headers, offset: int) -> Headers | object:
-        if provenance_enabled:
-            if has_visited(headers, cluster_alias=target_alias):
-                return SKIP  # it came from the target: replicating it back would loop
-            headers = provenance_after_hop(headers, source_alias=source_alias)
-        if exactly_once:
-            headers = [*(headers or ()), (SOURCE_OFFSET_HEADER, _OFFSET.pack(offset))]
-        return headers
+        if has_visited(headers, cluster_alias=target_alias):
+            return SKIP  # it came from the target: replicating it back would loop
+        headers = provenance_after_hop(headers, source_alias=source_alias)
+        return with_source_offset(headers, offset) if exactly_once else headers
 
     return rewrite
 

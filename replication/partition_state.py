@@ -1,8 +1,8 @@
 """One source partition's replication state in a `MirrorSourceTask`, and the acknowledgements of a task's
 partitions as they arrive (the ack tracking half of delivery).
 
-`PartitionState.on_delivery` runs once per record, from the sink's delivery reports, and only keeps the
-report (a successful one: a failed one is settled at once); `Acknowledgements.settle`, after the sink
+`PartitionState.on_delivery` runs once per record, from the sink's delivery reports, and only keeps what
+a successful report says (a failed one is settled at once); `Acknowledgements.settle`, after the sink
 served its reports, settles each partition's kept reports together (`PartitionState.settle`): its
 in-flight offsets, its acknowledged counts and offset-sync decisions, and lists the partition in
 `touched` so that no collaborator ever walks every partition of a task to learn what moved. The
@@ -11,9 +11,9 @@ reads or writes the fields between fetches (the task and its collaborators: `rep
 `replication.transactions`, `replication.schema_hold`, `replication.task_metrics`,
 `replication.positions`).
 
-Per record that is one Python call appending the report: settling a run of a partition's reports whose
-source and target offsets both advance by one (no compaction, no markers, no other writer) decides its
-offset syncs per sync, not per record (`OffsetSyncWriter.on_run`), and sums the sizes in C.
+Per record that is one Python call keeping two ints: settling a run of a partition's reports whose source
+and target offsets both advance by one (no compaction, no markers, no other writer) decides its offset
+syncs per sync, not per record (`OffsetSyncWriter.on_run`), and sums the sizes in C.
 """
 
 from __future__ import annotations
@@ -73,7 +73,8 @@ class PartitionState:
     __slots__ = (
         "acks",
         "on_delivery",
-        "reports",
+        "acked_offsets",
+        "acked_sizes",
         "touched",
         "persisted_at",
         "topic",
@@ -141,8 +142,11 @@ class PartitionState:
         self.schema_wait: SchemaWait | None = None  # held at next_offset this slice (rewrite-ids)
         self.schema_wait_since: float | None = None  # when the hold began (kept until the record passes)
         self.held: tuple[int, SchemaWait] | None = None  # the offset held at and why, until it passes
-        # Successful delivery reports kept in produce order, settled together (`settle`).
-        self.reports: list[SourceRecord] = []
+        # What the successful delivery reports since the last `settle` said, in produce order: each
+        # record's target offset and size (ints, not the reports: thousands of reports kept alive made
+        # every garbage collection walk them).
+        self.acked_offsets: list[int] = []
+        self.acked_sizes: list[int] = []
         self.on_delivery = self._reporter()
 
     @property
@@ -163,16 +167,19 @@ class PartitionState:
         self.acks.failed[(self.topic, self.partition)] = self
 
     def _reporter(self) -> DeliveryCallback:
-        """The sink's delivery callback for this partition's records: a successful report is kept for
-        `settle` (the partition listed once in `acks.unsettled`), a failed one settles what came before
-        it and fails the partition at its record."""
-        reports, keep, unsettled = self.reports, self.reports.append, self.acks.unsettled
+        """The sink's delivery callback for this partition's records: a successful report's target offset
+        and size are kept for `settle` (the partition listed once in `acks.unsettled`), a failed one
+        settles what came before it and fails the partition at its record."""
+        offsets, unsettled = self.acked_offsets, self.acks.unsettled
+        keep_offset, keep_size = offsets.append, self.acked_sizes.append
 
         def on_delivery(error: ClientError | None, message: SourceRecord) -> None:
             if error is None:
-                if not reports:
+                if not offsets:
                     unsettled.append(self)
-                keep(message)
+                keep_offset(message.offset())
+                keep_size(len(message))
+                self.last_acked = message
             else:
                 self.settle()
                 self._touch()
@@ -187,30 +194,33 @@ class PartitionState:
 
     def settle(self) -> None:
         """The kept reports, in produce order (the RecordSink's contract per partition): each acknowledges
-        the oldest in-flight offset; counts, offset syncs and `last_acked` follow."""
-        reports = self.reports
-        count = len(reports)
+        the oldest in-flight offset; counts and offset syncs follow."""
+        offsets = self.acked_offsets
+        count = len(offsets)
         if not count:
             return
         in_flight, syncs = self.in_flight, self.syncs
-        first, last = reports[0], reports[-1]
-        upstream, downstream = in_flight[0], first.offset()
-        if in_flight[count - 1] - upstream == count - 1 == last.offset() - downstream:
+        upstream, downstream = in_flight[0], offsets[0]
+        if in_flight[count - 1] - upstream == count - 1 == offsets[-1] - downstream:
             syncs.on_run(upstream, downstream, count)
-            for _ in range(count):
-                in_flight.popleft()
+            if count == len(in_flight):  # everything in flight acknowledged: the common case
+                in_flight.clear()
+            else:
+                for _ in range(count):
+                    in_flight.popleft()
         else:
             on_ack, take = syncs.on_ack, in_flight.popleft
-            for message in reports:
-                on_ack(take(), message.offset())
-        size = sum(map(len, reports))
-        reports.clear()
+            for offset in offsets:
+                on_ack(take(), offset)
+        offsets.clear()
+        sizes = self.acked_sizes
+        size = sum(sizes)
+        sizes.clear()
         self.acked_records += count
         self.acked_bytes += size
         acks = self.acks
         acks.records += count
         acks.bytes += size
-        self.last_acked = last
         self._touch()
 
 

@@ -316,6 +316,14 @@ def test_header_rewrite_adds_provenance_and_the_source_offset_and_skips_what_cam
     assert headers[0] == ("h", b"1") and source_offset_of(headers) == 42
     looped = header_rewriter(provenance_enabled=True, exactly_once=False, source_alias="B", target_alias="A")
     assert looped(headers, 7) is SKIP  # it was on A already: mirroring it back would loop
+    offset_only = header_rewriter(
+        provenance_enabled=False, exactly_once=True, source_alias="A", target_alias="B"
+    )
+    assert offset_only([("h", b"1")], 9) == [
+        ("h", b"1"),
+        ("mirrorplane.source-offset", (9).to_bytes(8, "big")),
+    ]
+    assert offset_only(None, 9) == [("mirrorplane.source-offset", (9).to_bytes(8, "big"))]
 
 
 def test_the_exactly_once_resume_point_is_after_the_last_source_offset_the_target_holds():
