@@ -380,14 +380,17 @@ def measure_running(
     partitions: int = PARTITIONS,
     warmup_s: float = WARMUP_S,
     start_timeout_s: float = 20.0,
+    on_primed: Callable[[], None] = lambda: None,
 ) -> Latency:
     """A copy already running on `copy.topic` (of `partitions`): primed (a record per partition, until it
-    is on the target), then a load process at `rate` for `seconds` and a reader process on the target."""
+    is on the target; then `on_primed`), then a load process at `rate` for `seconds` and a reader process
+    on the target."""
     primer = make_producer(copy.source)
     for partition in range(partitions):
         primer.produce(copy.topic, value=b"prime", partition=partition)
     primer.flush(30)
     _wait_for_priming(copy.read_from, copy.remote_topic, partitions=partitions, timeout_s=start_timeout_s)
+    on_primed()
     spawn = multiprocessing.get_context("spawn")
     produced = spawn.Value("q", -1)
     started_ms = spawn.Value("d", 0.0)

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import re
 import statistics
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,15 +63,18 @@ class Point:
     p50: float
     p99: float
     load: float  # 1-minute load average when the point ended
+    cpu_us: float = math.nan  # CPU of the tool's process per record over the load (no process: nan)
 
     def line(self) -> str:
         return (
             f"{self.tool:<15}{self.partitions:>6}{self.rate:>9,}{self.records:>10,}"
-            f"{self.p50:>9.1f}{self.p99:>9.1f}{self.load:>7.1f}"
+            f"{self.p50:>9.1f}{self.p99:>9.1f}{self.cpu_us:>9.1f}{self.load:>7.1f}"
         )
 
 
-HEADER = f"{'tool':<15}{'parts':>6}{'rec/s':>9}{'records':>10}{'p50 ms':>9}{'p99 ms':>9}{'load':>7}"
+HEADER = (
+    f"{'tool':<15}{'parts':>6}{'rec/s':>9}{'records':>10}{'p50 ms':>9}{'p99 ms':>9}{'CPU us':>9}{'load':>7}"
+)
 
 
 class ToolTopic(Copy):
@@ -106,7 +110,8 @@ def measure_tool(
     points = []
     if tool.name == FLOOR:
         for rate, topic in topics.items():
-            points.append(_point(NoCopy(source, target, topic), tool, partitions, rate, seconds, warmup_s))
+            copy = NoCopy(source, target, topic)
+            points.append(_point(copy, tool, partitions, rate, seconds, warmup_s, cpu_s=lambda: math.nan))
         return points
     flow = f"{source.alias}->{target.alias}"
     properties = {
@@ -119,13 +124,26 @@ def measure_tool(
     try:
         for rate, topic in topics.items():
             replicator.check_running()
-            points.append(_point(ToolTopic(source, target, topic), tool, partitions, rate, seconds, warmup_s))
+            copy = ToolTopic(source, target, topic)
+            points.append(_point(copy, tool, partitions, rate, seconds, warmup_s, cpu_s=replicator.cpu_s))
     finally:
         replicator.stop()
     return points
 
 
-def _point(copy: Copy, tool: Tool, partitions: int, rate: int, seconds: float, warmup_s: float) -> Point:
+def _point(
+    copy: Copy,
+    tool: Tool,
+    partitions: int,
+    rate: int,
+    seconds: float,
+    warmup_s: float,
+    *,
+    cpu_s: Callable[[], float],
+) -> Point:
+    """`measure_running`, with the CPU seconds (`cpu_s`) of the tool's process per record from the end of
+    the priming (its start-up not counted) to the last record read."""
+    cpu_before: list[float] = []
     latency = measure_running(
         copy,
         method=tool.name,
@@ -134,8 +152,12 @@ def _point(copy: Copy, tool: Tool, partitions: int, rate: int, seconds: float, w
         partitions=partitions,
         warmup_s=warmup_s,
         start_timeout_s=START_TIMEOUT_S,
+        on_primed=lambda: cpu_before.append(cpu_s()),
     )
-    point = Point(tool.name, partitions, rate, latency.records, latency.p50, latency.p99, os.getloadavg()[0])
+    cpu_us = (cpu_s() - cpu_before[0]) / (rate * seconds) * 1e6
+    point = Point(
+        tool.name, partitions, rate, latency.records, latency.p50, latency.p99, os.getloadavg()[0], cpu_us
+    )
     print(point.line(), flush=True)
     return point
 
@@ -182,7 +204,7 @@ def summarize(points: Sequence[Point], tools: Sequence[Tool]) -> list[str]:
     averages of its points) and its ratio to MM2's; the targets missed."""
     print("\nmedian over the rounds (range) and the load averages of the points; ratio to MM2's")
     print(
-        f"{'parts':>5}{'rec/s':>8}  {'tool':<15}{'p50 ms':>18}{'p99 ms':>20}{'p50/MM2':>9}{'p99/MM2':>9}  load"
+        f"{'parts':>5}{'rec/s':>8}  {'tool':<15}{'p50 ms':>24}{'p99 ms':>26}{'p50/MM2':>9}{'p99/MM2':>9}  load"
     )
     missed = []
     for partitions in sorted({p.partitions for p in points}):
@@ -206,8 +228,8 @@ def summarize(points: Sequence[Point], tools: Sequence[Tool]) -> list[str]:
                 if MM2 in medians and name in (OURS, OURS_B):
                     ratios = f"{p50 / medians[MM2][0]:>9.2f}{p99 / medians[MM2][1]:>9.2f}"
                 print(
-                    f"{partitions:>5}{rate:>8,}  {name:<15}{_figure(p50, [p.p50 for p in ps]):>18}"
-                    f"{_figure(p99, [p.p99 for p in ps]):>20}{ratios:<18}  "
+                    f"{partitions:>5}{rate:>8,}  {name:<15}{_figure(p50, [p.p50 for p in ps]):>24}"
+                    f"{_figure(p99, [p.p99 for p in ps]):>26}{ratios:<18}  "
                     + " ".join(f"{p.load:.1f}" for p in ps)
                 )
             if MM2 in medians and OURS in medians:

@@ -10,9 +10,9 @@ For MM2's own readers (which translate at most one offset past a sync) the write
 `offset.lag.max` rule, a sync once the downstream offset has moved `offset.lag.max` past the last one,
 and a periodic progress sync of the newest acknowledged pair, like MM2's syncs at offset commits.
 
-Pure: no I/O, time passed in. The task drains the decided syncs, emits them through an
-`OffsetSyncEmitter` and only then persists positions, so a crash never leaves a translated range
-without its sync.
+Pure: no I/O, time passed in. The task drains the decided syncs, sends them through an
+`OffsetSyncEmitter` and persists the positions they cover only once they are acknowledged, so a crash
+never leaves a translated range without its sync.
 """
 
 from __future__ import annotations
@@ -26,8 +26,13 @@ PROGRESS_SYNC_INTERVAL_S = 5.0
 
 
 class OffsetSyncEmitter(Protocol):
-    def emit(self, records: Sequence[OffsetSync]) -> None:
-        """Write the syncs and return once the cluster acknowledged all of them; raise otherwise."""
+    def send(self, records: Sequence[OffsetSync]) -> None:
+        """Start writing the syncs, without waiting for the cluster (`delivered` says when it
+        acknowledged them); raise when they cannot be sent."""
+
+    def delivered(self, *, timeout_s: float) -> bool:
+        """Whether the cluster acknowledged every sync sent, waiting up to `timeout_s` for it (0: a look
+        only); raise when one of them failed."""
 
     def prepare(self) -> None:
         """Open the connections and the topic now, so that the first `emit` does not wait for them."""

@@ -3,9 +3,9 @@
 Each source partition is consumed by `assign()` and produced to the remote topic
 (`policy.format_remote_topic`) on the same partition number with its key, value, every header in order
 and its timestamp, by an idempotent producer, in order. A slice is bounded in records and time; it
-ends with the producer flushed, the offset syncs emitted and acknowledged, and only then the positions
-(next source offset per partition) persisted: a position never covers a record the target did not
-acknowledge, nor a record whose offset sync is not durable. During a slice the same commit runs at
+ends with the offset syncs sent and the positions (next source offset per partition) that acknowledged
+syncs cover persisted (a settling slice flushes the producer and waits for the syncs first): a position
+never covers a record the target did not acknowledge, nor a record whose offset sync is not durable. During a slice the same commit runs at
 least every `PERSIST_INTERVAL_S` / `PERSIST_RECORDS`, and at most `MAX_IN_FLIGHT` records are
 unacknowledged, which bounds what a crash leaves in doubt.
 

@@ -40,7 +40,9 @@ EmitListener = Callable[[str, float], None]
 
 
 class InternalTopicSink:
-    """`HeartbeatSink` / `CheckpointSink`: MM2 records written to an internal topic, acks awaited.
+    """`HeartbeatSink` / `CheckpointSink` / `OffsetSyncEmitter`: MM2 records written to an internal topic,
+    acks awaited (`emit`), or looked at later (`send`, then `delivered`: offset syncs, so that the task's
+    fetch loop does not wait a round trip to the cluster at every persist).
 
     `timestamp_ms(record)` gives a record's timestamp where MM2 sets one (a heartbeat carries its own, as
     MM2's `MirrorHeartbeatTask` writes it); otherwise the producer's clock stamps it."""
@@ -61,6 +63,13 @@ class InternalTopicSink:
         self._writer.write([(record.key(), record.value()) for record in records], timestamps_ms=timestamps)
         if self._on_emit is not None and records:
             self._on_emit(self._kind, time.time())
+
+    def send(self, records: Sequence[KeyedRecord]) -> None:
+        """As `emit`, without waiting for the acknowledgement (`delivered`); no emit listener."""
+        self._writer.send([(record.key(), record.value()) for record in records])
+
+    def delivered(self, *, timeout_s: float) -> bool:
+        return self._writer.delivered(timeout_s=timeout_s)
 
     def prepare(self) -> None:
         self._writer.prepare()

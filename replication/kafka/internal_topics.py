@@ -231,6 +231,7 @@ class InternalTopicWriter:
         self.timeout_s = timeout_s
         self._producer = make_producer(cluster)
         self._ready = False
+        self._failures: list[str] = []  # delivery errors since `delivered` last looked
 
     @classmethod
     def of(cls, topic: InternalTopic) -> InternalTopicWriter:
@@ -249,25 +250,53 @@ class InternalTopicWriter:
         timeout by default); raise InternalTopicError if not. `timestamps_ms`, one per record, are the
         records' timestamps (the producer's clock when not given)."""
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
-        self._ensure_topic(timeout_s)
-        failures: list[str] = []
+        self.send(records, timestamps_ms=timestamps_ms, timeout_s=timeout_s)
+        if not self.delivered(timeout_s=timeout_s):
+            raise InternalTopicError(
+                f"cluster {self.cluster.alias}: writing {len(records)} record(s) to {self.topic} failed: "
+                f"{len(self._producer)} not acknowledged within {timeout_s:g}s"
+            )
 
-        def on_delivery(error, _message) -> None:
-            if error is not None:
-                failures.append(error.str())
-
+    def send(
+        self,
+        records: Sequence[tuple[bytes, bytes | None]],
+        *,
+        timestamps_ms: Sequence[int] | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
+        """Start writing the records, without waiting for their acknowledgement (`delivered`); creating the
+        topic first waits up to `timeout_s`."""
+        self._ensure_topic(self.timeout_s if timeout_s is None else timeout_s)
         for index, (key, value) in enumerate(records):
             timestamp = 0 if timestamps_ms is None else timestamps_ms[index]  # 0: the producer's clock
             self._producer.produce(
-                self.topic, key=key, value=value, partition=0, timestamp=timestamp, on_delivery=on_delivery
+                self.topic,
+                key=key,
+                value=value,
+                partition=0,
+                timestamp=timestamp,
+                on_delivery=self._on_delivery,
             )
             self._producer.poll(0)
-        unsent = self._producer.flush(timeout_s)
-        if failures or unsent:
+
+    def _on_delivery(self, error, _message) -> None:
+        if error is not None:
+            self._failures.append(error.str())
+
+    def delivered(self, *, timeout_s: float) -> bool:
+        """Whether every record sent is acknowledged, waiting up to `timeout_s`; InternalTopicError when
+        one failed since the last call (the failures are then cleared)."""
+        if timeout_s > 0:
+            unsent = self._producer.flush(timeout_s)
+        else:
+            self._producer.poll(0)  # serves the reports that came
+            unsent = len(self._producer)
+        failures, self._failures = self._failures, []
+        if failures:
             raise InternalTopicError(
-                f"cluster {self.cluster.alias}: writing {len(records)} record(s) to {self.topic} failed: "
-                + (", ".join(sorted(set(failures))) or f"{unsent} not acknowledged within {timeout_s:g}s")
+                f"cluster {self.cluster.alias}: writing to {self.topic} failed: {', '.join(sorted(set(failures)))}"
             )
+        return not unsent
 
     def prepare(self, *, timeout_s: float | None = None) -> None:
         """Create the topic if needed and connect the producer now, so that the first write does not

@@ -355,21 +355,32 @@ class MemoryReader:
 
 class MemoryEmitter:
     """Keeps the offset syncs it is given; with a `cluster`, also writes them to the flow's offset-syncs
-    topic there (partition 0, as MM2 writes it), where the control plane reads them."""
+    topic there (partition 0, as MM2 writes it), where the control plane reads them. Acknowledged at
+    once, unless `holding`: then only once it is cleared (`delivered` looks)."""
 
     def __init__(self, cluster: MemoryCluster | None = None, topic: str = "") -> None:
         self.emitted: list[OffsetSync] = []
         self.failing = False
+        self.holding = False
+        self._unacknowledged: list[OffsetSync] = []
         self.cluster, self.topic = cluster, topic
 
-    def emit(self, records: Sequence[OffsetSync]) -> None:
+    def send(self, records: Sequence[OffsetSync]) -> None:
         if self.failing:
             raise ConnectionError("offset-syncs topic unavailable")
+        self._unacknowledged.extend(records)
+        self.delivered(timeout_s=0)
+
+    def delivered(self, *, timeout_s: float) -> bool:
+        if self.holding:
+            return False
+        records, self._unacknowledged = self._unacknowledged, []
         self.emitted.extend(records)
         if self.cluster is not None:
             self.cluster.create(self.topic, 1)
             for sync in records:
                 self.cluster.append(self.topic, 0, key=sync.key(), value=sync.value(), timestamp_ms=0)
+        return True
 
     def prepare(self) -> None:
         pass

@@ -149,3 +149,19 @@ def test_a_reader_made_before_its_topic_exists_reads_it_once_created(cluster_a, 
     finally:
         reader.close()
         writer.close()
+
+
+@pytest.mark.kafka
+def test_records_sent_without_waiting_are_delivered_once_acknowledged(cluster_a, unique_name):
+    topic = f"mm2-offset-syncs.{unique_name}.internal"
+    writer = InternalTopicWriter(cluster_a, topic, replication_factor=1)
+    syncs = [OffsetSync("orders", 0, upstream, upstream) for upstream in (0, 100, 200)]
+    reader = InternalTopicReader(cluster_a, topic, decode=OffsetSync.decode)
+    try:
+        writer.send([(sync.key(), sync.value()) for sync in syncs])
+        assert writer.delivered(timeout_s=30)  # waits for the acknowledgements
+        assert writer.delivered(timeout_s=0)  # nothing outstanding: a look says so
+        assert reader.read_new(timeout_s=10) == syncs
+    finally:
+        reader.close()
+        writer.close()

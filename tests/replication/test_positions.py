@@ -141,6 +141,45 @@ def test_offset_syncs_are_emitted_before_the_positions_they_cover_and_a_failed_e
     assert writer.last_offset_sync_at == 100.1 and writer.dirty == {}  # nothing more to write or sync
 
 
+def test_positions_wait_for_their_offset_syncs_to_be_acknowledged_without_holding_the_task():
+    store, emitter = CountingStore(), MemoryEmitter()
+    writer, acks = writer_with(store, emitter)
+    state = acknowledged(acks, 0, [(0, 0), (1, 1), (3, 2)])
+    writer.dirty[state.key] = state
+    emitter.holding = True  # sent, not acknowledged yet
+    assert writer.write(now=100.0) is None  # no wait for the cluster
+    assert store.saves == [] and emitter.emitted == [] and writer.last_offset_sync_at is None
+    state.syncs.on_ack(5, 3)  # another skip, decided meanwhile: not sent before the first ones are acked
+    state.next_offset = 6
+    assert writer.write(now=100.2) is None and store.saves == []
+    emitter.holding = False
+    assert writer.write(now=100.4) is None
+    # The first syncs acknowledged: the position they cover (4, as when they were sent) is written, and
+    # the next sync goes out (acknowledged at once here, so its position too).
+    assert emitter.emitted == [
+        OffsetSync("orders", 0, 0, 0),
+        OffsetSync("orders", 0, 3, 2),
+        OffsetSync("orders", 0, 5, 3),
+    ]
+    assert store.saves == [{("orders", 0): 6}] and writer.last_offset_sync_at == 100.4
+
+
+def test_writing_every_position_waits_for_the_syncs_and_unacknowledged_ones_are_sent_again():
+    store, emitter = CountingStore(), MemoryEmitter()
+    writer, acks = writer_with(store, emitter)
+    state = acknowledged(acks, 0, [(0, 0), (2, 1)])
+    writer.dirty[state.key] = state
+    emitter.holding = True
+    assert writer.write(now=100.0) is None
+    error = writer.write(now=100.1, every_position=True)  # still not acknowledged after the wait
+    assert error.kind is SliceErrorKind.OFFSET_SYNC and "2 offset sync(s)" in error.message
+    assert store.saves == []
+    emitter.holding = False
+    assert writer.write(now=100.2, every_position=True) is None
+    assert emitter.emitted[-2:] == [OffsetSync("orders", 0, 0, 0), OffsetSync("orders", 0, 2, 1)]
+    assert store.saves == [{("orders", 0): 3}] and writer.dirty == {}
+
+
 def test_a_moving_position_is_written_once_per_interval_unless_every_position_is_asked():
     store, emitter = CountingStore(), MemoryEmitter()
     writer, acks = writer_with(store, emitter)
