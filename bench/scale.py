@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import logging
 import multiprocessing
 import os
@@ -85,6 +86,9 @@ DRAIN_S = 30.0
 STATUS_SAMPLE_S = 2.0  # the oldest status age: every partition row read, aged as the pages age it
 REDIS_DB = 13
 TASK_DONE = re.compile(r"Task (\S+)\[[^\]]+\] succeeded in ([0-9.]+)s")
+FIRST_SLICE = re.compile(
+    r"^(\S+ \S+) INFO \S+: Task workers\.tasks\.replicate_slice\[[^\]]+\] received", re.M
+)
 TASK_RECEIVED = re.compile(r"Task (\S+)\[[^\]]+\] received")
 EVALUATE_TASK = "workers.alerts.evaluate_alerts"
 VERIFY_TASK = "workers.verification.verify_flows"
@@ -401,6 +405,10 @@ class Tool:
     def figures(self) -> ControlPlane | None:
         return None
 
+    def first_slice_at(self) -> float | None:
+        """When the tool's first task started (epoch s); None when it does not say."""
+        return None
+
     def stop(self) -> None:
         raise NotImplementedError
 
@@ -650,6 +658,13 @@ class RuntimeTool(Tool):
     def figures(self) -> ControlPlane:
         return self.figures_
 
+    def first_slice_at(self) -> float | None:
+        """When the replication worker received its first slice: its chain's lease comes with it."""
+        found = FIRST_SLICE.search(self.runtime.log("replication"))
+        if found is None:
+            return None
+        return datetime.datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").astimezone().timestamp()
+
     def _observe_status(self) -> None:
         from django.utils import timezone
 
@@ -740,6 +755,7 @@ class Run:
     load_average: tuple[float, float, float] = (0.0, 0.0, 0.0)
     start_s: float | None = None
     half_start_s: float | None = None
+    lease_start_s: float | None = None
     broker_create_s: float | None = None
     p50_ms: float | None = None
     p99_ms: float | None = None
@@ -866,6 +882,8 @@ def measure(
             raise RuntimeError(f"the target reader saw {copy.partitions_seen} of {partitions} partitions")
         run.start_s = copy.all_flowing_at - started
         run.half_start_s = copy.half_flowing_at - started
+        first_slice_at = tool.first_slice_at()
+        run.lease_start_s = copy.all_flowing_at - first_slice_at if first_slice_at is not None else None
         run.p50_ms, run.p99_ms, run.floor_p50_ms, run.floor_p99_ms = (
             copy.p50_ms,
             copy.p99_ms,
@@ -902,6 +920,7 @@ def measure(
 ROWS: tuple[tuple[str, str, int], ...] = (
     ("start to every partition flowing (s)", "start_s", 1),
     ("start to half the partitions flowing (s)", "half_start_s", 1),
+    ("first slice (lease) to every partition flowing (s)", "lease_start_s", 1),
     ("the broker creating as many partitions (s)", "broker_create_s", 1),
     ("end-to-end p50 (ms)", "p50_ms", 1),
     ("end-to-end p99 (ms)", "p99_ms", 1),

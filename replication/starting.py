@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 # it this long, retried each slice, before its start is an error (`waits_for_remote_partition`). Well
 # under the time a chain stays on one worker (60 slices of 1 s): a task built elsewhere waits anew.
 REMOTE_PARTITION_WAIT_S = 30.0
-STARTED_LOGGED = 20  # partitions named in the line that says a topic's partitions started
+LOGGED = 20  # partitions named in a line about a topic's partitions (started, waiting): not all 5,000
 
 StartFailures = dict[TopicPartition, PartitionReadError]
 
@@ -104,7 +104,7 @@ class PartitionStarter:
                 topic,
                 remote_topic,
                 len(partitions),
-                " ".join(partitions[:STARTED_LOGGED]) + (" ..." if len(partitions) > STARTED_LOGGED else ""),
+                _first(partitions, sep=" "),
             )
 
     def _recover(self, states: Mapping[TopicPartition, PartitionState]) -> StartFailures:
@@ -161,6 +161,12 @@ class PartitionStarter:
                 "%s: waiting for remote topic %s to be created (partitions %s); retried each slice",
                 self._label,
                 remote_topic,
-                ", ".join(map(str, sorted(partitions))),
+                _first([str(p) for p in sorted(partitions)], sep=", "),
             )
         return waiting
+
+
+def _first(named: list[str], *, sep: str) -> str:
+    """The first `LOGGED` of `named`, and how many more: a log line does not grow with the partitions."""
+    more = len(named) - LOGGED
+    return sep.join(named[:LOGGED]) + (f" ... and {more} more" if more > 0 else "")

@@ -19,18 +19,18 @@ from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 from confluent_kafka import (
-    OFFSET_BEGINNING,
-    OFFSET_END,
     Consumer,
+    IsolationLevel,
     KafkaError,
     KafkaException,
     Message,
     Producer,
     TopicPartition,
 )
+from confluent_kafka.admin import OffsetSpec
 
 from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig, offset_syncs_cluster
-from replication.kafka.clients import make_consumer, make_producer
+from replication.kafka.clients import make_admin, make_consumer, make_producer
 from replication.kafka.flow_tasks import InternalTopicSink
 from replication.kafka.internal_topics import InternalTopic, InternalTopicWriter
 from replication.kafka.positions import positions_internal_topic
@@ -302,13 +302,16 @@ def is_benign_consumer_event(error: KafkaError) -> bool:
 
 
 # The answers of a cluster that does not know a partition (yet): a topic not created, or just created and
-# not known to every broker (no leader yet) or to the client's cached metadata.
+# not known to every broker (no leader yet) or to the client's cached metadata, or not served yet by its
+# leader: Apache Kafka lists a new partition's leader at once and that broker answers "not leader" until
+# it has created the partition (for 50-90 s after 5,000 new partitions on one broker at load 17-30).
 UNKNOWN_PARTITION_CODES = frozenset(
     {
         KafkaError._UNKNOWN_PARTITION,
         KafkaError._UNKNOWN_TOPIC,
         KafkaError.UNKNOWN_TOPIC_OR_PART,
         KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
     }
 )
 
@@ -322,9 +325,12 @@ class PartitionReader:
 
     The end is where the broker says "end of partition" while fetching, not the listed high
     watermark: some brokers list it too low (the embedded one, by the size of the last batch - 1).
-    The `*_all` methods read many partitions at once (one offsets request per kind, one consumer
-    fetching them together), so reading 100 partitions costs about what reading one does; a partition
-    that fails is reported on its own, the others are read.
+    The `*_all` methods read many partitions at once (one ListOffsets request per broker and kind, one
+    consumer fetching them together), so reading 100 partitions costs about what reading one does; a
+    partition that fails is reported on its own, the others are read. The offsets are asked by an admin
+    client, which answers each partition on its own: a consumer's offsets_for_times fails all of them when
+    one answers "not leader", and a task of 2,000 partitions whose remote topics were just created
+    started none until the broker served the last (55 slices).
     """
 
     def __init__(
@@ -335,7 +341,11 @@ class PartitionReader:
         self.cluster = cluster
         self.timeout_s = timeout_s
         self._isolation = "read_committed" if read_committed else "read_uncommitted"
+        self._offsets_isolation = (
+            IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+        )
         self._consumer = self._new_consumer()
+        self._admin = make_admin(cluster)
 
     def _new_consumer(self):
         return make_consumer(
@@ -359,17 +369,11 @@ class PartitionReader:
         """(earliest offset, listed high watermark) of each partition, and the partitions that failed."""
         found: dict[PartitionKey, list[int]] = {key: [] for key in keys}
         failures: dict[PartitionKey, PartitionReadError] = {}
-        for which in (OFFSET_BEGINNING, OFFSET_END):  # ListOffsets "earliest", then "latest"
-            asked = [TopicPartition(topic, partition, which) for topic, partition in found]
+        for which in (OffsetSpec.earliest(), OffsetSpec.latest()):  # ListOffsets "earliest", then "latest"
+            asked = [TopicPartition(topic, partition) for topic, partition in found]
             if not asked:
                 break
-            try:
-                answers = [
-                    (answer.topic, answer.partition, answer.offset, answer.error)
-                    for answer in self._consumer.offsets_for_times(asked, timeout=self.timeout_s)
-                ]
-            except KafkaException as exc:  # e.g. none of the partitions exists
-                answers = [(tp.topic, tp.partition, -1, exc.args[0]) for tp in asked]
+            answers = self._list_offsets(asked, which)
             for topic, partition, offset, error in answers:
                 if error is not None or offset < 0:
                     failures[(topic, partition)] = PartitionReadError(
@@ -387,6 +391,26 @@ class PartitionReader:
             self._consumer.close()
             self._consumer = self._new_consumer()
         return {key: (low, high) for key, (low, high) in found.items()}, failures
+
+    def _list_offsets(
+        self, asked: list[TopicPartition], which: OffsetSpec
+    ) -> list[tuple[str, int, int, KafkaError | None]]:
+        """(topic, partition, offset, error) of each partition asked."""
+        try:
+            futures = self._admin.list_offsets(
+                {tp: which for tp in asked},
+                isolation_level=self._offsets_isolation,
+                request_timeout=self.timeout_s,
+            )
+        except KafkaException as exc:
+            return [(tp.topic, tp.partition, -1, exc.args[0]) for tp in asked]
+        answers = []
+        for tp, future in futures.items():
+            try:
+                answers.append((tp.topic, tp.partition, future.result().offset, None))
+            except KafkaException as exc:
+                answers.append((tp.topic, tp.partition, -1, exc.args[0]))
+        return answers
 
     def read_all_to_end(
         self, starts: Mapping[PartitionKey, int]

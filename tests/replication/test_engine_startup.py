@@ -157,3 +157,64 @@ def test_a_task_of_2000_partitions_starts_them_in_a_few_batched_requests(cluster
         for cluster, name in ((cluster_a, topic), (cluster_b, remote)):
             admin = make_admin(cluster)  # kept referenced until the result is in
             admin.delete_topics([name])[name].result()
+
+
+def test_an_exactly_once_task_started_as_its_remote_topic_is_created_waits_for_it_in_batched_reads(
+    cluster_a, cluster_b, unique_name
+):
+    """Apache Kafka lists a new partition's leader at once, and that broker answers "not leader" until it
+    has created the partition (50-90 s for 5,000 at load 17-30): a task started meanwhile (a new flow's
+    first slice) waits for those partitions without an error, starts each as soon as its remote partition
+    is served, in one batched read of the tails per slice, and every partition flows."""
+    topic = f"{unique_name}-new"
+    remote = f"A.{topic}"
+    create_topics(cluster_a, [topic], PARTITIONS)
+    try:
+        wait_until_listed(cluster_a, topic)  # the source's topics exist before a flow starts
+        producer = make_producer(cluster_a, overrides={"linger.ms": 50})
+        for partition in range(PARTITIONS):
+            producer.produce(topic, key=b"k", value=b"v%d" % partition, partition=partition)
+        assert producer.flush(180) == 0
+        flow = FlowConfig(
+            source="A",
+            target="B",
+            enabled=True,
+            topics=(topic,),
+            delivery_guarantee=DeliveryGuarantee.EXACTLY_ONCE,
+        )
+        policy = replication_policy_for(flow, known_aliases=("A", "B"))
+        calls, keys = Counter(), Counter()
+        io = kafka_task_io(flow, source=cluster_a, target=cluster_b, policy=policy, task_index=0)
+        io = dataclasses.replace(io, target_reader=lambda make=io.target_reader: Counted(make(), calls, keys))
+        store = KafkaPositionStore(cluster_b, source_alias="A")
+        task = MirrorSourceTask(
+            flow=flow,
+            policy=policy,
+            task_index=0,
+            position_store=store,
+            io=io,
+            remote_partition_wait_s=3600,  # how long the broker takes is not the point
+        )
+        create_topics(cluster_b, [remote], PARTITIONS)  # as topic sync does right before the first slice
+        task.assign([(topic, p) for p in range(PARTITIONS)])
+        try:
+            slices, errors = 0, []
+            while slices < 600:
+                slices += 1
+                result = task.run_slice(max_seconds=0.5, settle=False)
+                errors.extend(result.errors)
+                replicated = [p.next_offset for p in task.metrics.snapshot()]
+                if len(replicated) == PARTITIONS and all(offset == 1 for offset in replicated):
+                    break
+            assert errors == []
+            assert len(replicated) == PARTITIONS and all(offset == 1 for offset in replicated), slices
+            # One batched read of the waiting partitions' tails per slice at most, never one per partition.
+            assert 1 <= calls["tails"] <= slices, (calls, slices)
+            print(f"slices {slices}, target reader {dict(calls)}, partitions asked {dict(keys)}")
+        finally:
+            task.close()
+            store.close()
+    finally:
+        for cluster, name in ((cluster_a, topic), (cluster_b, remote)):
+            admin = make_admin(cluster)  # kept referenced until the result is in
+            admin.delete_topics([name])[name].result()
