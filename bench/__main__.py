@@ -25,6 +25,7 @@ BENCHMARKS = {
     "idle": "bench.idle",  # idle cost of the source consumer's fetch.wait.max.ms (fetches/s, broker CPU)
     "verification": "bench.verification",  # one continuous-verification run at 500 and 2,000 partitions
     "vs-mm2": "bench.vs_mm2",  # beside Apache Kafka's MirrorMaker 2: throughput, latency, CPU, memory, re-reads
+    "startup": "bench.startup",  # a task of 2,000 partitions: each start phase, to every partition flowing
     "scale": "bench.scale",  # N partitions at R records/s each: start, latency, CPU, memory, control plane; MM2 beside
 }
 

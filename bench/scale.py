@@ -920,7 +920,7 @@ def measure(
 ROWS: tuple[tuple[str, str, int], ...] = (
     ("start to every partition flowing (s)", "start_s", 1),
     ("start to half the partitions flowing (s)", "half_start_s", 1),
-    ("first slice (lease) to every partition flowing (s)", "lease_start_s", 1),
+    ("first slice to every partition flowing (s)", "lease_start_s", 1),
     ("the broker creating as many partitions (s)", "broker_create_s", 1),
     ("end-to-end p50 (ms)", "p50_ms", 1),
     ("end-to-end p99 (ms)", "p99_ms", 1),
