@@ -33,30 +33,35 @@ from replication.kafka.topic_sync import TopicMetadataSync
 from replication.policy import replication_policy_for
 from replication.source import MirrorSourceTask
 
-PHASES = ("load", "watermarks_all", "init_transactions", "tails", "list_topics")
+PHASES = ("load", "watermarks_all", "init_transactions", "tails", "list_topics")  # the start's, printed
 MAX_SLICES = 600
 
 
-class Timed:
-    """Forwards to `inner`, summing the time and counting the calls of the `PHASES` methods."""
+class Counted:
+    """Forwards to `inner`, counting each call of a method by name and the partitions it named, and
+    summing its time (tests/replication/test_engine_startup.py counts a task's start with it too)."""
 
-    def __init__(self, inner, seconds: Counter, calls: Counter) -> None:
-        self._inner, self._seconds, self._calls = inner, seconds, calls
+    def __init__(self, inner, calls: Counter, keys: Counter, seconds: Counter | None = None) -> None:
+        self._inner, self._calls, self._keys = inner, calls, keys
+        self._seconds = seconds if seconds is not None else Counter()
 
     def __getattr__(self, name):
         attribute = getattr(self._inner, name)
-        if name not in PHASES:
+        if not callable(attribute):
             return attribute
 
-        def timed(*args, **kwargs):
+        def counted(*args, **kwargs):
+            self._calls[name] += 1
+            named = kwargs.get("partitions", args[0] if args else None)
+            if isinstance(named, list | tuple | dict) and named and isinstance(next(iter(named)), tuple):
+                self._keys[name] += len(named)
             began = time.monotonic()
             try:
                 return attribute(*args, **kwargs)
             finally:
                 self._seconds[name] += time.monotonic() - began
-                self._calls[name] += 1
 
-        return timed
+        return counted
 
     def __len__(self) -> int:
         return len(self._inner)
@@ -107,20 +112,20 @@ def start(
 
 
 def _run(flow, policy, source, target, assigned) -> list[str]:
-    seconds, calls = Counter(), Counter()
+    seconds, calls, keys = Counter(), Counter(), Counter()
     io = kafka_task_io(flow, source=source, target=target, policy=policy, task_index=0)
     io = dataclasses.replace(
         io,
-        sink=lambda make=io.sink: Timed(make(), seconds, calls),
-        source_reader=lambda make=io.source_reader: Timed(make(), seconds, calls),
-        target_reader=lambda make=io.target_reader: Timed(make(), seconds, calls),
+        sink=lambda make=io.sink: Counted(make(), calls, keys, seconds),
+        source_reader=lambda make=io.source_reader: Counted(make(), calls, keys, seconds),
+        target_reader=lambda make=io.target_reader: Counted(make(), calls, keys, seconds),
     )
     store = KafkaPositionStore(target, source_alias=flow.source)
     task = MirrorSourceTask(
         flow=flow,
         policy=policy,
         task_index=0,
-        position_store=Timed(store, seconds, calls),
+        position_store=Counted(store, calls, keys, seconds),
         io=io,
         remote_partition_wait_s=3600,  # waiting for the broker is what is measured
     )
@@ -138,7 +143,9 @@ def _run(flow, policy, source, target, assigned) -> list[str]:
         task.close()
         store.close()
     lines = [
-        f"  {name:<20} {seconds[name]:6.2f} s in {calls[name]} call(s)" for name in PHASES if calls[name]
+        f"  {name:<20} {seconds[name]:6.2f} s in {calls[name]} call(s) naming {keys[name]:,} partitions"
+        for name in PHASES
+        if calls[name]
     ]
     if flowed < len(assigned):
         return [*lines, f"FAILED: {flowed:,} of {len(assigned):,} partitions flowed in {slices} slices"]

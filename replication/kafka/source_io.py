@@ -303,8 +303,9 @@ def is_benign_consumer_event(error: KafkaError) -> bool:
 
 # The answers of a cluster that does not know a partition (yet): a topic not created, or just created and
 # not known to every broker (no leader yet) or to the client's cached metadata, or not served yet by its
-# leader: Apache Kafka lists a new partition's leader at once and that broker answers "not leader" until
-# it has created the partition (for 50-90 s after 5,000 new partitions on one broker at load 17-30).
+# leader: Apache Kafka lists a new partition's leader at once and that broker answers "not leader" (or
+# "leader epoch is newer than broker epoch") until it has created the partition (for 50-90 s after 5,000
+# new partitions on one broker at load 17-30).
 UNKNOWN_PARTITION_CODES = frozenset(
     {
         KafkaError._UNKNOWN_PARTITION,
@@ -312,6 +313,7 @@ UNKNOWN_PARTITION_CODES = frozenset(
         KafkaError.UNKNOWN_TOPIC_OR_PART,
         KafkaError.LEADER_NOT_AVAILABLE,
         KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
     }
 )
 

@@ -13,6 +13,7 @@ from collections import Counter
 
 import pytest
 
+from bench.startup import Counted
 from replication.config import DeliveryGuarantee, FlowConfig
 from replication.kafka.clients import make_admin, make_producer
 from replication.kafka.positions import KafkaPositionStore
@@ -24,30 +25,6 @@ from tests.replication.test_source_task import create_topics
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 PARTITIONS = 2_000
-
-
-class Counted:
-    """Forwards to `inner`, counting each call of a method by name and the partitions it named."""
-
-    def __init__(self, inner, calls: Counter, keys: Counter) -> None:
-        self._inner, self._calls, self._keys = inner, calls, keys
-
-    def __getattr__(self, name):
-        attribute = getattr(self._inner, name)
-        if not callable(attribute):
-            return attribute
-
-        def counted(*args, **kwargs):
-            self._calls[name] += 1
-            named = kwargs.get("partitions", args[0] if args else None)
-            if isinstance(named, list | tuple | dict) and named and isinstance(next(iter(named)), tuple):
-                self._keys[name] += len(named)
-            return attribute(*args, **kwargs)
-
-        return counted
-
-    def __len__(self) -> int:
-        return len(self._inner)
 
 
 class Requests:
@@ -79,6 +56,13 @@ def wait_until_listed(cluster, topic: str, timeout_s: float = 120) -> None:
             time.sleep(0.5)
     finally:
         reader.close()
+
+
+def delete_topics(*topics) -> None:
+    """Each (cluster, topic name) deleted."""
+    for cluster, name in topics:
+        admin = make_admin(cluster)  # kept referenced until the result is in
+        admin.delete_topics([name])[name].result()
 
 
 def test_a_task_of_2000_partitions_starts_them_in_a_few_batched_requests(cluster_a, cluster_b, unique_name):
@@ -154,9 +138,7 @@ def test_a_task_of_2000_partitions_starts_them_in_a_few_batched_requests(cluster
             task.close()
             store.close()
     finally:
-        for cluster, name in ((cluster_a, topic), (cluster_b, remote)):
-            admin = make_admin(cluster)  # kept referenced until the result is in
-            admin.delete_topics([name])[name].result()
+        delete_topics((cluster_a, topic), (cluster_b, remote))
 
 
 def test_an_exactly_once_task_started_as_its_remote_topic_is_created_waits_for_it_in_batched_reads(
@@ -215,6 +197,4 @@ def test_an_exactly_once_task_started_as_its_remote_topic_is_created_waits_for_i
             task.close()
             store.close()
     finally:
-        for cluster, name in ((cluster_a, topic), (cluster_b, remote)):
-            admin = make_admin(cluster)  # kept referenced until the result is in
-            admin.delete_topics([name])[name].result()
+        delete_topics((cluster_a, topic), (cluster_b, remote))
