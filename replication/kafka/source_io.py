@@ -314,6 +314,7 @@ UNKNOWN_PARTITION_CODES = frozenset(
         KafkaError.LEADER_NOT_AVAILABLE,
         KafkaError.NOT_LEADER_FOR_PARTITION,
         KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError._NOENT,  # an admin client's ListOffsets of a topic the cluster does not list: "no leaders found"
     }
 )
 
