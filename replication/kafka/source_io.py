@@ -390,9 +390,11 @@ class PartitionReader:
         if any(failure.unknown_partition for failure in failures.values()):
             # librdkafka keeps a partition it once found missing (a remote topic looked up before topic
             # sync created it) unknown until its next periodic metadata refresh, minutes later: the
-            # `make demo` tasks kept failing to start that way. A new consumer asks the broker afresh.
+            # `make demo` tasks kept failing to start that way. New clients ask the broker afresh: the
+            # admin client that lists the offsets keeps the same cache ("no leaders found").
             self._consumer.close()
             self._consumer = self._new_consumer()
+            self._admin = make_admin(self.cluster)
         return {key: (low, high) for key, (low, high) in found.items()}, failures
 
     def _list_offsets(
