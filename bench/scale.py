@@ -4,6 +4,7 @@ its pieces, and tests/bench/test_scale.py tests the pure ones.)
 
     python -m bench scale --partitions 500 [--partitions 2000 ...] [--rate-per-partition 1]
                           [--mode runtime] [--mode dedicated] [--seconds 60] [--without-mm2]
+                          [--flows 4 --workers 3]
 
 Two Apache Kafka clusters (the project's launcher); per N and per tool, topics of
 `--partitions-per-topic` partitions totalling N on the source, fresh for each tool and deleted after it.
@@ -11,8 +12,9 @@ A producer process of its own (as users' producers are) writes `--rate-per-parti
 partition (100 B values, round robin, its timestamps kept by both copies) from before the tool starts
 until the end of its window. Tools, each on the same regex of those topics and `--tasks-max` tasks:
 
-- `runtime`: the control plane as docs/operations.md runs it: one replication worker (`-Q replication
-  --pool=threads -c 4`), a metadata worker (`-Q metadata --pool=threads -c 4`; nothing takes the reports
+- `runtime`: the control plane as docs/operations.md runs it: `--workers` replication workers (`-Q
+  replication --pool=threads -c 4`; default one) running `--flows` flows (default one), each on its own
+  share of the N partitions (a fleet: `--partitions 20000 --flows 4 --workers 3`), a metadata worker (`-Q metadata --pool=threads -c 4`; nothing takes the reports
   queue, whose Spark job would measure a JVM, not the runtime), beat, and the web under gunicorn as the
   Dockerfile runs it (its flags: `--workers 3 --threads 8`), with the production settings (settings.py defaults), on a
   throw-away PostgreSQL database next to DATABASE_URL's and Redis database `--redis-db` (FLUSHED);
@@ -122,6 +124,21 @@ def topic_layout(prefix: str, partitions: int, per_topic: int) -> dict[str, int]
     full, rest = divmod(partitions, per_topic)
     counts = [per_topic] * full + ([rest] if rest else [])
     return {f"{prefix}-{index:04d}": count for index, count in enumerate(counts)}
+
+
+def fleet_layout(
+    prefix: str, partitions: int, per_topic: int, flows: int
+) -> list[tuple[str, dict[str, int]]]:
+    """Per flow, its topic regex and its topics: one flow's are `topic_layout`'s; `flows` share
+    `partitions` as evenly as whole partitions allow, flow k's topics named `<prefix>-f<k>-0000`...
+    (no backslash in a regex: mm2.properties is a Java properties file, where one escapes the next)."""
+    if flows == 1:
+        return [(f"{prefix}-[0-9]+", topic_layout(prefix, partitions, per_topic))]
+    share, extra = divmod(partitions, flows)
+    return [
+        (f"{prefix}-f{k}-[0-9]+", topic_layout(f"{prefix}-f{k}", share + (k < extra), per_topic))
+        for k in range(flows)
+    ]
 
 
 def ratio(ours: float | None, theirs: float | None) -> str:
@@ -524,18 +541,19 @@ class RuntimeTool(Tool):
         workdir: Path,
         source: ClusterConfig,
         target: ClusterConfig,
-        topics_regex: str,
+        topics_regexes: Sequence[str],
         partitions: int,
         tasks_max: int,
+        workers: int,
         redis_db: int,
         requests_rounds: int,
         seconds: float,
         admin: Admin,
     ) -> None:
         self.workdir, self.source, self.target, self.partitions = workdir, source, target, partitions
-        self.topics_regex, self.tasks_max, self.redis_db = topics_regex, tasks_max, redis_db
-        self.rounds, self.seconds, self.admin = requests_rounds, seconds, admin
-        self.flow = None
+        self.topics_regexes, self.tasks_max, self.redis_db = list(topics_regexes), tasks_max, redis_db
+        self.workers, self.rounds, self.seconds, self.admin = workers, requests_rounds, seconds, admin
+        self.flows: list = []
         self.runtime = None
         self.web = None
         self.figures_ = ControlPlane()
@@ -555,14 +573,17 @@ class RuntimeTool(Tool):
         from harness.runtime import CeleryRuntime, Gunicorn, database_url, dockerfile_gunicorn_flags
 
         clusters = {config.alias: stored_cluster(config) for config in (self.source, self.target)}
-        self.flow = services.flow_create(
-            actor=None,
-            source=clusters[self.source.alias],
-            target=clusters[self.target.alias],
-            enabled=True,
-            topics=[self.topics_regex],
-            tasks_max=self.tasks_max,
-        )
+        self.flows = [
+            services.flow_create(
+                actor=None,
+                source=clusters[self.source.alias],
+                target=clusters[self.target.alias],
+                enabled=True,
+                topics=[regex],
+                tasks_max=self.tasks_max,
+            )
+            for regex in self.topics_regexes
+        ]
         redis_url = _redis_url(self.redis_db)
         production = {
             name: str(getattr(settings, name))
@@ -588,7 +609,8 @@ class RuntimeTool(Tool):
         self.admin.sign_in(self.web.url)
 
     def start(self) -> None:
-        self.runtime.start_worker("replication", queues="replication")
+        for name in self.replication_workers:
+            self.runtime.start_worker(name, queues="replication")
         self.runtime.start_worker("metadata", queues="metadata")
         self.runtime.start_beat()
 
@@ -599,8 +621,13 @@ class RuntimeTool(Tool):
                     f"{name} exited ({process.returncode}); its log: {self.workdir / name}.log"
                 )
 
+    @property
+    def replication_workers(self) -> list[str]:
+        """The replication workers' names (their logs are `<name>.log`)."""
+        return ["replication"] + [f"replication-{number}" for number in range(2, self.workers + 1)]
+
     def replicator_pids(self) -> list[int]:
-        return [self.runtime.processes["replication"].pid]
+        return [self.runtime.processes[name].pid for name in self.replication_workers]
 
     def control_plane_pids(self) -> list[int]:
         web = self.web.process.pid
@@ -618,8 +645,8 @@ class RuntimeTool(Tool):
             self.runtime.close()
         if self.web is not None and self.web.process is not None:
             self.web.kill()
-        if self.flow is not None:
-            services.flow_delete(actor=None, flow=self.flow)
+        for flow in self.flows:
+            services.flow_delete(actor=None, flow=flow)
 
     # -- observations --
     def tick(self, *, in_window: bool) -> None:
@@ -659,11 +686,17 @@ class RuntimeTool(Tool):
         return self.figures_
 
     def first_slice_at(self) -> float | None:
-        """When the replication worker received its first slice: its chain's lease comes with it."""
-        found = FIRST_SLICE.search(self.runtime.log("replication"))
-        if found is None:
-            return None
-        return datetime.datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").astimezone().timestamp()
+        """When a replication worker first received a slice (its chain's lease comes with it): the earliest
+        of the workers', so that with several flows the figure is the slowest flow's, never flattered."""
+        found = [FIRST_SLICE.search(self.runtime.log(name)) for name in self.replication_workers]
+        return min(
+            (
+                datetime.datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S,%f").astimezone().timestamp()
+                for match in found
+                if match is not None
+            ),
+            default=None,
+        )
 
     def _observe_status(self) -> None:
         from django.utils import timezone
@@ -674,12 +707,17 @@ class RuntimeTool(Tool):
         if time.monotonic() < self._next_status_sample:
             return
         self._next_status_sample = time.monotonic() + STATUS_SAMPLE_S
-        live = rollup.partitions_live(
-            list(FlowPartitionStatus.objects.filter(flow=self.flow)),
-            flow=self.flow,
-            budget=budgets.rpo_budget_of(flow=self.flow),
-            now=timezone.now(),
-        )
+        now = timezone.now()
+        live = [
+            partition
+            for flow in self.flows
+            for partition in rollup.partitions_live(
+                list(FlowPartitionStatus.objects.filter(flow=flow)),
+                flow=flow,
+                budget=budgets.rpo_budget_of(flow=flow),
+                now=now,
+            )
+        ]
         if live:
             self.figures_.status_ages.append(max(partition.age_s for partition in live))
             self.figures_.stale = max(self.figures_.stale, sum(partition.stale for partition in live))
@@ -691,7 +729,7 @@ class RuntimeTool(Tool):
 
         from controlplane.assurance.models import PartitionVerification
 
-        found = PartitionVerification.objects.filter(flow=self.flow, checked_at__isnull=False).aggregate(
+        found = PartitionVerification.objects.filter(flow__in=self.flows, checked_at__isnull=False).aggregate(
             rows=Count("id"), first=Min("checked_at"), last=Max("checked_at")
         )
         figures = self.figures_
@@ -706,13 +744,14 @@ class RuntimeTool(Tool):
     def _request_round(self) -> None:
         import requests
 
+        flow = self.flows[0]  # with several flows, the first one's page and status
         pages = {
             "/metrics (bearer token)": (self.admin.metrics, "/metrics"),
             "/flows/ (signed in)": (self.admin.browser, "/flows/"),
-            f"/flows/{self.flow.pk}/ (signed in)": (self.admin.browser, f"/flows/{self.flow.pk}/"),
-            f"/api/v1/flows/{self.flow.pk}/status/ (token)": (
+            f"/flows/{flow.pk}/ (signed in)": (self.admin.browser, f"/flows/{flow.pk}/"),
+            f"/api/v1/flows/{flow.pk}/status/ (token)": (
                 self.admin.api,
-                f"/api/v1/flows/{self.flow.pk}/status/",
+                f"/api/v1/flows/{flow.pk}/status/",
             ),
         }
         for label, (session, path) in pages.items():
@@ -732,7 +771,7 @@ class RuntimeTool(Tool):
         from workers.alerts import task_leases
 
         started = time.perf_counter()
-        alerts.alerts_evaluate(tasks=task_leases(), replication_workers=1)
+        alerts.alerts_evaluate(tasks=task_leases(), replication_workers=self.workers)
         self.figures_.alert_evaluation.seconds.append(time.perf_counter() - started)
 
 
@@ -935,11 +974,13 @@ ROWS: tuple[tuple[str, str, int], ...] = (
 RATIO_FIELDS = ("start_s", "p50_ms", "p99_ms", "cpu_per_s", "cpu_us_per_record", "peak_rss_mb")
 
 
-def report(partitions: int, runs: list[Run], *, topics: int, rate: float, seconds: float) -> list[str]:
+def report(
+    partitions: int, runs: list[Run], *, topics: int, rate: float, seconds: float, fleet: str = ""
+) -> list[str]:
     lines = [
         "",
         f"=== {partitions:,} partitions ({topics} topics), {rate:g} record/s each ({partitions * rate:,.0f} "
-        f"records/s), {seconds:g} s window ===",
+        f"records/s), {seconds:g} s window{fleet} ===",
     ]
     mm2 = next((run for run in runs if run.tool == MM2 and not run.failure), None)
     ours = [run for run in runs if run.tool != MM2]
@@ -989,9 +1030,9 @@ def run(args: argparse.Namespace) -> int:
             runs = []
             for tool_name in tools:
                 prefix = f"scale{number}-{tool_name}"
-                topics = topic_layout(prefix, partitions, args.partitions_per_topic)
-                # No backslash: mm2.properties is a Java properties file, where one escapes the next character.
-                regex = f"{prefix}-[0-9]+"
+                flows = args.flows if tool_name == "runtime" else 1
+                layout = fleet_layout(prefix, partitions, args.partitions_per_topic, flows)
+                topics = {name: count for _, flow_topics in layout for name, count in flow_topics.items()}
                 run_dir = workdir / f"{partitions}-{tool_name}"
                 run_dir.mkdir()
                 if tool_name == "runtime":
@@ -999,15 +1040,17 @@ def run(args: argparse.Namespace) -> int:
                         workdir=run_dir,
                         source=source,
                         target=target,
-                        topics_regex=regex,
+                        topics_regexes=[regex for regex, _ in layout],
                         partitions=partitions,
                         tasks_max=args.tasks_max,
+                        workers=args.workers,
                         redis_db=args.redis_db,
                         requests_rounds=args.requests,
                         seconds=args.seconds,
                         admin=admin,
                     )
                 else:
+                    ((regex, _),) = layout
                     properties = flow_properties(source, target, regex, tasks_max=args.tasks_max)
                     tool = DedicatedTool(tool_name, workdir=run_dir, properties=properties)
                 print(f"{partitions:,} partitions: {tool_name} ...", flush=True)
@@ -1023,8 +1066,14 @@ def run(args: argparse.Namespace) -> int:
                     )
                 )
             failed |= any(run.failure for run in runs)
+            fleet = f"; runtime: {args.flows} flows, {args.workers} replication workers"
             for line in report(
-                partitions, runs, topics=len(topics), rate=args.rate_per_partition, seconds=args.seconds
+                partitions,
+                runs,
+                topics=len(topics),
+                rate=args.rate_per_partition,
+                seconds=args.seconds,
+                fleet=fleet if (args.flows, args.workers) != (1, 1) else "",
             ):
                 print(line, flush=True)
     return 1 if failed else 0
@@ -1052,6 +1101,15 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--partitions-per-topic", type=positive_int, default=50, help="default 50")
     parser.add_argument(
         "--tasks-max", type=positive_int, default=1, help="tasks.max of every tool (default 1)"
+    )
+    parser.add_argument(
+        "--flows",
+        type=positive_int,
+        default=1,
+        help="runtime: flows sharing the N partitions, each on its own topics (default 1; the other tools: one)",
+    )
+    parser.add_argument(
+        "--workers", type=positive_int, default=1, help="runtime: replication workers (default 1)"
     )
     parser.add_argument(
         "--start-timeout",

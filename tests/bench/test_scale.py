@@ -15,9 +15,24 @@ def test_topics_of_the_layout_add_up_to_the_partitions_asked_for():
     assert scale.topic_layout("p", 100, 50) == {"p-0000": 50, "p-0001": 50}
 
 
+def test_a_fleet_shares_the_partitions_between_its_flows_each_regex_matching_only_its_own_topics():
+    import re
+
+    layout = scale.fleet_layout("scale0-runtime", 20_003, 50, 4)
+
+    assert [sum(topics.values()) for _, topics in layout] == [5001, 5001, 5001, 5000]
+    names = [name for _, topics in layout for name in topics]
+    assert len(names) == len(set(names)) == 3 * 101 + 100
+    for k, (regex, topics) in enumerate(layout):
+        mine = [name for name in names if re.fullmatch(regex, name)]
+        assert mine == list(topics), k
+    assert scale.fleet_layout("p", 100, 50, 1) == [("p-[0-9]+", {"p-0000": 50, "p-0001": 50})]
+
+
 def test_options_default_to_both_modes_beside_mm2_and_repeat():
     args = scale.parse([])
     assert (args.partitions, args.mode, args.without_mm2) == ([100], ["runtime", "dedicated"], False)
+    assert (args.flows, args.workers) == (1, 1)
 
     args = scale.parse(
         ["--partitions", "500", "--partitions", "2000", "--mode", "dedicated", "--mode", "dedicated"]
