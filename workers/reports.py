@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import close_old_connections
@@ -23,9 +24,14 @@ from django.utils import timezone
 from controlplane import reports
 from controlplane.flows import pools, selectors
 from controlplane.reports.models import ReportRun, ReportTrigger
-from dashboards.spark.jobs import REPORT_KEYS, CapacityOptions, ReportOptions, run_reports
-from dashboards.spark.session import spark_session
 from workers.app import app
+
+if TYPE_CHECKING:
+    from dashboards.spark.jobs import ReportOptions
+
+# The report job's modules (Spark, pandas, pyarrow.compute) are imported by the functions that run it:
+# every worker process imports this module (the app's `include`) and beat too, and most of them never
+# run a report; importing them cost each process's start about 0.4 CPU-s of its 2.
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +44,8 @@ def report_options() -> ReportOptions:
     The capacity plan's pools are today's: each flow's pool and each pool's live workers (unknown when
     Redis does not answer); a flow deleted since counts in the default pool.
     """
+    from dashboards.spark.jobs import CapacityOptions, ReportOptions
+
     tasks_max = max(selectors.flow_list().values_list("tasks_max", flat=True), default=1)
     listed = pools.pool_list()
     return ReportOptions(
@@ -71,6 +79,9 @@ def run_report(
 
     A failing job fails the run with its error (logged with the traceback) instead of raising.
     """
+    from dashboards.spark.jobs import REPORT_KEYS, run_reports
+    from dashboards.spark.session import spark_session
+
     run = reports.report_run_start(run_id=run_id)
     if run is None:
         log.info("report run %s is not queued any more: skipped", run_id)
