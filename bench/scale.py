@@ -381,6 +381,8 @@ class Traffic:
         self.stop_load.set()
         self.stop_reading.set()
         for process in self.processes:
+            if process.pid is None:  # never started: the run failed before its traffic began
+                continue
             process.join(DRAIN_S + 30)
             if process.is_alive():
                 process.kill()

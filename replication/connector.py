@@ -53,6 +53,36 @@ class NewRemoteTopic:
     configs: Mapping[str, str]
 
 
+# Apache Kafka's KRaft controller refuses a whole CreateTopics request, creating nothing, that creates more
+# than 10,000 partitions ("Excessively large number of partitions per request") or writes more than
+# 10,000 metadata records ("Unable to perform excessively large batch operation"). A new topic writes one
+# record, one per partition and one per config set on it; creation requests stay at half the bound, so a
+# flow of 10,000-50,000 partitions is created in steps (and its first remote topics are served sooner).
+CREATE_RECORDS_PER_REQUEST = 5_000
+
+
+def creation_records(topic: NewRemoteTopic) -> int:
+    """The metadata records creating `topic` writes on a KRaft controller."""
+    return 1 + topic.partitions + len(topic.configs)
+
+
+def creation_batches(
+    topics: Iterable[NewRemoteTopic], *, records: int = CREATE_RECORDS_PER_REQUEST
+) -> list[list[NewRemoteTopic]]:
+    """`topics` in order, in requests of at most `records` metadata records each; a topic above it alone
+    in its own (the broker then answers for that topic only)."""
+    batches: list[list[NewRemoteTopic]] = []
+    size = 0
+    for topic in topics:
+        cost = creation_records(topic)
+        if not batches or size + cost > records:
+            batches.append([])
+            size = 0
+        batches[-1].append(topic)
+        size += cost
+    return batches
+
+
 @dataclass(frozen=True)
 class PartitionGrowth:
     topic: str

@@ -24,7 +24,12 @@ from confluent_kafka.admin import (
 
 from replication.cluster_ports import TopicAdminError
 from replication.config import ClusterConfig
-from replication.connector import NewRemoteTopic, TopicDescription
+from replication.connector import (
+    CREATE_RECORDS_PER_REQUEST,
+    NewRemoteTopic,
+    TopicDescription,
+    creation_batches,
+)
 from replication.kafka.clients import kafka_error_code, kafka_error_reason, make_admin
 
 log = logging.getLogger(__name__)
@@ -143,28 +148,30 @@ class TopicAdmin:
             )
         return descriptions
 
-    def create_topics(self, topics: Iterable[NewRemoteTopic]) -> dict[str, TopicAdminError | None]:
-        """Create each topic; an already existing topic (a concurrent creator) counts as created."""
-        new_topics = [
-            NewTopic(topic.name, topic.partitions, topic.replication_factor, config=dict(topic.configs))
-            for topic in topics
-        ]
-        if not new_topics:
-            return {}
+    def create_topics(
+        self, topics: Iterable[NewRemoteTopic], *, records_per_request: int = CREATE_RECORDS_PER_REQUEST
+    ) -> dict[str, TopicAdminError | None]:
+        """Create each topic, in order, in requests the controller accepts (`connector.creation_batches`);
+        an already existing topic (a concurrent creator) counts as created."""
         outcome: dict[str, TopicAdminError | None] = {}
-        for name, future in self._admin.create_topics(new_topics, request_timeout=self.timeout_s).items():
-            try:
-                future.result()
-                outcome[name] = None
-            except KafkaException as exc:
-                already_exists = _error_code(exc) == KafkaError.TOPIC_ALREADY_EXISTS
-                outcome[name] = (
-                    None
-                    if already_exists
-                    else TopicAdminError(
-                        f"creating topic {name} on cluster {self.cluster.alias} failed: {kafka_error_reason(exc)}"
+        for batch in creation_batches(topics, records=records_per_request):
+            new_topics = [
+                NewTopic(topic.name, topic.partitions, topic.replication_factor, config=dict(topic.configs))
+                for topic in batch
+            ]
+            for name, future in self._admin.create_topics(new_topics, request_timeout=self.timeout_s).items():
+                try:
+                    future.result()
+                    outcome[name] = None
+                except KafkaException as exc:
+                    already_exists = _error_code(exc) == KafkaError.TOPIC_ALREADY_EXISTS
+                    outcome[name] = (
+                        None
+                        if already_exists
+                        else TopicAdminError(
+                            f"creating topic {name} on cluster {self.cluster.alias} failed: {kafka_error_reason(exc)}"
+                        )
                     )
-                )
         return outcome
 
     def set_topic_configs(

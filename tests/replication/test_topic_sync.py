@@ -9,6 +9,12 @@ import pytest
 from confluent_kafka.admin import ConfigEntry, ConfigSource, NewTopic
 
 from replication.config import FlowConfig
+from replication.connector import (
+    CREATE_RECORDS_PER_REQUEST,
+    NewRemoteTopic,
+    creation_batches,
+    creation_records,
+)
 from replication.kafka.admin import TopicAdmin, topic_overrides
 from replication.kafka.clients import make_admin
 from replication.kafka.internal_topics import InternalTopic
@@ -231,3 +237,58 @@ def test_a_task_writes_the_internal_topics_the_topic_sync_creates_first(cluster_
 
     assert (positions.cluster, positions.name) == (cluster_b, positions_topic("A"))
     assert (offset_syncs.cluster, offset_syncs.name) == (cluster_a, policy.flow_offset_syncs_topic(flow))
+
+
+def test_creation_requests_stay_under_the_controllers_records_bound_in_order():
+    """KRaft refuses a whole request of more than 10,000 metadata records: a topic costs one, one per
+    partition and one per config; the requests keep the plan's order (internal topics first)."""
+    topics = [
+        NewRemoteTopic("positions", "positions", 1, 1, {"cleanup.policy": "compact"}),
+        *(NewRemoteTopic(f"A.t{n}", f"t{n}", 1_000, 1, {}) for n in range(12)),
+        NewRemoteTopic("A.huge", "huge", 12_000, 1, {}),
+        NewRemoteTopic("A.last", "last", 3, 1, {}),
+    ]
+
+    batches = creation_batches(topics)
+
+    assert [topic.name for batch in batches for topic in batch] == [topic.name for topic in topics]
+    assert all(sum(map(creation_records, batch)) <= CREATE_RECORDS_PER_REQUEST for batch in batches[:-2])
+    assert [len(batch) for batch in batches] == [5, 4, 4, 1, 1]  # 3 + 4 x 1,001 ... then the huge one alone
+    assert creation_batches([]) == []
+    assert creation_records(topics[0]) == 3
+
+
+def test_a_request_over_the_bound_is_refused_whole_and_the_adapter_creates_the_same_topics_in_steps(
+    cluster_a, unique_name, monkeypatch
+):
+    """Apache Kafka 4's controller refuses one CreateTopics of 10,002 partitions outright (nothing
+    created): the adapter sends requests under the bound (here made small: one topic per request) and
+    answers for every topic across them."""
+    if KAFKA_KIND != "apache":
+        pytest.skip("the records bound is the KRaft controller's")
+    admin = TopicAdmin(cluster_a)
+    too_large = [NewRemoteTopic(f"{unique_name}-big{n}", "s", 5_001, 1, {}) for n in range(2)]
+
+    refused = admin.create_topics(too_large, records_per_request=20_000)
+
+    assert {name: "excessively large" in str(error).lower() for name, error in refused.items()} == {
+        topic.name: True for topic in too_large
+    }
+    assert not any(topic.name in admin.partition_counts() for topic in too_large)
+
+    requests: list[list[str]] = []
+    send = admin._admin.create_topics
+
+    def counted(new_topics, **options):  # the real AdminClient's request, counted
+        requests.append([topic.topic for topic in new_topics])
+        return send(new_topics, **options)
+
+    monkeypatch.setattr(admin._admin, "create_topics", counted)
+    small = [NewRemoteTopic(f"{unique_name}-s{n}", "s", 2, 1, {}) for n in range(3)]
+    _create(cluster_a, small[1].name, 2)  # a concurrent creator: counts as created
+
+    outcome = admin.create_topics(small, records_per_request=3)
+
+    assert requests == [[topic.name] for topic in small]
+    assert outcome == {topic.name: None for topic in small}
+    assert all(admin.partition_counts()[topic.name] == 2 for topic in small)
