@@ -9,6 +9,11 @@ acknowledged. While the sink's queue is full (`BufferError`) its reports are ser
 more. A record the sink refuses (too large, a producer failed fatally) fails its partition there
 (`ProduceFailed`); a delivery that failed fails its partition at that record (`failures`), and the task
 restarts its partitions on a fresh sink (`replace_sink`), so no old report interleaves with new records.
+
+A transactional sink asks for one report per run (a partition's consecutive records of a batch) instead
+of one per record: its commit delivers every record of the transaction or fails it
+(`PartitionState.run_reporter`, `deliver_committed`). A report costs the client a message object (the
+value copied) and a Python call; the engine's share of CPU per record beside a bare loop was mostly that.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ class Delivery:
         self._rewrite, self._schema_ids, self._hold = rewrite, schema_ids, hold
         self.sink: RecordSink = io.sink()
         self.acks = Acknowledgements()
+        self._per_run = io.transactional  # one report per run: a commit confirms the rest
         self._warmed: set[str] = set()  # remote topics the current sink knows (`warm`)
 
     def __len__(self) -> int:
@@ -114,6 +120,8 @@ class Delivery:
         runs between polls; False from it ends the batch (and this returns False)."""
         produce, poll = self.sink.produce, self.poll
         rewrite, schema_ids, hold = self._rewrite, self._schema_ids, self._hold
+        per_run = self._per_run
+        run_start = False  # per run: the next record sent is its run's first (it asks for the report)
         last_topic: str | None = None
         last_partition: int | None = -1
         state: PartitionState | None = None
@@ -132,6 +140,7 @@ class Delivery:
                 if state.last_polled_timestamp_ms is None:  # its first records of this fetch
                     polled.append(state)
                 remote_topic, on_delivery, in_flight = state.remote_topic, state.on_delivery, state.in_flight
+                run_start = per_run
             elif state is None:
                 continue
             offset = message.offset()
@@ -152,6 +161,11 @@ class Delivery:
                     hold.hold(state, offset, wait)
                     state = None  # its other records fetched with it wait as well
                     continue
+            if per_run:
+                if run_start:
+                    on_delivery, run_start = state.run_reporter(), False
+                else:
+                    on_delivery = None
             while True:
                 try:
                     produce(
@@ -174,6 +188,8 @@ class Delivery:
                     state.fail(offset, str(exc))
                     raise ProduceFailed(state, offset, exc) from exc
             in_flight.append(offset)  # type: ignore[union-attr]
+            if per_run:
+                state.sent_bytes += len(message)
             state.next_offset = offset + 1  # only now: a position may be persisted in between
         return True
 

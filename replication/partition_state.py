@@ -14,6 +14,13 @@ reads or writes the fields between fetches (the task and its collaborators: `rep
 Per record that is one Python call keeping two ints: settling a run of a partition's reports whose source
 and target offsets both advance by one (no compaction, no markers, no other writer) decides its offset
 syncs per sync, not per record (`OffsetSyncWriter.on_run`), and sums the sizes in C.
+
+In Kafka transactions a partition asks for one report per run (its consecutive records of a fetched batch,
+`run_reporter`): the task's records of one transaction sit one after another on the remote partition (one
+writer; markers only between transactions), so a report on a run's first record places every record
+sent before it in the transaction, and the commit (`deliver_committed`) places the rest after the last
+report. Positions and offset syncs are written only after a commit, and an aborted transaction restarts
+its partitions from what is committed, so nothing is decided from a record its commit did not confirm.
 """
 
 from __future__ import annotations
@@ -75,6 +82,10 @@ class PartitionState:
         "on_delivery",
         "acked_offsets",
         "acked_sizes",
+        "reported_places",
+        "settled",
+        "acked_downstream",
+        "sent_bytes",
         "touched",
         "persisted_at",
         "topic",
@@ -147,6 +158,13 @@ class PartitionState:
         # every garbage collection walk them).
         self.acked_offsets: list[int] = []
         self.acked_sizes: list[int] = []
+        # One report per run (`run_reporter`): each report's place among the records ever sent (the
+        # records `settled` so far, then the in-flight ones), the target offset of the last record
+        # acknowledged, and the bytes sent since the last settle.
+        self.reported_places: list[int] = []
+        self.settled = 0
+        self.acked_downstream = -1
+        self.sent_bytes = 0
         self.on_delivery = self._reporter()
 
     @property
@@ -187,6 +205,26 @@ class PartitionState:
 
         return on_delivery
 
+    def run_reporter(self) -> DeliveryCallback:
+        """The delivery callback of a run's first record, about to be sent (in a transaction, the others of
+        the run ask for no report, their sizes added to `sent_bytes`): its report places it and every
+        record sent before it (`settle`); a failed one fails the partition at its record."""
+        place = self.settled + len(self.in_flight)
+
+        def on_delivery(error: ClientError | None, message: SourceRecord) -> None:
+            if error is None:
+                if not self.acked_offsets:
+                    self.acks.unsettled.append(self)
+                self.acked_offsets.append(message.offset())
+                self.reported_places.append(place)
+                self.last_acked = message
+            else:
+                self.settle()
+                self._touch()
+                self.fail(self.in_flight[place - self.settled], error.str())
+
+        return on_delivery
+
     def _touch(self) -> None:
         if not self.touched:
             self.touched = True
@@ -194,14 +232,49 @@ class PartitionState:
 
     def settle(self) -> None:
         """The kept reports, in produce order (the RecordSink's contract per partition): each acknowledges
-        the oldest in-flight offset; counts and offset syncs follow."""
+        the oldest in-flight offset (one report per run: every in-flight offset up to its record's);
+        counts and offset syncs follow."""
         offsets = self.acked_offsets
-        count = len(offsets)
-        if not count:
+        if not offsets:
             return
+        places = self.reported_places
+        if places:  # one report per run: target offsets one after another up to the last report's
+            count = places[-1] - self.settled + 1
+            places.clear()
+            last = offsets[-1]
+            offsets.clear()
+            size, self.sent_bytes = self.sent_bytes, 0
+            self._acknowledge(count, last - count + 1, size)
+            return
+        count = len(offsets)
+        downstream = offsets[0]
+        sizes = self.acked_sizes
+        size = sum(sizes)
+        sizes.clear()
+        if offsets[-1] - downstream == count - 1:
+            offsets.clear()
+            self._acknowledge(count, downstream, size)
+            return
+        on_ack, take = self.syncs.on_ack, self.in_flight.popleft
+        for offset in offsets:
+            on_ack(take(), offset)
+        self._acknowledged(count, offsets[-1], size)
+        offsets.clear()
+
+    def deliver_committed(self) -> None:
+        """The transaction that sent every record in flight committed: each was delivered, in order,
+        right after the last one acknowledged (the records after the last report of one per run)."""
+        self.settle()
+        count = len(self.in_flight)
+        if count:
+            size, self.sent_bytes = self.sent_bytes, 0
+            self._acknowledge(count, self.acked_downstream + 1, size)
+
+    def _acknowledge(self, count: int, downstream: int, size: int) -> None:
+        """The oldest `count` in-flight records were acknowledged at `downstream` and after, one each."""
         in_flight, syncs = self.in_flight, self.syncs
-        upstream, downstream = in_flight[0], offsets[0]
-        if in_flight[count - 1] - upstream == count - 1 == offsets[-1] - downstream:
+        upstream = in_flight[0]
+        if in_flight[count - 1] - upstream == count - 1:
             syncs.on_run(upstream, downstream, count)
             if count == len(in_flight):  # everything in flight acknowledged: the common case
                 in_flight.clear()
@@ -210,12 +283,13 @@ class PartitionState:
                     in_flight.popleft()
         else:
             on_ack, take = syncs.on_ack, in_flight.popleft
-            for offset in offsets:
-                on_ack(take(), offset)
-        offsets.clear()
-        sizes = self.acked_sizes
-        size = sum(sizes)
-        sizes.clear()
+            for target in range(downstream, downstream + count):
+                on_ack(take(), target)
+        self._acknowledged(count, downstream + count - 1, size)
+
+    def _acknowledged(self, count: int, last_downstream: int, size: int) -> None:
+        self.settled += count
+        self.acked_downstream = last_downstream
         self.acked_records += count
         self.acked_bytes += size
         acks = self.acks

@@ -69,12 +69,15 @@ class Progress:
             if states.get(key) is not state:  # restarted or gone meanwhile: its reports are no news
                 continue
             self._positions.dirty[key] = self._metrics.unreported[key] = state
-            if transactions is None or not transactions.acknowledged(state):
+            if transactions is None:
                 self._metrics.latency(state, now)
+            else:  # observed once committed (`committed`)
+                transactions.acknowledged(state)
 
     def committed(self, states: Mapping[TopicPartition, PartitionState], now: float) -> None:
-        """The open transaction committed: every partition acknowledged in it (all dirty once collected)
-        counts its records as replicated, and their replication latency is observed now."""
+        """The open transaction committed: every partition acknowledged in it (all dirty once collected,
+        those whose reports came with the commit too) counts its records as replicated, and their
+        replication latency is observed now."""
         assert self._transactions is not None
         self.collect(states, now)
         for key, state in self._transactions.committed(self._positions.dirty.values()).items():

@@ -80,7 +80,8 @@ DeliveryCallback = Callable[[ClientError | None, SourceRecord], None]
 
 
 class RecordSink(Protocol):
-    """The target, written in order per partition; every produced record gets exactly one delivery report.
+    """The target, written in order per partition; every record produced with a callback gets exactly one
+    delivery report (a transactional sink's commit answers for those produced without one).
 
     Reports of one partition arrive in produce order; a failed record is never followed by a delivered
     one of the same partition that was produced after it (idempotent, gapless producer)."""
@@ -94,7 +95,7 @@ class RecordSink(Protocol):
         partition: int,
         timestamp: int,  # ms; 0: "now"
         headers: Headers,
-        on_delivery: DeliveryCallback,
+        on_delivery: DeliveryCallback | None,
     ) -> None:
         """Queue one record. `BufferError` while the queue is full (serve reports with `poll`, try again);
         any other exception: this record cannot be sent."""

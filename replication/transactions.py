@@ -6,8 +6,9 @@ per sink, before the committed tails are read. A transaction is open from a fetc
 the next commit; a commit that times out is retried for up to `timeout_s`, any other failure is a
 `TransactionFailed` whose `failure` says what it means (`TransactionFailure`: abort and restart the
 partitions from what is committed, or fenced: stop for good). Records count as replicated once a commit
-included them (`committed`); the records of an aborted transaction are rolled back from the counters and
-returned, to be counted apart (`rolled_back`).
+included them (`committed`, which places the records sent after each partition's last delivery report);
+the records of an aborted transaction are rolled back from the counters and returned, to be counted
+apart (`rolled_back`).
 """
 
 from __future__ import annotations
@@ -165,17 +166,22 @@ class Transactions:
         )
 
     def acknowledged(self, state: PartitionState) -> bool:
-        """A partition heard acknowledgements: kept for the commit when a transaction is open (whether)."""
-        if self.open:
-            self.uncommitted[state.key] = state
+        """A partition heard acknowledgements: kept for the next `committed`, even when no transaction is
+        open any more (reports served by a commit belong to the transaction it just committed, whose
+        records after them it places); whether a transaction is open."""
+        self.uncommitted[state.key] = state
         return self.open
 
     def committed(self, acknowledged: Iterable[PartitionState]) -> dict[TopicPartition, PartitionState]:
-        """The open transaction committed: what the `acknowledged` partitions hold counts as replicated.
-        The partitions acknowledged in it, whose replication latency is observed now."""
+        """The open transaction committed: every record it sent was delivered (its partitions asked for
+        one report per run: `PartitionState.deliver_committed`), and what the `acknowledged` partitions
+        hold counts as replicated. The partitions acknowledged in it, whose replication latency is
+        observed now."""
+        uncommitted, self.uncommitted = self.uncommitted, {}
+        for state in uncommitted.values():
+            state.deliver_committed()
         for state in acknowledged:
             state.committed_records, state.committed_bytes = state.acked_records, state.acked_bytes
-        uncommitted, self.uncommitted = self.uncommitted, {}
         return uncommitted
 
     def rolled_back(self) -> list[tuple[PartitionState, int]]:

@@ -247,6 +247,8 @@ class MemorySink:
         self.pending: list[tuple[TopicPartition, MemoryRecord, DeliveryCallback, bool]] = []
         self.produced: dict[TopicPartition, int] = {}
         self.failed: set[TopicPartition] = set()
+        self.failures = 0  # records whose delivery failed
+        self.reports = 0  # successful delivery reports served (callbacks called)
         self.most_pending = 0
         self.buffer_errors = 0
         self.warmed: list[str] = []  # topics list_topics was asked for, in order
@@ -274,9 +276,14 @@ class MemorySink:
             self.pending.remove(entry)
             key_, record, on_delivery, failing = entry
             if failing:
-                on_delivery(MemoryError_("delivery failed: broker unavailable"), record)
+                self.failures += 1
+                if on_delivery is not None:
+                    on_delivery(MemoryError_("delivery failed: broker unavailable"), record)
             else:
-                on_delivery(None, self._write(key_, record))
+                written = self._write(key_, record)
+                if on_delivery is not None:  # a record produced without a callback asks for no report
+                    self.reports += 1
+                    on_delivery(None, written)
         return len(reported)
 
     def flush(self, timeout: float = 0) -> int:
@@ -399,18 +406,21 @@ class MemoryIO:
     sinks: list[MemorySink] = field(default_factory=list)
     made: list[MemorySink] = field(default_factory=list)
 
-    def task_io(self, *, per_partition: int = 7) -> TaskIO:
+    def task_io(self, *, per_partition: int = 7, transactional: bool = False) -> TaskIO:
+        """`transactional`: the sinks are `MemoryTransactionalSink`s (exactly_once in transactions)."""
         return TaskIO(
             source=MemorySource(self.source_cluster, per_partition=per_partition),
-            sink=self._sink,
+            sink=lambda: self._sink(MemoryTransactionalSink if transactional else MemorySink),
             offset_syncs=lambda: self.emitter,
             source_reader=lambda: MemoryReader(self.source_cluster),
             target_reader=lambda: MemoryReader(self.target_cluster),
             settle_timeout_s=1.0,
+            transactional=transactional,
+            transaction_failure=memory_transaction_failure if transactional else None,
         )
 
-    def _sink(self) -> MemorySink:
-        sink = self.sinks.pop(0) if self.sinks else MemorySink(self.target_cluster)
+    def _sink(self, kind: type[MemorySink]) -> MemorySink:
+        sink = self.sinks.pop(0) if self.sinks else kind(self.target_cluster)
         self.made.append(sink)
         return sink
 
@@ -435,6 +445,7 @@ class MemoryTransactionalSink(MemorySink):
         super().__init__(cluster, **kwargs)
         self.calls: list[str] = []
         self.failing: dict[str, list[TransactionFailure]] = {}
+        self._failures_before = 0
 
     def _call(self, name: str) -> None:
         self.calls.append(name)
@@ -446,10 +457,14 @@ class MemoryTransactionalSink(MemorySink):
 
     def begin_transaction(self) -> None:
         self._call("begin")
+        self._failures_before = self.failures
 
     def commit_transaction(self, timeout: float) -> None:
+        """Delivers every record of the transaction; one that failed fails the commit (ABORT), as Kafka's."""
         self._call("commit")
         self.flush(timeout)
+        if self.failures > self._failures_before:
+            raise MemoryTransactionError(TransactionFailure.ABORT)
 
     def abort_transaction(self, timeout: float) -> None:
         self._call("abort")

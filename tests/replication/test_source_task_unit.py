@@ -61,6 +61,7 @@ def make_task(
     per_partition: int = 7,
     remote_wait_s: float = 30.0,
     clock=time.time,
+    transactional: bool = False,
 ) -> MirrorSourceTask:
     flow = FlowConfig(
         source="A",
@@ -75,7 +76,7 @@ def make_task(
         policy=replication_policy_for(flow, known_aliases=("A", "B")),
         task_index=0,
         position_store=store,
-        io=io.task_io(per_partition=per_partition),
+        io=io.task_io(per_partition=per_partition, transactional=transactional),
         gap_confirm_s=0.0,
         remote_partition_wait_s=remote_wait_s,
         clock=clock,

@@ -1,0 +1,115 @@
+"""exactly_once in transactions asks the sink for one delivery report per run (a partition's records of
+one fetched batch), not per record, and the commit places the rest (`PartitionState.run_reporter`,
+`deliver_committed`), on in-memory clients: the copy, its positions and its offset syncs are the same as
+with a report per record, and a transaction whose commit fails (a record in it failed) moves no position."""
+
+from __future__ import annotations
+
+from replication.config import DeliveryGuarantee
+from replication.memory.task_io import MemoryTransactionalSink
+from replication.mirroring import source_offset_of
+from replication.partition_state import Acknowledgements
+from replication.positions import InMemoryPositionStore
+from replication.source import SliceErrorKind
+from tests.replication.states import partition_state
+from tests.replication.test_source_task_unit import REMOTE, TOPIC, make_io, make_task, run_until_copied
+
+EOS = DeliveryGuarantee.EXACTLY_ONCE
+
+
+def copied_in_order(io, partitions: int = 3) -> bool:
+    """Each target partition holds its source partition's values, each once, with their source offsets."""
+    return all(
+        [(source_offset_of(r.headers()), r.value()) for r in io.target_cluster.read(REMOTE, partition)]
+        == [(r.offset(), r.value()) for r in io.source_cluster.read(TOPIC, partition)]
+        for partition in range(partitions)
+    )
+
+
+class ReportsWithTheCommit(MemoryTransactionalSink):
+    """Serves no report before a commit: every report of a transaction comes with its commit."""
+
+    committing = False
+
+    def poll(self, timeout: float = 0) -> int:
+        return super().poll(timeout) if self.committing else 0
+
+    def commit_transaction(self, timeout: float) -> None:
+        self.committing = True
+        try:
+            super().commit_transaction(timeout)
+        finally:
+            self.committing = False
+
+
+def copy(*, transactional: bool, per_partition: int, sink: type[MemoryTransactionalSink] | None = None):
+    io, store = make_io(records=100), InMemoryPositionStore()
+    if sink is not None:
+        io.sinks.append(sink(io.target_cluster))
+    task = make_task(io, store, guarantee=EOS, per_partition=per_partition, transactional=transactional)
+    results = run_until_copied(task, io)
+    task.close()
+    return io, store, task, results
+
+
+def test_one_report_per_run_copies_positions_and_syncs_as_a_report_per_record_does():
+    io, store, task, results = copy(transactional=True, per_partition=7)
+    plain_io, plain_store, plain_task, _ = copy(transactional=False, per_partition=7)
+    keys = [(TOPIC, p) for p in range(3)]
+    assert copied_in_order(io)
+    assert store.load(flow=task.flow.name, partitions=keys) == {key: 100 for key in keys}
+    assert sum(result.records for result in results) == 300
+    assert io.emitter.emitted == plain_io.emitter.emitted  # the same MM2 offset syncs, record for record
+    reports = sum(sink.reports for sink in io.made)
+    assert sum(sink.reports for sink in plain_io.made) == 300
+    assert reports == 3 * 15  # one per run of 7 records (15 runs of each partition's 100)
+    assert all(isinstance(sink, MemoryTransactionalSink) for sink in io.made)
+    snapshot = task.metrics.snapshot()
+    assert sum(p.record_count for p in snapshot) == 300 and sum(p.byte_count for p in snapshot) == sum(
+        p.byte_count for p in plain_task.metrics.snapshot()
+    )
+
+
+def test_reports_that_come_with_the_commit_belong_to_the_transaction_it_committed():
+    io, store, task, _ = copy(transactional=True, per_partition=7, sink=ReportsWithTheCommit)
+    plain_io, *_ = copy(transactional=False, per_partition=7)
+    keys = [(TOPIC, p) for p in range(3)]
+    assert isinstance(io.made[0], ReportsWithTheCommit) and io.made[0].reports > 0
+    assert copied_in_order(io)
+    assert store.load(flow=task.flow.name, partitions=keys) == {key: 100 for key in keys}
+    assert io.emitter.emitted == plain_io.emitter.emitted
+    assert sum(p.record_count for p in task.metrics.snapshot()) == 300
+
+
+def test_a_failed_record_fails_its_transaction_whose_records_move_no_position():
+    io, store = make_io(records=50), InMemoryPositionStore()
+    io.sinks.append(MemoryTransactionalSink(io.target_cluster, fail_at={(REMOTE, 1): 20}))
+    task = make_task(io, store, guarantee=EOS, transactional=True)
+    result = task.run_slice(max_seconds=5, return_when_caught_up=True)
+    assert SliceErrorKind.TRANSACTION in {error.kind for error in result.errors}, result.errors
+    assert io.made[0].calls[-1] == "abort"
+    keys = [(TOPIC, p) for p in range(3)]
+    # Every record was fetched and sent in one transaction: nothing of it is a position.
+    assert store.load(flow=task.flow.name, partitions=keys) == {}
+    assert sum(p.record_count for p in task.metrics.snapshot()) == 0
+    run_until_copied(task, io)  # restarted from what the target holds, on a fresh producer
+    assert copied_in_order(io)
+    assert store.load(flow=task.flow.name, partitions=keys) == {key: 50 for key in keys}
+
+
+def test_a_run_report_places_every_record_sent_before_it_and_the_commit_the_rest():
+    state = partition_state(0, acks=Acknowledgements())
+    sent = []
+    for offset in (10, 11, 12, 15, 16):  # an upstream skip at 13-14 (markers, compaction)
+        reporter = state.run_reporter() if offset in (10, 15) else None
+        state.in_flight.append(offset)
+        state.sent_bytes += 3
+        sent.append(reporter)
+    reported = type("Report", (), {"offset": lambda self: 103, "timestamp": lambda self: (1, 0)})()
+    sent[3](None, reported)  # the report of offset 15 (the second run's first record) at target 103
+    state.acks.settle()
+    assert list(state.in_flight) == [16] and state.acked_records == 4 and state.acked_downstream == 103
+    state.deliver_committed()
+    assert not state.in_flight and state.acked_records == 5 and state.acked_bytes == 15
+    syncs = [(sync.upstream_offset, sync.downstream_offset) for sync in state.syncs.drain(now=0, final=True)]
+    assert syncs == [(10, 100), (15, 103), (16, 104)]  # the skip, then the closing progress sync
