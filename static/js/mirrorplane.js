@@ -3,12 +3,19 @@
 (function () {
   "use strict";
 
-  // <button data-opens="id"> opens <dialog id="id"> as a modal (Esc closes it; focus returns).
+  // <button data-opens="id"> opens <dialog id="id"> as a modal (Esc closes it; focus returns). A dialog
+  // shared by the rows of a list is filled from the button that opens it: data-action is its form's
+  // action, and each [data-fills="name"] in it shows the button's data-name (as text, never as markup).
   document.addEventListener("click", function (event) {
     var opener = event.target.closest("[data-opens]");
     if (!opener) return;
     var dialog = document.getElementById(opener.dataset.opens);
-    if (dialog && !dialog.open) dialog.showModal();
+    if (!dialog || dialog.open) return;
+    if (opener.dataset.action) dialog.querySelector("form").action = opener.dataset.action;
+    dialog.querySelectorAll("[data-fills]").forEach(function (slot) {
+      slot.textContent = opener.dataset[slot.dataset.fills] || "";
+    });
+    dialog.showModal();
   });
 
   // <select data-autosubmit>: choosing an option submits its form (no inline handler: the CSP allows none).

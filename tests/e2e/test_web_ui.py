@@ -7,10 +7,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from controlplane import core
 from controlplane.core.roles import Role
+from controlplane.flows import services
 from harness.runtime import create_topic, produce
 from replication.kafka.groups import GroupOffsetsAdmin
 
@@ -40,8 +41,9 @@ def _add_cluster(page: Page, base: str, alias: str, bootstrap: str) -> None:
     expect(page.get_by_text(f"Cluster {alias} created.")).to_be_visible()
 
 
-def _confirm(page: Page, opener: str, action: str) -> None:
-    page.get_by_role("button", name=opener).first.click()
+def _confirm(page: Page, row: Locator, opener: str, action: str) -> None:
+    """`opener` in `row` opens the confirmation the rows share, filled for that row's flow: `action` in it."""
+    row.get_by_role("button", name=opener).click()
     dialog = page.get_by_role("dialog")
     expect(dialog).to_be_visible()
     dialog.get_by_role("button", name=action).click()
@@ -107,14 +109,30 @@ def test_on_call_path(
     expect(page.locator("table.flows")).to_contain_text("A->B")
     screenshot("05-overview")
 
-    # Pause and resume, each confirmed.
+    # Pause and resume, each confirmed in the one dialog per action the rows share, filled by the row's
+    # button: beside A->B, a paused flow C->D (clusters that answer nobody) opens it for C->D, and after its
+    # Cancel, A->B's buttons fill it for A->B (the form's action included: C->D stays paused).
+    other = services.flow_create(
+        actor=None,
+        source=services.cluster_create(actor=None, alias="C", bootstrap_servers="c.invalid:9092"),
+        target=services.cluster_create(actor=None, alias="D", bootstrap_servers="d.invalid:9092"),
+        enabled=True,
+    )
+    services.flow_pause(actor=None, flow=other)
     page.goto(f"{base}/flows/")
-    _confirm(page, "Pause…", "Pause A->B")
+    flows = page.locator("table.flows tbody tr")
+    flows.filter(has_text="C->D").get_by_role("button", name="Resume…").click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog.get_by_role("heading")).to_have_text("Resume C->D?")
+    dialog.get_by_role("button", name="Cancel").click()
+    expect(dialog).to_have_count(0)
+    _confirm(page, flows.filter(has_text="A->B"), "Pause…", "Pause A->B")
     expect(page.get_by_text("Flow A->B paused")).to_be_visible()
-    expect(page.locator("table.flows")).to_contain_text("paused")
+    expect(flows.filter(has_text="A->B").locator(".badge.paused")).to_have_text("paused")
     screenshot("06-flows-paused")
-    _confirm(page, "Resume…", "Resume A->B")
+    _confirm(page, flows.filter(has_text="A->B"), "Resume…", "Resume A->B")
     expect(page.get_by_text("Flow A->B resumed.")).to_be_visible()
+    expect(flows.filter(has_text="C->D").locator(".badge.paused")).to_have_text("paused")
 
     # The failover dry run: the plan and its checklist, read from both clusters by a worker; nothing changes.
     page.goto(f"{base}/flows/")
