@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime
 import logging
 import multiprocessing
@@ -127,18 +128,29 @@ def topic_layout(prefix: str, partitions: int, per_topic: int) -> dict[str, int]
 
 
 def fleet_layout(
-    prefix: str, partitions: int, per_topic: int, flows: int
-) -> list[tuple[str, dict[str, int]]]:
-    """Per flow, its topic regex and its topics: one flow's are `topic_layout`'s; `flows` share
-    `partitions` as evenly as whole partitions allow, flow k's topics named `<prefix>-f<k>-0000`...
-    (no backslash in a regex: mm2.properties is a Java properties file, where one escapes the next)."""
+    prefix: str, partitions: int, per_topic: int, flows: int, *, source: str
+) -> list[tuple[str, str, dict[str, int]]]:
+    """Per flow, its source alias, its topic regex and its topics: one flow's are `topic_layout`'s;
+    `flows` share `partitions` as evenly as whole partitions allow, flow k's topics named
+    `<prefix>-f<k>-0000`... A flow is one per ordered cluster pair: flow k > 0 reads the same source
+    cluster stored under the alias `<source><k+1>` (its remote topics `<source><k+1>.<topic>`). No
+    backslash in a regex: mm2.properties is a Java properties file, where one escapes the next."""
     if flows == 1:
-        return [(f"{prefix}-[0-9]+", topic_layout(prefix, partitions, per_topic))]
+        return [(source, f"{prefix}-[0-9]+", topic_layout(prefix, partitions, per_topic))]
     share, extra = divmod(partitions, flows)
     return [
-        (f"{prefix}-f{k}-[0-9]+", topic_layout(f"{prefix}-f{k}", share + (k < extra), per_topic))
+        (
+            source if k == 0 else f"{source}{k + 1}",
+            f"{prefix}-f{k}-[0-9]+",
+            topic_layout(f"{prefix}-f{k}", share + (k < extra), per_topic),
+        )
         for k in range(flows)
     ]
+
+
+def remote_names(layout: Sequence[tuple[str, str, dict[str, int]]]) -> dict[str, str]:
+    """Each source topic's remote topic on the target (the default replication policy)."""
+    return {topic: f"{alias}.{topic}" for alias, _, topics in layout for topic in topics}
 
 
 def ratio(ours: float | None, theirs: float | None) -> str:
@@ -300,7 +312,15 @@ class Traffic:
     """The producer and the two readers (the target's copy, and the floor: the source itself), each a
     process of its own, sharing the measurement window [start, end] (epoch ms; 0: not yet)."""
 
-    def __init__(self, *, source: ClusterConfig, target: ClusterConfig, topics: dict[str, int], rate: float):
+    def __init__(
+        self,
+        *,
+        source: ClusterConfig,
+        target: ClusterConfig,
+        topics: dict[str, int],
+        remote: dict[str, str],
+        rate: float,
+    ):
         spawn = multiprocessing.get_context("spawn")
         self.window = spawn.Array("d", 2)
         self.stop_load, self.stop_reading, self.ready = spawn.Event(), spawn.Event(), spawn.Event()
@@ -309,7 +329,7 @@ class Traffic:
         self.flowing = spawn.Value("q", 0)
         self.floor_flowing = spawn.Value("q", 0)  # held: a started Process drops its args
         self.results = {"copy": spawn.Queue(), "floor": spawn.Queue()}
-        remote = {f"{source.alias}.{topic}": count for topic, count in topics.items()}
+        remote_counts = {remote[topic]: count for topic, count in topics.items()}
         self.processes = [
             spawn.Process(
                 target=_produce,
@@ -327,7 +347,7 @@ class Traffic:
                 target=_read,
                 args=(
                     target.bootstrap_servers,
-                    remote,
+                    remote_counts,
                     self.window,
                     self.stop_reading,
                     self.expected,
@@ -543,7 +563,7 @@ class RuntimeTool(Tool):
         workdir: Path,
         source: ClusterConfig,
         target: ClusterConfig,
-        topics_regexes: Sequence[str],
+        flows: Sequence[tuple[str, str]],
         partitions: int,
         tasks_max: int,
         workers: int,
@@ -553,7 +573,7 @@ class RuntimeTool(Tool):
         admin: Admin,
     ) -> None:
         self.workdir, self.source, self.target, self.partitions = workdir, source, target, partitions
-        self.topics_regexes, self.tasks_max, self.redis_db = list(topics_regexes), tasks_max, redis_db
+        self.layout, self.tasks_max, self.redis_db = list(flows), tasks_max, redis_db
         self.workers, self.rounds, self.seconds, self.admin = workers, requests_rounds, seconds, admin
         self.flows: list = []
         self.runtime = None
@@ -574,17 +594,17 @@ class RuntimeTool(Tool):
         from controlplane.flows import services
         from harness.runtime import CeleryRuntime, Gunicorn, database_url, dockerfile_gunicorn_flags
 
-        clusters = {config.alias: stored_cluster(config) for config in (self.source, self.target)}
+        target = stored_cluster(self.target)
         self.flows = [
             services.flow_create(
                 actor=None,
-                source=clusters[self.source.alias],
-                target=clusters[self.target.alias],
+                source=stored_cluster(dataclasses.replace(self.source, alias=alias)),
+                target=target,
                 enabled=True,
                 topics=[regex],
                 tasks_max=self.tasks_max,
             )
-            for regex in self.topics_regexes
+            for alias, regex in self.layout
         ]
         redis_url = _redis_url(self.redis_db)
         production = {
@@ -874,6 +894,7 @@ def measure(
     source: ClusterConfig,
     target: ClusterConfig,
     topics: dict[str, int],
+    remote: dict[str, str],
     rate: float,
     seconds: float,
     start_timeout_s: float,
@@ -881,7 +902,7 @@ def measure(
     """One tool's run on fresh `topics` (module docstring); the topics are deleted after it."""
     partitions = sum(topics.values())
     run = Run(tool.name)
-    traffic = Traffic(source=source, target=target, topics=topics, rate=rate)
+    traffic = Traffic(source=source, target=target, topics=topics, remote=remote, rate=rate)
     try:
         run.broker_create_s = create_topics(source, topics)
         traffic.start()
@@ -953,7 +974,7 @@ def measure(
         tool.stop()
         traffic.close()
         delete_topics(source, list(topics))
-        delete_topics(target, [f"{source.alias}.{name}" for name in topics])
+        delete_topics(target, [remote[name] for name in topics])
     return run
 
 
@@ -1033,8 +1054,10 @@ def run(args: argparse.Namespace) -> int:
             for tool_name in tools:
                 prefix = f"scale{number}-{tool_name}"
                 flows = args.flows if tool_name == "runtime" else 1
-                layout = fleet_layout(prefix, partitions, args.partitions_per_topic, flows)
-                topics = {name: count for _, flow_topics in layout for name, count in flow_topics.items()}
+                layout = fleet_layout(
+                    prefix, partitions, args.partitions_per_topic, flows, source=source.alias
+                )
+                topics = {name: count for *_, flow_topics in layout for name, count in flow_topics.items()}
                 run_dir = workdir / f"{partitions}-{tool_name}"
                 run_dir.mkdir()
                 if tool_name == "runtime":
@@ -1042,7 +1065,7 @@ def run(args: argparse.Namespace) -> int:
                         workdir=run_dir,
                         source=source,
                         target=target,
-                        topics_regexes=[regex for regex, _ in layout],
+                        flows=[(alias, regex) for alias, regex, _ in layout],
                         partitions=partitions,
                         tasks_max=args.tasks_max,
                         workers=args.workers,
@@ -1052,7 +1075,7 @@ def run(args: argparse.Namespace) -> int:
                         admin=admin,
                     )
                 else:
-                    ((regex, _),) = layout
+                    ((_, regex, _),) = layout
                     properties = flow_properties(source, target, regex, tasks_max=args.tasks_max)
                     tool = DedicatedTool(tool_name, workdir=run_dir, properties=properties)
                 print(f"{partitions:,} partitions: {tool_name} ...", flush=True)
@@ -1062,6 +1085,7 @@ def run(args: argparse.Namespace) -> int:
                         source=source,
                         target=target,
                         topics=topics,
+                        remote=remote_names(layout),
                         rate=args.rate_per_partition,
                         seconds=args.seconds,
                         start_timeout_s=args.start_timeout,

@@ -18,15 +18,21 @@ def test_topics_of_the_layout_add_up_to_the_partitions_asked_for():
 def test_a_fleet_shares_the_partitions_between_its_flows_each_regex_matching_only_its_own_topics():
     import re
 
-    layout = scale.fleet_layout("scale0-runtime", 20_003, 50, 4)
+    layout = scale.fleet_layout("scale0-runtime", 20_003, 50, 4, source="A")
 
-    assert [sum(topics.values()) for _, topics in layout] == [5001, 5001, 5001, 5000]
-    names = [name for _, topics in layout for name in topics]
+    assert [alias for alias, _, _ in layout] == ["A", "A2", "A3", "A4"]  # one flow per ordered pair
+    assert [sum(topics.values()) for *_, topics in layout] == [5001, 5001, 5001, 5000]
+    names = [name for *_, topics in layout for name in topics]
     assert len(names) == len(set(names)) == 3 * 101 + 100
-    for k, (regex, topics) in enumerate(layout):
+    for k, (_, regex, topics) in enumerate(layout):
         mine = [name for name in names if re.fullmatch(regex, name)]
         assert mine == list(topics), k
-    assert scale.fleet_layout("p", 100, 50, 1) == [("p-[0-9]+", {"p-0000": 50, "p-0001": 50})]
+    remote = scale.remote_names(layout)
+    assert remote["scale0-runtime-f0-0000"] == "A.scale0-runtime-f0-0000"
+    assert remote["scale0-runtime-f3-0099"] == "A4.scale0-runtime-f3-0099"
+    assert scale.fleet_layout("p", 100, 50, 1, source="A") == [
+        ("A", "p-[0-9]+", {"p-0000": 50, "p-0001": 50})
+    ]
 
 
 def test_options_default_to_both_modes_beside_mm2_and_repeat():
