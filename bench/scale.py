@@ -250,9 +250,12 @@ def _read(bootstrap: str, topics: dict[str, int], window, stop, expected, flowin
     """Read every partition of `topics` (each topic assigned once it exists with all its partitions) from
     its start until `stop` and every record produced within the window (`expected`) is read (or DRAIN_S);
     `flowing`: partitions with a record so far. The result to `results`."""
-    consumer = make_consumer(
-        ClusterConfig(alias="reader", bootstrap_servers=bootstrap), overrides={"fetch.wait.max.ms": 10}
-    )
+    cluster = ClusterConfig(alias="reader", bootstrap_servers=bootstrap)
+    consumer = make_consumer(cluster, overrides={"fetch.wait.max.ms": 10})
+    # Topics are looked up by an admin client of their own: at 10,000 partitions, a consumer asking for
+    # the whole cluster's metadata every second while the broker created them logged garbage partition
+    # numbers ("[1245184]: not found in cache") and its process died (librdkafka 2.x, November 29).
+    lookups = make_admin(cluster)
     total = sum(topics.values())
     pending = dict(topics)
     first: dict[tuple[str, int], float] = {}
@@ -264,7 +267,7 @@ def _read(bootstrap: str, topics: dict[str, int], window, stop, expected, flowin
         now = time.monotonic()
         if pending and now >= next_lookup:
             try:
-                found = consumer.list_topics(timeout=10).topics
+                found = lookups.list_topics(timeout=10).topics
             except KafkaException:  # a broker busy creating thousands of partitions: ask again
                 found = {}
             complete = [t for t, n in pending.items() if t in found and len(found[t].partitions) >= n]
