@@ -31,6 +31,7 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from bench.brokers import bench_cluster, bench_clusters
 from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig
 from replication.connector import NewRemoteTopic
+from replication.gc_settings import freeze_after_startup
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_consumer, make_producer
 from replication.kafka.positions import KafkaPositionStore
@@ -352,6 +353,7 @@ def run(
         source = bench_cluster("A", brokers)
         target = bench_cluster("B", brokers)
         print_line(f"load average at start: {load_average()}")
+        freeze_after_startup()  # as the engine's processes do; the raw loop runs under it too
         print_line(MEASUREMENT_HEADER)
         for number, scenario in enumerate(scenarios):
             measured = compare(

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from replication.config import ClusterConfig, FlowConfig, Mm2Config
 from replication.connector import TopicPartition, assign_partitions
+from replication.gc_settings import freeze_after_startup
 from replication.kafka.admin import TopicAdmin, TopicAdminError
 from replication.kafka.fencing import TransactionsUnlisted, fence_transactional_ids, transactional_task_ids
 from replication.kafka.flow_tasks import PeriodicTask, heartbeat_task_for_flow, periodic_tasks_for_flow
@@ -386,6 +387,7 @@ def _run_until_stopped(
         ", ".join(flow.name for flow in flows) or "no flow",
         ", ".join(pair.name for pair in pairs) or "no pair",
     )
+    freeze_after_startup()
     started = time.monotonic()
     next_progress = started + PROGRESS_INTERVAL_S
     try:

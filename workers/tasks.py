@@ -11,6 +11,7 @@ from celery.worker import state as worker_state
 from django.conf import settings
 
 from controlplane.status import runtime
+from replication.gc_settings import freeze_after_startup
 from workers import context, handover, presence, replication
 from workers import metadata as flow_metadata_work
 from workers.app import app
@@ -57,6 +58,12 @@ def _announce_presence(sender=None, **_: object) -> None:
     queues = sorted(queue.name for queue in sender.app.amqp.queues.consume_from.values())
     replication.set_worker_queues(queues)
     presence.start(hostname=sender.hostname, queues=[q for q in queues if not q.endswith(".dq")])
+
+
+@signals.worker_ready.connect
+def _freeze_startup_heap(**_: object) -> None:
+    """Start-up done (Django, the modules, the pool): out of the cycle collector's walks from now on."""
+    freeze_after_startup()
 
 
 def _send_first_slice(ref: TaskRef, chain: str, takes_over: bool) -> None:

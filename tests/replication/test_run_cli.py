@@ -267,6 +267,7 @@ def test_clusters_with_only_heartbeat_pairs_targeting_them_emits_those_heartbeat
     finally:
         run.kill()
     assert "running no flow; heartbeats of B->A" in run.output()
+    assert "objects frozen out of the cycle collector's walks" in run.output()  # start-up done
     assert f"A.{topic}" not in topic_names(cluster_b)
 
 
