@@ -13,6 +13,7 @@ written on a cluster that answers it; `AclSyncUnsupported` carries the reason.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from enum import Enum
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
@@ -30,8 +31,16 @@ from replication.config import ClusterConfig
 from replication.kafka.admin import ADMIN_TIMEOUT_S, TopicAdminError
 from replication.kafka.clients import kafka_error_code, kafka_error_reason, make_admin
 
+# None matches any name, principal and host (confluent-kafka's documented filter), though it annotates
+# them str.
 _ANY_TOPIC_ACL = AclBindingFilter(
-    ResourceType.TOPIC, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+    ResourceType.TOPIC,
+    None,  # type: ignore[arg-type]
+    ResourcePatternType.ANY,
+    None,  # type: ignore[arg-type]
+    None,  # type: ignore[arg-type]
+    AclOperation.ANY,
+    AclPermissionType.ANY,
 )
 
 
@@ -42,12 +51,20 @@ class AclSyncUnsupported(RuntimeError):
 def _topic_acl(binding: AclBinding) -> TopicAcl:
     return TopicAcl(
         topic=binding.name,
-        pattern_type=binding.resource_pattern_type.name,
+        pattern_type=_enum_name(binding.resource_pattern_type),
         principal=binding.principal,
         host=binding.host,
-        operation=binding.operation.name,
-        permission=binding.permission_type.name,
+        operation=_enum_name(binding.operation),
+        permission=_enum_name(binding.permission_type),
     )
+
+
+def _enum_name(value: Enum | str | int) -> str:
+    """The name of an AclBinding's enum field: an enum once the binding is made (confluent-kafka converts
+    the str or int it was given, which its annotations still allow)."""
+    if not isinstance(value, Enum):
+        raise TypeError(f"an ACL binding's field is {value!r}, not an enum")
+    return value.name
 
 
 def _binding(acl: TopicAcl) -> AclBinding:
