@@ -16,14 +16,16 @@ rows as a full run over the whole lake. Daily usage rows (for capacity plans) ar
 and the capacity plan is recomputed from all of them on every run.
 
 How it runs. Spark reads the files to read (and the carry) as bytes (`binaryFile`: its filesystems,
-s3a for an object store), and Python decodes them with pyarrow and splits each file's samples into
-LZ4-compressed Arrow blocks by a hash of their mirrored partition (`_sample_blocks`). One shuffle of
-those blocks by bucket brings every sample of a mirrored partition to one grouped Arrow pass
-(`_partition_windows`), which sorts each partition's samples by time and computes every per-window
-measure in numpy (the transforms' own functions: lag, Burrow features, throughput, latency, task usage)
-plus the carry. The samples never cross the JVM row by row (Spark's row-to-Arrow conversion costs per
-column and row, and sorting rows costs more than sorting arrays). Spark then works on those rows only
-(about 1/60 of the samples at 5-minute windows): status, daily usage and the capacity plan.
+s3a for an object store), grouped by flow: the flows are packed into groups of about equal bytes
+(`flow_groups`), and each group's files are read by one task. A mirrored partition's samples are all in
+its flow's files, so that task's Python worker (`_partition_windows`) holds every sample of its
+partitions without a shuffle: it decodes the files with pyarrow, sorts each partition's samples by time
+and computes every per-window measure in numpy (the transforms' own functions: lag, Burrow features,
+throughput, latency, task usage) plus the carry. The samples cross from the JVM to Python once, as the
+files' bytes, and never row by row (Spark's row-to-Arrow conversion costs per column and row, and
+sorting rows costs more than sorting arrays). Spark then works on those rows only (about 1/60 of the
+samples at 5-minute windows): status, daily usage and the capacity plan. A group holds whole flows: the
+largest flow's samples of a run are what one Python worker holds at most.
 
 State is a directory: `ledger.json` (the commit point, written last and atomically) naming the carry and
 usage Parquet files of its generation.
@@ -34,7 +36,6 @@ from __future__ import annotations
 import json
 import os
 import uuid
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -43,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyarrow.fs import FileSelector, FileType
 from pyspark.sql import DataFrame, SparkSession
@@ -127,6 +129,11 @@ class LakePartition:
     name: str  # "date=YYYY-MM-DD/flow=<id>"
     day: date
     files: tuple[str, ...]  # file names inside the partition directory
+    size: int = 0  # their bytes
+
+    @property
+    def flow_id(self) -> int:
+        return int(self.name.rsplit("flow=", 1)[1])
 
 
 def list_lake_partitions(lake: str | Path | LakeLocation) -> list[LakePartition]:
@@ -135,6 +142,7 @@ def list_lake_partitions(lake: str | Path | LakeLocation) -> list[LakePartition]
     location = lake if isinstance(lake, LakeLocation) else lake_location(lake)
     selector = FileSelector(location.root, recursive=True, allow_not_found=True)
     files: dict[str, list[str]] = {}
+    sizes: dict[str, int] = {}
     for info in location.filesystem.get_file_info(selector):
         relative = info.path[len(location.root) :].strip("/").split("/")
         if info.type != FileType.File or len(relative) != 3:
@@ -143,9 +151,13 @@ def list_lake_partitions(lake: str | Path | LakeLocation) -> list[LakePartition]
         complete = name.endswith(".parquet") and not name.startswith((".", "_"))
         if day.startswith("date=") and flow.startswith("flow=") and complete:
             files.setdefault(f"{day}/{flow}", []).append(name)
+            sizes[f"{day}/{flow}"] = sizes.get(f"{day}/{flow}", 0) + (info.size or 0)
     return [
         LakePartition(
-            name, date.fromisoformat(name.split("/")[0].removeprefix("date=")), tuple(sorted(found))
+            name,
+            date.fromisoformat(name.split("/")[0].removeprefix("date=")),
+            tuple(sorted(found)),
+            sizes[name],
         )
         for name, found in sorted(files.items())
     ]
@@ -222,92 +234,37 @@ LAKE_NAMES = tuple(name for name, _ in LAKE_COLUMNS)
 CARRY_COLUMNS = tuple(name for name in LAKE_NAMES if name not in PARTITION_KEY)
 # What `_partition_windows` adds to `partition_lag`'s columns.
 PASS_COLUMNS = ("_window", "_throughput", "_latency", "_new_samples", "_usage", "_carry")
-# Blocks of samples as the read hands them to the pass: Arrow IPC streams, LZ4-compressed, the string
-# columns (flow names, topics, workers: a few values repeated on every row) dictionary-encoded.
-BLOCK_COMPRESSION = "lz4"
-STRINGS = tuple(name for name, kind in LAKE_COLUMNS if kind == "string")
 
 
-def _bucket_of(table: pa.Table, buckets: int) -> np.ndarray:
-    """Each sample's bucket: a hash of its mirrored partition (PARTITION_KEY) modulo `buckets`, the same
-    in every process (computed once per distinct key)."""
-    distinct, first, rows = np.unique(
-        combined_codes(table, PARTITION_KEY), return_index=True, return_inverse=True
-    )
-    keys = table.select(PARTITION_KEY).take(first).to_pylist()
-    hashes = np.array([zlib.crc32(repr(tuple(k.values())).encode()) % buckets for k in keys], np.int64)
-    return hashes[rows] if len(distinct) else np.zeros(0, np.int64)
+def flow_groups(sizes: Mapping[int, int], groups: int) -> list[list[int]]:
+    """Flows (id -> bytes to read) packed into at most `groups` groups of about equal bytes, the largest
+    flow first into the lightest group: the pass reads each group in one task, whole flows (a mirrored
+    partition's samples are all in its flow's files)."""
+    packed: list[tuple[int, list[int]]] = [(0, []) for _ in range(min(groups, len(sizes)))]
+    for flow, size in sorted(sizes.items(), key=lambda item: (-item[1], item[0])):
+        lightest = min(range(len(packed)), key=lambda i: packed[i][0])
+        total, flows = packed[lightest]
+        packed[lightest] = (total + size, [*flows, flow])
+    return [sorted(flows) for _, flows in packed]
 
 
-def _shuffle_keys(spark: SparkSession, buckets: int) -> list[int]:
-    """For each of `buckets` shuffle partitions, the smallest int that Spark's hash partitioning (Murmur3,
-    as a shuffle by an int column does) sends there: blocks grouped by these keys make one group per
-    partition. Grouped by the bucket numbers themselves, Murmur3 sent the bench's 8 buckets to 5
-    partitions: 3 tasks idle and one Python worker holding three buckets' samples at once."""
-    key = F.col("id").cast("int")
-    candidates = spark.range(buckets * 64).select(
-        F.pmod(F.hash(key), F.lit(buckets)).alias("to"), key.alias("key")
-    )
-    found = dict(candidates.groupBy("to").agg(F.min("key")).collect())
-    return [int(found[partition]) for partition in range(buckets)]
-
-
-def _sample_blocks(files: DataFrame, keys: list[int]) -> DataFrame:
-    """The lake files (a binaryFile read, with `_origin`) as blocks of samples, one per file and bucket:
-    `_bucket` int (the bucket's key in `keys`, `_shuffle_keys`), `_block` binary (`BLOCK_COMPRESSION`).
-    The files are decoded by pyarrow in Python: the samples never cross the JVM row by row, only as
-    compressed blocks through one shuffle by bucket."""
-    schema = arrow_schema()
-    shuffle_keys = np.array(keys, np.int32)
-
-    def split(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        options = pa.ipc.IpcWriteOptions(compression=BLOCK_COMPRESSION)
-        for batch in batches:
-            contents, origins = batch.column("content"), batch.column("_origin")
-            for content, origin in zip(contents, origins, strict=True):
-                read = pq.read_table(pa.BufferReader(content.as_buffer()))
-                # The lake's schema whatever the file has: a column it lacks is null, as Spark reads it.
-                table = pa.table(
-                    {
-                        field.name: read.column(field.name).cast(field.type)
-                        if field.name in read.column_names
-                        else pa.nulls(read.num_rows, field.type)
-                        for field in schema
-                    }
-                    | {"_origin": pa.array(np.full(read.num_rows, origin.as_py(), np.int8))}
-                )
-                blocked = pa.table(
-                    {
-                        name: column.dictionary_encode() if name in STRINGS else column
-                        for name, column in zip(table.column_names, table.columns, strict=True)
-                    }
-                )
-                bucket = _bucket_of(table, len(shuffle_keys))
-                targets = np.unique(bucket)
-                # One stream per bucket, written one after the other into one buffer: the blocks' data.
-                sink, ends = pa.BufferOutputStream(), [0]
-                for target in targets:
-                    with pa.ipc.new_stream(sink, blocked.schema, options=options) as writer:
-                        writer.write_table(blocked.take(np.flatnonzero(bucket == target)))
-                    ends.append(sink.tell())
-                offsets = pa.py_buffer(np.array(ends, np.int32))
-                blocks = pa.Array.from_buffers(pa.binary(), len(targets), [None, offsets, sink.getvalue()])
-                yield pa.record_batch({"_bucket": pa.array(shuffle_keys[targets]), "_block": blocks})
-
-    return files.select("content", "_origin").mapInArrow(split, "_bucket int, _block binary")
-
-
-def _partitions_of(blocks: pa.Table) -> Iterator[pa.Table]:
-    """One bucket's blocks as each mirrored partition's samples, in time order."""
-    blocked = pa.concat_tables(
-        pa.ipc.open_stream(block.as_buffer()).read_all() for block in blocks.column("_block")
-    ).unify_dictionaries()
-    table = pa.table(
+def _lake_table(content: pa.Buffer, origin: int) -> pa.Table:
+    """One lake (or carry) file's samples in the lake's schema, a column it lacks null (as Spark reads
+    it), flagged with their `_origin`."""
+    read = pq.read_table(pa.BufferReader(content))
+    return pa.table(
         {
-            name: column.cast(pa.string()) if name in STRINGS else column
-            for name, column in zip(blocked.column_names, blocked.columns, strict=True)
+            field.name: read.column(field.name).cast(field.type)
+            if field.name in read.column_names
+            else pa.nulls(read.num_rows, field.type)
+            for field in arrow_schema()
         }
+        | {"_origin": pa.array(np.full(read.num_rows, origin, np.int8))}
     )
+
+
+def _partitions_of(table: pa.Table) -> Iterator[pa.Table]:
+    """Samples as each mirrored partition's, in time order."""
     key = combined_codes(table, PARTITION_KEY)
     micros = table.column("ts").cast(pa.int64()).to_numpy()
     order = np.lexsort((micros, key))
@@ -324,12 +281,13 @@ def _list_column(values: pa.Table, rows_per_window: np.ndarray) -> pa.ListArray:
     return pa.ListArray.from_arrays(offsets, values.to_struct_array().combine_chunks())
 
 
-def _partition_windows(blocks: DataFrame, options: ReportOptions) -> DataFrame:
-    """Everything the reports need of the samples, from one grouped pass over the blocks of each bucket
-    (`_sample_blocks`): per mirrored partition and report window it reported in, `partition_lag`'s
-    columns, Burrow's `_window` features, the `_throughput` and `_latency` measures, `_new_samples` (not
-    carried), the `_usage` of its new samples per task, and, on a partition's first window only, the
-    `_carry` it leaves.
+def _partition_windows(files: DataFrame, groups: list[list[int]], options: ReportOptions) -> DataFrame:
+    """Everything the reports need of the samples, from one pass over the files of each group of flows
+    (`files`: their bytes, `_origin` and `_group`, an index into `groups`, one group a Spark partition:
+    `_read_groups`): per mirrored partition and report window it reported in, `partition_lag`'s columns,
+    Burrow's `_window` features, the `_throughput` and `_latency` measures, `_new_samples` (not carried),
+    the `_usage` of its new samples per task, and, on a partition's first window only, the `_carry` it
+    leaves.
 
     Each reads a mirrored partition's samples and gives a row per window in time order: the samples
     go to Python once instead of once per report, and Spark aggregates only these rows.
@@ -369,8 +327,17 @@ def _partition_windows(blocks: DataFrame, options: ReportOptions) -> DataFrame:
             .append_column("_carry", _list_column(table.select(CARRY_COLUMNS).take(carry), carry_per_window))
         )
 
-    def apply(blocks: pa.Table) -> pa.Table:
-        return pa.concat_tables(partition(table) for table in _partitions_of(blocks))
+    def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        read = []
+        for batch in batches:
+            for content, origin, group in zip(*batch.columns, strict=True):
+                table = _lake_table(content.as_buffer(), origin.as_py())
+                if origin.as_py() == CARRIED:  # the carry holds every flow's: this group's only
+                    table = table.filter(pc.is_in(table.column("flow_id"), pa.array(groups[group.as_py()])))
+                read.append(table)
+        if read:
+            for samples in _partitions_of(pa.concat_tables(read)):
+                yield from partition(samples).to_batches()
 
     kinds = dict(LAKE_COLUMNS)
 
@@ -384,7 +351,65 @@ def _partition_windows(blocks: DataFrame, options: ReportOptions) -> DataFrame:
         f"_new_samples long, _usage array<struct<{ddl(*TASK)}, {USAGE_SCHEMA}>>, "
         f"_carry array<struct<{ddl(*CARRY_COLUMNS)}>>"
     )
-    return blocks.groupBy("_bucket").applyInArrow(apply, schema)
+    return files.select("content", "_origin", "_group").mapInArrow(apply, schema)
+
+
+def _read_groups(
+    spark: SparkSession,
+    *,
+    location: LakeLocation,
+    to_read: list[LakePartition],
+    sealed_names: set[str],
+    carry: Path | None,
+) -> tuple[DataFrame, list[list[int]]]:
+    """The files to read, their bytes read by Spark (its filesystems: s3a for an object store) flagged
+    with their `_origin` and `_group`, one Spark partition per group of flows (`flow_groups`, at most
+    spark.sql.shuffle.partitions of them), and the groups. A group's files are read in one task, so
+    every sample of a mirrored partition reaches one Python worker without a shuffle. The carry holds
+    every flow's samples: each group that has flows in it reads it (and keeps its flows' rows)."""
+    sizes: dict[int, int] = {}
+    for partition in to_read:
+        sizes[partition.flow_id] = sizes.get(partition.flow_id, 0) + partition.size
+    carried = (
+        set(pq.read_table(carry, columns=["flow_id"]).column("flow_id").unique().to_pylist())
+        if carry
+        else set()
+    )
+    groups = flow_groups(
+        {flow: sizes.get(flow, 0) for flow in sizes.keys() | carried},
+        int(spark.conf.get("spark.sql.shuffle.partitions")),
+    )
+
+    def binary_files(paths: list[str], origin: int, options: Mapping[str, str]) -> DataFrame | None:
+        """One read of the files, flagged with their `_origin`: no per-row test."""
+        if not paths:
+            return None
+        return (
+            spark.read.format("binaryFile")
+            .options(**options)
+            .option("recursiveFileLookup", "true")  # no partition discovery: see lake.partition_path
+            .load(paths)
+            .withColumn("_origin", F.lit(origin).cast("byte"))
+        )
+
+    def group_files(index: int, flows: list[int]) -> DataFrame:
+        def lake_files(sealed: bool) -> list[str]:
+            return [
+                f"{location.spark_root}/{p.name}/{name}"
+                for p in to_read
+                if p.flow_id in flows and (p.name in sealed_names) == sealed
+                for name in p.files
+            ]
+
+        parts = [
+            binary_files(lake_files(True), SEALED, location.spark_options),
+            binary_files(lake_files(False), UNSEALED, location.spark_options),
+            binary_files([str(carry)] if carried & set(flows) else [], CARRIED, {}),
+        ]
+        files = reduce(DataFrame.unionByName, [frame for frame in parts if frame is not None])
+        return files.coalesce(1).withColumn("_group", F.lit(index))
+
+    return reduce(DataFrame.union, [group_files(i, flows) for i, flows in enumerate(groups)]), groups
 
 
 def _exploded(partition_windows: DataFrame, column: str, keep: Iterable[str]) -> DataFrame:
@@ -393,8 +418,7 @@ def _exploded(partition_windows: DataFrame, column: str, keep: Iterable[str]) ->
     return elements.select(*PARTITION_KEY, *keep, "_element.*")
 
 
-def _rows(frame: DataFrame) -> list[dict]:
-    table = frame.toArrow()
+def _rows(table: pa.Table) -> list[dict]:
     columns = {}
     for name in table.column_names:
         column = table.column(name)
@@ -446,44 +470,20 @@ def run_reports(
     datasets: dict[str, list[dict]] = {name: [] for name in REPORT_KEYS}
     samples_read = 0
     if to_read:
-
-        def lake_files(sealed: bool) -> list[str]:
-            return [
-                f"{location.spark_root}/{p.name}/{name}"
-                for p in to_read
-                if (p.name in sealed_names) == sealed
-                for name in p.files
-            ]
-
-        def binary_files(paths: list[str], origin: int, options: Mapping[str, str]) -> DataFrame | None:
-            """The files' bytes (Spark's filesystems read them: s3a for an object store) flagged with
-            their `_origin`: one read each, no per-row test."""
-            if not paths:
-                return None
-            return (
-                spark.read.format("binaryFile")
-                .options(**options)
-                .option("recursiveFileLookup", "true")  # no partition discovery: see lake.partition_path
-                .load(paths)
-                .withColumn("_origin", F.lit(origin).cast("byte"))
-            )
-
+        on_progress("reading the lake", 0.05)
         carry = state.path("carry")
-        parts = [
-            binary_files(lake_files(True), SEALED, location.spark_options),
-            binary_files(lake_files(False), UNSEALED, location.spark_options),
-            binary_files([str(carry)] if carry else [], CARRIED, {}),
-        ]
-        files = reduce(DataFrame.unionByName, [frame for frame in parts if frame is not None])
-        keys = _shuffle_keys(spark, int(spark.conf.get("spark.sql.shuffle.partitions")))
-        partition_windows = _partition_windows(_sample_blocks(files, keys), options).persist()
-        samples_read = partition_windows.agg(F.sum("_new_samples")).first()[0]
-        samples_read = samples_read or 0
-        datasets.update(
-            _windowed_reports(
-                partition_windows, has_carry=carry is not None, options=options, on_progress=on_progress
-            )
+        files, groups = _read_groups(
+            spark, location=location, to_read=to_read, sealed_names=sealed_names, carry=carry
         )
+        partition_windows = _partition_windows(files, groups, options).persist()
+        # The pass's rows but their usage, once in the driver: the per-window reports are a selection of
+        # them and the carry a flattening (Spark would scan them once for each).
+        windows = partition_windows.drop("_usage").toArrow()
+        samples_read = pc.sum(windows.column("_new_samples")).as_py() or 0
+        on_progress("lag, throughput and latency", 0.1)
+        datasets.update(_window_reports(windows, has_carry=carry is not None))
+        on_progress("status", 0.5)
+        datasets.update(_status_reports(partition_windows, has_carry=carry is not None, options=options))
         on_progress("daily usage", 0.8)
         # Computed once: the rows reported and the usage kept are the same table.
         window_usage = _exploded(partition_windows, "_usage", ["window_start"])
@@ -495,17 +495,18 @@ def run_reports(
         new_usage = spark.createDataFrame(new_usage_table)
         if usage is not None:
             new_usage = usage.join(new_usage, ["flow_id", "date"], "left_anti").unionByName(new_usage)
-        next_carry = _exploded(partition_windows, "_carry", ()).select(*LAKE_NAMES)
         tables = {
             "usage": new_usage.toArrow() if usage is not None else new_usage_table,
-            "carry": next_carry.toArrow(),
+            "carry": _next_carry(windows),
         }
         partition_windows.unpersist()
         usage = spark.createDataFrame(tables["usage"])
 
     on_progress("capacity plan", 0.9)
     if usage is not None:
-        datasets["capacity_plan"] = _rows(capacity_plan_from_usage(usage, **asdict(options.capacity)))
+        datasets["capacity_plan"] = _rows(
+            capacity_plan_from_usage(usage, **asdict(options.capacity)).toArrow()
+        )
     on_progress("storing report rows", 0.95)
     store_rows(datasets)
     if to_read:
@@ -520,35 +521,50 @@ def run_reports(
     )
 
 
-def _windowed_reports(
-    partition_windows: DataFrame,
-    *,
-    has_carry: bool,
-    options: ReportOptions,
-    on_progress: ProgressCallback,
-) -> dict[str, list[dict]]:
-    """Report rows of the windows with new samples (without a carry, every sample is new)."""
-    new = F.col("_new_samples") > 0
-    touched = partition_windows.where(new) if has_carry else partition_windows
-    flow_windows = partition_windows.where(new).select(*FLOW_KEY, "window_start").distinct()
+def _window_reports(windows: pa.Table, *, has_carry: bool) -> dict[str, list[dict]]:
+    """partition_lag, flow_throughput and latency_percentiles from the pass's rows (`windows`): those of the
+    windows with new samples (without a carry, every sample is new)."""
+    touched = windows.filter(pc.greater(windows.column("_new_samples"), 0)) if has_carry else windows
 
-    rows = _rows
-    reports = {}
-    on_progress("lag", 0.1)
-    reports["partition_lag"] = rows(touched.drop(*PASS_COLUMNS))
-    on_progress("throughput and latency", 0.3)
-    reports["flow_throughput"] = rows(touched.select(*PARTITION_KEY, *WINDOW_COLUMNS, "_throughput.*"))
-    reports["latency_percentiles"] = rows(
-        touched.where(F.col("_latency.samples") > 0).select(*PARTITION_KEY, *WINDOW_COLUMNS, "_latency.*")
+    def measures(table: pa.Table, column: str) -> pa.Table:
+        struct = table.column(column)
+        return pa.table(
+            {name: table.column(name) for name in (*PARTITION_KEY, *WINDOW_COLUMNS)}
+            | dict(zip((field.name for field in struct.type), struct.flatten(), strict=True))
+        )
+
+    with_latency = pc.greater(pc.struct_field(touched.column("_latency"), "samples"), 0)
+    return {
+        "partition_lag": _rows(touched.drop_columns([c for c in PASS_COLUMNS if c in touched.column_names])),
+        "flow_throughput": _rows(measures(touched, "_throughput")),
+        "latency_percentiles": _rows(measures(touched.filter(with_latency), "_latency")),
+    }
+
+
+def _next_carry(windows: pa.Table) -> pa.Table:
+    """The carry the pass's rows (`windows`) leave: their `_carry` lists as lake rows."""
+    lists = windows.column("_carry").combine_chunks()
+    carried = pc.list_flatten(lists)
+    keys = windows.select(PARTITION_KEY).take(pc.list_parent_indices(lists))
+    return pa.table(
+        {name: keys.column(name) if name in PARTITION_KEY else carried.field(name) for name in LAKE_NAMES}
     )
-    on_progress("status", 0.5)
+
+
+def _status_reports(
+    partition_windows: DataFrame, *, has_carry: bool, options: ReportOptions
+) -> dict[str, list[dict]]:
+    """partition_status and flow_status of the windows with new samples (without a carry, all)."""
     statuses = partition_status(
         partition_windows, options.window, window_samples=options.window_samples, features=partition_windows
     )
     if has_carry:
-        statuses = statuses.join(flow_windows, [*FLOW_KEY, "window_start"], "left_semi")
+        flow_windows = partition_windows.where(F.col("_new_samples") > 0).select(*FLOW_KEY, "window_start")
+        statuses = statuses.join(flow_windows.distinct(), [*FLOW_KEY, "window_start"], "left_semi")
     statuses = statuses.persist()
-    reports["partition_status"] = rows(statuses)
-    reports["flow_status"] = rows(flow_status(statuses))
+    reports = {
+        "partition_status": _rows(statuses.toArrow()),
+        "flow_status": _rows(flow_status(statuses).toArrow()),
+    }
     statuses.unpersist()
     return reports

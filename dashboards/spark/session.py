@@ -36,16 +36,17 @@ DEFAULT_CONF = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # Arrow batches between the JVM and Python of at most 32 MB (Spark's default is 10,000 rows whatever
-    # their size): the report job hands Python whole lake files and blocks of samples (jobs.py), which
-    # would otherwise sit in the JVM a partition at a time.
+    # their size): the report job hands Python whole lake files (jobs.py), which would otherwise sit in
+    # the JVM a task (a group of flows) at a time.
     "spark.sql.execution.arrow.maxBytesPerBatch": str(32 * 1024 * 1024),
-    # The job caches the samples once and scans them once per dataset: building a compressed cache costs
-    # more CPU than the scans save, and the memory is there.
+    # A union of single-partition reads keeps a partition per read: the report job reads each group of
+    # flows in one task (jobs.py), a union of one read per group. Spark 4 merges partition i of every
+    # child of a union whose children share a partitioning (here all single), which ran every group in
+    # one task.
+    "spark.sql.unionOutputPartitioning": "false",
+    # The job caches the pass's rows once and scans them once per dataset: building a compressed cache
+    # costs more CPU than the scans save, and the memory is there.
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
-    # Lake files of at most 32 MB per read task (Spark's default packs 128 MB): the pass holds a task's
-    # files whole, in the JVM and in Python (one Arrow batch, above), and the bench's 24 files of 14 MB
-    # ran as 4 tasks of 99, 99, 99 and 42 MB on 2 cores.
-    "spark.sql.files.maxPartitionBytes": str(32 * 1024 * 1024),
     # A batch job on a fresh JVM (every run in local mode, every application's executors on a cluster):
     # - the throughput collector beats G1 by ~10% on the report job (bench/reports.py);
     # - the client compiler only (C1, no C2): a cold run of 10.4M samples spent 43 CPU-s in the JVM with

@@ -10,9 +10,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import functions as F
 
 from dashboards.lakegen import generate_lake
-from dashboards.spark.jobs import REPORT_KEYS, ReportOptions, _shuffle_keys, run_reports
+from dashboards.spark.jobs import (
+    CARRIED,
+    REPORT_KEYS,
+    ReportOptions,
+    ReportState,
+    _read_groups,
+    flow_groups,
+    list_lake_partitions,
+    run_reports,
+)
+from dashboards.spark.lake import lake_location
 
 OPTIONS = ReportOptions(window=timedelta(minutes=30), lag_lookback=timedelta(hours=1), window_samples=5)
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -159,9 +170,25 @@ def test_samples_without_an_end_offset_have_unknown_lag_and_still_count(spark, l
     assert result.samples_read == full_run[0].samples_read
 
 
-@pytest.mark.parametrize("buckets", [2, 8, 13])
-def test_the_pass_groups_one_bucket_per_shuffle_partition(spark, buckets):
-    """Grouped by their shuffle keys, the buckets land one per partition: none idle, none holding two."""
-    keys = _shuffle_keys(spark, buckets)
-    frame = spark.createDataFrame([(key,) for key in keys], "_bucket int").repartition(buckets, "_bucket")
-    assert sorted(frame.rdd.glom().map(len).collect()) == [1] * buckets
+def test_flows_are_packed_whole_into_groups_of_about_equal_bytes():
+    assert flow_groups({1: 100, 2: 90, 3: 50, 4: 40, 5: 10}, 2) == [[1, 4, 5], [2, 3]]
+    assert flow_groups({7: 0, 3: 5}, 8) == [[3], [7]]  # never more groups than flows
+    assert flow_groups({}, 8) == []
+
+
+def test_the_pass_reads_each_group_of_flows_in_one_task(spark, lake, full_run):
+    """Every file of a group's flows, and the carry, in one Spark partition: one Python worker holds
+    every sample of a mirrored partition without a shuffle."""
+    partitions = list_lake_partitions(lake)
+    state = ReportState(full_run[1])
+    files, groups = _read_groups(
+        spark, location=lake_location(lake), to_read=partitions, sealed_names=set(), carry=state.path("carry")
+    )
+    assert sorted(groups) == [[1], [2]]  # the tests' session: 2 shuffle partitions, 2 flows
+    flow = F.regexp_extract("path", r"flow=(\d+)", 1)
+    tasks = files.select(flow, "_origin", "_group").rdd.glom().map(sorted).collect()
+    per_flow = sorted(len(list(lake.glob(f"date=*/flow={f}/*.parquet"))) for f in (1, 2))
+    assert sorted(len(rows) for rows in tasks) == [n + 1 for n in per_flow]  # its files and the carry
+    for index, rows in enumerate(tasks):
+        assert {(origin, group) for _, origin, group in rows if origin == CARRIED} == {(CARRIED, index)}
+        assert {int(f) for f, origin, _ in rows if origin != CARRIED} == set(groups[index])
