@@ -17,10 +17,13 @@ syncs per sync, not per record (`OffsetSyncWriter.on_run`), and sums the sizes i
 
 In Kafka transactions a partition asks for one report per run (its consecutive records of a fetched batch,
 `run_reporter`): the task's records of one transaction sit one after another on the remote partition (one
-writer; markers only between transactions), so a report on a run's first record places every record
-sent before it in the transaction, and the commit (`deliver_committed`) places the rest after the last
-report. Positions and offset syncs are written only after a commit, and an aborted transaction restarts
-its partitions from what is committed, so nothing is decided from a record its commit did not confirm.
+writer; markers only between transactions), so a report on a run's first record places it and the
+records sent since the previous report, and the commit (`deliver_committed`) places the rest after the
+last report. Unreported records are placed forward, right after the last record acknowledged: were
+another writer's records between them on the remote partition, a place is never above the real one, so
+an offset sync can only make a translated consumer re-read, never skip. Positions and offset syncs are
+written only after a commit, and an aborted transaction restarts its partitions from what is committed,
+so nothing is decided from a record its commit did not confirm.
 """
 
 from __future__ import annotations
@@ -238,13 +241,20 @@ class PartitionState:
         if not offsets:
             return
         places = self.reported_places
-        if places:  # one report per run: target offsets one after another up to the last report's
-            count = places[-1] - self.settled + 1
-            places.clear()
-            last = offsets[-1]
-            offsets.clear()
+        if places:  # one report per run: each report places its record and those sent since the last one
             size, self.sent_bytes = self.sent_bytes, 0
-            self._acknowledge(count, last - count + 1, size)
+            last = len(places) - 1
+            for index, (place, offset) in enumerate(zip(places, offsets, strict=True)):
+                before = place - self.settled  # the rest of an earlier run, sent after the last acknowledged
+                if before and offset - before != self.acked_downstream + 1:
+                    # Not one after another: another writer's records on the remote partition. Ours go
+                    # right after the last acknowledged, never above where they are: an offset sync too
+                    # high would make a consumer translated past it skip records; too low, re-read some.
+                    self._acknowledge(before, self.acked_downstream + 1, 0)
+                    before = 0
+                self._acknowledge(before + 1, offset - before, size if index == last else 0)
+            places.clear()
+            offsets.clear()
             return
         count = len(offsets)
         downstream = offsets[0]

@@ -105,11 +105,67 @@ def test_a_run_report_places_every_record_sent_before_it_and_the_commit_the_rest
         state.in_flight.append(offset)
         state.sent_bytes += 3
         sent.append(reporter)
-    reported = type("Report", (), {"offset": lambda self: 103, "timestamp": lambda self: (1, 0)})()
-    sent[3](None, reported)  # the report of offset 15 (the second run's first record) at target 103
+    sent[0](None, report_at(100))  # the first run's report (its first record) at target 100
+    sent[3](None, report_at(103))  # the report of offset 15 (the second run's first record) at target 103
     state.acks.settle()
     assert list(state.in_flight) == [16] and state.acked_records == 4 and state.acked_downstream == 103
     state.deliver_committed()
     assert not state.in_flight and state.acked_records == 5 and state.acked_bytes == 15
     syncs = [(sync.upstream_offset, sync.downstream_offset) for sync in state.syncs.drain(now=0, final=True)]
     assert syncs == [(10, 100), (15, 103), (16, 104)]  # the skip, then the closing progress sync
+
+
+def report_at(offset: int):
+    """A delivery report's message: acknowledged at target `offset`."""
+    return type("Report", (), {"offset": lambda self: offset, "timestamp": lambda self: (1, 0)})()
+
+
+def test_records_between_two_run_reports_with_another_writers_between_them_are_placed_never_above_their_place():
+    """Another writer's record landed at 101 inside the first run: 11 and 12 are really at 102 and 103,
+    15 at 104. Placed after the last acknowledged (101, 102: a translated consumer re-reads one record),
+    never before the report (102, 103 would be right here only by luck, and past the truth if the other
+    writer's records were after them)."""
+    state = partition_state(0, acks=Acknowledgements())
+    sent = []
+    for offset in (10, 11, 12, 15):
+        sent.append(state.run_reporter() if offset in (10, 15) else None)
+        state.in_flight.append(offset)
+        state.sent_bytes += 3
+    sent[0](None, report_at(100))
+    sent[3](None, report_at(104))
+    state.acks.settle()
+    assert not state.in_flight and state.acked_records == 4 and state.acked_downstream == 104
+    syncs = [(sync.upstream_offset, sync.downstream_offset) for sync in state.syncs.drain(now=0, final=True)]
+    truth = {10: 100, 11: 102, 12: 103, 15: 104}
+    assert syncs and all(downstream <= truth[upstream] for upstream, downstream in syncs), syncs
+    assert (15, 104) in syncs
+
+
+class WithAnotherWriter(MemoryTransactionalSink):
+    """Another producer writes to the remote partition 0 too: one record of its own before every third
+    of the task's records there."""
+
+    written = 0
+
+    def _write(self, key, record):
+        if key == (REMOTE, 0):
+            self.written += 1
+            if self.written % 3 == 0:
+                self.cluster.append(REMOTE, 0, key=b"other", value=b"other", headers=None, timestamp_ms=1)
+        return super()._write(key, record)
+
+
+def test_with_another_writer_on_a_remote_partition_no_offset_sync_is_above_its_records_place():
+    io, store, task, _ = copy(transactional=True, per_partition=7, sink=WithAnotherWriter)
+    where = {
+        (partition, source_offset_of(record.headers())): record.offset()
+        for partition in range(3)
+        for record in io.target_cluster.read(REMOTE, partition)
+        if record.key() != b"other"
+    }
+    assert len(where) == 300 and isinstance(io.made[0], WithAnotherWriter)
+    syncs = [(s.partition, s.upstream_offset, s.downstream_offset) for s in io.emitter.emitted]
+    above = [(p, up, down, where[p, up]) for p, up, down in syncs if down > where[p, up]]
+    assert syncs and not above
+    exact = [(p, up, down) for p, up, down in syncs if p != 0]
+    assert all(down == where[p, up] for p, up, down in exact)  # one writer: every sync exact
