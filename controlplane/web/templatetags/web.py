@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 
 from django import template
+from django.urls import get_script_prefix, get_urlconf, reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
@@ -22,6 +24,19 @@ register = template.Library()
 def at_least(role: Role | None, name: str) -> bool:
     """`{% if request.web_role|at_least:"operator" %}`: whether to show an action (the view enforces it)."""
     return role is not None and role >= Role.from_name(name)
+
+
+@functools.lru_cache(maxsize=10_000)
+def _reversed(script_prefix: str, urlconf: str | None, name: str, args: tuple) -> str:
+    return reverse(name, args=args, urlconf=urlconf)  # under `script_prefix`: reverse reads it itself
+
+
+@register.simple_tag
+def row_url(name: str, *args) -> str:
+    """`{% row_url "web:flow" flow.pk %}`: `{% url %}` for the rows of a list, remembered per name,
+    arguments, URLconf and script prefix (what the path depends on: it does not change while the process
+    runs). Django's `reverse` costs about 15 µs; a page of 50 flows asked it 100 times per request."""
+    return _reversed(get_script_prefix(), get_urlconf(), name, args)
 
 
 @register.filter
