@@ -7,23 +7,24 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from controlplane.alerts import rules
 from controlplane.flows.models import Flow
 
 
 class AlertRule(models.TextChoices):
     """The rules Mirrorplane evaluates itself (controlplane.alerts.rules); deploy/ ships the same ones."""
 
-    RPO_SECONDS = "rpo_seconds_exceeded", "RPO budget exceeded (seconds behind)"
-    RPO_RECORDS = "rpo_records_exceeded", "RPO budget exceeded (records behind)"
-    STALE_STATUS = "stale_status", "status stale"
-    HEARTBEAT_MISSING = "heartbeat_missing", "heartbeat missing"
-    DATA_LOSS_GAP = "data_loss_gap", "data-loss gap"
-    FLOW_FAULTED = "flow_faulted", "flow faulted"
-    NO_LEASE_HOLDER = "no_lease_holder", "no worker holds the flow's tasks"
-    POOL_WITHOUT_WORKERS = "pool_without_workers", "the flow's worker pool has no live worker"
-    OFFSET_SYNCS_STOPPED = "offset_syncs_stopped", "offset syncs stopped (failover would be inexact)"
-    VERIFICATION_MISMATCH = "verification_mismatch", "target data differs from the source"
-    READINESS_LOW = "readiness_low", "failover readiness below the threshold"
+    RPO_SECONDS = rules.RPO_SECONDS, "RPO budget exceeded (seconds behind)"
+    RPO_RECORDS = rules.RPO_RECORDS, "RPO budget exceeded (records behind)"
+    STALE_STATUS = rules.STALE_STATUS, "status stale"
+    HEARTBEAT_MISSING = rules.HEARTBEAT_MISSING, "heartbeat missing"
+    DATA_LOSS_GAP = rules.DATA_LOSS_GAP, "data-loss gap"
+    FLOW_FAULTED = rules.FLOW_FAULTED, "flow faulted"
+    NO_LEASE_HOLDER = rules.NO_LEASE_HOLDER, "no worker holds the flow's tasks"
+    POOL_WITHOUT_WORKERS = rules.POOL_WITHOUT_WORKERS, "the flow's worker pool has no live worker"
+    OFFSET_SYNCS_STOPPED = rules.OFFSET_SYNCS_STOPPED, "offset syncs stopped (failover would be inexact)"
+    VERIFICATION_MISMATCH = rules.VERIFICATION_MISMATCH, "target data differs from the source"
+    READINESS_LOW = rules.READINESS_LOW, "failover readiness below the threshold"
 
 
 class AlertState(models.TextChoices):

@@ -12,8 +12,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controlplane.alerts.models import AlertRule
 from replication.rpo_budget import records_over, records_over_text, seconds_over, seconds_over_text
+
+# The rules' names: what an alert stores (`AlertRule`, controlplane/alerts/models.py, takes its values
+# from here) and what a receiver is sent.
+RPO_SECONDS = "rpo_seconds_exceeded"
+RPO_RECORDS = "rpo_records_exceeded"
+STALE_STATUS = "stale_status"
+HEARTBEAT_MISSING = "heartbeat_missing"
+DATA_LOSS_GAP = "data_loss_gap"
+FLOW_FAULTED = "flow_faulted"
+NO_LEASE_HOLDER = "no_lease_holder"
+POOL_WITHOUT_WORKERS = "pool_without_workers"
+OFFSET_SYNCS_STOPPED = "offset_syncs_stopped"
+VERIFICATION_MISMATCH = "verification_mismatch"
+READINESS_LOW = "readiness_low"
 
 STALE = "STALE"
 UNKNOWN = "UNKNOWN"
@@ -273,43 +286,41 @@ def readiness_low(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
 
 
 RULES: dict[str, Callable[[FlowFacts, Limits, float], Verdict]] = {
-    AlertRule.RPO_SECONDS: rpo_seconds,
-    AlertRule.RPO_RECORDS: rpo_records,
-    AlertRule.STALE_STATUS: stale_status,
-    AlertRule.HEARTBEAT_MISSING: heartbeat_missing,
-    AlertRule.DATA_LOSS_GAP: data_loss_gap,
-    AlertRule.FLOW_FAULTED: flow_faulted,
-    AlertRule.NO_LEASE_HOLDER: no_lease_holder,
-    AlertRule.POOL_WITHOUT_WORKERS: pool_without_workers,
-    AlertRule.OFFSET_SYNCS_STOPPED: offset_syncs_stopped,
-    AlertRule.VERIFICATION_MISMATCH: verification_mismatch,
-    AlertRule.READINESS_LOW: readiness_low,
+    RPO_SECONDS: rpo_seconds,
+    RPO_RECORDS: rpo_records,
+    STALE_STATUS: stale_status,
+    HEARTBEAT_MISSING: heartbeat_missing,
+    DATA_LOSS_GAP: data_loss_gap,
+    FLOW_FAULTED: flow_faulted,
+    NO_LEASE_HOLDER: no_lease_holder,
+    POOL_WITHOUT_WORKERS: pool_without_workers,
+    OFFSET_SYNCS_STOPPED: offset_syncs_stopped,
+    VERIFICATION_MISMATCH: verification_mismatch,
+    READINESS_LOW: readiness_low,
 }
 
 
 # The cause pages, not its consequences (as deploy/alertmanager's inhibitions): a faulted flow is stale,
 # misses heartbeats and syncs because it is faulted; with no replication worker nobody reports.
 INHIBITS: dict[str, frozenset[str]] = {
-    AlertRule.FLOW_FAULTED: frozenset(
+    FLOW_FAULTED: frozenset(
         {
-            AlertRule.STALE_STATUS,
-            AlertRule.HEARTBEAT_MISSING,
-            AlertRule.NO_LEASE_HOLDER,
-            AlertRule.OFFSET_SYNCS_STOPPED,
-            AlertRule.READINESS_LOW,
+            STALE_STATUS,
+            HEARTBEAT_MISSING,
+            NO_LEASE_HOLDER,
+            OFFSET_SYNCS_STOPPED,
+            READINESS_LOW,
         }
     ),
-    AlertRule.NO_LEASE_HOLDER: frozenset({AlertRule.STALE_STATUS, AlertRule.READINESS_LOW}),
-    AlertRule.POOL_WITHOUT_WORKERS: frozenset(
-        {AlertRule.NO_LEASE_HOLDER, AlertRule.STALE_STATUS, AlertRule.READINESS_LOW}
-    ),
+    NO_LEASE_HOLDER: frozenset({STALE_STATUS, READINESS_LOW}),
+    POOL_WITHOUT_WORKERS: frozenset({NO_LEASE_HOLDER, STALE_STATUS, READINESS_LOW}),
     # A readiness score below the threshold because of a problem a rule of its own reports pages once,
     # as that problem (the score and its reasons still show on the pages, the API and /metrics).
-    AlertRule.RPO_SECONDS: frozenset({AlertRule.READINESS_LOW}),
-    AlertRule.RPO_RECORDS: frozenset({AlertRule.READINESS_LOW}),
-    AlertRule.STALE_STATUS: frozenset({AlertRule.READINESS_LOW}),
-    AlertRule.OFFSET_SYNCS_STOPPED: frozenset({AlertRule.READINESS_LOW}),
-    AlertRule.VERIFICATION_MISMATCH: frozenset({AlertRule.READINESS_LOW}),
+    RPO_SECONDS: frozenset({READINESS_LOW}),
+    RPO_RECORDS: frozenset({READINESS_LOW}),
+    STALE_STATUS: frozenset({READINESS_LOW}),
+    OFFSET_SYNCS_STOPPED: frozenset({READINESS_LOW}),
+    VERIFICATION_MISMATCH: frozenset({READINESS_LOW}),
 }
 
 
