@@ -17,14 +17,15 @@ KIND = os.environ.get("MIRRORPLANE_BENCH_KAFKA", "apache")
 
 
 @contextlib.contextmanager
-def bench_clusters(aliases: list[str]) -> Iterator[dict]:
+def bench_clusters(aliases: list[str], *, heap: str = "1g") -> Iterator[dict]:
+    """One single-node cluster per alias: Apache Kafka (each JVM's -Xmx `heap`), or tansu."""
     if KIND == "embedded":
         print("brokers: embedded tansu (MIRRORPLANE_BENCH_KAFKA=embedded)", flush=True)
         with embedded_clusters(aliases) as brokers:
             yield brokers
         return
     print(f"brokers: Apache Kafka {kafka_version()} (KRaft, one node per cluster)", flush=True)
-    with apache_clusters(aliases) as brokers:
+    with apache_clusters(aliases, heap=heap) as brokers:
         yield brokers
 
 

@@ -1050,7 +1050,7 @@ def run(args: argparse.Namespace) -> int:
     failed = False
     with contextlib.ExitStack() as stack:
         admin = stack.enter_context(runtime_environment(args.redis_db)) if "runtime" in tools else None
-        brokers = stack.enter_context(bench_clusters(["A", "B"]))
+        brokers = stack.enter_context(bench_clusters(["A", "B"], heap=args.broker_heap))
         source, target = bench_cluster("A", brokers), bench_cluster("B", brokers)
         for number, partitions in enumerate(args.partitions):
             runs = []
@@ -1139,6 +1139,11 @@ def parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--workers", type=positive_int, default=1, help="runtime: replication workers (default 1)"
+    )
+    parser.add_argument(
+        "--broker-heap",
+        default="1g",
+        help="each broker JVM's -Xmx (default 1g: at 10,000 partitions a broker ran out of it; 4g there)",
     )
     parser.add_argument(
         "--start-timeout",

@@ -372,10 +372,11 @@ def apache_clusters(
     workdir: Path | None = None,
     security: BrokerSecurity | None = None,
     config: Mapping[str, str] | None = None,
+    heap: str = "1g",
 ) -> Iterator[dict[str, ApacheKafkaBroker]]:
     """Start one single-node cluster per alias (on `ports`, else free ports), side by side; stop them all
     on exit and delete their data (their server.log stays in each broker's folder). `config`: broker
-    properties over BROKER_DEFAULTS."""
+    properties over BROKER_DEFAULTS; `heap`: each JVM's -Xmx (1 GB carries a few thousand partitions)."""
     brokers = {
         alias: ApacheKafkaBroker(
             name=alias,
@@ -383,6 +384,7 @@ def apache_clusters(
             workdir=(workdir / alias) if workdir else None,
             security=security,
             config=dict(config or {}),
+            jvm_options=[f"-Xmx{heap}" if option.startswith("-Xmx") else option for option in JVM_OPTIONS],
         )
         for index, alias in enumerate(aliases)
     }
