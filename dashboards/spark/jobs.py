@@ -248,31 +248,39 @@ def flow_groups(sizes: Mapping[int, int], groups: int) -> list[list[int]]:
     return [sorted(flows) for _, flows in packed]
 
 
+# The lake's string columns (flow names, topics, workers: a few values repeated on every row) as the pass
+# reads them: dictionary-encoded, so that coding, sorting and taking samples moves integers, not strings.
+STRINGS = tuple(name for name, kind in LAKE_COLUMNS if kind == "string")
+DICTIONARY = pa.dictionary(pa.int32(), pa.string())
+
+
 def _lake_table(content: pa.Buffer, origin: int) -> pa.Table:
     """One lake (or carry) file's samples in the lake's schema, a column it lacks null (as Spark reads
-    it), flagged with their `_origin`."""
-    read = pq.read_table(pa.BufferReader(content))
+    it), flagged with their `_origin`; the STRINGS dictionary-encoded."""
+    read = pq.read_table(pa.BufferReader(content), read_dictionary=STRINGS)
     return pa.table(
         {
-            field.name: read.column(field.name).cast(field.type)
+            field.name: read.column(field.name).cast(DICTIONARY if field.name in STRINGS else field.type)
             if field.name in read.column_names
-            else pa.nulls(read.num_rows, field.type)
+            else pa.nulls(read.num_rows, DICTIONARY if field.name in STRINGS else field.type)
             for field in arrow_schema()
         }
         | {"_origin": pa.array(np.full(read.num_rows, origin, np.int8))}
     )
 
 
-def _partitions_of(table: pa.Table) -> Iterator[pa.Table]:
-    """Samples as each mirrored partition's, in time order."""
-    key = combined_codes(table, PARTITION_KEY)
+def _partitions_of(tables: list[pa.Table]) -> Iterator[pa.Table]:
+    """Samples (`_lake_table`s) as each mirrored partition's, in time order, with plain strings."""
+    table = pa.concat_tables(tables).unify_dictionaries().combine_chunks()
+    key = combined_codes(table, PARTITION_KEY)  # dictionary indices: equal for equal strings
     micros = table.column("ts").cast(pa.int64()).to_numpy()
     order = np.lexsort((micros, key))
     key = key[order]
     table = table.take(order)
+    schema = pa.schema([*arrow_schema(), table.schema.field("_origin")])
     bounds = np.concatenate([[0], np.flatnonzero(np.diff(key)) + 1, [len(key)]])
     for first, last in zip(bounds[:-1], bounds[1:], strict=True):
-        yield table.slice(first, last - first)
+        yield table.slice(first, last - first).cast(schema)
 
 
 def _list_column(values: pa.Table, rows_per_window: np.ndarray) -> pa.ListArray:
@@ -336,7 +344,7 @@ def _partition_windows(files: DataFrame, groups: list[list[int]], options: Repor
                     table = table.filter(pc.is_in(table.column("flow_id"), pa.array(groups[group.as_py()])))
                 read.append(table)
         if read:
-            for samples in _partitions_of(pa.concat_tables(read)):
+            for samples in _partitions_of(read):
                 yield from partition(samples).to_batches()
 
     kinds = dict(LAKE_COLUMNS)

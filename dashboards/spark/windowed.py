@@ -53,7 +53,8 @@ def partition_counts(table: pa.Table) -> np.ndarray:
 
 def dense_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, int]:
     """Each value's rank among the column's distinct values in order of appearance (null: -1), and how many
-    there are."""
+    there are; a dictionary-encoded column's indices as they are (equal for equal values when its
+    dictionary holds each value once, as a unified one does)."""
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     encoded = array.dictionary_encode()
     return pc.fill_null(encoded.indices, -1).to_numpy().astype(np.int64), len(encoded.dictionary)
