@@ -35,6 +35,13 @@ def test_health_and_readiness_follow_the_runtime(celery_runtime, settings):
     [worker] = body["workers"]
     assert worker["name"].startswith("w1@") and {"replication", "metadata"} <= set(worker["queues"])
     assert worker["age_s"] >= 0 and worker["observed_at"] > 0
+    wait_until(  # start-up done: its heap is out of the cycle collector's walks (replication.gc_settings)
+        lambda: (
+            "objects frozen out of the cycle collector" in (celery_runtime.workdir / "w1.log").read_text()
+        ),
+        timeout_s=30,
+        what="the worker's start-up heap frozen",
+    )
     assert set(worker["stats"]) == {"slices", "slice_errors", "leases_held", "slices_per_s"}
     probe = subprocess.run(
         [sys.executable, "-m", "workers.probe", "worker", "--name", worker["name"]],
