@@ -22,7 +22,12 @@ from replication.config import ClusterConfig
 from replication.kafka.apache import ApacheKafkaBroker, BrokerSecurity, apache_clusters, kafka_version
 from replication.kafka.embedded import EMBEDDED_CONSUMER_PROPERTIES, EmbeddedBroker, embedded_clusters
 from tests.lake import S3_ENVIRONMENT, moto_s3_server
-from tests.scheduling import SharedFixtureScheduling, check_shared_fixtures, longest_files_first
+from tests.scheduling import (
+    SharedFixtureScheduling,
+    check_shared_fixtures,
+    longest_files_first,
+    slowest_files,
+)
 from tests.tls import make_pki
 
 KAFKA_KIND = os.environ.get("MIRRORPLANE_TEST_KAFKA", "apache")
@@ -59,6 +64,18 @@ def pytest_collection_modifyitems(session, config, items) -> None:
 def pytest_xdist_make_scheduler(config, log):
     """`--dist loadfile` keeps the files of a costly session fixture on one worker (tests/scheduling.py)."""
     return SharedFixtureScheduling(config, log) if config.getvalue("dist") == "loadfile" else None
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The slowest files of the run, each one's tests summed (under xdist, on the workers that ran them):
+    the figures tests/scheduling.py's SLOW_FILES takes, and the floor a long file sets for its worker."""
+    slowest = slowest_files(
+        (report for reports in terminalreporter.stats.values() for report in reports), count=20
+    )
+    if slowest:
+        terminalreporter.write_sep("=", f"slowest {len(slowest)} files (setup + call + teardown)")
+        for file, seconds in slowest:
+            terminalreporter.write_line(f"{seconds:7.2f}s {file}")
 
 
 # Tests write records with fixed timestamps (1_700_000_000_000: November 2023); under the 7-day default

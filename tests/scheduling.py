@@ -24,7 +24,7 @@ missing only runs later.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import pytest
 from xdist.scheduler import LoadFileScheduling
@@ -137,6 +137,17 @@ def check_shared_fixtures(items: Sequence[pytest.Item]) -> None:
             "tests/scheduling.py: add these files to SHARED_FIXTURES, so that one worker starts the fixture: "
             + ", ".join(f"{file} ({fixture})" for fixture, file in missing)
         )
+
+
+def slowest_files(reports: Iterable[object], *, count: int) -> list[tuple[str, float]]:
+    """The `count` files whose tests took longest, setup, call and teardown summed (a report without a
+    duration, such as a collection's, counts nothing): what SLOW_FILES orders by."""
+    seconds: Counter[str] = Counter()
+    for report in reports:
+        duration = getattr(report, "duration", None)
+        if duration is not None and getattr(report, "when", None) in ("setup", "call", "teardown"):
+            seconds[file_of(report.nodeid)] += duration
+    return seconds.most_common(count)
 
 
 def longest_files_first(items: Sequence[pytest.Item]) -> list[pytest.Item]:

@@ -12,6 +12,7 @@ from tests.scheduling import (
     SharedFixtureScheduling,
     check_shared_fixtures,
     longest_files_first,
+    slowest_files,
 )
 
 
@@ -38,6 +39,27 @@ def test_the_files_of_a_shared_fixture_are_one_unit_run_together_longest_unit_fi
     scheduler = SharedFixtureScheduling.__new__(SharedFixtureScheduling)
     assert {scheduler._split_scope(items[i].nodeid) for i in (1, 4)} == {"[spark]"}
     assert scheduler._split_scope(items[0].nodeid) == "tests/replication/test_source_task.py"
+
+
+@dataclass
+class Report:
+    nodeid: str
+    when: str
+    duration: float
+
+
+def test_the_slowest_files_sum_the_setup_call_and_teardown_of_their_tests():
+    a, b, c = "tests/workers/test_a.py", "tests/web/test_b.py", "tests/test_c.py"
+    reports = [
+        Report(f"{a}::test_1", "setup", 20.0),  # a session fixture started for it
+        Report(f"{a}::test_1", "call", 5.0),
+        Report(f"{a}::test_2", "call", 4.0),
+        Report(f"{a}::test_2", "teardown", 1.0),
+        Report(f"{b}::test_3", "call", 29.0),
+        Report(f"{c}::test_4", "call", 1.0),
+        Report(c, "collect", 9.0),  # not a test's
+    ]
+    assert slowest_files(reports, count=2) == [(a, 30.0), (b, 29.0)]
 
 
 def test_a_file_using_a_shared_fixture_it_is_not_listed_with_fails_the_collection_naming_it():
