@@ -10,6 +10,7 @@ from django.urls import get_script_prefix, get_urlconf, reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from controlplane.core.roles import Role
 from controlplane.flows import lifecycle
@@ -60,6 +61,22 @@ def when(value: datetime | str | None) -> str:
     return format_html(
         '<time datetime="{}">{}</time>', local.isoformat(), local.strftime("%Y-%m-%d %H:%M:%S %Z")
     )
+
+
+@register.simple_tag
+def observed(live) -> str:
+    """`{% observed live %}`: when `live`'s figures were observed (`when`), with how long ago when they are
+    stale; "no report yet" before the first. A tag, not an included template: it is in every row of the flows
+    table and of a flow's partitions."""
+    if not live.observed_at:
+        return mark_safe('<span class="badge waiting">no report yet</span>')
+    if live.stale:
+        return format_html(
+            '{} <span class="badge stale">last seen {} ago</span>',
+            when(live.observed_at),
+            numbers.seconds(live.age_s),
+        )
+    return when(live.observed_at)
 
 
 @register.filter
