@@ -91,6 +91,8 @@ def _cpu_s(jvm: int) -> tuple[float, float]:
     tick = os.sysconf("SC_CLK_TCK")
     stats = {}
     for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
