@@ -7,7 +7,10 @@ that has run nothing yet; the session's start-up, printed apart, comes before it
 the previous open one, and the carry). Then a second full run on the warm JVM (fresh state, same lake)
 against a baseline measured right after it: Spark reading every lake column of the same files and doing
 nothing with them. Peak memory is the driver's (Python) and the JVMs' resident high-water marks
-(VmHWM): the driver's JVM, and on a cluster (SPARK_MASTER) the executor JVMs this machine runs.
+(VmHWM): the driver's JVM, and on a cluster (SPARK_MASTER) the executor JVMs this machine runs. The
+cold and warm runs' steps (as the job reports them) print with their wall seconds and the CPU seconds of
+the driver's JVM and of its Python workers (local mode: the job's tasks; on a cluster the executors'
+are not counted).
 
 Targets (issue 38): the cold full run of 10.4M samples under 30 s, the warm full run within 5x the raw
 read, every JVM under 2 GB; exits 1 when one is missed. The JVM is sized by the session's defaults
