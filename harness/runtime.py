@@ -19,12 +19,13 @@ from pathlib import Path
 
 import requests
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka.admin import OffsetSpec
 from django.db import connection
 
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
-from replication.kafka.clients import make_consumer, make_producer
+from replication.kafka.clients import make_admin, make_consumer, make_producer
 from replication.kafka.processes import free_port
 from replication.kafka.source_io import PartitionReader
 from replication.mirroring import source_offset_of
@@ -174,8 +175,20 @@ def demo_worker_commands() -> dict[str, list[str]]:
 
 
 def create_topic(cluster: ClusterConfig, topic: str, partitions: int = PARTITIONS) -> None:
+    """Create `topic` and wait until the broker serves every partition: a request right after CreateTopics
+    can meet a broker whose metadata has not got the topic yet (a group's offsets altered on it answered
+    "Unknown topic or partition" once in CI, at load)."""
     errors = TopicAdmin(cluster).create_topics([NewRemoteTopic(topic, topic, partitions, 1, {})])
     assert errors.get(topic) is None, errors
+    admin = make_admin(cluster)
+    pending = [TopicPartition(topic, partition) for partition in range(partitions)]
+    deadline = time.monotonic() + 30
+    while pending:
+        futures = admin.list_offsets({key: OffsetSpec.latest() for key in pending}, request_timeout=10)
+        pending = [key for key, future in futures.items() if future.exception() is not None]
+        if pending:
+            assert time.monotonic() < deadline, f"{topic}: {len(pending)} partition(s) not served within 30 s"
+            time.sleep(0.1)
 
 
 def produce(cluster: ClusterConfig, topic: str, count: int, *, partitions: int = PARTITIONS) -> None:

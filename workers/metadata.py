@@ -29,7 +29,7 @@ from controlplane.status.runtime import FlowSpec
 from replication.checkpoint import MirrorCheckpointTask
 from replication.connector import TopicPartition
 from replication.kafka.admin import TopicAdminError
-from replication.kafka.flow_tasks import PeriodicTask, periodic_tasks_for_flow
+from replication.kafka.flow_tasks import PeriodicTask, periodic_internal_topics, periodic_tasks_for_flow
 from replication.kafka.source_io import task_internal_topics
 from replication.kafka.topic_sync import TopicMetadataSync
 from replication.policy import replication_policy_for
@@ -70,8 +70,9 @@ class CachedMetadata:
                 target=spec.target,
                 policy=policy,
                 timeout_s=timeout_s,
-                internal_topics=task_internal_topics(
-                    spec.flow, source=spec.source, target=spec.target, policy=policy
+                internal_topics=(
+                    *task_internal_topics(spec.flow, source=spec.source, target=spec.target, policy=policy),
+                    *periodic_internal_topics(spec.flow, target=spec.target, policy=policy),
                 ),
             ),
             periodic=periodic_tasks_for_flow(

@@ -18,7 +18,7 @@ from replication.formats import OffsetSync
 from replication.heartbeat import MirrorHeartbeatTask
 from replication.kafka.admin import ADMIN_TIMEOUT_S
 from replication.kafka.groups import GroupOffsetsAdmin
-from replication.kafka.internal_topics import InternalTopicReader, InternalTopicWriter
+from replication.kafka.internal_topics import InternalTopic, InternalTopicReader, InternalTopicWriter
 from replication.policy import ReplicationPolicy, replication_policy_for
 from replication.schemas.flow import schema_sync_task
 
@@ -118,16 +118,47 @@ def checkpoint_task_for_flow(
             timeout_s=timeout_s,
         ),
         checkpoint_sink=InternalTopicSink(
-            InternalTopicWriter(
-                target,
-                policy.checkpoints_topic(flow.source),
-                replication_factor=flow.checkpoints_topic_replication_factor,
-                timeout_s=timeout_s,
+            InternalTopicWriter.of(
+                checkpoints_internal_topic(flow, target=target, policy=policy), timeout_s=timeout_s
             ),
             kind="checkpoint",
             on_emit=on_emit,
         ),
     )
+
+
+def heartbeats_internal_topic(
+    flow: FlowConfig, *, target: ClusterConfig, policy: ReplicationPolicy
+) -> InternalTopic:
+    """The heartbeats topic the flow's heartbeat task writes on the target (MM2's `heartbeats`)."""
+    return InternalTopic(
+        target, policy.heartbeats_topic(), replication_factor=flow.heartbeats_topic_replication_factor
+    )
+
+
+def checkpoints_internal_topic(
+    flow: FlowConfig, *, target: ClusterConfig, policy: ReplicationPolicy
+) -> InternalTopic:
+    """The checkpoints topic the flow's checkpoint task writes on the target (`<source>.checkpoints.internal`)."""
+    return InternalTopic(
+        target,
+        policy.checkpoints_topic(flow.source),
+        replication_factor=flow.checkpoints_topic_replication_factor,
+    )
+
+
+def periodic_internal_topics(
+    flow: FlowConfig, *, target: ClusterConfig, policy: ReplicationPolicy
+) -> tuple[InternalTopic, ...]:
+    """The internal topics the flow's enabled periodic tasks write: created with the task's before the
+    flow's first remote topic (`replication.kafka.source_io.task_internal_topics` says why). Created behind
+    10,000 new remote partitions, a heartbeats write timed out for two minutes."""
+    topics = []
+    if flow.emit_heartbeats_enabled:
+        topics.append(heartbeats_internal_topic(flow, target=target, policy=policy))
+    if flow.emit_checkpoints_enabled:
+        topics.append(checkpoints_internal_topic(flow, target=target, policy=policy))
+    return tuple(topics)
 
 
 def heartbeat_task_for_flow(
@@ -138,11 +169,8 @@ def heartbeat_task_for_flow(
     timeout_s: float = ADMIN_TIMEOUT_S,
     on_emit: EmitListener | None = None,
 ) -> MirrorHeartbeatTask:
-    writer = InternalTopicWriter(
-        target,
-        policy.heartbeats_topic(),
-        replication_factor=flow.heartbeats_topic_replication_factor,
-        timeout_s=timeout_s,
+    writer = InternalTopicWriter.of(
+        heartbeats_internal_topic(flow, target=target, policy=policy), timeout_s=timeout_s
     )
     sink = InternalTopicSink(
         writer, kind="heartbeat", on_emit=on_emit, timestamp_ms=lambda heartbeat: heartbeat.timestamp_ms

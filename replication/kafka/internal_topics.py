@@ -234,9 +234,13 @@ class InternalTopicWriter:
         self._failures: list[str] = []  # delivery errors since `delivered` last looked
 
     @classmethod
-    def of(cls, topic: InternalTopic) -> InternalTopicWriter:
+    def of(cls, topic: InternalTopic, *, timeout_s: float = 30.0) -> InternalTopicWriter:
         return cls(
-            topic.cluster, topic.name, replication_factor=topic.replication_factor, configs=topic.configs
+            topic.cluster,
+            topic.name,
+            replication_factor=topic.replication_factor,
+            configs=topic.configs,
+            timeout_s=timeout_s,
         )
 
     def write(
