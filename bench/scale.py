@@ -69,7 +69,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
-from confluent_kafka.admin import OffsetSpec
 
 from bench.brokers import bench_cluster, bench_clusters, stored_cluster
 from bench.latency import percentile
@@ -850,30 +849,18 @@ def create_topics(cluster: ClusterConfig, topics: dict[str, int]) -> float:
         ),
         tick=lambda: None,
     )
-    # Created is not served yet: a broker creating thousands of partitions answers "not leader" for a
-    # while (70 s for 5,000 at load 16). A user's topics exist before a tool starts: every tool starts
-    # once the source answers ListOffsets for every partition, so that wait is no tool's.
-    unserved = [TopicPartition(name, p) for name, count in topics.items() for p in range(count)]
-    admin_client = make_admin(cluster)
+    # A user's topics exist before a tool starts: every tool starts once the source answers ListOffsets for
+    # every partition, so that wait is no tool's.
+    from harness.runtime import wait_served
 
-    def served() -> bool:
-        nonlocal unserved
-        futures = admin_client.list_offsets({tp: OffsetSpec.latest() for tp in unserved}, request_timeout=30)
-        pending = []
-        for tp, future in futures.items():
-            try:
-                future.result()
-            except KafkaException:
-                pending.append(tp)
-        unserved = pending
-        return not unserved
-
-    wait_for(
-        served,
-        timeout_s=TOPICS_TIMEOUT_S,
-        what=lambda: f"every partition served on {cluster.alias} ({len(unserved):,} not yet)",
-        tick=lambda: None,
-    )
+    try:
+        wait_served(
+            cluster,
+            [TopicPartition(name, p) for name, count in topics.items() for p in range(count)],
+            timeout_s=TOPICS_TIMEOUT_S,
+        )
+    except AssertionError as error:
+        raise PhaseTimeout(str(error)) from None
     return time.monotonic() - began
 
 

@@ -65,6 +65,14 @@ def delete_topics(*topics) -> None:
         admin.delete_topics([name])[name].result()
 
 
+def write_one_per_partition(cluster, topic: str) -> None:
+    """One record on each of the topic's PARTITIONS partitions, acknowledged."""
+    producer = make_producer(cluster, overrides={"linger.ms": 50})
+    for partition in range(PARTITIONS):
+        producer.produce(topic, key=b"k", value=b"v%d" % partition, partition=partition)
+    assert producer.flush(180) == 0
+
+
 def test_a_task_of_2000_partitions_starts_them_in_a_few_batched_requests(cluster_a, cluster_b, unique_name):
     topic = f"{unique_name}-wide"
     remote = f"A.{topic}"
@@ -73,10 +81,7 @@ def test_a_task_of_2000_partitions_starts_them_in_a_few_batched_requests(cluster
     try:
         wait_until_listed(cluster_b, remote)  # as topic sync leaves it before a task starts
         wait_until_listed(cluster_a, topic)
-        producer = make_producer(cluster_a, overrides={"linger.ms": 50})
-        for partition in range(PARTITIONS):
-            producer.produce(topic, key=b"k", value=b"v%d" % partition, partition=partition)
-        assert producer.flush(180) == 0
+        write_one_per_partition(cluster_a, topic)
         consumer_requests, producer_requests = Requests(), Requests()
         flow = FlowConfig(
             source="A",
@@ -153,10 +158,7 @@ def test_an_exactly_once_task_started_as_its_remote_topic_is_created_waits_for_i
     create_topics(cluster_a, [topic], PARTITIONS)
     try:
         wait_until_listed(cluster_a, topic)  # the source's topics exist before a flow starts
-        producer = make_producer(cluster_a, overrides={"linger.ms": 50})
-        for partition in range(PARTITIONS):
-            producer.produce(topic, key=b"k", value=b"v%d" % partition, partition=partition)
-        assert producer.flush(180) == 0
+        write_one_per_partition(cluster_a, topic)
         flow = FlowConfig(
             source="A",
             target="B",
