@@ -71,10 +71,12 @@ CREATE_TIME, LOG_APPEND_TIME = 1, 2  # a record's timestamp type: its producer's
 def record_of(message: SourceRecord) -> KafkaRecord:
     """A fetched record (confluent-kafka's `Message` or the in-memory cluster's) as a page shows it."""
     kind, stamp = message.timestamp()
+    offset = message.offset()
+    assert offset is not None  # a record (no error) has its offset
     return KafkaRecord(
         topic=message.topic() or "",
         partition=message.partition() or 0,
-        offset=message.offset(),
+        offset=offset,
         timestamp_ms=stamp if kind and stamp >= 0 else None,
         key=message.key(),
         value=message.value(),
@@ -88,8 +90,10 @@ def mirrored_record(message: SourceRecord) -> MirroredRecord:
     kind, timestamp = message.timestamp()
     key, value, headers = message.key(), message.value(), tuple(message.headers() or ())
     size = len(key or b"") + len(value or b"") + sum(len(n) + len(v or b"") for n, v in headers)
+    offset = message.offset()
+    assert offset is not None  # a record (no error) has its offset
     return MirroredRecord(
-        offset=message.offset(),
+        offset=offset,
         key=key,
         value=value,
         headers=headers,

@@ -144,6 +144,7 @@ class Delivery:
             elif state is None:
                 continue
             offset = message.offset()
+            assert offset is not None  # a record (no error) has its offset
             timestamp_type, timestamp = message.timestamp()
             headers = message.headers()
             state.last_polled_timestamp_ms = timestamp

@@ -198,7 +198,9 @@ class PartitionState:
             if error is None:
                 if not offsets:
                     unsettled.append(self)
-                keep_offset(message.offset())
+                offset = message.offset()
+                assert offset is not None  # a delivered record has its target offset
+                keep_offset(offset)
                 keep_size(len(message))
                 self.last_acked = message
             else:
@@ -218,7 +220,9 @@ class PartitionState:
             if error is None:
                 if not self.acked_offsets:
                     self.acks.unsettled.append(self)
-                self.acked_offsets.append(message.offset())
+                offset = message.offset()
+                assert offset is not None  # a delivered record has its target offset
+                self.acked_offsets.append(offset)
                 self.reported_places.append(place)
                 self.last_acked = message
             else:

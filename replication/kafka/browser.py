@@ -19,12 +19,18 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from replication.browse import KafkaRecord, PartitionOffsets, record_of
 from replication.cluster_ports import BrowseError, RecordPage, TopicListing, UnknownTopic
 from replication.config import ClusterConfig
-from replication.kafka.clients import kafka_error_reason, make_admin, make_consumer
+from replication.kafka.clients import (
+    ClientValue,
+    kafka_error_reason,
+    make_admin,
+    make_consumer,
+    source_record,
+)
 
 log = logging.getLogger(__name__)
 
 # Fetch no more than a page needs: a browsing consumer must not pull megabytes it will not show.
-_FETCH_LIMITS = {
+_FETCH_LIMITS: dict[str, ClientValue] = {
     "fetch.wait.max.ms": 50,
     "queued.max.messages.kbytes": 1024,
     "fetch.message.max.bytes": 262144,
@@ -191,7 +197,7 @@ def fetched_ends(cluster: ClusterConfig, listed: Mapping[Key, int], *, timeout_s
         while pending and (remaining := deadline - time.monotonic()) > 0:
             message = consumer.poll(min(remaining, 0.05))  # serves the fetch answers
             error = None if message is None else message.error()
-            if error is not None and error.code() != KafkaError._PARTITION_EOF:
+            if message is not None and error is not None and error.code() != KafkaError._PARTITION_EOF:
                 failed = pending.pop(TopicPartition(message.topic() or "", message.partition() or 0), None)
                 if failed is not None:
                     log.debug("cluster %s: the end of %s[%d]: %s", cluster.alias, *failed, error.str())
@@ -258,12 +264,12 @@ def read_records(
                     raise BrowseError(
                         f"cluster {cluster.alias}: reading {key[0]}[{key[1]}]: {error.str()}"
                     ) from KafkaException(error)
+                record = record_of(source_record(message))
                 limit = limits.get(key)
-                if limit is not None and message.offset() >= limit:
+                if limit is not None and record.offset >= limit:
                     pending.discard(key)
                     done.append(TopicPartition(*key))
                     continue
-                record = record_of(message)
                 scanned[key] += 1
                 positions[key] = record.offset + 1
                 if keep is None or keep(record):

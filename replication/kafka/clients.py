@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import cast
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
 
 from replication.config import ClusterConfig
 from replication.jaas import jaas_options
 from replication.logonce import first_time
+from replication.task_io import RecordSink, SourceRecord
 
 _librdkafka_log = logging.getLogger("replication.kafka.librdkafka")
 # A client property's value as librdkafka takes it; its callbacks (`error_cb`, `stats_cb`) and the logger
@@ -95,6 +97,24 @@ def make_producer(cluster: ClusterConfig, *, overrides: Mapping[str, ClientValue
         **(overrides or {}),
     }
     return Producer(librdkafka_properties(properties), logger=_librdkafka_log)
+
+
+def source_records(messages: list[Message]) -> Sequence[SourceRecord]:
+    """A consumer's messages as the engine's `SourceRecord`s, unwrapped. confluent-kafka types
+    `Message.headers()` as what a producer accepts (a dict, or str values); a consumer's records carry
+    the list of (name, bytes) pairs the Protocol names."""
+    return cast("Sequence[SourceRecord]", messages)
+
+
+def source_record(message: Message) -> SourceRecord:
+    """One consumer message as a `SourceRecord` (`source_records`)."""
+    return cast("SourceRecord", message)
+
+
+def record_sink(producer: Producer) -> RecordSink:
+    """A producer as the task's `RecordSink`, unwrapped: its `produce` takes the Protocol's headers, a list
+    of (name, bytes) pairs, which confluent-kafka types as a list of (name, str or bytes) (invariant)."""
+    return cast("RecordSink", producer)
 
 
 def make_admin(

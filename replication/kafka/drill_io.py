@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from replication.browse import mirrored_record
 from replication.cluster_ports import DrillIOError
 from replication.config import ClusterConfig
-from replication.kafka.clients import kafka_error_reason, make_consumer
+from replication.kafka.clients import kafka_error_reason, make_consumer, source_record
 from replication.verification import MirroredRecord
 
 TopicPartitionKey = tuple[str, int]
@@ -62,7 +62,7 @@ def next_records(
                     continue
                 error = message.error()
                 if error is None:
-                    found[key] = mirrored_record(message)
+                    found[key] = mirrored_record(source_record(message))
                 elif error.code() != KafkaError._PARTITION_EOF:
                     raise DrillIOError(f"cluster {cluster.alias}: reading {key[0]}[{key[1]}]: {error.str()}")
                 elif key in wait_for:

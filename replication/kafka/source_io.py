@@ -23,20 +23,34 @@ from confluent_kafka import (
     IsolationLevel,
     KafkaError,
     KafkaException,
-    Message,
     Producer,
     TopicPartition,
 )
 from confluent_kafka.admin import OffsetSpec
 
 from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig, offset_syncs_cluster
-from replication.kafka.clients import make_admin, make_consumer, make_producer
+from replication.kafka.clients import (
+    ClientValue,
+    make_admin,
+    make_consumer,
+    make_producer,
+    record_sink,
+    source_records,
+)
 from replication.kafka.flow_tasks import InternalTopicSink
 from replication.kafka.internal_topics import InternalTopic, InternalTopicWriter
 from replication.kafka.positions import positions_internal_topic
 from replication.offset_syncs import OffsetSyncEmitter
 from replication.policy import ReplicationPolicy
-from replication.task_io import PartitionReadError, Record, Tail, TaskIO, TransactionFailure
+from replication.task_io import (
+    ClientError,
+    PartitionReadError,
+    Record,
+    SourceRecord,
+    Tail,
+    TaskIO,
+    TransactionFailure,
+)
 
 __all__ = [
     "KafkaRecordSource",
@@ -57,7 +71,7 @@ T = TypeVar("T")
 MESSAGE_TIMEOUT_MS = 120_000
 SETTLE_TIMEOUT_S = MESSAGE_TIMEOUT_MS / 1000 + 10
 
-PRODUCER_DEFAULTS: Mapping[str, object] = {
+PRODUCER_DEFAULTS: Mapping[str, ClientValue] = {
     # How long a record may wait for others to share its request. Batches still form by themselves while
     # requests are in flight; 1 instead of 5 took 2-3 ms off the p50 at 20,000 rec/s, throughput the same
     # (112k rec/s of 100 B either way, `bench engine`-style copy, alternating rounds). 5 costs 7-11% less
@@ -71,13 +85,13 @@ PRODUCER_DEFAULTS: Mapping[str, object] = {
     "queue.buffering.max.kbytes": 262_144,
     "message.timeout.ms": MESSAGE_TIMEOUT_MS,
 }
-TRANSACTIONAL_PRODUCER_DEFAULTS: Mapping[str, object] = {
+TRANSACTIONAL_PRODUCER_DEFAULTS: Mapping[str, ClientValue] = {
     # A task commits at every persist (at least every 0.2 s while records flow): a transaction a dead
     # worker left open blocks read_committed readers of its partitions until its task starts again
     # (which aborts it) or this passes. librdkafka wants it >= message.timeout.ms.
     "transaction.timeout.ms": MESSAGE_TIMEOUT_MS,
 }
-CONSUMER_DEFAULTS: Mapping[str, object] = {
+CONSUMER_DEFAULTS: Mapping[str, ClientValue] = {
     "isolation.level": "read_committed",  # records of aborted transactions are never mirrored
     "queued.max.messages.kbytes": 65_536,
     # How long the broker may hold a fetch that found nothing: Kafka's own default. Apache Kafka answers
@@ -97,9 +111,9 @@ def _client_overrides(
     *,
     cluster: ClusterConfig,
     flow: FlowConfig,
-    defaults: Mapping[str, object],
-    required: Mapping[str, object],
-) -> dict[str, object]:
+    defaults: Mapping[str, ClientValue],
+    required: Mapping[str, ClientValue],
+) -> dict[str, ClientValue]:
     """defaults < cluster `<alias>.<role>.*` < flow `A->B.<role>.*` < required."""
     prefix = f"{role}."
     flow_scoped = {
@@ -122,7 +136,7 @@ def source_consumer(flow: FlowConfig, source: ClusterConfig, *, task_index: int)
     )
 
 
-def source_consumer_overrides(flow: FlowConfig, source: ClusterConfig) -> dict[str, object]:
+def source_consumer_overrides(flow: FlowConfig, source: ClusterConfig) -> dict[str, ClientValue]:
     """The task consumer's settings over the cluster's: defaults < cluster < flow < what the task needs."""
     return _client_overrides(
         "consumer",
@@ -164,7 +178,7 @@ def mirror_producer(flow: FlowConfig, target: ClusterConfig, *, task_index: int)
     written) fatal, so what reached the target is a prefix of what was sent. Either way the exactly_once
     restart reads the target's (committed) tail and knows everything before it is there.
     """
-    required: dict[str, object] = {"enable.idempotence": True, "acks": "all"}
+    required: dict[str, ClientValue] = {"enable.idempotence": True, "acks": "all"}
     defaults = PRODUCER_DEFAULTS
     if transactional(flow):
         required["transactional.id"] = transactional_id(flow, task_index)
@@ -222,20 +236,23 @@ class KafkaRecordSource:
             [TopicPartition(topic, partition, offset) for (topic, partition), offset in positions.items()]
         )
 
-    def fetch(self, *, first_wait_s: float, max_records: int) -> list[Message]:
+    def fetch(self, *, first_wait_s: float, max_records: int) -> Sequence[SourceRecord]:
         # consume() returns once it has num_messages or its timeout passed: one record with the wait,
         # then what is fetched already without one (replication.fetching).
         messages = self._consume(num_messages=1, timeout=first_wait_s)
         if messages and max_records > 1:
             messages += self._consume(num_messages=max_records - 1, timeout=0)
-        return messages
+        return source_records(messages)
 
-    def is_out_of_range(self, error: KafkaError) -> bool:
+    def is_out_of_range(self, error: ClientError) -> bool:
         """With auto.offset.reset=error librdkafka reports a missing fetch offset as one of these."""
-        return error.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET)
+        return isinstance(error, KafkaError) and error.code() in (
+            KafkaError.OFFSET_OUT_OF_RANGE,
+            KafkaError._AUTO_OFFSET_RESET,
+        )
 
-    def is_benign(self, error: KafkaError) -> bool:
-        return is_benign_consumer_event(error)
+    def is_benign(self, error: ClientError) -> bool:
+        return isinstance(error, KafkaError) and is_benign_consumer_event(error)
 
     def watermarks(self, topic: str, partition: int) -> tuple[int, int] | None:
         try:
@@ -267,7 +284,7 @@ def kafka_task_io(
     record): its produce/poll/flush/len are the Protocol's."""
     return TaskIO(
         source=KafkaRecordSource(source_consumer(flow, source, task_index=task_index)),
-        sink=lambda: mirror_producer(flow, target, task_index=task_index),
+        sink=lambda: record_sink(mirror_producer(flow, target, task_index=task_index)),
         offset_syncs=lambda: offset_sync_emitter(flow, source=source, target=target, policy=policy),
         source_reader=lambda: PartitionReader(source),
         # Transactional: the restart reads the committed tail only (what a zombie or a crash left
@@ -409,7 +426,7 @@ class PartitionReader:
             )
         except KafkaException as exc:
             return [(tp.topic, tp.partition, -1, exc.args[0]) for tp in asked]
-        answers = []
+        answers: list[tuple[str, int, int, KafkaError | None]] = []
         for tp, future in futures.items():
             try:
                 answers.append((tp.topic, tp.partition, future.result().offset, None))
