@@ -14,9 +14,10 @@ from controlplane import alerts, assurance
 from controlplane.alerts import notifications
 from controlplane.alerts.models import Alert, AlertSilence, ChannelKind, NotificationChannel
 from controlplane.api.fields import FiniteFloatField, WholeNumberField
+from controlplane.api.permissions import request_role
 from controlplane.api.views import ID_PATTERN
 from controlplane.core.bounds import MAX_SECONDS
-from controlplane.core.roles import Role, role_of
+from controlplane.core.roles import Role
 from controlplane.flows.models import Flow
 
 
@@ -151,7 +152,7 @@ class ChannelSerializer(serializers.ModelSerializer):
     def to_representation(self, instance):
         data = super().to_representation(instance)
         request = self.context.get("request")
-        role = role_of(request.user) if request else None
+        role = request_role(request) if request else None
         if role is None or role < notifications.DELIVERY_DETAIL_ROLE:
             data["last_error"] = ""
         return data

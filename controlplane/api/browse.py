@@ -19,10 +19,11 @@ from rest_framework.views import APIView
 
 from controlplane import browse
 from controlplane.api.fields import WholeNumberField
+from controlplane.api.permissions import request_role
 from controlplane.browse import group_changes, groups, record_search
 from controlplane.core.bounds import INT64_MAX, INT64_MIN
 from controlplane.core.errors import ClusterUnavailable
-from controlplane.core.roles import Role, role_of
+from controlplane.core.roles import Role
 from controlplane.flows import selectors
 
 SEEK_PARAMETERS = [
@@ -189,7 +190,7 @@ class TopicRecordsView(RecordsView):
             cluster=_cluster(pk),
             topic=topic,
             seek=browse.parse_seek(request.query_params),
-            role=role_of(request.user),
+            role=request_role(request),
         )
         return Response(
             {
@@ -247,7 +248,7 @@ class TopicSearchView(RecordsView):
             cluster=_cluster(pk),
             topic=topic,
             search=record_search.parse_search(request.query_params),
-            role=role_of(request.user),
+            role=request_role(request),
         )
         return Response(page.to_dict())
 
@@ -268,7 +269,7 @@ class TopicTailView(RecordsView):
             topic=topic,
             search=record_search.parse_search(request.query_params),
             positions=request.query_params.get("positions", ""),
-            role=role_of(request.user),
+            role=request_role(request),
         )
         return Response(page.to_dict())
 
@@ -289,7 +290,7 @@ class RecordCopiesView(RecordsView):
             flow=flow,
             topic=request.query_params.get("topic", ""),
             seek=browse.parse_seek(request.query_params),
-            role=role_of(request.user),
+            role=request_role(request),
         )
         return Response(
             {

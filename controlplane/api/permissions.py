@@ -9,6 +9,14 @@ from controlplane import core
 from controlplane.core.roles import Role, role_of
 
 
+def request_role(request) -> Role | None:
+    """The role of the request's user, looked up once per request: the permission check, the view and each
+    row its serializer writes ask it."""
+    if not hasattr(request, "_mirrorplane_role"):
+        request._mirrorplane_role = role_of(request.user)
+    return request._mirrorplane_role
+
+
 def required_role(request, view) -> Role:
     """The role an action needs: `view.action_roles[action]`, else viewer to read and admin to write."""
     action = getattr(view, "action", None)
@@ -33,7 +41,7 @@ class RolePermission(BasePermission):
         if not request.user or not request.user.is_authenticated:
             return False
         needed = required_role(request, view)
-        role = role_of(request.user)
+        role = request_role(request)
         if role is None or role < needed:
             self.message = (
                 f"this action needs the {needed.group_name} role; you have "

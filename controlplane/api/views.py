@@ -17,8 +17,9 @@ from rest_framework.views import APIView
 
 from controlplane import core
 from controlplane.api import serializers as s
+from controlplane.api.permissions import request_role
 from controlplane.core.bounds import ID_PATTERN
-from controlplane.core.roles import Role, role_of
+from controlplane.core.roles import Role
 from controlplane.flows import mm2, pools, selectors, services
 from controlplane.flows.models import Cluster, Flow, FlowState, SecurityProtocol
 from controlplane.status import partitions, rollup
@@ -164,7 +165,7 @@ class FlowViewSet(viewsets.ModelViewSet):
         page = partitions.partition_page(
             flow=flow, budget=status.budget, tasks=status.tasks, **query.validated_data
         )
-        context = {"role": role_of(request.user), "request": request, "partition_page": page}
+        context = {"role": request_role(request), "request": request, "partition_page": page}
         return Response(s.FlowStatusSerializer(status, context=context).data)
 
 
@@ -245,7 +246,7 @@ class Mm2ExportView(APIView):
     def get(self, request):
         if request.accepted_renderer.format == StrimziYamlRenderer.format:
             return HttpResponse(
-                selectors.strimzi_export(role=role_of(request.user)),
+                selectors.strimzi_export(role=request_role(request)),
                 content_type="application/yaml; charset=utf-8",
             )
         return HttpResponse(selectors.mm2_export(), content_type="text/plain; charset=utf-8")

@@ -14,6 +14,7 @@ import secrets
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
@@ -35,7 +36,9 @@ def api_token_issue(*, user, expires_in_days: int | None = None) -> tuple[str, A
     key = secrets.token_urlsafe(32)
     now = timezone.now()
     expires_at = _capped(
-        user, issued_at=now, expires_at=now + datetime.timedelta(days=days) if days > 0 else None
+        sso=SsoIdentity.objects.filter(user=user).exists(),
+        issued_at=now,
+        expires_at=now + datetime.timedelta(days=days) if days > 0 else None,
     )
     ApiToken.objects.filter(user=user).delete()
     token = ApiToken.objects.create(
@@ -63,12 +66,12 @@ def api_token_rotate(*, user, actor, expires_in_days: int | None = None) -> tupl
 
 
 def _capped(
-    user, *, issued_at: datetime.datetime, expires_at: datetime.datetime | None
+    *, sso: bool, issued_at: datetime.datetime, expires_at: datetime.datetime | None
 ) -> datetime.datetime | None:
-    """When a token of `user` issued at `issued_at` stops working: its own expiry, and for a user who signs
-    in through the identity provider MIRRORPLANE_OIDC_API_TOKEN_TTL_HOURS after issue at the latest (a
-    token issued before that rule included)."""
-    if not SsoIdentity.objects.filter(user=user).exists():
+    """When a token issued at `issued_at` stops working: its own expiry, and for a user who signs in
+    through the identity provider (`sso`) MIRRORPLANE_OIDC_API_TOKEN_TTL_HOURS after issue at the latest
+    (a token issued before that rule included)."""
+    if not sso:
         return expires_at
     short = issued_at + datetime.timedelta(hours=settings.MIRRORPLANE_OIDC_API_TOKEN_TTL_HOURS)
     return short if expires_at is None else min(expires_at, short)
@@ -79,12 +82,18 @@ class ApiTokenAuthentication(TokenAuthentication):
     get a new one."""
 
     def authenticate_credentials(self, key):
-        token = ApiToken.objects.select_related("user").filter(digest=token_digest(key)).first()
+        # Whether its user signs in through the identity provider in the same statement: one per request.
+        token = (
+            ApiToken.objects.select_related("user")
+            .annotate(sso=Exists(SsoIdentity.objects.filter(user=OuterRef("user_id"))))
+            .filter(digest=token_digest(key))
+            .first()
+        )
         if token is None:
             raise exceptions.AuthenticationFailed("invalid token")
         if not token.user.is_active:
             raise exceptions.AuthenticationFailed("user inactive or deleted")
-        expires_at = _capped(token.user, issued_at=token.created_at, expires_at=token.expires_at)
+        expires_at = _capped(sso=token.sso, issued_at=token.created_at, expires_at=token.expires_at)
         if expires_at is not None and expires_at <= timezone.now():
             raise exceptions.AuthenticationFailed(
                 f"token {token.prefix}… expired at {expires_at.isoformat()}: rotate it "

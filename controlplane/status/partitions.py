@@ -302,11 +302,12 @@ def topic_statuses(
     per topic here."""
     now = now or timezone.now()
     reports = TaskReports.of(flow_ids, now=now, tasks=tasks)
-    states = {f"state_{s}": Count("id", filter=Q(shown=s)) for s in STATES}
+    # Grouped by the state shown too (the CASE written once, not once per state in a COUNT's FILTER: that
+    # statement took about 2 ms to compile), and the states' groups of a topic and task merged here.
     groups = (
         FlowPartitionStatus.objects.filter(flow_id__in=flow_ids)
-        .alias(shown=reports.shown_state())
-        .values("flow_id", "topic", "task_index")
+        .annotate(shown=reports.shown_state())
+        .values("flow_id", "topic", "task_index", "shown")
         .annotate(
             partitions=Count("id"),
             sum_records_behind=Sum("records_behind"),
@@ -317,14 +318,29 @@ def topic_statuses(
             sum_record_count=Sum("record_count"),
             sum_byte_count=Sum("byte_count"),
             oldest=Min("observed_at"),
-            **states,
         )
-        .order_by("flow_id", "topic")
+        .order_by()
     )
-    by_topic: dict[tuple[int, str], list[dict]] = {}
+    by_task: dict[tuple[int, str, int], list[dict]] = {}
     for group in groups:
-        group["figures_at"] = reports.figures_at(group["flow_id"], group["task_index"], group["oldest"])
-        by_topic.setdefault((group["flow_id"], group["topic"]), []).append(group)
+        by_task.setdefault((group["flow_id"], group["topic"], group["task_index"]), []).append(group)
+    by_topic: dict[tuple[int, str], list[dict]] = {}
+    for (flow_id, topic, task_index), parts in sorted(by_task.items()):
+        oldest = min(part["oldest"] for part in parts)
+        by_topic.setdefault((flow_id, topic), []).append(
+            {
+                "partitions": sum(part["partitions"] for part in parts),
+                "sum_records_behind": _known((part["sum_records_behind"] for part in parts), sum),
+                "sum_bytes_behind": _known((part["sum_bytes_behind"] for part in parts), sum),
+                "max_seconds_behind": _known((part["max_seconds_behind"] for part in parts), max),
+                "max_record_age_ms": _known((part["max_record_age_ms"] for part in parts), max),
+                "max_latency_ms": _known((part["max_latency_ms"] for part in parts), max),
+                "sum_record_count": sum(part["sum_record_count"] or 0 for part in parts),
+                "sum_byte_count": sum(part["sum_byte_count"] or 0 for part in parts),
+                "states": {part["shown"]: part["partitions"] for part in parts},
+                "figures_at": reports.figures_at(flow_id, task_index, oldest),
+            }
+        )
     found: dict[int, list[TopicStatus]] = {}
     for (flow_id, topic), parts in by_topic.items():
         found.setdefault(flow_id, []).append(_topic_status(flow_id, topic, parts, now=now))
@@ -350,7 +366,7 @@ def _topic_status(flow_id: int, topic: str, groups: list[dict], *, now: datetime
         replication_latency_ms=_known((group["max_latency_ms"] for group in groups), max),
         record_count=sum(group["sum_record_count"] or 0 for group in groups),
         byte_count=sum(group["sum_byte_count"] or 0 for group in groups),
-        states={s: n for s in STATES if (n := sum(group[f"state_{s}"] for group in groups))},
+        states={s: n for s in STATES if (n := sum(group["states"].get(s, 0) for group in groups))},
         observed_at=oldest,
         age_s=rollup.age_s(oldest, now=now),
     )

@@ -26,7 +26,7 @@ from controlplane.web import summaries
 from controlplane.web.access import admin_required, back_url, operator_required, viewer_required
 from controlplane.web.forms import PREVIEW_FIELDS, ClusterForm, FlowForm, Mm2ImportForm
 from controlplane.web.listing import Filter, KeyedRows, ListSpec, Sort, list_page
-from controlplane.web.operations import drill_history
+from controlplane.web.operations import last_drill
 from replication.strimzi import missing_placeholders
 
 # -- clusters ---------------------------------------------------------------------------------------------
@@ -313,7 +313,7 @@ def _flow_detail_context(request, flow: Flow) -> dict:
         ).partitions,
         "flow_alerts": list(alerts.alerts_firing().filter(flow=flow)),
         "pool_waiting": [status] if status.pool_without_workers else [],
-        "last_drill": drill_history(flow).first(),
+        "last_drill": last_drill(flow),
         "back": base,
     }
 

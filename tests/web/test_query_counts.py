@@ -13,6 +13,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from controlplane.core.tokens import api_token_issue
 from controlplane.flows import services
 from controlplane.flows.models import Flow
 from controlplane.status.models import FlowRpoBudget, FlowSignals, FlowTaskStatus
@@ -150,3 +151,31 @@ def test_a_request_runs_no_statement_twice(users, settings):
         statements = [q["sql"] for q in queries.captured_queries if 'FROM "controlplane_' in q["sql"]]
         repeated[path] = sorted({sql for sql in statements if statements.count(sql) > 1})
     assert repeated == {path: [] for path in paths}
+
+
+# Statements per request of what `python -m bench api` asks (docs/performance.md): each one costs the web
+# its compilation and a round trip, PostgreSQL its parse and plan.
+STATEMENT_BUDGET = {
+    "/api/v1/flows/": 4,  # 5 before the token's statement told whether its user signs in through SSO
+    "/flows/": 13,
+    "/flows/{flow}/": 22,
+    "/api/v1/flows/{flow}/status/": 8,  # 10 before: that, and the role read once per request, not twice
+}
+
+
+@pytest.mark.django_db
+def test_the_benchmarked_pages_and_apis_stay_within_their_statements(users, settings):
+    settings.MIRRORPLANE_STALE_AFTER_S = 3600
+    _add_flows(users["admin"], first=0, count=3)
+    first = Flow.objects.order_by("pk").first()
+    browser = Client()
+    browser.force_login(users["viewer"])
+    key, _ = api_token_issue(user=users["viewer"])
+    api = Client(headers={"authorization": f"Token {key}"})  # as the bench asks: a session, a token
+    counts = {}
+    for path in STATEMENT_BUDGET:
+        client = api if path.startswith("/api/") else browser
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(path.format(flow=first.pk)).status_code == 200
+        counts[path] = len(queries)
+    assert counts == STATEMENT_BUDGET
