@@ -84,6 +84,23 @@ class Progress:
             if states.get(key) is state:
                 self._metrics.latency(state, now)
 
+    def behind(self, records: int) -> bool:
+        """At least `records` records wait in the source past what the partitions acknowledged in the open
+        transaction fetched, as the last fetches reported their ends (`TransactionSpan`: whether the
+        transaction goes on). Asked a few times a transaction; it adds up to the first ones that reach
+        `records`."""
+        assert self._transactions is not None
+        source, waiting = self._source, 0
+        for state in self._transactions.uncommitted.values():
+            watermarks = source.watermarks(*state.key)
+            if watermarks is None:
+                continue
+            position = source.position(*state.key)
+            waiting += watermarks[1] - max(position if position is not None else -1, state.next_offset)
+            if waiting >= records:
+                return True
+        return False
+
     def fetched_to_end(self) -> bool:
         """Every running partition was read to the end its source reports: a fetch that found nothing is
         not "caught up" before the consumer knows where the end is (a new consumer's first fetches come

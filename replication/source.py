@@ -6,8 +6,9 @@ and its timestamp, by an idempotent producer, in order. A slice is bounded in re
 ends with the offset syncs sent and the positions (next source offset per partition) that acknowledged
 syncs cover persisted (a settling slice flushes the producer and waits for the syncs first): a position
 never covers a record the target did not acknowledge, nor a record whose offset sync is not durable. During a slice the same commit runs at
-least every `PERSIST_INTERVAL_S` / `PERSIST_RECORDS`, and at most `MAX_IN_FLIGHT` records are
-unacknowledged, which bounds what a crash leaves in doubt.
+least every `PERSIST_INTERVAL_S` / `PERSIST_RECORDS` (exactly_once in transactions: a transaction with a
+backlog behind it goes on longer, across slice ends, `replication.transactions.TransactionSpan`), and at
+most `MAX_IN_FLIGHT` records are unacknowledged, which bounds what a crash leaves in doubt.
 
 Split as Kafka Connect splits a source task: this module orchestrates (assignment, the fetch loop, slice
 ends, fencing); collaborators of one job each drive the Protocols of `replication.task_io`: `delivery`
@@ -140,6 +141,7 @@ class MirrorSourceTask:
             metrics=reporter,
             flow=flow,
             task_index=task_index,
+            acks=acks,
         )
         self._progress = Progress(
             acks=acks,
@@ -260,8 +262,10 @@ class MirrorSourceTask:
         self._stopped.update(error.partition for error in stopped if error.partition is not None)
         for error in (*stopped, *self._hold.check(now=now)):
             self._record_error(error, errors)
-        # Settled: the next slice may run elsewhere, so every moved position is written now.
-        self._commit(now=now, errors=errors, every_position=settle)
+        # Settled: the next slice may run elsewhere, so every moved position is written now. A transaction
+        # with a backlog behind it goes on across the slice end (`Transactions.goes_on`).
+        if settle or caught_up or not self._transaction_goes_on():
+            self._commit(now=now, errors=errors, every_position=settle)
         self._reporter.report(self._states, held=self._hold.held, now=now, swept=swept)
         if self._reseek_needed and not self._restart_needed:
             self._assign_source()
@@ -494,12 +498,19 @@ class MirrorSourceTask:
         """Persist mid-slice on the cadence; a failure is logged and retried, the slice end reports it.
         False when the pump must stop: a transaction was abandoned (its partitions restart) or fenced,
         which goes to `errors` at once (the slice end does not see it again)."""
-        if self._positions.due():
+        if self._positions.due() and not self._transaction_goes_on():
             failed: list[SliceError] = []
             if not self._commit(now=self._clock(), errors=failed):
                 self._positions.postpone()
             errors.extend(e for e in failed if e.kind in STOPPING_KINDS)
         return not (self._restart_needed or self._fenced)
+
+    def _transaction_goes_on(self) -> bool:
+        """The open transaction does not commit yet: the source holds a backlog behind it
+        (`Transactions.goes_on`); nothing is persisted meanwhile (a position or an offset sync never
+        covers a record that is not committed)."""
+        transactions = self._transactions
+        return transactions is not None and transactions.open and transactions.goes_on(self._progress.behind)
 
     # -- after the loop -----------------------------------------------------------------------------
     def _check_deliveries(self, errors: list[SliceError]) -> None:

@@ -272,8 +272,12 @@ class MemorySink:
         reportable = [entry for entry in self.pending if entry[0] not in self.hold]
         reportable.sort(key=lambda entry: entry[0][1], reverse=True)  # stable: in order per partition
         reported = reportable[: self.per_poll]
+        if len(reported) < len(self.pending):
+            served = set(map(id, reported))
+            self.pending = [entry for entry in self.pending if id(entry) not in served]
+        else:
+            self.pending = []
         for entry in reported:
-            self.pending.remove(entry)
             key_, record, on_delivery, failing = entry
             if failing:
                 self.failures += 1

@@ -47,6 +47,7 @@ def setup(*, transactional: bool = False, partitions: int = 3):
             metrics=reporter,
             flow=FlowConfig(source="A", target="B", delivery_guarantee=DeliveryGuarantee.EXACTLY_ONCE),
             task_index=0,
+            acks=acks,
         )
         if transactional
         else None

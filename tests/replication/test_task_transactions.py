@@ -33,6 +33,7 @@ class Setup:
         self.cluster = MemoryCluster()
         self.sinks = [MemoryTransactionalSink(self.cluster)]
         self.metrics = MirrorMetrics()
+        self.acks = Acknowledgements()
         self.transactions = Transactions(
             sink=lambda: self.sinks[-1],
             failure=memory_transaction_failure,
@@ -40,8 +41,8 @@ class Setup:
             metrics=TaskMetrics(metrics=self.metrics, source=MemorySource(self.cluster), transactional=True),
             flow=FLOW,
             task_index=3,
+            acks=self.acks,
         )
-        self.acks = Acknowledgements()
 
     @property
     def sink(self) -> MemoryTransactionalSink:

@@ -5,6 +5,7 @@ producers."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
@@ -15,18 +16,23 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from harness.runtime import wait_until
+from replication import transactions
 from replication.config import DeliveryGuarantee, FlowConfig
 from replication.kafka.clients import make_producer
 from replication.kafka.source_io import (
     PartitionReader,
+    kafka_task_io,
     mirror_producer,
     transaction_failure,
     transactional_id,
 )
 from replication.metrics import MirrorMetrics
 from replication.mirroring import source_offset_of
+from replication.partition_state import Acknowledgements
+from replication.policy import DefaultReplicationPolicy
 from replication.positions import InMemoryPositionStore
-from replication.source import SliceErrorKind, SliceResult, TaskFenced
+from replication.runner import SLICE_SECONDS
+from replication.source import MirrorSourceTask, SliceErrorKind, SliceResult, TaskFenced
 from replication.task_io import TransactionFailure
 from replication.task_metrics import TaskMetrics
 from replication.transactions import TransactionFailed, Transactions
@@ -265,6 +271,7 @@ def test_transactions_alone_on_kafka_a_second_init_fences_the_first_whose_commit
             metrics=reporter,
             flow=flow,
             task_index=0,
+            acks=Acknowledgements(),
         )
         for producer in producers
     )
@@ -283,3 +290,71 @@ def test_transactions_alone_on_kafka_a_second_init_fences_the_first_whose_commit
     successor.commit()
     committed = read_partition(cluster_b, remote, 0, isolation="read_committed")
     assert [m.value() for m in committed] == [b"written by the successor"]
+
+
+class CountingCommits:
+    """A Kafka transactional producer whose commits are counted (each one a transaction of the task)."""
+
+    def __init__(self, producer) -> None:
+        self._producer, self.commits = producer, 0
+
+    def __getattr__(self, name: str):
+        return getattr(self._producer, name)
+
+    def __len__(self) -> int:
+        return len(self._producer)
+
+    def commit_transaction(self, timeout: float) -> None:
+        self.commits += 1
+        self._producer.commit_transaction(timeout)
+
+
+def test_a_backlog_is_committed_in_fewer_transactions_than_one_per_persist_cadence_each_record_once(
+    cluster_a, cluster_b, unique_name, monkeypatch
+):
+    """Before `TransactionSpan`, a transaction committed at every persist cadence: once `PERSIST_RECORDS`
+    more records were acknowledged (a check after each fetch of up to `CONSUME_BATCH` and the reports of
+    up to `MAX_IN_FLIGHT` records: 30,000 records at most, 7 commits of this backlog at the least; 12
+    measured), or 0.2 s passed, and at each slice end. Spans here are bounded in records only (no time
+    bound), so the count does not depend on this machine's speed: 2-3 transactions."""
+    monkeypatch.setattr(transactions, "PERSIST_INTERVAL_S", 3600.0)
+    topic, remote, per_partition = unique_name, f"A.{unique_name}", 100_000
+    create_topics(cluster_a, [topic], PARTITIONS)
+    create_topics(cluster_b, [remote], PARTITIONS)
+    producer = make_producer(cluster_a, overrides={"linger.ms": 50})
+    for index in range(per_partition * PARTITIONS):
+        while True:
+            try:
+                producer.produce(topic, value=b"%098d" % index, partition=index % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(60) == 0
+    flow = FlowConfig(source="A", target="B", topics=(topic,), delivery_guarantee=EOS)
+    policy = DefaultReplicationPolicy(known_aliases=["A", "B"])
+    io = kafka_task_io(flow, source=cluster_a, target=cluster_b, policy=policy, task_index=0)
+    sinks: list[CountingCommits] = []
+
+    def counted() -> CountingCommits:
+        sinks.append(CountingCommits(io.sink()))
+        return sinks[-1]
+
+    task = MirrorSourceTask(
+        flow=flow,
+        policy=policy,
+        task_index=0,
+        position_store=InMemoryPositionStore(),
+        io=dataclasses.replace(io, sink=counted),
+    )
+    task.assign([(topic, partition) for partition in range(PARTITIONS)])
+    copied = 0
+    deadline = time.monotonic() + 120
+    while copied < per_partition * PARTITIONS:  # as dedicated mode runs it
+        assert time.monotonic() < deadline, f"{copied} records copied"
+        copied += task.run_slice(max_seconds=SLICE_SECONDS, settle=False, return_when_caught_up=True).records
+    task.close()
+    commits = sum(sink.commits for sink in sinks)
+    assert 1 <= commits <= 4, commits
+    for partition in range(PARTITIONS):
+        committed = read_partition(cluster_b, remote, partition, isolation="read_committed")
+        assert [source_offset_of(m.headers()) for m in committed] == list(range(per_partition))
