@@ -61,7 +61,7 @@ from bench.engine_vs_raw import (
     load_average,
     print_settings,
 )
-from replication.config import ClusterConfig
+from replication.config import ClusterConfig, DeliveryGuarantee
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_consumer, make_producer
@@ -146,12 +146,13 @@ def _read(
     timeout_s: float,
     partitions: int = PARTITIONS,
     warmup_s: float = WARMUP_S,
+    isolation: str = "read_uncommitted",
 ) -> None:
     """Consume `topic` until every record of the load (produced since `started_ms`) arrived; the
     latencies of those after the warm-up to `results`."""
     consumer = make_consumer(
         ClusterConfig(alias="reader", bootstrap_servers=bootstrap),
-        overrides={"fetch.wait.max.ms": 10, "isolation.level": "read_uncommitted"},
+        overrides={"fetch.wait.max.ms": 10, "isolation.level": isolation},
     )
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     latencies: list[float] = []
@@ -185,6 +186,7 @@ class Copy:
     def __init__(self, source: ClusterConfig, target: ClusterConfig, topic: str) -> None:
         self.source, self.target, self.topic = source, target, topic
         self.read_from = target  # where the reader takes `remote_topic`
+        self.isolation = "read_uncommitted"  # the reader's: read_committed waits for transactions
         self.stopping = threading.Event()
         self._thread = threading.Thread(target=self.run, daemon=True)
         self.failure: BaseException | None = None
@@ -263,7 +265,8 @@ class RawCopy(Copy):
 
 class EngineCopy(Copy):
     """One MirrorSourceTask owning the 4 partitions, its slices run as dedicated mode runs them; `settings`
-    are its flow's client overrides (`producer.linger.ms`), if any."""
+    are its flow's client overrides (`producer.linger.ms`), if any. exactly_once: in transactions, and
+    the reader reads read_committed (a record counts once its transaction committed)."""
 
     def __init__(
         self,
@@ -271,10 +274,15 @@ class EngineCopy(Copy):
         target: ClusterConfig,
         topic: str,
         *,
+        guarantee: DeliveryGuarantee,
         settings: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(source, target, topic)
-        self.task, self.remote_topic = engine_task(source, target, topic, settings=settings)
+        self.task, self.remote_topic = engine_task(
+            source, target, topic, guarantee=guarantee, settings=settings
+        )
+        if guarantee == DeliveryGuarantee.EXACTLY_ONCE:
+            self.isolation = "read_committed"
 
     def copy(self) -> None:
         try:
@@ -406,6 +414,7 @@ def measure_running(
             seconds + 60,
             partitions,
             warmup_s,
+            copy.isolation,
         ),
     )
     load = spawn.Process(
@@ -464,14 +473,23 @@ def _point(
 
 
 def run_ab(
-    source: ClusterConfig, target: ClusterConfig, *, number: int, seconds: float, settings: Mapping[str, str]
+    source: ClusterConfig,
+    target: ClusterConfig,
+    *,
+    number: int,
+    seconds: float,
+    settings: Mapping[str, str],
+    guarantee: DeliveryGuarantee,
 ) -> list[Latency]:
     """One A/B pass at ENGINE_RATE: the floor, the engine as configured (A) and the engine with the flow
     client `settings` (B), the order rotated every pass."""
     copies: list[tuple[str, Callable[[str], Copy]]] = [
         ("no-copy", lambda topic: NoCopy(source, target, topic)),
-        ("engine", lambda topic: EngineCopy(source, target, topic)),
-        ("engine-B", lambda topic: EngineCopy(source, target, topic, settings=settings)),
+        ("engine", lambda topic: EngineCopy(source, target, topic, guarantee=guarantee)),
+        (
+            "engine-B",
+            lambda topic: EngineCopy(source, target, topic, guarantee=guarantee, settings=settings),
+        ),
     ]
     shift = number % len(copies)
     print(f"load average: {load_average()}", flush=True)
@@ -509,6 +527,7 @@ def run_once(
     quick: bool,
     workdir: Path,
     redis_db: int,
+    guarantee: DeliveryGuarantee,
 ) -> tuple[list[Latency], float]:
     """One pass over every point; the latencies and the engine/raw throughput ratio."""
     raw_max, engine_max = max_throughput(
@@ -520,7 +539,7 @@ def run_once(
     copies: dict[str, Callable[[str], Copy]] = {
         "no-copy": lambda topic: NoCopy(source, target, topic),
         "raw": lambda topic: RawCopy(source, target, topic),
-        "engine": lambda topic: EngineCopy(source, target, topic),
+        "engine": lambda topic: EngineCopy(source, target, topic, guarantee=guarantee),
     }
     results: list[Latency] = []
     print(HEADER, flush=True)
@@ -598,13 +617,13 @@ def summarize(passes: list[list[Latency]], ratios: list[float]) -> list[str]:
     return missed
 
 
-def ab_main(settings: Mapping[str, str], *, repeat: int, seconds: float) -> int:
+def ab_main(settings: Mapping[str, str], *, repeat: int, seconds: float, guarantee: DeliveryGuarantee) -> int:
     """`--ab`: `repeat` A/B passes (no target: the figures choose)."""
     print_settings(settings)
     with bench_clusters(["A", "B"]) as brokers:
         source, target = bench_cluster("A", brokers), bench_cluster("B", brokers)
         passes = [
-            run_ab(source, target, number=number, seconds=seconds, settings=settings)
+            run_ab(source, target, number=number, seconds=seconds, settings=settings, guarantee=guarantee)
             for number in range(repeat)
         ]
     print(f"load average: {load_average()}")
@@ -624,11 +643,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser,
         f"only an A/B at {ENGINE_RATE:,} rec/s, every pass: the floor, the engine, the engine with this setting",
     )
+    parser.add_argument(
+        "--guarantee",
+        type=DeliveryGuarantee,
+        choices=list(DeliveryGuarantee),
+        default=DeliveryGuarantee.AT_LEAST_ONCE,
+        help="the engine's delivery guarantee (exactly_once: in transactions, read read_committed)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     seconds = args.seconds or (3.0 if args.quick else 4.0)
     if args.ab:
-        return ab_main(args.ab, repeat=args.repeat, seconds=seconds)
+        return ab_main(args.ab, repeat=args.repeat, seconds=seconds, guarantee=args.guarantee)
     passes: list[list[Latency]] = []
     ratios: list[float] = []
     with (
@@ -649,6 +675,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 quick=args.quick,
                 workdir=workdir,
                 redis_db=args.redis_db,
+                guarantee=args.guarantee,
             )
             passes.append(results)
             ratios.append(ratio)
