@@ -198,6 +198,11 @@ class StatusFigures(NamedTuple):
 
 
 STATUS_FIELDS = (*StatusFigures._fields[2:], "observed_at")  # what an upsert of a row writes
+SPREAD_MIN_ROWS = 50  # `StatusWrites.due`: the smallest share of a slice's refresh writes spread early
+
+
+def _written_at(waiting: tuple[float, StatusFigures]) -> float:
+    return waiting[0]
 
 
 @dataclass
@@ -221,6 +226,7 @@ class StatusWrites:
     cached task). A new one (a worker that just took the task) writes every row in its first slice."""
 
     partitions: dict[TopicPartition, PartitionWrite] = field(default_factory=dict)
+    reported_at: float | None = None  # the last `due` (the slice before this one)
 
     def figures(
         self, partitions: Iterable[PartitionMetrics], *, task_index: int, task_error: str | None
@@ -244,20 +250,37 @@ class StatusWrites:
 
         A row is written when new to this task or on a prompt change (`StatusFigures.prompt_change`); when
         only its other figures changed, once its stored copy is `refresh_s` old; never while unchanged.
+        Rows that moved together (a task's first slice writes them all) would come due together, one
+        slice in every `refresh_s` writing thousands of rows (its report late, every figure older): a
+        slice also writes the oldest waiting rows up to its share of the rows under refresh (those rows
+        times the slice's part of `refresh_s`), so their writes spread over the period and stay spread,
+        at the same rate. Below SPREAD_MIN_ROWS a share is not worth a write before it is due.
         The rows not written although they changed are current as of their own write: the oldest of those
         bounds the task's (`FlowTaskStatus.rows_current_at`)."""
-        due, current_at = [], now
+        interval = 0.0 if self.reported_at is None else min(max(now - self.reported_at, 0.0), refresh_s)
+        self.reported_at = now
+        due: list[StatusFigures] = []
+        waiting: list[tuple[float, StatusFigures]] = []
+        refreshed = 0
         for figure in figures:
             entry = self.partitions.get((figure.topic, figure.partition))
             stored = None if entry is None else entry.written
             if entry is not None and stored is not None:
                 if stored is figure or stored == figure:
                     continue
-                if now - entry.written_at < refresh_s and not figure.prompt_change(stored):
-                    current_at = min(current_at, entry.written_at)
-                    continue
+                if not figure.prompt_change(stored):
+                    if now - entry.written_at < refresh_s:
+                        waiting.append((entry.written_at, figure))
+                        continue
+                    refreshed += 1
             due.append(figure)
-        return due, current_at
+        share = int((len(waiting) + refreshed) * interval / refresh_s)
+        early = share - refreshed if share >= SPREAD_MIN_ROWS else 0
+        if early > 0:
+            waiting.sort(key=_written_at)
+            due.extend(figure for _, figure in waiting[:early])
+            waiting = waiting[early:]
+        return due, min((written_at for written_at, _ in waiting), default=now)
 
     def wrote(self, due: Iterable[StatusFigures], *, now: float) -> None:
         for figure in due:

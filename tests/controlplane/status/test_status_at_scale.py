@@ -103,6 +103,27 @@ def test_a_slice_writes_one_statement_of_the_rows_that_changed_and_idle_rows_not
     assert not FlowPartitionStatus.objects.filter(flow=flow).exclude(state=PartitionState.ERR).exists()
 
 
+def test_rows_that_move_together_are_rewritten_spread_over_the_refresh_period_at_the_same_rate(flow):
+    """Every partition moves every 1 s slice (as at 1 record/s each): after the first slice, which writes
+    them all, each slice writes a tenth of them (10 s refresh), never all at once (before: none for nine
+    slices, then all 2,000 in one); no row waits longer than the refresh, and the task's figures are never
+    older than it."""
+    writes, start = runtime.StatusWrites(), timezone.now()
+    per_slice, rows_current = [], []
+    for second in range(31):
+        moving = [_metrics(p, offset=100 + second) for p in range(PARTITIONS)]
+        written, _ = _save(flow, moving, writes, at=start + timedelta(seconds=second))
+        per_slice.append(written)
+        task = FlowTaskStatus.objects.get(flow=flow, task_index=0)
+        rows_current.append((task.observed_at - task.rows_current_at).total_seconds())
+    assert per_slice[0] == PARTITIONS
+    assert max(per_slice[1:]) <= PARTITIONS // 10 + 1
+    assert sum(per_slice[1:]) <= 3 * PARTITIONS + PARTITIONS // 10  # one write per row per 10 s
+    assert max(rows_current) < 10.0
+    oldest = FlowPartitionStatus.objects.filter(flow=flow).order_by("observed_at").first()
+    assert (start + timedelta(seconds=30) - oldest.observed_at).total_seconds() < 10.0
+
+
 def test_an_idle_partitions_figures_are_made_once_and_kept_by_its_source_partition(flow):
     """The figures of metrics that did not change are last slice's object (compared by identity), also
     when the remote topic's name differs from the source topic's (`A.t0` of `t0`)."""
