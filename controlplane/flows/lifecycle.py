@@ -25,6 +25,7 @@ twice, an operation resumed after a crash repeating its phase).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -100,6 +101,7 @@ def initial_state(*, enabled: bool) -> str:
     return S.ACTIVE if enabled else S.DISABLED
 
 
+@functools.cache  # a few states; the flows table asks for every row
 def allowed_actions(state: str) -> frozenset[str]:
     """The operator actions the state allows (the UI shows only these)."""
     return frozenset(action for action, name in ACTIONS.items() if state in TRANSITIONS[name].sources)

@@ -1,7 +1,9 @@
 """The tags in every row of the flows table and of a flow's partitions. `{% row_url %}`, the rows' links:
 Django's `{% url %}` for the same name and arguments under the request's script prefix, reversed once per
 process for each (the flows page reversed two per row, 100 per request). `{% observed %}`: when the row's
-figures were observed, with their age when stale (an included template before)."""
+figures were observed, with their age when stale (an included template before). `{% flow_state %}` and
+`{% pause_resume %}`: the state and health badges and the pause or resume button (included templates
+before)."""
 
 from __future__ import annotations
 
@@ -56,4 +58,33 @@ def test_observed_says_when_and_how_long_ago_when_stale_and_no_report_before_the
     )
     assert shown(observed_at=None, stale=True, age_s=None) == (
         '<td><span class="badge waiting">no report yet</span></td>'
+    )
+
+
+ROW = engines["django"].from_string(
+    "{% load web %}<td>{% flow_state live %}</td><td>{% pause_resume live.flow %}</td>"
+)
+
+
+def test_a_flow_row_shows_its_state_its_health_when_that_says_more_and_the_action_its_state_allows():
+    def shown(state: str, health: str, health_label: str = "") -> str:
+        flow = SimpleNamespace(pk=7, state=state, name="A->B", source=SimpleNamespace(alias="A<1>"))
+        return ROW.render({"live": SimpleNamespace(flow=flow, health=health, health_label=health_label)})
+
+    pause = (
+        '<button type="button" class="small" data-opens="pause-flow" data-action="/flows/7/pause/" '
+        'data-flow="A-&gt;B" data-source="A&lt;1&gt;">Pause…</button>'
+    )
+    assert shown("active", "ok") == f'<td><span class="badge ok">active</span></td><td>{pause}</td>'
+    assert shown("active", "stale", "stale") == (
+        '<td><span class="badge stale">active</span> <span class="badge stale" title="the one health rule: '
+        f'docs/lag.md">stale</span></td><td>{pause}</td>'
+    )
+    assert shown("paused", "paused") == (
+        '<td><span class="badge paused">paused</span></td><td><button type="button" class="small" '
+        'data-opens="resume-flow" data-action="/flows/7/resume/" data-flow="A-&gt;B">Resume…</button></td>'
+    )
+    assert shown("migrated", "disabled", "disabled") == (
+        '<td><span class="badge disabled">migrated</span> <span class="badge disabled" title="the one health '
+        'rule: docs/lag.md">disabled</span></td><td></td>'
     )
