@@ -86,7 +86,8 @@ PRODUCER_DEFAULTS: Mapping[str, ClientValue] = {
     "message.timeout.ms": MESSAGE_TIMEOUT_MS,
 }
 TRANSACTIONAL_PRODUCER_DEFAULTS: Mapping[str, ClientValue] = {
-    # A task commits at every persist (at least every 0.2 s while records flow): a transaction a dead
+    # A task commits at every persist (at least every 0.2 s while records flow, up to 3.2 s while it is
+    # behind: `replication.transactions.TransactionSpan`): a transaction a dead
     # worker left open blocks read_committed readers of its partitions until its task starts again
     # (which aborts it) or this passes. librdkafka wants it >= message.timeout.ms.
     "transaction.timeout.ms": MESSAGE_TIMEOUT_MS,
