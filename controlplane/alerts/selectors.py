@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from django.db.models import QuerySet
 
 from controlplane.alerts.models import Alert, AlertSilence, AlertState
+from controlplane.flows.models import Flow
 
 
 # -- reads ------------------------------------------------------------------------------------------------
@@ -16,8 +17,12 @@ def alert_list() -> QuerySet[Alert]:
     return Alert.objects.select_related("flow__source", "flow__target").order_by("state", "-fired_at", "-id")
 
 
-def alerts_firing() -> QuerySet[Alert]:
-    return alert_list().filter(state=AlertState.FIRING)
+def alerts_firing(*, flow: Flow | None = None) -> QuerySet[Alert]:
+    """Firing alerts, newest first; of `flow` only when given: its rows, not joined with the flow the
+    caller holds (the joins took most of the flow page's statement to compile)."""
+    if flow is None:
+        return alert_list().filter(state=AlertState.FIRING)
+    return Alert.objects.filter(state=AlertState.FIRING, flow=flow).order_by("-fired_at", "-id")
 
 
 def alerts_resolved() -> QuerySet[Alert]:

@@ -43,16 +43,19 @@ _DECIDERS: dict[tuple, tuple] = {}
 
 
 class _ReverseFlows:
-    """Each flow's reverse flow (target -> source), found among the flows read (one query for the others)."""
+    """Each flow's reverse flow (target -> source), found among the flows read (one query for the others:
+    their clusters are those of the flows read, read with them)."""
 
     def __init__(self, flows: list[Flow]) -> None:
         self._by_clusters = {(f.source_id, f.target_id): f for f in flows}
         wanted = {(f.target_id, f.source_id) for f in flows} - self._by_clusters.keys()
         if wanted:
+            clusters = {cluster.pk: cluster for f in flows for cluster in (f.source, f.target)}
             candidates = Flow.objects.filter(
                 source_id__in={source for source, _ in wanted}, target_id__in={target for _, target in wanted}
-            ).select_related("source", "target")
+            )
             for flow in candidates:
+                flow.source, flow.target = clusters[flow.source_id], clusters[flow.target_id]
                 self._by_clusters.setdefault((flow.source_id, flow.target_id), flow)
         # The source topics of the flows that have a reverse flow (one query; a row per topic, not partition)
         returning = [f.pk for f in flows if (f.target_id, f.source_id) in self._by_clusters]

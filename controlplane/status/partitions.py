@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from functools import reduce
 from operator import or_
@@ -57,6 +57,13 @@ PAGE_SIZE = 50
 ERROR_STATES = (PartitionState.STOP, PartitionState.STALL, PartitionState.REWIND, PartitionState.ERR)
 # What a row may be filtered by: the state it shows (PartitionLive.state).
 STATES = (*PartitionState.values, rollup.STALE, rollup.WAITING)
+# Worst first: an error, then STALE, then WARN or waiting for the first fetch (a shown state's rank).
+SEVERITY = {
+    **dict.fromkeys(ERROR_STATES, 3),
+    rollup.STALE: 2,
+    PartitionState.WARN: 1,
+    rollup.WAITING: 1,
+}
 
 
 @dataclass(frozen=True)
@@ -92,11 +99,13 @@ class TaskReports:
             stale_before=now - datetime.timedelta(seconds=rollup.stale_after_s()),
         )
 
-    def shown_state(self) -> Expression:
+    def shown_state(self, *, rank: Mapping[str, int] | None = None) -> Expression:
         """`rollup.shown_state` in SQL, built from it: a CASE over the facts it decides on, `stale` (the newer
         of the row's write and its task's report older than the limit: the row's write is old and its task,
         if it has one, did not report within the limit either, `rollup.partition_live`) and `lag_known`
-        (`rollup.lag_known`), whose branches are the function's answers for every state."""
+        (`rollup.lag_known`), whose branches are the function's answers for every state. With `rank`, the
+        shown state's rank instead (0 for a state it does not name): the same CASE with ranks at its leaves,
+        not a CASE over this one (which wrote it once per rank)."""
         fresh: dict[int, list[int]] = {}  # task index: the flows whose task of that index reported in time
         for (flow_id, index), (observed_at, _) in sorted(self.tasks.items()):
             if observed_at >= self.stale_before:
@@ -107,7 +116,9 @@ class TaskReports:
         )
         lag_known = Q(seconds_behind__isnull=False) | (Q(records_behind__isnull=False) & ~Q(records_behind=0))
         return _decided(
-            (("stale", Q(observed_at__lt=self.stale_before) & ~vouched), ("lag_known", lag_known)), known={}
+            (("stale", Q(observed_at__lt=self.stale_before) & ~vouched), ("lag_known", lag_known)),
+            known={},
+            rank=rank,
         )
 
     def figures_at(self, flow_id: int, task_index: int, oldest: datetime.datetime) -> datetime.datetime:
@@ -129,20 +140,24 @@ def _answers(facts: tuple[str, ...], known: dict[str, bool]) -> tuple[str, ...]:
     return tuple(rollup.shown_state(state=state, **known) for state in PartitionState.values)
 
 
-def _decided(facts: tuple[tuple[str, Q], ...], *, known: dict[str, bool]) -> Expression:
+def _decided(
+    facts: tuple[tuple[str, Q], ...], *, known: dict[str, bool], rank: Mapping[str, int] | None = None
+) -> Expression:
     """The SQL of `rollup.shown_state` once the facts in `known` are decided: a CASE on the next fact its
-    answer depends on, then, per state, what the function answers."""
+    answer depends on, then, per state, what the function answers (its `rank` when given)."""
     names = tuple(name for name, _ in facts)
     for index, (name, condition) in enumerate(facts):
         rest = names[index + 1 :]
         if _answers(rest, known | {name: True}) != _answers(rest, known | {name: False}):
             return Case(
-                When(condition, then=_decided(facts[index + 1 :], known=known | {name: True})),
-                default=_decided(facts[index + 1 :], known=known | {name: False}),
-                output_field=CharField(),
+                When(condition, then=_decided(facts[index + 1 :], known=known | {name: True}, rank=rank)),
+                default=_decided(facts[index + 1 :], known=known | {name: False}, rank=rank),
+                output_field=CharField() if rank is None else IntegerField(),
             )
         known = known | {name: True}  # either value answers the same
     answers = {state: rollup.shown_state(state=state, **known) for state in PartitionState.values}
+    if rank is not None:
+        return _ranked({state: rank.get(answer, 0) for state, answer in answers.items()})
     if len(set(answers.values())) == 1:
         return Value(next(iter(answers.values())))
     shown: dict[str, list[str]] = {}
@@ -163,28 +178,18 @@ def partition_rows(
 ) -> QuerySet[FlowPartitionStatus]:
     """The flow's status rows whose topic contains `search` and whose shown state is `state` (any when
     empty), worst first."""
-    rows = (
-        FlowPartitionStatus.objects.filter(flow=flow)
-        .alias(shown=reports.shown_state())
-        .alias(
-            severity=Case(
-                When(shown__in=ERROR_STATES, then=Value(3)),
-                When(shown=rollup.STALE, then=Value(2)),
-                When(shown__in=(PartitionState.WARN, rollup.WAITING), then=Value(1)),
-                default=Value(0),
-                output_field=IntegerField(),
-            ),
-            undated=Case(
-                When(seconds_behind__isnull=True, records_behind__gt=0, then=Value(1)),
-                default=Value(0),
-                output_field=IntegerField(),
-            ),
-        )
+    rows = FlowPartitionStatus.objects.filter(flow=flow).alias(
+        severity=reports.shown_state(rank=SEVERITY),
+        undated=Case(
+            When(seconds_behind__isnull=True, records_behind__gt=0, then=Value(1)),
+            default=Value(0),
+            output_field=IntegerField(),
+        ),
     )
     if search:
         rows = rows.filter(topic__icontains=search)
     if state:
-        rows = rows.filter(shown=state)
+        rows = rows.alias(shown=reports.shown_state()).filter(shown=state)
     return rows.order_by(
         F("severity").desc(),
         F("undated").desc(),
@@ -249,6 +254,21 @@ def rows_page(rows: QuerySet, *, page: int, page_size: int) -> PartitionPage:
         count=found.paginator.count,
         number=found.number,
         page_size=page_size,
+    )
+
+
+def _ranked(ranks: dict[str, int]) -> Expression:
+    """A row's rank by its stored state (`ranks`; 0 for a state not named there)."""
+    states: dict[int, list[str]] = {}
+    for state, value in ranks.items():
+        if value:
+            states.setdefault(value, []).append(state)
+    if not states:
+        return Value(0)
+    return Case(
+        *(When(state__in=named, then=Value(value)) for value, named in states.items()),
+        default=Value(0),
+        output_field=IntegerField(),
     )
 
 

@@ -311,7 +311,7 @@ def _flow_detail_context(request, flow: Flow) -> dict:
         "verification_rows": verification.verification_page(
             flow=flow, page_size=VERIFICATION_ROWS
         ).partitions,
-        "flow_alerts": list(alerts.alerts_firing().filter(flow=flow)),
+        "flow_alerts": list(alerts.alerts_firing(flow=flow)),
         "pool_waiting": [status] if status.pool_without_workers else [],
         "last_drill": last_drill(flow),
         "back": base,

@@ -1,9 +1,11 @@
 """The state a partition's row shows has one rule (`rollup.shown_state`), evaluated in Python for the rows a
-page shows (`rollup.partition_live`) and in SQL for the filters, the order and /metrics
-(`partitions.TaskReports.shown_state`, built from the same function): both agree on rows of every kind."""
+page shows (`rollup.partition_live`) and in SQL for the filters, the order, the per-topic counts and
+/metrics (`partitions.TaskReports.shown_state`, built from the same function): both agree on rows of every
+kind."""
 
 from __future__ import annotations
 
+import collections
 import itertools
 from datetime import timedelta
 
@@ -82,3 +84,14 @@ def test_python_and_sql_show_the_same_state_for_rows_of_every_kind(rows, flow_st
         assert sorted(filtered.values_list("topic", "partition")) == sorted(
             key for key, shown in in_python.items() if shown == state
         )
+    # Worst first: the rank the order reads in SQL (`shown_state(rank=)`) is the shown state's.
+    reports = partitions.TaskReports.of([flow.pk], now=now)
+    ordered = partitions.partition_rows(flow=flow, reports=reports).values_list("topic", "partition")
+    ranks = [partitions.SEVERITY.get(in_python[key], 0) for key in ordered]
+    assert ranks == sorted(ranks, reverse=True) and set(ranks) == {0, 1, 2, 3}
+    # The per-topic RPO counts the partitions per state shown.
+    by_topic = collections.defaultdict(collections.Counter)
+    for (topic, _), shown in in_python.items():
+        by_topic[topic][shown] += 1
+    topics = partitions.topic_statuses(flow_ids=[flow.pk], now=now)[flow.pk]
+    assert {t.topic: t.states for t in topics} == {topic: dict(counts) for topic, counts in by_topic.items()}
