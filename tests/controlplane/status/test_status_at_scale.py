@@ -124,6 +124,32 @@ def test_rows_that_move_together_are_rewritten_spread_over_the_refresh_period_at
     assert (start + timedelta(seconds=30) - oldest.observed_at).total_seconds() < 10.0
 
 
+def test_the_one_statement_upsert_stores_every_figure_as_the_orm_reads_it(flow):
+    """Inserted, then updated in place (one row per partition): every column as the figures have it,
+    unknown ones NULL, the latency histogram as JSON, an error's text whole."""
+    at = timezone.now()
+    first = dataclasses.replace(_metrics(0, offset=5), source_end_offset=None, next_offset=None)
+    second = dataclasses.replace(
+        _metrics(0, offset=7, behind=2),
+        record_rate=1.5,
+        byte_rate=15.25,
+        record_age_ms=12.4,
+        replication_latency_ms=3.0,
+        latency_counts=(0, 4, 1),
+        latency_sum_ms=22.5,
+        aborted_count=3,
+        last_error="quote ' \" \\ and {braces}, [1], NULL",
+    )
+    for metrics, when in ((first, at), (second, at + timedelta(seconds=1))):
+        figures = runtime.StatusFigures.of(metrics, task_index=0, task_error=None)
+        assert _save(flow, [metrics], None, at=when)[0] == 1
+        (row,) = FlowPartitionStatus.objects.filter(flow=flow)
+        stored = runtime.StatusFigures(*(getattr(row, name) for name in runtime.StatusFigures._fields))
+        assert stored._replace(latency_counts=tuple(stored.latency_counts)) == figures
+        assert row.observed_at == when
+    assert row.records_behind == 2 and row.latency_counts == [0, 4, 1] and row.source_end_offset == 9
+
+
 def test_an_idle_partitions_figures_are_made_once_and_kept_by_its_source_partition(flow):
     """The figures of metrics that did not change are last slice's object (compared by identity), also
     when the remote topic's name differs from the source topic's (`A.t0` of `t0`)."""
