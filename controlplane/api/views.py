@@ -109,6 +109,9 @@ class FlowViewSet(viewsets.ModelViewSet):
     lookup_value_regex = ID_PATTERN
     action_roles = {"pause": Role.OPERATOR, "resume": Role.OPERATOR}
 
+    def get_queryset(self):
+        return selectors.flow_list(cluster_aliases_only=self.action == "list")  # what the list shows
+
     def create(self, request, *args, **kwargs):
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)

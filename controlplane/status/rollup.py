@@ -371,7 +371,7 @@ def flow_summaries(
     given (a list's page: a flow deleted since its id was read is left out)."""
     now = now or timezone.now()
     stale_after = stale_after_s()
-    flows = list(of_flows(flow_list(), flow_ids, key="pk"))
+    flows = list(of_flows(flow_list(cluster_aliases_only=True), flow_ids, key="pk"))
     if flow_ids is not None:
         by_id = {flow.pk: flow for flow in flows}
         flows = [by_id[flow_id] for flow_id in flow_ids if flow_id in by_id]
