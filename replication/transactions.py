@@ -48,10 +48,13 @@ class TransactionSpan:
 
     It commits when the persist cadence is due (`interval_s`, `records`: the at_least_once persist
     cadence) unless the source holds at least as many records behind it as it holds itself (a backlog
-    that takes another span of this size to copy): then its bounds double, and the backlog is asked again
-    when it reaches them, up to `max_scale` times the cadence's and `max_bytes`. A transaction of a task
-    that is caught up commits at the cadence; one that catches up grows no more and commits at its next
-    bound. The backlog is asked only at those bounds (a few times a transaction), not at every fetch."""
+    that takes another span of this size to copy), and at least `records`: then its bounds double, and
+    the backlog is asked again when it reaches them, up to `max_scale` times the cadence's and
+    `max_bytes`. A transaction of a task that is caught up, or less than a cadence's records behind (a
+    stream that a slow moment held up: 0.5 s of 20,000 records/s), commits at the cadence, so what
+    `read_committed` readers wait is unchanged there; one that catches up grows no more and commits at
+    its next bound. The backlog is asked only at those bounds (a few times a transaction), not at every
+    fetch."""
 
     def __init__(self, *, interval_s: float, records: int, max_scale: int, max_bytes: int) -> None:
         self.interval_s, self.records, self.max_scale, self.max_bytes = (
@@ -70,7 +73,7 @@ class TransactionSpan:
             return False
         if scale > 1 and age_s < self.interval_s * scale and records < self.records * scale:
             return True  # within bounds it grew to
-        if scale >= self.max_scale or not behind(max(records, 1)):
+        if scale >= self.max_scale or not behind(max(records, self.records)):
             return False
         self.scale = scale * 2
         return True

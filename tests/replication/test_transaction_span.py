@@ -29,9 +29,16 @@ class Backlog:
 
 
 def test_caught_up_a_transaction_commits_at_the_persist_cadence():
-    rule, backlog = span(), Backlog(waiting=3_999)
+    rule, backlog = span(), Backlog(waiting=10_999)
+    assert not rule.goes_on(age_s=0.2, records=11_000, bytes_=400_000, behind=backlog)
+    assert backlog.asked == [11_000] and rule.scale == 1
+
+
+def test_less_than_a_cadence_of_records_behind_a_transaction_commits_at_the_persist_cadence():
+    """20,000 records/s held up for 0.25 s: 5,000 wait, more than the 4,000 it holds, not a backlog."""
+    rule, backlog = span(), Backlog(waiting=5_000)
     assert not rule.goes_on(age_s=0.2, records=4_000, bytes_=400_000, behind=backlog)
-    assert backlog.asked == [4_000] and rule.scale == 1
+    assert backlog.asked == [10_000] and rule.scale == 1
 
 
 def test_with_a_backlog_at_least_what_it_holds_its_bounds_double_and_the_backlog_is_asked_at_them_only():
@@ -39,17 +46,17 @@ def test_with_a_backlog_at_least_what_it_holds_its_bounds_double_and_the_backlog
     assert rule.goes_on(age_s=0.2, records=4_000, bytes_=4_000, behind=backlog) and rule.scale == 2
     # Within the doubled bounds (0.4 s, 20,000 records) it goes on without asking.
     assert rule.goes_on(age_s=0.39, records=19_999, bytes_=19_999, behind=backlog)
-    assert backlog.asked == [4_000]
-    assert rule.goes_on(age_s=0.4, records=9_000, bytes_=9_000, behind=backlog) and rule.scale == 4
-    backlog.waiting = 8_999  # less than it holds now: it commits at the next bound
-    assert rule.goes_on(age_s=0.5, records=12_000, bytes_=12_000, behind=backlog)
+    assert backlog.asked == [10_000]
+    assert rule.goes_on(age_s=0.4, records=12_000, bytes_=12_000, behind=backlog) and rule.scale == 4
+    backlog.waiting = 11_999  # less than it holds now: it commits at the next bound
+    assert rule.goes_on(age_s=0.5, records=15_000, bytes_=15_000, behind=backlog)
     assert not rule.goes_on(age_s=0.6, records=40_000, bytes_=40_000, behind=backlog)
-    assert backlog.asked == [4_000, 9_000, 40_000]
+    assert backlog.asked == [10_000, 12_000, 40_000]
 
 
 def test_a_transaction_that_held_nothing_yet_goes_on_only_for_a_backlog():
-    assert not span().goes_on(age_s=0.2, records=0, bytes_=0, behind=Backlog(waiting=0))
-    assert span().goes_on(age_s=0.2, records=0, bytes_=0, behind=Backlog(waiting=1))
+    assert not span().goes_on(age_s=0.2, records=0, bytes_=0, behind=Backlog(waiting=9_999))
+    assert span().goes_on(age_s=0.2, records=0, bytes_=0, behind=Backlog(waiting=10_000))
 
 
 def test_its_growth_is_bounded_in_time_records_and_bytes_whatever_the_backlog():
