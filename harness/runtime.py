@@ -25,7 +25,7 @@ from django.db import connection
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
-from replication.kafka.clients import make_admin, make_consumer, make_producer
+from replication.kafka.clients import ClientValue, make_admin, make_consumer, make_producer
 from replication.kafka.processes import free_port
 from replication.kafka.source_io import PartitionReader
 from replication.mirroring import source_offset_of
@@ -34,6 +34,13 @@ CELERY = str(Path(sys.executable).with_name("celery"))
 GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
 REPO = Path(__file__).resolve().parents[1]
 PARTITIONS = 4
+
+
+# A test's consumer that reads partitions to their end: the end is known from an empty fetch, which the
+# broker holds for fetch.wait.max.ms (500 ms by default), and consume() waits its whole timeout unless the
+# batch fills. Reading 100 records to the end took 1.0 s with the defaults and a 0.5 s consume, 0.055 s so.
+READ_TO_END: dict[str, ClientValue] = {"enable.partition.eof": True, "fetch.wait.max.ms": 10}
+READ_TO_END_POLL_S = 0.05
 
 
 def wait_until(predicate: Callable[[], object], *, timeout_s: float, what: str, poll_s: float = 0.25):
@@ -220,18 +227,37 @@ def produce(cluster: ClusterConfig, topic: str, count: int, *, partitions: int =
     assert producer.flush(30) == 0
 
 
+# One read_committed reader per cluster, kept between reads (`mirrored_offsets`) until
+# `close_kept_readers`: a wait that checks a remote topic every quarter second paid a new reader per check,
+# a consumer and an admin client, about a second at load.
+_kept_readers: dict[tuple[str, str], PartitionReader] = {}
+
+
+def close_kept_readers() -> None:
+    """Close the readers `mirrored_offsets` kept (tests/conftest.py: after each test)."""
+    while _kept_readers:
+        _kept_readers.popitem()[1].close()
+
+
 def mirrored_offsets(
     cluster: ClusterConfig, topic: str, partitions: int = PARTITIONS
 ) -> dict[int, list[int]]:
     """Per remote partition, the source offsets its records carry (exactly_once header), in order, as a
-    read_committed consumer sees them (what a consumer of an exactly_once mirror reads)."""
-    reader = PartitionReader(cluster, read_committed=True)
+    read_committed consumer sees them (what a consumer of an exactly_once mirror reads). The cluster's
+    reader is kept for the next read; one that failed is closed, the next read starts a new one (librdkafka
+    keeps a partition it found missing, a remote topic not created yet, unknown until its next metadata
+    refresh, minutes later)."""
+    key = (cluster.alias, cluster.bootstrap_servers)
+    reader = _kept_readers.pop(key, None) or PartitionReader(cluster, read_committed=True)
     try:
         records, failures = reader.read_all_to_end({(topic, partition): 0 for partition in range(partitions)})
-    finally:
+    except BaseException:
         reader.close()
+        raise
     if failures:
+        reader.close()
         raise next(iter(failures.values()))
+    _kept_readers[key] = reader
     return {
         partition: [source_offset_of(headers) for _, headers in found]
         for (_, partition), found in records.items()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,6 +208,15 @@ def schema_registries() -> dict[str, ApicurioRegistry]:
     Central, in memory), for the session: tests use their own subjects (unique topic names)."""
     with apicurio_registries(["A", "B"], workdir=KAFKA_LOGS / "schema-registry") as registries:
         yield registries
+
+
+@pytest.fixture(autouse=True)
+def _kept_readers_closed():
+    """The readers harness.runtime kept between a test's reads of remote topics are closed after it."""
+    yield
+    runtime = sys.modules.get("harness.runtime")
+    if runtime is not None:
+        runtime.close_kept_readers()
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
+from harness.runtime import READ_TO_END
 from replication.config import FlowConfig, OffsetSyncsTopicLocation, offset_syncs_cluster
 from replication.filters import TopicFilter
 from replication.formats import Heartbeat
@@ -117,7 +118,7 @@ def test_periodic_tasks_write_heartbeats_to_the_target_stamped_with_their_own_ti
 
 def _heartbeat_records(cluster, topic: str) -> list[tuple[Heartbeat, int]]:
     """Every heartbeat of `topic` with its record timestamp."""
-    consumer = make_consumer(cluster, overrides={"enable.partition.eof": True})
+    consumer = make_consumer(cluster, overrides=READ_TO_END)
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     records: list[tuple[Heartbeat, int]] = []
     deadline = time.monotonic() + 15

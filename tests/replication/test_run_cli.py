@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 
+from harness.runtime import READ_TO_END, READ_TO_END_POLL_S
 from replication.config import DeliveryGuarantee, FlowConfig
 from replication.formats import Heartbeat
 from replication.kafka.admin import TopicAdmin
@@ -287,7 +288,7 @@ def test_nothing_to_run_for_the_selected_clusters_exits_2(cluster_a, cluster_b, 
 
 def count_to_end(cluster, topic: str, *, partitions: int, timeout_s: float = 60.0) -> int:
     """How many records `topic` holds: every partition read until the broker says end of partition."""
-    consumer = make_consumer(cluster, overrides={"enable.partition.eof": True})
+    consumer = make_consumer(cluster, overrides=READ_TO_END)
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     at_end: set[int] = set()
     count = 0
@@ -297,7 +298,7 @@ def count_to_end(cluster, topic: str, *, partitions: int, timeout_s: float = 60.
             assert time.monotonic() < deadline, (
                 f"{topic}: partitions {at_end} of {partitions} reached their end"
             )
-            for message in consumer.consume(num_messages=5000, timeout=0.5):
+            for message in consumer.consume(num_messages=5000, timeout=READ_TO_END_POLL_S):
                 if message.error() is None:
                     count += 1
                 elif message.error().code() == KafkaError._PARTITION_EOF:

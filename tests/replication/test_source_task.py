@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
+from harness.runtime import READ_TO_END, READ_TO_END_POLL_S
 from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig, OffsetSyncsTopicLocation
 from replication.connector import NewRemoteTopic
 from replication.formats import OffsetSync
@@ -49,13 +50,13 @@ def read_partition(
     cluster: ClusterConfig, topic: str, partition: int, *, isolation: str = "read_uncommitted"
 ) -> list:
     """Every record of the partition (read_uncommitted: what is physically there), in order."""
-    consumer = make_consumer(cluster, overrides={"enable.partition.eof": True, "isolation.level": isolation})
+    consumer = make_consumer(cluster, overrides={**READ_TO_END, "isolation.level": isolation})
     consumer.assign([TopicPartition(topic, partition, 0)])
     messages = []
     deadline = time.monotonic() + 30
     try:
         while time.monotonic() < deadline:
-            for message in consumer.consume(1000, 0.5):
+            for message in consumer.consume(1000, READ_TO_END_POLL_S):
                 if message.error() is None:
                     messages.append(message)
                 elif message.error().code() == KafkaError._PARTITION_EOF:

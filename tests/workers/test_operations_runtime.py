@@ -52,8 +52,9 @@ def test_a_failover_through_gunicorn_survives_a_web_restart_a_killed_worker_a_wa
     # Metadata runs (the remote topic exists on B), replication does not: every record waits.
     celery_runtime.start_worker("metadata", queues="metadata")
     celery_runtime.start_beat()
+    target = TopicAdmin(cluster_b)  # one admin client for every check
     wait_until(
-        lambda: remote_topic in TopicAdmin(cluster_b).partition_counts(),
+        lambda: remote_topic in target.partition_counts(),
         timeout_s=60,
         what="the remote topic",
     )
@@ -165,10 +166,11 @@ def test_failback_on_the_workers_brings_home_everything_written_during_the_outag
     celery_runtime.start_worker("ops", queues="operations", pool="threads", concurrency=2)
     celery_runtime.start_beat()
     remote_topic = f"A.{topic}"
+    target = TopicAdmin(cluster_b)  # one admin client for every check
 
     def mirrored() -> bool:
         """The flow replicated everything (as an operator waits for, before failing over a flow)."""
-        if remote_topic not in TopicAdmin(cluster_b).partition_counts():
+        if remote_topic not in target.partition_counts():
             return False
         return (
             sum(len(read_partition(cluster_b, remote_topic, p)) for p in range(PARTITIONS))
