@@ -34,13 +34,10 @@ FENCED_BY_NEW_ASSIGNMENT = re.compile(r"was fenced on B while .*: the flow's par
 FENCING = re.compile(r"\((\d) task\(s\)\): the transactional ids of tasks 0\.\.(\d) fenced")
 
 
-def _written(cluster, topic: str, partition: int) -> int:
-    """The partition's high watermark: records written, committed or not (0 while it does not exist)."""
-    reader = PartitionReader(cluster)
-    try:
-        found, _ = reader.watermarks_all([(topic, partition)])
-    finally:
-        reader.close()
+def _written(reader: PartitionReader, topic: str, partition: int) -> int:
+    """The partition's high watermark: records written, committed or not (0 while it does not exist).
+    `reader`: one kept between checks (a new one connects two clients first, about a second at load)."""
+    found, _ = reader.watermarks_all([(topic, partition)])
     return found.get((topic, partition), (0, 0))[1]
 
 
@@ -52,21 +49,21 @@ def _resize_under_a_zombie(
     successor: str,
     tasks_max: int,
     moving: int,
-    cluster,
+    reader: PartitionReader,
     remote: str,
 ) -> None:
     """Freeze `zombie` (the only worker) with a transaction open on partition `moving` (which the new
     assignment gives to another task index), start `successor`, change tasks.max, wait until the new
     tasks write `moving`, wake the zombie, wait until it was fenced, and stop it."""
     process = runtime.processes[zombie]
-    freeze_in_a_transaction(process.pid, cluster, remote, among=[moving])
+    freeze_in_a_transaction(process.pid, reader.cluster, remote, among=[moving])
     seen = len(runtime.log(zombie))
     try:
         runtime.start_worker(successor)
-        written = _written(cluster, remote, moving)
+        written = _written(reader, remote, moving)
         services.flow_update(actor=None, flow=flow, tasks_max=tasks_max)
         wait_until(
-            lambda: _written(cluster, remote, moving) > written,
+            lambda: _written(reader, remote, moving) > written,
             timeout_s=60,
             what=f"the new tasks writing partition {moving}",
         )
@@ -88,12 +85,13 @@ def test_a_worker_frozen_while_tasks_max_changes_is_fenced_and_every_offset_is_m
     )
     fencings = FlowEvent.objects.filter(flow=flow, message__contains="fenced before its tasks write")
     remote = f"A.{unique_name}"
-    target = {"cluster": cluster_b, "remote": remote}
+    watch = PartitionReader(cluster_b)
+    target = {"reader": watch, "remote": remote}
     celery_runtime.start_worker("w1")
     celery_runtime.start_beat()
     traffic = SteadyTraffic(cluster_a, unique_name, rate_per_s=1000, partitions=PARTITIONS).start()
     try:
-        wait_until(lambda: _written(cluster_b, remote, 2) > 0, timeout_s=90, what="replication")
+        wait_until(lambda: _written(watch, remote, 2) > 0, timeout_s=90, what="replication")
         # 3 tasks ([p0 p3] [p1] [p2]) -> 2 ([p0 p2] [p1 p3]): p2's task index 2 is used no more.
         _resize_under_a_zombie(
             celery_runtime, flow, zombie="w1", successor="w2", tasks_max=2, moving=2, **target
@@ -105,10 +103,11 @@ def test_a_worker_frozen_while_tasks_max_changes_is_fenced_and_every_offset_is_m
         # A partition added: a new generation again, whose fencing stops w3's running tasks first.
         TopicAdmin(cluster_a).create_partitions(unique_name, current=PARTITIONS, desired=PARTITIONS + 1)
         wait_until(lambda: fencings.count() == 4, timeout_s=60, what="the fencing of the grown assignment")
-        written = _written(cluster_b, remote, 0)
-        wait_until(lambda: _written(cluster_b, remote, 0) > written, timeout_s=60, what="replicating again")
+        written = _written(watch, remote, 0)
+        wait_until(lambda: _written(watch, remote, 0) > written, timeout_s=60, what="replicating again")
     finally:
         produced = traffic.stop()
+        watch.close()
     assert_mirrored_exactly_once(cluster_b, remote, produced)  # as a read_committed consumer reads it
     for zombie in ("w1", "w2"):  # told why, and its chains ended without a failure
         assert FENCED_BY_NEW_ASSIGNMENT.search(celery_runtime.log(zombie)), zombie
