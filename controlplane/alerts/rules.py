@@ -153,7 +153,11 @@ def stale_status(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
         return QUIET
     age = None if facts.observed_at is None else max(now - facts.observed_at, 0.0)
     said = "no status report ever" if age is None else f"newest status report is {age:.0f} s old"
-    return Verdict(True, age, limits.stale_after_s, "seconds", now, f"{said}: nobody replicates the flow")
+    why = (
+        f"no worker replicates the flow, or its slices take longer than the {limits.stale_after_s:g} s limit "
+        "(an overloaded worker: docs/scale.md)"
+    )
+    return Verdict(True, age, limits.stale_after_s, "seconds", now, f"{said}: {why}")
 
 
 def heartbeat_max_age_s(facts: FlowFacts, limits: Limits) -> float:

@@ -83,6 +83,8 @@ def test_rpo_records_fires_only_with_a_records_budget():
 def test_stale_status_fires_after_the_stale_limit_and_reports_the_age():
     verdict = verdicts(status="STALE", observed_at=NOW - 42)[AlertRule.STALE_STATUS]
     assert verdict.firing and verdict.figure == 42 and verdict.threshold == 10.0
+    # Both causes named: a worker whose slices overran the limit at load 30 was said to be none.
+    assert "no worker replicates the flow, or its slices take longer than the 10 s limit" in verdict.message
     # A flow that just started (or resumed) has not had time to report.
     assert AlertRule.STALE_STATUS not in firing(status="STALE", runnable_since=NOW - 5)
     # Never reported although it has tasks: stale too; no tasks (no topic matches): nothing to report.
