@@ -17,6 +17,7 @@
 | MIRRORPLANE_CLUSTER_BACKOFF_MAX_S | 60 | longest pause between trial probes of an unreachable cluster (5 s, doubling) |
 | MIRRORPLANE_PRESENCE_INTERVAL_S | 5 | workers and beat announce themselves this often (seen = within 3 intervals) |
 | MIRRORPLANE_STALE_AFTER_S | 3 x slice + supervise interval + backoff max (10 by default) | a live figure observed longer ago than this is STALE, shown with its age, never healthy (docs/lag.md) |
+| MIRRORPLANE_SCHEMA_WAIT_ERROR_S | 30 | a partition held at a record whose schema is not on the target yet reports a `schema` error once it held this long (docs/schemas.md) |
 | MIRRORPLANE_STATUS_REFRESH_S | 10 | a partition's status row whose positions, counts or lag moved is rewritten once it is this old (its state or error: at once; unchanged: never); the task's roll-up row, written every slice, keeps it fresh (docs/scale.md) |
 | METRICS_FLUSH_INTERVAL_S | 30 | a worker writes its buffered metric samples to the lake at least this often |
 | METRICS_FLUSH_ROWS | 20000 | ... or when this many samples are buffered |
@@ -58,6 +59,8 @@ from pathlib import Path
 
 import environ
 
+from replication.schema_hold import SCHEMA_WAIT_ERROR_S
+
 _env = environ.Env()
 
 MIRRORPLANE_LEASE_TTL_S = _env.float("MIRRORPLANE_LEASE_TTL_S", default=15.0)
@@ -78,6 +81,7 @@ MIRRORPLANE_STALE_AFTER_S = _env.float(
     default=3 * MIRRORPLANE_SLICE_SECONDS + MIRRORPLANE_SUPERVISE_INTERVAL_S + MIRRORPLANE_BACKOFF_MAX_S,
 )
 MIRRORPLANE_STATUS_REFRESH_S = _env.float("MIRRORPLANE_STATUS_REFRESH_S", default=10.0)
+MIRRORPLANE_SCHEMA_WAIT_ERROR_S = _env.float("MIRRORPLANE_SCHEMA_WAIT_ERROR_S", default=SCHEMA_WAIT_ERROR_S)
 METRICS_FLUSH_INTERVAL_S = _env.float("METRICS_FLUSH_INTERVAL_S", default=30.0)
 METRICS_FLUSH_ROWS = _env.int("METRICS_FLUSH_ROWS", default=20_000)
 METRICS_TOPIC_ROWS_ABOVE = _env.int("METRICS_TOPIC_ROWS_ABOVE", default=500)

@@ -51,7 +51,7 @@ from replication.partition_state import PartitionState, keep_only
 from replication.policy import ReplicationPolicy
 from replication.positions import PositionStore, PositionWriter
 from replication.progress import Progress
-from replication.schema_hold import SchemaHold
+from replication.schema_hold import SCHEMA_WAIT_ERROR_S, SchemaHold
 from replication.slices import STOPPING_KINDS, SliceError, SliceErrorKind, SliceResult, TaskFenced
 from replication.starting import REMOTE_PARTITION_WAIT_S, PartitionStarter
 from replication.task_io import (
@@ -102,10 +102,12 @@ class MirrorSourceTask:
         gap_confirm_s: float = GAP_CONFIRM_S,
         remote_partition_wait_s: float = REMOTE_PARTITION_WAIT_S,
         schema_ids: SchemaRewriter | None = None,
+        schema_wait_error_s: float = SCHEMA_WAIT_ERROR_S,
         superseded: Callable[[], str | None] = lambda: None,
     ) -> None:
         """`io` reaches the clusters (Kafka's: `replication.kafka.source_io.kafka_task_io`).
-        `schema_ids` rewrites the schema IDs of keys and values (`rewrite-ids`). `superseded`: why this
+        `schema_ids` rewrites the schema IDs of keys and values (`rewrite-ids`); a partition held for a
+        schema this long is a `schema` error (`schema_wait_error_s`). `superseded`: why this
         task's assignment is no longer the flow's (`replication.generations`), None while it is; asked
         before and after `init_transactions` (a superseded task never writes) and when it is fenced."""
         self.flow, self.policy = flow, policy
@@ -118,7 +120,7 @@ class MirrorSourceTask:
         self._io = io
         self._source = io.source
         self._readers = readers = Readers(io)
-        self._hold = SchemaHold(clock=clock, label=label)
+        self._hold = SchemaHold(clock=clock, label=label, error_after_s=schema_wait_error_s)
         rewrite = header_rewriter(
             provenance_enabled=flow.provenance_header_enabled,
             exactly_once=self._exactly_once,

@@ -96,6 +96,7 @@ class CachedTask:
                 policy=policy,
                 refused=lambda: runtime.schema_sync_refused(flow_id=spec.flow_id),
             ),
+            schema_wait_error_s=settings.MIRRORPLANE_SCHEMA_WAIT_ERROR_S,
             io=kafka_task_io(
                 spec.flow, source=spec.source, target=spec.target, policy=policy, task_index=task_index
             ),

@@ -90,6 +90,8 @@ def test_celery_workers_sync_schemas_and_rewrite_ids_across_a_killed_worker(
     # A record of the refused subject: held (never copied naming no schema), the hold naming the refusal.
     create_topics(cluster_a, [f"{topic}-clash"], len(PARTITIONS))
     produce_orders(cluster_a, source_registry, f"{topic}-clash", clash, first[:1])
+    # The hold is an error after 5 s here (30 s by default): the refusal it names is what is tested.
+    celery_runtime.env["MIRRORPLANE_SCHEMA_WAIT_ERROR_S"] = "5"
     celery_runtime.start_worker("w1")
     celery_runtime.start_beat()
     try:
