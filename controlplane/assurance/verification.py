@@ -135,10 +135,11 @@ _BADNESS = {VerificationStatus.MISMATCH: 3, VerificationStatus.UNVERIFIABLE: 2, 
 
 
 def verification_page(
-    *, flow: Flow, page: int = 1, page_size: int = partitions.PAGE_SIZE
+    *, flow: Flow, page: int = 1, page_size: int = partitions.PAGE_SIZE, count: int | None = None
 ) -> partitions.PartitionPage:
     """Page `page` (past the last: the last) of the flow's verification rows, worst first (mismatches, then
-    unverifiable, pending, ok; then topic, partition): a COUNT and one page of rows."""
+    unverifiable, pending, ok; then topic, partition): a COUNT and one page of rows; `count`: the rows'
+    number when known (its summary's `partition_count`), no COUNT then, and no read when none."""
     rows = PartitionVerification.objects.filter(flow=flow).alias(
         badness=Case(
             *(When(status=status, then=Value(bad)) for status, bad in _BADNESS.items()),
@@ -147,7 +148,7 @@ def verification_page(
         )
     )
     return partitions.rows_page(
-        rows.order_by(F("badness").desc(), "topic", "partition"), page=page, page_size=page_size
+        rows.order_by(F("badness").desc(), "topic", "partition"), page=page, page_size=page_size, count=count
     )
 
 

@@ -245,10 +245,14 @@ def partition_page(
     return dataclasses.replace(found, partitions=shown)
 
 
-def rows_page(rows: QuerySet, *, page: int, page_size: int) -> PartitionPage:
+def rows_page(rows: QuerySet, *, page: int, page_size: int, count: int | None = None) -> PartitionPage:
     """Page `page` (past the last: the last) of `rows`, a flow's rows of some kind per partition in the order
-    they are shown: a COUNT and one page of rows, whatever the flow's size."""
-    found = Paginator(rows, page_size).get_page(page)
+    they are shown: a COUNT and one page of rows, whatever the flow's size; no COUNT when the caller
+    counted them already (`count`), and no read at all when there are none."""
+    paginator = Paginator(rows, page_size)
+    if count is not None:
+        paginator.count = count  # a cached property: given, not counted
+    found = paginator.get_page(page)
     return PartitionPage(
         partitions=list(found.object_list),
         count=found.paginator.count,

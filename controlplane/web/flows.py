@@ -286,6 +286,7 @@ def _flow_detail_context(request, flow: Flow) -> dict:
     base = reverse("web:flow", args=[flow.pk])
     search = {"q": query["q"], "state": query["state"]}
     verifications = verification.verification_statuses(flow_ids=[flow.pk])
+    verified = verifications.get(flow.pk, verification.NOT_VERIFIED)
     return {
         "flow": flow,
         "summary": status,
@@ -306,10 +307,10 @@ def _flow_detail_context(request, flow: Flow) -> dict:
         "budget": status.budget,
         "rpo": assurance.flow_rpo(status, budget=status.budget, tasks=status.tasks),
         "readiness": assurance.flow_readiness(status, verifications=verifications),
-        "verification": verifications.get(flow.pk, verification.NOT_VERIFIED),
+        "verification": verified,
         # Worst first; every page of the list is the API's: flows/{id}/verification/.
         "verification_rows": verification.verification_page(
-            flow=flow, page_size=VERIFICATION_ROWS
+            flow=flow, page_size=VERIFICATION_ROWS, count=verified.partition_count
         ).partitions,
         "flow_alerts": list(alerts.alerts_firing(flow=flow)),
         "pool_waiting": [status] if status.pool_without_workers else [],
