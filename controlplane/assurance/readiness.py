@@ -44,9 +44,10 @@ _DECIDERS: dict[tuple, tuple] = {}
 
 class _ReverseFlows:
     """Each flow's reverse flow (target -> source), found among the flows read (one query for the others:
-    their clusters are those of the flows read, read with them)."""
+    their clusters are those of the flows read, read with them); the source topics of the flows that have
+    one read in one more, unless given (`topics`, by flow id)."""
 
-    def __init__(self, flows: list[Flow]) -> None:
+    def __init__(self, flows: list[Flow], *, topics: dict[int, list[str]] | None = None) -> None:
         self._by_clusters = {(f.source_id, f.target_id): f for f in flows}
         wanted = {(f.target_id, f.source_id) for f in flows} - self._by_clusters.keys()
         if wanted:
@@ -60,6 +61,9 @@ class _ReverseFlows:
         # The source topics of the flows that have a reverse flow (one query; a row per topic, not partition)
         returning = [f.pk for f in flows if (f.target_id, f.source_id) in self._by_clusters]
         self._topics: dict[int, list[str]] = {}
+        if topics is not None:
+            self._topics = {flow_id: topics[flow_id] for flow_id in returning if flow_id in topics}
+            returning = [flow_id for flow_id in returning if flow_id not in topics]
         for flow_id, topic in (
             FlowPartitionStatus.objects.filter(flow_id__in=returning)
             .values_list("flow_id", "topic")
@@ -230,12 +234,14 @@ def flow_readiness_all(
     *,
     now: datetime.datetime | None = None,
     reads: ReadinessReads | None = None,
+    topics: dict[int, list[str]] | None = None,
 ) -> dict[int, FlowReadiness]:
-    """Every flow's readiness (a few queries for all flows, none when `reads` are given), keyed by flow id."""
+    """Every flow's readiness (a few queries for all flows, none when `reads` are given), keyed by flow id;
+    `topics`: the flows' source topics by flow id, when read already."""
     now = now or timezone.now()
     summaries = rollup.flow_summaries(now=now) if summaries is None else summaries
     reads = readiness_reads() if reads is None else reads
-    reverse_flows = _ReverseFlows([summary.flow for summary in summaries])
+    reverse_flows = _ReverseFlows([summary.flow for summary in summaries], topics=topics)
     limits, threshold = readiness_limits(), settings.READINESS_ALERT_BELOW
     result: dict[int, FlowReadiness] = {}
     for summary in summaries:
@@ -259,11 +265,14 @@ def flow_readiness(
     *,
     now: datetime.datetime | None = None,
     verifications: dict[int, VerificationSummary] | None = None,
+    topics: list[str] | None = None,
 ) -> FlowReadiness:
     """One flow's readiness, from its live summary (e.g. `rollup.flow_status`): its own reads only, its RPO
-    budget the summary's, its verification `verifications` when read already (`verification_statuses`)."""
+    budget the summary's, its verification `verifications` and its source `topics` when read already
+    (`verification_statuses`, its RPO's topics)."""
     flow_id = summary.flow.pk
     reads = readiness_reads(
         flow_ids=[flow_id], budgets={flow_id: summary.budget}, verifications=verifications
     )
-    return flow_readiness_all([summary], now=now, reads=reads)[flow_id]
+    given = None if topics is None else {flow_id: topics}
+    return flow_readiness_all([summary], now=now, reads=reads, topics=given)[flow_id]

@@ -290,6 +290,7 @@ def _flow_detail_context(request, flow: Flow) -> dict:
     search = {"q": query["q"], "state": query["state"]}
     verifications = verification.verification_statuses(flow_ids=[flow.pk])
     verified = verifications.get(flow.pk, verification.NOT_VERIFIED)
+    rpo = assurance.flow_rpo(status, budget=status.budget, tasks=status.tasks)
     return {
         "flow": flow,
         "summary": status,
@@ -308,8 +309,10 @@ def _flow_detail_context(request, flow: Flow) -> dict:
         "events": status.events,
         "activity": rollup.replication_activity(),
         "budget": status.budget,
-        "rpo": assurance.flow_rpo(status, budget=status.budget, tasks=status.tasks),
-        "readiness": assurance.flow_readiness(status, verifications=verifications),
+        "rpo": rpo,
+        "readiness": assurance.flow_readiness(
+            status, verifications=verifications, topics=[topic.topic for topic in rpo.topics]
+        ),
         "verification": verified,
         # Worst first; every page of the list is the API's: flows/{id}/verification/.
         "verification_rows": verification.verification_page(

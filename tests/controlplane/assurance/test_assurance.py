@@ -8,7 +8,9 @@ import datetime
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from controlplane import alerts, assurance
@@ -16,6 +18,7 @@ from controlplane.alerts.models import AlertRule
 from controlplane.assurance.models import FlowAssurance, PartitionVerification
 from controlplane.assurance.verification import verification_rows, verification_run_record
 from controlplane.flows import services
+from controlplane.flows.models import Flow
 from controlplane.metrics import prometheus
 from controlplane.status import rollup, runtime
 from controlplane.status.models import FlowPartitionStatus, FlowSignals, FlowTaskStatus
@@ -252,3 +255,20 @@ def test_only_a_rewrite_ids_flow_compares_copies_with_rewritten_schema_ids(
     for mode in ("keep-ids", "none"):
         with django_assert_num_queries(0):
             assert runtime.rewritten_schema_ids(flow_id=flow.pk, mode=mode) is None
+
+
+def test_a_flow_page_hands_the_readiness_score_the_topics_its_rpo_read(ready_flow, settings):
+    """The same verdict on the reverse flow as when the score reads the flow's topics, one statement fewer."""
+    settings.MIRRORPLANE_STALE_AFTER_S = 60
+    reverse = Flow.objects.get(source=ready_flow.target, target=ready_flow.source)
+    reverse.topics = ["other"]
+    reverse.save()
+    status, now = rollup.flow_status(flow=ready_flow), timezone.now()
+    assurance.flow_readiness(status, now=now)  # the reverse flow's topic filter built (once per process)
+    with CaptureQueriesContext(connection) as reading:
+        read = assurance.flow_readiness(status, now=now)
+    with CaptureQueriesContext(connection) as handed:
+        given = assurance.flow_readiness(status, now=now, topics=["t"])
+    assert given.readiness == read.readiness and len(handed) == len(reading) - 1
+    found = next(r for r in given.readiness.reasons if r.check == "reverse_flow")
+    assert found.points == 5 and "does not replicate t " in found.message
