@@ -505,8 +505,14 @@ class ReplicationActivity:
 def replication_activity(*, now: datetime.datetime | None = None) -> ReplicationActivity:
     now = now or timezone.now()
     stale_after = stale_after_s()
-    runnable = Flow.objects.filter(state__in=lifecycle.RUNNABLE_STATES).annotate(
-        runnable_since=Coalesce("state_changed_at", "created_at")
+    # The longest-runnable flow's start: whether any flow is runnable, and whether one has been for longer
+    # than the stale limit, in one statement.
+    first_runnable = (
+        Flow.objects.filter(state__in=lifecycle.RUNNABLE_STATES)
+        .annotate(runnable_since=Coalesce("state_changed_at", "created_at"))
+        .order_by("runnable_since")
+        .values_list("runnable_since", flat=True)
+        .first()
     )
     newest = FlowTaskStatus.objects.aggregate(newest=Max("observed_at"))["newest"]
     try:
@@ -514,8 +520,9 @@ def replication_activity(*, now: datetime.datetime | None = None) -> Replication
     except redis.RedisError:
         workers = None
     return ReplicationActivity(
-        runnable=runnable.exists(),
-        expected=runnable.filter(runnable_since__lte=now - datetime.timedelta(seconds=stale_after)).exists(),
+        runnable=first_runnable is not None,
+        expected=first_runnable is not None
+        and first_runnable <= now - datetime.timedelta(seconds=stale_after),
         last_report_at=newest,
         age_s=None if newest is None else age_s(newest, now=now),
         stale_after_s=stale_after,
