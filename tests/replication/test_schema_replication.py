@@ -142,9 +142,11 @@ def test_rewrite_ids_mirrors_avro_records_that_decode_with_the_target_registry(
 
 
 def wait_for_records(cluster, topic: str, counts: dict[int, int], *, timeout_s: float = 90) -> None:
+    """Until each partition holds `counts` committed records: a kill -9 right after records were seen
+    uncommitted would leave them aborted in the log, physically there beside their copies."""
     deadline = time.monotonic() + timeout_s
     while True:
-        got = {p: len(read_partition(cluster, topic, p)) for p in counts}
+        got = {p: len(read_partition(cluster, topic, p, isolation="read_committed")) for p in counts}
         if got == counts:
             return
         assert time.monotonic() < deadline, f"{topic}: {got}, expected {counts}"

@@ -78,9 +78,15 @@ def test_celery_workers_sync_schemas_and_rewrite_ids_across_a_killed_worker(
     second = [{"id": i, "item": f"item-{i}", "quantity": i % 4} for i in range(40, 80)]
 
     def mirrored(count: int):
+        """Each partition holds `count` committed records (the kill below must not abort records seen
+        uncommitted: they would stay in the log beside their copies)."""
+
         def check():
             try:
-                return all(len(read_partition(cluster_b, remote, p)) >= count for p in PARTITIONS)
+                return all(
+                    len(read_partition(cluster_b, remote, p, isolation="read_committed")) >= count
+                    for p in PARTITIONS
+                )
             except Exception:  # the remote topic is not created yet
                 return False
 
