@@ -10,7 +10,12 @@ import time
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
+from harness.runtime import wait_until
+from replication.fetching import CONSUME_BATCH
 from replication.kafka.clients import make_consumer, make_producer
+from replication.kafka.source_io import PartitionReader
+from replication.positions import PERSIST_RECORDS
+from replication.source import MAX_IN_FLIGHT
 from tests.replication.test_run_cli import RunProcess, create_topic, write_mm2
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -128,3 +133,53 @@ def test_repeated_kill9_loses_nothing(cluster_a, cluster_b, unique_name, tmp_pat
         else:
             problem = lost_or_out_of_order(expected, got[partition])
             assert problem is None, f"partition {partition}: {problem}; {context}"
+
+
+def test_kill9_in_a_transaction_grown_past_a_persist_cadence_duplicates_nothing(
+    cluster_a, cluster_b, unique_name, tmp_path
+):
+    """A backlog lets a transaction run past the persist cadence (`TransactionSpan`); a kill -9 while one
+    holds more records than a transaction at the cadence could (a cadence's records, a fetch and the
+    records in flight): the next process aborts it and a read_committed reader sees every record once,
+    in order."""
+    topic, records = f"{unique_name}-span", 300_000
+    create_topic(cluster_a, topic, PARTITIONS)
+    producer = make_producer(cluster_a, overrides={"linger.ms": 50})
+    for index in range(records):
+        while True:
+            try:
+                producer.produce(topic, value=b"v%d" % index, partition=index % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(60) == 0
+    properties = write_mm2(
+        tmp_path / "mm2.properties",
+        {"A": cluster_a, "B": cluster_b},
+        ["A->B.enabled = true", f"A->B.topics = {topic}", "A->B.delivery.guarantee = exactly_once"],
+    )
+    keys = [(f"A.{topic}", partition) for partition in range(PARTITIONS)]
+    written, committed = PartitionReader(cluster_b), PartitionReader(cluster_b, read_committed=True)
+    held = PERSIST_RECORDS + CONSUME_BATCH + MAX_IN_FLIGHT
+
+    def open_transaction_holds_more_than_a_cadence() -> bool:
+        ends, _ = written.watermarks_all(keys)
+        stable, _ = committed.watermarks_all(keys)
+        return sum(ends[key][1] - stable[key][1] for key in keys if key in ends and key in stable) > held
+
+    run = RunProcess(properties)
+    try:
+        wait_until(open_transaction_holds_more_than_a_cadence, timeout_s=120, what="a grown transaction")
+    finally:
+        run.kill()
+        written.close()
+        committed.close()
+    final = RunProcess(properties)
+    try:
+        got = read_values(cluster_b, f"A.{topic}", until_unique=records, timeout_s=120)
+        assert final.stop() == 0, final.output()[-3000:]
+    finally:
+        final.kill()
+    for partition in range(PARTITIONS):
+        expected = [b"v%d" % index for index in range(partition, records, PARTITIONS)]
+        assert got[partition] == expected, f"partition {partition}: {len(got[partition])} records"
