@@ -17,6 +17,7 @@ from replication.kafka.source_io import PartitionReader
 from replication.positions import PERSIST_RECORDS
 from replication.source import MAX_IN_FLIGHT
 from tests.replication.test_run_cli import RunProcess, create_topic, write_mm2
+from tests.replication.test_source_task import produce_backlog
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -144,15 +145,7 @@ def test_kill9_in_a_transaction_grown_past_a_persist_cadence_duplicates_nothing(
     in order."""
     topic, records = f"{unique_name}-span", 300_000
     create_topic(cluster_a, topic, PARTITIONS)
-    producer = make_producer(cluster_a, overrides={"linger.ms": 50})
-    for index in range(records):
-        while True:
-            try:
-                producer.produce(topic, value=b"v%d" % index, partition=index % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.1)
-    assert producer.flush(60) == 0
+    produce_backlog(cluster_a, topic, records=records, partitions=PARTITIONS)
     properties = write_mm2(
         tmp_path / "mm2.properties",
         {"A": cluster_a, "B": cluster_b},

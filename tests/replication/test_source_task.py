@@ -46,6 +46,20 @@ def produce(cluster: ClusterConfig, topic: str, records: dict[int, list[Record]]
     assert producer.flush(30) == 0
 
 
+def produce_backlog(cluster: ClusterConfig, topic: str, *, records: int, partitions: int) -> None:
+    """`records` records for a task to catch up on, round-robin over `partitions`: the n-th one's value
+    is b"v<n>"."""
+    producer = make_producer(cluster, overrides={"linger.ms": 50})
+    for index in range(records):
+        while True:
+            try:
+                producer.produce(topic, value=b"v%d" % index, partition=index % partitions)
+                break
+            except BufferError:  # the local queue is full: serve delivery reports until there is room
+                producer.poll(0.1)
+    assert producer.flush(60) == 0
+
+
 def read_partition(
     cluster: ClusterConfig, topic: str, partition: int, *, isolation: str = "read_uncommitted"
 ) -> list:

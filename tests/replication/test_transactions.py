@@ -39,6 +39,7 @@ from replication.transactions import TransactionFailed, Transactions
 from tests.replication.test_source_task import (
     create_topics,
     make_task,
+    produce_backlog,
     read_offset_syncs,
     read_partition,
     run_until,
@@ -321,15 +322,7 @@ def test_a_backlog_is_committed_in_fewer_transactions_than_one_per_persist_caden
     topic, remote, per_partition = unique_name, f"A.{unique_name}", 100_000
     create_topics(cluster_a, [topic], PARTITIONS)
     create_topics(cluster_b, [remote], PARTITIONS)
-    producer = make_producer(cluster_a, overrides={"linger.ms": 50})
-    for index in range(per_partition * PARTITIONS):
-        while True:
-            try:
-                producer.produce(topic, value=b"%098d" % index, partition=index % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.1)
-    assert producer.flush(60) == 0
+    produce_backlog(cluster_a, topic, records=per_partition * PARTITIONS, partitions=PARTITIONS)
     flow = FlowConfig(source="A", target="B", topics=(topic,), delivery_guarantee=EOS)
     policy = DefaultReplicationPolicy(known_aliases=["A", "B"])
     io = kafka_task_io(flow, source=cluster_a, target=cluster_b, policy=policy, task_index=0)
