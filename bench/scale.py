@@ -69,6 +69,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+from confluent_kafka.admin import OffsetSpec
 
 from bench.brokers import bench_cluster, bench_clusters, stored_cluster
 from bench.latency import percentile
@@ -864,6 +865,24 @@ def create_topics(cluster: ClusterConfig, topics: dict[str, int]) -> float:
     return time.monotonic() - began
 
 
+def with_records(cluster: ClusterConfig, topics: dict[str, int]) -> str:
+    """How many of `topics`' partitions hold a record by the broker's end offsets (one ListOffsets
+    request): a start that timed out says whether the tool did not copy a partition, the bench's reader
+    did not see its copy yet, or the producer never wrote it."""
+    admin = make_admin(cluster)  # referenced until the answers are in: a collected client answers nothing
+    futures = admin.list_offsets(
+        {TopicPartition(t, p): OffsetSpec.latest() for t, n in topics.items() for p in range(n)},
+        request_timeout=30,
+    )
+    held = unknown = 0
+    for future in futures.values():
+        try:
+            held += future.result(timeout=60).offset > 0
+        except (KafkaException, TimeoutError):
+            unknown += 1
+    return f"{held:,}" + (f" ({unknown:,} not answered)" if unknown else "")
+
+
 def delete_topics(cluster: ClusterConfig, names: Sequence[str]) -> None:
     admin = make_admin(cluster)
     existing = set(admin.list_topics(timeout=30).topics)
@@ -910,7 +929,10 @@ def measure(
             lambda: traffic.flowing.value >= partitions,
             timeout_s=start_timeout_s,
             what=lambda: (
-                f"every partition flowing ({partitions:,}; {traffic.flowing.value:,} had a record on the target)"
+                f"every partition flowing ({partitions:,}; {traffic.flowing.value:,} had a record on the target "
+                f"as the bench's reader saw it; by the brokers' end offsets, "
+                f"{with_records(target, {remote[t]: n for t, n in topics.items()})} on the target and "
+                f"{with_records(source, topics)} on the source)"
             ),
             tick=tick,
         )
