@@ -6,6 +6,10 @@ worker knows when its cached clients are stale. Writes: the latest status of eac
 (`FlowPartitionStatus`, one row per flow partition, upserted), `FlowEvent` rows for errors and
 data-loss gaps, and the runtime signals (`FlowSignals`: when heartbeats, checkpoints, offset syncs and
 records were last emitted) the alert rules judge.
+
+Over 600 lines for one reason: it is the one door the workers go through to the database (DESIGN.md: the
+workers call nothing else there). Its largest part, the partition rows' write (`StatusFigures`,
+`StatusWrites`, the one-statement upsert), is the next piece to move into a module of its own.
 """
 
 from __future__ import annotations
