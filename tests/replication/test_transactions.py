@@ -317,7 +317,8 @@ def test_a_backlog_is_committed_in_fewer_transactions_than_one_per_persist_caden
     more records were acknowledged (a check after each fetch of up to `CONSUME_BATCH` and the reports of
     up to `MAX_IN_FLIGHT` records: 30,000 records at most, 7 commits of this backlog at the least; 12
     measured), or 0.2 s passed, and at each slice end. Spans here are bounded in records only (no time
-    bound), so the count does not depend on this machine's speed: 2-3 transactions."""
+    bound): 2-5 transactions, below the old rule's least (how far a span grows still follows the source
+    ends the fetches report: 5 in one CI run)."""
     monkeypatch.setattr(transactions, "PERSIST_INTERVAL_S", 3600.0)
     topic, remote, per_partition = unique_name, f"A.{unique_name}", 100_000
     create_topics(cluster_a, [topic], PARTITIONS)
@@ -347,7 +348,7 @@ def test_a_backlog_is_committed_in_fewer_transactions_than_one_per_persist_caden
         copied += task.run_slice(max_seconds=SLICE_SECONDS, settle=False, return_when_caught_up=True).records
     task.close()
     commits = sum(sink.commits for sink in sinks)
-    assert 1 <= commits <= 4, commits
+    assert 1 <= commits < 7, commits  # the old rule: 7 at the least
     for partition in range(PARTITIONS):
         committed = read_partition(cluster_b, remote, partition, isolation="read_committed")
         assert [source_offset_of(m.headers()) for m in committed] == list(range(per_partition))
