@@ -13,7 +13,7 @@ def seed_fleet(*, flows: int, partitions: int) -> list:
     from django.utils import timezone
 
     from controlplane.flows.models import Cluster, Flow, FlowState
-    from controlplane.status import runtime
+    from controlplane.status import partition_writes
     from controlplane.status.models import FlowPartitionStatus, FlowRpoBudget, FlowSignals, FlowTaskStatus
 
     clusters_needed = next(n for n in itertools.count(2) if n * (n - 1) >= flows)
@@ -50,7 +50,7 @@ def seed_fleet(*, flows: int, partitions: int) -> list:
     )
     # Each flow's task roll-up, as its worker writes it every slice (what the summaries read).
     FlowTaskStatus.objects.bulk_create(
-        runtime.task_status(
+        partition_writes.task_status(
             rows[index * partitions : (index + 1) * partitions],
             flow_id=flow.pk,
             task_index=0,

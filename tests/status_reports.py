@@ -1,5 +1,5 @@
 """Status rows as the workers store them, for tests that need a given report: the partition's row and
-its task's roll-up (controlplane.status.runtime.task_status over the task's stored rows, the rule the
+its task's roll-up (controlplane.status.partition_writes.task_status over the task's stored rows, the rule the
 workers apply), so every reader sees what it would see after a worker's slice."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 from django.db import connection
 
-from controlplane.status import runtime
+from controlplane.status import partition_writes
 from controlplane.status.models import FlowPartitionStatus, FlowTaskStatus
 
 
@@ -30,8 +30,8 @@ def task_rollup_rebuild(*, flow_id: int, task_index: int) -> FlowTaskStatus:
     rows = list(FlowPartitionStatus.objects.filter(flow_id=flow_id, task_index=task_index))
     at = max(row.observed_at for row in rows)
     errors = [row.last_error for row in rows if row.last_error]
-    task = runtime.task_status(
-        [runtime.StatusFigures.of_row(row) for row in rows],
+    task = partition_writes.task_status(
+        [partition_writes.StatusFigures.of_row(row) for row in rows],
         flow_id=flow_id,
         task_index=task_index,
         task_error=errors[0] if errors else None,

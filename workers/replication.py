@@ -25,8 +25,9 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.db import IntegrityError
 
-from controlplane.status import runtime
+from controlplane.status import partition_writes, runtime
 from controlplane.status.models import FlowEventKind
+from controlplane.status.partition_writes import StatusWrites
 from controlplane.status.runtime import FlowSpec
 from replication.config import OffsetSyncsTopicLocation
 from replication.kafka.legacy_offset_syncs import move_legacy_offset_syncs
@@ -76,7 +77,7 @@ class CachedTask:
     recorded_sync_at: float | None = None  # the task's last offset sync time already recorded
     used_at: float = field(default_factory=time.monotonic)
     bridge: SliceBridge | None = None  # replicating until the chain's next slice takes the task
-    status_writes: runtime.StatusWrites = field(default_factory=runtime.StatusWrites)  # rows as stored
+    status_writes: StatusWrites = field(default_factory=StatusWrites)  # rows as stored
 
     @classmethod
     def build(cls, spec: FlowSpec, task_index: int) -> CachedTask:
@@ -484,7 +485,7 @@ def _metrics_snapshot(entry: CachedTask, partitions) -> tuple[float, list]:
 
 def _record_slice(ref: TaskRef, entry: CachedTask, result: SliceResult, *, now: float, mine: list) -> None:
     at = datetime.fromtimestamp(now, UTC)
-    runtime.partition_statuses_save(
+    partition_writes.partition_statuses_save(
         flow_id=ref.flow_id,
         task_index=ref.task_index,
         partitions=mine,

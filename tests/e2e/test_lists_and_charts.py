@@ -15,7 +15,7 @@ from controlplane import reports
 from controlplane.flows import services
 from controlplane.flows.models import Cluster
 from controlplane.reports.models import ReportTrigger
-from controlplane.status import runtime
+from controlplane.status import partition_writes
 from dashboards.spark.jobs import REPORT_KEYS
 from replication.metrics import PartitionMetrics
 from tests.e2e.conftest import ARTIFACTS, WIDER_THAN_SCREEN
@@ -229,7 +229,7 @@ def _report(flow, position: int) -> None:
         stopped=False,
         last_error=None,
     )
-    runtime.partition_statuses_save(
+    partition_writes.partition_statuses_save(
         flow_id=flow.pk, task_index=0, partitions=[metrics], task_error=None, at=timezone.now()
     )
 

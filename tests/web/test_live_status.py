@@ -302,8 +302,8 @@ def test_a_partition_behind_without_a_known_age_makes_the_flows_seconds_behind_u
     from django.utils import timezone
 
     from controlplane.flows.models import Flow
+    from controlplane.status.partition_writes import StatusFigures, task_status
     from controlplane.status.rollup import summarize
-    from controlplane.status.runtime import StatusFigures, task_status
 
     now = timezone.now()
     caught_up = FlowPartitionStatus(

@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 
 from controlplane.flows import services
-from controlplane.status import runtime
+from controlplane.status import partition_writes, runtime
 from controlplane.status.models import FlowEvent, FlowEventKind, FlowPartitionStatus, PartitionState
 from dashboards.spark.lake import arrow_schema, topic_row_partition
 from replication.metrics import GapEvent, PartitionMetrics
@@ -168,10 +168,10 @@ def test_flow_spec_version_follows_every_change(flow):
 
 
 def test_partition_statuses_are_upserted_and_pruned(flow):
-    runtime.partition_statuses_save(
+    partition_writes.partition_statuses_save(
         flow_id=flow.pk, task_index=0, partitions=[_metrics(0, records=10, behind=5)], task_error=None, at=AT
     )
-    runtime.partition_statuses_save(
+    partition_writes.partition_statuses_save(
         flow_id=flow.pk,
         task_index=1,
         partitions=[_metrics(0, records=12, behind=0, rate=40.0), _metrics(1, records=3, stopped=True)],
@@ -184,7 +184,7 @@ def test_partition_statuses_are_upserted_and_pruned(flow):
     assert rows[0].task_index == 1 and rows[0].replication_latency_ms == 20
     assert rows[0].record_rate == 40.0 and rows[0].byte_rate == 400.0 and rows[0].last_error == ""
     assert rows[1].state == PartitionState.STOP
-    runtime.partition_statuses_save(
+    partition_writes.partition_statuses_save(
         flow_id=flow.pk,
         task_index=1,
         partitions=[_metrics(0, records=12, behind=7)],
@@ -229,7 +229,7 @@ def test_a_status_write_for_a_deleted_flow_is_one_line_not_a_traceback(caplog):
     with caplog.at_level(logging.INFO, logger="workers.replication"):
         _record_quietly(
             ref,
-            lambda: runtime.partition_statuses_save(
+            lambda: partition_writes.partition_statuses_save(
                 flow_id=flow_id, task_index=0, partitions=[_metrics(0, records=1)], task_error=None, at=AT
             ),
         )

@@ -10,7 +10,7 @@ from controlplane.core.errors import ServiceValidationError
 from controlplane.core.models import AuditEvent
 from controlplane.flows import lifecycle, services
 from controlplane.flows.models import Flow, FlowState
-from controlplane.status import runtime
+from controlplane.status import partition_writes, runtime
 from replication.metrics import GapEvent, PartitionMetrics
 from tests.controlplane.flows.test_mm2_import_export import ACTIVE_ACTIVE, ENV, _import
 
@@ -142,7 +142,7 @@ def test_a_data_loss_stop_faults_the_flow_with_why_until_no_partition_is_stopped
     gap = GapEvent(
         "orders", 0, expected_offset=4, resumed_offset=4, lost_records=3, detected_at=0, reason="retention"
     )
-    runtime.partition_statuses_save(
+    partition_writes.partition_statuses_save(
         flow_id=flow.pk,
         task_index=0,
         partitions=[_partition("orders", stopped=True)],
@@ -160,7 +160,7 @@ def test_a_data_loss_stop_faults_the_flow_with_why_until_no_partition_is_stopped
     api = client_as("viewer").get(f"/api/v1/flows/{flow.pk}/").json()
     assert api["state"] == "faulted" and "data.loss.policy = stop" in api["state_reason"]
     # still stopped: the flow stays faulted; once the partition runs again it recovers
-    runtime.partition_statuses_save(
+    partition_writes.partition_statuses_save(
         flow_id=flow.pk,
         task_index=0,
         partitions=[_partition("orders", stopped=True)],
@@ -168,7 +168,7 @@ def test_a_data_loss_stop_faults_the_flow_with_why_until_no_partition_is_stopped
         at=now,
     )
     assert Flow.objects.get(pk=flow.pk).state == S.FAULTED
-    runtime.partition_statuses_save(
+    partition_writes.partition_statuses_save(
         flow_id=flow.pk,
         task_index=0,
         partitions=[_partition("orders", stopped=False)],

@@ -17,7 +17,7 @@ from controlplane.assurance.models import PartitionVerification
 from controlplane.flows import services
 from controlplane.flows.models import Cluster, Flow, FlowState
 from controlplane.metrics import prometheus
-from controlplane.status import runtime
+from controlplane.status import partition_writes
 from controlplane.status.models import (
     FlowEvent,
     FlowEventKind,
@@ -268,9 +268,9 @@ def _flows_of_every_kind(count: int, *, first: int) -> None:
         for partition in (0, 1)
     )
     FlowTaskStatus.objects.bulk_create(
-        runtime.task_status(
+        partition_writes.task_status(
             [
-                runtime.StatusFigures.of_row(row)
+                partition_writes.StatusFigures.of_row(row)
                 for row in rows
                 if (row.flow_id, row.task_index) == (flow.pk, task)
             ],

@@ -17,7 +17,7 @@ from django.utils import timezone
 from controlplane.alerts import evaluation
 from controlplane.assurance.models import PartitionVerification, VerificationStatus
 from controlplane.flows import services
-from controlplane.status import rollup, runtime
+from controlplane.status import partition_writes, rollup, runtime
 from controlplane.status.models import FlowPartitionStatus, FlowTaskStatus, PartitionState
 from replication.metrics import PartitionMetrics
 
@@ -56,7 +56,7 @@ def flow(db, two_clusters):
 
 def _save(flow, metrics, writes, *, at: datetime, task_error: str | None = None) -> tuple[int, list[str]]:
     with CaptureQueriesContext(connection) as queries:
-        written = runtime.partition_statuses_save(
+        written = partition_writes.partition_statuses_save(
             flow_id=flow.pk,
             task_index=0,
             partitions=metrics,
@@ -73,7 +73,7 @@ def _writes_to(table: str, statements: list[str]) -> int:
 
 
 def test_a_slice_writes_one_statement_of_the_rows_that_changed_and_idle_rows_not_at_all(flow):
-    writes = runtime.StatusWrites()
+    writes = partition_writes.StatusWrites()
     start = timezone.now()
     moving = [_metrics(p, offset=100) for p in range(PARTITIONS)]
 
@@ -108,7 +108,7 @@ def test_rows_that_move_together_are_rewritten_spread_over_the_refresh_period_at
     them all, each slice writes a tenth of them (10 s refresh), never all at once (before: none for nine
     slices, then all 2,000 in one); no row waits longer than the refresh, and the task's figures are never
     older than it."""
-    writes, start = runtime.StatusWrites(), timezone.now()
+    writes, start = partition_writes.StatusWrites(), timezone.now()
     per_slice, rows_current = [], []
     for second in range(31):
         moving = [_metrics(p, offset=100 + second) for p in range(PARTITIONS)]
@@ -141,10 +141,12 @@ def test_the_one_statement_upsert_stores_every_figure_as_the_orm_reads_it(flow):
         last_error="quote ' \" \\ and {braces}, [1], NULL",
     )
     for metrics, when in ((first, at), (second, at + timedelta(seconds=1))):
-        figures = runtime.StatusFigures.of(metrics, task_index=0, task_error=None)
+        figures = partition_writes.StatusFigures.of(metrics, task_index=0, task_error=None)
         assert _save(flow, [metrics], None, at=when)[0] == 1
         (row,) = FlowPartitionStatus.objects.filter(flow=flow)
-        stored = runtime.StatusFigures(*(getattr(row, name) for name in runtime.StatusFigures._fields))
+        stored = partition_writes.StatusFigures(
+            *(getattr(row, name) for name in partition_writes.StatusFigures._fields)
+        )
         assert stored._replace(latency_counts=tuple(stored.latency_counts)) == figures
         assert row.observed_at == when
     assert row.records_behind == 2 and row.latency_counts == [0, 4, 1] and row.source_end_offset == 9
@@ -153,7 +155,7 @@ def test_the_one_statement_upsert_stores_every_figure_as_the_orm_reads_it(flow):
 def test_an_idle_partitions_figures_are_made_once_and_kept_by_its_source_partition(flow):
     """The figures of metrics that did not change are last slice's object (compared by identity), also
     when the remote topic's name differs from the source topic's (`A.t0` of `t0`)."""
-    writes = runtime.StatusWrites()
+    writes = partition_writes.StatusWrites()
     idle = [_metrics(p, offset=100) for p in range(3)]
     made = writes.figures(idle, task_index=0, task_error=None)
     _save(flow, idle, writes, at=timezone.now())
@@ -165,7 +167,7 @@ def test_an_idle_partitions_figures_are_made_once_and_kept_by_its_source_partiti
 
 
 def test_a_lag_that_becomes_known_is_written_at_once(flow):
-    writes = runtime.StatusWrites()
+    writes = partition_writes.StatusWrites()
     at = timezone.now()
     unknown = dataclasses.replace(_metrics(0, offset=7), source_end_offset=None)  # no fetch answer yet
     assert _save(flow, [unknown], writes, at=at)[0] == 1
@@ -176,7 +178,7 @@ def test_a_lag_that_becomes_known_is_written_at_once(flow):
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite does not enforce a column's length")
 def test_a_failed_write_is_written_again_next_slice(flow):
-    writes = runtime.StatusWrites()
+    writes = partition_writes.StatusWrites()
     at = timezone.now()
     good = [_metrics(p, offset=5) for p in range(3)]
     refused = dataclasses.replace(good[0], source_topic="x" * 300, partition=9)  # longer than a topic can be
@@ -192,9 +194,9 @@ def _status_reads(queries) -> list[str]:
 
 def test_summaries_and_alert_evaluation_read_no_partition_row(flow, settings):
     settings.MIRRORPLANE_STALE_AFTER_S = 60
-    writes = runtime.StatusWrites()
+    writes = partition_writes.StatusWrites()
     now = timezone.now()
-    runtime.partition_statuses_save(
+    partition_writes.partition_statuses_save(
         flow_id=flow.pk,
         task_index=0,
         partitions=[_metrics(p, offset=100, behind=p % 3) for p in range(PARTITIONS)],
@@ -217,11 +219,11 @@ def test_summaries_and_alert_evaluation_read_no_partition_row(flow, settings):
 
 def test_an_idle_row_stays_fresh_while_its_task_reports_and_goes_stale_when_it_stops(flow, settings):
     settings.MIRRORPLANE_STALE_AFTER_S = 10
-    writes = runtime.StatusWrites()
+    writes = partition_writes.StatusWrites()
     start = timezone.now() - timedelta(seconds=60)
     idle = [_metrics(p, offset=100) for p in range(3)]
     for second in range(0, 60, 1):  # a minute of slices, nothing moves: the rows are written once
-        runtime.partition_statuses_save(
+        partition_writes.partition_statuses_save(
             flow_id=flow.pk,
             task_index=0,
             partitions=idle,
@@ -246,7 +248,7 @@ def test_an_idle_row_stays_fresh_while_its_task_reports_and_goes_stale_when_it_s
 def test_a_retired_task_drops_its_roll_up(flow):
     at = datetime.now(UTC)
     for task_index in (0, 1):
-        runtime.partition_statuses_save(
+        partition_writes.partition_statuses_save(
             flow_id=flow.pk,
             task_index=task_index,
             partitions=[_metrics(task_index, offset=1)],
