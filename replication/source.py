@@ -144,6 +144,7 @@ class MirrorSourceTask:
             flow=flow,
             task_index=task_index,
             acks=acks,
+            clock=clock,
         )
         self._progress = Progress(
             acks=acks,

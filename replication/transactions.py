@@ -105,9 +105,12 @@ class Transactions:
         flow: FlowConfig,
         task_index: int,
         acks: Acknowledgements,
+        clock: Callable[[], float],
     ) -> None:
-        """`acks`: the task's acknowledgements, which measure what the open transaction holds."""
+        """`acks`: the task's acknowledgements, which measure what the open transaction holds; `clock`:
+        the task's, which measures its age."""
         self._sink, self._failure, self._timeout_s, self._metrics = sink, failure, timeout_s, metrics
+        self._clock = clock
         self._acks = acks
         self._flow, self._task_index = flow, task_index
         self._target, self._label = flow.target, f"flow {flow.name} task {task_index}"
@@ -134,6 +137,7 @@ class Transactions:
         flow: FlowConfig,
         task_index: int,
         acks: Acknowledgements,
+        clock: Callable[[], float],
     ) -> Transactions | None:
         """The transactions of a task whose sink is transactional (`TaskIO.transactional`), else None."""
         if not io.transactional or io.transaction_failure is None:
@@ -146,6 +150,7 @@ class Transactions:
             flow=flow,
             task_index=task_index,
             acks=acks,
+            clock=clock,
         )
 
     @property
@@ -191,14 +196,14 @@ class Transactions:
             raise self.failed("beginning a transaction", exc) from exc
         self.open = True
         self.span.reset()
-        self._begun = (time.monotonic(), self._acks.records, self._acks.bytes)
+        self._begun = (self._clock(), self._acks.records, self._acks.bytes)
 
     def goes_on(self, behind: Callable[[int], bool]) -> bool:
         """The persist cadence is due: whether the open transaction goes on instead of committing now
         (`TransactionSpan`; `behind(n)`: at least `n` records wait in the source)."""
         begun_at, records, bytes_ = self._begun
         return self.span.goes_on(
-            age_s=time.monotonic() - begun_at,
+            age_s=self._clock() - begun_at,
             records=self._acks.records - records,
             bytes_=self._acks.bytes - bytes_,
             behind=behind,

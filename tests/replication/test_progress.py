@@ -4,6 +4,8 @@ transaction open, latency waits for the commit; the caught-up check asks only un
 
 from __future__ import annotations
 
+import time
+
 from replication.config import DeliveryGuarantee, FlowConfig
 from replication.memory.task_io import (
     CREATE_TIME,
@@ -48,6 +50,7 @@ def setup(*, transactional: bool = False, partitions: int = 3):
             flow=FlowConfig(source="A", target="B", delivery_guarantee=DeliveryGuarantee.EXACTLY_ONCE),
             task_index=0,
             acks=acks,
+            clock=time.monotonic,
         )
         if transactional
         else None

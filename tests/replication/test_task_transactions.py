@@ -17,6 +17,7 @@ from replication.memory.task_io import (
 )
 from replication.metrics import MirrorMetrics
 from replication.partition_state import Acknowledgements, PartitionState
+from replication.positions import PERSIST_INTERVAL_S
 from replication.slices import SliceErrorKind
 from replication.task_io import TransactionFailure
 from replication.task_metrics import TaskMetrics
@@ -34,6 +35,7 @@ class Setup:
         self.sinks = [MemoryTransactionalSink(self.cluster)]
         self.metrics = MirrorMetrics()
         self.acks = Acknowledgements()
+        self.now = 1_000.0  # the task's clock, moved by the test
         self.transactions = Transactions(
             sink=lambda: self.sinks[-1],
             failure=memory_transaction_failure,
@@ -42,6 +44,7 @@ class Setup:
             flow=FLOW,
             task_index=3,
             acks=self.acks,
+            clock=lambda: self.now,
         )
 
     @property
@@ -148,3 +151,16 @@ def test_a_fenced_task_stops_for_good_and_aborts_nothing_itself(superseded, kind
     assert (superseded or "another worker runs this task now") in error.message
     assert "abort" not in setup.sink.calls  # the producer that fenced it aborts what it left open
     assert sum(p.aborted_count for p in setup.metrics.snapshot(now=100.0)) == 3
+
+
+def test_the_open_transactions_age_is_read_from_the_tasks_clock():
+    """`goes_on` measures the open transaction's age on the task's clock (as its other collaborators do):
+    a transaction that grew past the cadence with a backlog behind it goes on within its grown bounds,
+    and commits once that clock passes them with no backlog left."""
+    setup = Setup()
+    setup.transactions.begin()
+    assert setup.transactions.goes_on(lambda records: True)  # a backlog: its bounds double
+    setup.now += PERSIST_INTERVAL_S * 1.5
+    assert setup.transactions.goes_on(lambda records: False)  # within the doubled time bound
+    setup.now += PERSIST_INTERVAL_S  # 2.5 cadences old: past it
+    assert not setup.transactions.goes_on(lambda records: False)

@@ -273,6 +273,7 @@ def test_transactions_alone_on_kafka_a_second_init_fences_the_first_whose_commit
             flow=flow,
             task_index=0,
             acks=Acknowledgements(),
+            clock=time.monotonic,
         )
         for producer in producers
     )
