@@ -6,6 +6,7 @@ import random
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
@@ -73,6 +74,20 @@ def read_values(cluster, topic: str, *, until_unique: int, timeout_s: float) -> 
     return values
 
 
+def final_copy(
+    properties: Path, cluster, remote: str, *, until_unique: int
+) -> tuple[dict[int, list[bytes]], str]:
+    """A last run after the kills: read every record of `remote` (`read_values`), then stop cleanly; what
+    was read and the run's log."""
+    final = RunProcess(properties)
+    try:
+        got = read_values(cluster, remote, until_unique=until_unique, timeout_s=120)
+        assert final.stop() == 0, final.output()[-3000:]
+    finally:
+        final.kill()
+    return got, final.output()
+
+
 def lost_or_out_of_order(expected: list[bytes], got: list[bytes]) -> str | None:
     """None when `got` is `expected` in order with only replays of already written records."""
     position = {value: index for index, value in enumerate(expected)}
@@ -116,14 +131,8 @@ def test_repeated_kill9_loses_nothing(cluster_a, cluster_b, unique_name, tmp_pat
     producer.join(timeout=120)
     assert producer.error is None, producer.error
 
-    final = RunProcess(properties)
-    try:
-        got = read_values(cluster_b, f"A.{topic}", until_unique=RECORDS, timeout_s=120)
-        assert final.stop() == 0, final.output()[-3000:]
-    finally:
-        final.kill()
-
-    context = f"seed {seed}; last log:\n{final.output()[-2000:]}"
+    got, log = final_copy(properties, cluster_b, f"A.{topic}", until_unique=RECORDS)
+    context = f"seed {seed}; last log:\n{log[-2000:]}"
     for partition in range(PARTITIONS):
         expected = [b"v%d" % index for index in range(partition, RECORDS, PARTITIONS)]
         if guarantee == "exactly_once":
@@ -167,12 +176,7 @@ def test_kill9_in_a_transaction_grown_past_a_persist_cadence_duplicates_nothing(
         run.kill()
         written.close()
         committed.close()
-    final = RunProcess(properties)
-    try:
-        got = read_values(cluster_b, f"A.{topic}", until_unique=records, timeout_s=120)
-        assert final.stop() == 0, final.output()[-3000:]
-    finally:
-        final.kill()
+    got, _ = final_copy(properties, cluster_b, f"A.{topic}", until_unique=records)
     for partition in range(PARTITIONS):
         expected = [b"v%d" % index for index in range(partition, records, PARTITIONS)]
         assert got[partition] == expected, f"partition {partition}: {len(got[partition])} records"
