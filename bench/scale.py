@@ -69,7 +69,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
-from confluent_kafka.admin import OffsetSpec
 
 from bench.brokers import bench_cluster, bench_clusters, stored_cluster
 from bench.latency import percentile
@@ -869,17 +868,12 @@ def with_records(cluster: ClusterConfig, topics: dict[str, int]) -> str:
     """How many of `topics`' partitions hold a record by the broker's end offsets (one ListOffsets
     request): a start that timed out says whether the tool did not copy a partition, the bench's reader
     did not see its copy yet, or the producer never wrote it."""
+    from harness.runtime import latest_offsets
+
     admin = make_admin(cluster)  # referenced until the answers are in: a collected client answers nothing
-    futures = admin.list_offsets(
-        {TopicPartition(t, p): OffsetSpec.latest() for t, n in topics.items() for p in range(n)},
-        request_timeout=30,
-    )
-    held = unknown = 0
-    for future in futures.values():
-        try:
-            held += future.result(timeout=60).offset > 0
-        except (KafkaException, TimeoutError):
-            unknown += 1
+    offsets = latest_offsets(admin, [TopicPartition(t, p) for t, n in topics.items() for p in range(n)])
+    held = sum(offset is not None and offset > 0 for offset in offsets.values())
+    unknown = sum(offset is None for offset in offsets.values())
     return f"{held:,}" + (f" ({unknown:,} not answered)" if unknown else "")
 
 

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import requests
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 from django.db import connection
 
 from replication.config import ClusterConfig
@@ -190,6 +190,22 @@ def create_topic(cluster: ClusterConfig, topic: str, partitions: int = PARTITION
     wait_served(cluster, [TopicPartition(topic, partition) for partition in range(partitions)], timeout_s=30)
 
 
+def latest_offsets(
+    admin: AdminClient, partitions: Iterable[TopicPartition], *, timeout_s: float = 60.0
+) -> dict[TopicPartition, int | None]:
+    """Each partition's latest offset (its end) by one ListOffsets request through `admin`; None for a
+    partition the cluster did not answer for (not served yet, or no answer within `timeout_s`). The caller
+    keeps `admin` referenced until this returns: a collected client's futures never resolve."""
+    futures = admin.list_offsets({key: OffsetSpec.latest() for key in partitions}, request_timeout=30)
+    offsets: dict[TopicPartition, int | None] = {}
+    for key, future in futures.items():
+        try:
+            offsets[key] = future.result(timeout=timeout_s).offset
+        except (KafkaException, TimeoutError):
+            offsets[key] = None
+    return offsets
+
+
 def wait_served(cluster: ClusterConfig, partitions: list[TopicPartition], *, timeout_s: float) -> None:
     """Wait until `cluster` serves each of `partitions` (answers ListOffsets for it). Created is not served
     yet: a broker creating thousands of partitions answers "not leader" for a while (70 s for 5,000 at load
@@ -199,8 +215,7 @@ def wait_served(cluster: ClusterConfig, partitions: list[TopicPartition], *, tim
 
     def served() -> bool:
         nonlocal pending
-        futures = admin.list_offsets({key: OffsetSpec.latest() for key in pending}, request_timeout=30)
-        pending = [key for key, future in futures.items() if future.exception() is not None]
+        pending = [key for key, offset in latest_offsets(admin, pending).items() if offset is None]
         return not pending
 
     wait_until(
