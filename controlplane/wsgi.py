@@ -15,6 +15,6 @@ from django.urls import get_resolver
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 application = get_wsgi_application()
-get_resolver().url_patterns  # noqa: B018: imports every view before the freeze
+get_resolver().url_patterns  # noqa: B018 (imports every view before the freeze)
 gc.collect()
 gc.freeze()
