@@ -21,6 +21,7 @@ from rest_framework.authentication import TokenAuthentication
 
 from controlplane.core.audit import audit_record
 from controlplane.core.models import ApiToken, AuditAction, SsoIdentity
+from controlplane.core.roles import ROLE_RANK, role_rank
 
 
 def token_digest(key: str) -> str:
@@ -82,15 +83,20 @@ class ApiTokenAuthentication(TokenAuthentication):
     get a new one."""
 
     def authenticate_credentials(self, key):
-        # Whether its user signs in through the identity provider in the same statement: one per request.
+        # Whether its user signs in through the identity provider, and their role, in the same statement: one
+        # per request.
         token = (
             ApiToken.objects.select_related("user")
-            .annotate(sso=Exists(SsoIdentity.objects.filter(user=OuterRef("user_id"))))
+            .annotate(
+                sso=Exists(SsoIdentity.objects.filter(user=OuterRef("user_id"))),
+                user_role_rank=role_rank(OuterRef("user_id")),
+            )
             .filter(digest=token_digest(key))
             .first()
         )
         if token is None:
             raise exceptions.AuthenticationFailed("invalid token")
+        setattr(token.user, ROLE_RANK, token.user_role_rank)
         if not token.user.is_active:
             raise exceptions.AuthenticationFailed("user inactive or deleted")
         expires_at = _capped(sso=token.sso, issued_at=token.created_at, expires_at=token.expires_at)

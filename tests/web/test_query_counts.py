@@ -158,13 +158,15 @@ def test_a_request_runs_no_statement_twice(users, settings):
 # Statements per request of what `python -m bench api` asks (docs/performance.md): each one costs the web
 # its compilation and a round trip, PostgreSQL its parse and plan.
 STATEMENT_BUDGET = {
-    "/api/v1/flows/": 4,  # 5 before the token's statement told whether its user signs in through SSO
+    # 5 before the token's statement told whether its user signs in through SSO, 4 before it read their role.
+    "/api/v1/flows/": 3,
     # 13 before the clusters were read once for the filter and the "Create a flow" button, and whether
     # flows should replicate (the workers' banner) in one statement, not two.
     "/flows/": 11,
     # 22 before: its verification card's rows counted by its summary, not again; the banner's read.
     "/flows/{flow}/": 20,
-    "/api/v1/flows/{flow}/status/": 8,  # 10 before: that, and the role read once per request, not twice
+    # 10 before: that, and the role read once per request, not twice; 8 before it came with the token.
+    "/api/v1/flows/{flow}/status/": 7,
 }
 
 
