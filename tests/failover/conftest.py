@@ -20,6 +20,7 @@ from controlplane.core.models import AuditEvent
 from controlplane.flows import services
 from controlplane.flows.models import Flow, FlowState
 from controlplane.status.runtime import runtime_flow_spec
+from harness.runtime import READ_TO_END, READ_TO_END_POLL_S
 from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
@@ -80,13 +81,13 @@ def produce_plain(
 
 def read_partition(cluster: ClusterConfig, topic: str, partition: int, *, start: int = 0) -> list[Record]:
     """Every record of the partition from `start`, read to its end."""
-    consumer = make_consumer(cluster, overrides={"enable.partition.eof": True})
+    consumer = make_consumer(cluster, overrides=READ_TO_END)
     consumer.assign([TopicPartition(topic, partition, start)])
     records: list[Record] = []
     deadline = time.monotonic() + 30
     try:
         while time.monotonic() < deadline:
-            for message in consumer.consume(1000, timeout=0.5):
+            for message in consumer.consume(1000, timeout=READ_TO_END_POLL_S):
                 if message.error() is None:
                     records.append((message.offset(), message.value()))
                 elif message.error().code() == KafkaError._PARTITION_EOF:
@@ -118,7 +119,7 @@ def next_records(cluster: ClusterConfig, group: str, topic: str, partitions: int
         first: dict[int, bytes] = {}
         deadline = time.monotonic() + 30
         while len(first) < partitions and time.monotonic() < deadline:
-            for message in consumer.consume(100, timeout=0.5):
+            for message in consumer.consume(100, timeout=READ_TO_END_POLL_S):
                 if message.error() is None:
                     first.setdefault(message.partition(), message.value())
         return first
