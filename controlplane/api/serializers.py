@@ -10,7 +10,7 @@ from rest_framework import serializers
 from rest_framework.utils.urls import replace_query_param
 
 from controlplane import browse
-from controlplane.api.rows import RowsSerializer
+from controlplane.api.rows import FieldsBuiltOnce, RowsSerializer
 from controlplane.core.models import AuditEvent
 from controlplane.flows import engine, lifecycle
 from controlplane.flows.models import Cluster, Flow
@@ -42,7 +42,7 @@ class ScopedPropertiesField(serializers.DictField):
         return scoped
 
 
-class ClusterSerializer(serializers.ModelSerializer):
+class ClusterSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     client_properties = ScopedPropertiesField(
         required=False,
         help_text='non-secret client overrides by scope, e.g. {"client": {"client.id": "mirror"}, '
@@ -138,7 +138,7 @@ class ClusterAliasField(serializers.SlugRelatedField):
         return super().to_internal_value(data)
 
 
-class FlowSerializer(serializers.ModelSerializer):
+class FlowSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     source = ClusterAliasField()
     target = ClusterAliasField()
     name = serializers.CharField(read_only=True)
@@ -203,7 +203,7 @@ class TopicSerializer(serializers.Serializer):
     detail = serializers.CharField(source="decision.detail", allow_null=True)
 
 
-class PartitionLiveSerializer(serializers.ModelSerializer):
+class PartitionLiveSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     """A status row (`selectors.PartitionLive`) with its age: `state` is STALE once it is too old."""
 
     state = serializers.CharField(help_text="the worker's Burrow state (OK, STOP, ERR), or STALE")
@@ -220,7 +220,7 @@ class PartitionLiveSerializer(serializers.ModelSerializer):
         exclude = ["id", "flow"]
 
 
-class FlowEventSerializer(serializers.ModelSerializer):
+class FlowEventSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     detail = serializers.SerializerMethodField(
         help_text="a data_mismatch holds both records: on a masked topic, viewers see values and header "
         "values masked, as in the browser"

@@ -111,3 +111,17 @@ def test_every_way_a_field_reads_answers_as_drf_does():
         "empty": None,
     }
     assert answer[1]["optional"] == "o" and answer[2]["plain"] == 3
+
+
+@pytest.mark.parametrize(
+    "serializer_class",
+    [s.ClusterSerializer, s.FlowSerializer, s.PartitionLiveSerializer, s.FlowEventSerializer],
+)
+def test_fields_built_once_are_the_fields_drf_builds_for_each_instance(serializer_class):
+    def shown(fields) -> dict[str, str]:  # a DRF field's repr is its class and every argument it was given
+        return {name: repr(field) for name, field in fields.items()}
+
+    drf = shown(serializers.ModelSerializer.get_fields(serializer_class()))
+    first, second = serializer_class().get_fields(), serializer_class().get_fields()
+    assert shown(first) == drf and shown(second) == drf
+    assert not any(field is second[name] for name, field in first.items())  # each instance its own copy
