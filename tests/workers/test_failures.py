@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import threading
 import time
 
 import pytest
@@ -16,9 +15,10 @@ from controlplane.flows.models import Flow, FlowState
 from controlplane.status.models import FlowEvent, FlowEventKind, FlowPartitionStatus, PartitionState
 from harness.runtime import (
     PARTITIONS,
+    SteadyTraffic,
+    assert_mirrored_exactly_once,
     count_records,
     create_topic,
-    mirrored_offsets,
     produce,
     wait_until,
 )
@@ -39,29 +39,6 @@ def _all_replicated(cluster, remote_topic: str, expected: int):
     return check
 
 
-def _assert_exactly_once(cluster, remote_topic: str, per_partition: int) -> None:
-    offsets = mirrored_offsets(cluster, remote_topic)
-    for partition in range(PARTITIONS):
-        got = offsets[partition]
-        assert got == list(range(per_partition)), (
-            f"partition {partition}: {len(got)} records, {len(set(got))} distinct, expected {per_partition}"
-        )
-
-
-class Traffic(threading.Thread):
-    """Produces `batches` batches of `batch` records, one batch every `interval_s`."""
-
-    def __init__(self, cluster, topic: str, *, batches: int, batch: int = 400, interval_s: float = 0.3):
-        super().__init__(daemon=True)
-        self.cluster, self.topic = cluster, topic
-        self.batches, self.batch, self.interval_s = batches, batch, interval_s
-
-    def run(self) -> None:
-        for _ in range(self.batches):
-            produce(self.cluster, self.topic, self.batch)
-            time.sleep(self.interval_s)
-
-
 def test_kill9_of_a_worker_mid_slice_loses_and_duplicates_nothing(
     celery_runtime, make_flow, cluster_a, cluster_b, unique_name, redis_url
 ):
@@ -74,16 +51,13 @@ def test_kill9_of_a_worker_mid_slice_loses_and_duplicates_nothing(
     wait_until(lambda: all(leases.holders(keys)), timeout_s=60, what="both task chains running")
     # Both chains run on w1 (and stay there: a chain's next slice goes to its worker's own queue).
     celery_runtime.start_worker("w2")
-    traffic = Traffic(cluster_a, unique_name, batches=20)
-    traffic.start()
+    traffic = SteadyTraffic(cluster_a, unique_name, rate_per_s=1000).start()
     time.sleep(2)  # records are flowing: the worker dies mid-slice
     before = leases.holders(keys)
     celery_runtime.kill("w1")
-    traffic.join()
-    remote = f"A.{unique_name}"
-    total = 20 * 400
-    wait_until(_all_replicated(cluster_b, remote, total), timeout_s=60, what=f"{total} records replicated")
-    _assert_exactly_once(cluster_b, remote, total // PARTITIONS)
+    time.sleep(4)  # and keep flowing while w2 takes the chains over
+    produced = traffic.stop()
+    assert_mirrored_exactly_once(cluster_b, f"A.{unique_name}", produced, timeout_s=60)
     assert "w2" in celery_runtime.processes
     after = leases.holders(keys)
     assert after != before  # the dead worker's chain was replaced by a new one
@@ -136,7 +110,7 @@ def test_target_outage_backs_off_reports_and_resumes_without_loss(
     finally:
         target.send_signal(signal.SIGCONT)
     wait_until(_all_replicated(cluster_b, remote, 1200), timeout_s=120, what="replication after the outage")
-    _assert_exactly_once(cluster_b, remote, 1200 // PARTITIONS)
+    assert_mirrored_exactly_once(cluster_b, remote, {p: 1200 // PARTITIONS for p in range(PARTITIONS)})
     wait_until(
         lambda: (
             not FlowPartitionStatus.objects.filter(flow=flow).exclude(state=PartitionState.OK).exists()
@@ -230,16 +204,15 @@ def test_workers_survive_redis_restarts_and_replicate_exactly_once(
         wait_until(
             _all_replicated(cluster_b, remote, 400), timeout_s=60, what="replication before the restarts"
         )
-        traffic = Traffic(cluster_a, unique_name, batches=30, batch=100, interval_s=0.3)
-        traffic.start()
+        traffic = SteadyTraffic(cluster_a, unique_name, rate_per_s=300).start()
         for _ in range(REDIS_RESTARTS):
             time.sleep(2)  # slices are running, with unacknowledged messages in flight
             own_redis.stop()  # queues, unacked messages and leases are gone with it (no persistence)
             time.sleep(2)
             own_redis.start()
-        traffic.join()
-        total = 400 + 30 * 100
-        replicated = _all_replicated(cluster_b, remote, total)
+        time.sleep(2)  # records flow on after the last restart
+        produced = {p: 400 // PARTITIONS + count for p, count in traffic.stop().items()}
+        replicated = _all_replicated(cluster_b, remote, sum(produced.values()))
 
         def workers_alive_and_replicated() -> bool:
             for name, process in workers.items():
@@ -247,7 +220,7 @@ def test_workers_survive_redis_restarts_and_replicate_exactly_once(
             return replicated()
 
         wait_until(workers_alive_and_replicated, timeout_s=120, what="replication after the restarts")
-        _assert_exactly_once(cluster_b, remote, total // PARTITIONS)
+        assert_mirrored_exactly_once(cluster_b, remote, produced)
         for name in workers:
             assert "Unrecoverable error" not in runtime.log(name)
     finally:
