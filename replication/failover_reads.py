@@ -131,11 +131,17 @@ def _target_groups(
 
 
 def group_plans_from_source(
-    reader: FlowClusters, *, groups: Sequence[str], remote_topics: Mapping[str, str]
+    reader: FlowClusters,
+    *,
+    groups: Sequence[str],
+    remote_topics: Mapping[str, str],
+    committed: Mapping[str, Mapping[TopicPartitionKey, CommittedOffset]] | None = None,
 ) -> list[failover.GroupPlan]:
-    """Committed offsets read on the source first, then the offset syncs: the syncs then cover every
-    record the groups consumed, and translation is exact (`replication.checkpoint`)."""
-    committed = reader.committed_offsets(reader.source, groups)
+    """Committed offsets read on the source first (unless given: read earlier), then the offset syncs:
+    once the flow stopped, the syncs then cover every record the groups consumed, and translation is
+    exact (`replication.checkpoint`)."""
+    if committed is None:
+        committed = reader.committed_offsets(reader.source, groups)
     store = reader.refresh_offset_syncs()
     states, target_committed = _target_groups(reader, groups)
     return [

@@ -106,7 +106,8 @@ class DrillRequestSerializer(WaitsSerializer):
         default=drills.DEFAULT_DRILL_WAIT_S,
         min_value=0.1,
         max_value=drills.MAX_DRILL_WAIT_S,
-        help_text="how long to wait (s) for the copy of a group's next record still on its way",
+        help_text="how long to wait (s) for the copy of a group's next record still on its way, and for "
+        "the offset syncs to reach the group's offset",
     )
 
 

@@ -10,10 +10,12 @@ beat requests scheduled ones (`request_scheduled_drills`). A worker runs it
 2. draining: the failover's drain, without pausing anything, up to `drain_timeout_s` (then it goes on:
    the partitions still lagging fail, named);
 3. shadowing: per group, the offsets a failover would write now (translated from the group's committed
-   offsets on the source), written for a *shadow* group on the target (`ShadowGroup` recorded first),
-   timed (the groups-moving part of the RTO); the shadow's next record per partition read and compared
-   by content with the group's next record on the source (waiting up to `record_wait_s` for a copy still
-   on its way); one `DrillPartitionResult` per partition; the shadow group deleted.
+   offsets on the source once the flow's offset syncs reach them, waited for up to `record_wait_s`: the
+   flow is not stopped, and the sync of its newest records comes every few seconds), written for a
+   *shadow* group on the target (`ShadowGroup` recorded first), timed (the groups-moving part of the
+   RTO); the shadow's next record per partition read and compared by content with the group's next
+   record on the source (waiting up to `record_wait_s` for a copy still on its way); one
+   `DrillPartitionResult` per partition; the shadow group deleted.
 
 Outcome `succeeded` when every partition passed, else `failed` with the partitions and reasons; the
 result (RPO, RTO estimate, counts) is kept on the operation and audited. A worker killed mid-drill
@@ -45,6 +47,7 @@ from controlplane.operations.models import (
 )
 from controlplane.status import rollup, runtime
 from replication import drill, failover_reads
+from replication.checkpoint import CommittedOffset
 from replication.cluster_ports import FlowClusters, GroupAdminError
 
 log = logging.getLogger(__name__)
@@ -66,8 +69,8 @@ def drill_request(
     record_wait_s: float = DEFAULT_DRILL_WAIT_S,
 ) -> Operation:
     """Queue a drill of `flow` for `groups` (operator; audited, refusals too). `drain_timeout_s`: how long
-    the drain runs before the drill goes on; `record_wait_s`: how long the drill waits for the copy of a
-    group's next record still on its way to the target."""
+    the drain runs before the drill goes on; `record_wait_s`: how long the drill waits for the offset syncs
+    to reach the groups' offsets, then for the copy of a group's next record still on its way."""
     kind = OperationKind.DRILL
     with requests.locked_request(actor=actor, kind=kind, flow=flow) as flow:
         chosen = requests.clean_groups(groups)
@@ -218,9 +221,10 @@ def _plan(operation: Operation, step: Callable[..., None], reader: FlowClusters)
 def _shadow_groups(operation: Operation, step: Callable[..., None], reader: FlowClusters) -> None:
     step(phase=Phase.SHADOWING, message="shadow groups on the target")
     remote_topics = {topic: remote for (topic, _), remote in reader.replicated_partitions().items()}
+    committed = _committed_within_syncs(operation, step, reader, remote_topics)
     started = time.monotonic()
     group_plans = failover_reads.group_plans_from_source(
-        reader, groups=operation.groups, remote_topics=remote_topics
+        reader, groups=operation.groups, remote_topics=remote_topics, committed=committed
     )
     translate_s = time.monotonic() - started
     write_s = 0.0
@@ -234,6 +238,23 @@ def _shadow_groups(operation: Operation, step: Callable[..., None], reader: Flow
         plan_s=result.get("plan_s", 0.0), drain_s=drain_s, move_groups_s=translate_s + write_s
     )
     step(result=result, progress=1.0)
+
+
+def _committed_within_syncs(
+    operation: Operation, step: Callable[..., None], reader: FlowClusters, remote_topics: dict[str, str]
+) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
+    """The groups' committed offsets on the source, once the flow's offset syncs place them exactly, waited
+    for up to `record_wait_s`: the flow runs on during a drill, and writes the sync of its newest records
+    every few seconds (`replication.drill`). Read once: a group that consumes meanwhile is not chased."""
+    committed = reader.committed_offsets(reader.source, operation.groups)
+    deadline = time.monotonic() + operation.record_wait_s
+    while past := drill.offsets_past_syncs(reader.refresh_offset_syncs(), committed, remote_topics):
+        if time.monotonic() >= deadline:
+            break
+        step(message=f"waiting for the offset syncs to reach the groups' offsets on {len(past)} partition(s)")
+        if requests.STOPPING.wait(drain.DRAIN_POLL_S):
+            raise requests.HandedOver()
+    return committed
 
 
 def _drill_group(operation: Operation, step, reader: FlowClusters, group_plan) -> float:
@@ -284,6 +305,7 @@ def _drill_group(operation: Operation, step, reader: FlowClusters, group_plan) -
             target=target,
             wait_s=operation.record_wait_s,
             schema_ids=schema_ids,
+            past_syncs_from=drill.past_syncs_from(reader.store, row.topic, row.partition, row.source_offset),
         )
         sync = (
             None
