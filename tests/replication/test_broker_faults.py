@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from harness.runtime import wait_until
 from replication.config import ClusterConfig, DeliveryGuarantee
 from replication.kafka.clients import make_producer
 from replication.kafka.positions import KafkaPositionStore
@@ -88,13 +89,22 @@ def test_kill_9_of_the_source_then_the_target_broker_loses_and_duplicates_nothin
     load, loop = SteadyLoad(source, topic), TaskLoop(task)
     load.start()
     loop.start()
+
+    def replicating(since: int) -> bool:
+        """A slice from the `since`-th on ran clean and had records acknowledged by the target."""
+        return any(result.ok and result.records > 0 for result in loop.results[since:])
+
     try:
-        time.sleep(4)
+        wait_until(lambda: replicating(0), timeout_s=60, what="replication under load")
         for broker in (source_broker, target_broker):
-            broker.stop(kill=True)  # kill -9 under load
-            time.sleep(3)
+            broker.stop(kill=True)  # kill -9 under load: down while its JVM starts again
             broker.start()  # same port, same data: the log is recovered
-            time.sleep(4)
+            since = len(loop.results)
+            wait_until(
+                lambda since=since: replicating(since),
+                timeout_s=120,
+                what=f"replication resumed after {broker.name} restarted",
+            )
         load.stop_event.set()
         load.join(timeout=150)
         assert not load.failed and not load.is_alive()
