@@ -96,9 +96,9 @@ def test_a_drill_passes_by_content_then_fails_with_the_reason_once_the_offset_sy
             == 403
         )
         # Caught up by content, but the offset syncs cover the last records only once the mirror writes
-        # its progress sync (PROGRESS_SYNC_INTERVAL_S after the last sync); until then `done` translates
-        # one record early. The drill's drain waits for that sync (with a 3 s drain the drill passed only
-        # when the test's own reads had used the rest of those 5 s, not with the fast reads).
+        # its progress sync (PROGRESS_SYNC_INTERVAL_S after the last sync). The drill's drain waits for
+        # that sync; with a 3 s drain the test passed only when its reads, the planning and the drain
+        # together outlasted those 5 s (the slow reads did; with the fast ones it was a race).
         passed = drill(operator, flow, [mid, done])
         assert (passed["kind"], passed["outcome"], passed["phase"]) == ("drill", "succeeded", "done"), passed[
             "error"
