@@ -7,7 +7,6 @@ import itertools
 
 import pytest
 from django.contrib.auth.models import Group, User
-from django.db.models import OuterRef
 
 from controlplane.core.roles import ROLE_GROUP_NAMES, ROLE_RANK, Role, role_of, role_rank
 
@@ -23,7 +22,7 @@ def test_the_role_read_with_the_user_is_the_one_read_from_their_groups():
             user = User.objects.create_user(username="+".join(g.name for g in held) or "nobody")
             user.groups.set(held)
             expected[user.pk] = role_of(user)
-    read = User.objects.annotate(**{ROLE_RANK: role_rank(OuterRef("pk"))})
+    read = User.objects.annotate(**{ROLE_RANK: role_rank(f'"{User._meta.db_table}"."id"')})
     assert {user.pk: role_of(user) for user in read} == expected
     assert expected[User.objects.get(username="viewer+admin").pk] is Role.ADMIN
     assert expected[User.objects.get(username="auditors").pk] is None
