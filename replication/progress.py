@@ -6,19 +6,69 @@ of the task (a task may hold thousands):
   skipped record moves it without an acknowledgement), the partitions to check for gaps this slice
   (`fetched`) and those not known to be read to their end (`fetched_to_end`);
 * the partitions that heard delivery reports: offset syncs and positions to write (`PositionWriter`),
-  metrics to report, and their replication latency (transactional: once committed).
+  metrics to report, and their replication latency (transactional: once committed);
+* the records waiting in the source for the task's running partitions (`Backlog`), looked at again only
+  for the partitions started, fetched or stopped since it was last asked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from replication.partition_state import Acknowledgements, PartitionState
+from replication.partition_state import Acknowledgements, PartitionState, keep_only
 from replication.positions import PositionWriter
 from replication.task_io import RecordSource
 from replication.task_metrics import TaskMetrics
 from replication.topic_partition import TopicPartition
 from replication.transactions import Transactions
+
+
+def unread(source: RecordSource, state: PartitionState) -> int | None:
+    """The offsets of a partition the task has not read yet: its end as the source last reported it, minus
+    where the task reads next (the consumer's position where that is ahead: past a transaction marker);
+    None while the source does not know its end (a consumer's first fetches)."""
+    watermarks = source.watermarks(*state.key)
+    if watermarks is None:
+        return None
+    position = source.position(*state.key)
+    return watermarks[1] - max(position if position is not None else -1, state.next_offset)
+
+
+class Backlog:
+    """The records waiting in the source for a task's running partitions: each one's `unread` offsets,
+    summed (`TransactionSpan`: whether the open transaction goes on). Every running partition counts,
+    whether or not it has records in the open transaction yet: a consumer returns long runs of one
+    partition, and a partition it has not returned lately may hold most of the backlog.
+
+    Each partition's figure is kept beside the total and looked at again only for the partitions started,
+    fetched or stopped since the total was last asked (`moved`), when it is asked (a few times a
+    transaction): no fetch and no question walks every partition of the task. One whose end the source
+    does not know yet counts nothing and is looked at again next time."""
+
+    def __init__(self, source: RecordSource) -> None:
+        self._source = source
+        self.moved: dict[TopicPartition, PartitionState] = {}  # to look at again when asked
+        self._waiting: dict[TopicPartition, int] = {}
+        self._total = 0
+
+    def total(self) -> int:
+        moved, self.moved = self.moved, {}
+        waiting = self._waiting
+        for key, state in moved.items():
+            offsets = 0 if state.stopped else unread(self._source, state)
+            if offsets is None:
+                self.moved[key] = state
+            records = max(offsets or 0, 0)
+            self._total += records - waiting.get(key, 0)
+            waiting[key] = records
+        return self._total
+
+    def keep_only(self, states: Mapping[TopicPartition, PartitionState]) -> None:
+        """The task's partition states changed (once per change): a partition gone counts no more (one
+        restarted counts again once started: `moved`)."""
+        keep_only(states, self.moved)
+        for key in [key for key in self._waiting if key not in states]:
+            self._total -= self._waiting.pop(key)
 
 
 class Progress:
@@ -38,11 +88,13 @@ class Progress:
         self.polled_now: list[PartitionState] = []
         self.fetched: list[PartitionState] = []  # fetched this slice, once each
         self.unconfirmed: dict[TopicPartition, PartitionState] = {}  # not known to be read to their end
+        self.backlog = Backlog(source)
 
     def started(self, state: PartitionState) -> None:
         """A partition started: exactly_once recovery may have re-derived offset syncs (and moved it)."""
         key = state.key
         self._positions.dirty[key] = self._metrics.unreported[key] = self.unconfirmed[key] = state
+        self.backlog.moved[key] = state
 
     def observe(self, states: Mapping[TopicPartition, PartitionState], now: float) -> None:
         """After a fetch, or before a commit: what the last fetch and the reports since brought."""
@@ -57,6 +109,7 @@ class Progress:
             key = state.key
             if states.get(key) is state:
                 self._positions.dirty[key] = self._metrics.unreported[key] = self.unconfirmed[key] = state
+                self.backlog.moved[key] = state
                 if not state.polled:
                     state.polled = True
                     self.fetched.append(state)
@@ -85,21 +138,9 @@ class Progress:
                 self._metrics.latency(state, now)
 
     def behind(self, records: int) -> bool:
-        """At least `records` records wait in the source past what the partitions acknowledged in the open
-        transaction fetched, as the last fetches reported their ends (`TransactionSpan`: whether the
-        transaction goes on). Asked a few times a transaction; it adds up to the first ones that reach
-        `records`."""
-        assert self._transactions is not None
-        source, waiting = self._source, 0
-        for state in self._transactions.uncommitted.values():
-            watermarks = source.watermarks(*state.key)
-            if watermarks is None:
-                continue
-            position = source.position(*state.key)
-            waiting += watermarks[1] - max(position if position is not None else -1, state.next_offset)
-            if waiting >= records:
-                return True
-        return False
+        """At least `records` records wait in the source for the task's running partitions (`Backlog`;
+        `TransactionSpan`: whether the open transaction goes on)."""
+        return self.backlog.total() >= records
 
     def fetched_to_end(self) -> bool:
         """Every running partition was read to the end its source reports: a fetch that found nothing is
@@ -112,11 +153,8 @@ class Progress:
         while unconfirmed:
             key, state = next(iter(unconfirmed.items()))
             if not state.stopped:
-                watermarks = self._source.watermarks(*key)
-                if watermarks is None:
-                    return False
-                position = self._source.position(*key)
-                if max(position if position is not None else -1, state.next_offset) < watermarks[1]:
+                waiting = unread(self._source, state)
+                if waiting is None or waiting > 0:
                     return False
             del unconfirmed[key]
         return True

@@ -262,7 +262,9 @@ class MirrorSourceTask:
         gaps, stopped = self._data_loss.check(
             self._states, fetched=self._progress.fetched, swept=swept, now=now
         )
-        self._stopped.update(error.partition for error in stopped if error.partition is not None)
+        for key in (error.partition for error in stopped if error.partition is not None):
+            self._stopped.add(key)
+            self._progress.backlog.moved[key] = self._states[key]  # waits no more
         for error in (*stopped, *self._hold.check(now=now)):
             self._record_error(error, errors)
         # Settled: the next slice may run elsewhere, so every moved position is written now. A transaction
@@ -364,6 +366,7 @@ class MirrorSourceTask:
             self._acks.failed,
             self._transactions.uncommitted if self._transactions is not None else {},
         )
+        self._progress.backlog.keep_only(states)
         self._rotation.reset(list(states))
 
     def _start_partitions(self, keys: list[TopicPartition], errors: list[SliceError]) -> None:

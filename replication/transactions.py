@@ -11,7 +11,8 @@ the records of an aborted transaction are rolled back from the counters and retu
 apart (`rolled_back`).
 
 How long a transaction runs (`TransactionSpan`): as long as the persist cadence, as before, unless the
-source still holds a backlog at least as large as what it holds; then its bounds double, up to
+task's partitions still hold a backlog in the source at least as large as what it holds (every running
+partition's, `replication.progress.Backlog`); then its bounds double, up to
 `MAX_SPAN_SCALE` times the cadence's and `MAX_TRANSACTION_BYTES`. Each commit flushes the producer (the
 pipeline drains to nothing and fills again) and costs a round trip to the coordinator: a quarter of the
 task's time at 10 KB while catching up at one commit per 0.2 s (issue 38). Caught up, nothing waits
@@ -47,14 +48,16 @@ class TransactionSpan:
     """How long the open transaction runs (pure: what it holds and its age are passed in).
 
     It commits when the persist cadence is due (`interval_s`, `records`: the at_least_once persist
-    cadence) unless the source holds at least as many records behind it as it holds itself (a backlog
-    that takes another span of this size to copy), and at least `records`: then its bounds double, and
-    the backlog is asked again when it reaches them, up to `max_scale` times the cadence's and
-    `max_bytes`. A transaction of a task that is caught up, or less than a cadence's records behind (a
-    stream that a slow moment held up: 0.5 s of 20,000 records/s), commits at the cadence, so what
-    `read_committed` readers wait is unchanged there; one that catches up grows no more and commits at
-    its next bound. The backlog is asked only at those bounds (a few times a transaction), not at every
-    fetch."""
+    cadence) unless the task's running partitions hold at least as many records in the source as it
+    holds itself (a backlog that takes another span of this size to copy), and at least `records`: then
+    its bounds double, and the backlog is asked again when it reaches them, up to `max_scale` times the
+    cadence's and `max_bytes`. A transaction of a task that is caught up, or less than a cadence's
+    records behind (a stream that a slow moment held up: 0.5 s of 20,000 records/s), commits at the
+    cadence, so what `read_committed` readers wait is unchanged there; one that catches up grows no more
+    and commits at its next bound. The backlog is asked only at those bounds (a few times a
+    transaction), not at every fetch. A transaction with nothing acknowledged yet (the cadence came due
+    just after the fetch that began it) goes on without asking, up to the longest span: committing it
+    would only wait for its records in flight and end a transaction that has barely begun."""
 
     def __init__(self, *, interval_s: float, records: int, max_scale: int, max_bytes: int) -> None:
         self.interval_s, self.records, self.max_scale, self.max_bytes = (
@@ -71,6 +74,8 @@ class TransactionSpan:
         scale = self.scale
         if bytes_ >= self.max_bytes:
             return False
+        if records == 0:  # nothing acknowledged yet: a commit now would only wait for what is in flight
+            return age_s < self.interval_s * self.max_scale
         if scale > 1 and age_s < self.interval_s * scale and records < self.records * scale:
             return True  # within bounds it grew to
         if scale >= self.max_scale or not behind(max(records, self.records)):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import replication
+from replication import positions
 from replication.config import DeliveryGuarantee, FlowConfig
 from replication.memory.task_io import MemoryIO, MemorySink, MemorySource
 from replication.mirroring import source_offset_of
@@ -110,6 +111,7 @@ def make_task(
     partitions: int,
     clock=time.time,
     guarantee=DeliveryGuarantee.AT_LEAST_ONCE,
+    transactional: bool = False,
 ) -> MirrorSourceTask:
     config = flow(guarantee)
     task = MirrorSourceTask(
@@ -117,7 +119,7 @@ def make_task(
         policy=replication_policy_for(config, known_aliases=("A", "B")),
         task_index=0,
         position_store=store,
-        io=dataclasses.replace(io.task_io(), source=source),
+        io=dataclasses.replace(io.task_io(transactional=transactional), source=source),
         clock=clock,
     )
     task.assign([(TOPIC, p) for p in range(partitions)])
@@ -150,6 +152,37 @@ def test_a_fetch_of_one_partition_costs_the_same_work_in_a_task_of_2000_partitio
     calls_per_fetch = [after[1] - before[1] for before, after in steps]
     assert max(lines_per_fetch) < 400, lines_per_fetch
     assert sum(calls_per_fetch) == 0
+
+
+def test_whether_a_transaction_goes_on_asks_only_about_the_partitions_fetched_since_it_was_last_asked(
+    monkeypatch,
+):
+    """exactly_once: the backlog behind the open transaction is every running partition's
+    (`replication.progress.Backlog`), yet a check asks the source about the partitions fetched since the
+    last one only (a scan of the 2,000: 4,000 calls a check)."""
+    monkeypatch.setattr(positions, "PERSIST_RECORDS", 10)  # a check every 10 acknowledged records
+    io, lines = memory_clusters(PARTITIONS), LinesRun()
+    source = CountingSource(io.source_cluster, lines=lines)
+    task = make_task(
+        io,
+        source,
+        InMemoryPositionStore(),
+        partitions=PARTITIONS,
+        guarantee=DeliveryGuarantee.EXACTLY_ONCE,
+        transactional=True,
+    )
+    for partition in (7, 1_500):  # a transaction in the first slice: its check asks about all 2,000, once
+        io.source_cluster.append(TOPIC, partition, key=b"k", value=b"v", timestamp_ms=1_700_000_000_000)
+    task.run_slice(max_seconds=0.2, settle=False)  # starts the 2,000 partitions
+    source.trickle = [7, 1_500]
+    source.fetches.clear()
+    commits = io.made[-1].calls.count("commit")
+    result = task.run_slice(max_records=50, max_seconds=60, settle=False)
+    assert result.ok and result.records == 50
+    assert io.made[-1].calls.count("commit") - commits >= 4  # checks found no backlog: they committed
+    steps = list(zip(source.fetches, source.fetches[1:], strict=False))
+    calls_per_fetch = [after[1] - before[1] for before, after in steps]
+    assert max(calls_per_fetch) <= 4, calls_per_fetch  # the two partitions' ends and positions
 
 
 def test_an_idle_task_of_2000_partitions_asks_its_source_about_a_share_of_them_per_slice():

@@ -1,6 +1,7 @@
 """`Progress` without a task: a fetch's partitions and the acknowledged ones are routed to the positions to
 write, the metrics to report and the gap check, each once, without walking every partition; with a
-transaction open, latency waits for the commit; the caught-up check asks only unconfirmed partitions."""
+transaction open, latency waits for the commit; the caught-up check asks only unconfirmed partitions, the
+backlog only the partitions moved since it was last asked."""
 
 from __future__ import annotations
 
@@ -114,3 +115,48 @@ def test_caught_up_asks_the_source_only_about_unconfirmed_partitions_then_nothin
     assert progress.fetched_to_end()
     source.asked.clear()
     assert progress.fetched_to_end() and source.asked == []  # an idle task asks nothing
+
+
+def test_the_backlog_counts_every_running_partition_and_asks_only_those_moved_since():
+    """A transaction holding only partition 0 still has partition 1's records behind it."""
+    progress, states, _, _, _, transactions, source, cluster = setup(transactional=True)
+    for partition, records in ((0, 3), (1, 5)):
+        for _ in range(records):
+            cluster.append("orders", partition, key=None, value=b"v")
+    for state in states.values():
+        progress.started(state)
+    assert progress.behind(8) and not progress.behind(9)
+    assert sorted(source.asked) == [("orders", 0), ("orders", 1), ("orders", 2)]
+    source.asked.clear()
+    assert progress.behind(8) and source.asked == []  # nothing moved: the kept total
+    first = states[("orders", 0)]
+    first.next_offset = 3  # fetched to its end, acknowledged in the open transaction
+    first.last_polled_timestamp_ms = 1_700_000_000_000
+    progress.polled_now.append(first)
+    transactions.open = True
+    delivered(first, 0)
+    progress.observe(states, 1_700_000_000.0)
+    assert list(transactions.uncommitted) == [("orders", 0)]
+    assert progress.behind(5) and not progress.behind(6) and source.asked == [("orders", 0)]
+    states[("orders", 1)].stopped = True  # by the gap check: waits no more
+    progress.backlog.moved[("orders", 1)] = states[("orders", 1)]
+    assert not progress.behind(1)
+
+
+def test_a_partition_gone_leaves_the_backlog_and_one_whose_end_is_unknown_is_asked_again():
+    progress, states, _, _, _, _, source, cluster = setup(transactional=True)
+    for _ in range(4):
+        cluster.append("orders", 2, key=None, value=b"v")
+    for state in states.values():
+        progress.started(state)
+    assert progress.behind(4)
+    progress.backlog.keep_only({key: state for key, state in states.items() if key != ("orders", 2)})
+    assert not progress.behind(1)
+    ends = source.watermarks
+    source.watermarks = lambda topic, partition: None if partition == 1 else ends(topic, partition)
+    for _ in range(2):
+        cluster.append("orders", 1, key=None, value=b"v")
+    progress.started(states[("orders", 1)])
+    assert not progress.behind(1)
+    source.watermarks = ends
+    assert progress.behind(2) and not progress.behind(3)

@@ -159,6 +159,7 @@ def test_the_open_transactions_age_is_read_from_the_tasks_clock():
     and commits once that clock passes them with no backlog left."""
     setup = Setup()
     setup.transactions.begin()
+    setup.acks.records, setup.acks.bytes = 1, 10  # a record acknowledged in it (none: it goes on)
     assert setup.transactions.goes_on(lambda records: True)  # a backlog: its bounds double
     setup.now += PERSIST_INTERVAL_S * 1.5
     assert setup.transactions.goes_on(lambda records: False)  # within the doubled time bound

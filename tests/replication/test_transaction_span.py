@@ -54,9 +54,16 @@ def test_with_a_backlog_at_least_what_it_holds_its_bounds_double_and_the_backlog
     assert backlog.asked == [10_000, 12_000, 40_000]
 
 
-def test_a_transaction_that_held_nothing_yet_goes_on_only_for_a_backlog():
-    assert not span().goes_on(age_s=0.2, records=0, bytes_=0, behind=Backlog(waiting=9_999))
-    assert span().goes_on(age_s=0.2, records=0, bytes_=0, behind=Backlog(waiting=10_000))
+def test_a_transaction_with_nothing_acknowledged_yet_goes_on_without_asking_up_to_the_longest_span():
+    """The cadence came due just after the fetch that began it: caught up or not, no commit yet."""
+    rule, backlog = span(), Backlog(waiting=0)
+    assert rule.goes_on(age_s=0.2, records=0, bytes_=0, behind=backlog)
+    assert rule.goes_on(age_s=3.19, records=0, bytes_=0, behind=backlog)
+    assert backlog.asked == [] and rule.scale == 1
+    assert not rule.goes_on(age_s=3.2, records=0, bytes_=0, behind=backlog)
+    assert not rule.goes_on(age_s=0.2, records=0, bytes_=1_000_000, behind=backlog)
+    assert not rule.goes_on(age_s=0.2, records=1, bytes_=1, behind=backlog)  # then caught up: commits
+    assert backlog.asked == [10_000]
 
 
 def test_its_growth_is_bounded_in_time_records_and_bytes_whatever_the_backlog():
