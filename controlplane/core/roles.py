@@ -8,7 +8,9 @@ from __future__ import annotations
 from enum import IntEnum
 
 from django.contrib.auth.models import Group
-from django.db.models import Case, IntegerField, OuterRef, Subquery, Value, When
+from django.db import connection
+from django.db.models import IntegerField
+from django.db.models.expressions import RawSQL
 
 
 class Role(IntEnum):
@@ -37,25 +39,40 @@ ROLE_GROUP_NAMES = tuple(role.group_name for role in Role)
 ROLE_RANK = "role_rank"
 
 
-def role_rank(user_id: OuterRef) -> Subquery:
-    """The role of the user `user_id` refers to, as its rank (Role's value; NULL without a role): role_of's
-    answer read in the statement that reads the user, as `ROLE_RANK`, instead of a statement of its own."""
-    rank = Case(
-        *(When(name=role.group_name, then=Value(int(role))) for role in Role), output_field=IntegerField()
+def _role_rank_sql(user_id: str) -> tuple[str, list]:
+    """SQL and parameters of the rank (Role's value; NULL without a role) of the user whose id is `user_id`
+    (an outer statement's column, quoted, or a placeholder). Written in SQL: the ORM's CASE over the role
+    names compiled for longer than a statement of its own took (a token's user and role 1.45 ms against
+    1.1), and its own groups read compiled for longer than it ran."""
+    groups = Group._meta.db_table
+    memberships = Group.user_set.through._meta.db_table
+    ranks = " ".join("WHEN %s THEN %s" for _ in Role)
+    return (
+        f'SELECT MAX(CASE g."name" {ranks} END) FROM "{groups}" g INNER JOIN "{memberships}" m '
+        f'ON m."group_id" = g."id" WHERE m."user_id" = {user_id}',
+        [value for role in Role for value in (role.group_name, int(role))],
     )
-    groups = Group.objects.filter(user=user_id, name__in=ROLE_GROUP_NAMES).annotate(rank=rank)
-    return Subquery(groups.order_by("-rank").values("rank")[:1])
+
+
+def role_rank(user_id_column: str) -> RawSQL:
+    """The role of the user whose id is in `user_id_column` (the outer statement's column, quoted, e.g.
+    `"controlplane_apitoken"."user_id"`) as its rank: role_of's answer read in the statement that reads the
+    user, as `ROLE_RANK`, instead of a statement of its own."""
+    return RawSQL(*_role_rank_sql(user_id_column), output_field=IntegerField())
 
 
 def role_of(user) -> Role | None:
-    """The user's role, or None (an authenticated user without a role may do nothing); from the `ROLE_RANK`
-    it was read with (`role_rank`), if it was."""
+    """The user's role, or None (an authenticated user without a role may do nothing): the highest of their
+    role groups, from the `ROLE_RANK` they were read with (`role_rank`) if they were."""
     if not user or not user.is_authenticated or not user.is_active:
         return None
     if user.is_superuser:
         return Role.ADMIN
     if hasattr(user, ROLE_RANK):
         rank = getattr(user, ROLE_RANK)
-        return None if rank is None else Role(rank)
-    names = user.groups.filter(name__in=ROLE_GROUP_NAMES).values_list("name", flat=True)
-    return max((Role.from_name(name) for name in names), default=None)
+    else:
+        sql, params = _role_rank_sql("%s")
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*params, user.pk])
+            (rank,) = cursor.fetchone()
+    return None if rank is None else Role(rank)

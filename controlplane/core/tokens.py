@@ -89,7 +89,7 @@ class ApiTokenAuthentication(TokenAuthentication):
             ApiToken.objects.select_related("user")
             .annotate(
                 sso=Exists(SsoIdentity.objects.filter(user=OuterRef("user_id"))),
-                user_role_rank=role_rank(OuterRef("user_id")),
+                user_role_rank=role_rank(f'"{ApiToken._meta.db_table}"."user_id"'),
             )
             .filter(digest=token_digest(key))
             .first()

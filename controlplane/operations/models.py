@@ -79,7 +79,8 @@ class Operation(models.Model):
     record_wait_s = models.FloatField(
         null=True,
         blank=True,
-        help_text="drill: how long to wait for the copy of a group's next record still on its way",
+        help_text="drill: how long to wait for the copy of a group's next record still on its way, and for "
+        "the offset syncs to reach the group's offset",
     )
     client_timeout_s = models.FloatField(
         null=True, blank=True, help_text="takeover: the bound of each read and write of MM2's topics"

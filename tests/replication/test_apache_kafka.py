@@ -5,13 +5,22 @@ topics compacted as the docs claim. Each test fails on the embedded broker, whic
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import TopicPartition
 
 from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig
+from replication.kafka import apache
 from replication.kafka.admin import TopicAdmin
-from replication.kafka.apache import ApacheKafkaBroker, kafka_version
+from replication.kafka.apache import (
+    GC_OPTIONS,
+    JVM_OPTIONS,
+    ApacheKafkaBroker,
+    class_data_archive,
+    jvm_flags,
+    kafka_version,
+)
 from replication.kafka.clients import make_consumer, make_producer
 from replication.kafka.failover_io import FailoverReader
 from replication.kafka.positions import KafkaPositionStore, positions_topic
@@ -38,6 +47,32 @@ pytestmark = [
 
 def _values(cluster: ClusterConfig, topic: str, partition: int, *, isolation: str) -> list[bytes]:
     return [m.value() for m in read_partition(cluster, topic, partition, isolation=isolation)]
+
+
+def test_the_suites_brokers_map_the_class_data_archive_and_collect_with_the_serial_collector(kafka_brokers):
+    """`make kafka` writes the archive and every broker JVM maps it (the archive's pages in its address
+    space: a JVM that refused it, or a launcher that did not ask, maps nothing); the suite's
+    KAFKA_JVM_PERFORMANCE_OPTS replaced Kafka's G1 on the command line."""
+    archive = class_data_archive()
+    assert archive.exists(), "make kafka builds it (replication.kafka.apache.build_class_data_archive)"
+    pid = kafka_brokers["A"].process.pid
+    assert str(archive.resolve()) in Path(f"/proc/{pid}/maps").read_text()
+    command = Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+    assert "-XX:+UseSerialGC" in command and not set(GC_OPTIONS) & set(command)
+
+
+def test_jvm_flags_take_kafkas_performance_options_and_the_archive(tmp_path, monkeypatch):
+    archive = tmp_path / "broker-classes.jsa"
+    monkeypatch.setattr(apache, "class_data_archive", lambda: archive)
+    monkeypatch.delenv("KAFKA_JVM_PERFORMANCE_OPTS", raising=False)
+    assert jvm_flags(JVM_OPTIONS) == JVM_OPTIONS  # Kafka's own choice, no archive yet
+    archive.write_bytes(b"")
+    monkeypatch.setenv("KAFKA_JVM_PERFORMANCE_OPTS", "-XX:+UseSerialGC -XX:+AlwaysPreTouch")
+    flags = jvm_flags(JVM_OPTIONS)
+    assert not set(GC_OPTIONS) & set(flags) and "-Xmx1g" in flags
+    assert flags[-3:] == ["-XX:+UseSerialGC", "-XX:+AlwaysPreTouch", f"-XX:SharedArchiveFile={archive}"]
+    # The run that writes the archive does not read one.
+    assert not any("SharedArchiveFile" in f for f in jvm_flags([*JVM_OPTIONS, "-XX:ArchiveClassesAtExit=x"]))
 
 
 def test_a_broker_formats_once_keeps_its_data_across_restarts_and_kill_9_and_keeps_its_log(tmp_path):

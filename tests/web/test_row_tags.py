@@ -88,3 +88,63 @@ def test_a_flow_row_shows_its_state_its_health_when_that_says_more_and_the_actio
         '<td><span class="badge disabled">migrated</span> <span class="badge disabled" title="the one health '
         'rule: docs/lag.md">disabled</span></td><td></td>'
     )
+
+
+ROWS = engines["django"].from_string("{% load web %}{% flow_rows summaries firing can_act %}")
+
+
+def test_the_flows_table_rows_show_each_flow_its_firing_alerts_and_the_action_for_operators():
+    def live(pk: int, name: str, position: int | None) -> SimpleNamespace:
+        flow = SimpleNamespace(pk=pk, state="active", name=name, source=SimpleNamespace(alias="A"))
+        return SimpleNamespace(
+            flow=flow,
+            health="ok",
+            health_label="",
+            position=position,
+            observed_at=AT,
+            stale=False,
+            age_s=1.0,
+            partition_count=8,
+            records_behind=1234567,
+            seconds_behind=90.5,
+        )
+
+    def alert(rule: str) -> SimpleNamespace:
+        return SimpleNamespace(get_rule_display=lambda: rule)
+
+    summaries = [live(7, "A->B", 9900), live(8, "<C>", None), live(9, "D", 0)]
+    firing = {7: [alert("RPO budget exceeded"), alert("status <stale>")], 8: [alert("lag")]}
+
+    def row(pk, name, position, epoch, marker, action) -> str:
+        return (
+            f'\n  <tr data-rate-key="flow-{pk}" data-rate-count="{position}" data-rate-at="{epoch}">'
+            f'\n    <th scope="row"><a href="/flows/{pk}/">{name}</a>{marker}</th>'
+            '\n    <td><span class="badge ok">active</span></td>\n    <td>8</td>'
+            '\n    <td class="num records-behind">1,234,567</td>\n    <td class="num">1 min 30 s</td>'
+            '\n    <td class="num"><span class="js-rate" title="records per second, measured between refreshes">'
+            f"—</span></td>\n    <td>{TIME}</td>\n    {action}\n  </tr>\n  "
+        )
+
+    def pause(pk: int, name: str) -> str:
+        return (
+            f'<td><button type="button" class="small" data-opens="pause-flow" data-action="/flows/{pk}/pause/" '
+            f'data-flow="{name}" data-source="A">Pause…</button></td>'
+        )
+
+    two = (
+        ' <a class="badge error alert-marker" href="/alerts/" title="RPO budget exceeded; status &lt;stale&gt;">'
+        "🔔 2 alerts firing</a>"
+    )
+    one = ' <a class="badge error alert-marker" href="/alerts/" title="lag">🔔 1 alert firing</a>'
+    epoch = f"{AT.timestamp():.3f}"
+    rows = [
+        (7, "A-&gt;B", 9900, epoch, two),
+        (8, "&lt;C&gt;", None, epoch, one),
+        (9, "D", 0, epoch, ""),
+    ]
+    for can_act in (True, False):
+        shown = ROWS.render({"summaries": summaries, "firing": firing, "can_act": can_act})
+        assert shown == "".join(
+            row(pk, name, position, epoch, marker, pause(pk, name) if can_act else "")
+            for pk, name, position, epoch, marker in rows
+        )

@@ -73,7 +73,10 @@ def test_target_outage_backs_off_reports_and_resumes_without_loss(
         delivery_guarantee="exactly_once",
         extra={"producer.message.timeout.ms": "3000"},
     )
-    # Metadata work waits on the hung target too (30 s timeouts): it gets its own worker, as in production.
+    # Metadata work waits on the hung target too: it gets its own worker, as in production. Its requests
+    # and probes give up after 2 s (MIRRORPLANE_CLUSTER_TIMEOUT_S, 5 s by default): a run under way when
+    # the target hangs ends sooner, and the probes that find it unreachable fail sooner.
+    celery_runtime.env["MIRRORPLANE_CLUSTER_TIMEOUT_S"] = "2"
     celery_runtime.start_worker("w1", queues="replication")
     celery_runtime.start_worker("meta", queues="metadata")
     celery_runtime.start_beat()

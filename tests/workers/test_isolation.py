@@ -5,7 +5,6 @@ and ACTIVE again once the cluster answers."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -14,40 +13,25 @@ from django.urls import reverse
 from controlplane.flows import services
 from controlplane.flows.models import Flow, FlowState
 from controlplane.status.models import FlowEvent, FlowEventKind
-from harness.runtime import PARTITIONS, count_records, create_topic, produce, wait_until
+from harness.runtime import PARTITIONS, SteadyTraffic, count_records, create_topic, wait_until
 from replication.kafka.processes import free_port
-from replication.kafka.source_io import PartitionReader, PartitionReadError
+from replication.kafka.source_io import PartitionReader
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
-BATCH = 100
-LAG_BOUND = 20 * BATCH  # records: a few slices of this traffic, far below a stalled flow's backlog
+RATE_PER_S = 200
+LAG_BOUND = 10 * RATE_PER_S  # records: a few slices of this traffic, far below a stalled flow's backlog
 # The healthy flow is watched this long after the broken one is faulted: two trial probes of the dead
-# cluster at least (their backoff is at most 10 s here).
-WATCH_AFTER_FAULT_S = 25
+# cluster at least (one every 5 s here: MIRRORPLANE_CLUSTER_BACKOFF_MAX_S below).
+WATCH_AFTER_FAULT_S = 15
 
 
-def _end_offsets(cluster, topic: str) -> int:
+def _end_offsets(reader: PartitionReader, topic: str) -> int:
     """Sum of the topic's listed high watermarks (0 while it does not exist)."""
-    reader = PartitionReader(cluster, timeout_s=5)
-    try:
-        return sum(reader.watermarks(topic, partition)[1] for partition in range(PARTITIONS))
-    except PartitionReadError:  # the remote topic does not exist yet
+    watermarks, failures = reader.watermarks_all([(topic, partition) for partition in range(PARTITIONS)])
+    if failures:  # the remote topic does not exist yet
         return 0
-    finally:
-        reader.close()
-
-
-class SteadyTraffic(threading.Thread):
-    def __init__(self, cluster, topic: str) -> None:
-        super().__init__(daemon=True)
-        self.cluster, self.topic = cluster, topic
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        while not self.done.is_set():
-            produce(self.cluster, self.topic, BATCH)
-            time.sleep(0.3)
+    return sum(high for _, high in watermarks.values())
 
 
 def test_an_unreachable_cluster_faults_its_flow_and_costs_the_healthy_flow_nothing(
@@ -59,13 +43,18 @@ def test_an_unreachable_cluster_faults_its_flow_and_costs_the_healthy_flow_nothi
     dead_port = free_port()  # nothing listens there
     dead = services.cluster_create(actor=None, alias="C", bootstrap_servers=f"127.0.0.1:{dead_port}")
     broken = services.flow_create(actor=None, source=dead, target=target, enabled=True, topics=[".*"])
-    # Trial probes of the dead cluster at most every 10 s (60 s by default), so its recovery below is quick.
-    celery_runtime.env["MIRRORPLANE_CLUSTER_BACKOFF_MAX_S"] = "10"
+    # Trial probes of the dead cluster every 5 s (the first backoff; up to 60 s by default), so the watch
+    # sees two of them soon and its recovery below is quick.
+    celery_runtime.env["MIRRORPLANE_CLUSTER_BACKOFF_MAX_S"] = "5"
     celery_runtime.start_demo_workers()
     celery_runtime.start_beat()
     remote = f"A.{unique_name}"
-    traffic = SteadyTraffic(cluster_a, unique_name)
-    traffic.start()
+    traffic = SteadyTraffic(cluster_a, unique_name, rate_per_s=RATE_PER_S).start()
+    # One reader per cluster for every sample (a new one connects a consumer and an admin client first).
+    source_reader, target_reader = (
+        PartitionReader(cluster_a, timeout_s=5),
+        PartitionReader(cluster_b, timeout_s=5),
+    )
     started = time.monotonic()
     samples = []
     faulted_after = None  # seconds from the start
@@ -74,8 +63,8 @@ def test_an_unreachable_cluster_faults_its_flow_and_costs_the_healthy_flow_nothi
         # its trial probes go on: the healthy flow must never stall.
         while True:
             time.sleep(3)
-            replicated = _end_offsets(cluster_b, remote)
-            produced = _end_offsets(cluster_a, unique_name)
+            replicated = _end_offsets(target_reader, remote)
+            produced = _end_offsets(source_reader, unique_name)
             elapsed = time.monotonic() - started
             samples.append((round(elapsed), produced, replicated))
             if faulted_after is None and Flow.objects.get(pk=broken.pk).state == FlowState.FAULTED:
@@ -83,8 +72,9 @@ def test_an_unreachable_cluster_faults_its_flow_and_costs_the_healthy_flow_nothi
             if elapsed > (60 if faulted_after is None else faulted_after + WATCH_AFTER_FAULT_S):
                 break
     finally:
-        traffic.done.set()
-        traffic.join()
+        sent = traffic.stop()
+        source_reader.close()
+        target_reader.close()
 
     lags = [produced - replicated for _, produced, replicated in samples if replicated]
     print(
@@ -108,7 +98,7 @@ def test_an_unreachable_cluster_faults_its_flow_and_costs_the_healthy_flow_nothi
     for _, produced, replicated in running:
         assert produced - replicated <= LAG_BOUND, samples
     assert Flow.objects.get(pk=healthy.pk).state == FlowState.ACTIVE
-    total = _end_offsets(cluster_a, unique_name)
+    total = sum(sent.values())
     wait_until(
         lambda: count_records(cluster_b, remote) >= total, timeout_s=60, what="the healthy flow caught up"
     )

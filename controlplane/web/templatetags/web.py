@@ -7,9 +7,9 @@ from datetime import datetime
 
 from django import template
 from django.urls import get_script_prefix, get_urlconf, reverse
-from django.utils import timezone
+from django.utils import formats, timezone
 from django.utils.dateparse import parse_datetime
-from django.utils.html import format_html
+from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import mark_safe
 
 from controlplane.core.roles import Role
@@ -74,6 +74,51 @@ def pause_resume(flow) -> str:
         flow.name,
         source,
         action.capitalize(),
+    )
+
+
+@register.simple_tag
+def flow_rows(summaries, firing, can_act: bool) -> str:
+    """`{% flow_rows summaries firing can_act %}`: the flows table's rows, one per flow summary, with its
+    firing alerts' marker (`firing`: flow id -> its alerts) and, when `can_act`, its pause or resume button.
+    A tag, not a loop in the template: the template language resolved about twenty variables and filters a
+    row, most of the table's cost (about 4 ms for 50 rows). The rows are not localized (ids and counts)."""
+    alerts_url = row_url("web:alerts")
+    return mark_safe("".join(_flow_row(live, firing, can_act, alerts_url) for live in summaries))
+
+
+def _shown(value) -> str:
+    """`{{ value }}` inside `{% localize off %}`."""
+    return conditional_escape(formats.localize(value, use_l10n=False))
+
+
+def _flow_row(live, firing, can_act: bool, alerts_url: str) -> str:
+    flow = live.flow
+    flow_alerts = firing.get(flow.pk) if firing else None
+    marker = (
+        format_html(
+            ' <a class="badge error alert-marker" href="{}" title="{}">🔔 {} alert{} firing</a>',
+            alerts_url,
+            "; ".join(str(alert.get_rule_display()) for alert in flow_alerts),
+            len(flow_alerts),
+            "" if len(flow_alerts) == 1 else "s",
+        )
+        if flow_alerts
+        else ""
+    )
+    action = f"<td>{pause_resume(flow)}</td>" if can_act else ""
+    return (
+        f'\n  <tr data-rate-key="flow-{_shown(flow.pk)}" data-rate-count="{_shown(live.position)}" '
+        f'data-rate-at="{_shown(epoch(live.observed_at))}">'
+        f'\n    <th scope="row"><a href="{row_url("web:flow", flow.pk)}">{_shown(flow.name)}</a>{marker}</th>'
+        f"\n    <td>{flow_state(live)}</td>"
+        f"\n    <td>{_shown(live.partition_count)}</td>"
+        f'\n    <td class="num records-behind">{_shown(numbers.count(live.records_behind))}</td>'
+        f'\n    <td class="num">{_shown(numbers.seconds(live.seconds_behind))}</td>'
+        '\n    <td class="num"><span class="js-rate" title="records per second, measured between refreshes">'
+        "—</span></td>"
+        f"\n    <td>{observed(live)}</td>"
+        f"\n    {action}\n  </tr>\n  "
     )
 
 
@@ -148,12 +193,6 @@ def ago(value: datetime | str | None) -> str:
     if value is None:
         return "—"
     return f"{numbers.seconds(max((timezone.now() - value).total_seconds(), 0.0))} ago"
-
-
-@register.filter
-def get(mapping, key):
-    """`mapping[key]`, or None (the firing alerts of a flow in the flow table)."""
-    return mapping.get(key) if mapping else None
 
 
 @register.filter
