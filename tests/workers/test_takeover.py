@@ -32,21 +32,23 @@ from workers.plans import TaskRef
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 
-def _remote_records(cluster, topic: str, partitions: int, *, reader: PartitionReader | None = None) -> int:
-    """Records in the remote topic as its listed end offsets say (0 while it does not exist); `reader`:
-    one kept between calls (a new one connects two clients first, about a second at load)."""
-    own = reader is None
-    reader = reader or PartitionReader(cluster)
-    try:
-        found, _ = reader.watermarks_all([(topic, partition) for partition in range(partitions)])
-    finally:
-        if own:
-            reader.close()
+@pytest.fixture
+def watch(cluster_b):
+    """One reader of the target kept between checks (a new one connects two clients first, about a second
+    at load)."""
+    reader = PartitionReader(cluster_b)
+    yield reader
+    reader.close()
+
+
+def _remote_records(reader: PartitionReader, topic: str, partitions: int) -> int:
+    """Records in the remote topic as its listed end offsets say (0 while it does not exist)."""
+    found, _ = reader.watermarks_all([(topic, partition) for partition in range(partitions)])
     return sum(high for _, high in found.values())
 
 
 def test_exactly_once_takeover_of_a_task_of_64_partitions_resumes_without_loss_or_duplicates(
-    celery_runtime, make_flow, cluster_a, cluster_b, unique_name, redis_url
+    celery_runtime, make_flow, cluster_a, cluster_b, unique_name, redis_url, watch
 ):
     partitions, rounds, per_round = 64, 12, 64 * 20
     create_topic(cluster_a, unique_name, partitions)
@@ -64,7 +66,7 @@ def test_exactly_once_takeover_of_a_task_of_64_partitions_resumes_without_loss_o
 
     producer = threading.Thread(target=traffic, daemon=True)
     producer.start()
-    wait_until(lambda: _remote_records(cluster_b, remote, partitions) > 0, timeout_s=90, what="replication")
+    wait_until(lambda: _remote_records(watch, remote, partitions) > 0, timeout_s=90, what="replication")
     holder = leases.holders([key])
     celery_runtime.kill("w1")  # mid-flow: the target holds records the stored positions do not cover
     celery_runtime.start_worker("w2")
@@ -88,7 +90,7 @@ def test_exactly_once_takeover_of_a_task_of_64_partitions_resumes_without_loss_o
 
 
 def test_a_worker_frozen_past_its_lease_is_fenced_when_it_wakes_and_nothing_is_duplicated(
-    celery_runtime, make_flow, cluster_a, cluster_b, unique_name, redis_url
+    celery_runtime, make_flow, cluster_a, cluster_b, unique_name, redis_url, watch
 ):
     partitions = 4
     create_topic(cluster_a, unique_name, partitions)
@@ -100,9 +102,7 @@ def test_a_worker_frozen_past_its_lease_is_fenced_when_it_wakes_and_nothing_is_d
     key = task_lease_key(TaskRef(flow.pk, 0))
     traffic = SteadyTraffic(cluster_a, unique_name, rate_per_s=1000, partitions=partitions).start()
     try:
-        wait_until(
-            lambda: _remote_records(cluster_b, remote, partitions) > 0, timeout_s=90, what="replication"
-        )
+        wait_until(lambda: _remote_records(watch, remote, partitions) > 0, timeout_s=90, what="replication")
         holder = leases.holders([key])
         # The worker freezes mid-stream (a GC pause, a stalled VM) with a transaction open; its lease expires.
         freeze_in_a_transaction(zombie.pid, cluster_b, remote, partitions)
@@ -130,7 +130,7 @@ def test_a_worker_frozen_past_its_lease_is_fenced_when_it_wakes_and_nothing_is_d
 
 
 def test_at_least_once_kill9_mid_catch_up_duplicates_at_most_the_persist_cadence(
-    transactional_db, make_flow, cluster_a, cluster_b, unique_name, redis_url, tmp_path
+    transactional_db, make_flow, cluster_a, cluster_b, unique_name, redis_url, tmp_path, watch
 ):
     # One slice could copy the whole backlog, so without the periodic persist a kill would make the
     # next worker write everything before it again.
@@ -144,7 +144,6 @@ def test_at_least_once_kill9_mid_catch_up_duplicates_at_most_the_persist_cadence
     produce(cluster_a, unique_name, records)
     make_flow(topics=[unique_name], tasks_max=1, delivery_guarantee="at_least_once")
     remote = f"A.{unique_name}"
-    watch = PartitionReader(cluster_b)
     try:
         runtime.start_worker("w1")
         runtime.start_beat()
@@ -152,18 +151,17 @@ def test_at_least_once_kill9_mid_catch_up_duplicates_at_most_the_persist_cadence
             # One reader kept between checks: a new one per check took about a second to connect, and a
             # faster engine copied the rest of the backlog meanwhile (CI at 2bd59af: "the backlog was
             # copied before the kill").
-            lambda: _remote_records(cluster_b, remote, 4, reader=watch) > records // 3,
+            lambda: _remote_records(watch, remote, 4) > records // 3,
             timeout_s=120,
             what="a third of the backlog replicated",
             poll_s=0.05,
         )
         runtime.kill("w1")  # mid catch-up, mid-slice
-        at_kill = _remote_records(cluster_b, remote, 4)
+        at_kill = _remote_records(watch, remote, 4)
         assert at_kill < records, "the backlog was copied before the kill: nothing was tested"
         runtime.start_worker("w2")
         got = read_values(cluster_b, remote, until_unique=records, timeout_s=180)
     finally:
-        watch.close()
         runtime.close()
     for partition in range(4):
         expected = [b"v%d" % index for index in range(partition, records, 4)]
