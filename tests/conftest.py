@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -112,11 +113,15 @@ def kafka_brokers() -> dict[str, ApacheKafkaBroker | EmbeddedBroker]:
         return
     with apache_clusters(["A", "B"], workdir=KAFKA_LOGS, config=TEST_BROKER_CONFIG) as brokers:
         yield brokers
-        # Killed: their data is deleted next, so a controlled shutdown keeps nothing, and with the 4,000
-        # partitions test_verification_scale leaves it ran into STOP_GRACE_S, one broker after the other:
-        # the session's teardown took 68 s.
-        for broker in brokers.values():
-            broker.stop(kill=True)
+        kill_brokers(brokers.values())
+
+
+def kill_brokers(brokers: Iterable[ApacheKafkaBroker | EmbeddedBroker]) -> None:
+    """kill -9 the brokers whose data nobody reads again: a controlled shutdown keeps nothing, and with
+    the 4,000 partitions test_verification_scale leaves it ran into STOP_GRACE_S (30 s), one broker after
+    the other: the session's teardown took 68 s."""
+    for broker in brokers:
+        broker.stop(kill=True)
 
 
 # The SCRAM-SHA-512 users of the secured clusters: the broker's super user and an application user.
@@ -157,6 +162,7 @@ def secure_clusters(tmp_path_factory) -> SecureClusters:
         ["A", "B"], workdir=KAFKA_LOGS / "secure", security=security, config=TEST_BROKER_CONFIG
     ) as brokers:
         yield SecureClusters(brokers=brokers, ca_pem=pki.ca_pem)
+        kill_brokers(brokers.values())
 
 
 @pytest.fixture
@@ -174,8 +180,7 @@ def start_broker(tmp_path):
         return broker
 
     yield start
-    for broker in started:
-        broker.stop()
+    kill_brokers(started)
 
 
 @pytest.fixture(scope="session")
