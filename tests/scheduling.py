@@ -60,7 +60,7 @@ SLOW_FILES = {
     "tests/workers/test_rolling_upgrade.py": 41,
     "tests/e2e/test_web_ui.py": 37,
     "tests/replication/test_schema_replication.py": 37,
-    "tests/e2e/test_sso.py": 35,
+    "tests/e2e/test_sso.py": 18,
     "tests/controlplane/core/test_security_findings.py": 34,
     "tests/e2e/test_lists_and_charts.py": 33,
     "tests/replication/test_secure_kafka.py": 31,

@@ -1,11 +1,13 @@
 """The test OpenID Connect provider as a process: django-oauth-toolkit under gunicorn on a free loopback port,
 on its own SQLite file, signing ID tokens with an RSA key made for this run. Users, their groups and the
-console's client are set with the provider's own management commands (provider_user, provider_client)."""
+console's client are set with the provider's own management commands (provider_user, provider_client), run
+by one `provider_commands` process for the provider's life."""
 
 from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
@@ -28,7 +30,7 @@ def _rsa_key_pem() -> str:
 
 class OidcProvider:
     def __init__(self, *, workdir: Path) -> None:
-        self.workdir, self.process, self.url = workdir, None, ""
+        self.workdir, self.process, self.commands, self.url = workdir, None, None, ""
         self.log = workdir / "provider.log"
         environment = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "DEBUG"}}
         self.env = {
@@ -45,11 +47,25 @@ class OidcProvider:
         return f"{self.url}/o"
 
     def manage(self, *args: str) -> None:
-        subprocess.run(
-            [sys.executable, "-m", "django", *args], env=self.env, cwd=REPO, check=True, capture_output=True
+        """One management command, run by the provider's `provider_commands` process."""
+        self.commands.stdin.write(shlex.join(args) + "\n")
+        self.commands.stdin.flush()
+        answer = self.commands.stdout.readline().strip()
+        assert answer == "ok", (
+            f"the provider's {args[0]}: {answer or 'no answer (see ' + str(self.log) + ')'}"
         )
 
     def start(self) -> OidcProvider:
+        with open(self.log, "ab") as errors:
+            self.commands = subprocess.Popen(
+                [sys.executable, "-m", "django", "provider_commands"],
+                env=self.env,
+                cwd=REPO,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                text=True,
+            )
         self.manage("migrate", "--no-input")
         self.url = f"http://127.0.0.1:{free_port()}"
         with open(self.log, "ab") as out:
@@ -86,3 +102,5 @@ class OidcProvider:
     def stop(self) -> None:
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(10)
+        self.commands.stdin.close()  # its loop ends at the end of its input
+        self.commands.wait(10)
