@@ -220,6 +220,20 @@ def schema_registries() -> dict[str, ApicurioRegistry]:
         yield registries
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _few_iterations_password_hasher():
+    """Passwords hashed with tests/passwords.py's hasher in the test process, for the session."""
+    from django.test.utils import override_settings
+
+    with override_settings(
+        PASSWORD_HASHERS=[
+            "tests.passwords.FewIterationsPBKDF2PasswordHasher",
+            "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+        ]
+    ):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _kept_readers_closed():
     """The readers harness.runtime kept between a test's reads of remote topics are closed after it."""
