@@ -29,6 +29,7 @@ from replication.kafka.clients import ClientValue, make_admin, make_consumer, ma
 from replication.kafka.processes import free_port
 from replication.kafka.source_io import PartitionReader
 from replication.mirroring import source_offset_of
+from replication.task_io import PartitionReadError
 
 CELERY = str(Path(sys.executable).with_name("celery"))
 GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
@@ -303,6 +304,15 @@ def assert_mirrored_exactly_once(
 
 def count_records(cluster: ClusterConfig, topic: str, partitions: int = PARTITIONS) -> int:
     return sum(len(offsets) for offsets in mirrored_offsets(cluster, topic, partitions).values())
+
+
+def replication_started(cluster: ClusterConfig, topic: str) -> bool:
+    """Whether the remote topic holds a record yet; one that cannot be read to its end yet (not created,
+    or not known to the kept reader until it is made again) has none: a wait goes on."""
+    try:
+        return count_records(cluster, topic) > 0
+    except PartitionReadError:
+        return False
 
 
 def start_prometheus(*, config: Path, workdir: Path, port: int) -> subprocess.Popen:

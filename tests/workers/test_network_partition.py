@@ -15,7 +15,14 @@ import time
 import pytest
 
 from controlplane.flows.models import Flow, FlowState
-from harness.runtime import PARTITIONS, count_records, create_topic, mirrored_offsets, wait_until
+from harness.runtime import (
+    PARTITIONS,
+    count_records,
+    create_topic,
+    mirrored_offsets,
+    replication_started,
+    wait_until,
+)
 from replication.config import ClusterConfig
 from replication.kafka.apache import ApacheKafkaBroker
 from tests.conftest import KAFKA_KIND
@@ -106,7 +113,7 @@ def test_a_60_s_partition_between_the_clusters_loses_nothing_and_catches_up(
     )
     viewer = client_as("viewer")
     try:
-        wait_until(lambda: count_records(cluster_b, remote) > 0, timeout_s=60, what="replication started")
+        wait_until(lambda: replication_started(cluster_b, remote), timeout_s=60, what="replication started")
         time.sleep(5)
         host.partition()
         cut_at = time.monotonic()

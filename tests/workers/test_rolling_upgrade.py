@@ -26,9 +26,9 @@ from controlplane.flows import pools
 from harness.runtime import (
     ArrivalRecorder,
     SteadyTraffic,
-    count_records,
     create_topic,
     mirrored_offsets,
+    replication_started,
     rolling_upgrade,
     wait_until,
 )
@@ -46,13 +46,6 @@ def _waiting_in_payments() -> list[str]:
 def _pool_alert_firing(flow) -> bool:
     alerts.alerts_evaluate()
     return Alert.objects.filter(flow=flow, rule=AlertRule.POOL_WITHOUT_WORKERS, state="firing").exists()
-
-
-def _replicated(cluster, topic: str) -> bool:
-    try:
-        return count_records(cluster, topic) > 0
-    except Exception:  # the remote topic is not created yet
-        return False
 
 
 @pytest.mark.kafka
@@ -81,7 +74,9 @@ def test_a_pinned_flow_runs_only_on_its_pool_which_upgrades_and_scales_down_hand
 
         celery_runtime.start_worker("w1", queues=POOL_QUEUE)
         celery_runtime.start_worker("w2", queues=POOL_QUEUE)
-        wait_until(lambda: _replicated(cluster_b, remote), timeout_s=60, what="the first records replicated")
+        wait_until(
+            lambda: replication_started(cluster_b, remote), timeout_s=60, what="the first records replicated"
+        )
         assert _waiting_in_payments() == [] and not _pool_alert_firing(flow)  # resolved
 
         def payments_workers() -> list[str]:
