@@ -73,7 +73,7 @@ SLOW_FILES = {
     "tests/workers/test_verification_runtime.py": 25,
     "tests/dashboards/test_capacity.py": 23,
     "tests/failover/test_drills.py": 23,
-    "tests/workers/test_metrics_endpoint.py": 23,
+    "tests/workers/test_metrics_endpoint.py": 19,
 }
 
 # Session fixtures that start JVMs, each with the files that use it: those files are one unit of work, so

@@ -103,57 +103,7 @@ def test_prometheus_scrapes_records_behind_of_a_replicating_flow_from_gunicorn_w
     web = Gunicorn(env=env, log=tmp_path / "gunicorn.log", args=("--workers", "3")).start()
     auth = {"Authorization": f"Bearer {TOKEN}"}
 
-    def replicated() -> float:
-        samples = _samples(requests.get(f"{web.url}/metrics", headers=auth, timeout=10).text)
-        # Only this test's topic: the flow also mirrors A's `heartbeats` if an earlier test's flow wrote there.
-        return sum(
-            v
-            for (n, labels), v in samples.items()
-            if n == "mirrorplane_records_replicated_total" and dict(labels)["topic"] == unique_name
-        )
-
-    wait_until(lambda: replicated() == 400, timeout_s=90, what="400 records counted in /metrics")
-    # Several gunicorn processes answer these scrapes: every one reports the same counters.
-    assert {replicated() for _ in range(12)} == {400}
-
-    def latency_histogram() -> dict:
-        samples = _samples(requests.get(f"{web.url}/metrics", headers=auth, timeout=10).text)
-        return {
-            (n, dict(ls).get("le")): v
-            for (n, ls), v in samples.items()
-            if n.startswith("mirrorplane_record_replication_latency_seconds")
-        }
-
-    # Every acknowledged record lands in one latency bucket (the flow's heartbeats records too, if any).
-    histogram = wait_until(
-        lambda: (
-            (h := latency_histogram()).get(("mirrorplane_record_replication_latency_seconds_count", None), 0)
-            >= 400
-            and h
-        ),
-        timeout_s=30,
-        what="the latency histogram counting the records",
-    )
-    count = histogram[("mirrorplane_record_replication_latency_seconds_count", None)]
-    assert histogram[("mirrorplane_record_replication_latency_seconds_bucket", "+Inf")] == count
-    assert histogram[("mirrorplane_record_replication_latency_seconds_sum", None)] > 0
-
-    def worker_figures() -> dict:
-        samples = _samples(requests.get(f"{web.url}/metrics", headers=auth, timeout=10).text)
-        return {
-            n: v
-            for (n, ls), v in samples.items()
-            if n.startswith("mirrorplane_worker_") and "w1@" in dict(ls)["worker"]
-        }
-
-    # The worker's own figures come with its presence (every 5 s): its slices and the one task it holds.
-    figures = wait_until(
-        lambda: (f := worker_figures()).get("mirrorplane_worker_slices_total", 0) > 0 and f,
-        timeout_s=30,
-        what="the worker's slice count in /metrics",
-    )
-    assert figures["mirrorplane_worker_leases_held"] == 1 and figures["mirrorplane_worker_up"] == 1
-
+    # Prometheus scrapes from now on (every second), while the worker replicates and the checks below run.
     port = free_port()
     config = tmp_path / "prometheus.yml"
     (tmp_path / "token").write_text(TOKEN)
@@ -167,6 +117,59 @@ def test_prometheus_scrapes_records_behind_of_a_replicating_flow_from_gunicorn_w
     )
     server = start_prometheus(config=config, workdir=tmp_path, port=port)
     try:
+
+        def replicated() -> float:
+            samples = _samples(requests.get(f"{web.url}/metrics", headers=auth, timeout=10).text)
+            # Only this test's topic: the flow also mirrors A's `heartbeats` if an earlier test's flow wrote there.
+            return sum(
+                v
+                for (n, labels), v in samples.items()
+                if n == "mirrorplane_records_replicated_total" and dict(labels)["topic"] == unique_name
+            )
+
+        wait_until(lambda: replicated() == 400, timeout_s=90, what="400 records counted in /metrics")
+        # Several gunicorn processes answer these scrapes: every one reports the same counters.
+        assert {replicated() for _ in range(12)} == {400}
+
+        def latency_histogram() -> dict:
+            samples = _samples(requests.get(f"{web.url}/metrics", headers=auth, timeout=10).text)
+            return {
+                (n, dict(ls).get("le")): v
+                for (n, ls), v in samples.items()
+                if n.startswith("mirrorplane_record_replication_latency_seconds")
+            }
+
+        # Every acknowledged record lands in one latency bucket (the flow's heartbeats records too, if any).
+        histogram = wait_until(
+            lambda: (
+                (h := latency_histogram()).get(
+                    ("mirrorplane_record_replication_latency_seconds_count", None), 0
+                )
+                >= 400
+                and h
+            ),
+            timeout_s=30,
+            what="the latency histogram counting the records",
+        )
+        count = histogram[("mirrorplane_record_replication_latency_seconds_count", None)]
+        assert histogram[("mirrorplane_record_replication_latency_seconds_bucket", "+Inf")] == count
+        assert histogram[("mirrorplane_record_replication_latency_seconds_sum", None)] > 0
+
+        def worker_figures() -> dict:
+            samples = _samples(requests.get(f"{web.url}/metrics", headers=auth, timeout=10).text)
+            return {
+                n: v
+                for (n, ls), v in samples.items()
+                if n.startswith("mirrorplane_worker_") and "w1@" in dict(ls)["worker"]
+            }
+
+        # The worker's own figures come with its presence (every 5 s): its slices and the one task it holds.
+        figures = wait_until(
+            lambda: (f := worker_figures()).get("mirrorplane_worker_slices_total", 0) > 0 and f,
+            timeout_s=30,
+            what="the worker's slice count in /metrics",
+        )
+        assert figures["mirrorplane_worker_leases_held"] == 1 and figures["mirrorplane_worker_up"] == 1
 
         def series() -> list[dict]:
             try:
