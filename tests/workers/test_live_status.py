@@ -96,7 +96,7 @@ def test_stopped_workers_make_the_flow_stale_with_its_age_and_lag_grows_when_the
         assert fresh["stale"] is False and fresh["observed_at"] and fresh["age_s"] <= STALE_AFTER_S
 
         celery_runtime.stop("w1")
-        stopped_at = time.monotonic()
+        stopped_at, produced_at_stop = time.monotonic(), producer.produced
         last_seen = status()
         stale = wait_until(
             lambda: (s := status())["stale"] and s,
@@ -122,7 +122,8 @@ def test_stopped_workers_make_the_flow_stale_with_its_age_and_lag_grows_when_the
         assert "No replication worker has reported for" in page and "last seen" in page
         assert 'class="badge ok"' not in page
 
-        time.sleep(2)  # more records arrive while nobody replicates
+        # More records arrived while nobody replicated (the producer went on through the stale wait).
+        wait_until(lambda: producer.produced >= produced_at_stop + 100, timeout_s=30, what="100 more records")
         celery_runtime.start_worker("w2")
         # The new task's first reports may know how many records are behind but not yet how old they are
         # (nothing replicated since it started): "waiting" then, by the one health rule, until it does.
