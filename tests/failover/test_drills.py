@@ -80,8 +80,10 @@ def mirrored(actor, cluster_a, cluster_b, mirrors, topic: str):
 
 
 def test_a_drill_passes_by_content_then_fails_with_the_reason_once_the_offset_syncs_are_gone(
-    cluster_b, admin_user, client_as, mirrors, unique_name, start_broker
+    cluster_b, admin_user, client_as, mirrors, unique_name, start_broker, monkeypatch
 ):
+    # The mirror writes its progress sync every second, not every 5 s: the first drill's drain waits for it.
+    monkeypatch.setattr(offset_syncs, "PROGRESS_SYNC_INTERVAL_S", 1.0)
     broker = start_broker("drill-source")
     try:
         cluster_a = ClusterConfig(alias="A", bootstrap_servers=broker.bootstrap_servers)
@@ -97,8 +99,8 @@ def test_a_drill_passes_by_content_then_fails_with_the_reason_once_the_offset_sy
         )
         # Caught up by content, but the offset syncs cover the last records only once the mirror writes
         # its progress sync (PROGRESS_SYNC_INTERVAL_S after the last sync). The drill's drain waits for
-        # that sync; with a 3 s drain the test passed only when its reads, the planning and the drain
-        # together outlasted those 5 s (the slow reads did; with the fast ones it was a race).
+        # that sync; with a short drain the test passed only when its reads, the planning and the drain
+        # together outlasted the interval (the slow reads did; with the fast ones it was a race).
         passed = drill(operator, flow, [mid, done])
         assert (passed["kind"], passed["outcome"], passed["phase"]) == ("drill", "succeeded", "done"), passed[
             "error"
