@@ -126,8 +126,8 @@ def test_no_page_is_wider_than_a_390_px_phone(page: Page, signed_in):
     ]
     wide = {}
     for path in pages:
-        page.goto(f"{signed_in}{path}")
-        page.wait_for_load_state("networkidle")
+        page.goto(f"{signed_in}{path}")  # loaded, then the fragments htmx requests on load swapped in
+        page.wait_for_function("() => !document.querySelector('.htmx-request')")
         width = page.evaluate("document.documentElement.scrollWidth")
         if width > PHONE["width"]:
             wide[path] = (width, page.evaluate(WIDER_THAN_SCREEN), page.evaluate(PLACED_PAST_THE_SCREEN))
