@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 # send(ref, chain, takes_over): enqueue the first slice of `chain` on the shared queue; with takes_over,
 # that slice prepares its task and waits until the chain it succeeds gives it the lease.
 SendFirstSlice = Callable[[TaskRef, str, bool], None]
+# successor_seen(ref): whether another worker is seen taking slices from the task's shared queue.
+SuccessorSeen = Callable[[TaskRef], bool]
 
 
 class Drain:
@@ -44,44 +46,55 @@ class Drain:
     def __init__(self) -> None:
         self._thread: threading.Thread | None = None
 
-    def start(self, *, send: SendFirstSlice) -> None:
+    def start(self, *, send: SendFirstSlice, successor_seen: SuccessorSeen) -> None:
         DRAINING.set()
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, args=(send,), name="drain", daemon=True)
+            self._thread = threading.Thread(
+                target=self._run, args=(send, successor_seen), name="drain", daemon=True
+            )
             self._thread.start()
 
-    def _run(self, send: SendFirstSlice) -> None:
+    def _run(self, send: SendFirstSlice, successor_seen: SuccessorSeen) -> None:
         RUNNING.wait_idle(timeout_s=settings.MIRRORPLANE_LEASE_TTL_S)
-        hand_over_chains(send=send, prepared=True)
+        hand_over_chains(send=send, prepared=successor_seen)
 
     def finish(self, *, send: SendFirstSlice, unstarted: Iterable[tuple[TaskRef, str]]) -> None:
         """Wait for the hand-over, then hand over what it could not see (slices received meanwhile)."""
         if self._thread is not None:
             self._thread.join(settings.MIRRORPLANE_LEASE_TTL_S + HAND_OVER_WAIT_S)
-        hand_over_chains(send=send, unstarted=unstarted, prepared=False)
+        hand_over_chains(send=send, unstarted=unstarted, prepared=None)
 
 
 DRAIN = Drain()
 
 
 def hand_over_chains(
-    *, send: SendFirstSlice, unstarted: Iterable[tuple[TaskRef, str]] = (), prepared: bool = False
+    *,
+    send: SendFirstSlice,
+    unstarted: Iterable[tuple[TaskRef, str]] = (),
+    prepared: SuccessorSeen | None = None,
 ) -> list[TaskRef]:
     """Give every chain this worker holds to a new chain on the shared queue; the tasks handed over.
 
     Called at a warm shutdown once no slice runs here any more. `unstarted` are chains whose slice this
     worker received but will not run (Celery drops them at shutdown). Each task is settled before its
     lease moves, so the next worker resumes exactly where this one stopped (exactly_once stays exact).
-    `prepared`: the successor's first slice is sent first and builds its task (clients connected) while
-    this worker's bridge keeps replicating; the lease moves when it says it is ready (or after
-    HAND_OVER_WAIT_S, when no worker took it), so records pause only for the settle and the successor's
-    start of its partitions, not for its clients' connections.
+    `prepared`: for the tasks it answers True (another worker is seen on the task's queue), the
+    successor's first slice is sent first and builds its task (clients connected) while this worker's
+    bridge keeps replicating; the lease moves when it says it is ready (or after HAND_OVER_WAIT_S, when
+    no worker took it), so records pause only for the settle and the successor's start of its
+    partitions, not for its clients' connections. A task no other worker is seen to serve (the last
+    worker of its pool stopping) is handed over at once: no successor could be ready, and waiting
+    HAND_OVER_WAIT_S for one only delayed the stop.
     """
     chains = {**dict(unstarted), **STATS.chains()}
     if not chains:
         return []
     with ThreadPoolExecutor(max_workers=min(len(chains), 8), thread_name_prefix="hand-over") as pool:
-        moved = pool.map(lambda item: _hand_over(*item, send=send, prepared=prepared), chains.items())
+        moved = pool.map(
+            lambda item: _hand_over(*item, send=send, prepared=prepared is not None and prepared(item[0])),
+            chains.items(),
+        )
         return [ref for ref, ok in zip(chains, moved, strict=True) if ok]
 
 

@@ -75,3 +75,15 @@ def stop() -> None:
     if _ANNOUNCER is not None:
         _ANNOUNCER.stop()
         _ANNOUNCER = None
+
+
+def others_consume(queue: str) -> bool:
+    """Whether a worker other than this one is seen taking slices from `queue`; True when Redis cannot
+    tell (a stopping worker then waits for a successor, as it would for one it cannot see)."""
+    own = _ANNOUNCER.hostname if _ANNOUNCER is not None else None
+    try:
+        seen = presence.workers_seen()
+    except Exception as exc:  # Redis away
+        log.warning("workers not seen (a successor is assumed): %s", exc)
+        return True
+    return any(worker.name != own and queue in worker.queues for worker in seen)

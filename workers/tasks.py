@@ -74,6 +74,10 @@ def _send_first_slice(ref: TaskRef, chain: str, takes_over: bool) -> None:
     )
 
 
+def _successor_seen(ref: TaskRef) -> bool:
+    return presence.others_consume(runtime.runtime_flow_queue(flow_id=ref.flow_id))
+
+
 def _unstarted_slices() -> list[tuple[TaskRef, str]]:
     """Chains of the slices this worker received and will not run (Celery drops them at shutdown)."""
     return [
@@ -86,7 +90,7 @@ def _unstarted_slices() -> list[tuple[TaskRef, str]]:
 @signals.worker_shutting_down.connect
 def _drain(**_: object) -> None:
     """A warm shutdown (SIGTERM) began: the running slices end now and their chains are handed over."""
-    handover.DRAIN.start(send=_send_first_slice)
+    handover.DRAIN.start(send=_send_first_slice, successor_seen=_successor_seen)
 
 
 @signals.worker_process_shutdown.connect

@@ -243,6 +243,10 @@ def test_stop_everything_and_start_again_resumes_from_stored_positions(
     wait_until(_all_replicated(cluster_b, remote, 800), timeout_s=60, what="replication before the stop")
     celery_runtime.stop("beat")
     celery_runtime.stop("w1")
+    # The only worker of its pool hands its chains over at once: no successor could be ready, and it
+    # waited HAND_OVER_WAIT_S for one ("no successor ready after 5 s; handing it over anyway").
+    stopped_log = celery_runtime.log("w1")
+    assert "handed over to chain" in stopped_log and "no successor ready" not in stopped_log
     produce(cluster_a, unique_name, 400)
     assert count_records(cluster_b, remote) == 800
     celery_runtime.start_worker("w1")
