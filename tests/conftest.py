@@ -220,6 +220,22 @@ def schema_registries() -> dict[str, ApicurioRegistry]:
         yield registries
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test database, whose other connections are ended before it is dropped: a
+    connection a live thread of the session or a process a test started still holds made PostgreSQL
+    wait 5 s, then refuse to drop it (a worker's session teardown, and the database stayed)."""
+    yield
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with django_db_blocker.unblock(), connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _few_iterations_password_hasher():
     """Passwords hashed with tests/passwords.py's hasher in the test process, for the session."""
