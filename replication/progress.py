@@ -13,7 +13,7 @@ of the task (a task may hold thousands):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from replication.partition_state import Acknowledgements, PartitionState, keep_only
 from replication.positions import PositionWriter
@@ -95,6 +95,15 @@ class Progress:
         key = state.key
         self._positions.dirty[key] = self._metrics.unreported[key] = self.unconfirmed[key] = state
         self.backlog.moved[key] = state
+
+    def stopped(
+        self, states: Mapping[TopicPartition, PartitionState], keys: Iterable[TopicPartition | None]
+    ) -> list[TopicPartition]:
+        """Partitions stopped where they are (a data-loss stop): no backlog of theirs waits any more."""
+        found = [key for key in keys if key is not None]
+        for key in found:
+            self.backlog.moved[key] = states[key]
+        return found
 
     def observe(self, states: Mapping[TopicPartition, PartitionState], now: float) -> None:
         """After a fetch, or before a commit: what the last fetch and the reports since brought."""

@@ -262,9 +262,7 @@ class MirrorSourceTask:
         gaps, stopped = self._data_loss.check(
             self._states, fetched=self._progress.fetched, swept=swept, now=now
         )
-        for key in (error.partition for error in stopped if error.partition is not None):
-            self._stopped.add(key)
-            self._progress.backlog.moved[key] = self._states[key]  # waits no more
+        self._stopped.update(self._progress.stopped(self._states, (error.partition for error in stopped)))
         for error in (*stopped, *self._hold.check(now=now)):
             self._record_error(error, errors)
         # Settled: the next slice may run elsewhere, so every moved position is written now. A transaction
