@@ -182,7 +182,11 @@ def test_whether_a_transaction_goes_on_asks_only_about_the_partitions_fetched_si
     assert io.made[-1].calls.count("commit") - commits >= 4  # checks found no backlog: they committed
     steps = list(zip(source.fetches, source.fetches[1:], strict=False))
     calls_per_fetch = [after[1] - before[1] for before, after in steps]
-    assert max(calls_per_fetch) <= 4, calls_per_fetch  # the two partitions' ends and positions
+    # A check asks about the two partitions' ends and positions. The first check after the 2,000 started
+    # asks about each of them once: in the first slice, or in this one when the first slice ended before
+    # its persist cadence came (a fresh-clone CI: one step of 4,000 calls). A walk per check: >= 4 such steps.
+    over = [calls for calls in calls_per_fetch if calls > 4]
+    assert len(over) <= 1 and sum(over) <= 2 * PARTITIONS, calls_per_fetch
 
 
 def test_an_idle_task_of_2000_partitions_asks_its_source_about_a_share_of_them_per_slice():
