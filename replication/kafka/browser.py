@@ -21,6 +21,7 @@ from replication.cluster_ports import BrowseError, RecordPage, TopicListing, Unk
 from replication.config import ClusterConfig
 from replication.kafka.clients import (
     ClientValue,
+    consume_available,
     kafka_error_reason,
     make_admin,
     make_consumer,
@@ -250,8 +251,9 @@ def read_records(
         deadline = time.monotonic() + timeout_s
         while pending and (remaining := deadline - time.monotonic()) > 0:
             done = []
-            first = consumer.poll(min(remaining, 0.2))  # `consume` would wait for a whole batch
-            for message in [] if first is None else [first, *consumer.consume(max_records, timeout=0)]:
+            for message in consume_available(
+                consumer, wait_s=min(remaining, 0.2), max_messages=max_records + 1
+            ):
                 key = (message.topic(), message.partition())
                 if key not in pending:
                     continue

@@ -99,6 +99,17 @@ def make_producer(cluster: ClusterConfig, *, overrides: Mapping[str, ClientValue
     return Producer(librdkafka_properties(properties), logger=_librdkafka_log)
 
 
+def consume_available(consumer: Consumer, *, wait_s: float, max_messages: int) -> list:
+    """Up to `max_messages` messages (events included: a partition's end, an error): the first waited for
+    up to `wait_s` and returned as soon as it is there, then what is fetched already, without waiting.
+    One `consume(num_messages=n, timeout=t)` returns only once it has n messages or t passed, so a read
+    asking for a batch waited out its whole timeout at every end of what was there (replication.fetching)."""
+    first = consumer.poll(wait_s)
+    if first is None:
+        return []
+    return [first, *consumer.consume(max_messages - 1, timeout=0)] if max_messages > 1 else [first]
+
+
 def source_records(messages: list[Message]) -> Sequence[SourceRecord]:
     """A consumer's messages as the engine's `SourceRecord`s, unwrapped. confluent-kafka types
     `Message.headers()` as what a producer accepts (a dict, or str values); a consumer's records carry

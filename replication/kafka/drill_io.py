@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from replication.browse import mirrored_record
 from replication.cluster_ports import DrillIOError
 from replication.config import ClusterConfig
-from replication.kafka.clients import kafka_error_reason, make_consumer, source_record
+from replication.kafka.clients import consume_available, kafka_error_reason, make_consumer, source_record
 from replication.verification import MirroredRecord
 
 TopicPartitionKey = tuple[str, int]
@@ -56,7 +56,7 @@ def next_records(
         while pending and time.monotonic() < deadline:
             tick()
             settled = []
-            for message in consumer.consume(1000, timeout=0.2):
+            for message in consume_available(consumer, wait_s=0.2, max_messages=1000):
                 key = (message.topic(), message.partition())
                 if key not in pending:
                     continue

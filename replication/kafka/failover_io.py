@@ -30,7 +30,13 @@ from replication.config import ClusterConfig, offset_syncs_cluster
 from replication.failover_reads import FlowReads
 from replication.formats import Checkpoint, Heartbeat, OffsetSync, RecordFormatError
 from replication.kafka import drill_io
-from replication.kafka.clients import kafka_error_code, kafka_error_reason, make_admin, make_consumer
+from replication.kafka.clients import (
+    consume_available,
+    kafka_error_code,
+    kafka_error_reason,
+    make_admin,
+    make_consumer,
+)
 from replication.kafka.cluster_check import check_cluster
 from replication.kafka.groups import GroupAdminError, GroupOffsetsAdmin
 from replication.kafka.internal_topics import InternalTopicReader
@@ -166,20 +172,25 @@ class FailoverReader(FlowReads):
 
     def newest_heartbeat_ms(self) -> int | None:
         """Timestamp of the newest heartbeat this flow wrote to the target (None when none is found)."""
-        consumer = make_consumer(self.target, overrides={"enable.partition.eof": True})
+        # The end is known: the read stops at its last record, without the fetch the broker holds for
+        # fetch.wait.max.ms to say "end of partition" (which stays the answer when markers end it).
+        consumer = make_consumer(
+            self.target, overrides={"enable.partition.eof": True, "fetch.wait.max.ms": 10}
+        )
         partition = TopicPartition(self.policy.heartbeats_topic(), 0)
         try:
             low, high = consumer.get_watermark_offsets(partition, timeout=self.timeout_s, cached=False)
             consumer.assign([TopicPartition(partition.topic, 0, max(low, high - HEARTBEAT_TAIL_RECORDS))])
             newest: int | None = None
             deadline = time.monotonic() + self.timeout_s
-            while time.monotonic() < deadline:
-                messages = consumer.consume(10_000, timeout=0.5)
-                for message in messages:
+            read_to_end = high <= low  # an empty partition: nothing to read
+            while not read_to_end and time.monotonic() < deadline:
+                for message in consume_available(consumer, wait_s=0.5, max_messages=10_000):
                     if (error := message.error()) is not None:
                         if error.code() == KafkaError._PARTITION_EOF:
                             return newest
                         continue
+                    read_to_end = read_to_end or message.offset() >= high - 1  # this batch is the last
                     try:
                         heartbeat = Heartbeat.decode(message.key() or b"", message.value() or b"")
                     except RecordFormatError as exc:  # a foreign or malformed record: skipped
@@ -230,7 +241,7 @@ class FailoverReader(FlowReads):
             deadline = time.monotonic() + self.timeout_s
             while pending and time.monotonic() < deadline:
                 settled = []
-                for message in consumer.consume(10_000, timeout=0.2):
+                for message in consume_available(consumer, wait_s=0.2, max_messages=10_000):
                     key = (message.topic(), message.partition())
                     if key not in pending:
                         continue

@@ -25,7 +25,13 @@ from replication.config import ClusterConfig
 from replication.consumer_groups import GroupDescription, GroupListing, GroupMember
 from replication.formats import Checkpoint, RecordFormatError
 from replication.kafka.admin import ADMIN_TIMEOUT_S
-from replication.kafka.clients import kafka_error_code, kafka_error_reason, make_admin, make_consumer
+from replication.kafka.clients import (
+    consume_available,
+    kafka_error_code,
+    kafka_error_reason,
+    make_admin,
+    make_consumer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +81,7 @@ def newest_checkpoints(
         consumer.assign([TopicPartition(topic, 0, 0)])
         deadline = time.monotonic() + timeout_s
         while (remaining := deadline - time.monotonic()) > 0:
-            first = consumer.poll(min(remaining, 0.2))  # `consume` would wait for a whole batch
-            for message in [] if first is None else [first, *consumer.consume(10_000, timeout=0)]:
+            for message in consume_available(consumer, wait_s=min(remaining, 0.2), max_messages=10_000):
                 error = message.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:

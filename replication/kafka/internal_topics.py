@@ -20,7 +20,7 @@ from replication.config import ClusterConfig
 from replication.connector import NewRemoteTopic, clamp_replication_factor
 from replication.formats import RecordFormatError, decode_records
 from replication.kafka.admin import ADMIN_TIMEOUT_S, TopicAdmin
-from replication.kafka.clients import kafka_error_code, make_consumer, make_producer
+from replication.kafka.clients import consume_available, kafka_error_code, make_consumer, make_producer
 from replication.logonce import warn_once
 
 log = logging.getLogger(__name__)
@@ -182,10 +182,7 @@ class InternalTopicReader(Generic[T]):
         self._assigned = True
 
     def _poll(self, *, timeout_s: float) -> list:
-        """Waits for the first message only (`consume` would wait for a whole batch), then takes what is
-        already fetched."""
-        first = self._consumer.poll(timeout_s)
-        return [] if first is None else [first, *self._consumer.consume(self._batch, timeout=0)]
+        return consume_available(self._consumer, wait_s=timeout_s, max_messages=self._batch + 1)
 
     def _take(self, messages: list, records: list[T]) -> bool:
         fetched = []

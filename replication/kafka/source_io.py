@@ -31,6 +31,7 @@ from confluent_kafka.admin import OffsetSpec
 from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig, offset_syncs_cluster
 from replication.kafka.clients import (
     ClientValue,
+    consume_available,
     make_admin,
     make_consumer,
     make_producer,
@@ -448,8 +449,7 @@ class PartitionReader:
         deadline = time.monotonic() + self.timeout_s
         try:
             while pending and time.monotonic() < deadline:
-                # consume() waits its whole timeout unless the batch fills: keep it short.
-                for message in self._consumer.consume(num_messages=10_000, timeout=0.05):
+                for message in consume_available(self._consumer, wait_s=0.05, max_messages=10_000):
                     error = message.error()
                     key = (message.topic(), message.partition())
                     if error is not None and message.topic() is None:  # not about one partition

@@ -29,7 +29,7 @@ from replication.config import ClusterConfig, FlowConfig, offset_syncs_cluster
 from replication.connector import TopicSelection
 from replication.formats import OffsetSync
 from replication.kafka.admin import TopicAdmin
-from replication.kafka.clients import ClientValue, make_admin, make_consumer
+from replication.kafka.clients import ClientValue, consume_available, make_admin, make_consumer
 from replication.kafka.groups import GroupOffsetsAdmin
 from replication.kafka.internal_topics import InternalTopicReader
 from replication.policy import replication_policy_for
@@ -52,6 +52,9 @@ READER_OVERRIDES: dict[str, ClientValue] = {
     "queued.max.messages.kbytes": 1_024,
     "max.partition.fetch.bytes": 262_144,
 }
+
+
+READ_BATCH = 1000  # messages taken per call, at most
 
 
 class RangeReader:
@@ -89,13 +92,17 @@ class RangeReader:
         deadline = time.monotonic() + self.timeout_s
         try:
             while pending and time.monotonic() < deadline:
-                messages = self._consumer.consume(
-                    num_messages=1000, timeout=min(0.5, max(deadline - time.monotonic(), 0.01))
+                messages = consume_available(
+                    self._consumer,
+                    wait_s=min(0.5, max(deadline - time.monotonic(), 0.01)),
+                    max_messages=READ_BATCH,
                 )
                 reading = set(pending)
                 for message in messages:
                     self._take(message, pending, found)
-                if not messages:  # a range may end in a gap (markers): the position says it was passed
+                if pending and len(messages) < READ_BATCH:
+                    # All that was fetched is taken: a range that ends in a gap (transaction markers) is
+                    # passed once the position is past its end, with no record or end event to say so.
                     for tp in self._consumer.position([TopicPartition(t, p) for t, p in pending]):
                         if tp.offset >= pending[(tp.topic, tp.partition)][1]:
                             del pending[(tp.topic, tp.partition)]
