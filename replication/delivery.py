@@ -35,6 +35,15 @@ SINK_WARM_TIMEOUT_S = 10.0
 HeaderRewrite = Callable[[Headers, int], Any]  # new headers, or `replication.mirroring.SKIP`
 
 
+def _has_leader(listed: Any, partition: int) -> bool:
+    """A topic's metadata (confluent-kafka's `TopicMetadata`, None when not listed) shows `partition`
+    with a leader."""
+    if listed is None or listed.error is not None:
+        return False
+    found = listed.partitions.get(partition)
+    return found is not None and found.error is None and found.leader >= 0
+
+
 class ProduceFailed(Exception):
     """The sink refused a record (too large, or the producer failed fatally): its partition failed at it."""
 
@@ -91,18 +100,39 @@ class Delivery:
         self.acks.settle()
         self.sink = self._io.sink()
 
-    def warm(self, remote_topics: set[str]) -> None:
+    def warm(self, states: Mapping[TopicPartition, PartitionState]) -> set[TopicPartition]:
         """The sink learns the remote topics before their first records: a new producer's first records
         otherwise waited 0.5-1 s for its metadata (measured: the first 10,000 records of a dedicated task
         were acknowledged after a whole 0.5 s slice). Only topics about to be written: on brokers that
-        create topics on a metadata request, producing would ask the same."""
-        for topic in sorted(remote_topics - self._warmed):
+        create topics on a metadata request, producing would ask the same.
+
+        Returns the partitions whose remote partition the answer does not show with a leader yet (a
+        topic being created, on a broker still creating thousands of partitions): records sent there
+        would wait in the producer (an unknown topic up to `topic.metadata.propagation.max.ms`, 30 s,
+        then fail), and every flush of the task with them (a settle, a restart). A sink that answers
+        nothing (in memory) knows every topic."""
+        unready: set[TopicPartition] = set()
+        by_topic: dict[str, list[PartitionState]] = {}
+        for state in states.values():
+            by_topic.setdefault(state.remote_topic, []).append(state)
+        for topic, partitions in sorted(by_topic.items()):
+            if topic in self._warmed:
+                continue
             try:
-                self.sink.list_topics(topic, timeout=SINK_WARM_TIMEOUT_S)
+                metadata: Any = self.sink.list_topics(topic, timeout=SINK_WARM_TIMEOUT_S)
             except Exception as exc:  # not needed for correctness: the first records wait instead
                 log.info("%s: metadata of %s not known yet: %s", self._label, topic, exc)
                 continue
-            self._warmed.add(topic)
+            listed = None if metadata is None else metadata.topics.get(topic)
+            missing = [
+                state.key
+                for state in partitions
+                if metadata is not None and not _has_leader(listed, state.partition)
+            ]
+            unready.update(missing)
+            if not missing:
+                self._warmed.add(topic)
+        return unready
 
     def send(
         self,

@@ -380,7 +380,7 @@ class MirrorSourceTask:
             self._record_error(
                 SliceError(SliceErrorKind.START, f"cannot start: {exc}", key), errors, remote_topics[key]
             )
-        self._delivery.warm({state.remote_topic for state in states.values()})
+        self._starter.defer(states, self._delivery.warm(states), remote_topics)
         self._starter.started(states)
         for key, state in states.items():
             self._states[key] = state

@@ -90,6 +90,25 @@ class PartitionStarter:
             states.pop(key, None)
         return {key: exc for key, exc in failures.items() if key not in waiting}
 
+    def defer(
+        self,
+        states: dict[TopicPartition, PartitionState],
+        unready: set[TopicPartition],
+        remote_topics: Mapping[TopicPartition, str],
+    ) -> None:
+        """The partitions whose remote partition the producer does not see with a leader yet
+        (`Delivery.warm`) wait for it as a missing remote partition does, retried each slice; past the
+        wait they start anyway (their records wait in the producer)."""
+        failures = {
+            key: PartitionReadError(
+                f"the producer does not see {remote_topics[key]}[{key[1]}] with a leader yet",
+                unknown_partition=True,
+            )
+            for key in unready
+        }
+        for key in self._waiting(failures, remote_topics):
+            states.pop(key, None)
+
     def started(self, states: Mapping[TopicPartition, PartitionState]) -> None:
         """These partitions start replicating: logged, one line per topic (not per partition)."""
         started: dict[tuple[str, str], list[str]] = defaultdict(list)

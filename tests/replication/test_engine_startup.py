@@ -200,3 +200,54 @@ def test_an_exactly_once_task_started_as_its_remote_topic_is_created_waits_for_i
             store.close()
     finally:
         delete_topics((cluster_a, topic), (cluster_b, remote))
+
+
+def test_an_at_least_once_task_sends_nothing_to_a_remote_topic_its_producer_does_not_know_yet(
+    cluster_a, cluster_b, unique_name
+):
+    """Its partitions wait for the remote topic (not created yet: topic sync has not run), retried each
+    slice, instead of starting: records sent there would sit in the producer for
+    `topic.metadata.propagation.max.ms` (30 s) and fail as an unknown topic, and every flush of the task
+    (a bridge's settle, a restart) would wait for them. Once the topic is there they start and copy. The
+    flow's producer does not create topics itself (the target would use its default partition count)."""
+    topic, remote = unique_name, f"A.{unique_name}"
+    create_topics(cluster_a, [topic], 2)
+    producer = make_producer(cluster_a, overrides={"linger.ms": 0})
+    for partition in (0, 1):
+        for index in range(5):
+            producer.produce(topic, value=b"%d" % index, partition=partition)
+    assert producer.flush(30) == 0
+    flow = FlowConfig(
+        source="A",
+        target="B",
+        enabled=True,
+        topics=(topic,),
+        extra={"producer.allow.auto.create.topics": False},
+    )
+    policy = replication_policy_for(flow, known_aliases=("A", "B"))
+    store = KafkaPositionStore(cluster_b, source_alias="A")
+    task = MirrorSourceTask(
+        flow=flow,
+        policy=policy,
+        task_index=0,
+        position_store=store,
+        io=kafka_task_io(flow, source=cluster_a, target=cluster_b, policy=policy, task_index=0),
+    )
+    task.assign([(topic, 0), (topic, 1)])
+    try:
+        first = task.run_slice(max_seconds=1.0, settle=False)
+        assert first.ok and first.records == 0, first.errors
+        assert len(task.metrics.snapshot()) == 0  # no partition started: nothing sent to the unknown topic
+        create_topics(cluster_b, [remote], 2)
+        for _ in range(30):
+            result = task.run_slice(max_seconds=1.0, settle=False)
+            assert result.ok, result.errors
+            if sorted(p.next_offset for p in task.metrics.snapshot()) == [5, 5]:
+                break
+        assert sorted((p.partition, p.next_offset) for p in task.metrics.snapshot()) == [(0, 5), (1, 5)]
+    finally:
+        task.close()
+        store.close()
+        delete_topics((cluster_a, topic))
+        if remote in make_admin(cluster_b).list_topics(timeout=30).topics:
+            delete_topics((cluster_b, remote))
