@@ -124,11 +124,11 @@ class Delivery:
                 log.info("%s: metadata of %s not known yet: %s", self._label, topic, exc)
                 continue
             listed = None if metadata is None else metadata.topics.get(topic)
-            missing = [
-                state.key
-                for state in partitions
-                if metadata is not None and not _has_leader(listed, state.partition)
-            ]
+            missing = (
+                []
+                if metadata is None
+                else [s.key for s in partitions if not _has_leader(listed, s.partition)]
+            )
             unready.update(missing)
             if not missing:
                 self._warmed.add(topic)

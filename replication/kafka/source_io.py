@@ -231,7 +231,6 @@ class KafkaRecordSource:
 
     def __init__(self, consumer: Consumer) -> None:
         self._consumer = consumer
-        self._consume = consumer.consume
 
     def assign(self, positions: Mapping[PartitionKey, int]) -> None:
         self._consumer.assign(
@@ -239,12 +238,10 @@ class KafkaRecordSource:
         )
 
     def fetch(self, *, first_wait_s: float, max_records: int) -> Sequence[SourceRecord]:
-        # consume() returns once it has num_messages or its timeout passed: one record with the wait,
-        # then what is fetched already without one (replication.fetching).
-        messages = self._consume(num_messages=1, timeout=first_wait_s)
-        if messages and max_records > 1:
-            messages += self._consume(num_messages=max_records - 1, timeout=0)
-        return source_records(messages)
+        # One record with the wait, then what is fetched already without one (replication.fetching).
+        return source_records(
+            consume_available(self._consumer, wait_s=first_wait_s, max_messages=max_records)
+        )
 
     def is_out_of_range(self, error: ClientError) -> bool:
         """With auto.offset.reset=error librdkafka reports a missing fetch offset as one of these."""
