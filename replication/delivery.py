@@ -19,6 +19,8 @@ value copied) and a Python call; the engine's share of CPU per record beside a b
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -32,6 +34,7 @@ from replication.topic_partition import TopicPartition
 log = logging.getLogger(__name__)
 
 SINK_WARM_TIMEOUT_S = 10.0
+FLUSH_STEP_S = 0.1  # a flush that may be given up checks between steps of this long
 HeaderRewrite = Callable[[Headers, int], Any]  # new headers, or `replication.mirroring.SKIP`
 
 
@@ -76,14 +79,24 @@ class Delivery:
         """Records produced and not acknowledged (nor failed) yet."""
         return len(self.sink)
 
-    def serve(self, timeout: float, *, flush: bool = True) -> None:
-        """Serve the sink's delivery reports: flush (wait for every record, up to `timeout`) or one poll.
-        A transactional producer raises its fatal errors (fenced) here."""
+    def serve(self, timeout: float, *, flush: bool = True, until: threading.Event | None = None) -> None:
+        """Serve the sink's delivery reports: flush (wait for every record, up to `timeout`, or until
+        `until` is set: noticed within `FLUSH_STEP_S`) or one poll. A transactional producer raises its
+        fatal errors (fenced) here."""
         if flush:
-            self.sink.flush(timeout)
+            self._flush(timeout, until)
             self.acks.settle()
         else:
             self.poll(timeout)
+
+    def _flush(self, timeout: float, until: threading.Event | None) -> None:
+        if until is None:
+            self.sink.flush(timeout)
+            return
+        deadline = time.monotonic() + timeout
+        while self.sink.flush(min(max(deadline - time.monotonic(), 0.0), FLUSH_STEP_S)):
+            if until.is_set() or time.monotonic() >= deadline:
+                return
 
     def poll(self, timeout: float) -> None:
         """Serve the reports there are (waiting up to `timeout` for one) and settle them."""

@@ -67,13 +67,7 @@ from replication.task_metrics import Rotation, TaskMetrics
 from replication.topic_partition import TopicPartition
 from replication.transactions import TransactionFailed, Transactions
 
-__all__ = [  # the types of its slices are imported from here too
-    "MirrorSourceTask",
-    "SliceError",
-    "SliceErrorKind",
-    "SliceResult",
-    "TaskFenced",
-]
+__all__ = ["MirrorSourceTask", "SliceError", "SliceErrorKind", "SliceResult", "TaskFenced"]  # slices' too
 
 log = logging.getLogger(__name__)
 
@@ -210,6 +204,7 @@ class MirrorSourceTask:
         settle: bool = True,
         return_when_caught_up: bool = False,
         interrupt: threading.Event | None = None,
+        settle_until: threading.Event | None = None,
     ) -> SliceResult:
         """Replicate for up to `max_seconds` / `max_records`, then emit offset syncs and persist positions.
 
@@ -226,7 +221,8 @@ class MirrorSourceTask:
         whole slice (a fetch still waits up to its timeout first, so calling again does not spin).
 
         `interrupt` ends the slice early once set (noticed within one fetch wait), as if its time had
-        run out: another thread may stop a slice it started (`workers.bridge`).
+        run out: another thread may stop a slice it started (`workers.bridge`). `settle_until` makes the
+        settle give up once set: what is in flight stays so, uncommitted, for the task's next slice.
         """
         if self._closed:
             raise RuntimeError("run_slice on a closed MirrorSourceTask")
@@ -254,7 +250,7 @@ class MirrorSourceTask:
                 caught_up = False
         else:  # nothing to replicate: a slice still takes its time (no spinning)
             (interrupt or threading.Event()).wait(max(deadline - time.monotonic(), 0.0))
-        self._serve(SLICE_FLUSH_TIMEOUT_S if settle else 0.0, errors, flush=settle)
+        self._serve(SLICE_FLUSH_TIMEOUT_S if settle else 0.0, errors, flush=settle, until=settle_until)
         now = self._clock()
         self._progress.observe(self._states, now)
         self._check_deliveries(errors)
@@ -267,7 +263,8 @@ class MirrorSourceTask:
             self._record_error(error, errors)
         # Settled: the next slice may run elsewhere, so every moved position is written now. A transaction
         # with a backlog behind it goes on across the slice end (`Transactions.goes_on`).
-        if settle or caught_up or not self._transaction_goes_on():
+        gave_up = settle_until is not None and settle_until.is_set()
+        if not gave_up and (settle or caught_up or not self._transaction_goes_on()):
             self._commit(now=now, errors=errors, every_position=settle)
         self._reporter.report(self._states, held=self._hold.held, now=now, swept=swept)
         if self._reseek_needed and not self._restart_needed:
@@ -437,9 +434,6 @@ class MirrorSourceTask:
             if error is not None:
                 self._record_error(error, errors)
 
-        def wait_for_room() -> bool:
-            return self._persist_if_due(errors)
-
         taken = 0
         while taken < max_records:
             remaining = deadline - time.monotonic()
@@ -474,7 +468,7 @@ class MirrorSourceTask:
                     states=states,
                     polled=polled,
                     on_fetch_error=on_fetch_error,
-                    wait_for_room=wait_for_room,
+                    wait_for_room=lambda: self._persist_if_due(errors),
                 )
             except ProduceFailed as failed:
                 self._record_error(SliceError(SliceErrorKind.PRODUCE, str(failed), failed.state.key), errors)
@@ -544,11 +538,17 @@ class MirrorSourceTask:
         return error is None
 
     # -- transactions and fencing -------------------------------------------------------------------
-    def _serve(self, timeout: float, errors: list[SliceError], *, flush: bool = True) -> None:
-        """Serve the sink's delivery reports (`Delivery.serve`). A transactional producer raises its fatal
-        errors (fenced) here: the transaction is then failed."""
+    def _serve(
+        self,
+        timeout: float,
+        errors: list[SliceError],
+        *,
+        flush: bool = True,
+        until: threading.Event | None = None,
+    ) -> None:
+        """`Delivery.serve`: a transactional producer's fatal errors (fenced) raised there fail the transaction."""
         try:
-            self._delivery.serve(timeout, flush=flush)
+            self._delivery.serve(timeout, flush=flush, until=until)
         except Exception as exc:
             if self._transactions is None:
                 raise

@@ -13,9 +13,9 @@ slice). A `SliceBridge` keeps the cached task replicating on its own thread thro
 - taking `max_records` at most (MIRRORPLANE_SLICE_MAX_RECORDS): what it replicates counts towards the
   next slice's limit (`slice_records_left`), so a slice and the bridge before it stay within the limit
   together; a bridge that reached it waits, replicating nothing, for the next slice;
-- the next slice stops it first (`stop()`, which returns within one fetch wait: records keep flowing
-  until then) and reports what it did with its own result (`merge_results`); closing the cached task
-  stops it too.
+- the next slice stops it first (`stop()`, which returns within one fetch wait, or one flush step of a
+  settle under way: records keep flowing until then) and reports what it did with its own result
+  (`merge_results`); closing the cached task stops it too.
 
 The task is only ever used by one thread at a time: the slice that started the bridge no longer touches
 it (its metrics snapshot is taken before), and the next slice touches it only after `stop()`.
@@ -69,7 +69,11 @@ class SliceBridge:
                 )
                 # Its record limit or its time: leave nothing in flight (a fenced task has nothing left).
                 if not self._interrupt.is_set() and not self._task.fenced:
-                    settled = self._task.run_slice(max_records=0, max_seconds=0, settle=True)
+                    # The next slice coming meanwhile gives the settle up: it takes the task with what is
+                    # in flight (records to a partition not served yet may wait there for 30 s).
+                    settled = self._task.run_slice(
+                        max_records=0, max_seconds=0, settle=True, settle_until=self._interrupt
+                    )
                     self._result = merge_results(self._result, settled)
                     # At its record limit: hold the lease, replicating nothing, until the next slice.
                     self._interrupt.wait(max(deadline - time.monotonic(), 0.0))
@@ -82,7 +86,8 @@ class SliceBridge:
         return not self._thread.is_alive()
 
     def stop(self) -> SliceResult | None:
-        """Stop replicating (within one fetch wait) and report what was done; a failure is raised here."""
+        """Stop replicating (within one fetch wait, or one flush step of its settle) and report what was
+        done; a failure is raised here."""
         self._interrupt.set()
         self._thread.join()
         if self._failure is not None:

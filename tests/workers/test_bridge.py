@@ -9,10 +9,14 @@ import time
 import pytest
 
 from harness.runtime import wait_until
-from replication.config import DeliveryGuarantee
+from replication.config import DeliveryGuarantee, FlowConfig
+from replication.kafka.clients import make_admin
 from replication.kafka.fencing import fence_transactional_ids
+from replication.kafka.source_io import kafka_task_io
+from replication.policy import DefaultReplicationPolicy
 from replication.positions import InMemoryPositionStore
-from replication.source import SliceError, SliceErrorKind, SliceResult
+from replication.source import MirrorSourceTask, SliceError, SliceErrorKind, SliceResult
+from tests.replication.test_engine_startup import delete_topics
 from tests.replication.test_source_task import create_topics, make_task, produce, read_partition
 from workers.bridge import SliceBridge, bridge_max_s, merge_results, slice_records_left
 from workers.leases import RedisLeases, new_token, task_lease_key
@@ -166,3 +170,71 @@ def test_a_task_fenced_while_bridging_ends_the_bridge_which_reports_the_fence(
     wait_until(lambda: bridge.ended, timeout_s=30, what="the bridge to end")
     result = bridge.stop()  # no failure: the fence is in its result, and nothing is settled after it
     assert task.fenced and [e.kind for e in result.errors if e.kind is SliceErrorKind.FENCED]
+
+
+@pytest.mark.kafka
+def test_the_next_slice_gives_up_a_bridges_settle_instead_of_waiting_for_records_stuck_in_flight(
+    cluster_a, cluster_b, unique_name, lease
+):
+    """Records to a remote partition the target does not serve yet wait in the producer (at 5,000
+    partitions: a broker still creating them; here a remote topic not created, which the producer does
+    not create, for `topic.metadata.propagation.max.ms`). A bridge settling when the next slice comes
+    gives the settle up: the slice takes the task with those records still in flight, and they are
+    delivered once the partition is there (nothing failed, nothing lost)."""
+    topic, remote = unique_name, f"A.{unique_name}"
+    leases, key, token = lease
+    create_topics(cluster_a, [topic], 2)
+    produce(cluster_a, topic, _records(5))
+    flow = FlowConfig(
+        source="A",
+        target="B",
+        enabled=True,
+        topics=(topic,),
+        extra={
+            "producer.allow.auto.create.topics": False,
+            "producer.topic.metadata.propagation.max.ms": 25_000,  # then they would fail: the old wait
+        },
+    )
+    policy = DefaultReplicationPolicy(known_aliases=["A", "B"])
+    task = MirrorSourceTask(
+        flow=flow,
+        policy=policy,
+        task_index=0,
+        position_store=InMemoryPositionStore(),
+        io=kafka_task_io(flow, source=cluster_a, target=cluster_b, policy=policy, task_index=0),
+        remote_partition_wait_s=0,  # start without waiting for the remote topic: records go in flight
+    )
+    task.assign([(topic, 0), (topic, 1)])
+    try:
+        first = task.run_slice(max_seconds=1.0, settle=False)
+        assert first.ok and first.records == 0, first.errors
+        bridge = SliceBridge(
+            task,
+            max_s=0.1,  # its time runs out at once: it settles, and its settle waits for them
+            max_records=100_000,
+            name="bridge-test",
+            leases=leases,
+            lease_key=key,
+            chain=token,
+            lease_ttl_s=1.0,
+        )
+        time.sleep(2.0)  # the settle is under way
+        assert not bridge.ended
+        carried = bridge.stop()  # the next slice comes
+        # Given up: no delivery failed (it did not wait the 25 s until they fail), nothing acknowledged.
+        assert carried is not None and carried.ok and carried.records == 0, carried.errors
+        create_topics(cluster_b, [remote], 2)
+        copied = carried.records
+        for _ in range(60):
+            result = task.run_slice(max_seconds=0.5, settle=False)
+            assert result.ok, result.errors
+            copied += result.records
+            if copied == 10:
+                break
+        assert copied == 10
+        assert [len(read_partition(cluster_b, remote, p)) for p in (0, 1)] == [5, 5]
+    finally:
+        task.close()
+        delete_topics((cluster_a, topic))
+        if remote in make_admin(cluster_b).list_topics(timeout=30).topics:
+            delete_topics((cluster_b, remote))
