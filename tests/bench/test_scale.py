@@ -93,3 +93,13 @@ def test_without_a_successful_mm2_run_there_are_no_ratios():
 
     assert not any("/mm2" in line for line in lines)
     assert next(line for line in lines if line.startswith("start to every")).split()[-2:] == ["5.0", "-"]
+
+
+def test_a_run_whose_load_never_wrote_some_partitions_says_so_and_has_no_start_figures():
+    run = scale.Run("runtime", p99_ms=50.0, never_written=1)
+
+    lines = scale.report(10_000, [run], topics=200, rate=0.25, seconds=60.0)
+
+    assert next(line for line in lines if line.startswith("start to every")).split()[-1] == "-"
+    assert any(line.startswith("NOTE runtime: 1 of the 10,000 partitions had no record") for line in lines)
+    assert not any(line.startswith("FAILED") for line in lines)
