@@ -106,6 +106,7 @@ def make_task(
     store=None,
     metrics: MirrorMetrics | None = None,
     target: ClusterConfig | None = None,
+    remote_partition_wait_s: float | None = None,
     **flow_settings,
 ) -> MirrorSourceTask:
     flow = FlowConfig(source="A", target="B", enabled=True, topics=tuple(topics), **flow_settings)
@@ -117,6 +118,7 @@ def make_task(
         position_store=store if store is not None else InMemoryPositionStore(),
         io=kafka_task_io(flow, source=cluster_a, target=target or cluster_b, policy=policy, task_index=0),
         metrics=metrics,
+        **({} if remote_partition_wait_s is None else {"remote_partition_wait_s": remote_partition_wait_s}),
     )
 
 

@@ -9,13 +9,11 @@ import time
 import pytest
 
 from harness.runtime import wait_until
-from replication.config import DeliveryGuarantee, FlowConfig
+from replication.config import DeliveryGuarantee
 from replication.kafka.clients import make_admin
 from replication.kafka.fencing import fence_transactional_ids
-from replication.kafka.source_io import kafka_task_io
-from replication.policy import DefaultReplicationPolicy
 from replication.positions import InMemoryPositionStore
-from replication.source import MirrorSourceTask, SliceError, SliceErrorKind, SliceResult
+from replication.source import SliceError, SliceErrorKind, SliceResult
 from tests.replication.test_engine_startup import delete_topics
 from tests.replication.test_source_task import create_topics, make_task, produce, read_partition
 from workers.bridge import SliceBridge, bridge_max_s, merge_results, slice_records_left
@@ -185,24 +183,15 @@ def test_the_next_slice_gives_up_a_bridges_settle_instead_of_waiting_for_records
     leases, key, token = lease
     create_topics(cluster_a, [topic], 2)
     produce(cluster_a, topic, _records(5))
-    flow = FlowConfig(
-        source="A",
-        target="B",
-        enabled=True,
-        topics=(topic,),
+    task = make_task(
+        cluster_a,
+        cluster_b,
+        [topic],
+        remote_partition_wait_s=0,  # start without waiting for the remote topic: records go in flight
         extra={
             "producer.allow.auto.create.topics": False,
             "producer.topic.metadata.propagation.max.ms": 25_000,  # then they would fail: the old wait
         },
-    )
-    policy = DefaultReplicationPolicy(known_aliases=["A", "B"])
-    task = MirrorSourceTask(
-        flow=flow,
-        policy=policy,
-        task_index=0,
-        position_store=InMemoryPositionStore(),
-        io=kafka_task_io(flow, source=cluster_a, target=cluster_b, policy=policy, task_index=0),
-        remote_partition_wait_s=0,  # start without waiting for the remote topic: records go in flight
     )
     task.assign([(topic, 0), (topic, 1)])
     try:
