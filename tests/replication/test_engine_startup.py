@@ -20,7 +20,7 @@ from replication.kafka.positions import KafkaPositionStore
 from replication.kafka.source_io import PartitionReader, kafka_task_io
 from replication.policy import replication_policy_for
 from replication.source import MirrorSourceTask
-from tests.replication.test_source_task import create_topics
+from tests.replication.test_source_task import create_topics, make_task
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -217,21 +217,9 @@ def test_an_at_least_once_task_sends_nothing_to_a_remote_topic_its_producer_does
         for index in range(5):
             producer.produce(topic, value=b"%d" % index, partition=partition)
     assert producer.flush(30) == 0
-    flow = FlowConfig(
-        source="A",
-        target="B",
-        enabled=True,
-        topics=(topic,),
-        extra={"producer.allow.auto.create.topics": False},
-    )
-    policy = replication_policy_for(flow, known_aliases=("A", "B"))
     store = KafkaPositionStore(cluster_b, source_alias="A")
-    task = MirrorSourceTask(
-        flow=flow,
-        policy=policy,
-        task_index=0,
-        position_store=store,
-        io=kafka_task_io(flow, source=cluster_a, target=cluster_b, policy=policy, task_index=0),
+    task = make_task(
+        cluster_a, cluster_b, [topic], store=store, extra={"producer.allow.auto.create.topics": False}
     )
     task.assign([(topic, 0), (topic, 1)])
     try:
