@@ -17,15 +17,17 @@ KIND = os.environ.get("MIRRORPLANE_BENCH_KAFKA", "apache")
 
 
 @contextlib.contextmanager
-def bench_clusters(aliases: list[str], *, heap: str = "1g") -> Iterator[dict]:
-    """One single-node cluster per alias: Apache Kafka (each JVM's -Xmx `heap`), or tansu."""
+def bench_clusters(aliases: list[str], *, heap: str = "1g", nodes: int = 1) -> Iterator[dict]:
+    """One cluster per alias: Apache Kafka of `nodes` brokers (each JVM's -Xmx `heap`), or tansu."""
     if KIND == "embedded":
         print("brokers: embedded tansu (MIRRORPLANE_BENCH_KAFKA=embedded)", flush=True)
+        if nodes > 1:
+            raise SystemExit("the embedded broker runs one node per cluster: leave out --brokers-per-cluster")
         with embedded_clusters(aliases) as brokers:
             yield brokers
         return
-    print(f"brokers: Apache Kafka {kafka_version()} (KRaft, one node per cluster)", flush=True)
-    with apache_clusters(aliases, heap=heap) as brokers:
+    print(f"brokers: Apache Kafka {kafka_version()} (KRaft, {nodes} node(s) per cluster)", flush=True)
+    with apache_clusters(aliases, heap=heap, nodes=nodes) as brokers:
         yield brokers
 
 

@@ -1088,7 +1088,9 @@ def run(args: argparse.Namespace) -> int:
     failed = False
     with contextlib.ExitStack() as stack:
         admin = stack.enter_context(runtime_environment(args.redis_db)) if "runtime" in tools else None
-        brokers = stack.enter_context(bench_clusters(["A", "B"], heap=args.broker_heap))
+        brokers = stack.enter_context(
+            bench_clusters(["A", "B"], heap=args.broker_heap, nodes=args.brokers_per_cluster)
+        )
         source, target = bench_cluster("A", brokers), bench_cluster("B", brokers)
         for number, partitions in enumerate(args.partitions):
             runs = []
@@ -1182,6 +1184,13 @@ def parser() -> argparse.ArgumentParser:
         "--broker-heap",
         default="1g",
         help="each broker JVM's -Xmx (default 1g: at 10,000 partitions a broker ran out of it; 4g there)",
+    )
+    parser.add_argument(
+        "--brokers-per-cluster",
+        type=positive_int,
+        default=1,
+        help="Apache Kafka brokers in each cluster (default 1; a broker holds an open file per partition, "
+        "and `ulimit -Hn` caps a process's: 20,000 partitions need 2 or more)",
     )
     parser.add_argument(
         "--start-timeout",

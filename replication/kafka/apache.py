@@ -1,9 +1,11 @@
-"""Apache Kafka 4.x single-node KRaft clusters on loopback, for the tests, the benchmarks and
+"""Apache Kafka 4.x KRaft clusters on loopback, for the tests, the benchmarks and
 `make demo KAFKA=apache`.
 
 The broker's jars come from Maven Central through `deploy/kafka/pom.xml` (fetched once into
 `var/kafka/<version>/libs` by `replication.maven`). Each cluster is one JVM that is both
-controller and broker, formatted once in its own folder, started as a child that dies with its parent,
+controller and broker, with `nodes` > 1 broker-only JVMs joining its quorum (a large bench's partitions
+spread over several brokers, each holding fewer open files), each node formatted once in its own folder,
+started as a child that dies with its parent,
 ready once it answers a metadata request, stopped by SIGTERM (a controlled shutdown). Its folder keeps
 `server.log` after a stop, so a failed test can show what the broker said; a restart keeps the data, as a
 real broker's does.
@@ -198,10 +200,11 @@ def random_cluster_id() -> str:
 
 @dataclass
 class ApacheKafkaBroker:
-    """One KRaft node (controller and broker); `bootstrap_servers` is valid once `start()` returns.
+    """One KRaft node (controller and broker) and, with `nodes` > 1, the broker-only nodes 2..`nodes`
+    of the same cluster, which it starts, stops and deletes with itself; `bootstrap_servers` (every node's
+    address) is valid once `start()` returns.
 
-    `config` adds or overrides broker properties; `listeners` replaces the plaintext client listener
-    (for SASL/TLS clusters: a dict of listener name -> (protocol, port)), with `advertised` likewise."""
+    `config` adds or overrides broker properties (on every node)."""
 
     name: str
     port: int = 0
@@ -213,11 +216,17 @@ class ApacheKafkaBroker:
     netns: str | None = None  # a network namespace to run the JVM in (`ip netns exec`), for partitions
     controller_port: int = 0
     cluster_id: str = field(default_factory=random_cluster_id)
+    nodes: int = 1
+    node_id: int = 1
+    joins: ApacheKafkaBroker | None = field(
+        default=None, repr=False, compare=False
+    )  # a broker-only node's controller
     process: subprocess.Popen | None = field(default=None, repr=False)
+    followers: list[ApacheKafkaBroker] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def bootstrap_servers(self) -> str:
-        return f"{self.host}:{self.port}"
+        return ",".join(f"{node.host}:{node.port}" for node in (self, *self.followers))
 
     @property
     def log_path(self) -> str:
@@ -235,13 +244,22 @@ class ApacheKafkaBroker:
 
     def server_properties(self) -> dict[str, str]:
         self.port = self.port or free_port()
-        self.controller_port = self.controller_port or free_port()
         protocol = self.security.protocol if self.security else "PLAINTEXT"
+        listeners = f"{protocol}://{self.host}:{self.port}"
+        if self.joins is None:
+            self.controller_port = self.controller_port or free_port()
+            controller = self
+            roles, listeners = (
+                "broker,controller",
+                f"{listeners},CONTROLLER://{self.host}:{self.controller_port}",
+            )
+        else:
+            controller, roles = self.joins, "broker"
         properties = {
-            "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@{self.host}:{self.controller_port}",
-            "listeners": f"{protocol}://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
+            "process.roles": roles,
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": f"{controller.node_id}@{controller.host}:{controller.controller_port}",
+            "listeners": listeners,
             "advertised.listeners": f"{protocol}://{self.host}:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": protocol,
@@ -294,9 +312,32 @@ class ApacheKafkaBroker:
         return properties_path
 
     def launch(self) -> ApacheKafkaBroker:
-        """Start the JVM without waiting for it (`wait_ready` does): two clusters boot side by side."""
+        """Start the JVMs without waiting for them (`wait_ready` does): two clusters boot side by side."""
         if self.process is not None:
             return self
+        self._launch()
+        if not self.followers:
+            self.followers = [
+                ApacheKafkaBroker(
+                    name=f"{self.name}-{node_id}",
+                    workdir=self._workdir / f"node-{node_id}",
+                    config=self.config,
+                    jvm_options=self.jvm_options,
+                    security=self.security,
+                    host=self.host,
+                    netns=self.netns,
+                    cluster_id=self.cluster_id,
+                    node_id=node_id,
+                    joins=self,
+                )
+                for node_id in range(2, self.nodes + 1)
+            ]
+        for follower in self.followers:
+            follower._workdir.mkdir(parents=True, exist_ok=True)
+            follower._launch()
+        return self
+
+    def _launch(self) -> None:
         properties_path = self._prepare()
         with open(self.log_path, "ab") as log_file:
             prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
@@ -311,7 +352,6 @@ class ApacheKafkaBroker:
                 start_new_session=True,
             )
         _RUNNING.add(self)
-        return self
 
     def start(self, *, ready_timeout_s: float = 90.0) -> ApacheKafkaBroker:
         self.launch()
@@ -324,18 +364,20 @@ class ApacheKafkaBroker:
         return self
 
     def wait_ready(self, timeout_s: float = 90.0) -> None:
+        """Until every node answers as a broker of the cluster (registered with its controller)."""
         deadline = time.monotonic() + timeout_s
         last_error: Exception | None = None
         while time.monotonic() < deadline:
-            if self.process is None or self.process.poll() is not None:
-                raise ApacheKafkaError(
-                    f"Apache Kafka {self.name} exited with {self.process and self.process.returncode}; "
-                    f"see {self.log_path}"
-                )
+            for node in (self, *self.followers):
+                if node.process is None or node.process.poll() is not None:
+                    raise ApacheKafkaError(
+                        f"Apache Kafka {node.name} exited with {node.process and node.process.returncode}; "
+                        f"see {node.log_path}"
+                    )
             try:
                 admin = AdminClient({**self.admin_client_properties(), "log_level": 0})
                 metadata = admin.list_topics(timeout=2)
-                if metadata.brokers:
+                if len(metadata.brokers) >= self.nodes:
                     log.info(
                         "Apache Kafka %s %s ready at %s", kafka_version(), self.name, self.bootstrap_servers
                     )
@@ -390,13 +432,18 @@ class ApacheKafkaBroker:
         return properties
 
     def stop(self, *, kill: bool = False) -> None:
-        """SIGTERM and a controlled shutdown (SIGKILL after STOP_GRACE_S), or `kill`: kill -9."""
+        """SIGTERM and a controlled shutdown (SIGKILL after STOP_GRACE_S), or `kill`: kill -9. The
+        broker-only nodes stop first: a controlled shutdown asks the controller."""
+        for follower in self.followers:
+            follower.stop(kill=kill)
         process, self.process = self.process, None
         _RUNNING.discard(self)
         stop_child(process, kill=kill, grace_s=STOP_GRACE_S)
 
     def remove_data(self) -> None:
-        """Delete the stopped broker's data, keeping server.log."""
+        """Delete the stopped nodes' data, keeping their server.log."""
+        for follower in self.followers:
+            follower.remove_data()
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def __hash__(self) -> int:
@@ -421,10 +468,12 @@ def apache_clusters(
     security: BrokerSecurity | None = None,
     config: Mapping[str, str] | None = None,
     heap: str = "1g",
+    nodes: int = 1,
 ) -> Iterator[dict[str, ApacheKafkaBroker]]:
-    """Start one single-node cluster per alias (on `ports`, else free ports), side by side; stop them all
-    on exit and delete their data (their server.log stays in each broker's folder). `config`: broker
-    properties over BROKER_DEFAULTS; `heap`: each JVM's -Xmx (1 GB carries a few thousand partitions)."""
+    """Start one cluster of `nodes` brokers per alias (its first node on `ports`, else free ports), side
+    by side; stop them all on exit and delete their data (their server.log stays in each node's folder).
+    `config`: broker properties over BROKER_DEFAULTS; `heap`: each JVM's -Xmx (1 GB carries a few thousand
+    partitions)."""
     brokers = {
         alias: ApacheKafkaBroker(
             name=alias,
@@ -433,6 +482,7 @@ def apache_clusters(
             security=security,
             config=dict(config or {}),
             jvm_options=[f"-Xmx{heap}" if option.startswith("-Xmx") else option for option in JVM_OPTIONS],
+            nodes=nodes,
         )
         for index, alias in enumerate(aliases)
     }

@@ -4,11 +4,13 @@ topics compacted as the docs claim. Each test fails on the embedded broker, whic
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
 import pytest
 from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig
 from replication.kafka import apache
@@ -95,6 +97,49 @@ def test_a_broker_formats_once_keeps_its_data_across_restarts_and_kill_9_and_kee
     log = (tmp_path / "server.log").read_text()
     assert log.count("Kafka Server started") == 3, log[-2000:]
     assert kafka_version() in log
+
+
+def test_a_cluster_of_two_nodes_leads_partitions_on_both_copies_from_both_and_stops_both(
+    tmp_path, cluster_b, unique_name
+):
+    """`nodes=2`: a broker-only JVM joins the first node's quorum (the bench's clusters of 10,000+
+    partitions, a broker's open files per partition); the engine reads partitions led by either node."""
+    broker = ApacheKafkaBroker(name="pair", workdir=tmp_path, nodes=2)
+    topic = unique_name
+    try:
+        broker.start()
+        (follower,) = broker.followers
+        assert (
+            broker.bootstrap_servers == f"{broker.bootstrap_servers.split(',')[0]},127.0.0.1:{follower.port}"
+        )
+        source = ClusterConfig(alias="A", bootstrap_servers=broker.bootstrap_servers)
+        create_topics(source, [topic], 4)
+        create_topics(cluster_b, [f"A.{topic}"], 4)
+        admin = AdminClient(broker.admin_client_properties())
+        leaders = {p.leader for p in admin.list_topics(topic, timeout=10).topics[topic].partitions.values()}
+        assert leaders == {1, 2}
+        produce(
+            source,
+            topic,
+            {p: [(None, b"%d-%d" % (p, i), None, 1_700_000_000_000) for i in range(5)] for p in range(4)},
+        )
+        task = make_task(source, cluster_b, [topic])
+        task.assign([(topic, p) for p in range(4)])
+        run_until(task, replicated(task, {(topic, p): 5 for p in range(4)}))
+        task.close()
+        for p in range(4):
+            assert _values(cluster_b, f"A.{topic}", p, isolation="read_committed") == [
+                b"%d-%d" % (p, i) for i in range(5)
+            ]
+        pids = [broker.process.pid, follower.process.pid]
+    finally:
+        broker.stop()
+        broker.remove_data()
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert "Kafka Server started" in (tmp_path / "node-2" / "server.log").read_text()
+    assert not (tmp_path / "node-2" / "data").exists()
 
 
 def test_list_offsets_is_exact_whatever_the_batch_sizes(cluster_a, unique_name):
