@@ -75,10 +75,11 @@ from bench.latency import percentile
 from bench.processes import child_pids, peak_rss_mb, process_cpu_s
 from bench.vs_mm2 import Replicator, flow_properties
 from bench.web import Admin
-from replication.config import ClusterConfig
+from replication.config import FLOW_PROPERTIES_BY_NAME, ClusterConfig
 from replication.connector import NewRemoteTopic
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_admin, make_consumer, make_producer
+from replication.kafka.mirrormaker import TEST_SETTINGS
 
 MODES = ("runtime", "dedicated")
 MM2 = "mm2"
@@ -86,6 +87,14 @@ VALUE_BYTES = 100
 TOPICS_TIMEOUT_S = 300.0
 DRAIN_S = 30.0
 STATUS_SAMPLE_S = 2.0  # the oldest status age: every partition row read, aged as the pages age it
+# The runtime's flows keep one copy of each remote and internal topic, as the other tools' mm2.properties
+# (TEST_SETTINGS) and the bench's source topics do: on clusters of several brokers (--brokers-per-cluster)
+# MM2's default replication.factor of 2 would double the target's partitions and its brokers' work.
+REPLICATION_FACTORS = {
+    FLOW_PROPERTIES_BY_NAME[name].field: int(value)
+    for name, value in TEST_SETTINGS.items()
+    if name in FLOW_PROPERTIES_BY_NAME and name.endswith("replication.factor")
+}
 REDIS_DB = 13
 TASK_DONE = re.compile(r"Task (\S+)\[[^\]]+\] succeeded in ([0-9.]+)s")
 FIRST_SLICE = re.compile(
@@ -605,6 +614,7 @@ class RuntimeTool(Tool):
                 enabled=True,
                 topics=[regex],
                 tasks_max=self.tasks_max,
+                **REPLICATION_FACTORS,
             )
             for alias, regex in self.layout
         ]
