@@ -875,22 +875,31 @@ def create_topics(cluster: ClusterConfig, topics: dict[str, int]) -> float:
     return time.monotonic() - began
 
 
-def records_held(cluster: ClusterConfig, topics: dict[str, int]) -> tuple[int, int]:
-    """How many of `topics`' partitions hold a record by the broker's end offsets (one ListOffsets
-    request), and how many the broker did not answer for."""
+def partitions_held(cluster: ClusterConfig, topics: dict[str, int]) -> tuple[set[tuple[str, int]], int]:
+    """Which of `topics`' partitions hold a record by the broker's end offsets (one ListOffsets request),
+    and how many the broker did not answer for."""
     from harness.runtime import latest_offsets
 
     admin = make_admin(cluster)  # referenced until the answers are in: a collected client answers nothing
     offsets = latest_offsets(admin, [TopicPartition(t, p) for t, n in topics.items() for p in range(n)])
-    held = sum(offset is not None and offset > 0 for offset in offsets.values())
+    held = {(tp.topic, tp.partition) for tp, offset in offsets.items() if offset is not None and offset > 0}
     return held, sum(offset is None for offset in offsets.values())
 
 
 def with_records(cluster: ClusterConfig, topics: dict[str, int]) -> str:
-    """`records_held` said: a start that timed out says whether the tool did not copy a partition, the
+    """`partitions_held` said: a start that timed out says whether the tool did not copy a partition, the
     bench's reader did not see its copy yet, or the producer never wrote it."""
-    held, unknown = records_held(cluster, topics)
-    return f"{held:,}" + (f" ({unknown:,} not answered)" if unknown else "")
+    held, unknown = partitions_held(cluster, topics)
+    return f"{len(held):,}" + (f" ({unknown:,} not answered)" if unknown else "")
+
+
+def uncopied(
+    on_source: set[tuple[str, int]], on_target: set[tuple[str, int]], remote: dict[str, str]
+) -> set[tuple[str, int]]:
+    """The source partitions holding records whose remote partition holds none."""
+    return {
+        (topic, partition) for topic, partition in on_source if (remote[topic], partition) not in on_target
+    }
 
 
 def never_written(
@@ -903,21 +912,25 @@ def never_written(
 ) -> int:
     """After a start that timed out: how many partitions the load never wrote when the tool copied every
     partition it did write (both brokers answering for every partition); 0 otherwise (the tool's failure).
-    At 10,000 partitions the source broker once held no record of one partition after 600 s. Asked up to
-    `attempts` times: at 20,000 partitions on this machine a broker leaves some partitions unanswered, and
-    the producer may write a partition between the two requests."""
+    At 10,000 partitions the source broker once held no record of one partition after 600 s.
+    The source is asked first and the target then holds a record of each partition the source did (the
+    load writes on meanwhile: at 20,000 partitions here each request took about 50 s). Asked up to
+    `attempts` times: a broker may leave partitions unanswered, a copy may be on its way."""
     partitions = sum(topics.values())
     for _ in range(attempts):
-        on_source, source_unknown = records_held(source, topics)
-        on_target, target_unknown = records_held(target, {remote[t]: n for t, n in topics.items()})
-        if not source_unknown and not target_unknown and on_target == on_source:
-            return partitions - on_source
+        on_source, source_unknown = partitions_held(source, topics)
+        on_target, target_unknown = partitions_held(target, {remote[t]: n for t, n in topics.items()})
+        missing = uncopied(on_source, on_target, remote)
+        if not source_unknown and not target_unknown and not missing:
+            return partitions - len(on_source)
         logging.warning(
-            "partitions with records: %d on the source (%d not answered), %d on the target (%d not answered)",
-            on_source,
+            "partitions with records: %d on the source (%d not answered), %d on the target (%d not "
+            "answered); not copied: %s",
+            len(on_source),
             source_unknown,
-            on_target,
+            len(on_target),
             target_unknown,
+            ", ".join(f"{topic}[{partition}]" for topic, partition in sorted(missing)[:5]) or "none",
         )
     return 0
 

@@ -103,3 +103,13 @@ def test_a_run_whose_load_never_wrote_some_partitions_says_so_and_has_no_start_f
     assert next(line for line in lines if line.startswith("start to every")).split()[-1] == "-"
     assert any(line.startswith("NOTE runtime: 1 of the 10,000 partitions had no record") for line in lines)
     assert not any(line.startswith("FAILED") for line in lines)
+
+
+def test_a_partition_the_tool_did_not_copy_is_named_whatever_the_counts():
+    """The target may hold as many partitions as the source asked earlier (the load wrote on, the tool
+    copied a newer one) and still miss one: the check is per partition, not a count."""
+    remote = {"t": "A.t"}
+    on_source = {("t", 0), ("t", 1)}
+
+    assert scale.uncopied(on_source, {("A.t", 0), ("A.t", 2)}, remote) == {("t", 1)}
+    assert scale.uncopied(on_source, {("A.t", 0), ("A.t", 1), ("A.t", 2)}, remote) == set()
