@@ -47,7 +47,25 @@ class IntendedExperimentalFilter(logging.Filter):
         return True
 
 
+# A producer fenced by a newer instance of its transactional id: librdkafka logs it at CRITICAL (FATAL,
+# TXNERR) and ERROR (ADDPARTS, ...). That is the exactly-once protection working (a zombie, or a task of an
+# older assignment generation, as when a new topic joins a flow), and the task says so itself, as a
+# WARNING naming the flow and the task (`replication.source`): librdkafka's lines are WARNINGs too, so that
+# a designed fencing pages nobody.
+_FENCED = re.compile(r"fenced by a newer instance|with an old epoch|PRODUCER_FENCED|INVALID_PRODUCER_EPOCH")
+
+
+class FencedProducerFilter(logging.Filter):
+    """librdkafka's lines about a fenced producer at WARNING at most; every other line as it comes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.WARNING and _FENCED.search(record.getMessage()):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
 _librdkafka_log.addFilter(IntendedExperimentalFilter())
+_librdkafka_log.addFilter(FencedProducerFilter())
 
 
 def librdkafka_properties(properties: Mapping[str, ClientValue]) -> dict[str, ClientValue]:
