@@ -114,10 +114,14 @@ def test_a_zombie_task_is_fenced_and_read_committed_readers_see_each_record_once
     keys = [(topic, partition) for partition in range(PARTITIONS)]
     store = InMemoryPositionStore()  # shared by both, as the Kafka position store is between workers
     traffic = Traffic(cluster_a, topic)
-    traffic.start()
 
     zombie = make_task(cluster_a, cluster_b, [topic], store=store, delivery_guarantee=EOS)
     zombie.assign(keys)
+    # Started (its transactions initialised) before the traffic's 4 s begin: a zombie that took longer
+    # to start on a loaded machine read the whole stream in its first slices and had nothing left to
+    # freeze on (once in CI: "the zombie never had a transaction to commit").
+    zombie.run_slice(max_seconds=0.3)
+    traffic.start()
     run_until(zombie, lambda: zombie.run_slice(max_seconds=0.3).records > 0, timeout_s=30)
     # The zombie's worker freezes mid-slice, with records of a transaction written and not committed yet
     # (as SIGSTOP does in tests/workers/test_takeover.py; a zombie that went on replicating could be
