@@ -164,6 +164,14 @@ class CeleryRuntime:
     def log(self, name: str) -> str:
         return (self.workdir / f"{name}.log").read_text(errors="replace")
 
+    def wait_ready(self, *names: str, timeout_s: float = 120) -> None:
+        """Until each named worker has logged Celery's " ready." (its pool started, its queues consumed): a
+        worker process starting on a loaded machine imports Django and the clients for many seconds."""
+        for name in names:
+            wait_until(
+                lambda n=name: " ready." in self.log(n), timeout_s=timeout_s, what=f"worker {name} ready"
+            )
+
     def close(self) -> None:
         for name in list(self.processes):
             self.kill(name)
@@ -524,7 +532,7 @@ def rolling_upgrade(
     for name in old:
         successor = f"{name}-next"
         runtime.start_worker(successor, queues=queues)
-        wait_until(lambda n=successor: " ready." in runtime.log(n), timeout_s=120, what=f"{successor} ready")
+        runtime.wait_ready(successor)
         runtime.stop(name)
         new.append(successor)
         time.sleep(settle_s)  # steady traffic on the new worker before the next step

@@ -46,8 +46,11 @@ def test_an_unreachable_cluster_faults_its_flow_and_costs_the_healthy_flow_nothi
     # Trial probes of the dead cluster every 5 s (the first backoff; up to 60 s by default), so the watch
     # sees two of them soon and its recovery below is quick.
     celery_runtime.env["MIRRORPLANE_CLUSTER_BACKOFF_MAX_S"] = "5"
-    celery_runtime.start_demo_workers()
+    workers = celery_runtime.start_demo_workers()
     celery_runtime.start_beat()
+    # The watch starts once the workers run: on a loaded machine their processes take 10-20 s to start
+    # (CI saw the healthy flow's first copy 20 s in), which is no cost of the broken flow.
+    celery_runtime.wait_ready(*workers)
     remote = f"A.{unique_name}"
     traffic = SteadyTraffic(cluster_a, unique_name, rate_per_s=RATE_PER_S).start()
     # One reader per cluster for every sample (a new one connects a consumer and an admin client first).

@@ -63,9 +63,7 @@ def test_a_pinned_flow_runs_only_on_its_pool_which_upgrades_and_scales_down_hand
     celery_runtime.start_beat()
     traffic = SteadyTraffic(cluster_a, unique_name, rate_per_s=RATE_PER_S).start()
     try:
-        wait_until(
-            lambda: " ready." in celery_runtime.log("default"), timeout_s=60, what="the default worker"
-        )
+        celery_runtime.wait_ready("default", timeout_s=60)
         # No worker of pool payments: flagged everywhere.
         assert _waiting_in_payments() == [flow.name]
         assert _pool_alert_firing(flow)
