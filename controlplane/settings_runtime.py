@@ -9,7 +9,7 @@
 | MIRRORPLANE_SLICE_SECONDS | 1.0 | wall time of one replication slice |
 | MIRRORPLANE_SLICE_MAX_RECORDS | 100000 | records of one replication slice at most |
 | MIRRORPLANE_SUPERVISE_INTERVAL_S | 2.0 | how often the supervisor (in beat) checks every flow |
-| MIRRORPLANE_REBALANCE_SLICES | 60 | a task chain stays on its worker this many slices, then any free worker may take it |
+| MIRRORPLANE_REBALANCE_SLICES | 60 | a task chain stays on its worker this many slices, then moves if that evens its pool |
 | MIRRORPLANE_BACKOFF_MAX_S | 5.0 | longest pause between failing slices (kept below the lease TTL) |
 | MIRRORPLANE_CLUSTER_TIMEOUT_S | 5.0 | bound of each metadata/admin request and reachability probe of a cluster |
 | MIRRORPLANE_CLUSTER_PROBE_INTERVAL_S | 5.0 | a cluster that answered this recently is not probed again |

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from replication.connector import TopicPartition, assign_partitions
@@ -160,7 +160,27 @@ def backoff_s(*, consecutive_failures: int, base_s: float = 0.5, cap_s: float) -
     return min(base_s * 2 ** (consecutive_failures - 1), cap_s)
 
 
-def stays_on_worker(*, seq: int, rebalance_slices: int) -> bool:
-    """The next slice goes to this worker's own queue, except every `rebalance_slices` slices, when it
-    goes back to the shared queue so that an idle worker can take the chain (scale-out rebalancing)."""
-    return rebalance_slices <= 0 or (seq + 1) % rebalance_slices != 0
+@dataclass(frozen=True)
+class PoolLoad:
+    """Chains held now by this worker and by each other live worker of a chain's pool (their presence)."""
+
+    held: int
+    others: tuple[int, ...]
+
+    def uneven(self) -> bool:
+        """One chain moving from this worker to the least loaded other one leaves the pool more even."""
+        return any(self.held - other >= 2 for other in self.others)
+
+
+def stays_on_worker(*, seq: int, rebalance_slices: int, load: Callable[[], PoolLoad | None]) -> bool:
+    """The next slice goes to this worker's own queue. Every `rebalance_slices` slices the chain may go
+    back to the shared queue, so that an idle (new) worker can take it (scale-out rebalancing), but only
+    when that evens its pool: this worker holds two chains more than another of the pool, as Connect's
+    incremental cooperative rebalancing moves only the tasks that balance. A move restarts the task on
+    the other worker (its clients, every partition's start, a status row each), which at thousands of
+    partitions costs seconds; a balanced fleet keeps its chains. `load` is read at those points only;
+    None (Redis cannot tell) offers the chain, as before."""
+    if rebalance_slices <= 0 or (seq + 1) % rebalance_slices != 0:
+        return True
+    load_now = load()
+    return load_now is not None and not load_now.uneven()

@@ -22,9 +22,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+import redis
 from django.conf import settings
 from django.db import IntegrityError
 
+from controlplane.core import presence
 from controlplane.status import partition_writes, runtime
 from controlplane.status.models import FlowEventKind
 from controlplane.status.partition_writes import StatusWrites
@@ -44,6 +46,7 @@ from workers.lake import Counts, RemotePartition, lake_rows
 from workers.leases import LeaseKeeper, task_lease_key
 from workers.plans import (
     ChainPosition,
+    PoolLoad,
     SliceAction,
     TaskRef,
     backoff_s,
@@ -201,11 +204,28 @@ class NextSlice:
 
 
 _WORKER_QUEUES: frozenset[str] | None = None  # what this worker consumes (None: not known yet)
+_WORKER_NAME: str | None = None  # its Celery hostname, as its presence names it
 
 
-def set_worker_queues(queues: Iterable[str]) -> None:
-    global _WORKER_QUEUES
-    _WORKER_QUEUES = frozenset(queues)
+def set_worker(*, name: str, queues: Iterable[str]) -> None:
+    global _WORKER_QUEUES, _WORKER_NAME
+    _WORKER_QUEUES, _WORKER_NAME = frozenset(queues), name
+
+
+def pool_load(queue: str) -> PoolLoad | None:
+    """The chains this worker holds and those of each other worker seen taking slices from `queue`
+    (None when Redis cannot tell)."""
+    try:
+        seen = presence.workers_seen()
+    except redis.RedisError as exc:
+        log.warning("workers not seen (the chain is offered to the pool): %s", exc)
+        return None
+    others = tuple(
+        int(worker.stats.get("leases_held", 0))
+        for worker in seen
+        if worker.name != _WORKER_NAME and queue in worker.queues
+    )
+    return PoolLoad(held=len(STATS.chains()), others=others)
 
 
 def consumes(queue: str) -> bool:
@@ -330,10 +350,12 @@ def _replicate_slice(*, ref: TaskRef, chain: str, seq: int) -> NextSlice | None:
         # anew (its producer is fenced, or is about to be).
         close_quietly(entry)
         entry = None
-    # A chain goes back to its pool's queue every MIRRORPLANE_REBALANCE_SLICES slices, and after one
-    # slice on a worker that does not serve its pool (the flow's pool changed).
-    sticky = stays_on_worker(seq=seq, rebalance_slices=settings.MIRRORPLANE_REBALANCE_SLICES) and consumes(
-        spec.queue
+    # A chain goes back to its pool's queue after one slice on a worker that does not serve its pool (the
+    # flow's pool changed), and every MIRRORPLANE_REBALANCE_SLICES slices when that evens the pool.
+    sticky = consumes(spec.queue) and stays_on_worker(
+        seq=seq,
+        rebalance_slices=settings.MIRRORPLANE_REBALANCE_SLICES,
+        load=lambda: pool_load(spec.queue),
     )
     try:
         if entry is None or not entry.admitted(decision.generation):
@@ -447,11 +469,20 @@ def slice_bridge(ref: TaskRef, entry: CachedTask, chain: str, *, max_s: float) -
     )
 
 
-def chain_ended(ref: TaskRef) -> None:
-    """The chain of `ref` will not run another slice here: close its cached task (and its bridge)."""
+def chain_ended(ref: TaskRef, chain: str) -> None:
+    """The chain of `ref` will not run another slice here (its lease lost): close its cached task (and
+    its bridge); this worker no longer holds it."""
+    STATS.chain_step(ref, chain, continues=False)
     entry = TASKS.take(ref)
     if entry is not None:
         close_quietly(entry)
+
+
+def chain_offered(ref: TaskRef, chain: str) -> None:
+    """The chain's next slice went to its pool's shared queue: any worker may take it, so this one no
+    longer counts it among the chains it holds (its presence, the rebalancing, /metrics), unless it takes
+    it again. Its cached task stays, for that case (closed when idle otherwise)."""
+    STATS.chain_step(ref, chain, continues=False)
 
 
 def _record_quietly(ref: TaskRef, record) -> None:

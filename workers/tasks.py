@@ -42,13 +42,16 @@ def replicate_slice(
     # The lease must outlive the wait before the next slice starts.
     ttl_s = settings.MIRRORPLANE_LEASE_TTL_S + following.countdown_s
     if not context.leases().hold(task_lease_key(ref), chain, ttl_s=ttl_s):
-        replication.chain_ended(ref)
+        replication.chain_ended(ref, chain)
         return
     options = {"countdown": following.countdown_s} if following.countdown_s else {}
-    if following.sticky and self.request.hostname:
+    sticky = following.sticky and bool(self.request.hostname)
+    if sticky:
         options["queue"] = worker_direct(self.request.hostname)
     elif following.queue:
         options["queue"] = following.queue  # the flow's pool (controlplane.flows.pools)
+    if not sticky:  # before it is sent: this worker may take it again at once
+        replication.chain_offered(ref, chain)
     replicate_slice.apply_async((flow_id, task_index, chain, seq + 1), **options)
 
 
@@ -56,7 +59,7 @@ def replicate_slice(
 def _announce_presence(sender=None, **_: object) -> None:
     """From now on the worker is seen (controlplane.core.presence) with the queues it consumes."""
     queues = sorted(queue.name for queue in sender.app.amqp.queues.consume_from.values())
-    replication.set_worker_queues(queues)
+    replication.set_worker(name=sender.hostname, queues=queues)
     presence.start(hostname=sender.hostname, queues=[q for q in queues if not q.endswith(".dq")])
 
 

@@ -7,6 +7,7 @@ import pytest
 from workers.plans import (
     ChainPosition,
     FlowPlan,
+    PoolLoad,
     RunnableFlow,
     SliceAction,
     TaskRef,
@@ -92,8 +93,18 @@ def test_backoff_grows_and_is_capped():
     assert delays == [0.0, 0.5, 1.0, 2.0, 4.0, 5.0, 5.0]
 
 
-def test_chain_goes_back_to_the_shared_queue_every_rebalance_period():
-    assert [stays_on_worker(seq=seq, rebalance_slices=3) for seq in range(6)] == [
+def test_a_chain_is_offered_back_every_rebalance_period_only_when_that_evens_its_pool():
+    reads = []
+
+    def load(held, *others):
+        def read():
+            reads.append(held)
+            return PoolLoad(held=held, others=others)
+
+        return read
+
+    # A new, idle worker in the pool: the chain is offered at every rebalance point (and only there).
+    assert [stays_on_worker(seq=seq, rebalance_slices=3, load=load(2, 0)) for seq in range(6)] == [
         True,
         True,
         False,
@@ -101,4 +112,13 @@ def test_chain_goes_back_to_the_shared_queue_every_rebalance_period():
         True,
         False,
     ]
-    assert all(stays_on_worker(seq=seq, rebalance_slices=0) for seq in range(5))
+    assert len(reads) == 2, "the pool's load is read at the rebalance points only"
+    # Balanced (2 against 1 and 1, 1 against 1, alone): the chain stays, its task is not restarted.
+    assert stays_on_worker(seq=2, rebalance_slices=3, load=load(2, 1, 1))
+    assert stays_on_worker(seq=2, rebalance_slices=3, load=load(1, 1))
+    assert stays_on_worker(seq=2, rebalance_slices=3, load=load(3))
+    # Uneven against one worker of several: offered.
+    assert not stays_on_worker(seq=2, rebalance_slices=3, load=load(3, 2, 1))
+    # Redis cannot tell: offered, as before the pool's load was read.
+    assert not stays_on_worker(seq=2, rebalance_slices=3, load=lambda: None)
+    assert all(stays_on_worker(seq=seq, rebalance_slices=0, load=load(9, 0)) for seq in range(5))

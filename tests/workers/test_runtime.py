@@ -45,8 +45,9 @@ def test_two_workers_share_a_flow_and_both_replicate(
 ):
     create_topic(cluster_a, unique_name)
     flow = make_flow(topics=[unique_name], tasks_max=2, delivery_guarantee="exactly_once")
-    # With the threads pool one worker may take both chains' first slices; chains go back to the shared
-    # queue every 2 slices here (production: every 60), so the second worker gets one soon.
+    # With the threads pool one worker may take both chains' first slices; a chain is offered back to the
+    # shared queue every 2 slices here (production: every 60) while that evens the pool, so the second
+    # worker gets one soon.
     celery_runtime.env["MIRRORPLANE_REBALANCE_SLICES"] = "2"
     celery_runtime.start_worker("w1")
     celery_runtime.start_worker("w2")
@@ -55,25 +56,50 @@ def test_two_workers_share_a_flow_and_both_replicate(
     produce(cluster_a, unique_name, 1000)
     wait_until(_replicated(cluster_b, remote, 1000), timeout_s=90, what="1000 records replicated")
 
-    def workers_with_records():
+    def rows():
         if not celery_runtime.metrics_dir.exists():
-            return set()
+            return []
         # The hive directory `flow=<id>` and the data column `flow` (its name) clash: read files only.
         table = ds.dataset(celery_runtime.metrics_dir, format="parquet").to_table()
         if "flow_id" not in table.column_names:  # the folder exists, no file is written yet
-            return set()
-        rows = table.filter(ds.field("flow_id") == flow.pk).to_pylist()
-        return {row["worker"] for row in rows if row["records"] > 0}
+            return []
+        return table.filter(ds.field("flow_id") == flow.pk).to_pylist()
 
-    # Chains move between the workers every 2 slices, but which worker takes a chain from the shared
-    # queue is up to them: traffic goes on (100 records a second) until both have replicated some.
+    def workers_with_records():
+        return {row["worker"] for row in rows() if row["records"] > 0}
+
+    def last_worker_of_each_task():
+        latest = {}
+        for row in sorted(rows(), key=lambda row: row["ts"]):
+            latest[row["task_index"]] = (row["ts"], row["worker"])
+        return latest
+
+    # Which worker takes a chain offered to the shared queue is up to them: traffic goes on (100 records
+    # a second) until both have replicated some, each with a chain of its own.
     produced = 1000
-    deadline = time.monotonic() + 60
-    while len(workers_with_records()) < 2 and time.monotonic() < deadline:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        latest = last_worker_of_each_task()
+        if len(workers_with_records()) == 2 and len({worker for _, worker in latest.values()}) == 2:
+            break
         produce(cluster_a, unique_name, 100)
         produced += 100
         time.sleep(1)
     assert len(workers_with_records()) == 2, f"records replicated by {workers_with_records()} only"
+    assert len({worker for _, worker in latest.values()}) == 2, latest
+    # Balanced (one chain each): they stay, though every second slice is a rebalance point here. A move
+    # would restart the task on the other worker for nothing (before: half of those points moved one).
+    balanced_at = max(ts for ts, _ in latest.values())
+    for _ in range(15):
+        produce(cluster_a, unique_name, 100)
+        produced += 100
+        time.sleep(1)
+    since = [row for row in rows() if row["ts"] > balanced_at]
+    assert len({row["ts"] for row in since}) >= 10, "slices ran after the balance"
+    moved = {
+        index: sorted({row["worker"] for row in since if row["task_index"] == index}) for index in (0, 1)
+    }
+    assert moved == {index: [latest[index][1]] for index in (0, 1)}, moved
     wait_until(_replicated(cluster_b, remote, produced), timeout_s=90, what=f"{produced} records replicated")
     per_partition = produced // PARTITIONS
     assert _exactly_once(cluster_b, remote, per_partition)
