@@ -82,8 +82,7 @@ def others_consume(queue: str) -> bool:
     tell (a stopping worker then waits for a successor, as it would for one it cannot see)."""
     own = _ANNOUNCER.hostname if _ANNOUNCER is not None else None
     try:
-        seen = presence.workers_seen()
+        return bool(presence.others_consuming(queue, own=own))
     except Exception as exc:  # Redis away
         log.warning("workers not seen (a successor is assumed): %s", exc)
         return True
-    return any(worker.name != own and queue in worker.queues for worker in seen)

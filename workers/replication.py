@@ -216,16 +216,12 @@ def pool_load(queue: str) -> PoolLoad | None:
     """The chains this worker holds and those of each other worker seen taking slices from `queue`
     (None when Redis cannot tell)."""
     try:
-        seen = presence.workers_seen()
+        others = presence.others_consuming(queue, own=_WORKER_NAME)
     except redis.RedisError as exc:
         log.warning("workers not seen (the chain is offered to the pool): %s", exc)
         return None
-    others = tuple(
-        int(worker.stats.get("leases_held", 0))
-        for worker in seen
-        if worker.name != _WORKER_NAME and queue in worker.queues
-    )
-    return PoolLoad(held=len(STATS.chains()), others=others)
+    held = tuple(int(worker.stats.get("leases_held", 0)) for worker in others)
+    return PoolLoad(held=len(STATS.chains()), others=held)
 
 
 def consumes(queue: str) -> bool:

@@ -95,5 +95,11 @@ def workers_seen() -> list[Presence]:
     return [presence for presence in found if presence is not None]
 
 
+def others_consuming(queue: str, *, own: str | None) -> list[Presence]:
+    """The workers other than `own` seen taking slices from `queue`. Raises redis.RedisError when Redis
+    is away."""
+    return [worker for worker in workers_seen() if worker.name != own and queue in worker.queues]
+
+
 def beat_seen() -> Presence | None:
     return _parse(_client().get(BEAT_KEY))
