@@ -84,15 +84,6 @@ from replication.kafka.mirrormaker import TEST_SETTINGS
 MODES = ("runtime", "dedicated")
 MM2 = "mm2"
 VALUE_BYTES = 100
-# The load stands for users' producers. librdkafka sends one partition per Produce request, and an
-# idempotent producer keeps at most 5 requests in flight per broker: over thousands of partitions at 1
-# record/s each, every record is a request of its own, and 5 in flight held the bench's producer at
-# 2,351-3,625 of 5,000 records/s in the 5,000-partition runs (docs/scale.md). Java's producer, which most
-# users' applications run, sends every partition a broker leads in one request. Not idempotent (order
-# does not matter to the bench: each record carries its own timestamp) and 1,000 requests in flight:
-# 5,000 records/s to 5,000 partitions of one broker, delivery p50 110-172 ms against 584-735 ms
-# idempotent (2026-11-29, alternating, load under 1 before the runs).
-LOAD_PRODUCER = {"enable.idempotence": False, "max.in.flight.requests.per.connection": 1000}
 TOPICS_TIMEOUT_S = 300.0
 DRAIN_S = 30.0
 STATUS_SAMPLE_S = 2.0  # the oldest status age: every partition row read, aged as the pages age it
@@ -215,9 +206,7 @@ def _produce(
         nonlocal failures
         failures += error is not None
 
-    producer = make_producer(
-        ClusterConfig(alias="load", bootstrap_servers=bootstrap), overrides=LOAD_PRODUCER
-    )
+    producer = make_producer(ClusterConfig(alias="load", bootstrap_servers=bootstrap))
     destinations = [(topic, partition) for topic, count in topics.items() for partition in range(count)]
     rate = rate_per_partition * len(destinations)
     value = b"v" * VALUE_BYTES
