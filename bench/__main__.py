@@ -26,6 +26,7 @@ BENCHMARKS = {
     "verification": "bench.verification",  # one continuous-verification run at 500 and 2,000 partitions
     "vs-mm2": "bench.vs_mm2",  # beside Apache Kafka's MirrorMaker 2: throughput, latency, CPU, memory, re-reads
     "startup": "bench.startup",  # a task of 2,000 partitions: each start phase, to every partition flowing
+    "producers": "bench.producers",  # delivery p50/p99 over 5,000 partitions: one task's producer vs several
     "scale": "bench.scale",  # N partitions at R records/s each: start, latency, CPU, memory, control plane; MM2 beside
 }
 
