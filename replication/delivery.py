@@ -52,7 +52,7 @@ class ProduceFailed(Exception):
 
     def __init__(self, state: PartitionState, offset: int, cause: Exception) -> None:
         super().__init__(f"producing {state.topic}[{state.partition}] offset {offset}: {cause}")
-        self.state, self.offset = state, offset
+        self.state, self.offset, self.cause = state, offset, cause
 
 
 class Delivery:

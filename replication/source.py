@@ -74,6 +74,7 @@ log = logging.getLogger(__name__)
 # A slice waits this long at most for acknowledgements; what is still unacknowledged stays in flight
 # and the position stays before it.
 SLICE_FLUSH_TIMEOUT_S = 30.0
+FATAL_REPORT_WAIT_S = 0.1  # a producer that failed fatally has its error report queued: served at once
 # Records produced and not yet acknowledged at most: what a crash leaves in doubt besides what was
 # acknowledged since the last persist (a full producer queue would be 100,000 records in doubt).
 MAX_IN_FLIGHT = 10_000
@@ -471,6 +472,8 @@ class MirrorSourceTask:
                     wait_for_room=lambda: self._persist_if_due(errors),
                 )
             except ProduceFailed as failed:
+                if self._transaction_failed_fatally(failed, errors):
+                    return False
                 self._record_error(SliceError(SliceErrorKind.PRODUCE, str(failed), failed.state.key), errors)
                 self._restart_needed = True
                 return False
@@ -553,6 +556,19 @@ class MirrorSourceTask:
             if self._transactions is None:
                 raise
             self._transaction_failed(self._transactions.failed("delivering records", exc), errors)
+
+    def _transaction_failed_fatally(self, failed: ProduceFailed, errors: list[SliceError]) -> bool:
+        """A transactional producer that refuses a record because it failed fatally ("Local: Fatal
+        error") was most often fenced, which its delivery reports say (a new assignment generation, a
+        zombie): served now, they fail the transaction as what it is (fenced: a WARNING, the task stops;
+        else its partitions restart), not as this partition's produce ERROR. True when they did."""
+        transactions = self._transactions
+        if transactions is None or transactions.failed("producing", failed.cause).failure is not (
+            TransactionFailure.FATAL
+        ):
+            return False
+        self._serve(FATAL_REPORT_WAIT_S, errors, flush=False)  # the fatal error's report is queued already
+        return bool(self._fenced or self._restart_needed)
 
     def _transaction_failed(self, failed: TransactionFailed, errors: list[SliceError]) -> None:
         """Fenced: this task stops for good (another worker runs it). Otherwise every running partition

@@ -5,12 +5,17 @@ with a report per record, and a transaction whose commit fails (a record in it f
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from replication.config import DeliveryGuarantee
-from replication.memory.task_io import MemoryTransactionalSink
+from replication.memory.task_io import MemoryTransactionalSink, MemoryTransactionError
 from replication.mirroring import source_offset_of
 from replication.partition_state import Acknowledgements
 from replication.positions import InMemoryPositionStore
-from replication.source import SliceErrorKind
+from replication.source import SliceErrorKind, TaskFenced
+from replication.task_io import TransactionFailure
 from tests.replication.states import partition_state
 from tests.replication.test_source_task_unit import REMOTE, TOPIC, make_io, make_task, run_until_copied
 
@@ -169,3 +174,48 @@ def test_with_another_writer_on_a_remote_partition_no_offset_sync_is_above_its_r
     assert syncs and not above
     exact = [(p, up, down) for p, up, down in syncs if p != 0]
     assert all(down == where[p, up] for p, up, down in exact)  # one writer: every sync exact
+
+
+class FencedMidTransaction(MemoryTransactionalSink):
+    """Fenced by a newer producer of its transactional id after `after` records, as librdkafka's: its
+    next produce() raises a fatal error that does not say why ("Local: Fatal error"), and the fencing
+    itself comes with the next poll or flush (the error report already queued)."""
+
+    def __init__(self, cluster, *, after: int) -> None:
+        super().__init__(cluster)
+        self.fenced_after, self.accepted, self.fenced = after, 0, False
+
+    def produce(self, *args, **kwargs) -> None:
+        if self.accepted >= self.fenced_after:
+            self.fenced = True
+            raise MemoryTransactionError(TransactionFailure.FATAL)
+        self.accepted += 1
+        super().produce(*args, **kwargs)
+
+    def poll(self, timeout: float = 0) -> int:
+        if self.fenced:
+            raise MemoryTransactionError(TransactionFailure.FENCED)
+        return super().poll(timeout)
+
+    def flush(self, timeout: float = 0) -> int:
+        if self.fenced:
+            raise MemoryTransactionError(TransactionFailure.FENCED)
+        return super().flush(timeout)
+
+
+def test_a_record_refused_by_a_fenced_producer_fences_the_task_not_its_partition(caplog):
+    """The demo's exactly_once flows, 30 s in (a new assignment generation fences the running tasks): a
+    record the fenced producer refused was logged as that partition's produce ERROR before the task saw
+    the fencing. The fencing is what the task reports, once, and no partition failed at a record."""
+    io, store = make_io(records=50), InMemoryPositionStore()
+    io.sinks.append(FencedMidTransaction(io.target_cluster, after=20))
+    task = make_task(io, store, guarantee=EOS, transactional=True)
+    with caplog.at_level(logging.WARNING, logger="replication.source"):
+        result = task.run_slice(max_seconds=5, return_when_caught_up=True)
+    kinds = [error.kind for error in result.errors]
+    assert SliceErrorKind.FENCED in kinds and SliceErrorKind.PRODUCE not in kinds, result.errors
+    assert not [r.getMessage() for r in caplog.records if "producing" in r.getMessage()]
+    with pytest.raises(TaskFenced):
+        task.run_slice(max_seconds=0.1)  # it never writes again
+    keys = [(TOPIC, p) for p in range(3)]
+    assert store.load(flow=task.flow.name, partitions=keys) == {}  # nothing of the transaction persisted
