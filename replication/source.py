@@ -15,6 +15,8 @@ ends, fencing); collaborators of one job each drive the Protocols of `replicatio
 and `partition_state` (producing, acknowledgements), `transactions`, `schema_hold`, `positions`
 (`PositionWriter`: offset syncs, then positions), `task_metrics`, `progress`, `starting`, `data_loss`.
 The MM2 decisions are the pure functions of `replication.mirroring` and `replication.offset_syncs`.
+Over 600 lines: the fetch loop's failure paths (a produce refused, a transaction failed or fenced)
+share the task's state; moving them to a collaborator of their own is the next split.
 
 Delivery (docs/delivery-guarantees.md has the exact guarantee and its limits):
 
@@ -74,7 +76,6 @@ log = logging.getLogger(__name__)
 # A slice waits this long at most for acknowledgements; what is still unacknowledged stays in flight
 # and the position stays before it.
 SLICE_FLUSH_TIMEOUT_S = 30.0
-FATAL_REPORT_WAIT_S = 0.1  # a producer that failed fatally has its error report queued: served at once
 # Records produced and not yet acknowledged at most: what a crash leaves in doubt besides what was
 # acknowledged since the last persist (a full producer queue would be 100,000 records in doubt).
 MAX_IN_FLIGHT = 10_000
@@ -558,16 +559,11 @@ class MirrorSourceTask:
             self._transaction_failed(self._transactions.failed("delivering records", exc), errors)
 
     def _transaction_failed_fatally(self, failed: ProduceFailed, errors: list[SliceError]) -> bool:
-        """A transactional producer that refuses a record because it failed fatally ("Local: Fatal
-        error") was most often fenced, which its delivery reports say (a new assignment generation, a
-        zombie): served now, they fail the transaction as what it is (fenced: a WARNING, the task stops;
-        else its partitions restart), not as this partition's produce ERROR. True when they did."""
-        transactions = self._transactions
-        if transactions is None or transactions.failed("producing", failed.cause).failure is not (
-            TransactionFailure.FATAL
-        ):
+        """A transactional producer's fatal refusal ("Local: Fatal error"): its queued report says why (fenced,
+        most often), served now so the transaction fails as that, not as this partition's ERROR."""
+        if self._transactions is None or not self._transactions.fatal(failed.cause):
             return False
-        self._serve(FATAL_REPORT_WAIT_S, errors, flush=False)  # the fatal error's report is queued already
+        self._serve(0.1, errors, flush=False)  # the report is queued already
         return bool(self._fenced or self._restart_needed)
 
     def _transaction_failed(self, failed: TransactionFailed, errors: list[SliceError]) -> None:

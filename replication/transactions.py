@@ -163,6 +163,10 @@ class Transactions:
         """`initialise` ran on the current sink (a fresh producer initialises its transactions first)."""
         return self._initialised is not None and self._initialised is self._sink()
 
+    def fatal(self, exc: Exception) -> bool:
+        """Whether the sink failed fatally without saying why (its error report does)."""
+        return self._failure(exc) is TransactionFailure.FATAL
+
     def failed(self, doing: str, exc: Exception) -> TransactionFailed:
         """What an exception of the sink (its fatal errors come from `poll` and `flush` too) means."""
         return TransactionFailed(doing, exc, self._failure(exc))

@@ -89,7 +89,12 @@ def test_two_workers_share_a_flow_and_both_replicate(
     assert len({worker for _, worker in latest.values()}) == 2, latest
     # Balanced (one chain each): they stay, though every second slice is a rebalance point here. A move
     # would restart the task on the other worker for nothing (before: half of those points moved one).
-    balanced_at = max(ts for ts, _ in latest.values())
+    # The watch starts a few slices later: the lake's rows of the last moves may still be arriving.
+    for _ in range(5):
+        produce(cluster_a, unique_name, 100)
+        produced += 100
+        time.sleep(1)
+    balanced_at = max(row["ts"] for row in rows())
     for _ in range(15):
         produce(cluster_a, unique_name, 100)
         produced += 100
@@ -99,7 +104,8 @@ def test_two_workers_share_a_flow_and_both_replicate(
     moved = {
         index: sorted({row["worker"] for row in since if row["task_index"] == index}) for index in (0, 1)
     }
-    assert moved == {index: [latest[index][1]] for index in (0, 1)}, moved
+    assert all(len(workers) == 1 for workers in moved.values()), moved
+    assert moved[0] != moved[1], moved  # one chain each
     wait_until(_replicated(cluster_b, remote, produced), timeout_s=90, what=f"{produced} records replicated")
     per_partition = produced // PARTITIONS
     assert _exactly_once(cluster_b, remote, per_partition)
