@@ -197,6 +197,14 @@ def test_the_next_slice_gives_up_a_bridges_settle_instead_of_waiting_for_records
     try:
         first = task.run_slice(max_seconds=1.0, settle=False)
         assert first.ok and first.records == 0, first.errors
+        # Every record fetched and in flight before the bridge starts: a consumer slow to start on a loaded
+        # machine had fetched nothing yet once in CI, and the bridge then had nothing to settle.
+        for _ in range(20):
+            if len(task._delivery.sink) == 10:
+                break
+            more = task.run_slice(max_seconds=0.5, settle=False)
+            assert more.ok and more.records == 0, more.errors
+        assert len(task._delivery.sink) == 10
         bridge = SliceBridge(
             task,
             max_s=0.1,  # its time runs out at once: it settles, and its settle waits for them
