@@ -42,7 +42,10 @@ Figures per tool (a table per N, each run with the load average at the end of it
   the flow status API (an admin's token), `--requests` rounds spread over the window; the alert
   evaluation timed here as beat's task calls it, and the metadata worker's own evaluate_alerts and
   verify_flows task times (its log); the first full verification rotation (from the first partition
-  checked to every partition checked, the verification rows' `checked_at`) and the oldest check at the end.
+  checked to every partition checked, the verification rows' `checked_at`), the oldest check at the end
+  (a partition with nothing new keeps its look) and the backlog the last runs left (their
+  `VerificationBacklog` rows: the records waiting and how long the most neglected partition with some
+  went without a look; it grows run after run when `VERIFY_MAX_BYTES_PER_S` is below the flows' bytes/s x 2).
 
 Ratios Mirrorplane / MM2 follow each table (below 1: Mirrorplane needs less). Every phase is bounded
 (topics created, tool started, partitions flowing, records drained) and a phase that times out names
@@ -515,6 +518,7 @@ class ControlPlane:
     first_rotation_s: float | None = None
     checked: int = 0
     oldest_check_s: float | None = None
+    backlog: tuple[int, int, float | None] | None = None  # partitions, records waiting; the longest wait (s)
     cpu_per_s: float | None = None
     peak_rss_mb: float | None = None
 
@@ -556,6 +560,13 @@ class ControlPlane:
         out.append(f"{'verification: first full rotation':<44}{rotation}")
         oldest = "-" if self.oldest_check_s is None else f"{self.oldest_check_s:.1f} s"
         out.append(f"{'verification: oldest check at the end':<44}{oldest:>8}")
+        if self.backlog is None:
+            waiting = f"{'-':>8} (no run stored one)"
+        else:
+            partitions_waiting, records, wait_s = self.backlog
+            longest = "-" if wait_s is None else f"{wait_s:.1f} s"
+            waiting = f"{longest:>8} longest wait; {records:,} records in {partitions_waiting:,} partitions"
+        out.append(f"{'verification: backlog at the end':<44}{waiting}")
         out.append(
             f"{'rest of the control plane CPU s/s, peak MB':<44}{cell(self.cpu_per_s, 2):>8}  "
             f"{cell(self.peak_rss_mb, 0)} MB (metadata worker, beat, web)"
@@ -761,7 +772,7 @@ class RuntimeTool(Tool):
         from django.db.models import Count, Max, Min
         from django.utils import timezone
 
-        from controlplane.assurance.models import PartitionVerification
+        from controlplane.assurance.models import PartitionVerification, VerificationBacklog
 
         found = PartitionVerification.objects.filter(flow__in=self.flows, checked_at__isnull=False).aggregate(
             rows=Count("id"), first=Min("checked_at"), last=Max("checked_at")
@@ -774,6 +785,15 @@ class RuntimeTool(Tool):
             figures.first_rotation_s = (found["last"] - self._first_check).total_seconds()
         if final and found["rows"] >= self.partitions:
             figures.oldest_check_s = (timezone.now() - found["first"]).total_seconds()
+        if final:
+            backlogs = list(VerificationBacklog.objects.filter(flow__in=self.flows))
+            if backlogs:
+                looks = [b.oldest_look_at for b in backlogs if b.oldest_look_at is not None]
+                figures.backlog = (
+                    sum(b.partitions_waiting for b in backlogs),
+                    sum(b.records_waiting for b in backlogs),
+                    (timezone.now() - min(looks)).total_seconds() if looks else None,
+                )
 
     def _request_round(self) -> None:
         import requests

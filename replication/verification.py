@@ -585,6 +585,12 @@ class PartitionTurn:
         on_target = target_end is None or self.ends.target_end is None or target_end <= self.ends.target_end
         return offsets.end <= self.ends.source_end and on_target
 
+    @property
+    def records_left(self) -> int:
+        """Source offsets of its continuous ranges no round verified (the run's budgets ran out first);
+        none after a mismatch or a range put off (replication, not the verifier, is behind then)."""
+        return sum(offsets.end - offsets.start for offsets in self._hot_left)
+
     def put_off(self) -> None:
         """The next range cannot be verified this run: neither can the ranges of its kind after it."""
         self.checked = True

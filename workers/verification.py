@@ -9,7 +9,8 @@ assignment per cluster (`replication.cluster_ports.FlowVerification`), while the
 flows taken in turn. The next run resumes where this one stopped. The run's outcome for a flow is stored
 in one transaction (`controlplane.assurance.verification.verification_run_record`: one upsert of the rows
 that changed, the events of new mismatches); a partition with nothing new costs nothing but its share of
-the batched ListOffsets. It also observes what the failover readiness score needs (groups active on the
+the batched ListOffsets. What a run leaves waiting, the flow's backlog (`replication.verification_backlog`),
+is stored with it, so a verifier that reads less than the flow writes shows as behind. It also observes what the failover readiness score needs (groups active on the
 target, topic parity; at most every ASSURANCE_INTERVAL_S per flow). Each run logs the partitions it
 checked, what it read and the CPU it used, which is the verifier's cost.
 """
@@ -32,6 +33,7 @@ from controlplane.flows.clusters import clusters
 from controlplane.status import runtime
 from controlplane.status.runtime import FlowSpec
 from replication.cluster_ports import FlowVerification
+from replication.logonce import warn_once
 from replication.verification import (
     ByteBudget,
     PartitionOutcome,
@@ -40,6 +42,7 @@ from replication.verification import (
     VerificationLimits,
     rotation,
 )
+from replication.verification_backlog import BEHIND_S, run_backlog
 from workers import context
 from workers.app import app
 
@@ -174,19 +177,35 @@ def _verify_flow(
             seed=run * 1_000_003 + target.partition,
         )
         (turns if isinstance(planned, PartitionTurn) else outcomes).append(planned)
-    turns = rotation(
-        turns, last_checked=lambda t: (row := stored.get((t.topic, t.partition))) and row.checked_at
-    )
+
+    def last_checked(turn: PartitionTurn) -> datetime.datetime | None:
+        row = stored.get((turn.topic, turn.partition))
+        return row.checked_at if row else None
+
+    turns = rotation(turns, last_checked=last_checked)
     verifier.verify(
         turns, limits=limits, budget=budget, clock=clock, batch_partitions=settings.VERIFY_BATCH_PARTITIONS
     )
     checked = [turn.outcome() for turn in turns if turn.checked]
+    at = datetime.datetime.now(datetime.UTC)
+    backlog = run_backlog(turns, last_checked=last_checked, at=at)
+    if backlog.behind(now=at):  # said once per flow and process
+        warn_once(
+            log,
+            "flow %s: verification is behind the flow: partitions with new records wait over %d minutes for "
+            "a look; raise VERIFY_MAX_BYTES_PER_S (now %g) to about twice the flow's bytes/s (docs/scale.md)",
+            spec.flow.name,
+            BEHIND_S // 60,
+            settings.VERIFY_MAX_BYTES_PER_S,
+        )
+    log.debug("flow %s: verification backlog %s", spec.flow.name, backlog)
     for outcome in verification.verification_run_record(
         flow_id=spec.flow_id,
         stored=stored,
         outcomes=[*outcomes, *checked],
         partitions={(p.topic, p.partition) for p in partitions},
-        at=datetime.datetime.now(datetime.UTC),
+        at=at,
+        backlog=backlog,
     ):
         log.error("flow %s: verification mismatch: %s", spec.flow.name, outcome.reason)
     _observe(spec, verifier)

@@ -77,6 +77,25 @@ class VerificationPageSerializer(PartitionPageSerializer):
     )
 
 
+class BacklogSerializer(serializers.Serializer):
+    """What the flow's last verification run left waiting (`verification.BacklogSeen`), with its age."""
+
+    partitions_waiting = serializers.IntegerField(help_text="partitions with records no run verified yet")
+    records_waiting = serializers.IntegerField(help_text="their replicated, synced source offsets")
+    oldest_look_at = serializers.DateTimeField(
+        allow_null=True, help_text="the least recent look at a waiting partition; null: none waits"
+    )
+    longest_wait_s = serializers.FloatField(
+        source="wait_s",
+        allow_null=True,
+        help_text="seconds since that look; over 600: the verifier is behind",
+    )
+    behind = serializers.BooleanField(help_text="some waiting partition went 10 minutes without a look")
+    observed_at = serializers.DateTimeField()
+    age_s = serializers.FloatField()
+    stale = serializers.BooleanField(help_text="the verifier has not stored it for 2.5 minutes")
+
+
 class VerificationSerializer(serializers.Serializer):
     status = serializers.CharField(help_text="ok, mismatch or pending")
     checked_at = serializers.DateTimeField(allow_null=True)
@@ -85,6 +104,7 @@ class VerificationSerializer(serializers.Serializer):
     partition_count = serializers.IntegerField(help_text="partitions with a verification row")
     verified_count = serializers.IntegerField(help_text="partitions with a verified range")
     mismatch_count = serializers.SerializerMethodField(help_text="partitions whose copy differs")
+    backlog = BacklogSerializer(allow_null=True, help_text="null until a verification run stored one")
     partitions = serializers.SerializerMethodField(
         help_text="one page of the flow's partitions, as the query asks (page, page_size)"
     )

@@ -65,3 +65,18 @@ class FlowAssurance(models.Model):
     partition_problems = models.JSONField(default=list, blank=True)
     config_problems = models.JSONField(default=list, blank=True)
     observed_at = models.DateTimeField()
+
+
+class VerificationBacklog(models.Model):
+    """What the last verification run of a flow left waiting (`replication.verification_backlog`): written
+    when it changes and at least every `BACKLOG_REFRESH_S` while the verifier runs, so its age says so."""
+
+    flow = models.OneToOneField(
+        Flow, on_delete=models.CASCADE, primary_key=True, related_name="verification_backlog"
+    )
+    partitions_waiting = models.IntegerField(default=0)
+    records_waiting = models.BigIntegerField(default=0, help_text="source offsets no run verified yet")
+    oldest_look_at = models.DateTimeField(
+        null=True, blank=True, help_text="the least recent look at a waiting partition"
+    )
+    observed_at = models.DateTimeField()

@@ -21,13 +21,20 @@ from functools import cached_property, partial
 from django.db import transaction
 from django.db.models import Case, Count, F, IntegerField, Max, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
-from controlplane.assurance.models import FlowAssurance, PartitionVerification, VerificationStatus
+from controlplane.assurance.models import (
+    FlowAssurance,
+    PartitionVerification,
+    VerificationBacklog,
+    VerificationStatus,
+)
 from controlplane.flows.models import Flow
 from controlplane.flows.selectors import of_flows
 from controlplane.status import partitions
 from controlplane.status.models import FlowEvent, FlowEventKind, FlowPartitionStatus
 from replication.verification import OffsetRange, PartitionOutcome, PartitionProgress
+from replication.verification_backlog import BACKLOG_STALE_S, NOTHING_WAITS, Backlog, write_due
 
 PartitionKey = tuple[str, int]
 
@@ -64,6 +71,13 @@ class VerificationSummary:
     verified_at: datetime.datetime | None  # the newest clean range
     mismatches: tuple[PartitionVerification, ...]
     _rows: Callable[[], tuple[PartitionVerification, ...]] = field(repr=False, compare=False)
+    _backlog: Callable[[], BacklogSeen | None] = field(default=lambda: None, repr=False, compare=False)
+
+    @cached_property
+    def backlog(self) -> BacklogSeen | None:
+        """What the flow's last verification run left waiting; None before a run stored one (read, for
+        every flow of the summaries at once, when first asked)."""
+        return self._backlog()
 
     @cached_property
     def partitions(self) -> tuple[PartitionVerification, ...]:
@@ -85,6 +99,46 @@ class VerificationSummary:
         return None if row is None or row.status == VerificationStatus.MISMATCH else row.verified_up_to
 
 
+@dataclass(frozen=True)
+class BacklogSeen:
+    """A flow's verification backlog as its last run stored it (`VerificationBacklog`), aged when read;
+    `{% observed %}` shows its time, stale once the verifier missed two refreshes."""
+
+    partitions_waiting: int
+    records_waiting: int
+    oldest_look_at: datetime.datetime | None
+    observed_at: datetime.datetime
+    now: datetime.datetime
+
+    @property
+    def age_s(self) -> float:
+        return max(0.0, (self.now - self.observed_at).total_seconds())
+
+    @property
+    def stale(self) -> bool:
+        return self.age_s > BACKLOG_STALE_S
+
+    @property
+    def wait_s(self) -> float | None:
+        """How long the most neglected waiting partition has gone without a look, now."""
+        return Backlog(oldest_look_at=self.oldest_look_at).wait_s(now=self.now)
+
+    @property
+    def behind(self) -> bool:
+        return Backlog(oldest_look_at=self.oldest_look_at).behind(now=self.now)
+
+
+def _backlogs(flow_ids: Collection[int]) -> dict[int, BacklogSeen]:
+    now = timezone.now()
+    rows = VerificationBacklog.objects.filter(flow_id__in=list(flow_ids)) if flow_ids else ()
+    return {
+        row.flow_id: BacklogSeen(
+            row.partitions_waiting, row.records_waiting, row.oldest_look_at, row.observed_at, now
+        )
+        for row in rows
+    }
+
+
 _ROLLUP = {
     "partition_count": Count("pk"),
     "verified_count": Count("pk", filter=Q(verified_up_to__isnull=False, verified_from__isnull=False)),
@@ -98,7 +152,8 @@ _ROLLUP = {
 
 def _summaries(rows: QuerySet[PartitionVerification]) -> dict[int, VerificationSummary]:
     """Each flow's summary of `rows`: two queries (the roll-ups, the mismatching rows); the rows
-    themselves in one more, for every flow at once, when a summary's `partitions` is first read."""
+    themselves in one more, for every flow at once, when a summary's `partitions` is first read, and the
+    backlogs likewise when one is first read (`backlog`: the flow page, its API, /metrics)."""
     mismatches: dict[int, list[PartitionVerification]] = {}
     for row in rows.filter(status=VerificationStatus.MISMATCH).order_by("topic", "partition"):
         mismatches.setdefault(row.flow_id, []).append(row)
@@ -113,13 +168,26 @@ def _summaries(rows: QuerySet[PartitionVerification]) -> dict[int, VerificationS
             loaded.setdefault(-1, ())  # loaded, even when no flow has a row
         return loaded.get(flow_id, ())
 
-    summaries = {}
-    for rollup in rows.order_by().values("flow_id").annotate(**_ROLLUP):
-        flow_id = rollup.pop("flow_id")
-        summaries[flow_id] = VerificationSummary(
-            **rollup, mismatches=tuple(mismatches.get(flow_id, ())), _rows=partial(rows_of, flow_id)
+    rollups = {
+        rollup.pop("flow_id"): rollup for rollup in rows.order_by().values("flow_id").annotate(**_ROLLUP)
+    }
+    backlogs: dict[int, BacklogSeen] | None = None
+
+    def backlog_of(flow_id: int) -> BacklogSeen | None:
+        nonlocal backlogs
+        if backlogs is None:
+            backlogs = _backlogs(rollups)
+        return backlogs.get(flow_id)
+
+    return {
+        flow_id: VerificationSummary(
+            **rollup,
+            mismatches=tuple(mismatches.get(flow_id, ())),
+            _rows=partial(rows_of, flow_id),
+            _backlog=partial(backlog_of, flow_id),
         )
-    return summaries
+        for flow_id, rollup in rollups.items()
+    }
 
 
 NOT_VERIFIED = VerificationSummary(0, 0, 0, 0, 0, None, None, (), _rows=tuple)  # no partition's row yet
@@ -191,14 +259,17 @@ def verification_run_record(
     outcomes: Sequence[PartitionOutcome],
     partitions: set[PartitionKey],
     at: datetime.datetime,
+    backlog: Backlog = NOTHING_WAITS,
 ) -> list[PartitionOutcome]:
     """Store a run's outcome for a flow (its rows as the run read them: `stored`, from
     `verification_rows`) in one transaction: the rows of the partitions it checked and of those whose
     state changed, in one upsert (a partition with nothing new is not written, nor locked); a
-    `data_mismatch` event with both records for each new mismatch (not the one already recorded); and
-    the rows of partitions the flow no longer replicates (not in `partitions`) deleted. Returns the
-    outcomes that were new mismatches. A run with nothing to store issues no statement."""
+    `data_mismatch` event with both records for each new mismatch (not the one already recorded); the
+    rows of partitions the flow no longer replicates (not in `partitions`) deleted; and the `backlog` the
+    run leaves, when it changed or is due again (`verification_backlog.write_due`: the stored one is read
+    for that). Returns the outcomes that were new mismatches. A run with nothing to store writes nothing."""
     stale = [row.pk for key, row in stored.items() if key not in partitions]
+    backlog_row = _backlog_row(flow_id, backlog, at=at)
     rows, events, mismatches = [], [], []
     for outcome in outcomes:
         row = stored.get((outcome.topic, outcome.partition))
@@ -210,9 +281,11 @@ def verification_run_record(
             mismatches.append(outcome)
         row.pk = None  # upserted on (flow, topic, partition)
         rows.append(row)
-    if not (stale or rows):
+    if not (stale or rows or backlog_row):
         return mismatches
     with transaction.atomic():
+        if backlog_row is not None:
+            backlog_row.save(force_insert=backlog_row._state.adding)
         if stale:
             PartitionVerification.objects.filter(pk__in=stale).delete()
         if rows:
@@ -225,6 +298,18 @@ def verification_run_record(
         if events:
             FlowEvent.objects.bulk_create(events)
     return mismatches
+
+
+def _backlog_row(flow_id: int, backlog: Backlog, *, at: datetime.datetime) -> VerificationBacklog | None:
+    """The flow's backlog row set to `backlog` when it is to be written (one read), else None."""
+    row = VerificationBacklog.objects.filter(flow_id=flow_id).first()
+    stored = None if row is None else Backlog(row.partitions_waiting, row.records_waiting, row.oldest_look_at)
+    if not write_due(stored, row.observed_at if row else None, backlog, now=at):
+        return None
+    row = row or VerificationBacklog(flow_id=flow_id)
+    row.partitions_waiting, row.records_waiting = backlog.partitions, backlog.records
+    row.oldest_look_at, row.observed_at = backlog.oldest_look_at, at
+    return row
 
 
 def _unchanged(row: PartitionVerification, outcome: PartitionOutcome) -> bool:

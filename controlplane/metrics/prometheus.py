@@ -424,6 +424,16 @@ class MirrorplaneCollector:
         checked = _gauge(
             "verification_age_seconds", "Seconds since the verifier last looked at the flow", FLOW_LABELS
         )
+        records_waiting = _gauge(
+            "verification_records_waiting",
+            "Replicated records no verification run has verified yet (absent while the backlog is stale)",
+            FLOW_LABELS,
+        )
+        longest_wait = _gauge(
+            "verification_longest_wait_seconds",
+            "Seconds the most neglected partition with records waiting has gone without a look (0: none waits)",
+            FLOW_LABELS,
+        )
         now = timezone.now()
         readiness = assurance.flow_readiness_all(summaries, now=now, reads=reads)
         for summary in summaries:
@@ -454,6 +464,9 @@ class MirrorplaneCollector:
             verified_bytes.add_metric(labels, status.bytes_read)
             if status.checked_at is not None:
                 checked.add_metric(labels, rollup.age_s(status.checked_at, now=now))
+            if status.backlog is not None and not status.backlog.stale:
+                records_waiting.add_metric(labels, status.backlog.records_waiting)
+                longest_wait.add_metric(labels, status.backlog.wait_s or 0.0)
         yield from (flow_bytes, over, score, points)
         # Per partition, for the flows exported per partition only: their rows as values, one statement.
         names = {summary.flow.pk: summary.flow.name for summary in summaries if per_partition(summary)}
@@ -479,7 +492,7 @@ class MirrorplaneCollector:
             labels=where,
             values=[1 if state == VerificationStatus.MISMATCH else 0 for state in states],
         )
-        yield from (mismatches, verified_records, verified_bytes, checked)
+        yield from (mismatches, verified_records, verified_bytes, checked, records_waiting, longest_wait)
 
     # -- operations and workers -------------------------------------------------------------------------
     def _operation_families(self) -> Iterator[Metric]:

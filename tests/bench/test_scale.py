@@ -113,3 +113,14 @@ def test_a_partition_the_tool_did_not_copy_is_named_whatever_the_counts():
 
     assert scale.uncopied(on_source, {("A.t", 0), ("A.t", 2)}, remote) == {("t", 1)}
     assert scale.uncopied(on_source, {("A.t", 0), ("A.t", 1), ("A.t", 2)}, remote) == set()
+
+
+def test_the_control_plane_lines_give_the_verification_backlog_or_say_there_is_none():
+    figures = scale.ControlPlane()
+    assert "verification: backlog at the end                   - (no run stored one)" in figures.lines(2000)
+    figures.backlog = (30, 4_500, 329.44)
+    (line,) = [line for line in figures.lines(2000) if "backlog" in line]
+    assert line.endswith("329.4 s longest wait; 4,500 records in 30 partitions"), line
+    figures.backlog = (0, 0, None)
+    (line,) = [line for line in figures.lines(2000) if "backlog" in line]
+    assert line.endswith("- longest wait; 0 records in 0 partitions"), line

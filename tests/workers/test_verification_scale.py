@@ -2,7 +2,8 @@
 few ListOffsets requests (counted by librdkafka's statistics), not one per partition, and stores its
 outcome with a bounded number of statements in one upsert; a run with nothing new reads nothing and
 writes no row. With a small budget, runs take the partitions in rotation, resume where the last one
-stopped, and find a mismatch planted late in the rotation with its first bad offset."""
+stopped, store what they leave waiting (the flow's backlog), and find a mismatch planted late in the
+rotation with its first bad offset."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from bench.verification import append_mirrored, seed_mirrored
-from controlplane.assurance.models import PartitionVerification
+from controlplane.assurance.models import PartitionVerification, VerificationBacklog
 from controlplane.status import runtime
 from controlplane.status.models import FlowEvent, FlowEventKind
+from replication import verification_backlog
 from workers import verification as worker
 
 pytestmark = pytest.mark.kafka
@@ -97,6 +99,8 @@ def test_a_run_over_2000_partitions_sends_a_few_list_offsets_and_one_upsert(
     )
     monkeypatch.setattr(runtime, "runtime_flow_specs", lambda: [counted])
     monkeypatch.setattr(worker, "ASSURANCE_INTERVAL_S", 3600)  # its readiness observations: once, first
+    # The flow's unchanged backlog is written again once a minute; runs here may be that far apart.
+    monkeypatch.setattr(verification_backlog, "BACKLOG_REFRESH_S", 3600)
 
     def run() -> tuple[int, list]:
         with CaptureQueriesContext(connection) as queries:
@@ -151,6 +155,13 @@ def test_runs_take_partitions_in_rotation_and_find_a_late_mismatch_by_its_first_
         worker.run_verification(run=run)
         checked_by_run.append(set(_rows(flow)) - before)
         assert len(checked_by_run[-1]) == 10, run  # each run its batch: never one checked twice
+        # What the run left: the partitions not reached yet, 6 records each, never looked at (from this run).
+        backlog = VerificationBacklog.objects.get(flow=flow)
+        waiting = 40 - 10 * (run + 1)
+        assert (backlog.partitions_waiting, backlog.records_waiting) == (waiting, 6 * waiting), run
+        assert backlog.oldest_look_at == (
+            max(r.checked_at for r in _rows(flow).values()) if waiting else None
+        )
         found = FlowEvent.objects.filter(flow=flow, kind=FlowEventKind.DATA_MISMATCH)
         assert found.exists() == (run == 3), run
     assert set().union(*checked_by_run) == set(mirrored.topic_partitions())
@@ -170,4 +181,8 @@ def test_runs_take_partitions_in_rotation_and_find_a_late_mismatch_by_its_first_
     worker.run_verification(run=4)
     moved = {key for key, row in _rows(flow).items() if row.checked_at != checked[key]}
     assert moved == checked_by_run[0]
+    # The 30 not reached wait since their last look (the oldest: run 1's); the mismatching one re-checks its range.
+    backlog = VerificationBacklog.objects.get(flow=flow)
+    assert backlog.partitions_waiting == 30 and backlog.records_waiting >= 29 * 2
+    assert backlog.oldest_look_at == min(checked[key] for key in checked if key not in moved)
     assert FlowEvent.objects.filter(flow=flow, kind=FlowEventKind.DATA_MISMATCH).count() == 1
