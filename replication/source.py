@@ -15,8 +15,8 @@ ends, fencing); collaborators of one job each drive the Protocols of `replicatio
 and `partition_state` (producing, acknowledgements), `transactions`, `schema_hold`, `positions`
 (`PositionWriter`: offset syncs, then positions), `task_metrics`, `progress`, `starting`, `data_loss`.
 The MM2 decisions are the pure functions of `replication.mirroring` and `replication.offset_syncs`.
-Over 600 lines: the fetch loop's failure paths (a produce refused, a transaction failed or fenced)
-share the task's state; moving them to a collaborator of their own is the next split.
+What a failure does to the task (a delivery failed, a transaction failed or fenced, the assignment
+superseded) is its base's, `replication.source_failures.TaskFailures`.
 
 Delivery (docs/delivery-guarantees.md has the exact guarantee and its limits):
 
@@ -35,11 +35,10 @@ a consumed batch is at most `CONSUME_BATCH` records, and while the producer queu
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from replication import slices
@@ -55,6 +54,7 @@ from replication.positions import PositionStore, PositionWriter
 from replication.progress import Progress
 from replication.schema_hold import SCHEMA_WAIT_ERROR_S, SchemaHold
 from replication.slices import STOPPING_KINDS, SliceError, SliceErrorKind, SliceResult, TaskFenced
+from replication.source_failures import TaskFailures
 from replication.starting import REMOTE_PARTITION_WAIT_S, PartitionStarter
 from replication.task_io import (
     Readers,
@@ -62,7 +62,6 @@ from replication.task_io import (
     SourceRecord,
     TaskIO,
     TransactionalSink,
-    TransactionFailure,
     close_quietly,
 )
 from replication.task_metrics import Rotation, TaskMetrics
@@ -81,7 +80,7 @@ SLICE_FLUSH_TIMEOUT_S = 30.0
 MAX_IN_FLIGHT = 10_000
 
 
-class MirrorSourceTask:
+class MirrorSourceTask(TaskFailures):
     """A source task: assigns, starts and stops partitions, runs the fetch loop and the slice ends, and
     stops for good once fenced; its collaborators produce, transact, hold, write positions and report."""
 
@@ -385,21 +384,6 @@ class MirrorSourceTask:
             self._states[key] = state
             self._progress.started(state)
 
-    def _init_transactions(self, starting: Mapping[TopicPartition, str], errors: list[SliceError]) -> bool:
-        """Transactional: fence every earlier producer of this task before the committed tails are read
-        (`Transactions.initialise`); a superseded task stops for good. Whether the partitions may start."""
-        if self._transactions is None or self._transactions.ready:
-            return True
-        error = self._transactions.initialise(superseded=self._superseded)
-        if error is not None and error.kind is SliceErrorKind.SUPERSEDED:
-            self._stop_fenced(error, errors)
-        elif error is not None:  # retried next slice (a new sink if this one cannot go on)
-            if not self._transactions.ready_to_retry:
-                self._delivery.replace_sink()
-            for key, remote_topic in starting.items():
-                self._record_error(dataclasses.replace(error, partition=key), errors, remote_topic)
-        return error is None
-
     @property
     def _reseek_needed(self) -> bool:
         return self._reassign_needed or self._hold.reseek or self._data_loss.reseek
@@ -515,11 +499,6 @@ class MirrorSourceTask:
         return transactions is not None and transactions.open and transactions.goes_on(self._progress.behind)
 
     # -- after the loop -----------------------------------------------------------------------------
-    def _check_deliveries(self, errors: list[SliceError]) -> None:
-        for error in self._delivery.failures(self._states):
-            self._record_error(error, errors)
-            self._restart_needed = True
-
     def _commit(
         self, *, now: float, errors: list[SliceError], final: bool = False, every_position: bool = False
     ) -> bool:
@@ -540,73 +519,3 @@ class MirrorSourceTask:
         if error is not None:
             self._log_error(error, errors)
         return error is None
-
-    # -- transactions and fencing -------------------------------------------------------------------
-    def _serve(
-        self,
-        timeout: float,
-        errors: list[SliceError],
-        *,
-        flush: bool = True,
-        until: threading.Event | None = None,
-    ) -> None:
-        """`Delivery.serve`: a transactional producer's fatal errors (fenced) raised there fail the transaction."""
-        try:
-            self._delivery.serve(timeout, flush=flush, until=until)
-        except Exception as exc:
-            if self._transactions is None:
-                raise
-            self._transaction_failed(self._transactions.failed("delivering records", exc), errors)
-
-    def _transaction_failed_fatally(self, failed: ProduceFailed, errors: list[SliceError]) -> bool:
-        """A transactional producer's fatal refusal ("Local: Fatal error"): its queued report says why (fenced,
-        most often), served now so the transaction fails as that, not as this partition's ERROR."""
-        if self._transactions is None or not self._transactions.fatal(failed.cause):
-            return False
-        self._serve(0.1, errors, flush=False)  # the report is queued already
-        return bool(self._fenced or self._restart_needed)
-
-    def _transaction_failed(self, failed: TransactionFailed, errors: list[SliceError]) -> None:
-        """Fenced: this task stops for good (another worker runs it). Otherwise every running partition
-        restarts from its committed records (next slice, a fresh producer whose init_transactions aborts
-        the transaction if `Transactions.fail` could not): nothing of it is ever persisted."""
-        assert self._transactions is not None
-        self._progress.collect(self._states, self._clock())  # what it held (still open): counted apart
-        running = [key for key, state in self._states.items() if not state.stopped]
-        error = self._transactions.fail(
-            failed,
-            superseded=self._superseded() if failed.failure == TransactionFailure.FENCED else None,
-            running=len(running),
-            now=self._clock(),
-        )
-        if error.kind is not SliceErrorKind.TRANSACTION:
-            self._stop_fenced(error, errors)
-            return
-        for key in running:  # restarted next slice: their records after the last commit are gone
-            del self._states[key]
-        self._states_changed()
-        self._restart_needed = True
-        self._log_error(error, errors)
-
-    def _stop_fenced(self, error: SliceError, errors: list[SliceError]) -> None:
-        """Stop for good: nothing more is written (`run_slice` raises `TaskFenced`)."""
-        self._fenced = error.message
-        self._states = {key: state for key, state in self._states.items() if state.stopped}
-        self._assigned = []
-        self._states_changed()
-        errors.append(error)  # superseded: the fencing of a new assignment working as designed
-        level = logging.WARNING if error.kind is SliceErrorKind.SUPERSEDED else logging.ERROR
-        log.log(level, "%s: %s", self._label, error)
-
-    def _log_error(self, error: SliceError, errors: list[SliceError]) -> None:
-        slices.log_error(log, self._label, error, errors)
-
-    def _record_error(self, error: SliceError, errors: list[SliceError], remote_topic: str = "") -> None:
-        """An error about one partition (running, unless its `remote_topic` is given): also its metrics'
-        last error."""
-        self._log_error(error, errors)
-        assert error.partition is not None
-        remote_topic = remote_topic or self._states[error.partition].remote_topic
-        self._reporter.error(
-            error.partition, remote_topic=remote_topic, message=error.message, now=self._clock()
-        )
