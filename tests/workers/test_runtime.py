@@ -150,6 +150,9 @@ def test_pause_resume_config_edit_and_delete_take_effect(
     flow = make_flow(topics=[first], tasks_max=1)
     celery_runtime.start_worker("w1")
     celery_runtime.start_beat()
+    # The first copy's clock starts once the worker runs: a suite run beside other tests (load about 10) saw no copy
+    # within 60 s of starting it, most of which a loaded machine spends starting a worker process.
+    celery_runtime.wait_ready("w1")
     produce(cluster_a, first, 400)
     wait_until(_replicated(cluster_b, f"A.{first}", 400), timeout_s=60, what="first batch replicated")
 
