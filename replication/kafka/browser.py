@@ -20,6 +20,7 @@ from replication.browse import KafkaRecord, PartitionOffsets, record_of
 from replication.cluster_ports import BrowseError, RecordPage, TopicListing, UnknownTopic
 from replication.config import ClusterConfig
 from replication.kafka.clients import (
+    BOUNDED_PREFETCH,
     ClientValue,
     consume_available,
     kafka_error_reason,
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 # Fetch no more than a page needs: a browsing consumer must not pull megabytes it will not show.
 _FETCH_LIMITS: dict[str, ClientValue] = {
     "fetch.wait.max.ms": 50,
-    "queued.max.messages.kbytes": 1024,
+    **BOUNDED_PREFETCH,
     "fetch.message.max.bytes": 262144,
     "enable.partition.eof": True,
 }

@@ -23,6 +23,17 @@ _librdkafka_log = logging.getLogger("replication.kafka.librdkafka")
 # A client property's value as librdkafka takes it; its callbacks (`error_cb`, `stats_cb`) and the logger
 # are given to the client apart, as keyword arguments.
 ClientValue = str | int | float | bool
+
+# A consumer that reads what it needs over many partitions at once (verification's ranges, a failover's
+# first unreplicated records, a browsed page) caps what librdkafka prefetches, and must not idle once the
+# cap is reached: librdkafka then postpones each partition's next fetch by `fetch.queue.backoff.ms`, 1 s
+# by default, however fast the queue drains. Measured (November 30 2026, one Apache Kafka broker, load
+# 1-2): reading 500 partitions x 100 records of 100 B took 5.1-5.2 s with the default and 0.35-0.41 s at
+# 10 ms; 100 partitions x 1,000 records of 1 KB, 36.9-38.6 s against 1.2-1.4 s; the bytes fetched equal.
+BOUNDED_PREFETCH: dict[str, ClientValue] = {
+    "queued.max.messages.kbytes": 1_024,
+    "fetch.queue.backoff.ms": 10,
+}
 Callbacks = Mapping[str, Callable[..., None]]
 
 # Properties we set on purpose that librdkafka calls experimental (a CONFWARN per client otherwise).

@@ -31,6 +31,8 @@ from replication.failover_reads import FlowReads
 from replication.formats import Checkpoint, Heartbeat, OffsetSync, RecordFormatError
 from replication.kafka import drill_io
 from replication.kafka.clients import (
+    BOUNDED_PREFETCH,
+    ClientValue,
     consume_available,
     kafka_error_code,
     kafka_error_reason,
@@ -49,6 +51,16 @@ TopicPartitionKey = tuple[str, int]
 REACHABILITY_TIMEOUT_S = 3.0
 # Heartbeats of every flow into the target share one topic; the newest of this flow is near its end.
 HEARTBEAT_TAIL_RECORDS = 2000
+
+
+# The first record after each start, over every partition of a flow at once (as the mirror reads).
+FIRST_RECORDS_READER: dict[str, ClientValue] = {
+    "enable.partition.eof": True,
+    "isolation.level": "read_committed",
+    "auto.offset.reset": "earliest",
+    "fetch.wait.max.ms": 10,
+    **BOUNDED_PREFETCH,
+}
 
 
 class FailoverReader(FlowReads):
@@ -219,16 +231,7 @@ class FailoverReader(FlowReads):
         """
         if not starts:
             return {}, set()
-        consumer = make_consumer(
-            self.source,
-            overrides={
-                "enable.partition.eof": True,
-                "isolation.level": "read_committed",
-                "auto.offset.reset": "earliest",
-                "fetch.wait.max.ms": 10,
-                "queued.max.messages.kbytes": 1024,
-            },
-        )
+        consumer = make_consumer(self.source, overrides=FIRST_RECORDS_READER)
         found: dict[TopicPartitionKey, failover.UnreplicatedRecord] = {}
         pending = set(starts)
         try:

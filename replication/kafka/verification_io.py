@@ -29,7 +29,13 @@ from replication.config import ClusterConfig, FlowConfig, offset_syncs_cluster
 from replication.connector import TopicSelection
 from replication.formats import OffsetSync
 from replication.kafka.admin import TopicAdmin
-from replication.kafka.clients import ClientValue, consume_available, make_admin, make_consumer
+from replication.kafka.clients import (
+    BOUNDED_PREFETCH,
+    ClientValue,
+    consume_available,
+    make_admin,
+    make_consumer,
+)
 from replication.kafka.groups import GroupOffsetsAdmin
 from replication.kafka.internal_topics import InternalTopicReader
 from replication.policy import replication_policy_for
@@ -49,7 +55,7 @@ READER_OVERRIDES: dict[str, ClientValue] = {
     # per partition) fetched ~8x what the verifier read and its byte budget counted (measured: 9.8 MB/s
     # from the source at 1.2 MB/s of traffic), on the brokers the mirror itself reads and writes.
     "queued.min.messages": 1_000,
-    "queued.max.messages.kbytes": 1_024,
+    **BOUNDED_PREFETCH,
     "max.partition.fetch.bytes": 262_144,
 }
 
