@@ -413,7 +413,13 @@ def scenarios_parser(*, prog: str, description: str | None) -> argparse.Argument
 def chosen_scenarios(args: argparse.Namespace) -> list[Scenario]:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     scenarios = QUICK if args.quick else FULL
-    return [scenario for scenario in scenarios if not args.size or scenario.value_bytes in args.size]
+    chosen = [scenario for scenario in scenarios if not args.size or scenario.value_bytes in args.size]
+    if not chosen:  # a run that measures nothing must not pass for one that met its targets
+        sizes = ", ".join(str(scenario.value_bytes) for scenario in scenarios)
+        raise SystemExit(
+            f"--size {' '.join(map(str, args.size))}: no scenario of that size; the sizes are {sizes}"
+        )
+    return chosen
 
 
 def exit_code(missed: Sequence[str], *, print_line: Callable[[str], None] = print) -> int:
