@@ -40,3 +40,11 @@ def test_a_prefetch_cap_is_set_in_one_place():
         if setting in path.read_text()
     }
     assert found == {"replication/kafka/clients.py", "replication/kafka/source_io.py"}, found
+
+
+def test_the_engines_consumer_fetches_again_soon_after_its_thresholds():
+    """The source consumer of every task (64 MB or 100,000 records per partition queued): a task catching up
+    drains a full queue in under a second, then waited out librdkafka's 1 s backoff."""
+    from replication.kafka.source_io import CONSUMER_DEFAULTS
+
+    assert CONSUMER_DEFAULTS["fetch.queue.backoff.ms"] == 10
