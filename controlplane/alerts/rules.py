@@ -98,15 +98,26 @@ def _fresh(facts: FlowFacts) -> bool:
     return facts.status not in (STALE, UNKNOWN) and facts.observed_at is not None
 
 
+def _not_judged(facts: FlowFacts, figure: str) -> Verdict:
+    """A budget rule's verdict on figures it cannot judge (stale, or not known yet): neither firing nor
+    back within the budget, so an alert already firing stays firing (`stale_status` speaks for stale
+    figures). A flow caught up while its reports were late resolves at its next fresh report."""
+    if facts.observed_at is None or facts.status == UNKNOWN:
+        why = "no status report yet"
+    elif facts.status == STALE:
+        why = "the newest status report is stale"
+    else:
+        why = "waiting for the first fetch"
+    return Verdict(False, unknown=True, message=f"{figure} not known: {why}")
+
+
 def rpo_seconds(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
     """seconds_behind (fresh) above the flow's budget. While a partition behind has no known age yet, the
     known partitions' worst is a lower bound of the flow's: over the budget, the flow is too."""
-    if not facts.runnable or not _fresh(facts):
+    if not facts.runnable:
         return QUIET
-    if facts.seconds_behind is None:  # waiting for a first fetch: not known, so never judged within budget
-        return Verdict(
-            False, unknown=True, message="seconds behind not known yet: waiting for the first fetch"
-        )
+    if not _fresh(facts) or facts.seconds_behind is None:  # never judged within the budget
+        return _not_judged(facts, "seconds behind")
     figure, budget = facts.seconds_behind, facts.budget_seconds
     return Verdict(
         seconds_over(seconds_behind=figure, budget_s=budget),
@@ -120,13 +131,10 @@ def rpo_seconds(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
 
 def rpo_records(facts: FlowFacts, limits: Limits, now: float) -> Verdict:
     """records_behind (fresh) above the flow's records budget, when it has one."""
-    if (
-        facts.budget_records is None
-        or not facts.runnable
-        or not _fresh(facts)
-        or facts.records_behind is None
-    ):
+    if facts.budget_records is None or not facts.runnable:
         return QUIET
+    if not _fresh(facts) or facts.records_behind is None:
+        return _not_judged(facts, "records behind")
     figure, budget = facts.records_behind, facts.budget_records
     return Verdict(
         records_over(records_behind=figure, budget_records=budget),

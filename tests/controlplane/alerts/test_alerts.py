@@ -82,6 +82,32 @@ def test_a_flow_over_its_budget_fires_once_notifies_and_resolves_when_back(flow,
     assert set(alerts.alert_list().values_list("state", flat=True)) == {"resolved"}
 
 
+def test_stale_figures_keep_a_firing_budget_alert_until_a_fresh_report_within_it(flow, admin_user, settings):
+    """The records budget over, then the flow's report late (its worker slow): the alert stays firing and
+    nothing says resolved; a fresh report within the budget resolves it."""
+    settings.MIRRORPLANE_STALE_AFTER_S = 60
+    assurance.rpo_budget_set(actor=admin_user, flow=flow, seconds_behind=3600, records_behind=200)
+    report(flow, seconds_behind=5, records_behind=1920)
+    alert = alerts.alerts_evaluate().fired[0]
+    assert alert.rule == AlertRule.RPO_RECORDS
+    stored_report(
+        flow=flow,
+        topic="t",
+        partition=0,
+        remote_topic="A.t",
+        records_behind=0,
+        seconds_behind=0.0,
+        observed_at=timezone.now() - datetime.timedelta(seconds=120),
+    )
+    late = alerts.alerts_evaluate()
+    assert AlertRule.RPO_RECORDS not in {a.rule for a in late.resolved}
+    assert AlertRule.STALE_STATUS in {a.rule for a in late.fired}  # the rule that speaks for stale figures
+    alert.refresh_from_db()
+    assert alert.state == "firing"
+    report(flow, seconds_behind=0, records_behind=0)
+    assert alert.pk in {a.pk for a in alerts.alerts_evaluate().resolved}
+
+
 def test_a_silence_marks_the_alert_and_sends_nothing_and_is_audited(flow, admin_user, settings):
     settings.MIRRORPLANE_STALE_AFTER_S = 60
     notifications.channel_save(actor=admin_user, name="hook", kind="webhook", url="http://h.example/x")
