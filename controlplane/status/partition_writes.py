@@ -318,7 +318,8 @@ def partition_statuses_save(
 
 
 def _upsert_rows(*, flow_id: int, at: datetime, due: Sequence[StatusFigures]) -> None:
-    """The partition rows `due`, upserted in one statement. On PostgreSQL as one array per column
+    """The partition rows `due`, upserted in one statement (a row another task wrote later is kept, on
+    PostgreSQL: `_upsert_sql`). On PostgreSQL as one array per column
     (`unnest`): the statement's text is the same for any number of rows, so neither the ORM nor the
     driver compiles and converts a placeholder per value (the ORM's bulk_create of a slice's share of
     5,000 moving partitions was 30% of a replication worker's CPU, py-spy in bench scale); elsewhere the
@@ -351,8 +352,13 @@ def _upsert_sql() -> str:
         f"{quote(meta.get_field(n).column)} = EXCLUDED.{quote(meta.get_field(n).column)}"
         for n in STATUS_FIELDS
     )
+    table, task, observed = quote(meta.db_table), quote("task_index"), quote("observed_at")
     return (
-        f"INSERT INTO {quote(meta.db_table)} ({quote('flow_id')}, {quote('observed_at')}, {names}) "
+        f"INSERT INTO {table} ({quote('flow_id')}, {observed}, {names}) "
         f"SELECT %s, %s, * FROM unnest({arrays}) "
-        f"ON CONFLICT ({quote('flow_id')}, {quote('topic')}, {quote('partition')}) DO UPDATE SET {updates}"
+        f"ON CONFLICT ({quote('flow_id')}, {quote('topic')}, {quote('partition')}) DO UPDATE SET {updates} "
+        # A task's own rows, always (its slices are sequential under its lease); another task's only when
+        # newer: the late report of a task whose partitions were just assigned anew elsewhere
+        # (workers.fencing) never overwrites what their new task wrote.
+        f"WHERE {table}.{task} = EXCLUDED.{task} OR {table}.{observed} <= EXCLUDED.{observed}"
     )

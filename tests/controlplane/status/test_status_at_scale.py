@@ -152,6 +152,29 @@ def test_the_one_statement_upsert_stores_every_figure_as_the_orm_reads_it(flow):
     assert row.records_behind == 2 and row.latency_counts == [0, 4, 1] and row.source_end_offset == 9
 
 
+def test_a_late_report_of_another_task_never_overwrites_a_newer_row(flow):
+    """Partitions assigned anew: their new task (index 1) wrote at t+1; the report of the task that had
+    them (index 0), made at t and stored late, leaves those rows as they are. A task's own rows are
+    always written (a clock stepped back never freezes them)."""
+    at = timezone.now()
+    metrics = [_metrics(p, offset=100) for p in range(3)]
+    stale = [_metrics(p, offset=40, behind=60) for p in range(3)]
+
+    def save(task_index: int, partitions, when: datetime) -> None:
+        partition_writes.partition_statuses_save(
+            flow_id=flow.pk, task_index=task_index, partitions=partitions, task_error=None, at=when
+        )
+
+    save(1, metrics, at + timedelta(seconds=1))
+    save(0, stale, at)
+    rows = FlowPartitionStatus.objects.filter(flow=flow)
+    assert {(r.task_index, r.replicated_offset, r.records_behind) for r in rows} == {(1, 100, 0)}
+    save(1, stale, at)  # its own, older: written
+    assert {(r.task_index, r.replicated_offset) for r in rows.all()} == {(1, 40)}
+    save(0, metrics, at + timedelta(seconds=2))  # another task's, newer: written
+    assert {(r.task_index, r.replicated_offset) for r in rows.all()} == {(0, 100)}
+
+
 def test_an_idle_partitions_figures_are_made_once_and_kept_by_its_source_partition(flow):
     """The figures of metrics that did not change are last slice's object (compared by identity), also
     when the remote topic's name differs from the source topic's (`A.t0` of `t0`)."""
