@@ -2,7 +2,8 @@
 
 Both copy pre-filled source topics (4 partitions, the same records) between two clusters, in the same
 process and run, with the same client factories (the raw loop with librdkafka's defaults but the
-engine's consumer fetch backoff, `RAW_FETCH_QUEUE_BACKOFF_MS`); each copies into its own target topic.
+fetch backoff `make_consumer` gives every consumer, `FETCH_QUEUE_BACKOFF_MS`); each copies into its own
+target topic.
 Timing starts at the first consume and ends when every record is acknowledged by the target (the raw loop's flush,
 the task's close, which also persists positions). Each scenario (100 B, 1 KB and 10 KB values) runs
 several rounds, the methods' order rotated every round, and compares the best of each method (see
@@ -36,7 +37,7 @@ from replication.gc_settings import freeze_after_startup
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_consumer, make_producer
 from replication.kafka.positions import KafkaPositionStore
-from replication.kafka.source_io import CONSUMER_DEFAULTS, kafka_task_io
+from replication.kafka.source_io import kafka_task_io
 from replication.policy import replication_policy_for
 from replication.runner import SLICE_SECONDS
 from replication.schemas.ids import SchemaIdRewriter
@@ -57,7 +58,6 @@ class Scenario:
         return f"{self.records:,} x {self.value_bytes} B"
 
 
-RAW_FETCH_QUEUE_BACKOFF_MS = CONSUMER_DEFAULTS["fetch.queue.backoff.ms"]
 FULL = (Scenario(1_000_000, 100), Scenario(200_000, 1024), Scenario(30_000, 10_240))
 QUICK = (Scenario(50_000, 100), Scenario(10_000, 1024), Scenario(2_000, 10_240))
 
@@ -115,9 +115,9 @@ def raw_copy(source: ClusterConfig, target: ClusterConfig, topic: str, scenario:
     hold one, 10,000 records of 10 KB), produce each record to the same partition, flush."""
     destination = f"raw.{topic}"
     TopicAdmin(target).create_topics([NewRemoteTopic(destination, topic, PARTITIONS, 1, {})])
-    # The fetch backoff the engine's consumer takes (`CONSUMER_DEFAULTS`): with librdkafka's 1 s the loop
-    # waits after every full prefetch queue, and the ratio would measure that setting, not the engine's code.
-    consumer = make_consumer(source, overrides={"fetch.queue.backoff.ms": RAW_FETCH_QUEUE_BACKOFF_MS})
+    # `make_consumer`'s fetch backoff (`FETCH_QUEUE_BACKOFF_MS`), as the engine's: with librdkafka's 1 s the
+    # loop waits after every full prefetch queue, and the ratio would measure that setting, not the code.
+    consumer = make_consumer(source)
     producer = make_producer(target)
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     started, cpu_started = time.perf_counter(), time.process_time()

@@ -24,16 +24,19 @@ _librdkafka_log = logging.getLogger("replication.kafka.librdkafka")
 # are given to the client apart, as keyword arguments.
 ClientValue = str | int | float | bool
 
+# Every consumer Mirrorplane makes (`make_consumer`) fetches a partition again this long after its
+# prefetch queue passed librdkafka's thresholds (`queued.max.messages.kbytes`, `queued.min.messages`), not
+# after librdkafka's 1 s default, which it waits however fast the application drains the queue: a reader
+# of a backlog (a task catching up, a task's positions or offset syncs at its start, a verification range)
+# otherwise idles a second at every full queue. Measured (November 30 2026, one Apache Kafka broker, load
+# 1-2), capped readers (BOUNDED_PREFETCH): 500 partitions x 100 records of 100 B, 5.1-5.2 s with the default
+# and 0.35-0.41 s at 10 ms; 100 partitions x 1,000 records of 1 KB, 36.9-38.6 s against 1.2-1.4 s, the bytes
+# fetched equal; the engine: `python -m bench engine --ab consumer.fetch.queue.backoff.ms=10`, x1.13-1.69
+# records/s (docs/performance.md). A cluster's or a flow's `consumer.fetch.queue.backoff.ms` wins.
+FETCH_QUEUE_BACKOFF_MS = 10
 # A consumer that reads what it needs over many partitions at once (verification's ranges, a failover's
-# first unreplicated records, a browsed page) caps what librdkafka prefetches, and must not idle once the
-# cap is reached: librdkafka then postpones each partition's next fetch by `fetch.queue.backoff.ms`, 1 s
-# by default, however fast the queue drains. Measured (November 30 2026, one Apache Kafka broker, load
-# 1-2): reading 500 partitions x 100 records of 100 B took 5.1-5.2 s with the default and 0.35-0.41 s at
-# 10 ms; 100 partitions x 1,000 records of 1 KB, 36.9-38.6 s against 1.2-1.4 s; the bytes fetched equal.
-BOUNDED_PREFETCH: dict[str, ClientValue] = {
-    "queued.max.messages.kbytes": 1_024,
-    "fetch.queue.backoff.ms": 10,
-}
+# first unreplicated records, a browsed page) caps what librdkafka prefetches, so as not to over-read.
+BOUNDED_PREFETCH: dict[str, ClientValue] = {"queued.max.messages.kbytes": 1_024}
 Callbacks = Mapping[str, Callable[..., None]]
 
 # Properties we set on purpose that librdkafka calls experimental (a CONFWARN per client otherwise).
@@ -104,16 +107,24 @@ def make_consumer(
     callbacks: Callbacks | None = None,
 ) -> Consumer:
     """A consumer for assign()-style reading; auto commit off (positions are ours to store)."""
-    properties: dict[str, ClientValue] = {
+    properties = consumer_properties(cluster, group_id=group_id, overrides=overrides)
+    return Consumer(librdkafka_properties(properties), logger=_librdkafka_log, **(callbacks or {}))
+
+
+def consumer_properties(
+    cluster: ClusterConfig, *, group_id: str | None = None, overrides: Mapping[str, ClientValue] | None = None
+) -> dict[str, ClientValue]:
+    """`make_consumer`'s properties: ours < the cluster's `<alias>.consumer.*` < `overrides`."""
+    return {
         "group.id": group_id or "mirrorplane-unused",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
         "enable.partition.eof": False,
+        "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
         **cluster.client_properties("consumer"),
         **(overrides or {}),
     }
-    return Consumer(librdkafka_properties(properties), logger=_librdkafka_log, **(callbacks or {}))
 
 
 def make_producer(cluster: ClusterConfig, *, overrides: Mapping[str, ClientValue] | None = None) -> Producer:

@@ -97,12 +97,8 @@ CONSUMER_DEFAULTS: Mapping[str, ClientValue] = {
     "isolation.level": "read_committed",  # records of aborted transactions are never mirrored
     "queued.max.messages.kbytes": 65_536,
     # Once a partition's prefetch passes its thresholds (the 64 MB above, or librdkafka's 100,000 records per
-    # partition), fetch again 10 ms later, not after librdkafka's 1 s: a task catching up drains a full queue
-    # in well under a second and then waited for the fetch. `python -m bench engine --ab
-    # consumer.fetch.queue.backoff.ms=10` (November 30 2026, load 1.4-3.0, median of three paired rounds):
-    # records/s x1.69 at 100 B, x1.13 at 1 KB, x1.00 at 10 KB at_least_once; x1.52, x1.40, x1.69 exactly_once;
-    # CPU per record 0.84-1.08 (docs/performance.md). The same rule as `clients.BOUNDED_PREFETCH`'s readers.
-    "fetch.queue.backoff.ms": 10,
+    # partition), it fetches again 10 ms later, not after librdkafka's 1 s: `make_consumer` sets that for
+    # every consumer (`clients.FETCH_QUEUE_BACKOFF_MS`; a flow's `consumer.fetch.queue.backoff.ms` wins).
     # How long the broker may hold a fetch that found nothing: Kafka's own default. Apache Kafka answers
     # as soon as a record arrives (fetch.min.bytes = 1), whatever this is, so on Apache Kafka it sets only
     # the idle cost (docs/apache-kafka.md, `python -m bench idle`, one task on 20 idle partitions): 10 ms

@@ -1,5 +1,6 @@
-"""Consumers that cap librdkafka's prefetch over many partitions do not idle a second at the cap
-(`replication.kafka.clients.BOUNDED_PREFETCH`): with `fetch.queue.backoff.ms` at its 1 s default a
+"""Consumers that cap librdkafka's prefetch over many partitions (`replication.kafka.clients.BOUNDED_PREFETCH`),
+and every other consumer, do not idle a second at librdkafka's prefetch thresholds
+(`FETCH_QUEUE_BACKOFF_MS`, `make_consumer`): with `fetch.queue.backoff.ms` at its 1 s default a
 verification read of 500 partitions x 100 records took 5 s instead of 0.4 s, and of 100 partitions x 1,000
 records of 1 KB, 37 s: past the 10 s a read may take, so such ranges were put off run after run."""
 
@@ -9,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from replication.kafka import browser, failover_io, verification_io
-from replication.kafka.clients import BOUNDED_PREFETCH
+from replication.config import ClusterConfig, FlowConfig
+from replication.kafka import browser, clients, failover_io, verification_io
+from replication.kafka.clients import FETCH_QUEUE_BACKOFF_MS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -25,14 +27,12 @@ REPO = Path(__file__).resolve().parents[2]
     ],
     ids=["verification ranges", "browsing", "browsing ends", "failover first records"],
 )
-def test_every_bounded_reader_fetches_again_soon_after_its_cap(settings):
+def test_every_bounded_reader_caps_its_prefetch(settings):
     assert settings["queued.max.messages.kbytes"] <= 1_024
-    assert settings["fetch.queue.backoff.ms"] <= 10
 
 
 def test_a_prefetch_cap_is_set_in_one_place():
     """Any consumer capping `queued.max.messages.kbytes` below the engine's 64 MB takes BOUNDED_PREFETCH."""
-    assert BOUNDED_PREFETCH["fetch.queue.backoff.ms"] == 10
     setting = '"queued.max.messages.kbytes"'
     found = {
         path.relative_to(REPO).as_posix()
@@ -42,9 +42,25 @@ def test_a_prefetch_cap_is_set_in_one_place():
     assert found == {"replication/kafka/clients.py", "replication/kafka/source_io.py"}, found
 
 
-def test_the_engines_consumer_fetches_again_soon_after_its_thresholds():
-    """The source consumer of every task (64 MB or 100,000 records per partition queued): a task catching up
-    drains a full queue in under a second, then waited out librdkafka's 1 s backoff."""
-    from replication.kafka.source_io import CONSUMER_DEFAULTS
+def test_every_consumer_fetches_again_soon_after_its_prefetch_thresholds():
+    """`make_consumer` gives every consumer (the task's, its positions' and offset syncs' readers, the
+    verifier's...) the 10 ms backoff; a cluster's own setting wins, and a flow's for its task."""
+    from replication.kafka.source_io import source_consumer_overrides
 
-    assert CONSUMER_DEFAULTS["fetch.queue.backoff.ms"] == 10
+    cluster = ClusterConfig(alias="A", bootstrap_servers="127.0.0.1:1")
+    tuned = ClusterConfig(
+        alias="A", bootstrap_servers="127.0.0.1:1", consumer={"fetch.queue.backoff.ms": "50"}
+    )
+    flow = FlowConfig(source="A", target="B", extra={"consumer.fetch.queue.backoff.ms": "5"})
+    backoff = [
+        clients.consumer_properties(cluster)["fetch.queue.backoff.ms"],
+        clients.consumer_properties(tuned)["fetch.queue.backoff.ms"],
+        clients.consumer_properties(
+            tuned, overrides=source_consumer_overrides(FlowConfig(source="A", target="B"), tuned)
+        )["fetch.queue.backoff.ms"],
+        clients.consumer_properties(cluster, overrides=source_consumer_overrides(flow, cluster))[
+            "fetch.queue.backoff.ms"
+        ],
+    ]
+    assert backoff == [FETCH_QUEUE_BACKOFF_MS, "50", "50", "5"]
+    assert FETCH_QUEUE_BACKOFF_MS == 10
