@@ -31,7 +31,7 @@ from controlplane.assurance.models import (
 )
 from controlplane.flows.models import Flow
 from controlplane.flows.selectors import of_flows
-from controlplane.status import partitions
+from controlplane.status import partitions, rollup
 from controlplane.status.models import FlowEvent, FlowEventKind, FlowPartitionStatus
 from replication.verification import OffsetRange, PartitionOutcome, PartitionProgress
 from replication.verification_backlog import BACKLOG_STALE_S, NOTHING_WAITS, Backlog, write_due
@@ -104,15 +104,25 @@ class BacklogSeen:
     """A flow's verification backlog as its last run stored it (`VerificationBacklog`), aged when read;
     `{% observed %}` shows its time, stale once the verifier missed two refreshes."""
 
-    partitions_waiting: int
-    records_waiting: int
-    oldest_look_at: datetime.datetime | None
+    backlog: Backlog
     observed_at: datetime.datetime
     now: datetime.datetime
 
     @property
+    def partitions_waiting(self) -> int:
+        return self.backlog.partitions
+
+    @property
+    def records_waiting(self) -> int:
+        return self.backlog.records
+
+    @property
+    def oldest_look_at(self) -> datetime.datetime | None:
+        return self.backlog.oldest_look_at
+
+    @property
     def age_s(self) -> float:
-        return max(0.0, (self.now - self.observed_at).total_seconds())
+        return rollup.age_s(self.observed_at, now=self.now)
 
     @property
     def stale(self) -> bool:
@@ -121,22 +131,21 @@ class BacklogSeen:
     @property
     def wait_s(self) -> float | None:
         """How long the most neglected waiting partition has gone without a look, now."""
-        return Backlog(oldest_look_at=self.oldest_look_at).wait_s(now=self.now)
+        return self.backlog.wait_s(now=self.now)
 
     @property
     def behind(self) -> bool:
-        return Backlog(oldest_look_at=self.oldest_look_at).behind(now=self.now)
+        return self.backlog.behind(now=self.now)
+
+
+def _stored_backlog(row: VerificationBacklog) -> Backlog:
+    return Backlog(row.partitions_waiting, row.records_waiting, row.oldest_look_at)
 
 
 def _backlogs(flow_ids: Collection[int]) -> dict[int, BacklogSeen]:
     now = timezone.now()
     rows = VerificationBacklog.objects.filter(flow_id__in=list(flow_ids)) if flow_ids else ()
-    return {
-        row.flow_id: BacklogSeen(
-            row.partitions_waiting, row.records_waiting, row.oldest_look_at, row.observed_at, now
-        )
-        for row in rows
-    }
+    return {row.flow_id: BacklogSeen(_stored_backlog(row), row.observed_at, now) for row in rows}
 
 
 _ROLLUP = {
@@ -303,7 +312,7 @@ def verification_run_record(
 def _backlog_row(flow_id: int, backlog: Backlog, *, at: datetime.datetime) -> VerificationBacklog | None:
     """The flow's backlog row set to `backlog` when it is to be written (one read), else None."""
     row = VerificationBacklog.objects.filter(flow_id=flow_id).first()
-    stored = None if row is None else Backlog(row.partitions_waiting, row.records_waiting, row.oldest_look_at)
+    stored = None if row is None else _stored_backlog(row)
     if not write_due(stored, row.observed_at if row else None, backlog, now=at):
         return None
     row = row or VerificationBacklog(flow_id=flow_id)
