@@ -14,6 +14,10 @@ A transactional sink asks for one report per run (a partition's consecutive reco
 of one per record: its commit delivers every record of the transaction or fails it
 (`PartitionState.run_reporter`, `deliver_committed`). A report costs the client a message object (the
 value copied) and a Python call; the engine's share of CPU per record beside a bare loop was mostly that.
+At at_least_once, a gapless sink (`TaskIO.batch_reports_within_s`) asks for one report per partition per
+batch, on its last record: a report that comes in time vouches for the records before it
+(`PartitionState.batch_reporter`). Where a record may be skipped or held (header rules, schema IDs), or
+once a report came too late, every record asks for its own.
 """
 
 from __future__ import annotations
@@ -55,6 +59,15 @@ class ProduceFailed(Exception):
         self.state, self.offset, self.cause = state, offset, cause
 
 
+def _each_partitions_last(messages: Sequence[SourceRecord]) -> set[int]:
+    """The ids of each partition's last record (not a fetch error) in a batch."""
+    last = {}
+    for message in messages:
+        if message.error() is None:
+            last[message.topic(), message.partition()] = message
+    return {id(message) for message in last.values()}
+
+
 class Delivery:
     """One task's sink and acknowledgements. `send` runs once per fetched batch, its loop once per record:
     keep that loop lean (its per-record work is the engine's hot path)."""
@@ -73,6 +86,14 @@ class Delivery:
         self.sink: RecordSink = io.sink()
         self.acks = Acknowledgements()
         self._per_run = io.transactional  # one report per run: a commit confirms the rest
+        # At at_least_once, one report per partition per batch, trusted when it comes this soon; None: one
+        # per record (also once a report came too late: `_late`). Not where a record may be skipped or
+        # held: the partition's last record of a batch would not always be sent.
+        self._batch_within_s = (
+            io.batch_reports_within_s
+            if not io.transactional and rewrite is None and schema_ids is None
+            else None
+        )
         self._warmed: set[str] = set()  # remote topics the current sink knows (`warm`)
 
     def __len__(self) -> int:
@@ -147,6 +168,18 @@ class Delivery:
                 self._warmed.add(topic)
         return unready
 
+    def _late(self, waited_s: float) -> None:
+        if self._batch_within_s is not None:
+            log.warning(
+                "%s: a delivery report came %.0f s after its batch was sent (message.timeout.ms allows it "
+                "to vouch for the records before it for %.0f s): from now on every record asks for its "
+                "own report",
+                self._label,
+                waited_s,
+                self._batch_within_s,
+            )
+        self._batch_within_s = None
+
     def send(
         self,
         messages: Sequence[SourceRecord],
@@ -164,6 +197,10 @@ class Delivery:
         produce, poll = self.sink.produce, self.poll
         rewrite, schema_ids, hold = self._rewrite, self._schema_ids, self._hold
         per_run = self._per_run
+        within_s, late = self._batch_within_s, self._late
+        if within_s is not None:
+            sent_at = time.monotonic()  # before any record of the batch is sent
+            batch_last = _each_partitions_last(messages)
         run_start = False  # per run: the next record sent is its run's first (it asks for the report)
         last_topic: str | None = None
         last_partition: int | None = -1
@@ -183,7 +220,9 @@ class Delivery:
                 if state.last_polled_timestamp_ms is None:  # its first records of this fetch
                     polled.append(state)
                 remote_topic, on_delivery, in_flight = state.remote_topic, state.on_delivery, state.in_flight
-                run_start = per_run
+                # Per run (a transaction), or a partition's very first record at at_least_once: it places
+                # that record exactly, so the next report knows where its records went (`settle`).
+                run_start = per_run or (within_s is not None and state.acked_downstream < 0 and not in_flight)
             elif state is None:
                 continue
             offset = message.offset()
@@ -205,7 +244,15 @@ class Delivery:
                     hold.hold(state, offset, wait)
                     state = None  # its other records fetched with it wait as well
                     continue
-            if per_run:
+            if within_s is not None:
+                if run_start or id(message) in batch_last:
+                    on_delivery, run_start = (
+                        state.batch_reporter(sent_at=sent_at, within_s=within_s, late=late),
+                        False,
+                    )
+                else:
+                    on_delivery = None
+            elif per_run:
                 if run_start:
                     on_delivery, run_start = state.run_reporter(), False
                 else:
@@ -232,7 +279,7 @@ class Delivery:
                     state.fail(offset, str(exc))
                     raise ProduceFailed(state, offset, exc) from exc
             in_flight.append(offset)  # type: ignore[union-attr]
-            if per_run:
+            if on_delivery is not state.on_delivery:  # one report for many: their sizes are counted here
                 state.sent_bytes += len(message)
             state.next_offset = offset + 1  # only now: a position may be persisted in between
         return True

@@ -28,8 +28,9 @@ so nothing is decided from a record its commit did not confirm.
 
 from __future__ import annotations
 
+import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from replication.offset_syncs import OffsetSyncWriter
 from replication.task_io import ClientError, DeliveryCallback, SchemaWait, SourceRecord
@@ -218,19 +219,59 @@ class PartitionState:
 
         def on_delivery(error: ClientError | None, message: SourceRecord) -> None:
             if error is None:
-                if not self.acked_offsets:
-                    self.acks.unsettled.append(self)
-                offset = message.offset()
-                assert offset is not None  # a delivered record has its target offset
-                self.acked_offsets.append(offset)
-                self.reported_places.append(place)
-                self.last_acked = message
+                self._placed(place, message)
             else:
                 self.settle()
                 self._touch()
                 self.fail(self.in_flight[place - self.settled], error.str())
 
         return on_delivery
+
+    def batch_reporter(
+        self, *, sent_at: float, within_s: float, late: Callable[[float], None]
+    ) -> DeliveryCallback:
+        """The delivery callback of the partition's last record of a fetched batch, about to be sent
+        (at_least_once, one report per partition per batch: its other records ask for none, their sizes
+        added to `sent_bytes`). Its report places it and every record sent before it (`settle`) when it
+        comes within `within_s` of `sent_at` (before the batch's first record was sent): the producer can
+        have failed an earlier record without failing this one only by message.timeout.ms, which no record
+        of the batch reached by then, and its gapless guarantee makes any other such failure fatal (the
+        records of the partition on the target are a prefix of those sent). A failed report, or one that
+        came later (`late` is told how late), fails the partition at its oldest record not acknowledged:
+        those after it may or may not have been written, so it restarts from there (at_least_once). A
+        partition that failed places nothing more: it restarts."""
+        place = self.settled + len(self.in_flight)
+
+        def on_delivery(error: ClientError | None, message: SourceRecord) -> None:
+            if self.failed_at is not None:
+                return
+            waited_s = time.monotonic() - sent_at
+            if error is None and waited_s < within_s:
+                self._placed(place, message)
+                return
+            self.settle()
+            self._touch()
+            if error is None:
+                late(waited_s)
+                reason = (
+                    f"its delivery report came {waited_s:.0f} s after the batch was sent, past the "
+                    f"{within_s:.0f} s within which it vouches for the records before it"
+                )
+            else:
+                reason = error.str()
+            self.fail(self.in_flight[0], reason)
+
+        return on_delivery
+
+    def _placed(self, place: int, message: SourceRecord) -> None:
+        """A one-per-run (or batch) report succeeded: `settle` places its record at `place`."""
+        if not self.acked_offsets:
+            self.acks.unsettled.append(self)
+        offset = message.offset()
+        assert offset is not None  # a delivered record has its target offset
+        self.acked_offsets.append(offset)
+        self.reported_places.append(place)
+        self.last_acked = message
 
     def _touch(self) -> None:
         if not self.touched:

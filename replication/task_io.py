@@ -208,6 +208,11 @@ class TaskIO:
     source_reader: Callable[[], PartitionReader]
     target_reader: Callable[[], PartitionReader]
     settle_timeout_s: float  # after this long flushing, no record of the sink is in doubt any more
+    # A sink whose records of a partition on the target are a prefix of those sent, unless one timed out
+    # (a gapless idempotent producer): a report that comes within this long of a record's send vouches
+    # for the records sent before it (at_least_once asks one per partition per batch: `Delivery`). None:
+    # one report per record.
+    batch_reports_within_s: float | None = None
     # The sink is a `TransactionalSink`; `transaction_failure` says what an exception of its calls means.
     transactional: bool = False
     transaction_failure: Callable[[Exception], TransactionFailure] | None = None

@@ -14,6 +14,7 @@ reset.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
@@ -174,24 +175,53 @@ def transactional_id_prefix(flow: FlowConfig) -> str:
 
 
 def mirror_producer(flow: FlowConfig, target: ClusterConfig, *, task_index: int) -> Producer:
-    """Idempotent (ordered, no internal-retry duplicates); in exactly_once transactional or gapless.
+    """Idempotent (ordered, no internal-retry duplicates); transactional or gapless.
 
-    Transactional (`exactly.once.transactions`, the default): the task commits what it wrote at each
-    persist, a restarted task's `init_transactions` fences the producer it replaces and aborts its open
-    transaction, so the committed records of a remote partition are a prefix of what was sent.
-    Otherwise `enable.gapless.guarantee` makes an error that could leave a hole (record n lost, n+1
-    written) fatal, so what reached the target is a prefix of what was sent. Either way the exactly_once
-    restart reads the target's (committed) tail and knows everything before it is there.
+    Transactional (exactly_once with `exactly.once.transactions`, the default): the task commits what it
+    wrote at each persist, a restarted task's `init_transactions` fences the producer it replaces and
+    aborts its open transaction, so the committed records of a remote partition are a prefix of what was
+    sent. Otherwise `enable.gapless.guarantee` makes an error that could leave a hole (record n lost, n+1
+    written) fatal, so what reached the target is a prefix of what was sent, but for records that time
+    out (message.timeout.ms, which librdkafka leaves out of that guarantee). The exactly_once restart
+    reads the target's (committed) tail and knows everything before it is there; at_least_once asks one
+    delivery report per partition per batch (`batch_reports_within_s`).
     """
+    return make_producer(target, overrides=mirror_producer_overrides(flow, target, task_index=task_index))
+
+
+def mirror_producer_overrides(
+    flow: FlowConfig, target: ClusterConfig, *, task_index: int
+) -> dict[str, ClientValue]:
     required: dict[str, ClientValue] = {"enable.idempotence": True, "acks": "all"}
     defaults = PRODUCER_DEFAULTS
     if transactional(flow):
         required["transactional.id"] = transactional_id(flow, task_index)
         defaults = {**PRODUCER_DEFAULTS, **TRANSACTIONAL_PRODUCER_DEFAULTS}
-    elif flow.delivery_guarantee == DeliveryGuarantee.EXACTLY_ONCE:
+    else:
         required["enable.gapless.guarantee"] = True
-    overrides = _client_overrides("producer", cluster=target, flow=flow, defaults=defaults, required=required)
-    return make_producer(target, overrides=overrides)
+    return _client_overrides("producer", cluster=target, flow=flow, defaults=defaults, required=required)
+
+
+LIBRDKAFKA_MESSAGE_TIMEOUT_MS = 300_000  # librdkafka's own default (MESSAGE_TIMEOUT_MS is ours)
+REPORT_TRUST = 0.9  # of message.timeout.ms: a report that came later vouches only for its own record
+
+
+def batch_reports_within_s(flow: FlowConfig, target: ClusterConfig) -> float:
+    """How long after a batch is sent its partitions' last records' delivery reports vouch for the
+    records before them (`TaskIO.batch_reports_within_s`): within the producer's message.timeout.ms (or
+    its alias delivery.timeout.ms; the shorter when both are set; 0 is no timeout), no record of the
+    batch can have timed out. A margin for the clocks' granularity."""
+    properties = {
+        **target.client_properties("producer"),
+        **mirror_producer_overrides(flow, target, task_index=0),
+    }
+    set_ms = [
+        float(properties[name])
+        for name in ("message.timeout.ms", "delivery.timeout.ms")
+        if name in properties
+    ]
+    timeout_ms = min(set_ms) if set_ms else LIBRDKAFKA_MESSAGE_TIMEOUT_MS
+    return math.inf if timeout_ms == 0 else timeout_ms / 1000 * REPORT_TRUST
 
 
 def offset_syncs_internal_topic(
@@ -293,6 +323,7 @@ def kafka_task_io(
         # uncommitted is aborted by the task's init_transactions before it reads).
         target_reader=lambda: PartitionReader(target, read_committed=transactional(flow)),
         settle_timeout_s=SETTLE_TIMEOUT_S,
+        batch_reports_within_s=None if transactional(flow) else batch_reports_within_s(flow, target),
         transactional=transactional(flow),
         transaction_failure=transaction_failure,
     )

@@ -9,6 +9,7 @@ check the Kafka ones. `replication.memory.clusters` serves the control plane's p
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -410,8 +411,16 @@ class MemoryIO:
     sinks: list[MemorySink] = field(default_factory=list)
     made: list[MemorySink] = field(default_factory=list)
 
-    def task_io(self, *, per_partition: int = 7, transactional: bool = False) -> TaskIO:
-        """`transactional`: the sinks are `MemoryTransactionalSink`s (exactly_once in transactions)."""
+    def task_io(
+        self,
+        *,
+        per_partition: int = 7,
+        transactional: bool = False,
+        batch_reports_within_s: float | None = math.inf,
+    ) -> TaskIO:
+        """`transactional`: the sinks are `MemoryTransactionalSink`s (exactly_once in transactions).
+        `batch_reports_within_s`: as a Kafka at_least_once task's (its sinks are gapless, no record times
+        out); None: one report per record."""
         return TaskIO(
             source=MemorySource(self.source_cluster, per_partition=per_partition),
             sink=lambda: self._sink(MemoryTransactionalSink if transactional else MemorySink),
@@ -419,6 +428,7 @@ class MemoryIO:
             source_reader=lambda: MemoryReader(self.source_cluster),
             target_reader=lambda: MemoryReader(self.target_cluster),
             settle_timeout_s=1.0,
+            batch_reports_within_s=None if transactional else batch_reports_within_s,
             transactional=transactional,
             transaction_failure=memory_transaction_failure if transactional else None,
         )

@@ -21,8 +21,17 @@ from tests.replication.test_source_task_unit import REMOTE, TOPIC, make_io
 class Run:
     """A Delivery on `io`'s clients, with a state per partition starting at offset 0."""
 
-    def __init__(self, io: MemoryIO, *, partitions: int = 2, rewrite=None, schema_ids=None) -> None:
-        task_io = io.task_io()
+    def __init__(
+        self,
+        io: MemoryIO,
+        *,
+        partitions: int = 2,
+        rewrite=None,
+        schema_ids=None,
+        batch_reports_within_s: float | None = None,
+    ) -> None:
+        """One report per record unless `batch_reports_within_s` (at_least_once on a gapless sink)."""
+        task_io = io.task_io(batch_reports_within_s=batch_reports_within_s)
         self.hold = SchemaHold(clock=lambda: 100.0, label="flow A->B task 0")
         self.delivery = Delivery(
             io=task_io, rewrite=rewrite, schema_ids=schema_ids, hold=self.hold, label="flow A->B task 0"
@@ -81,6 +90,53 @@ def test_a_full_sink_is_served_between_tries_and_the_batch_ends_when_told():
     state = run.state(0)
     # The record that met the full queue was not sent: the position and the next offset stay before it.
     assert state.next_offset == 4 and list(state.in_flight) == [2, 3] and state.position == 2
+
+
+def test_at_least_once_asks_one_report_per_partition_per_batch_and_it_places_the_records_before_it():
+    io = make_io(partitions=2, records=5)
+    sink = MemorySink(io.target_cluster)
+    io.sinks.append(sink)
+    run = Run(io, batch_reports_within_s=60.0)
+    assert run.send()
+    run.delivery.serve(1.0)
+    # Each partition's last record of the batch, and its very first (it places where they go on the target).
+    assert sink.reports == 4
+    assert [run.state(p).position for p in (0, 1)] == [5, 5] and run.delivery.acks.records == 10
+    sizes = sum(len(r) for p in (0, 1) for r in io.source_cluster.read(TOPIC, p))
+    assert run.delivery.acks.bytes == sizes == sum(run.state(p).acked_bytes for p in (0, 1))
+    for p in (0, 1):
+        for i in range(5, 9):
+            io.source_cluster.append(
+                TOPIC, p, key=None, value=b"p%d-v%d" % (p, i), headers=None, timestamp_ms=1
+            )
+    assert run.send()
+    run.delivery.serve(1.0)
+    assert sink.reports == 6 and [run.state(p).position for p in (0, 1)] == [9, 9]
+    assert [r.value() for r in io.target_cluster.read(REMOTE, 1)] == [b"p1-v%d" % i for i in range(9)]
+
+
+def test_a_late_batch_report_fails_its_partition_where_nothing_is_acknowledged_then_each_record_reports():
+    """A report that came later than the producer's message.timeout.ms allows cannot vouch for the
+    records before it (one of them may have timed out, the next written): the partition restarts from
+    its oldest record not acknowledged, and the task's records ask one report each from then on."""
+    io = make_io(partitions=2, records=5)
+    sink = MemorySink(io.target_cluster)
+    io.sinks.append(sink)
+    run = Run(io, batch_reports_within_s=0.0)  # every report is late
+    assert run.send()
+    run.delivery.serve(1.0)
+    errors = run.delivery.failures(run.states)
+    assert sorted(e.partition for e in errors) == [(TOPIC, 0), (TOPIC, 1)]
+    assert all("offset 0 " in e.message and "after the batch was sent" in e.message for e in errors)
+    assert [run.state(p).position for p in (0, 1)] == [0, 0]
+    io.source_cluster.append(TOPIC, 0, key=b"k", value=b"late", headers=None, timestamp_ms=1)
+    fresh = {(TOPIC, 0): partition_state(0, acks=run.delivery.acks, start=5)}
+    reports = sink.reports
+    run.source.assign({(TOPIC, 0): 5})
+    run.states = fresh
+    assert run.send()
+    run.delivery.serve(1.0)
+    assert sink.reports == reports + 1 and fresh[(TOPIC, 0)].position == 6  # its own report, on time
 
 
 def test_a_record_the_sink_refuses_fails_its_partition_at_that_record():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import time
 
 import pytest
@@ -62,6 +63,7 @@ def make_task(
     remote_wait_s: float = 30.0,
     clock=time.time,
     transactional: bool = False,
+    batch_reports_within_s: float | None = math.inf,
 ) -> MirrorSourceTask:
     flow = FlowConfig(
         source="A",
@@ -76,7 +78,11 @@ def make_task(
         policy=replication_policy_for(flow, known_aliases=("A", "B")),
         task_index=0,
         position_store=store,
-        io=io.task_io(per_partition=per_partition, transactional=transactional),
+        io=io.task_io(
+            per_partition=per_partition,
+            transactional=transactional,
+            batch_reports_within_s=batch_reports_within_s,
+        ),
         gap_confirm_s=0.0,
         remote_partition_wait_s=remote_wait_s,
         clock=clock,
@@ -136,10 +142,11 @@ def test_acks_out_of_order_across_partitions_move_each_position_by_its_own_ackno
 
 
 def test_a_delivery_failure_freezes_the_position_at_the_failed_record_and_the_partition_restarts_there():
+    """One report per record (a flow whose records may be skipped or held, or after a late report)."""
     io, store = make_io(), InMemoryPositionStore()
     failing = MemorySink(io.target_cluster, fail_at={(REMOTE, 1): 20})
     io.sinks.append(failing)
-    task = make_task(io, store)
+    task = make_task(io, store, batch_reports_within_s=None)
     result = task.run_slice(max_seconds=5, return_when_caught_up=True)
     (error,) = result.errors
     assert error.kind is SliceErrorKind.DELIVERY and error.partition == (TOPIC, 1)
@@ -151,6 +158,27 @@ def test_a_delivery_failure_freezes_the_position_at_the_failed_record_and_the_pa
     run_until_copied(task, io)  # restarted from offset 20 on a fresh producer
     assert len(io.made) == 2
     for partition in range(3):  # nothing lost, nothing twice
+        assert contents(io.target_cluster, REMOTE, partition) == contents(io.source_cluster, TOPIC, partition)
+
+
+def test_at_least_once_a_failed_batch_report_restarts_its_partition_from_the_oldest_record_not_acknowledged():
+    """One report per partition per batch: record 20 of partition 1 fails (and the rest of its batch, a
+    gapless producer). The records of that batch before it were written, unreported: the partition
+    restarts from its oldest record not acknowledged, so they are written again (at_least_once), and
+    nothing is lost or reordered after them. The other partitions go on undisturbed."""
+    io, store = make_io(), InMemoryPositionStore()
+    io.sinks.append(MemorySink(io.target_cluster, fail_at={(REMOTE, 1): 20}))
+    task = make_task(io, store)
+    result = task.run_slice(max_seconds=5, return_when_caught_up=True)
+    (error,) = result.errors
+    assert error.kind is SliceErrorKind.DELIVERY and "restarts from there" in str(error)
+    restart = result.positions[(TOPIC, 1)]
+    assert restart <= 20 and f"offset {restart} " in str(error)  # never past an unacknowledged record
+    run_until_copied(task, io)
+    source = contents(io.source_cluster, TOPIC, 1)
+    copied = contents(io.target_cluster, REMOTE, 1)
+    assert copied == source[:20] + source[restart:]  # written, then again from the restart: no gap
+    for partition in (0, 2):
         assert contents(io.target_cluster, REMOTE, partition) == contents(io.source_cluster, TOPIC, partition)
 
 
@@ -166,7 +194,7 @@ def test_the_producer_learns_each_remote_topic_before_its_first_record_once_per_
     io, store = make_io(), InMemoryPositionStore()
     first = WarmCheckingSink(io.target_cluster, fail_at={(REMOTE, 1): 20})
     io.sinks += [first, WarmCheckingSink(io.target_cluster)]
-    task = make_task(io, store)
+    task = make_task(io, store, batch_reports_within_s=None)  # the restart at 20 exactly
     run_until_copied(task, io)  # the delivery failure replaces the producer: the new one learns it too
     assert [sink.warmed for sink in io.made] == [[REMOTE], [REMOTE]]
     for partition in range(3):
