@@ -69,9 +69,11 @@ PartitionKey = tuple[str, int]
 T = TypeVar("T")
 
 # librdkafka's message.timeout.ms bounds how long a record can stay unacknowledged; flushing this long
-# (plus a margin) leaves no record in doubt, which restarts of a partition rely on.
+# (plus a margin) leaves no record in doubt, which restarts of a partition rely on (`settle_timeout_s`:
+# the flow's own value when it sets one).
 MESSAGE_TIMEOUT_MS = 120_000
-SETTLE_TIMEOUT_S = MESSAGE_TIMEOUT_MS / 1000 + 10
+SETTLE_MARGIN_S = 10.0
+SETTLE_TIMEOUT_S = MESSAGE_TIMEOUT_MS / 1000 + SETTLE_MARGIN_S
 
 PRODUCER_DEFAULTS: Mapping[str, ClientValue] = {
     # How long a record may wait for others to share its request. Batches still form by themselves while
@@ -206,11 +208,10 @@ LIBRDKAFKA_MESSAGE_TIMEOUT_MS = 300_000  # librdkafka's own default (MESSAGE_TIM
 REPORT_TRUST = 0.9  # of message.timeout.ms: a report that came later vouches only for its own record
 
 
-def batch_reports_within_s(flow: FlowConfig, target: ClusterConfig) -> float:
-    """How long after a batch is sent its partitions' last records' delivery reports vouch for the
-    records before them (`TaskIO.batch_reports_within_s`): within the producer's message.timeout.ms (or
-    its alias delivery.timeout.ms; the shorter when both are set; 0 is no timeout), no record of the
-    batch can have timed out. A margin for the clocks' granularity."""
+def message_timeout_s(flow: FlowConfig, target: ClusterConfig) -> float:
+    """How long the task's producer may hold a record before it fails it: its message.timeout.ms (or the
+    alias delivery.timeout.ms; the shorter when both are set), as the flow, the cluster or we set it;
+    infinite for 0."""
     properties = {
         **target.client_properties("producer"),
         **mirror_producer_overrides(flow, target, task_index=0),
@@ -221,7 +222,21 @@ def batch_reports_within_s(flow: FlowConfig, target: ClusterConfig) -> float:
         if name in properties
     ]
     timeout_ms = min(set_ms) if set_ms else LIBRDKAFKA_MESSAGE_TIMEOUT_MS
-    return math.inf if timeout_ms == 0 else timeout_ms / 1000 * REPORT_TRUST
+    return math.inf if timeout_ms == 0 else timeout_ms / 1000
+
+
+def batch_reports_within_s(flow: FlowConfig, target: ClusterConfig) -> float:
+    """How long after a batch is sent its partitions' last records' delivery reports vouch for the
+    records before them (`TaskIO.batch_reports_within_s`): within the producer's message timeout no
+    record of the batch can have timed out. A margin for the clocks' granularity."""
+    return message_timeout_s(flow, target) * REPORT_TRUST
+
+
+def settle_timeout_s(flow: FlowConfig, target: ClusterConfig) -> float:
+    """How long a settle flushes (`TaskIO.settle_timeout_s`): past the producer's message timeout no
+    record is in doubt. Without a timeout (0), ours."""
+    timeout_s = message_timeout_s(flow, target)
+    return SETTLE_TIMEOUT_S if math.isinf(timeout_s) else timeout_s + SETTLE_MARGIN_S
 
 
 def offset_syncs_internal_topic(
@@ -322,7 +337,7 @@ def kafka_task_io(
         # Transactional: the restart reads the committed tail only (what a zombie or a crash left
         # uncommitted is aborted by the task's init_transactions before it reads).
         target_reader=lambda: PartitionReader(target, read_committed=transactional(flow)),
-        settle_timeout_s=SETTLE_TIMEOUT_S,
+        settle_timeout_s=settle_timeout_s(flow, target),
         batch_reports_within_s=None if transactional(flow) else batch_reports_within_s(flow, target),
         transactional=transactional(flow),
         transaction_failure=transaction_failure,
