@@ -49,6 +49,7 @@ from workers.app import app
 log = logging.getLogger(__name__)
 
 RUNNING_KEY = "verification:running"
+STARTED_KEY = "verification:started"  # when the last run started (epoch s): its successor's allowance
 # Groups on the target and topic parity change rarely and cost a few admin requests (2-3 s on the
 # embedded broker): observed at most this often per flow.
 ASSURANCE_INTERVAL_S = 60.0
@@ -77,7 +78,9 @@ def verify_flows() -> None:
         log.info("a verification run is going on elsewhere; skipping this one")
         return
     try:
-        run_verification(run=next(_runs))
+        now, started = time.time(), cache.get(STARTED_KEY)
+        cache.set(STARTED_KEY, now, timeout=None)
+        run_verification(run=next(_runs), since_last_s=None if started is None else now - started)
     finally:
         cache.delete(RUNNING_KEY)
 
@@ -111,10 +114,14 @@ def _rotated(items: list, run: int) -> list:
     return items[shift:] + items[:shift]
 
 
-def run_verification(*, run: int = 0) -> ByteBudget:
+def run_verification(*, run: int = 0, since_last_s: float | None = None) -> ByteBudget:
+    """One run over every flow; its byte allowance covers `since_last_s`, the time since the previous
+    run started (`ByteBudget.for_run`)."""
     started, cpu_started = time.monotonic(), time.thread_time()
     budget = ByteBudget.for_run(
-        bytes_per_s=settings.VERIFY_MAX_BYTES_PER_S, interval_s=settings.VERIFY_INTERVAL_S
+        bytes_per_s=settings.VERIFY_MAX_BYTES_PER_S,
+        interval_s=settings.VERIFY_INTERVAL_S,
+        since_last_s=since_last_s,
     )
     clock = RunClock(deadline=started + settings.VERIFY_RUN_BUDGET_S)
     limits = VerificationLimits(
