@@ -264,12 +264,9 @@ def _samples(low: int, high: int, limits: VerificationLimits, seed: int) -> tupl
 ASSUMED_BYTES_PER_OFFSET = 1000
 
 
-CATCH_UP_INTERVALS = 3  # a run reads at most this many intervals' allowance (`ByteBudget.for_run`)
-
-
 @dataclass
 class ByteBudget:
-    """Bytes a run may read: the bytes/s setting times the time since the last run (`for_run`). A range is only started while
+    """Bytes a run may read: the bytes/s setting times the run interval. A range is only started while
     some allowance is left, so a run overshoots by at most one range. Ranges read together (a round) are
     admitted one by one on their estimated bytes (`estimate`: the bytes per source offset read so far in
     the run), so a round overshoots by at most one range and the estimate's error."""
@@ -279,17 +276,8 @@ class ByteBudget:
     offsets: int = 0  # source offsets of the ranges read
 
     @classmethod
-    def for_run(
-        cls, *, bytes_per_s: float, interval_s: float, since_last_s: float | None = None
-    ) -> ByteBudget:
-        """The allowance of the time since the previous run started (`since_last_s`; one interval when
-        not known), at least one interval's and at most CATCH_UP_INTERVALS': runs one at a time, a run
-        longer than the interval makes the next ones be skipped, and the verifier read half its setting
-        on a loaded machine (bench scale, 2,000 partitions, load 13: runs of 15-18 s every 20 s, each
-        its 10 s allowance). So the setting is the verifier's rate on average, however long runs take."""
-        seconds = interval_s if since_last_s is None else since_last_s
-        seconds = min(max(seconds, interval_s), CATCH_UP_INTERVALS * interval_s)
-        return cls(int(bytes_per_s * seconds))
+    def for_run(cls, *, bytes_per_s: float, interval_s: float) -> ByteBudget:
+        return cls(int(bytes_per_s * interval_s))
 
     def spend(self, size: int, *, offsets: int = 0) -> None:
         self.spent += size

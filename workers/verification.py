@@ -49,7 +49,6 @@ from workers.app import app
 log = logging.getLogger(__name__)
 
 RUNNING_KEY = "verification:running"
-STARTED_KEY = "verification:started"  # when the last run started (epoch s): its successor's allowance
 # Groups on the target and topic parity change rarely and cost a few admin requests (2-3 s on the
 # embedded broker): observed at most this often per flow.
 ASSURANCE_INTERVAL_S = 60.0
@@ -78,9 +77,7 @@ def verify_flows() -> None:
         log.info("a verification run is going on elsewhere; skipping this one")
         return
     try:
-        now, started = time.time(), cache.get(STARTED_KEY)
-        cache.set(STARTED_KEY, now, timeout=None)
-        run_verification(run=next(_runs), since_last_s=None if started is None else now - started)
+        run_verification(run=next(_runs))
     finally:
         cache.delete(RUNNING_KEY)
 
@@ -114,14 +111,10 @@ def _rotated(items: list, run: int) -> list:
     return items[shift:] + items[:shift]
 
 
-def run_verification(*, run: int = 0, since_last_s: float | None = None) -> ByteBudget:
-    """One run over every flow; its byte allowance covers `since_last_s`, the time since the previous
-    run started (`ByteBudget.for_run`)."""
+def run_verification(*, run: int = 0) -> ByteBudget:
     started, cpu_started = time.monotonic(), time.thread_time()
     budget = ByteBudget.for_run(
-        bytes_per_s=settings.VERIFY_MAX_BYTES_PER_S,
-        interval_s=settings.VERIFY_INTERVAL_S,
-        since_last_s=since_last_s,
+        bytes_per_s=settings.VERIFY_MAX_BYTES_PER_S, interval_s=settings.VERIFY_INTERVAL_S
     )
     clock = RunClock(deadline=started + settings.VERIFY_RUN_BUDGET_S)
     limits = VerificationLimits(

@@ -5,6 +5,7 @@ skipped); replication resumes by itself."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
@@ -78,46 +79,37 @@ class TaskLoop(threading.Thread):
         self.results.append(self.task.run_slice(max_seconds=0.5, settle=True))
 
 
-@pytest.mark.parametrize("guarantee", [DeliveryGuarantee.EXACTLY_ONCE, DeliveryGuarantee.AT_LEAST_ONCE])
-def test_kill_9_of_the_source_then_the_target_broker_loses_nothing(start_broker, unique_name, guarantee):
-    source_broker, target_broker = start_broker("fault-source"), start_broker("fault-target")
+@contextlib.contextmanager
+def _replicating_under_load(start_broker, names: tuple[str, str], topic: str, **flow_settings):
+    """Two brokers of the test's own, a task between them assigned `topic`'s partitions running slices
+    as dedicated mode does, and a steady load on the source: (source broker, target broker, target,
+    load, loop). On leaving: the load stopped, every record acknowledged, the task closed."""
+    source_broker, target_broker = start_broker(names[0]), start_broker(names[1])
     source = ClusterConfig(alias="A", bootstrap_servers=source_broker.bootstrap_servers)
     target = ClusterConfig(alias="B", bootstrap_servers=target_broker.bootstrap_servers)
-    topic = unique_name
     create_topics(source, [topic], PARTITIONS)
     create_topics(target, [f"A.{topic}"], PARTITIONS)
     store = KafkaPositionStore(target, source_alias="A")
-    task = make_task(source, target, [topic], store=store, delivery_guarantee=guarantee)
+    task = make_task(source, target, [topic], store=store, **flow_settings)
     task.assign([(topic, p) for p in range(PARTITIONS)])
     load, loop = SteadyLoad(source, topic), TaskLoop(task)
     load.start()
     loop.start()
-
-    def replicating(since: int) -> bool:
-        """A slice from the `since`-th on ran clean and had records acknowledged by the target."""
-        return any(result.ok and result.records > 0 for result in loop.results[since:])
-
     try:
-        wait_until(lambda: replicating(0), timeout_s=60, what="replication under load")
-        for broker in (source_broker, target_broker):
-            broker.stop(kill=True)  # kill -9 under load: down while its JVM starts again
-            broker.start()  # same port, same data: the log is recovered
-            since = len(loop.results)
-            wait_until(
-                lambda since=since: replicating(since),
-                timeout_s=120,
-                what=f"replication resumed after {broker.name} restarted",
-            )
+        wait_until(lambda: replicating(loop, 0), timeout_s=60, what="replication under load")
+        yield source_broker, target_broker, target, load, loop
         load.stop_event.set()
         load.join(timeout=150)
         assert not load.failed and not load.is_alive()
         expected = {p: len(range(p, load.sent, PARTITIONS)) for p in range(PARTITIONS)}
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            positions = loop.results[-1].positions if loop.results else {}
-            if all(positions.get((topic, p), -1) >= expected[p] for p in range(PARTITIONS)):
-                break
-            time.sleep(0.5)
+        wait_until(
+            lambda: all(
+                (loop.results[-1].positions if loop.results else {}).get((topic, p), -1) >= expected[p]
+                for p in range(PARTITIONS)
+            ),
+            timeout_s=120,
+            what="every record acknowledged",
+        )
     finally:
         loop.stop_event.set()
         loop.join(timeout=60)
@@ -125,6 +117,28 @@ def test_kill_9_of_the_source_then_the_target_broker_loses_nothing(start_broker,
         task.close()
         store.close()
 
+
+def replicating(loop: TaskLoop, since: int) -> bool:
+    """A slice from the `since`-th on ran clean and had records acknowledged by the target."""
+    return any(result.ok and result.records > 0 for result in loop.results[since:])
+
+
+@pytest.mark.parametrize("guarantee", [DeliveryGuarantee.EXACTLY_ONCE, DeliveryGuarantee.AT_LEAST_ONCE])
+def test_kill_9_of_the_source_then_the_target_broker_loses_nothing(start_broker, unique_name, guarantee):
+    topic = unique_name
+    names = ("fault-source", "fault-target")
+    with _replicating_under_load(start_broker, names, topic, delivery_guarantee=guarantee) as running:
+        source_broker, target_broker, target, load, loop = running
+        for broker in (source_broker, target_broker):
+            broker.stop(kill=True)  # kill -9 under load: down while its JVM starts again
+            broker.start()  # same port, same data: the log is recovered
+            since = len(loop.results)
+            wait_until(
+                lambda since=since: replicating(loop, since),
+                timeout_s=120,
+                what=f"replication resumed after {broker.name} restarted",
+            )
+    source = ClusterConfig(alias="A", bootstrap_servers=source_broker.bootstrap_servers)
     for partition in range(PARTITIONS):
         source_values = [m.value() for m in read_partition(source, topic, partition)]
         assert source_values == [b"r%d" % i for i in range(partition, load.sent, PARTITIONS)]
@@ -157,22 +171,11 @@ def test_at_least_once_records_that_time_out_in_the_producer_are_sent_again_neve
     ones may be written once it answers again (librdkafka leaves timeouts out of its gapless guarantee).
     A report that failed or came after its window restarts the partition from its oldest record not
     acknowledged: every record reaches the target."""
-    source_broker, target_broker = start_broker("timeout-source"), start_broker("timeout-target")
-    source = ClusterConfig(alias="A", bootstrap_servers=source_broker.bootstrap_servers)
-    target = ClusterConfig(alias="B", bootstrap_servers=target_broker.bootstrap_servers)
     topic = unique_name
-    create_topics(source, [topic], PARTITIONS)
-    create_topics(target, [f"A.{topic}"], PARTITIONS)
-    store = KafkaPositionStore(target, source_alias="A")
-    task = make_task(source, target, [topic], store=store, extra={"producer.message.timeout.ms": "2000"})
-    task.assign([(topic, p) for p in range(PARTITIONS)])
-    load, loop = SteadyLoad(source, topic), TaskLoop(task)
-    load.start()
-    loop.start()
-    try:
-        wait_until(
-            lambda: any(r.ok and r.records for r in loop.results), timeout_s=60, what="replication under load"
-        )
+    names = ("timeout-source", "timeout-target")
+    timeout = {"producer.message.timeout.ms": "2000"}
+    with _replicating_under_load(start_broker, names, topic, extra=timeout) as running:
+        _, target_broker, target, load, loop = running
         target_broker.process.send_signal(signal.SIGSTOP)
         try:
             time.sleep(6)  # three message timeouts: records sent meanwhile fail in the producer
@@ -180,28 +183,10 @@ def test_at_least_once_records_that_time_out_in_the_producer_are_sent_again_neve
             target_broker.process.send_signal(signal.SIGCONT)
         since = len(loop.results)
         wait_until(
-            lambda: any(r.ok and r.records for r in loop.results[since:]),
+            lambda: replicating(loop, since),
             timeout_s=120,
             what="replication resumed after the target answered again",
         )
-        load.stop_event.set()
-        load.join(timeout=150)
-        assert not load.failed and not load.is_alive()
-        expected = {p: len(range(p, load.sent, PARTITIONS)) for p in range(PARTITIONS)}
-        wait_until(
-            lambda: all(
-                (loop.results[-1].positions if loop.results else {}).get((topic, p), -1) >= expected[p]
-                for p in range(PARTITIONS)
-            ),
-            timeout_s=120,
-            what="every record acknowledged",
-        )
-    finally:
-        loop.stop_event.set()
-        loop.join(timeout=60)
-        load.stop_event.set()
-        task.close()
-        store.close()
     errors = [e for r in loop.results for e in r.errors]
     assert errors, "the outage was not noticed: the test did not make records time out"
     _at_least_once_copy(target, topic, load.sent)

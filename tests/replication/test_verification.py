@@ -210,17 +210,6 @@ def test_byte_budget():
     assert budget.exhausted
 
 
-def test_a_run_after_skipped_ones_reads_the_allowance_of_the_time_since_the_last_run():
-    """Runs are one at a time: after a run that outlasted the interval (its successor skipped), the next
-    reads what the skipped one would have, so the setting is the verifier's average rate; at most three
-    intervals' worth, and never less than one interval's."""
-    allowance = [
-        ByteBudget.for_run(bytes_per_s=1000, interval_s=10, since_last_s=since).allowance
-        for since in (None, 4.0, 10.0, 20.0, 25.5, 300.0)
-    ]
-    assert allowance == [10_000, 10_000, 10_000, 20_000, 25_500, 30_000]
-
-
 # -- comparison -------------------------------------------------------------------------------------------
 def test_identical_copy_is_clean_with_equal_digests():
     source = [rec(o) for o in range(5)]
