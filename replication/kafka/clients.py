@@ -129,14 +129,21 @@ def consumer_properties(
 
 def make_producer(cluster: ClusterConfig, *, overrides: Mapping[str, ClientValue] | None = None) -> Producer:
     """An idempotent producer (acks=all, ordered, no duplicates from internal retries)."""
-    properties: dict[str, ClientValue] = {
+    properties = producer_properties(cluster, overrides=overrides)
+    return Producer(librdkafka_properties(properties), logger=_librdkafka_log)
+
+
+def producer_properties(
+    cluster: ClusterConfig, *, overrides: Mapping[str, ClientValue] | None = None
+) -> dict[str, ClientValue]:
+    """`make_producer`'s properties: ours < the cluster's `<alias>.producer.*` < `overrides`."""
+    return {
         "enable.idempotence": True,
         "acks": "all",
         "linger.ms": 5,
         **cluster.client_properties("producer"),
         **(overrides or {}),
     }
-    return Producer(librdkafka_properties(properties), logger=_librdkafka_log)
 
 
 def consume_available(consumer: Consumer, *, wait_s: float, max_messages: int) -> list:

@@ -36,6 +36,7 @@ from replication.kafka.clients import (
     make_admin,
     make_consumer,
     make_producer,
+    producer_properties,
     record_sink,
     source_records,
 )
@@ -212,10 +213,7 @@ def message_timeout_s(flow: FlowConfig, target: ClusterConfig) -> float:
     """How long the task's producer may hold a record before it fails it: its message.timeout.ms (or the
     alias delivery.timeout.ms; the shorter when both are set), as the flow, the cluster or we set it;
     infinite for 0."""
-    properties = {
-        **target.client_properties("producer"),
-        **mirror_producer_overrides(flow, target, task_index=0),
-    }
+    properties = producer_properties(target, overrides=mirror_producer_overrides(flow, target, task_index=0))
     set_ms = [
         float(properties[name])
         for name in ("message.timeout.ms", "delivery.timeout.ms")
@@ -225,18 +223,17 @@ def message_timeout_s(flow: FlowConfig, target: ClusterConfig) -> float:
     return math.inf if timeout_ms == 0 else timeout_ms / 1000
 
 
-def batch_reports_within_s(flow: FlowConfig, target: ClusterConfig) -> float:
+def batch_reports_within_s(message_timeout_s: float) -> float:
     """How long after a batch is sent its partitions' last records' delivery reports vouch for the
     records before them (`TaskIO.batch_reports_within_s`): within the producer's message timeout no
     record of the batch can have timed out. A margin for the clocks' granularity."""
-    return message_timeout_s(flow, target) * REPORT_TRUST
+    return message_timeout_s * REPORT_TRUST
 
 
-def settle_timeout_s(flow: FlowConfig, target: ClusterConfig) -> float:
+def settle_timeout_s(message_timeout_s: float) -> float:
     """How long a settle flushes (`TaskIO.settle_timeout_s`): past the producer's message timeout no
     record is in doubt. Without a timeout (0), ours."""
-    timeout_s = message_timeout_s(flow, target)
-    return SETTLE_TIMEOUT_S if math.isinf(timeout_s) else timeout_s + SETTLE_MARGIN_S
+    return SETTLE_TIMEOUT_S if math.isinf(message_timeout_s) else message_timeout_s + SETTLE_MARGIN_S
 
 
 def offset_syncs_internal_topic(
@@ -329,6 +326,7 @@ def kafka_task_io(
 ) -> TaskIO:
     """A MirrorSourceTask's clients on Kafka. The producer is the `RecordSink` itself (no wrapper per
     record): its produce/poll/flush/len are the Protocol's."""
+    timeout_s = message_timeout_s(flow, target)
     return TaskIO(
         source=KafkaRecordSource(source_consumer(flow, source, task_index=task_index)),
         sink=lambda: record_sink(mirror_producer(flow, target, task_index=task_index)),
@@ -337,8 +335,8 @@ def kafka_task_io(
         # Transactional: the restart reads the committed tail only (what a zombie or a crash left
         # uncommitted is aborted by the task's init_transactions before it reads).
         target_reader=lambda: PartitionReader(target, read_committed=transactional(flow)),
-        settle_timeout_s=settle_timeout_s(flow, target),
-        batch_reports_within_s=None if transactional(flow) else batch_reports_within_s(flow, target),
+        settle_timeout_s=settle_timeout_s(timeout_s),
+        batch_reports_within_s=None if transactional(flow) else batch_reports_within_s(timeout_s),
         transactional=transactional(flow),
         transaction_failure=transaction_failure,
     )

@@ -31,9 +31,9 @@ def test_the_window_and_the_settle_follow_the_producers_message_timeout(
     flow = FlowConfig(source="A", target="B", extra=flow_extra)
     target = ClusterConfig(alias="B", bootstrap_servers="127.0.0.1:1", producer=cluster_producer)
     assert message_timeout_s(flow, target) == timeout_s
-    assert batch_reports_within_s(flow, target) == timeout_s * source_io.REPORT_TRUST
+    assert batch_reports_within_s(timeout_s) == timeout_s * source_io.REPORT_TRUST
     expected_settle = source_io.SETTLE_TIMEOUT_S if math.isinf(timeout_s) else timeout_s + 10
-    assert settle_timeout_s(flow, target) == expected_settle
+    assert settle_timeout_s(timeout_s) == expected_settle
 
 
 def test_only_a_gapless_producer_outside_transactions_has_the_window():
