@@ -28,7 +28,7 @@ from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import ClientValue, make_admin, make_consumer, make_producer
 from replication.kafka.processes import free_port
 from replication.kafka.source_io import PartitionReader
-from replication.mirroring import source_offset_of
+from replication.mirroring import source_offsets
 from replication.task_io import PartitionReadError
 
 CELERY = str(Path(sys.executable).with_name("celery"))
@@ -283,7 +283,7 @@ def mirrored_offsets(
         raise next(iter(failures.values()))
     _kept_readers[key] = reader
     return {
-        partition: [source_offset_of(headers) for _, headers in found]
+        partition: source_offsets([headers for _, headers in found])
         for (_, partition), found in records.items()
     }
 

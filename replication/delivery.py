@@ -18,6 +18,13 @@ At at_least_once, a gapless sink (`TaskIO.batch_reports_within_s`) asks for one 
 batch, on its last record: a report that comes in time vouches for the records before it
 (`PartitionState.batch_reporter`). Where a record may be skipped or held (header rules, schema IDs), or
 once a report came too late, every record asks for its own.
+
+exactly_once adds the source-offset header (`replication.mirroring`). In Kafka transactions, where every
+fetched record is sent as it is (no header rule, no schema IDs), only each run's first and last record
+carry it, a run now ending at a gap in the source offsets too (`_send_runs`): the records between follow
+one after another on both sides, which `replication.mirroring.source_offsets` places, and the last record
+of each partition in each transaction carries its own (where a restart resumes). At 100 B the header on
+every record cost about 15% of exactly_once's records/s (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -26,9 +33,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from itertools import chain
 from typing import Any
 
-from replication.mirroring import SKIP
+from replication.mirroring import SKIP, SOURCE_OFFSET_HEADER, pack_source_offset, with_source_offset
 from replication.partition_state import Acknowledgements, PartitionState
 from replication.schema_hold import SchemaHold
 from replication.slices import SliceError, SliceErrorKind
@@ -94,6 +102,9 @@ class Delivery:
             if not io.transactional and rewrite is None and schema_ids is None
             else None
         )
+        # In transactions, where the header rule only adds the source offset (`header_rewriter` gives
+        # `with_source_offset`) and no schema ID holds a record: that header on run ends only.
+        self._run_ends = io.transactional and rewrite is with_source_offset and schema_ids is None
         self._warmed: set[str] = set()  # remote topics the current sink knows (`warm`)
 
     def __len__(self) -> int:
@@ -194,7 +205,15 @@ class Delivery:
         Records of partitions that are not running (fetched before a reassignment, stopped, held) are
         dropped: they are fetched again from their position. While the sink is full, `wait_for_room`
         runs between polls; False from it ends the batch (and this returns False)."""
-        produce, poll = self.sink.produce, self.poll
+        if self._run_ends:
+            return self._send_runs(
+                messages,
+                states=states,
+                polled=polled,
+                on_fetch_error=on_fetch_error,
+                wait_for_room=wait_for_room,
+            )
+        produce = self.sink.produce
         rewrite, schema_ids, hold = self._rewrite, self._schema_ids, self._hold
         per_run = self._per_run
         within_s, late = self._batch_within_s, self._late
@@ -257,32 +276,157 @@ class Delivery:
                     on_delivery, run_start = state.run_reporter(), False
                 else:
                     on_delivery = None
-            while True:
-                try:
-                    produce(
-                        remote_topic,
-                        value=value,
-                        key=key,
-                        partition=partition,  # type: ignore[arg-type]
-                        # 0 asks the producer for "now": only when the source record has none.
-                        timestamp=timestamp if timestamp_type else 0,
-                        headers=headers,
-                        on_delivery=on_delivery,  # type: ignore[arg-type]
-                    )
-                    break
-                except BufferError:  # the target is behind: serve acks, fetch nothing more
-                    poll(0.05)
-                    # The position stays before this record: not sent yet.
-                    if not wait_for_room():
-                        return False
-                except Exception as exc:  # too large, or the producer failed fatally
-                    state.fail(offset, str(exc))
-                    raise ProduceFailed(state, offset, exc) from exc
+            timestamp = (
+                timestamp if timestamp_type else 0
+            )  # 0 asks the producer for "now": the record has none
+            try:
+                produce(
+                    remote_topic,
+                    value=value,
+                    key=key,
+                    partition=partition,  # type: ignore[arg-type]
+                    timestamp=timestamp,
+                    headers=headers,
+                    on_delivery=on_delivery,  # type: ignore[arg-type]
+                )
+            except Exception as exc:
+                sent = (remote_topic, value, key, partition, timestamp, headers, on_delivery)
+                if not self._refused(exc, state, offset, sent, wait_for_room):
+                    return False  # the position stays before this record: not sent yet
             in_flight.append(offset)  # type: ignore[union-attr]
             if on_delivery is not state.on_delivery:  # one report for many: their sizes are counted here
                 state.sent_bytes += len(message)
             state.next_offset = offset + 1  # only now: a position may be persisted in between
         return True
+
+    def _send_runs(
+        self,
+        messages: Sequence[SourceRecord],
+        *,
+        states: Mapping[TopicPartition, PartitionState],
+        polled: list[PartitionState],
+        on_fetch_error: Callable[[SourceRecord], None],
+        wait_for_room: Callable[[], bool],
+    ) -> bool:
+        """`send` in a transaction where every fetched record of a running partition is sent as it is: one
+        report per run (`PartitionState.run_reporter`), and the source-offset header on each run's first
+        and last record only, a run ending where the next record is another partition's, a fetch error,
+        not the next source offset, or the end of the batch. So a record is produced once the next one is
+        seen (`held`)."""
+        produce = self.sink.produce
+        pack = pack_source_offset
+        held: SourceRecord | None = None  # seen, not produced yet: whether it ends its run is not known yet
+        held_state: PartitionState | None = None
+        held_topic, held_partition, held_offset = "", -1, -1
+        held_marked = False  # it begins its run: it carries its source offset either way
+        held_report = None
+        last_topic: str | None = None
+        last_partition: int | None = -1
+        state: PartitionState | None = None
+        topic, partition, offset = "", -1, -1
+        for message in chain(messages, (None,)):
+            fetch_error = message is not None and message.error() is not None
+            if message is not None and not fetch_error:
+                topic, partition = message.topic(), message.partition()  # type: ignore[assignment]
+                offset = message.offset()  # type: ignore[assignment]
+            if held is not None:
+                assert held_state is not None
+                headers = held.headers()
+                if (
+                    held_marked
+                    or message is None
+                    or fetch_error
+                    or offset != held_offset + 1
+                    or partition != held_partition
+                    or topic != held_topic
+                ):
+                    headers = [*(headers or ()), (SOURCE_OFFSET_HEADER, pack(held_offset))]
+                timestamp_type, timestamp = held.timestamp()
+                held_state.last_polled_timestamp_ms = timestamp
+                timestamp = timestamp if timestamp_type else 0
+                key, value = held.key(), held.value()
+                try:
+                    produce(
+                        held_state.remote_topic,
+                        value=value,
+                        key=key,
+                        partition=held_partition,
+                        timestamp=timestamp,
+                        headers=headers,
+                        on_delivery=held_report,  # type: ignore[arg-type]
+                    )
+                except Exception as exc:
+                    sent = (
+                        held_state.remote_topic,
+                        value,
+                        key,
+                        held_partition,
+                        timestamp,
+                        headers,
+                        held_report,
+                    )
+                    if not self._refused(exc, held_state, held_offset, sent, wait_for_room):
+                        return False
+                held_state.in_flight.append(held_offset)
+                held_state.sent_bytes += len(held)
+                held_state.next_offset = held_offset + 1
+                held = None
+            if message is None:
+                break
+            if fetch_error:
+                on_fetch_error(message)
+                continue
+            run_start = False
+            if partition != last_partition or topic != last_topic:
+                last_topic, last_partition = topic, partition
+                state = states.get((topic, partition))
+                if state is None or state.stopped or state.schema_wait is not None:
+                    state = None  # fetched before a reassignment: not ours any more
+                    continue
+                if state.last_polled_timestamp_ms is None:  # its first records of this fetch
+                    polled.append(state)
+                run_start = True
+            elif state is None:
+                continue
+            held, held_state = message, state
+            held_topic, held_partition, held_offset = topic, partition, offset
+            held_marked = run_start or offset != state.next_offset  # a run's first, or after a gap
+            held_report = state.run_reporter() if run_start else None
+        return True
+
+    def _refused(
+        self,
+        exc: Exception,
+        state: PartitionState,
+        offset: int,
+        sent: tuple[Any, ...],
+        wait_for_room: Callable[[], bool],
+    ) -> bool:
+        """The sink refused the record at `offset` (`sent`: the produce call's topic, value, key, partition,
+        timestamp, headers and callback). While it is full (`BufferError`: the target is behind) its reports
+        are served, nothing more fetched, and the record produced again once `wait_for_room` allows;
+        False when it does not (the batch ends, this record not sent). Any other refusal (too large, the
+        producer failed fatally) fails its partition there (`ProduceFailed`)."""
+        topic, value, key, partition, timestamp, headers, on_delivery = sent
+        while isinstance(exc, BufferError):
+            self.poll(0.05)
+            if not wait_for_room():
+                return False
+            try:
+                self.sink.produce(
+                    topic,
+                    value=value,
+                    key=key,
+                    partition=partition,
+                    timestamp=timestamp,
+                    headers=headers,
+                    on_delivery=on_delivery,
+                )
+                return True
+            except Exception as again:
+                exc = again
+        state.fail(offset, str(exc))
+        raise ProduceFailed(state, offset, exc) from exc
 
     def failures(self, states: Mapping[TopicPartition, PartitionState]) -> list[SliceError]:
         """The running partitions a delivery failed since the last call: each restarts from that record."""

@@ -6,8 +6,9 @@
   (upstream, downstream) pairs.
 - **Data-loss handling** (`detect_data_loss`, `gap_event`): whether the next source offset is gone, and
   what `data.loss.policy` makes of it.
-- **The exactly_once resume point** (`reread_start`, `resume_point`): where a partition resumes after a
-  crash, from what its remote partition already holds; `waits_for_remote_partition`: whether a partition
+- **The exactly_once resume point** (`source_offsets`, `reread_start`, `resume_point`): the source offsets
+  a remote partition's records carry, and where a partition resumes after a crash, from what its remote
+  partition already holds; `waits_for_remote_partition`: whether a partition
   whose remote partition the target does not know yet waits for it or fails to start.
 
 The task (`replication.source`) runs them; tested without a broker.
@@ -27,7 +28,7 @@ from replication.task_io import Headers, Record, Tail
 
 SOURCE_OFFSET_HEADER = "mirrorplane.source-offset"
 _OFFSET = struct.Struct(">q")
-_pack_offset = _OFFSET.pack
+pack_source_offset = _OFFSET.pack  # the header's value: 8 bytes, big-endian
 SKIP: Final = object()  # a header rewriter's answer for a record that must not be replicated
 
 
@@ -41,7 +42,30 @@ def source_offset_of(headers: Headers) -> int | None:
 
 def with_source_offset(headers: Headers, offset: int) -> Headers:
     """The record's headers with `mirrorplane.source-offset` appended (exactly_once)."""
-    return [*(headers or ()), (SOURCE_OFFSET_HEADER, _pack_offset(offset))]
+    return [*(headers or ()), (SOURCE_OFFSET_HEADER, pack_source_offset(offset))]
+
+
+def source_offsets(headers: Sequence[Headers]) -> list[int | None]:
+    """The source offset of each of a remote partition's records, read in order (`read_committed`), from
+    their headers. In Kafka transactions a task writes the header only on the first and the last record
+    of each run (a partition's consecutive source offsets in one fetched batch) and on every record where
+    provenance or schema IDs may skip or hold one (`replication.delivery`): a record without it between
+    two that carry it is the one after the record before it, when their source offsets are as far apart
+    as the records (no other writer's record between them). Otherwise, and before the first header or
+    after the last one, None: not a record this mirror is known to have written."""
+    marked = [source_offset_of(each) for each in headers]
+    found = list(marked)
+    before: int | None = None  # index of the last record that carries its header
+    for index, upstream in enumerate(marked):
+        if upstream is None:
+            continue
+        if before is not None and index - before > 1:
+            first = marked[before]
+            assert first is not None
+            if upstream - first == index - before:
+                found[before + 1 : index] = range(first + 1, upstream)
+        before = index
+    return found
 
 
 def header_rewriter(
@@ -118,14 +142,17 @@ def gap_suspected(
 
 def reread_start(*, stored: int, tail: Tail) -> int | None:
     """exactly_once: the remote offset from which records written after the stored position `stored` are
-    re-read (to resume after them and re-derive their offset syncs); None when it holds none.
+    re-read (to resume after them and re-derive their offset syncs); None when it holds none. The last
+    record a task writes to a partition carries its source offset (`source_offsets`).
 
-    Each source record is at most one remote record, so source offsets [stored, last] lie in the last
-    (last - stored + 1) remote offsets."""
+    Each source record is at most one remote record, and in transactions each record is followed by at
+    most one commit marker, so source offsets [stored, last] lie in the last 2 x (last - stored + 1)
+    remote offsets: reading from there reaches the record at `stored`, which carries its header (a stored
+    position is where a transaction's run began), and every record after it is placed."""
     last_source_offset = source_offset_of(tail.last[1]) if tail.last else None
     if tail.last is None or last_source_offset is None or last_source_offset < stored:
         return None
-    return max(tail.low, tail.last[0] - (last_source_offset - stored))
+    return max(tail.low, tail.last[0] - 2 * (last_source_offset - stored))
 
 
 def resume_point(*, stored: int, written: Sequence[Record]) -> tuple[int, list[tuple[int, int]]]:
@@ -136,8 +163,8 @@ def resume_point(*, stored: int, written: Sequence[Record]) -> tuple[int, list[t
     after the last source offset found there neither skips nor repeats a record."""
     next_offset = stored
     acknowledged: list[tuple[int, int]] = []
-    for downstream, headers in written:
-        upstream = source_offset_of(headers)
+    upstreams = source_offsets([headers for _, headers in written])
+    for (downstream, _), upstream in zip(written, upstreams, strict=True):
         if upstream is not None and upstream >= stored:
             acknowledged.append((upstream, downstream))
             next_offset = upstream + 1

@@ -420,6 +420,14 @@ class MirrorSourceTask(TaskFailures):
             if error is not None:
                 self._record_error(error, errors)
 
+        def wait_for_room() -> bool:
+            """The sink is full in the middle of a batch. A transaction never commits there: what the
+            batch sends next would be outside it, and the run it cut would end on a record without its
+            source offset (`Delivery`); the pump commits between batches."""
+            if transactions is not None:
+                return not (self._restart_needed or self._fenced)
+            return self._persist_if_due(errors)
+
         taken = 0
         while taken < max_records:
             remaining = deadline - time.monotonic()
@@ -454,7 +462,7 @@ class MirrorSourceTask(TaskFailures):
                     states=states,
                     polled=polled,
                     on_fetch_error=on_fetch_error,
-                    wait_for_room=lambda: self._persist_if_due(errors),
+                    wait_for_room=wait_for_room,
                 )
             except ProduceFailed as failed:
                 if self._transaction_failed_fatally(failed, errors):

@@ -90,6 +90,7 @@ class MemoryError_:
 class MemoryPartition:
     low: int = 0  # earliest offset: retention deleted what is below
     records: list[MemoryRecord] = field(default_factory=list)
+    aborted: set[int] = field(default_factory=set)  # offsets of records of aborted transactions
 
     @property
     def end(self) -> int:
@@ -169,7 +170,11 @@ class MemoryCluster:
         log.low = offset
 
     def read(self, topic: str, partition: int) -> list[MemoryRecord]:
-        return list(self.partitions[(topic, partition)].records)
+        """The partition's records as a `read_committed` reader sees them (none of an aborted transaction)."""
+        log = self.partitions[(topic, partition)]
+        if log.aborted:
+            return [record for record in log.records if record.offset() not in log.aborted]
+        return list(log.records)
 
 
 class MemorySource:
@@ -460,6 +465,13 @@ class MemoryTransactionalSink(MemorySink):
         self.calls: list[str] = []
         self.failing: dict[str, list[TransactionFailure]] = {}
         self._failures_before = 0
+        self._written: list[MemoryRecord] = []  # by the open transaction: what an abort hides
+        self.in_transaction = False  # begun, not committed nor aborted: records may be produced
+
+    def _write(self, key: TopicPartition, record: MemoryRecord) -> MemoryRecord:
+        written = super()._write(key, record)
+        self._written.append(written)
+        return written
 
     def _call(self, name: str) -> None:
         self.calls.append(name)
@@ -469,16 +481,29 @@ class MemoryTransactionalSink(MemorySink):
     def init_transactions(self, timeout: float) -> None:
         self._call("init")
 
+    def produce(self, topic, **record) -> None:
+        if not self.in_transaction:  # as librdkafka's: "Operation not valid in state Ready"
+            raise MemoryTransactionError(TransactionFailure.ABORT)
+        super().produce(topic, **record)
+
     def begin_transaction(self) -> None:
         self._call("begin")
+        self.in_transaction = True
         self._failures_before = self.failures
+        self._written = []
 
     def commit_transaction(self, timeout: float) -> None:
         """Delivers every record of the transaction; one that failed fails the commit (ABORT), as Kafka's."""
         self._call("commit")
         self.flush(timeout)
+        self.in_transaction = False
         if self.failures > self._failures_before:
             raise MemoryTransactionError(TransactionFailure.ABORT)
 
     def abort_transaction(self, timeout: float) -> None:
+        """Its records are hidden from readers (`MemoryCluster.read`), their offsets kept, as Kafka's."""
         self._call("abort")
+        self.in_transaction = False
+        for record in self._written:
+            self.cluster.partitions[(record.topic(), record.partition())].aborted.add(record.offset())
+        self._written = []

@@ -19,7 +19,7 @@ import replication
 from replication import positions
 from replication.config import DeliveryGuarantee, FlowConfig
 from replication.memory.task_io import MemoryIO, MemorySink, MemorySource
-from replication.mirroring import source_offset_of
+from replication.mirroring import source_offsets
 from replication.offset_sync_store import OffsetSyncStore
 from replication.policy import replication_policy_for
 from replication.positions import POSITION_RECORD_INTERVAL_S, InMemoryPositionStore
@@ -271,7 +271,7 @@ def test_a_crash_between_coalesced_position_records_loses_nothing_and_exactly_on
         target = [record.value() for record in io.target_cluster.read(REMOTE, partition)]
         if guarantee == DeliveryGuarantee.EXACTLY_ONCE:
             assert target == source
-            offsets = [source_offset_of(r.headers()) for r in io.target_cluster.read(REMOTE, partition)]
+            offsets = source_offsets([r.headers() for r in io.target_cluster.read(REMOTE, partition)])
             assert offsets == list(range(121))
         else:  # written again: what followed the stored position, no more; nothing lost
             assert sorted(set(target)) == sorted(set(source))

@@ -20,7 +20,7 @@ from replication.formats import Heartbeat
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_admin, make_consumer, make_producer
 from replication.kafka.source_io import PartitionReader, mirror_producer
-from replication.mirroring import source_offset_of
+from replication.mirroring import source_offsets
 from replication.policy import DefaultReplicationPolicy
 from replication.remote import replication_hops
 
@@ -410,7 +410,7 @@ def _committed_source_offsets(cluster, topic: str, partitions: int) -> dict[int,
     finally:
         reader.close()
     assert not failures, failures
-    return {p: [source_offset_of(headers) for _, headers in records[(topic, p)]] for p in range(partitions)}
+    return {p: source_offsets([headers for _, headers in records[(topic, p)]]) for p in range(partitions)}
 
 
 def test_a_run_fences_the_task_ids_of_an_earlier_run_before_its_tasks_write(

@@ -24,6 +24,7 @@ from replication.mirroring import (
     reread_start,
     resume_point,
     source_offset_of,
+    source_offsets,
     waits_for_remote_partition,
 )
 from replication.offset_sync_store import OffsetSyncStore
@@ -245,7 +246,7 @@ def test_resume_after_a_crash(guarantee):
         target = [record.value() for record in io.target_cluster.read(REMOTE, partition)]
         if guarantee == DeliveryGuarantee.EXACTLY_ONCE:
             assert target == source
-            assert [source_offset_of(r.headers()) for r in io.target_cluster.read(REMOTE, partition)] == list(
+            assert source_offsets([r.headers() for r in io.target_cluster.read(REMOTE, partition)]) == list(
                 range(100)
             )
         else:
@@ -361,12 +362,41 @@ def test_the_exactly_once_resume_point_is_after_the_last_source_offset_the_targe
 
     # remote offsets 100.. hold source offsets 40..45; the position stored was 43
     written = [(100 + i, mirrored(40 + i)) for i in range(6)]
-    assert reread_start(stored=43, tail=Tail(0, 106, written[-1])) == 103
+    assert reread_start(stored=43, tail=Tail(0, 106, written[-1])) == 101  # room for a marker per record
     assert resume_point(stored=43, written=written[3:]) == (46, [(43, 103), (44, 104), (45, 105)])
     assert reread_start(stored=46, tail=Tail(0, 106, written[-1])) is None  # nothing past the position
     assert reread_start(stored=0, tail=Tail(0, 0, None)) is None  # an empty remote partition
     assert reread_start(stored=0, tail=Tail(0, 1, (0, None))) is None  # a record this mirror did not write
     assert resume_point(stored=10, written=[]) == (10, [])
+
+
+def test_source_offsets_places_the_records_between_two_headers_when_nothing_else_is_between():
+    def marked(upstream):
+        return [("h", b"1"), ("mirrorplane.source-offset", upstream.to_bytes(8, "big"))]
+
+    # In a transaction only each run's first and last record carry the header: runs 40..43 and 47..48.
+    run = [marked(40), None, [("h", b"2")], marked(43), marked(47), marked(48)]
+    assert source_offsets(run) == [40, 41, 42, 43, 47, 48]
+    # Another writer's record between: the count disagrees, so none of that stretch is placed.
+    assert source_offsets([marked(40), None, None, None, marked(43)]) == [40, None, None, None, 43]
+    # Before the first header and after the last one: not known to be ours.
+    assert source_offsets([None, marked(5), None]) == [None, 5, None]
+    assert source_offsets([]) == []
+
+
+def test_the_resume_point_and_its_offset_syncs_with_the_header_on_run_ends_only():
+    def mirrored(upstream):
+        return [("mirrorplane.source-offset", upstream.to_bytes(8, "big"))]
+
+    # Remote 100..105 hold source 40..45 as one run (headers on 40 and 45), a commit marker at 106, then
+    # source 46..47 at 107..108; the position stored was 43, so the reread starts early enough to reach
+    # the run's first record.
+    written = [(100, mirrored(40)), *[(100 + i, None) for i in range(1, 5)], (105, mirrored(45))]
+    written += [(107, mirrored(46)), (108, mirrored(47))]
+    start = reread_start(stored=43, tail=Tail(0, 109, written[-1]))
+    assert start == 100  # 108 - 2 x (47 - 43)
+    point = resume_point(stored=43, written=[w for w in written if w[0] >= start])
+    assert point == (48, [(43, 103), (44, 104), (45, 105), (46, 107), (47, 108)])
 
 
 def test_data_loss_handling_stop_keeps_the_position_skip_resumes_at_the_earliest_offset():

@@ -6,12 +6,13 @@ with a report per record, and a transaction whose commit fails (a record in it f
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 
 from replication.config import DeliveryGuarantee
 from replication.memory.task_io import MemoryTransactionalSink, MemoryTransactionError
-from replication.mirroring import source_offset_of
+from replication.mirroring import source_offset_of, source_offsets
 from replication.partition_state import Acknowledgements
 from replication.positions import InMemoryPositionStore
 from replication.source import SliceErrorKind, TaskFenced
@@ -25,9 +26,15 @@ EOS = DeliveryGuarantee.EXACTLY_ONCE
 def copied_in_order(io, partitions: int = 3) -> bool:
     """Each target partition holds its source partition's values, each once, with their source offsets."""
     return all(
-        [(source_offset_of(r.headers()), r.value()) for r in io.target_cluster.read(REMOTE, partition)]
+        _offsets_and_values(io.target_cluster.read(REMOTE, partition))
         == [(r.offset(), r.value()) for r in io.source_cluster.read(TOPIC, partition)]
         for partition in range(partitions)
+    )
+
+
+def _offsets_and_values(records) -> list:
+    return list(
+        zip(source_offsets([r.headers() for r in records]), [r.value() for r in records], strict=True)
     )
 
 
@@ -73,6 +80,39 @@ def test_one_report_per_run_copies_positions_and_syncs_as_a_report_per_record_do
     assert sum(p.record_count for p in snapshot) == 300 and sum(p.byte_count for p in snapshot) == sum(
         p.byte_count for p in plain_task.metrics.snapshot()
     )
+
+
+def test_in_transactions_only_the_first_and_last_record_of_each_run_carry_the_source_offset():
+    io, *_ = copy(transactional=True, per_partition=7)
+    plain_io, *_ = copy(transactional=False, per_partition=7)
+    for partition in range(3):
+        records = io.target_cluster.read(REMOTE, partition)
+        marked = [source_offset_of(r.headers()) for r in records if source_offset_of(r.headers()) is not None]
+        # Runs of 7 over 100 records: 14 of 7 and one of 2, each marked on its first and last record.
+        assert marked == sorted({*range(0, 100, 7), *range(6, 100, 7), 99})
+        assert source_offsets([r.headers() for r in records]) == list(range(100))
+        plain = plain_io.target_cluster.read(REMOTE, partition)  # gapless without transactions: every record
+        assert [source_offset_of(r.headers()) for r in plain] == list(range(100))
+
+
+class SlowAndSmall(MemoryTransactionalSink):
+    """Holds 3 records at most and serves one report per poll, each poll taking 5 ms: the sink is full
+    in the middle of every batch for longer than the persist cadence."""
+
+    def __init__(self, cluster) -> None:
+        super().__init__(cluster, capacity=3, per_poll=1)
+
+    def poll(self, timeout: float = 0) -> int:
+        time.sleep(0.005)
+        return super().poll(timeout)
+
+
+def test_a_sink_full_in_the_middle_of_a_batch_never_commits_the_transaction_there():
+    io, store, task, results = copy(transactional=True, per_partition=7, sink=SlowAndSmall)
+    assert io.made[0].buffer_errors > 100 and not [error for result in results for error in result.errors]
+    assert len(io.made) == 1  # no restart: nothing was produced outside a transaction
+    assert copied_in_order(io)
+    assert io.made[0].calls == ["init", "begin", "commit"]  # one batch (1.5 s), so one transaction
 
 
 def test_reports_that_come_with_the_commit_belong_to_the_transaction_it_committed():
@@ -162,12 +202,11 @@ class WithAnotherWriter(MemoryTransactionalSink):
 
 def test_with_another_writer_on_a_remote_partition_no_offset_sync_is_above_its_records_place():
     io, store, task, _ = copy(transactional=True, per_partition=7, sink=WithAnotherWriter)
-    where = {
-        (partition, source_offset_of(record.headers())): record.offset()
-        for partition in range(3)
-        for record in io.target_cluster.read(REMOTE, partition)
-        if record.key() != b"other"
-    }
+    where = {}
+    for partition in range(3):
+        ours = [record for record in io.target_cluster.read(REMOTE, partition) if record.key() != b"other"]
+        for record, upstream in zip(ours, source_offsets([r.headers() for r in ours]), strict=True):
+            where[partition, upstream] = record.offset()
     assert len(where) == 300 and isinstance(io.made[0], WithAnotherWriter)
     syncs = [(s.partition, s.upstream_offset, s.downstream_offset) for s in io.emitter.emitted]
     above = [(p, up, down, where[p, up]) for p, up, down in syncs if down > where[p, up]]

@@ -27,7 +27,7 @@ from replication.kafka.source_io import (
     transactional_id,
 )
 from replication.metrics import MirrorMetrics
-from replication.mirroring import source_offset_of
+from replication.mirroring import source_offsets
 from replication.partition_state import Acknowledgements
 from replication.policy import DefaultReplicationPolicy
 from replication.positions import InMemoryPositionStore
@@ -168,13 +168,14 @@ def test_a_zombie_task_is_fenced_and_read_committed_readers_see_each_record_once
     syncs = read_offset_syncs(cluster_a, topic)
     for partition in range(PARTITIONS):
         committed = read_partition(cluster_b, remote, partition, isolation="read_committed")
-        assert [source_offset_of(m.headers()) for m in committed] == list(range(RECORDS // PARTITIONS))
+        assert source_offsets([m.headers() for m in committed]) == list(range(RECORDS // PARTITIONS))
         # Offsets stay exact across the commit markers and the zombie's aborted records.
         mine = sorted((s for s in syncs if s.partition == partition), key=lambda s: s.upstream_offset)
+        upstreams = source_offsets([m.headers() for m in committed])
         wrong = [
-            (source_offset_of(m.headers()), m.offset(), translate(mine, source_offset_of(m.headers())))
-            for m in committed
-            if translate(mine, source_offset_of(m.headers())) != m.offset()
+            (upstream, m.offset(), translate(mine, upstream))
+            for m, upstream in zip(committed, upstreams, strict=True)
+            if translate(mine, upstream) != m.offset()
         ]
         assert not wrong, (
             f"partition {partition}: (source, target, translated) {wrong[:5]}; syncs {mine[:20]}"
@@ -359,4 +360,4 @@ def test_a_backlog_is_committed_in_fewer_transactions_than_one_per_persist_caden
     assert 2 <= commits <= 4, commits  # the cadence's rule: 7 at the least
     for partition in range(PARTITIONS):
         committed = read_partition(cluster_b, remote, partition, isolation="read_committed")
-        assert [source_offset_of(m.headers()) for m in committed] == list(range(per_partition))
+        assert source_offsets([m.headers() for m in committed]) == list(range(per_partition))
