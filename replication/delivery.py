@@ -30,6 +30,7 @@ every record cost about 15% of exactly_once's records/s (docs/performance.md).
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -320,6 +321,11 @@ class Delivery:
         held_topic, held_partition, held_offset = "", -1, -1
         held_marked = False  # it begins its run: it carries its source offset either way
         held_report = None
+        # A record whose value reaches half the sink's limit may be refused (key and headers count too):
+        # the one before it carries its source offset, so a transaction that commits without the refused
+        # record still ends on a record with one.
+        limit = self._io.record_limit_bytes
+        near_limit = math.inf if limit is None else limit // 2
         last_topic: str | None = None
         last_partition: int | None = -1
         state: PartitionState | None = None
@@ -339,6 +345,7 @@ class Delivery:
                     or offset != held_offset + 1
                     or partition != held_partition
                     or topic != held_topic
+                    or len(message) >= near_limit  # the sink may refuse the next one: its run ends here
                 ):
                     headers = [*(headers or ()), (SOURCE_OFFSET_HEADER, pack(held_offset))]
                 timestamp_type, timestamp = held.timestamp()

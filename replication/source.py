@@ -22,8 +22,9 @@ Delivery (docs/delivery-guarantees.md has the exact guarantee and its limits):
 
 * `at_least_once`: a restart resumes from the stored position; records acknowledged after the last
   stored position are written again (duplicates, never loss).
-* `exactly_once`: every mirrored record carries `mirrorplane.source-offset` (8-byte big-endian source
-  offset) and the producer is gapless, so the remote partition always holds a prefix of what was sent,
+* `exactly_once`: mirrored records carry `mirrorplane.source-offset` (8-byte big-endian source offset;
+  in transactions on each run's first and last record only, `replication.delivery`) and the producer is
+  transactional or gapless, so the remote partition always holds a prefix of what was sent,
   and a partition resumes right after the last source offset found there (`replication.starting`).
   Assumes one writer per remote partition (the task assignment gives each partition to one task).
 

@@ -216,6 +216,9 @@ class TaskIO:
     # The sink is a `TransactionalSink`; `transaction_failure` says what an exception of its calls means.
     transactional: bool = False
     transaction_failure: Callable[[Exception], TransactionFailure] | None = None
+    # The sink refuses a record of more bytes than this (key, value and headers: the producer's
+    # message.max.bytes) when it is produced; None: it refuses none for its size.
+    record_limit_bytes: int | None = None
 
 
 class Readers:

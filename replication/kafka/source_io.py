@@ -223,6 +223,16 @@ def message_timeout_s(flow: FlowConfig, target: ClusterConfig) -> float:
     return math.inf if timeout_ms == 0 else timeout_ms / 1000
 
 
+LIBRDKAFKA_MESSAGE_MAX_BYTES = 1_000_000  # librdkafka's default message.max.bytes
+
+
+def record_limit_bytes(flow: FlowConfig, target: ClusterConfig) -> int:
+    """The largest record the task's producer accepts (`TaskIO.record_limit_bytes`): its message.max.bytes,
+    as the flow or the cluster set it."""
+    properties = producer_properties(target, overrides=mirror_producer_overrides(flow, target, task_index=0))
+    return int(properties.get("message.max.bytes", LIBRDKAFKA_MESSAGE_MAX_BYTES))
+
+
 def batch_reports_within_s(message_timeout_s: float) -> float:
     """How long after a batch is sent its partitions' last records' delivery reports vouch for the
     records before them (`TaskIO.batch_reports_within_s`): within the producer's message timeout no
@@ -339,6 +349,7 @@ def kafka_task_io(
         batch_reports_within_s=None if transactional(flow) else batch_reports_within_s(timeout_s),
         transactional=transactional(flow),
         transaction_failure=transaction_failure,
+        record_limit_bytes=record_limit_bytes(flow, target),
     )
 
 

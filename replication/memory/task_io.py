@@ -244,8 +244,10 @@ class MemorySink:
         per_poll: int = 1_000_000,
         fail_at: Mapping[TopicPartition, int] | None = None,
         refuse: Mapping[TopicPartition, int] | None = None,
+        max_bytes: int | None = None,
     ) -> None:
         self.cluster = cluster
+        self.max_bytes = max_bytes  # a value larger than this is refused when produced
         self.capacity, self.per_poll = capacity, per_poll
         self.fail_at = dict(fail_at or {})
         self.refuse = dict(refuse or {})  # the n-th produce call to a partition raises (e.g. too large)
@@ -264,7 +266,9 @@ class MemorySink:
             self.buffer_errors += 1
             raise BufferError("queue full")
         key_ = (topic, partition)
-        if self.refuse.get(key_) == self.produced.get(key_, 0):
+        if self.refuse.get(key_) == self.produced.get(key_, 0) or (
+            self.max_bytes is not None and len(value or b"") > self.max_bytes
+        ):
             raise ValueError("record too large")
         self.produced[key_] = self.produced.get(key_, 0) + 1
         if self.fail_at.get(key_) == self.produced[key_] - 1:
@@ -415,6 +419,7 @@ class MemoryIO:
     emitter: MemoryEmitter = field(default_factory=MemoryEmitter)
     sinks: list[MemorySink] = field(default_factory=list)
     made: list[MemorySink] = field(default_factory=list)
+    record_limit_bytes: int | None = None  # the sinks it makes refuse larger values ("record too large")
 
     def task_io(
         self,
@@ -436,10 +441,13 @@ class MemoryIO:
             batch_reports_within_s=None if transactional else batch_reports_within_s,
             transactional=transactional,
             transaction_failure=memory_transaction_failure if transactional else None,
+            record_limit_bytes=self.record_limit_bytes,
         )
 
     def _sink(self, kind: type[MemorySink]) -> MemorySink:
-        sink = self.sinks.pop(0) if self.sinks else kind(self.target_cluster)
+        sink = (
+            self.sinks.pop(0) if self.sinks else kind(self.target_cluster, max_bytes=self.record_limit_bytes)
+        )
         self.made.append(sink)
         return sink
 
@@ -482,7 +490,7 @@ class MemoryTransactionalSink(MemorySink):
         self._call("init")
 
     def produce(self, topic, **record) -> None:
-        if not self.in_transaction:  # as librdkafka's: "Operation not valid in state Ready"
+        if not self.in_transaction:  # as librdkafka's: _STATE, "Local: Erroneous state"
             raise MemoryTransactionError(TransactionFailure.ABORT)
         super().produce(topic, **record)
 

@@ -1,6 +1,6 @@
 """How long an at_least_once batch's delivery report vouches for the records before it, and how long a
-settle flushes: both from the task producer's message timeout as the flow, the cluster or we set it
-(`replication.kafka.source_io`; why: docs/delivery-guarantees.md)."""
+settle flushes: both from the task producer's message timeout as the flow, the cluster or we set it;
+and the largest record it accepts (`replication.kafka.source_io`; why: docs/delivery-guarantees.md)."""
 
 from __future__ import annotations
 
@@ -44,3 +44,17 @@ def test_only_a_gapless_producer_outside_transactions_has_the_window():
     assert "enable.gapless.guarantee" not in source_io.mirror_producer_overrides(
         in_transactions, TARGET, task_index=0
     )
+
+
+@pytest.mark.parametrize(
+    ("flow_extra", "cluster_producer", "limit"),
+    [
+        ({}, {}, 1_000_000),  # librdkafka's default
+        ({}, {"message.max.bytes": "2000000"}, 2_000_000),  # the cluster's
+        ({"producer.message.max.bytes": "500000"}, {"message.max.bytes": "2000000"}, 500_000),  # the flow's
+    ],
+)
+def test_the_record_limit_follows_the_producers_message_max_bytes(flow_extra, cluster_producer, limit):
+    flow = FlowConfig(source="A", target="B", extra=flow_extra)
+    target = ClusterConfig(alias="B", bootstrap_servers="127.0.0.1:1", producer=cluster_producer)
+    assert source_io.record_limit_bytes(flow, target) == limit

@@ -115,6 +115,28 @@ def test_a_sink_full_in_the_middle_of_a_batch_never_commits_the_transaction_ther
     assert io.made[0].calls == ["init", "begin", "commit"]  # one batch (1.5 s), so one transaction
 
 
+def test_a_record_the_sink_refuses_for_its_size_leaves_a_committed_tail_a_restart_resumes_from_exactly():
+    io, store = make_io(records=20), InMemoryPositionStore()
+    io.record_limit_bytes = 64
+    io.source_cluster.append(TOPIC, 1, key=b"big", value=b"x" * 100)  # offset 20: refused, too large
+    for i in range(21, 30):
+        io.source_cluster.append(TOPIC, 1, key=b"k%d" % i, value=b"p1-v%d" % i)
+    task = make_task(io, store, guarantee=EOS, transactional=True, per_partition=50)
+    errors = [error for _ in range(3) for error in task.run_slice(max_seconds=1).errors]
+    task.close()
+    assert SliceErrorKind.PRODUCE in {error.kind for error in errors}, errors
+    written = io.target_cluster.read(REMOTE, 1)
+    # Committed without the refused record: its run (0..29 fetched at once) ends on 19, with its header.
+    assert [source_offset_of(r.headers()) for r in written][-1] == 19
+    assert source_offsets([r.headers() for r in written]) == list(range(20))
+    # The position write after that commit lost (a crash): the restart resumes from the tail, not from 5.
+    store.save(flow=task.flow.name, positions={(TOPIC, 1): 5})
+    again = make_task(io, store, guarantee=EOS, transactional=True, per_partition=50)
+    again.run_slice(max_seconds=1)
+    again.close()
+    assert source_offsets([r.headers() for r in io.target_cluster.read(REMOTE, 1)]) == list(range(20))
+
+
 def test_reports_that_come_with_the_commit_belong_to_the_transaction_it_committed():
     io, store, task, _ = copy(transactional=True, per_partition=7, sink=ReportsWithTheCommit)
     plain_io, *_ = copy(transactional=False, per_partition=7)
