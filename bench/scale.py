@@ -29,6 +29,9 @@ Figures per tool (a table per N, each run with the load average at the end of it
   partition as the tool creates it); beside it the start to half of them flowing, and how long the
   source broker took to create as many partitions and serve them all (the run's own topics, before the
   tool starts): the floor of a start whose remote topics are new, as the tool's target creates them too;
+  and the tool's own share (`start_beyond_source`): each partition counted from the later of the tool's
+  start and its first record read on the source, since at thousands of partitions the load's producer
+  writes some partitions tens of seconds late;
 - end-to-end p50/p99: for the records produced within the window (`--seconds`, from the moment every
   partition flows), produce timestamp to read on the target; beside it the no-copy floor of the same
   records, read on the source itself by a reader of the same settings;
@@ -67,7 +70,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -250,6 +253,7 @@ class ReaderResult:
     partitions_seen: int
     all_flowing_at: float | None  # epoch seconds: the first record of the last partition
     half_flowing_at: float | None  # ... of the partition with which half of them had a record
+    first_at: dict[tuple[str, int], float]  # epoch seconds each partition's first record was read
     arrivals: int  # records read within the window
     counted: int  # records produced within the window that were read
     p50_ms: float
@@ -313,6 +317,7 @@ def _read(bootstrap: str, topics: dict[str, int], window, stop, expected, flowin
             partitions_seen=len(first),
             all_flowing_at=max(first.values()) if len(first) == total else None,
             half_flowing_at=sorted(first.values())[(total - 1) // 2] if 2 * len(first) >= total else None,
+            first_at=first,
             arrivals=arrivals,
             counted=len(latencies),
             p50_ms=percentile(latencies, 0.5),
@@ -849,6 +854,7 @@ class Run:
     start_s: float | None = None
     half_start_s: float | None = None
     lease_start_s: float | None = None
+    beyond_source_s: float | None = None
     broker_create_s: float | None = None
     p50_ms: float | None = None
     p99_ms: float | None = None
@@ -862,6 +868,29 @@ class Run:
     control_plane: ControlPlane | None = None
     never_written: int = 0  # partitions the load never wrote on the source (`never_written`)
     failure: str = ""
+
+
+def start_beyond_source(
+    *,
+    copy: Mapping[tuple[str, int], float],
+    floor: Mapping[tuple[str, int], float],
+    remote: Mapping[str, str],
+    started: float,
+) -> float | None:
+    """The tool's own share of the start: the longest any partition waited for its first record on the
+    target after the tool started and the source had a record of it (the floor reader's first read), i.e.
+    start to every partition flowing without what the load's producer took to write each partition (at
+    5,000 partitions and more, its records reached the source tens of seconds late). Over the partitions
+    the source reader saw; None when the target reader did not see one of them."""
+    if not floor:
+        return None
+    waits = []
+    for (topic, partition), on_source in floor.items():
+        on_target = copy.get((remote[topic], partition))
+        if on_target is None:
+            return None
+        waits.append(on_target - max(started, on_source))
+    return max(0.0, max(waits))
 
 
 def create_topics(cluster: ClusterConfig, topics: dict[str, int]) -> float:
@@ -1037,6 +1066,9 @@ def measure(
             run.half_start_s = copy.half_flowing_at - started
             first_slice_at = tool.first_slice_at()
             run.lease_start_s = copy.all_flowing_at - first_slice_at if first_slice_at is not None else None
+            run.beyond_source_s = start_beyond_source(
+                copy=copy.first_at, floor=floor.first_at, remote=remote, started=started
+            )
         elif not run.never_written:
             raise RuntimeError(f"the target reader saw {copy.partitions_seen} of {partitions} partitions")
         run.p50_ms, run.p99_ms, run.floor_p50_ms, run.floor_p99_ms = (
@@ -1076,6 +1108,7 @@ ROWS: tuple[tuple[str, str, int], ...] = (
     ("start to every partition flowing (s)", "start_s", 1),
     ("start to half the partitions flowing (s)", "half_start_s", 1),
     ("first slice to every partition flowing (s)", "lease_start_s", 1),
+    ("... each from its first record on the source (s)", "beyond_source_s", 1),
     ("the broker creating as many partitions (s)", "broker_create_s", 1),
     ("end-to-end p50 (ms)", "p50_ms", 1),
     ("end-to-end p99 (ms)", "p99_ms", 1),

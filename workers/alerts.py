@@ -12,12 +12,10 @@ receiver that answers 500 or not at all costs its own retries, never an evaluati
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections import Counter
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import close_old_connections
 
 from controlplane import alerts
@@ -26,13 +24,12 @@ from controlplane.core import presence
 from controlplane.status import runtime
 from workers import context
 from workers.app import app
-from workers.leases import task_lease_key
+from workers.leases import one_at_a_time, task_lease_key
 from workers.plans import RunnableFlow, desired_tasks
 
 log = logging.getLogger(__name__)
 
 _next_evaluation = 0.0
-EVALUATING_KEY = "alerts:evaluating"
 
 
 def dispatch_evaluation(*, now: float | None = None) -> bool:
@@ -71,13 +68,12 @@ def _replication_workers() -> int | None:
 def evaluate_alerts() -> None:
     """One evaluation at a time (several metadata workers may hold queued ones): the others skip."""
     close_old_connections()
-    if not cache.add(EVALUATING_KEY, os.getpid(), timeout=max(60, 6 * settings.ALERTS_EVALUATE_INTERVAL_S)):
-        log.info("an alert evaluation is running elsewhere; skipping this one")
-        return
-    try:
+    ttl_s = max(60, 6 * settings.ALERTS_EVALUATE_INTERVAL_S)
+    with one_at_a_time(context.leases(), "alert-evaluation", ttl_s=ttl_s) as mine:
+        if not mine:
+            log.info("an alert evaluation is running elsewhere; skipping this one")
+            return
         _evaluate()
-    finally:
-        cache.delete(EVALUATING_KEY)
 
 
 def _evaluate() -> None:

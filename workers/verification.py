@@ -20,12 +20,10 @@ from __future__ import annotations
 import datetime
 import itertools
 import logging
-import os
 import threading
 import time
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import close_old_connections
 
 from controlplane.assurance import verification
@@ -45,10 +43,10 @@ from replication.verification import (
 from replication.verification_backlog import BEHIND_S, run_backlog
 from workers import context
 from workers.app import app
+from workers.leases import one_at_a_time
 
 log = logging.getLogger(__name__)
 
-RUNNING_KEY = "verification:running"
 # Groups on the target and topic parity change rarely and cost a few admin requests (2-3 s on the
 # embedded broker): observed at most this often per flow.
 ASSURANCE_INTERVAL_S = 60.0
@@ -73,13 +71,13 @@ def dispatch_verification(*, now: float | None = None) -> bool:
 @app.task(name="workers.verification.verify_flows", ignore_result=True)
 def verify_flows() -> None:
     close_old_connections()
-    if not cache.add(RUNNING_KEY, os.getpid(), timeout=max(60, 6 * settings.VERIFY_INTERVAL_S)):
-        log.info("a verification run is going on elsewhere; skipping this one")
-        return
-    try:
+    with one_at_a_time(
+        context.leases(), "verification", ttl_s=max(60, 6 * settings.VERIFY_INTERVAL_S)
+    ) as mine:
+        if not mine:
+            log.info("a verification run is going on elsewhere; skipping this one")
+            return
         run_verification(run=next(_runs))
-    finally:
-        cache.delete(RUNNING_KEY)
 
 
 def _verifier(spec: FlowSpec) -> FlowVerification:

@@ -124,3 +124,16 @@ def test_the_control_plane_lines_give_the_verification_backlog_or_say_there_is_n
     figures.backlog = (0, 0, None)
     (line,) = [line for line in figures.lines(2000) if "backlog" in line]
     assert line.endswith("- longest wait; 0 records in 0 partitions"), line
+
+
+def test_the_start_beyond_the_source_counts_each_partition_from_its_first_record_there():
+    remote = {"t": "A.t"}
+    started = 100.0
+    floor = {("t", 0): 90.0, ("t", 1): 150.0}  # partition 1 written by the load only at 150
+    copy = {("A.t", 0): 130.0, ("A.t", 1): 155.0}
+    assert scale.start_beyond_source(copy=copy, floor=floor, remote=remote, started=started) == 30.0
+    copy[("A.t", 0)] = 110.0
+    assert scale.start_beyond_source(copy=copy, floor=floor, remote=remote, started=started) == 10.0
+    del copy[("A.t", 1)]
+    assert scale.start_beyond_source(copy=copy, floor=floor, remote=remote, started=started) is None
+    assert scale.start_beyond_source(copy=copy, floor={}, remote=remote, started=started) is None

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from replication.generations import Fencing
-from workers.leases import LeaseKeeper, RedisLeases, new_token, plan_key, task_lease_key
+from workers.leases import LeaseKeeper, RedisLeases, new_token, one_at_a_time, plan_key, task_lease_key
 from workers.plans import FlowPlan, TaskRef
 
 KEY = task_lease_key(TaskRef(1, 0))
@@ -153,3 +153,19 @@ def test_a_slice_reads_and_parses_its_plan_again_only_when_it_changed(redis_url)
     writer.client.set(plan_key(9), plan.to_json())  # only a writer without versions: read whole each time
     assert leases.plan(9) == plan and leases.plan(9) is not leases.plan(9)
     writer.delete_plan(9)
+
+
+def test_one_run_at_a_time_holds_past_its_ttl_and_releases_only_its_own(leases):
+    key = "mirrorplane:run:test-run"
+    with one_at_a_time(leases, "test-run", ttl_s=0.3) as first:
+        assert first
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:  # three TTLs: a fixed key would have let a second run in
+            with one_at_a_time(leases, "test-run", ttl_s=0.3) as second:
+                assert not second
+            time.sleep(0.05)
+    assert leases.holders([key]) == [None]
+    with one_at_a_time(leases, "test-run", ttl_s=0.3) as again:
+        assert again
+        leases.client.set(key, "another-run")  # its lease taken meanwhile (e.g. Redis lost it)
+    assert leases.holders([key]) == ["another-run"]  # not released by the run that lost it
