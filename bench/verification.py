@@ -46,18 +46,19 @@ def _produce(
     rows: list[tuple[str, int, int]],
     timestamp_ms: int,
     altered: frozenset[tuple[str, int, int]] = frozenset(),
+    *,
+    prefix: str = "",
 ) -> None:
-    """Record `offset` of each (topic, partition, offset), the same bytes and timestamp on every cluster
-    (another value for those in `altered`)."""
+    """Record `offset` of each (topic, partition, offset) to `prefix` + topic, the same bytes and timestamp on
+    every cluster (another value for those in `altered`)."""
     producer = make_producer(cluster, overrides={"linger.ms": 20})
-    for topic, partition, offset in rows:
-        name = topic.removeprefix("A.")
+    for name, partition, offset in rows:
         while True:
             try:
                 producer.produce(
-                    topic,
+                    prefix + name,
                     key=b"%s-%d-%d" % (name.encode(), partition, offset),
-                    value=b"altered" if (topic, partition, offset) in altered else b"v%d" % offset,
+                    value=b"altered" if (name, partition, offset) in altered else b"v%d" % offset,
                     partition=partition,
                     timestamp=timestamp_ms,
                 )
@@ -77,10 +78,10 @@ def seed_mirrored(
     records: int,
     altered: frozenset[tuple[str, int, int]] = frozenset(),
 ) -> MirroredFlow:
-    """Topics of `partitions` partitions on the source and their remote topics (`A.<topic>`) on the target,
-    `records` identical records in each partition on both sides, offset syncs and status rows: a mirror
-    as the engine leaves it, made without running it."""
-    for cluster, prefix in ((source, ""), (target, "A.")):
+    """Topics of `partitions` partitions on the source and their remote topics (`<source alias>.<topic>`) on
+    the target, `records` identical records in each partition on both sides, offset syncs and status rows:
+    a mirror as the engine leaves it, made without running it."""
+    for cluster, prefix in ((source, ""), (target, f"{flow.source.alias}.")):
         names = [prefix + topic for topic in topics]
         errors = TopicAdmin(cluster).create_topics([NewRemoteTopic(n, n, partitions, 1, {}) for n in names])
         assert not any(errors.values()), errors
@@ -111,8 +112,8 @@ def append_mirrored(
     rows = [(t, p, o) for t, p in mirrored.topic_partitions() for o in range(start, end)]
     now_ms = int(time.time() * 1000)  # an older timestamp falls to the topics' retention
     _produce(source, rows, now_ms)
-    remote_altered = frozenset((f"A.{t}", p, o) for t, p, o in altered)
-    _produce(target, [(f"A.{t}", p, o) for t, p, o in rows], now_ms, remote_altered)
+    prefix = f"{flow.source.alias}."
+    _produce(target, rows, now_ms, altered, prefix=prefix)
     config = engine.flow_to_config(flow)
     syncs_topic = replication_policy_for(config, known_aliases=["A", "B"]).flow_offset_syncs_topic(config)
     writer = InternalTopicWriter(source, syncs_topic, replication_factor=1)
@@ -126,7 +127,7 @@ def append_mirrored(
                 flow_id=flow.pk,
                 topic=t,
                 partition=p,
-                remote_topic=f"A.{t}",
+                remote_topic=prefix + t,
                 source_end_offset=end,
                 replicated_offset=end,
                 records_behind=0,
