@@ -41,6 +41,11 @@ from replication.scheduler import PeriodicJob, Scheduler
 log = logging.getLogger(__name__)
 
 REFRESH_TOPICS = "refresh.topics"
+# A remote topic whose create or growth failed (a target busy creating thousands of partitions answers
+# "Local: Timed out" and often creates it anyway) is looked at again this soon, doubling up to the refresh
+# interval, instead of waiting for the next refresh (10 minutes by default): at 20,000 partitions one
+# flow's 100 creates timed out and its 5,000 partitions waited 10 minutes to replicate.
+RETRY_FIRST_S = 10.0
 SYNC_TOPIC_CONFIGS = "sync.topic.configs"
 SYNC_TOPIC_ACLS = "sync.topic.acls"
 
@@ -84,6 +89,8 @@ class TopicMetadataSync:
             ]
         )
         self._synced_once = False
+        self._retry_at: float | None = None  # a failed create or growth is retried from then on
+        self._retry_s = RETRY_FIRST_S
         self._replicated: list[TopicPartition] = []
         self._source_configs: dict[str, dict[str, str]] = {}  # replicated configs at the last sync
         self._mirrored: tuple[TopicDecision, ...] = ()
@@ -101,15 +108,25 @@ class TopicMetadataSync:
         due = set(self._scheduler.due(now=now))
         if not self._synced_once:
             due |= {REFRESH_TOPICS, SYNC_TOPIC_CONFIGS}
+        if self._retry_at is not None and now >= self._retry_at:
+            due.add(REFRESH_TOPICS)
         changed = False
         if due & {REFRESH_TOPICS, SYNC_TOPIC_CONFIGS}:
             previous = self._replicated
-            self._replicated = self._sync(sync_configs=SYNC_TOPIC_CONFIGS in due)
+            self._replicated, unreplicated = self._sync(sync_configs=SYNC_TOPIC_CONFIGS in due)
             self._synced_once = True
             changed = self._replicated != previous
+            self._schedule_retry(now=now, failed=unreplicated)
         if SYNC_TOPIC_ACLS in due:
             self._sync_acls()
         return changed
+
+    def _schedule_retry(self, *, now: float, failed: bool) -> None:
+        if not failed:
+            self._retry_at, self._retry_s = None, RETRY_FIRST_S
+            return
+        self._retry_at = now + self._retry_s
+        self._retry_s = min(self._retry_s * 2, max(RETRY_FIRST_S, self.flow.refresh_topics_interval_seconds))
 
     def _sync_acls(self) -> None:
         """Create the missing target ACLs for the source's topic ACLs of the replicated topics."""
@@ -153,7 +170,8 @@ class TopicMetadataSync:
         """Source topic-partitions whose remote topic-partition exists on the target."""
         return list(self._replicated)
 
-    def _sync(self, *, sync_configs: bool) -> list[TopicPartition]:
+    def _sync(self, *, sync_configs: bool) -> tuple[list[TopicPartition], bool]:
+        """The replicated partitions, and whether a remote topic's create or growth failed."""
         source_counts = self._source_admin.partition_counts()
         mirrored = self._topics.mirrored(source_counts)
         target_counts = self._target_admin.partition_counts()
@@ -175,7 +193,7 @@ class TopicMetadataSync:
             sync_configs=sync_configs,
             previous_configs=self._source_configs,
         )
-        errors, failed, acknowledged = self._apply(plan, target_topics=target_topics)
+        errors, failed, acknowledged, unreplicated = self._apply(plan, target_topics=target_topics)
         self._remember_configs(plan, source_topics=source_topics, synced=sync_configs, failed=failed)
         self._mirrored = plan.mirrored
         self._topic_errors = tuple(errors)
@@ -185,7 +203,10 @@ class TopicMetadataSync:
         remote_partitions = dict(self._target_admin.partition_counts())
         for name, count in acknowledged.items():
             remote_partitions[name] = max(remote_partitions.get(name, 0), count)
-        return replicated_partitions(plan, source_topics=source_topics, remote_partitions=remote_partitions)
+        partitions = replicated_partitions(
+            plan, source_topics=source_topics, remote_partitions=remote_partitions
+        )
+        return partitions, unreplicated
 
     def _create_internal_topics(self) -> None:
         """The internal topics not created yet; one that fails is tried again before the next remote
@@ -211,9 +232,12 @@ class TopicMetadataSync:
             configs[name] = replicated_configs(source_topics[name].configs, config_filter=self._config_filter)
         self._source_configs = configs
 
-    def _apply(self, plan: TopicSyncPlan, *, target_topics) -> tuple[list[str], set[str], dict[str, int]]:
-        """Apply `plan`: the errors, the source topics whose create or config update failed, and the
-        partition counts of the remote topics the target acknowledged creating or growing."""
+    def _apply(
+        self, plan: TopicSyncPlan, *, target_topics
+    ) -> tuple[list[str], set[str], dict[str, int], bool]:
+        """Apply `plan`: the errors, the source topics whose create or config update failed, the
+        partition counts of the remote topics the target acknowledged creating or growing, and whether a
+        create or a growth failed (partitions left unreplicated: `RETRY_FIRST_S`)."""
         errors: list[str] = []
         failed: set[str] = set()
         acknowledged: dict[str, int] = {}
@@ -248,6 +272,7 @@ class TopicMetadataSync:
                     f"partitions {growth.current}..{growth.desired - 1} are not replicated until the "
                     f"target topic grows (the other partitions keep replicating)"
                 )
+        unreplicated = bool(errors)  # so far: the creates' and the growths' only
         for update in plan.update_configs:
             try:
                 current = target_topics[update.topic].configs
@@ -266,4 +291,4 @@ class TopicMetadataSync:
                 failed.add(update.source_topic)
         for reason in errors:
             log.error("flow %s: %s", self.flow.name, reason)
-        return errors, failed, acknowledged
+        return errors, failed, acknowledged, unreplicated

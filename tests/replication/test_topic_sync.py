@@ -19,7 +19,7 @@ from replication.kafka.admin import TopicAdmin, topic_overrides
 from replication.kafka.clients import make_admin
 from replication.kafka.internal_topics import InternalTopic
 from replication.kafka.source_io import task_internal_topics
-from replication.kafka.topic_sync import TopicMetadataSync
+from replication.kafka.topic_sync import RETRY_FIRST_S, TopicMetadataSync
 from replication.policy import replication_policy_for
 from replication.position_records import positions_topic
 from tests.conftest import KAFKA_KIND
@@ -292,3 +292,38 @@ def test_a_request_over_the_bound_is_refused_whole_and_the_adapter_creates_the_s
     assert requests == [[topic.name] for topic in small]
     assert outcome == {topic.name: None for topic in small}
     assert all(admin.partition_counts()[topic.name] == 2 for topic in small)
+
+
+def test_a_remote_topic_whose_create_failed_is_tried_again_long_before_the_next_refresh(
+    cluster_a, cluster_b, unique_name
+):
+    """At 20,000 partitions a busy target answered one flow's 100 creates "Local: Timed out" and its 5,000
+    partitions waited for the next refresh (10 minutes) to replicate. Here the target refuses the create for
+    real: another topic's name collides with it (Kafka treats '.' and '_' alike) until that one is gone."""
+    topic = f"{unique_name}-x.y"
+    colliding = f"A.{unique_name}-x_y"
+    _create(cluster_a, topic, 2)
+    _create(cluster_b, colliding, 1)
+    sync = _sync(cluster_a, cluster_b, unique_name)
+
+    sync.tick(now=1000.0)
+    assert len(sync.last_errors) == 1 and "collides" in sync.last_errors[0]
+    assert _own(sync.replicated_partitions(), unique_name) == []
+    admin = make_admin(cluster_b)  # kept referenced until the result is in
+    admin.delete_topics([colliding])[colliding].result()
+    deadline = time.monotonic() + 60
+    while colliding in TopicAdmin(cluster_b).partition_counts():
+        assert time.monotonic() < deadline, "the colliding topic was not deleted"
+        time.sleep(0.2)
+
+    assert sync.tick(now=1001.0) is False  # not yet: a retry waits RETRY_FIRST_S
+    deadline = time.monotonic() + 60
+    now = 1000.0 + RETRY_FIRST_S
+    while _own(sync.replicated_partitions(), unique_name) != [(topic, 0), (topic, 1)]:
+        assert time.monotonic() < deadline, sync.last_errors  # the broker may still hold the deleted name
+        sync.tick(now=now)
+        now += 2 * RETRY_FIRST_S
+        time.sleep(0.5)
+    assert sync.last_errors == ()
+    assert now < 1000.0 + 600  # long before refresh.topics.interval.seconds
+    assert TopicAdmin(cluster_b).partition_counts()[f"A.{topic}"] == 2
