@@ -107,6 +107,11 @@ class Delivery:
         # `with_source_offset`) and no schema ID holds a record: that header on run ends only.
         self._run_ends = io.transactional and rewrite is with_source_offset and schema_ids is None
         self._warmed: set[str] = set()  # remote topics the current sink knows (`warm`)
+        # A refusal of one record (too large, its topic unknown) leaves the sink usable: its partition
+        # stops sending and restarts alone (`take_refused`), the batch goes on. Not in a transaction,
+        # which fails with the refused record.
+        self._partition_only = None if io.transactional else io.refusal_partition_only
+        self._refused_records: list[ProduceFailed] = []
 
     def __len__(self) -> int:
         """Records produced and not acknowledged (nor failed) yet."""
@@ -234,8 +239,13 @@ class Delivery:
             if partition != last_partition or topic != last_topic:
                 last_topic, last_partition = topic, partition
                 state = states.get((topic, partition))  # type: ignore[arg-type]
-                if state is None or state.stopped or state.schema_wait is not None:
-                    state = None  # fetched before a reassignment: not ours any more
+                if (
+                    state is None
+                    or state.stopped
+                    or state.schema_wait is not None
+                    or state.failed_at is not None
+                ):
+                    state = None  # fetched before a reassignment (not ours any more), or failed: it restarts
                     continue
                 if state.last_polled_timestamp_ms is None:  # its first records of this fetch
                     polled.append(state)
@@ -292,7 +302,11 @@ class Delivery:
                 )
             except Exception as exc:
                 sent = (remote_topic, value, key, partition, timestamp, headers, on_delivery)
-                if not self._refused(exc, state, offset, sent, wait_for_room):
+                produced = self._refused(exc, state, offset, sent, wait_for_room)
+                if produced is None:  # this record refused: its partition restarts from it, the batch goes on
+                    state = None
+                    continue
+                if not produced:
                     return False  # the position stays before this record: not sent yet
             in_flight.append(offset)  # type: ignore[union-attr]
             if on_delivery is not state.on_delivery:  # one report for many: their sizes are counted here
@@ -408,12 +422,14 @@ class Delivery:
         offset: int,
         sent: tuple[Any, ...],
         wait_for_room: Callable[[], bool],
-    ) -> bool:
+    ) -> bool | None:
         """The sink refused the record at `offset` (`sent`: the produce call's topic, value, key, partition,
         timestamp, headers and callback). While it is full (`BufferError`: the target is behind) its reports
         are served, nothing more fetched, and the record produced again once `wait_for_room` allows;
-        False when it does not (the batch ends, this record not sent). Any other refusal (too large, the
-        producer failed fatally) fails its partition there (`ProduceFailed`)."""
+        False when it does not (the batch ends, this record not sent). Any other refusal fails its
+        partition there: None when it concerns that record or partition only (too large, its topic unknown:
+        `TaskIO.refusal_partition_only`), kept for `take_refused`, else raised (`ProduceFailed`: the
+        producer failed fatally, or a transaction's record)."""
         topic, value, key, partition, timestamp, headers, on_delivery = sent
         while isinstance(exc, BufferError):
             self.poll(0.05)
@@ -433,7 +449,15 @@ class Delivery:
             except Exception as again:
                 exc = again
         state.fail(offset, str(exc))
+        if self._partition_only is not None and self._partition_only(exc):
+            self._refused_records.append(ProduceFailed(state, offset, exc))
+            return None
         raise ProduceFailed(state, offset, exc) from exc
+
+    def take_refused(self) -> list[ProduceFailed]:
+        """The records refused since the last call whose partition alone restarts (`_refused`)."""
+        refused, self._refused_records = self._refused_records, []
+        return refused
 
     def failures(self, states: Mapping[TopicPartition, PartitionState]) -> list[SliceError]:
         """The running partitions a delivery failed since the last call: each restarts from that record."""

@@ -174,6 +174,7 @@ class MirrorSourceTask(TaskFailures):
         self._stopped: set[TopicPartition] = set()
         self._rotation = Rotation()
         self._restart_needed = False  # a delivery failed: restart every partition from its position
+        self._restart_keys: set[TopicPartition] = set()  # a record refused: restart these alone
         self._reassign_needed = False
         self._closed = False
         self._fenced: str | None = None  # why this task stopped for good (it then writes nothing)
@@ -322,11 +323,13 @@ class MirrorSourceTask(TaskFailures):
 
     # -- starting and stopping partitions -----------------------------------------------------------
     def _apply_assignment(self, errors: list[SliceError]) -> None:
-        if not (self._assignment_changed or self._restart_needed or self._reseek_needed):
+        if not (
+            self._assignment_changed or self._restart_needed or self._reseek_needed or self._restart_keys
+        ):
             return
         assigned = set(self._assigned)
         removed = [key for key in self._states if key not in assigned]
-        if self._restart_needed or removed:
+        if self._restart_needed or removed or self._restart_keys:
             # Every record settled (acknowledged or failed) and committed before partitions go or
             # restart, so no old delivery report can interleave with a restarted partition's records.
             self._serve(self._io.settle_timeout_s, errors)
@@ -340,6 +343,13 @@ class MirrorSourceTask(TaskFailures):
             self._states = {key: state for key, state in self._states.items() if state.stopped}
             self._restart_needed = False
             self._reassign_needed = True  # the source must fetch again from the restarted positions
+        elif self._restart_keys:  # a record refused: its partition alone starts again from it, same sink
+            restart = self._restart_keys
+            self._states = {
+                key: state for key, state in self._states.items() if key not in restart or state.stopped
+            }
+            self._reassign_needed = True
+        self._restart_keys = set()
         self._states = {key: state for key, state in self._states.items() if key in assigned}
         to_start = [key for key in self._assigned if key not in self._states]
         if to_start:

@@ -2,8 +2,14 @@
 a base of, as Connect's `ExactlyOnceWorkerSourceTask` adds its transactional paths to the loop of
 `AbstractWorkerSourceTask`).
 
-* A delivery that failed (a produce refused, a record not acknowledged): the partition's error, and every
-  running partition restarts from its position next slice (`_restart_needed`).
+* A delivery that failed (a record not acknowledged, or a refusal of the producer itself): the partition's
+  error, and every running partition restarts from its position next slice on a new sink
+  (`_restart_needed`).
+* A record refused for itself or its partition (too large for the target, its remote topic unknown to the
+  producer: `TaskIO.refusal_partition_only`): the partition's errors, and it alone restarts from that
+  record next slice, on the same sink (`_restart_keys`); the others go on. At 5,000 partitions a restart of
+  every partition took seconds and its consumer fetched all of them again, and a record too large for the
+  target restarted them all every slice.
 * A transaction that failed: every running partition restarts from its committed records, on a fresh
   producer; nothing of the transaction is ever persisted.
 * Fenced (another producer of this task's transactional ID runs now), or the assignment superseded
@@ -47,6 +53,7 @@ class TaskFailures:
     _states: dict[TopicPartition, PartitionState]
     _assigned: list[TopicPartition]
     _restart_needed: bool
+    _restart_keys: set[TopicPartition]
     _fenced: str | None
 
     def _states_changed(self) -> None:
@@ -69,9 +76,16 @@ class TaskFailures:
         return error is None
 
     def _check_deliveries(self, errors: list[SliceError]) -> None:
+        refused = self._delivery.take_refused()
+        for failed in refused:
+            self._record_error(SliceError(SliceErrorKind.PRODUCE, str(failed), failed.state.key), errors)
+        alone = {failed.state.key for failed in refused}
         for error in self._delivery.failures(self._states):
             self._record_error(error, errors)
-            self._restart_needed = True
+            if error.partition in alone:
+                self._restart_keys.add(error.partition)  # type: ignore[arg-type]
+            else:
+                self._restart_needed = True
 
     def _serve(
         self,

@@ -219,6 +219,11 @@ class TaskIO:
     # The sink refuses a record of more bytes than this (key, value and headers: the producer's
     # message.max.bytes) when it is produced; None: it refuses none for its size.
     record_limit_bytes: int | None = None
+    # Whether a record the sink refused when it was produced concerns that record or its partition only
+    # (too large, its topic or partition unknown): the sink goes on and only that partition restarts. None
+    # (a transactional sink, whose transaction fails with it): every refusal restarts the task's partitions
+    # on a new sink.
+    refusal_partition_only: Callable[[Exception], bool] | None = None
 
 
 class Readers:

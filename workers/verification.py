@@ -134,7 +134,9 @@ def run_verification(*, run: int = 0) -> ByteBudget:
             # would be read and written here for nothing checked: at 20,000 partitions over 4 flows on a
             # loaded machine, runs of 50-145 s checking one batch).
             _next_flow_id = spec.flow_id
-            log.info("verification run: its budget spent; %d flow(s) wait for the next run", len(specs) - index)
+            log.info(
+                "verification run: its budget spent; %d flow(s) wait for the next run", len(specs) - index
+            )
             break
         now = time.time()
         if not all(health.check(cluster, now=now).reachable for cluster in (spec.source, spec.target)):

@@ -350,11 +350,29 @@ def kafka_task_io(
         transactional=transactional(flow),
         transaction_failure=transaction_failure,
         record_limit_bytes=record_limit_bytes(flow, target),
+        refusal_partition_only=None if transactional(flow) else refusal_partition_only,
     )
 
 
 # A producer that answers these was fenced: another producer of the same transactional id initialised.
 FENCED_CODES = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
+
+
+# What librdkafka refuses at produce() for the record or its partition alone: the producer goes on (the
+# record never entered its queue, so a gapless producer has no hole to answer for).
+PARTITION_ONLY_REFUSALS = frozenset(
+    {
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError._UNKNOWN_PARTITION,
+    }
+)
+
+
+def refusal_partition_only(exc: Exception) -> bool:
+    """Whether a produce() refusal concerns its record or partition only (`TaskIO.refusal_partition_only`)."""
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return isinstance(error, KafkaError) and error.code() in PARTITION_ONLY_REFUSALS and not error.fatal()
 
 
 def transaction_failure(exc: Exception) -> TransactionFailure:

@@ -250,7 +250,7 @@ class MemorySink:
         self.max_bytes = max_bytes  # a value larger than this is refused when produced
         self.capacity, self.per_poll = capacity, per_poll
         self.fail_at = dict(fail_at or {})
-        self.refuse = dict(refuse or {})  # the n-th produce call to a partition raises (e.g. too large)
+        self.refuse = dict(refuse or {})  # the n-th produce call to a partition raises once (too large)
         self.hold: set[TopicPartition] = set()
         self.pending: list[tuple[TopicPartition, MemoryRecord, DeliveryCallback, bool]] = []
         self.produced: dict[TopicPartition, int] = {}
@@ -266,9 +266,10 @@ class MemorySink:
             self.buffer_errors += 1
             raise BufferError("queue full")
         key_ = (topic, partition)
-        if self.refuse.get(key_) == self.produced.get(key_, 0) or (
-            self.max_bytes is not None and len(value or b"") > self.max_bytes
-        ):
+        if self.refuse.get(key_) == self.produced.get(key_, 0):
+            del self.refuse[key_]  # once: the same call on this sink later goes through
+            raise ValueError("record too large")
+        if self.max_bytes is not None and len(value or b"") > self.max_bytes:
             raise ValueError("record too large")
         self.produced[key_] = self.produced.get(key_, 0) + 1
         if self.fail_at.get(key_) == self.produced[key_] - 1:
@@ -442,6 +443,7 @@ class MemoryIO:
             transactional=transactional,
             transaction_failure=memory_transaction_failure if transactional else None,
             record_limit_bytes=self.record_limit_bytes,
+            refusal_partition_only=None if transactional else memory_refusal_partition_only,
         )
 
     def _sink(self, kind: type[MemorySink]) -> MemorySink:
@@ -458,6 +460,11 @@ class MemoryTransactionError(Exception):
     def __init__(self, failure: TransactionFailure) -> None:
         super().__init__(f"transaction call failed ({failure})")
         self.failure = failure
+
+
+def memory_refusal_partition_only(exc: Exception) -> bool:
+    """A `MemorySink`'s refusal of a record (too large) leaves the sink usable."""
+    return isinstance(exc, ValueError)
 
 
 def memory_transaction_failure(exc: Exception) -> TransactionFailure:

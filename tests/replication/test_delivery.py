@@ -5,6 +5,8 @@ and a record waiting for its schema holds its partition (on replication/memory/t
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from replication.delivery import Delivery, ProduceFailed
@@ -29,9 +31,13 @@ class Run:
         rewrite=None,
         schema_ids=None,
         batch_reports_within_s: float | None = None,
+        partition_only_refusals: bool = True,
     ) -> None:
-        """One report per record unless `batch_reports_within_s` (at_least_once on a gapless sink)."""
+        """One report per record unless `batch_reports_within_s` (at_least_once on a gapless sink); every
+        refusal raised unless `partition_only_refusals` (`TaskIO.refusal_partition_only`)."""
         task_io = io.task_io(batch_reports_within_s=batch_reports_within_s)
+        if not partition_only_refusals:
+            task_io = dataclasses.replace(task_io, refusal_partition_only=None)
         self.hold = SchemaHold(clock=lambda: 100.0, label="flow A->B task 0")
         self.delivery = Delivery(
             io=task_io, rewrite=rewrite, schema_ids=schema_ids, hold=self.hold, label="flow A->B task 0"
@@ -139,15 +145,32 @@ def test_a_late_batch_report_fails_its_partition_where_nothing_is_acknowledged_t
     assert sink.reports == reports + 1 and fresh[(TOPIC, 0)].position == 6  # its own report, on time
 
 
-def test_a_record_the_sink_refuses_fails_its_partition_at_that_record():
+def test_a_record_the_sink_refuses_fails_its_partition_at_that_record_and_the_batch_goes_on():
+    """A refusal of the record alone (too large): its partition sends nothing more until it restarts, the
+    other partitions' records of the batch are sent (`Delivery.take_refused` hands the refusal over)."""
     io = make_io(partitions=2, records=5)
     io.sinks.append(MemorySink(io.target_cluster, refuse={(REMOTE, 0): 2}))
     run = Run(io)
+    assert run.send()
+    (refused,) = run.delivery.take_refused()
+    assert refused.offset == 2 and refused.state is run.state(0)
+    assert "producing orders[0] offset 2: record too large" in str(refused)
+    assert run.state(0).failed_at == 2 and (TOPIC, 0) in run.delivery.acks.failed
+    assert [run.state(p).next_offset for p in (0, 1)] == [2, 5]
+    io.source_cluster.append(TOPIC, 0, key=b"k", value=b"later", headers=None, timestamp_ms=1)
+    assert run.send()  # a later batch: the failed partition's records are not sent either
+    run.delivery.serve(1.0)
+    assert [len(io.target_cluster.read(REMOTE, p)) for p in (0, 1)] == [2, 5]
+    assert run.state(0).position == 2 and run.delivery.take_refused() == []
+
+
+def test_a_refusal_in_a_transaction_fails_it_whole():
+    io = make_io(partitions=2, records=5)
+    io.sinks.append(MemorySink(io.target_cluster, refuse={(REMOTE, 0): 2}))
+    run = Run(io, partition_only_refusals=False)  # as a transactional sink's
     with pytest.raises(ProduceFailed) as refused:
         run.send()
-    assert refused.value.offset == 2 and refused.value.state is run.state(0)
-    assert "producing orders[0] offset 2: record too large" in str(refused.value)
-    assert run.state(0).failed_at == 2 and (TOPIC, 0) in run.delivery.acks.failed
+    assert refused.value.offset == 2 and run.state(0).failed_at == 2
 
 
 def test_a_failed_delivery_is_one_delivery_error_and_the_position_stays_before_it():

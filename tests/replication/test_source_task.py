@@ -505,3 +505,37 @@ def test_a_reader_tells_a_partition_the_cluster_does_not_know_from_a_cluster_tha
         dead.close()
     assert not known and unknown[(unique_name, 0)].unknown_partition
     assert not down[(unique_name, 0)].unknown_partition
+
+
+def test_a_record_too_large_for_the_target_stalls_its_partition_alone_on_the_same_producer(
+    cluster_a, cluster_b, unique_name
+):
+    """librdkafka refuses at produce() a record over the producer's message.max.bytes (MSG_SIZE_TOO_LARGE):
+    its partition waits on it with an error every slice, the other partitions copy on, and the producer is
+    kept (a refusal used to restart every partition on a new producer, every slice)."""
+    topic = unique_name
+    create_topics(cluster_a, [topic], 2)
+    create_topics(cluster_b, [f"A.{topic}"], 2)
+    small = {p: sample_records(p, 30) for p in (0, 1)}
+    produce(
+        cluster_a,
+        topic,
+        {0: [*small[0][:5], (b"big", b"x" * 200_000, None, 1_600_000_000_500), *small[0][5:]]},
+    )
+    produce(cluster_a, topic, {1: small[1]})
+    limited = ClusterConfig(
+        alias="B", bootstrap_servers=cluster_b.bootstrap_servers, producer={"message.max.bytes": "100000"}
+    )
+    task = make_task(cluster_a, cluster_b, [topic], target=limited)
+    task.assign([(topic, 0), (topic, 1)])
+    results = run_until(task, replicated(task, {(topic, 1): 30}))
+    producer = task._delivery.sink
+    results += [task.run_slice(max_seconds=0.3) for _ in range(3)]
+    assert task._delivery.sink is producer
+    refused = [e for r in results for e in r.errors if e.partition == (topic, 0)]
+    assert refused and all("offset 5" in e.message for e in refused)
+    assert any("too large" in e.message.lower() for e in refused), refused
+    assert results[-1].positions[(topic, 0)] == 5
+    task.close()
+    assert content(read_partition(cluster_b, f"A.{topic}", 0)) == small[0][:5]
+    assert content(read_partition(cluster_b, f"A.{topic}", 1)) == small[1]

@@ -213,6 +213,45 @@ def test_a_record_the_sink_refuses_is_a_produce_error_and_is_retried_from_its_of
     assert contents(io.target_cluster, REMOTE, 0) == contents(io.source_cluster, TOPIC, 0)
 
 
+def test_a_refused_record_restarts_its_partition_alone_on_the_same_sink():
+    """At 5,000 partitions one record refused as "Unknown topic" restarted every partition on a new producer
+    (seconds, and a fetch of all of them again): now only its partition starts again, from that record."""
+    io, store = make_io(), InMemoryPositionStore()
+    io.sinks.append(MemorySink(io.target_cluster, refuse={(REMOTE, 0): 10}))
+    task = make_task(io, store)
+    first = task.run_slice(max_records=60, max_seconds=5)
+    assert [e.kind for e in first.errors] == [SliceErrorKind.PRODUCE, SliceErrorKind.DELIVERY]
+    others = {p: task._states[(TOPIC, p)] for p in (1, 2)}
+    results = run_until_copied(task, io)
+    assert len(io.made) == 1  # no new sink: the others were never restarted
+    assert all(task._states[(TOPIC, p)] is state for p, state in others.items())
+    assert not any(result.errors for result in results)
+    for partition in range(3):  # nothing lost, nothing twice
+        assert contents(io.target_cluster, REMOTE, partition) == contents(io.source_cluster, TOPIC, partition)
+
+
+def test_a_record_too_large_for_the_target_stalls_its_partition_only():
+    """A record the target never takes (a value over its message.max.bytes): its partition waits on it
+    with an error every slice, the others copy everything on the same sink."""
+    io, store = make_io(records=20), InMemoryPositionStore()
+    io.record_limit_bytes = 100
+    io.source_cluster.append(
+        TOPIC, 0, key=b"big", value=b"x" * 101, headers=None, timestamp_ms=1
+    )  # offset 20
+    io.source_cluster.append(TOPIC, 0, key=b"k", value=b"after", headers=None, timestamp_ms=2)
+    for partition in (1, 2):
+        for i in range(100):
+            io.source_cluster.append(
+                TOPIC, partition, key=b"m", value=b"v%d" % i, headers=None, timestamp_ms=3
+            )
+    task = make_task(io, store)
+    results = [task.run_slice(max_seconds=0.5) for _ in range(6)]
+    assert len(io.made) == 1
+    assert all(any("offset 20" in e.message for e in r.errors) for r in results[1:])  # said every slice
+    assert results[-1].positions == {(TOPIC, 0): 20, (TOPIC, 1): 120, (TOPIC, 2): 120}
+    assert [len(io.target_cluster.read(REMOTE, p)) for p in range(3)] == [20, 120, 120]
+
+
 def test_backpressure_a_full_sink_is_waited_on_and_nothing_is_lost_or_reordered():
     io, store = make_io(records=200), InMemoryPositionStore()
     sink = MemorySink(io.target_cluster, capacity=5, per_poll=2)
