@@ -105,12 +105,12 @@ class DataLossCheck:
                 self.suspects[key] = state
             if not reported and not looks_wrong:
                 continue
-            self.out_of_range.discard(key)
             try:
                 low, end, _ = self._reader().tail(state.topic, state.partition)
-            except PartitionReadError as exc:
-                log.warning("%s: data-loss check of %s[%d]: %s", self._label, *key, exc)
+            except PartitionReadError as exc:  # an out-of-range report stays: the source fetches it no more
+                log.warning("%s: data-loss check of %s[%d] (retried next slice): %s", self._label, *key, exc)
                 continue
+            self.out_of_range.discard(key)
             loss = detect_data_loss(expected_offset=state.next_offset, earliest_offset=low, end_offset=end)
             state.suspect_since = None
             self.suspects.pop(key, None)

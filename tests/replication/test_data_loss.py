@@ -129,3 +129,37 @@ def test_the_check_without_a_task_turns_an_out_of_range_fetch_into_one_gap_then_
         assert errors == [] and not state.stopped and state.next_offset == event.resumed_offset == 6
         assert positions.dirty == {state.key: state}  # the position moved without an acknowledgement
     assert check.check(states, fetched=[], swept=[state.key], now=101.0) == ([], [])  # reported once
+
+
+def test_an_out_of_range_report_whose_check_cannot_read_the_source_is_checked_again_next_slice():
+    """The source stops fetching a partition whose offset it reported out of range (librdkafka with
+    auto.offset.reset=error) until it is assigned again: a report dropped because the source did not answer
+    the check's read would leave the partition never fetched again, with no error."""
+    cluster = MemoryCluster()
+    cluster.create("orders", 1)
+    for i in range(10):
+        cluster.append("orders", 0, key=None, value=b"v%d" % i)
+    cluster.delete_before("orders", 0, 6)
+    source = MemorySource(cluster)
+    source.assign({("orders", 0): 2})
+    acks = Acknowledgements()
+    check = DataLossCheck(
+        source=source,
+        reader=lambda: MemoryReader(cluster),
+        policy=DataLossPolicy.SKIP,
+        metrics=TaskMetrics(metrics=MirrorMetrics(), source=source, transactional=False),
+        positions=PositionWriter(
+            flow="A->B", store=InMemoryPositionStore(), offset_syncs=MemoryEmitter, acks=acks
+        ),
+        gap_confirm_s=0.0,
+        label="flow A->B task 0",
+    )
+    state = partition_state(acks=acks, start=2)
+    states = {state.key: state}
+    (fetched,) = source.fetch(first_wait_s=0, max_records=100)
+    assert check.fetch_error(fetched, states) is None
+    cluster.unreachable = "timed out"
+    assert check.check(states, fetched=[], swept=[], now=100.0) == ([], []) and not check.reseek
+    cluster.unreachable = None
+    (event,), errors = check.check(states, fetched=[], swept=[], now=101.0)
+    assert event.expected_offset == 2 and check.reseek and state.next_offset == 6 and errors == []
