@@ -67,6 +67,9 @@ class ProduceFailed(Exception):
         super().__init__(f"producing {state.topic}[{state.partition}] offset {offset}: {cause}")
         self.state, self.offset, self.cause = state, offset, cause
 
+    def slice_error(self) -> SliceError:
+        return SliceError(SliceErrorKind.PRODUCE, str(self), self.state.key)
+
 
 def _each_partitions_last(messages: Sequence[SourceRecord]) -> set[int]:
     """The ids of each partition's last record (not a fetch error) in a batch."""

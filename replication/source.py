@@ -478,7 +478,7 @@ class MirrorSourceTask(TaskFailures):
             except ProduceFailed as failed:
                 if self._transaction_failed_fatally(failed, errors):
                     return False
-                self._record_error(SliceError(SliceErrorKind.PRODUCE, str(failed), failed.state.key), errors)
+                self._record_error(failed.slice_error(), errors)
                 self._restart_needed = True
                 return False
             if not sent:

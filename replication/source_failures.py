@@ -78,7 +78,7 @@ class TaskFailures:
     def _check_deliveries(self, errors: list[SliceError]) -> None:
         refused = self._delivery.take_refused()
         for failed in refused:
-            self._record_error(SliceError(SliceErrorKind.PRODUCE, str(failed), failed.state.key), errors)
+            self._record_error(failed.slice_error(), errors)
         alone = {failed.state.key for failed in refused}
         for error in self._delivery.failures(self._states):
             self._record_error(error, errors)

@@ -220,9 +220,9 @@ class TaskIO:
     # message.max.bytes) when it is produced; None: it refuses none for its size.
     record_limit_bytes: int | None = None
     # Whether a record the sink refused when it was produced concerns that record or its partition only
-    # (too large, its topic or partition unknown): the sink goes on and only that partition restarts. None
-    # (a transactional sink, whose transaction fails with it): every refusal restarts the task's partitions
-    # on a new sink.
+    # (too large, its topic or partition unknown): the sink goes on and only that partition restarts
+    # (`Delivery`; not in a transaction, which fails with the record). None: every refusal restarts the
+    # task's partitions on a new sink.
     refusal_partition_only: Callable[[Exception], bool] | None = None
 
 

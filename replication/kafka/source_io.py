@@ -350,7 +350,7 @@ def kafka_task_io(
         transactional=transactional(flow),
         transaction_failure=transaction_failure,
         record_limit_bytes=record_limit_bytes(flow, target),
-        refusal_partition_only=None if transactional(flow) else refusal_partition_only,
+        refusal_partition_only=refusal_partition_only,
     )
 
 

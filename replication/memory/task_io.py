@@ -443,7 +443,7 @@ class MemoryIO:
             transactional=transactional,
             transaction_failure=memory_transaction_failure if transactional else None,
             record_limit_bytes=self.record_limit_bytes,
-            refusal_partition_only=None if transactional else memory_refusal_partition_only,
+            refusal_partition_only=memory_refusal_partition_only,
         )
 
     def _sink(self, kind: type[MemorySink]) -> MemorySink:
