@@ -467,6 +467,9 @@ class Tool:
         """When the tool's first task started (epoch s); None when it does not say."""
         return None
 
+    def describe(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """Log what the tool says of these source partitions (a start that timed out names them)."""
+
     def stop(self) -> None:
         raise NotImplementedError
 
@@ -748,6 +751,30 @@ class RuntimeTool(Tool):
             default=None,
         )
 
+    def describe(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """Each partition's status row as the workers last wrote it (the database goes with the run)."""
+        from controlplane.status.models import FlowPartitionStatus, FlowTaskStatus
+
+        for topic, partition in partitions:
+            rows = FlowPartitionStatus.objects.filter(topic=topic, partition=partition).values(
+                "flow_id",
+                "task_index",
+                "state",
+                "replicated_offset",
+                "source_end_offset",
+                "records_behind",
+                "record_count",
+                "last_error",
+                "observed_at",
+            )
+            logging.warning("not copied: %s[%d]; its status: %s", topic, partition, list(rows) or "no row")
+            for row in rows:
+                task = FlowTaskStatus.objects.filter(flow_id=row["flow_id"], task_index=row["task_index"])
+                logging.warning(
+                    "  its task: %s",
+                    list(task.values("partitions", "state_counts", "records_behind", "observed_at")),
+                )
+
     def _observe_status(self) -> None:
         from django.utils import timezone
 
@@ -832,6 +859,9 @@ class RuntimeTool(Tool):
         started = time.perf_counter()
         alerts.alerts_evaluate(tasks=task_leases(), replication_workers=self.workers)
         self.figures_.alert_evaluation.seconds.append(time.perf_counter() - started)
+
+
+DESCRIBED = 10  # a start that timed out: the uncopied partitions whose status the tool logs
 
 
 def table_rows() -> dict[str, int]:
@@ -1043,6 +1073,9 @@ def measure(
             # start figures (they are about every partition).
             run.never_written = never_written(source=source, target=target, topics=topics, remote=remote)
             if not run.never_written:
+                on_source, _ = partitions_held(source, topics)
+                on_target, _ = partitions_held(target, {remote[t]: n for t, n in topics.items()})
+                tool.describe(sorted(uncopied(on_source, on_target, remote))[:DESCRIBED])
                 raise
             logging.warning("%s; the tool copied every partition the load wrote: measuring on", timeout)
         window_started = traffic.open_window()
