@@ -106,6 +106,9 @@ TASK_DONE = re.compile(r"Task (\S+)\[[^\]]+\] succeeded in ([0-9.]+)s")
 FIRST_SLICE = re.compile(
     r"^(\S+ \S+) INFO \S+: Task workers\.tasks\.replicate_slice\[[^\]]+\] received", re.M
 )
+PARTITIONS_STARTED = re.compile(  # `replication.starting.PartitionStarter.started`, one line per topic
+    r"^(\S+ \S+) INFO replication\.starting: .*?: replicating (\S+) -> \S+, (\d+) partition\(s\)", re.M
+)
 TASK_RECEIVED = re.compile(r"Task (\S+)\[[^\]]+\] received")
 EVALUATE_TASK = "workers.alerts.evaluate_alerts"
 VERIFY_TASK = "workers.verification.verify_flows"
@@ -467,6 +470,11 @@ class Tool:
         """When the tool's first task started (epoch s); None when it does not say."""
         return None
 
+    def all_started_at(self, topics: dict[str, int]) -> float | None:
+        """When the tool had started replicating every partition of `topics` (epoch s), by its own account:
+        what a start spends before a record can flow, apart from the copy of the first records."""
+        return None
+
     def describe(self, partitions: Sequence[tuple[str, int]]) -> None:
         """Log what the tool says of these source partitions (a start that timed out names them)."""
 
@@ -742,14 +750,24 @@ class RuntimeTool(Tool):
         """When a replication worker first received a slice (its chain's lease comes with it): the earliest
         of the workers', so that with several flows the figure is the slowest flow's, never flattered."""
         found = [FIRST_SLICE.search(self.runtime.log(name)) for name in self.replication_workers]
-        return min(
-            (
-                datetime.datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S,%f").astimezone().timestamp()
-                for match in found
-                if match is not None
-            ),
-            default=None,
-        )
+        return min((_log_time(match.group(1)) for match in found if match is not None), default=None)
+
+    def all_started_at(self, topics: dict[str, int]) -> float | None:
+        """From the workers' "replicating <topic> -> <remote>, N partition(s)" lines: the time by which
+        every topic's partitions were started (a topic started again counts once, up to its partitions)."""
+        lines = [
+            (_log_time(match.group(1)), match.group(2), int(match.group(3)))
+            for name in self.replication_workers
+            for match in PARTITIONS_STARTED.finditer(self.runtime.log(name))
+        ]
+        started: dict[str, int] = {}
+        total = sum(topics.values())
+        for at, topic, count in sorted(lines):
+            if topic in topics:
+                started[topic] = min(topics[topic], started.get(topic, 0) + count)
+                if sum(started.values()) >= total:
+                    return at
+        return None
 
     def describe(self, partitions: Sequence[tuple[str, int]]) -> None:
         """Each partition's status row as the workers last wrote it (the database goes with the run)."""
@@ -861,6 +879,11 @@ class RuntimeTool(Tool):
         self.figures_.alert_evaluation.seconds.append(time.perf_counter() - started)
 
 
+def _log_time(text: str) -> float:
+    """A worker log line's local time (`2026-11-30 13:26:24,557`) as epoch seconds."""
+    return datetime.datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").astimezone().timestamp()
+
+
 DESCRIBED = 10  # a start that timed out: the uncopied partitions whose status the tool logs
 
 
@@ -884,6 +907,7 @@ class Run:
     start_s: float | None = None
     half_start_s: float | None = None
     lease_start_s: float | None = None
+    lease_started_s: float | None = None
     beyond_source_s: float | None = None
     broker_create_s: float | None = None
     p50_ms: float | None = None
@@ -1099,6 +1123,9 @@ def measure(
             run.half_start_s = copy.half_flowing_at - started
             first_slice_at = tool.first_slice_at()
             run.lease_start_s = copy.all_flowing_at - first_slice_at if first_slice_at is not None else None
+            all_started_at = tool.all_started_at(topics)
+            if first_slice_at is not None and all_started_at is not None:
+                run.lease_started_s = all_started_at - first_slice_at
             run.beyond_source_s = start_beyond_source(
                 copy=copy.first_at, floor=floor.first_at, remote=remote, started=started
             )
@@ -1141,6 +1168,7 @@ ROWS: tuple[tuple[str, str, int], ...] = (
     ("start to every partition flowing (s)", "start_s", 1),
     ("start to half the partitions flowing (s)", "half_start_s", 1),
     ("first slice to every partition flowing (s)", "lease_start_s", 1),
+    ("... to every partition started, its log (s)", "lease_started_s", 1),
     ("... each from its first record on the source (s)", "beyond_source_s", 1),
     ("the broker creating as many partitions (s)", "broker_create_s", 1),
     ("end-to-end p50 (ms)", "p50_ms", 1),

@@ -3,6 +3,8 @@ runs brokers and workers for minutes: it is run by hand, never by the tests)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from bench import scale
@@ -137,3 +139,27 @@ def test_the_start_beyond_the_source_counts_each_partition_from_its_first_record
     del copy[("A.t", 1)]
     assert scale.start_beyond_source(copy=copy, floor=floor, remote=remote, started=started) is None
     assert scale.start_beyond_source(copy=copy, floor={}, remote=remote, started=started) is None
+
+
+def test_every_partition_started_is_when_the_workers_logs_account_for_every_topics_partitions():
+    logs = {
+        "replication": (
+            "2026-11-30 13:26:24,560 INFO replication.starting: flow A->B task 0: replicating t0 -> A.t0, "
+            "2 partition(s) from (partition@offset) 0@0 1@0\n"
+            "2026-11-30 13:26:30,000 INFO replication.starting: flow A->B task 0: replicating t0 -> A.t0, "
+            "2 partition(s) from (partition@offset) 0@5 1@5\n"  # started again: counts once
+        ),
+        "replication-2": (
+            "2026-11-30 13:26:40,250 INFO replication.starting: flow A->B task 1: replicating t1 -> A.t1, "
+            "1 partition(s) from (partition@offset) 0@0\n"
+            "2026-11-30 13:26:50,000 INFO replication.starting: flow A->B task 1: replicating t1 -> A.t1, "
+            "2 partition(s) from (partition@offset) 1@0 2@0\n"
+        ),
+    }
+    tool = object.__new__(scale.RuntimeTool)
+    tool.workers = 2
+    tool.runtime = SimpleNamespace(log=logs.__getitem__)
+
+    assert tool.all_started_at({"t0": 2, "t1": 3}) == scale._log_time("2026-11-30 13:26:50,000")
+    assert tool.all_started_at({"t0": 2, "t1": 4}) is None
+    assert tool.all_started_at({"t0": 2}) == scale._log_time("2026-11-30 13:26:24,560")
