@@ -50,7 +50,8 @@ class DataLossCheck:
         self._positions = positions
         self.out_of_range: set[TopicPartition] = set()
         self.suspects: dict[TopicPartition, PartitionState] = {}
-        self.reseek = False  # a partition stopped, resumes elsewhere or was not fetched: assign anew
+        # Partitions stopped, resumed elsewhere or no longer fetched: the source assigns them anew.
+        self.reseek: set[TopicPartition] = set()
 
     def fetch_error(
         self, message: SourceRecord, states: Mapping[TopicPartition, PartitionState]
@@ -115,7 +116,7 @@ class DataLossCheck:
             state.suspect_since = None
             self.suspects.pop(key, None)
             if reported:
-                self.reseek = True  # the source stopped fetching it: start it again
+                self.reseek.add(key)  # the source stopped fetching it: start it again
             if loss is None:
                 continue
             event = gap_event(
@@ -146,7 +147,7 @@ class DataLossCheck:
                 )
                 state.next_offset = event.resumed_offset
                 self._positions.dirty[key] = state
-            self.reseek = True
+            self.reseek.add(key)
         for state in fetched:
             state.polled = False
         fetched.clear()

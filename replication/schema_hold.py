@@ -33,7 +33,7 @@ class SchemaHold:
         self.held: dict[TopicPartition, PartitionState] = {}
         # A partition was held since the task last looked: the source fetched past the held record and
         # must fetch it again from there.
-        self.reseek = False
+        self.reseek: set[TopicPartition] = set()
 
     def retry(self) -> None:
         """A slice begins: every held partition tries its record again (the schema sync may have
@@ -48,7 +48,7 @@ class SchemaHold:
         state.next_offset = offset
         state.held = (offset, wait)
         self.held[state.key] = state
-        self.reseek = True
+        self.reseek.add(state.key)
         if state.schema_wait_since is None:
             state.schema_wait_since = self._clock()
             log.info(

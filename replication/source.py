@@ -46,6 +46,7 @@ from replication import slices
 from replication.config import DeliveryGuarantee, FlowConfig
 from replication.data_loss import GAP_CONFIRM_S, DataLossCheck
 from replication.delivery import Delivery, ProduceFailed
+from replication.fetch_stall import FetchStalls
 from replication.fetching import fetch_plan
 from replication.metrics import MirrorMetrics
 from replication.mirroring import header_rewriter
@@ -117,6 +118,7 @@ class MirrorSourceTask(TaskFailures):
         self._source = io.source
         self._readers = readers = Readers(io)
         self._hold = SchemaHold(clock=clock, label=label, error_after_s=schema_wait_error_s)
+        self._stalls = FetchStalls(source=self._source, label=label)
         rewrite = header_rewriter(
             provenance_enabled=flow.provenance_header_enabled,
             exactly_once=self._exactly_once,
@@ -176,6 +178,7 @@ class MirrorSourceTask(TaskFailures):
         self._restart_needed = False  # a delivery failed: restart every partition from its position
         self._restart_keys: set[TopicPartition] = set()  # a record refused: restart these alone
         self._reassign_needed = False
+        self._fetching: dict[TopicPartition, PartitionState] = {}  # the states the source last fetched for
         self._closed = False
         self._fenced: str | None = None  # why this task stopped for good (it then writes nothing)
 
@@ -258,6 +261,7 @@ class MirrorSourceTask(TaskFailures):
         self._progress.observe(self._states, now)
         self._check_deliveries(errors)
         swept = self._rotation.take(now=now)
+        self._stalls.check(self._states, fetched=self._progress.fetched, swept=swept, now=now)
         gaps, stopped = self._data_loss.check(
             self._states, fetched=self._progress.fetched, swept=swept, now=now
         )
@@ -374,6 +378,7 @@ class MirrorSourceTask(TaskFailures):
             self._transactions.uncommitted if self._transactions is not None else {},
         )
         self._progress.backlog.keep_only(states)
+        self._stalls.keep_only(states)
         self._rotation.reset(list(states))
 
     def _start_partitions(self, keys: list[TopicPartition], errors: list[SliceError]) -> None:
@@ -397,15 +402,25 @@ class MirrorSourceTask(TaskFailures):
 
     @property
     def _reseek_needed(self) -> bool:
-        return self._reassign_needed or self._hold.reseek or self._data_loss.reseek
+        return self._reassign_needed or bool(
+            self._hold.reseek or self._data_loss.reseek or self._stalls.reseek
+        )
 
     def _assign_source(self) -> None:
-        """The source fetches the running partitions from their next offsets (again, for those the
-        collaborators asked to fetch anew: held, out of range, resumed after a gap)."""
-        self._reassign_needed = self._hold.reseek = self._data_loss.reseek = False
-        self._source.assign(
-            {key: state.next_offset for key, state in self._states.items() if not state.stopped}
-        )
+        """The source fetches the running partitions: those started (or started again) since it last
+        fetched and those the collaborators asked to fetch anew (held, out of range, resumed after a gap)
+        from their next offsets; the others go on where their fetching is (`RecordSource.assign`)."""
+        running = {key: state for key, state in self._states.items() if not state.stopped}
+        again = {
+            *self._hold.reseek,
+            *self._data_loss.reseek,
+            *self._stalls.reseek,
+            *(key for key, state in running.items() if self._fetching.get(key) is not state),
+        }
+        self._reassign_needed = False
+        self._hold.reseek, self._data_loss.reseek, self._stalls.reseek = set(), set(), set()
+        self._source.assign({key: state.next_offset for key, state in running.items()}, again=again)
+        self._fetching = running
 
     # -- the hot loop -------------------------------------------------------------------------------
     def _pump(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -54,8 +54,12 @@ class SourceRecord(Protocol):
 class RecordSource(Protocol):
     """The source partitions of a task, fetched from positions it gives (never an offset of its own)."""
 
-    def assign(self, positions: Mapping[TopicPartition, int]) -> None:
-        """Fetch exactly these partitions, each from its given offset (replaces the assignment)."""
+    def assign(
+        self, positions: Mapping[TopicPartition, int], *, again: Collection[TopicPartition] | None = None
+    ) -> None:
+        """Fetch exactly these partitions: a partition new to the assignment, or in `again`, from its given
+        offset; one that stays and is not in `again` goes on from where its fetching is (what it fetched
+        ahead is kept). `again=None`: every partition from its given offset (a new assignment)."""
 
     def fetch(self, *, first_wait_s: float, max_records: int) -> Sequence[SourceRecord]:
         """Up to `max_records` records (per partition in offset order), returned as soon as the first one is

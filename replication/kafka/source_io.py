@@ -38,18 +38,16 @@ from replication.kafka.clients import (
     make_producer,
     producer_properties,
     record_sink,
-    source_records,
 )
 from replication.kafka.flow_tasks import InternalTopicSink
 from replication.kafka.internal_topics import InternalTopic, InternalTopicWriter
 from replication.kafka.positions import positions_internal_topic
+from replication.kafka.record_source import KafkaRecordSource, is_benign_consumer_event
 from replication.offset_syncs import OffsetSyncEmitter
 from replication.policy import ReplicationPolicy
 from replication.task_io import (
-    ClientError,
     PartitionReadError,
     Record,
-    SourceRecord,
     Tail,
     TaskIO,
     TransactionFailure,
@@ -90,6 +88,13 @@ PRODUCER_DEFAULTS: Mapping[str, ClientValue] = {
     "queue.buffering.max.kbytes": 262_144,
     "message.timeout.ms": MESSAGE_TIMEOUT_MS,
 }
+# Remote topics are topic sync's to create, with the source's partitions and configs (MM2's
+# MirrorSourceConnector creates them before its tasks write). librdkafka's producer lets the broker create
+# a topic its metadata requests name (Apache Kafka's auto.create.topics.enable is on by default, with
+# num.partitions 1): a task that asked for a remote topic's metadata before topic sync created it made a
+# one-partition topic, whose other partitions the producer then refused as unknown
+# (tests/replication/test_source_task.py). Not a flow setting: the task waits for topic sync's topic.
+PRODUCER_REQUIRED: Mapping[str, ClientValue] = {"allow.auto.create.topics": False}
 TRANSACTIONAL_PRODUCER_DEFAULTS: Mapping[str, ClientValue] = {
     # A task commits at every persist (at least every 0.2 s while records flow, up to 3.2 s while it is
     # behind: `replication.transactions.TransactionSpan`): a transaction a dead
@@ -195,7 +200,7 @@ def mirror_producer(flow: FlowConfig, target: ClusterConfig, *, task_index: int)
 def mirror_producer_overrides(
     flow: FlowConfig, target: ClusterConfig, *, task_index: int
 ) -> dict[str, ClientValue]:
-    required: dict[str, ClientValue] = {"enable.idempotence": True, "acks": "all"}
+    required: dict[str, ClientValue] = {"enable.idempotence": True, "acks": "all", **PRODUCER_REQUIRED}
     defaults = PRODUCER_DEFAULTS
     if transactional(flow):
         required["transactional.id"] = transactional_id(flow, task_index)
@@ -280,52 +285,6 @@ def offset_sync_emitter(
     return InternalTopicSink(writer)
 
 
-class KafkaRecordSource:
-    """The task's `RecordSource`: its consumer, assign() only (positions are the task's), out-of-range
-    offsets reported, never reset. Hands the consumer's `Message`s through as they are."""
-
-    def __init__(self, consumer: Consumer) -> None:
-        self._consumer = consumer
-
-    def assign(self, positions: Mapping[PartitionKey, int]) -> None:
-        self._consumer.assign(
-            [TopicPartition(topic, partition, offset) for (topic, partition), offset in positions.items()]
-        )
-
-    def fetch(self, *, first_wait_s: float, max_records: int) -> Sequence[SourceRecord]:
-        # One record with the wait, then what is fetched already without one (replication.fetching).
-        return source_records(
-            consume_available(self._consumer, wait_s=first_wait_s, max_messages=max_records)
-        )
-
-    def is_out_of_range(self, error: ClientError) -> bool:
-        """With auto.offset.reset=error librdkafka reports a missing fetch offset as one of these."""
-        return isinstance(error, KafkaError) and error.code() in (
-            KafkaError.OFFSET_OUT_OF_RANGE,
-            KafkaError._AUTO_OFFSET_RESET,
-        )
-
-    def is_benign(self, error: ClientError) -> bool:
-        return isinstance(error, KafkaError) and is_benign_consumer_event(error)
-
-    def watermarks(self, topic: str, partition: int) -> tuple[int, int] | None:
-        try:
-            low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
-        except KafkaException:
-            return None
-        return (low, high) if high >= 0 else None
-
-    def position(self, topic: str, partition: int) -> int | None:
-        try:
-            (position,) = self._consumer.position([TopicPartition(topic, partition)])
-        except KafkaException:
-            return None
-        return position.offset if position.offset >= 0 else None
-
-    def close(self) -> None:
-        self._consumer.close()
-
-
 def kafka_task_io(
     flow: FlowConfig,
     *,
@@ -387,10 +346,6 @@ def transaction_failure(exc: Exception) -> TransactionFailure:
     if error.txn_requires_abort():
         return TransactionFailure.ABORT
     return TransactionFailure.FATAL
-
-
-def is_benign_consumer_event(error: KafkaError) -> bool:
-    return error.code() == KafkaError._PARTITION_EOF
 
 
 # The answers of a cluster that does not know a partition (yet): a topic not created, or just created and

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from replication.checkpoint import CommittedOffset
@@ -180,16 +180,35 @@ class MemoryCluster:
 class MemorySource:
     """Fetches the assigned partitions from the task's positions, up to `per_partition` records of each
     partition in turn (so a fetch interleaves partitions); an offset outside a partition is reported once
-    as out of range and the partition is not fetched again until it is assigned again."""
+    as out of range and the partition is not fetched again until it is assigned again. A partition in
+    `passed_over` gives nothing (its fetching stuck, as librdkafka's once was at 5,000 partitions) until
+    it is assigned anew while assigned (`again`)."""
 
     def __init__(self, cluster: MemoryCluster, *, per_partition: int = 7) -> None:
         self.cluster = cluster
         self.per_partition = per_partition
-        self.fetch_positions: dict[TopicPartition, int] = {}
+        self.fetch_positions: dict[TopicPartition, int] = {}  # of the assigned partitions it fetches
+        self.assigned: set[TopicPartition] = set()
+        self.fetched_from: list[dict[TopicPartition, int]] = []  # each assign's partitions fetched anew
+        self.passed_over: set[TopicPartition] = set()
         self.closed = False
 
-    def assign(self, positions: Mapping[TopicPartition, int]) -> None:
-        self.fetch_positions = dict(positions)
+    def assign(
+        self, positions: Mapping[TopicPartition, int], *, again: Collection[TopicPartition] | None = None
+    ) -> None:
+        anew = {
+            key: offset
+            for key, offset in positions.items()
+            if again is None or key in again or key not in self.assigned
+        }
+        self.fetch_positions = {
+            key: anew[key] if key in anew else self.fetch_positions[key]
+            for key in positions
+            if key in anew or key in self.fetch_positions  # one reported out of range stays unfetched
+        }
+        self.passed_over -= {key for key in anew if key in self.assigned}  # fetched again: unstuck
+        self.assigned = set(positions)
+        self.fetched_from.append(anew)
 
     def fetch(self, *, first_wait_s: float, max_records: int) -> list[MemoryRecord]:
         fetched: list[MemoryRecord] = []
@@ -197,6 +216,8 @@ class MemorySource:
         while progressed and len(fetched) < max_records:
             progressed = False
             for key, position in list(self.fetch_positions.items()):
+                if key in self.passed_over:
+                    continue
                 log = self.cluster.partitions[key]
                 if not log.low <= position <= log.end:
                     error = MemoryError_(f"offset {position} out of range", out_of_range=True)

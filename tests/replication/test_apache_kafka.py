@@ -270,6 +270,7 @@ def test_the_offset_syncs_topic_is_compacted_and_translation_says_from_which_off
     target = ClusterConfig(alias=alias, bootstrap_servers=cluster_b.bootstrap_servers)
     topic = unique_name
     create_topics(cluster_a, [topic], 1)
+    create_topics(cluster_b, [f"A.{topic}"], 1)  # as topic sync would (the task's producer never does)
     flow = FlowConfig(source="A", target=alias, enabled=True, topics=(topic,))
     policy = DefaultReplicationPolicy(known_aliases=["A", alias])
     task = MirrorSourceTask(

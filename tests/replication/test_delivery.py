@@ -215,7 +215,7 @@ def test_a_record_waiting_for_its_schema_holds_its_partition_and_the_others_go_o
     run.delivery.serve(1.0)
     held, other = run.state(0), run.state(1)
     assert held.position == held.next_offset == 2 and held.held[0] == 2  # nothing after it sent
-    assert run.hold.held == {(TOPIC, 0): held} and run.hold.reseek
+    assert run.hold.held == {(TOPIC, 0): held} and run.hold.reseek == {(TOPIC, 0)}
     assert other.position == 5
     run.source.assign({(TOPIC, 0): 2, (TOPIC, 1): 5})
     assert run.send() and held.next_offset == 2  # still held this slice: its records are not sent

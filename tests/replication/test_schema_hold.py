@@ -110,7 +110,7 @@ def test_a_hold_without_a_task_is_released_once_its_record_is_sent_and_an_error_
     wait = SchemaWait(12, "not on the target registry yet (waiting for the schema sync)")
     hold.hold(state, 4, wait)
     assert (state.next_offset, state.held, state.schema_wait_since) == (4, (4, wait), 1_000.0)
-    assert hold.held == {("orders", 0): state} and hold.reseek
+    assert hold.held == {("orders", 0): state} and hold.reseek == {("orders", 0)}  # fetched again alone
     now[0] += SCHEMA_WAIT_ERROR_S - 1
     hold.retry()  # a new slice tries the record again; the partition was not fetched again
     assert state.schema_wait is None and hold.check(now=now[0]) == []

@@ -15,7 +15,7 @@ from replication.config import ClusterConfig, DeliveryGuarantee, FlowConfig, Off
 from replication.connector import NewRemoteTopic
 from replication.formats import OffsetSync
 from replication.kafka.admin import TopicAdmin
-from replication.kafka.clients import make_consumer, make_producer
+from replication.kafka.clients import make_admin, make_consumer, make_producer
 from replication.kafka.positions import KafkaPositionStore
 from replication.kafka.source_io import PartitionReader, kafka_task_io
 from replication.metrics import MirrorMetrics
@@ -539,3 +539,63 @@ def test_a_record_too_large_for_the_target_stalls_its_partition_alone_on_the_sam
     task.close()
     assert content(read_partition(cluster_b, f"A.{topic}", 0)) == small[0][:5]
     assert content(read_partition(cluster_b, f"A.{topic}", 1)) == small[1]
+
+
+def test_partitions_joining_and_leaving_a_running_assignment_copy_exactly_on_the_same_consumer(
+    cluster_a, cluster_b, unique_name
+):
+    """librdkafka's incremental assignment: partitions that join the task's assignment start while the
+    others fetch on, and partitions that leave go; nothing is lost or written twice on either side of a
+    change, on the same consumer."""
+    early, late = f"{unique_name}-early", f"{unique_name}-late"
+    create_topics(cluster_a, [early, late], 2)
+    create_topics(cluster_b, [f"A.{early}", f"A.{late}"], 2)
+    first = {p: sample_records(p, 20) for p in (0, 1)}
+    produce(cluster_a, early, first)
+    produce(cluster_a, late, first)
+    task = make_task(cluster_a, cluster_b, [early, late])
+    keys = [(topic, p) for topic in (early, late) for p in (0, 1)]
+    task.assign(keys[:2])
+    run_until(task, replicated(task, {(early, 0): 20, (early, 1): 20}))
+    consumer = task._source._consumer
+    assert {(tp.topic, tp.partition) for tp in consumer.assignment()} == set(keys[:2])
+
+    task.assign(keys)  # the late topic's partitions join
+    second = {p: sample_records(p, 20, start_ms=1_600_000_100_000) for p in (0, 1)}
+    produce(cluster_a, early, second)
+    run_until(task, replicated(task, {key: 40 if key[0] == early else 20 for key in keys}))
+    assert {(tp.topic, tp.partition) for tp in consumer.assignment()} == set(keys)
+
+    task.assign(keys[2:])  # the early topic's partitions leave
+    produce(cluster_a, late, second)
+    run_until(task, replicated(task, {(late, 0): 40, (late, 1): 40}))
+    assert {(tp.topic, tp.partition) for tp in consumer.assignment()} == set(keys[2:])
+    assert task._source._consumer is consumer
+    task.close()
+    for p in (0, 1):
+        assert content(read_partition(cluster_b, f"A.{early}", p)) == first[p] + second[p]
+        assert content(read_partition(cluster_b, f"A.{late}", p)) == first[p] + second[p]
+
+
+def test_the_producer_never_creates_a_remote_topic_the_target_does_not_have_yet(
+    cluster_a, cluster_b, unique_name
+):
+    """Apache Kafka creates a topic a client's metadata request names (auto.create.topics.enable, its
+    default), with the broker's default partitions and configs. The task's producer asked for its remote
+    topics' metadata before their first records, so a remote topic that topic sync had not created yet was
+    created with one partition: its other partitions were refused as unknown, and topic sync found the
+    topic there with the wrong partition count. The task's partitions now wait for topic sync's topic."""
+    topic = unique_name
+    create_topics(cluster_a, [topic], 2)
+    records = {p: sample_records(p, 20) for p in (0, 1)}
+    produce(cluster_a, topic, records)
+    task = make_task(cluster_a, cluster_b, [topic])
+    task.assign([(topic, 0), (topic, 1)])
+    for _ in range(3):
+        assert task.run_slice(max_seconds=0.3).ok
+    assert f"A.{topic}" not in make_admin(cluster_b).list_topics(timeout=10).topics
+    create_topics(cluster_b, [f"A.{topic}"], 2)  # as topic sync does, with the source's partitions
+    run_until(task, replicated(task, {(topic, 0): 20, (topic, 1): 20}))
+    task.close()
+    for p in (0, 1):
+        assert content(read_partition(cluster_b, f"A.{topic}", p)) == records[p]

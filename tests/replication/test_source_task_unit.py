@@ -13,6 +13,7 @@ import time
 import pytest
 
 from replication.config import DataLossPolicy, DeliveryGuarantee, FlowConfig
+from replication.fetch_stall import FetchStalls
 from replication.formats import OffsetSync
 from replication.memory.task_io import MemoryIO, MemorySink
 from replication.mirroring import (
@@ -28,6 +29,7 @@ from replication.mirroring import (
     waits_for_remote_partition,
 )
 from replication.offset_sync_store import OffsetSyncStore
+from replication.partition_state import Acknowledgements, PartitionState
 from replication.policy import replication_policy_for
 from replication.positions import InMemoryPositionStore
 from replication.source import MirrorSourceTask, SliceErrorKind
@@ -230,6 +232,84 @@ def test_a_refused_record_restarts_its_partition_alone_on_the_same_sink():
         assert contents(io.target_cluster, REMOTE, partition) == contents(io.source_cluster, TOPIC, partition)
 
 
+def fetched_anew(task: MirrorSourceTask) -> list[set]:
+    """The partitions each assignment of the task's source fetched from their positions again."""
+    return [set(assigned) for assigned in task._source.fetched_from]
+
+
+def test_partitions_that_start_later_or_again_leave_the_others_fetching_where_they_are():
+    """At 5,000 partitions every start of a few more (a remote topic created later) or restart of one (a
+    refused record) assigned all of them again: each fetched anew, what it had fetched ahead thrown away.
+    Now only the partitions that start, start again or leave change the source's assignment."""
+    io, store = make_io(), InMemoryPositionStore()
+    del io.target_cluster.partitions[(REMOTE, 2)]  # partition 2 waits for its remote partition
+    io.sinks.append(MemorySink(io.target_cluster, refuse={(REMOTE, 0): 10}))
+    task = make_task(io, store, guarantee=DeliveryGuarantee.EXACTLY_ONCE)  # without transactions
+    task.run_slice(max_records=30, max_seconds=5)  # 0 and 1 start; 0's record 10 is refused
+    assert fetched_anew(task) == [{(TOPIC, 0), (TOPIC, 1)}]
+    io.target_cluster.create(REMOTE, 3)
+    run_until_copied(task, io)
+    assert fetched_anew(task) == [{(TOPIC, 0), (TOPIC, 1)}, {(TOPIC, 0), (TOPIC, 2)}]
+    assert task._source.fetched_from[1][(TOPIC, 0)] == 10  # from the refused record
+    for partition in range(3):  # nothing lost, nothing twice
+        values = [record.value() for record in io.target_cluster.read(REMOTE, partition)]
+        assert values == [b"p%d-v%d" % (partition, i) for i in range(50)]
+    task.assign([(TOPIC, 1), (TOPIC, 2)])  # partition 0 leaves: the others go on
+    task.run_slice(max_seconds=1, return_when_caught_up=True)
+    assert task._source.assigned == {(TOPIC, 1), (TOPIC, 2)} and len(fetched_anew(task)) == 3
+    assert fetched_anew(task)[-1] == set()
+
+
+def test_a_partition_the_source_passes_over_is_fetched_again_with_a_warning(caplog):
+    """At 5,000 partitions on Apache Kafka one partition once gave no record for minutes, its records
+    waiting on the source, the task fetching the others and saying nothing. Now the task has the source
+    fetch it again after FETCH_STALL_S, with a warning naming it, and it is copied whole."""
+    io, store = make_io(records=10), InMemoryPositionStore()
+    now = [1_000.0]
+    task = make_task(io, store, clock=lambda: now[0])
+    task._source.passed_over = {(TOPIC, 1)}
+    with caplog.at_level(logging.WARNING, logger="replication.fetch_stall"):
+        for i in range(12):  # 12 slices 15 s apart, the other partitions fed all along
+            for partition in (0, 2):
+                io.source_cluster.append(
+                    TOPIC, partition, key=None, value=b"more", headers=None, timestamp_ms=i
+                )
+            task.run_slice(max_seconds=0.2, return_when_caught_up=True)
+            now[0] += 15.0
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert f"{TOPIC}[1]: 10 record(s) wait on the source and none was fetched for 120 s" in warning
+    assert "the source's next offset for it: 0, the task's: 0" in warning
+    assert fetched_anew(task)[1:] == [{(TOPIC, 1)}]  # it alone
+    assert contents(io.target_cluster, REMOTE, 1) == contents(io.source_cluster, TOPIC, 1)
+
+
+def test_a_task_that_fetches_nothing_passes_over_no_partition():
+    """A task whose producer has no room fetches nothing for a while: no partition is fetched again."""
+    io = MemoryIO()
+    io.source_cluster.create(TOPIC, 2)
+    for partition in (0, 1):
+        io.source_cluster.append(TOPIC, partition, key=None, value=b"v", headers=None, timestamp_ms=1)
+    source = io.task_io().source
+    source.assign({(TOPIC, 0): 0, (TOPIC, 1): 0})
+    states = {
+        key: PartitionState(
+            topic=key[0],
+            partition=key[1],
+            remote_topic=REMOTE,
+            start=0,
+            offset_lag_max=100,
+            acks=Acknowledgements(),
+        )
+        for key in source.assigned
+    }
+    stalls = FetchStalls(source=source, label="t", after_s=10.0)
+    for now in range(0, 100, 5):
+        stalls.check(states, fetched=[], swept=list(states), now=float(now))
+    assert not stalls.reseek
+    stalls.check(states, fetched=[states[(TOPIC, 0)]], swept=list(states), now=100.0)
+    assert stalls.reseek == {(TOPIC, 1)}  # waiting since 0 s, passed over while the task fetched 0
+
+
 def test_a_record_too_large_for_the_target_stalls_its_partition_only():
     """A record the target never takes (a value over its message.max.bytes): its partition waits on it
     with an error every slice, the others copy everything on the same sink."""
@@ -323,6 +403,10 @@ def test_offsets_deleted_before_replication_are_a_gap_then_stopped_or_skipped(po
         run_until_copied(task, io, partitions=2)
         assert contents(io.target_cluster, REMOTE, 0) == contents(io.source_cluster, TOPIC, 0)
     assert len(io.target_cluster.read(REMOTE, 1)) == 30  # the other partition goes on
+    # where it was: only the partition out of range is assigned anew (skip) or leaves (stop)
+    stop = policy == DataLossPolicy.STOP
+    assert fetched_anew(task) == [{(TOPIC, 0), (TOPIC, 1)}, set() if stop else {(TOPIC, 0)}]
+    assert task._source.assigned == ({(TOPIC, 1)} if stop else {(TOPIC, 0), (TOPIC, 1)})
 
 
 def test_positions_wait_for_their_offset_syncs_and_a_failed_emission_is_an_offset_sync_error():
