@@ -9,10 +9,13 @@ it (librdkafka's fetch state, or records handed over and not taken); the warning
 position the source gives next beside the task's own. When it is neither, the warning comes again every
 `FETCH_STALL_S`, and the partition's growing lag says the rest.
 
-Cheap at any size: partitions are looked at in the task's rotation (each about every 5 s), and only while
-the task fetches (a task short of room in its producer fetches nothing, and passes over nobody). A
-partition whose records wait longer than this in the consumer's prefetch queue (tens of megabytes behind
-a slow target) is fetched again for nothing but the queue's share of it: no record is lost or doubled.
+Cheap at any size: partitions are looked at in a rotation of their own, each about every
+`STALL_LOOK_PERIOD_S` (an idle task of 2,000 partitions asks its source about 17 of them a slice for it;
+a partition fetched this slice costs nothing), and only in a slice that did not end caught up; a partition is
+judged passed over only while the task fetches others or holds nothing in flight (a task short of room in
+its producer fetches nothing, and passes over nobody). A partition whose records wait
+longer than `FETCH_STALL_S` in the consumer's prefetch queue (tens of megabytes behind a slow target) is
+fetched again for nothing but the queue's share of it: no record is lost or doubled.
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ from collections.abc import Mapping, Sequence
 from replication.partition_state import PartitionState
 from replication.progress import unread
 from replication.task_io import RecordSource
+from replication.task_metrics import Rotation
 from replication.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
 FETCH_STALL_S = 120.0
+STALL_LOOK_PERIOD_S = 30.0  # each running partition is looked at about this often
 
 
 class FetchStalls:
@@ -37,20 +42,27 @@ class FetchStalls:
         self._source, self._label, self._after_s = source, label, after_s
         self.reseek: set[TopicPartition] = set()
         self._waiting_since: dict[TopicPartition, float] = {}  # records waiting, none fetched since
+        self._rotation = Rotation(period_s=STALL_LOOK_PERIOD_S)
 
     def check(
         self,
         states: Mapping[TopicPartition, PartitionState],
         *,
         fetched: Sequence[PartitionState],
-        swept: Sequence[TopicPartition],
+        caught_up: bool,
+        in_flight: int,
         now: float,
     ) -> None:
-        """`fetched`: the partitions fetched this slice; `swept`: those the rotation looks at now."""
+        """`fetched`: the partitions fetched this slice; `caught_up`: the slice found every running
+        partition read to its end (none passed over: nothing to look at); `in_flight`: records the
+        producer holds (with none fetched, a task waiting for room, not passing anyone over)."""
         waiting_since = self._waiting_since
         for polled in fetched:
             waiting_since.pop(polled.key, None)
-        for key in swept:
+        if caught_up:
+            return
+        fetching = bool(fetched) or not in_flight
+        for key in self._rotation.take(now=now):
             state = states.get(key)
             if state is None or state.polled:  # fetched this slice: not passed over, no client call
                 continue
@@ -62,8 +74,8 @@ class FetchStalls:
                 waiting_since.pop(key, None)
                 continue
             since = waiting_since.setdefault(key, now)
-            if not fetched or now - since < self._after_s:
-                continue  # a task that fetched nothing this slice passes over nobody
+            if not fetching or now - since < self._after_s:
+                continue
             del waiting_since[key]
             self.reseek.add(key)
             position = self._source.position(*key)
@@ -81,3 +93,4 @@ class FetchStalls:
     def keep_only(self, states: Mapping[TopicPartition, PartitionState]) -> None:
         """The task's partition states changed: a partition gone or started again waits afresh."""
         self._waiting_since = {key: since for key, since in self._waiting_since.items() if key in states}
+        self._rotation.reset(list(states))

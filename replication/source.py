@@ -261,7 +261,13 @@ class MirrorSourceTask(TaskFailures):
         self._progress.observe(self._states, now)
         self._check_deliveries(errors)
         swept = self._rotation.take(now=now)
-        self._stalls.check(self._states, fetched=self._progress.fetched, swept=swept, now=now)
+        self._stalls.check(
+            self._states,
+            fetched=self._progress.fetched,
+            caught_up=caught_up,
+            in_flight=len(self._delivery.sink),
+            now=now,
+        )
         gaps, stopped = self._data_loss.check(
             self._states, fetched=self._progress.fetched, swept=swept, now=now
         )

@@ -283,7 +283,7 @@ def test_a_partition_the_source_passes_over_is_fetched_again_with_a_warning(capl
     assert contents(io.target_cluster, REMOTE, 1) == contents(io.source_cluster, TOPIC, 1)
 
 
-def test_a_task_that_fetches_nothing_passes_over_no_partition():
+def test_a_task_that_fetches_nothing_for_want_of_room_passes_over_no_partition():
     """A task whose producer has no room fetches nothing for a while: no partition is fetched again."""
     io = MemoryIO()
     io.source_cluster.create(TOPIC, 2)
@@ -303,10 +303,13 @@ def test_a_task_that_fetches_nothing_passes_over_no_partition():
         for key in source.assigned
     }
     stalls = FetchStalls(source=source, label="t", after_s=10.0)
+    stalls.keep_only(states)
     for now in range(0, 100, 5):
-        stalls.check(states, fetched=[], swept=list(states), now=float(now))
+        stalls.check(states, fetched=[], caught_up=False, in_flight=1, now=float(now))
     assert not stalls.reseek
-    stalls.check(states, fetched=[states[(TOPIC, 0)]], swept=list(states), now=100.0)
+    stalls.check(states, fetched=[states[(TOPIC, 0)]], caught_up=True, in_flight=0, now=100.0)
+    assert not stalls.reseek  # a slice that ended caught up passed over nobody
+    stalls.check(states, fetched=[states[(TOPIC, 0)]], caught_up=False, in_flight=1, now=100.0)
     assert stalls.reseek == {(TOPIC, 1)}  # waiting since 0 s, passed over while the task fetched 0
 
 
