@@ -523,6 +523,10 @@ class ControlPlane:
     """The runtime's control-plane figures of one run."""
 
     status_ages: list[float] = field(default_factory=list)
+    # Each status sample's median over the partitions: a record's age when the task fetched it (MM2's
+    # record-age-ms) and when the target acknowledged it (its replication latency), as the workers saw them.
+    record_ages_ms: list[float] = field(default_factory=list)
+    latencies_ms: list[float] = field(default_factory=list)
     status_rows_seen: int = 0
     stale: int = 0  # the most partitions judged STALE in one sample
     status_rows_per_s: float | None = None
@@ -549,6 +553,13 @@ class ControlPlane:
             )
         else:
             out.append(f"{'oldest partition status age':<44}- (no status rows in the window)")
+        if self.record_ages_ms and self.latencies_ms:
+            out.append(
+                f"{'a record fetched / acknowledged after (s)':<44}"
+                f"{statistics.median(self.record_ages_ms) / 1000:>8.1f} / "
+                f"{statistics.median(self.latencies_ms) / 1000:.1f} s (the workers' status: the partitions' median, "
+                f"its median over {len(self.latencies_ms)} samples)"
+            )
         out.append(f"{'status rows written/s (status tables)':<44}{cell(self.status_rows_per_s):>8}")
         busiest = sorted(self.rows_per_s_by_table.items(), key=lambda item: -item[1])[:4]
         tables = ", ".join(f"{name.removeprefix('controlplane_')} {rate:,.1f}" for name, rate in busiest)
@@ -803,16 +814,22 @@ class RuntimeTool(Tool):
             return
         self._next_status_sample = time.monotonic() + STATUS_SAMPLE_S
         now = timezone.now()
+        rows = {flow.pk: list(FlowPartitionStatus.objects.filter(flow=flow)) for flow in self.flows}
         live = [
             partition
             for flow in self.flows
             for partition in rollup.partitions_live(
-                list(FlowPartitionStatus.objects.filter(flow=flow)),
-                flow=flow,
-                budget=budgets.rpo_budget_of(flow=flow),
-                now=now,
+                rows[flow.pk], flow=flow, budget=budgets.rpo_budget_of(flow=flow), now=now
             )
         ]
+        for name, figures in (
+            ("record_age_ms", self.figures_.record_ages_ms),
+            ("replication_latency_ms", self.figures_.latencies_ms),
+        ):
+            known = [getattr(row, name) for flow_rows in rows.values() for row in flow_rows]
+            known = [value for value in known if value is not None]
+            if known:
+                figures.append(statistics.median(known))
         if live:
             self.figures_.status_ages.append(max(partition.age_s for partition in live))
             self.figures_.stale = max(self.figures_.stale, sum(partition.stale for partition in live))

@@ -128,6 +128,14 @@ def test_the_control_plane_lines_give_the_verification_backlog_or_say_there_is_n
     assert line.endswith("- longest wait; 0 records in 0 partitions"), line
 
 
+def test_the_control_plane_lines_say_when_records_were_fetched_and_acknowledged():
+    figures = scale.ControlPlane()
+    assert not [line for line in figures.lines(2000) if "acknowledged after" in line]
+    figures.record_ages_ms, figures.latencies_ms = [1_000.0, 3_000.0, 2_000.0], [9_000.0, 7_000.0, 8_000.0]
+    (line,) = [line for line in figures.lines(2000) if "acknowledged after" in line]
+    assert "     2.0 / 8.0 s" in line and "over 3 samples" in line, line
+
+
 def test_the_start_beyond_the_source_counts_each_partition_from_its_first_record_there():
     remote = {"t": "A.t"}
     started = 100.0
