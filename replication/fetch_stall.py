@@ -32,6 +32,14 @@ from replication.topic_partition import TopicPartition
 log = logging.getLogger(__name__)
 
 FETCH_STALL_S = 120.0
+# ... or this many times as long as the task's partitions waited for their first record after they started
+# (at 5,000 partitions on a loaded machine, 100-140 s for every partition: none of them is passed over)
+FETCH_STALL_FACTOR = 3.0
+# More than this share of the task's partitions (and more than STALL_MAX_FEW) overdue at once: the task
+# is behind, not passing them over
+STALL_MAX_SHARE = 0.05
+STALL_MAX_FEW = 10
+FIRST_FETCH_WEIGHT = 0.05  # of each first fetch in the moving average of the waits for it
 STALL_LOOK_PERIOD_S = 30.0  # each running partition is looked at about this often
 
 
@@ -43,6 +51,10 @@ class FetchStalls:
         self.reseek: set[TopicPartition] = set()
         self._waiting_since: dict[TopicPartition, float] = {}  # records waiting, none fetched since
         self._rotation = Rotation(period_s=STALL_LOOK_PERIOD_S)
+        self._started_at: dict[TopicPartition, float] = {}  # not fetched since it started
+        self._states: Mapping[TopicPartition, PartitionState] = {}  # as `keep_only` last got them
+        self.first_fetch_s: float | None = None  # moving average of the waits for a first record
+        self._behind_logged = False
 
     def check(
         self,
@@ -56,12 +68,17 @@ class FetchStalls:
         """`fetched`: the partitions fetched this slice; `caught_up`: the slice found every running
         partition read to its end (none passed over: nothing to look at); `in_flight`: records the
         producer holds (with none fetched, a task waiting for room, not passing anyone over)."""
-        waiting_since = self._waiting_since
+        waiting_since, started_at = self._waiting_since, self._started_at
         for polled in fetched:
-            waiting_since.pop(polled.key, None)
+            key = polled.key
+            waiting_since.pop(key, None)
+            if key in started_at:
+                self._first_fetch(now - started_at.pop(key))
         if caught_up:
             return
         fetching = bool(fetched) or not in_flight
+        after_s = max(self._after_s, FETCH_STALL_FACTOR * (self.first_fetch_s or 0.0))
+        overdue: list[tuple[TopicPartition, PartitionState, int]] = []
         for key in self._rotation.take(now=now):
             state = states.get(key)
             if state is None or state.polled:  # fetched this slice: not passed over, no client call
@@ -73,10 +90,37 @@ class FetchStalls:
             if records is None or records <= 0:
                 waiting_since.pop(key, None)
                 continue
-            since = waiting_since.setdefault(key, now)
-            if not fetching or now - since < self._after_s:
-                continue
-            del waiting_since[key]
+            since = waiting_since.setdefault(key, min(now, started_at.get(key, now)))
+            if fetching and now - since >= after_s:
+                overdue.append((key, state, records))
+        if overdue:
+            self._pass_over(overdue, states, after_s=after_s, now=now)
+
+    def _pass_over(
+        self,
+        overdue: list[tuple[TopicPartition, PartitionState, int]],
+        states: Mapping[TopicPartition, PartitionState],
+        *,
+        after_s: float,
+        now: float,
+    ) -> None:
+        """Fetch these again, unless so many of the task's partitions are overdue that the task is behind."""
+        waiting_since = self._waiting_since
+        late = sum(1 for since in waiting_since.values() if now - since >= after_s)
+        if late > max(STALL_MAX_FEW, STALL_MAX_SHARE * len(states)):
+            if not self._behind_logged:
+                self._behind_logged = True
+                log.info(
+                    "%s: %d of %d partitions have had no record for %.0f s or more although records wait: "
+                    "the task is behind, none is fetched again",
+                    self._label,
+                    late,
+                    len(states),
+                    after_s,
+                )
+            return
+        for key, state, records in overdue:
+            since = waiting_since.pop(key)
             self.reseek.add(key)
             position = self._source.position(*key)
             log.warning(
@@ -90,7 +134,18 @@ class FetchStalls:
                 state.next_offset,
             )
 
-    def keep_only(self, states: Mapping[TopicPartition, PartitionState]) -> None:
-        """The task's partition states changed: a partition gone or started again waits afresh."""
+    def _first_fetch(self, waited_s: float) -> None:
+        average = self.first_fetch_s
+        self.first_fetch_s = (
+            waited_s if average is None else average + FIRST_FETCH_WEIGHT * (waited_s - average)
+        )
+
+    def keep_only(self, states: Mapping[TopicPartition, PartitionState], *, now: float) -> None:
+        """The task's partition states changed: a partition gone or started again waits afresh; one
+        started now waits for its first record from now."""
         self._waiting_since = {key: since for key, since in self._waiting_since.items() if key in states}
+        known, started_at = self._states, self._started_at
+        self._started_at = {key: started_at[key] for key in states if key in started_at}
+        self._started_at.update((key, now) for key, state in states.items() if known.get(key) is not state)
+        self._states = dict(states)
         self._rotation.reset(list(states))

@@ -384,7 +384,7 @@ class MirrorSourceTask(TaskFailures):
             self._transactions.uncommitted if self._transactions is not None else {},
         )
         self._progress.backlog.keep_only(states)
-        self._stalls.keep_only(states)
+        self._stalls.keep_only(states, now=self._clock())
         self._rotation.reset(list(states))
 
     def _start_partitions(self, keys: list[TopicPartition], errors: list[SliceError]) -> None:

@@ -283,14 +283,14 @@ def test_a_partition_the_source_passes_over_is_fetched_again_with_a_warning(capl
     assert contents(io.target_cluster, REMOTE, 1) == contents(io.source_cluster, TOPIC, 1)
 
 
-def test_a_task_that_fetches_nothing_for_want_of_room_passes_over_no_partition():
-    """A task whose producer has no room fetches nothing for a while: no partition is fetched again."""
+def stall_fixture(partitions: int) -> tuple[dict, FetchStalls]:
+    """`partitions` running states with a record waiting each, and their `FetchStalls` (after 10 s)."""
     io = MemoryIO()
-    io.source_cluster.create(TOPIC, 2)
-    for partition in (0, 1):
+    io.source_cluster.create(TOPIC, partitions)
+    for partition in range(partitions):
         io.source_cluster.append(TOPIC, partition, key=None, value=b"v", headers=None, timestamp_ms=1)
     source = io.task_io().source
-    source.assign({(TOPIC, 0): 0, (TOPIC, 1): 0})
+    source.assign({(TOPIC, p): 0 for p in range(partitions)})
     states = {
         key: PartitionState(
             topic=key[0],
@@ -303,14 +303,36 @@ def test_a_task_that_fetches_nothing_for_want_of_room_passes_over_no_partition()
         for key in source.assigned
     }
     stalls = FetchStalls(source=source, label="t", after_s=10.0)
-    stalls.keep_only(states)
-    for now in range(0, 100, 5):
+    stalls.keep_only(states, now=0.0)
+    return states, stalls
+
+
+def test_a_task_that_fetches_nothing_for_want_of_room_passes_over_no_partition():
+    """A task whose producer has no room fetches nothing for a while: no partition is fetched again."""
+    states, stalls = stall_fixture(2)
+    first = states[(TOPIC, 0)]
+    stalls.check(states, fetched=[first], caught_up=False, in_flight=1, now=1.0)  # first records after 1 s
+    for now in range(5, 100, 5):
         stalls.check(states, fetched=[], caught_up=False, in_flight=1, now=float(now))
     assert not stalls.reseek
-    stalls.check(states, fetched=[states[(TOPIC, 0)]], caught_up=True, in_flight=0, now=100.0)
+    stalls.check(states, fetched=[first], caught_up=True, in_flight=0, now=100.0)
     assert not stalls.reseek  # a slice that ended caught up passed over nobody
-    stalls.check(states, fetched=[states[(TOPIC, 0)]], caught_up=False, in_flight=1, now=100.0)
-    assert stalls.reseek == {(TOPIC, 1)}  # waiting since 0 s, passed over while the task fetched 0
+    stalls.check(states, fetched=[first], caught_up=False, in_flight=1, now=100.0)
+    assert stalls.reseek == {(TOPIC, 1)}  # started at 0 s, passed over while the task fetched 0
+
+
+def test_a_task_whose_partitions_all_wait_long_for_their_first_record_is_behind_not_passing_them_over():
+    """At 5,000 partitions on a loaded machine every partition's first record came 100-140 s after it
+    started: a task with many partitions overdue at once, or whose partitions usually wait that long, is
+    behind, and none of them is fetched again (a first version fetched 2,878 of 5,000 again)."""
+    states, stalls = stall_fixture(40)
+    fetched = [states[(TOPIC, p)] for p in range(10)]
+    stalls.check(states, fetched=fetched, caught_up=False, in_flight=1, now=130.0)  # 10 after 130 s
+    assert stalls.first_fetch_s is not None and stalls.first_fetch_s >= 100
+    stalls.check(states, fetched=fetched[:1], caught_up=False, in_flight=1, now=200.0)
+    assert not stalls.reseek  # 200 s is under 3 x the usual wait for a first record
+    stalls.check(states, fetched=fetched[:1], caught_up=False, in_flight=1, now=400.0)
+    assert not stalls.reseek  # 30 of 40 overdue at once: the task is behind
 
 
 def test_a_record_too_large_for_the_target_stalls_its_partition_only():
