@@ -1,6 +1,9 @@
 """A running partition the source passes over: records wait for it on the source, the task fetches other
-partitions' records, and none of its own comes for `FETCH_STALL_S` (`FetchStalls`). The task then has its
-source fetch it again from its next offset (`RecordSource.assign(again=)`), with a warning naming it.
+partitions' records, and none of its own comes (since it started, or was last fetched) for `FETCH_STALL_S`
+or `FETCH_STALL_FACTOR` times as long as the task's partitions usually wait for their first record,
+whichever is longer (`FetchStalls`). The task then has its source fetch it again from its next offset
+(`RecordSource.assign(again=)`), with a warning naming it. When many partitions are overdue at once
+(`STALL_MAX_FEW`, `STALL_MAX_SHARE`) the task is behind, not passing them over: none is fetched again.
 
 Found at 5,000 partitions on Apache Kafka (docs/scale.md): once in a few runs one partition started at
 offset 0 beside its topic's others and never gave a record, its source end offset known and rising, the
