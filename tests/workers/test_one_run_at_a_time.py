@@ -10,6 +10,9 @@ from workers import alerts, context, verification
 from workers.leases import new_token
 
 
+# The tasks close the thread's stale database connections first (`close_old_connections`): in an xdist
+# worker whose earlier tests left a connection open, that touches the database.
+@pytest.mark.django_db
 @pytest.mark.parametrize(
     ("module", "task", "body", "name"),
     [
