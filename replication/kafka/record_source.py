@@ -28,7 +28,7 @@ class KafkaRecordSource:
         assignment and those that come, or fetch again, added from their offsets (librdkafka's incremental
         assignment); the others' fetching and what it fetched ahead are left alone. So a task of thousands
         of partitions that starts a few more, or restarts one, does not fetch all of them again."""
-        if again is None:
+        if again is None or not self._assigned:  # a new assignment (the first one too): librdkafka's assign
             self._consumer.assign(
                 [TopicPartition(topic, partition, offset) for (topic, partition), offset in positions.items()]
             )
