@@ -60,6 +60,11 @@ def _has_leader(listed: Any, partition: int) -> bool:
     return found is not None and found.error is None and found.leader >= 0
 
 
+def _knows(partitions_known: frozenset[int] | None, states: Sequence[PartitionState]) -> bool:
+    """Whether a sink that knew `partitions_known` of a topic (None: all) knows these partitions of it."""
+    return partitions_known is None or all(state.partition in partitions_known for state in states)
+
+
 class ProduceFailed(Exception):
     """The sink refused a record (too large, or the producer failed fatally): its partition failed at it."""
 
@@ -109,7 +114,9 @@ class Delivery:
         # In transactions, where the header rule only adds the source offset (`header_rewriter` gives
         # `with_source_offset`) and no schema ID holds a record: that header on run ends only.
         self._run_ends = io.transactional and rewrite is with_source_offset and schema_ids is None
-        self._warmed: set[str] = set()  # remote topics the current sink knows (`warm`)
+        # The remote topics the current sink knows, each with the partitions it knows to have a leader
+        # (`warm`); None: a sink that knows every partition (in memory)
+        self._warmed: dict[str, frozenset[int] | None] = {}
         # A refusal of one record (too large, its topic unknown) leaves the sink usable: its partition
         # stops sending and restarts alone (`take_refused`), the batch goes on. Not in a transaction,
         # which fails with the refused record.
@@ -164,13 +171,17 @@ class Delivery:
         topic being created, on a broker still creating thousands of partitions): records sent there
         would wait in the producer (an unknown topic up to `topic.metadata.propagation.max.ms`, 30 s,
         then fail), and every flush of the task with them (a settle, a restart). A sink that answers
-        nothing (in memory) knows every topic."""
+        nothing (in memory) knows every topic.
+
+        A topic is asked again when a partition it did not show starts (the topic grew since): librdkafka
+        refuses a partition past the count it last heard of at once, as unknown, and refreshes that count
+        only every `topic.metadata.refresh.interval.ms` (5 min), while an answer to this request updates it."""
         unready: set[TopicPartition] = set()
         by_topic: dict[str, list[PartitionState]] = {}
         for state in states.values():
             by_topic.setdefault(state.remote_topic, []).append(state)
         for topic, partitions in sorted(by_topic.items()):
-            if topic in self._warmed:
+            if topic in self._warmed and _knows(self._warmed[topic], partitions):
                 continue
             try:
                 metadata: Any = self.sink.list_topics(topic, timeout=SINK_WARM_TIMEOUT_S)
@@ -185,7 +196,11 @@ class Delivery:
             )
             unready.update(missing)
             if not missing:
-                self._warmed.add(topic)
+                self._warmed[topic] = (  # None from a sink that answers nothing (`missing` otherwise)
+                    None
+                    if listed is None
+                    else frozenset(p for p in listed.partitions if _has_leader(listed, p))
+                )
         return unready
 
     def _late(self, waited_s: float) -> None:

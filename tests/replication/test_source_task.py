@@ -599,3 +599,29 @@ def test_the_producer_never_creates_a_remote_topic_the_target_does_not_have_yet(
     task.close()
     for p in (0, 1):
         assert content(read_partition(cluster_b, f"A.{topic}", p)) == records[p]
+
+
+def test_a_partition_added_to_a_written_remote_topic_is_copied_at_once_by_the_same_producer(
+    cluster_a, cluster_b, unique_name
+):
+    """A topic grew: topic sync grew its remote topic and the task starts the new partition on the producer
+    that already wrote the others. librdkafka refused it as an unknown partition (the count it last heard
+    of) until its metadata refresh, every 5 minutes, each refusal restarting the partition with an error;
+    the task now asks the topic's metadata again when a partition it did not show starts."""
+    topic = unique_name
+    create_topics(cluster_a, [topic], 2)
+    create_topics(cluster_b, [f"A.{topic}"], 2)
+    records = {p: sample_records(p, 20) for p in (0, 1, 2)}
+    produce(cluster_a, topic, {p: records[p] for p in (0, 1)})
+    task = make_task(cluster_a, cluster_b, [topic])
+    task.assign([(topic, 0), (topic, 1)])
+    run_until(task, replicated(task, {(topic, 0): 20, (topic, 1): 20}))
+    TopicAdmin(cluster_a).create_partitions(topic, current=2, desired=3)
+    TopicAdmin(cluster_b).create_partitions(f"A.{topic}", current=2, desired=3)
+    produce(cluster_a, topic, {2: records[2]})
+    task.assign([(topic, 0), (topic, 1), (topic, 2)])
+    results = run_until(task, replicated(task, {(topic, p): 20 for p in (0, 1, 2)}))
+    task.close()
+    assert all(result.ok for result in results), [result.errors for result in results if not result.ok]
+    for p in (0, 1, 2):
+        assert content(read_partition(cluster_b, f"A.{topic}", p)) == records[p]
