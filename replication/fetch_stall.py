@@ -10,7 +10,8 @@ offset 0 beside its topic's others and never gave a record, its source end offse
 task healthy and silent. Fetching it again sets its fetch going from the task's position whatever stopped
 it (librdkafka's fetch state, or records handed over and not taken); the warning says which it was: the
 position the source gives next beside the task's own. When it is neither, the warning comes again every
-`FETCH_STALL_S`, and the partition's growing lag says the rest.
+`FETCH_STALL_S`. Its status says STALL (Burrow's word: records wait, its position does not move) from the
+first warning until a record of it is fetched (`on_stall`).
 
 Cheap at any size: partitions are looked at in a rotation of their own, each about every
 `STALL_LOOK_PERIOD_S` (an idle task of 2,000 partitions asks its source about 17 of them a slice for it;
@@ -24,7 +25,7 @@ fetched again for nothing but the queue's share of it: no record is lost or doub
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from replication.partition_state import PartitionState
 from replication.progress import unread
@@ -49,8 +50,17 @@ STALL_LOOK_PERIOD_S = 30.0  # each running partition is looked at about this oft
 class FetchStalls:
     """`check` each slice, before `fetched` is emptied; `reseek` holds the partitions to fetch again."""
 
-    def __init__(self, *, source: RecordSource, label: str, after_s: float = FETCH_STALL_S) -> None:
-        self._source, self._label, self._after_s = source, label, after_s
+    def __init__(
+        self,
+        *,
+        source: RecordSource,
+        label: str,
+        on_stall: Callable[[PartitionState, bool, float], None],
+        after_s: float = FETCH_STALL_S,
+    ) -> None:
+        """`on_stall(state, stalled, now)`: a partition is passed over (True) or fetched again since (False)."""
+        self._source, self._label, self._after_s, self._on_stall = source, label, after_s, on_stall
+        self._stalled: dict[TopicPartition, PartitionState] = {}  # passed over, not fetched since
         self.reseek: set[TopicPartition] = set()
         self._waiting_since: dict[TopicPartition, float] = {}  # records waiting, none fetched since
         self._rotation = Rotation(period_s=STALL_LOOK_PERIOD_S)
@@ -72,11 +82,14 @@ class FetchStalls:
         partition read to its end (none passed over: nothing to look at); `in_flight`: records the
         producer holds (with none fetched, a task waiting for room, not passing anyone over)."""
         waiting_since, started_at = self._waiting_since, self._started_at
+        stalled = self._stalled
         for polled in fetched:
             key = polled.key
             waiting_since.pop(key, None)
             if key in started_at:
                 self._first_fetch(now - started_at.pop(key))
+            if key in stalled:
+                self._on_stall(stalled.pop(key), False, now)
         if caught_up:
             return
         fetching = bool(fetched) or not in_flight
@@ -124,7 +137,11 @@ class FetchStalls:
             return
         for key, state, records in overdue:
             since = waiting_since.pop(key)
+            self._started_at.pop(key, None)  # it waits afresh from now, not from its start
             self.reseek.add(key)
+            if key not in self._stalled:
+                self._stalled[key] = state
+                self._on_stall(state, True, now)
             position = self._source.position(*key)
             log.warning(
                 "%s: %s[%d]: %d record(s) wait on the source and none was fetched for %.0f s while the task "
@@ -147,6 +164,8 @@ class FetchStalls:
         """The task's partition states changed: a partition gone or started again waits afresh; one
         started now waits for its first record from now."""
         self._waiting_since = {key: since for key, since in self._waiting_since.items() if key in states}
+        for key in [key for key in self._stalled if key not in states]:  # gone: its status is not ours
+            self._on_stall(self._stalled.pop(key), False, now)
         known, started_at = self._states, self._started_at
         self._started_at = {key: started_at[key] for key in states if key in started_at}
         self._started_at.update((key, now) for key, state in states.items() if known.get(key) is not state)

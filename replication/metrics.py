@@ -79,6 +79,9 @@ class PartitionMetrics:
     lost_records: int
     stopped: bool
     last_error: str | None
+    # Records wait on the source and the task's source passes it over (replication.fetch_stall): Burrow's
+    # STALL, until a record of it is fetched
+    stalled: bool = False
     # Records by replication latency since the task started: counts per LATENCY_BUCKETS_MS bucket (and the
     # overflow), and their latencies' sum. Each observation is the newest acknowledged record's latency,
     # weighted by the records acknowledged since the previous one (MM2's replication-latency-ms, per record).
@@ -216,6 +219,7 @@ class _PartitionCounters:
     gap_count: int = 0
     lost_records: int = 0
     stopped: bool = False
+    stalled: bool = False
     last_error: str | None = None
 
 
@@ -343,6 +347,13 @@ class MirrorMetrics:
             counters.stopped = stopped
             self._gap_events.append(event)
 
+    def record_stall(
+        self, *, topic: str, partition: int, source_topic: str, stalled: bool, now: float
+    ) -> None:
+        """The partition is passed over by its task's source (True), or fetched again (False)."""
+        with self._lock:
+            self._counters(topic, partition, source_topic, now).stalled = stalled
+
     def record_error(
         self, *, topic: str, partition: int, source_topic: str, message: str, now: float
     ) -> None:
@@ -405,6 +416,7 @@ class MirrorMetrics:
             gap_count=counters.gap_count,
             lost_records=counters.lost_records,
             stopped=counters.stopped,
+            stalled=counters.stalled,
             last_error=counters.last_error,
             latency_counts=tuple(counters.latency_counts),
             latency_sum_ms=counters.latency_sum_ms,

@@ -118,7 +118,11 @@ class MirrorSourceTask(TaskFailures):
         self._source = io.source
         self._readers = readers = Readers(io)
         self._hold = SchemaHold(clock=clock, label=label, error_after_s=schema_wait_error_s)
-        self._stalls = FetchStalls(source=self._source, label=label)
+        self._stalls = FetchStalls(
+            source=self._source,
+            label=label,
+            on_stall=lambda state, stalled, now: self._reporter.stall(state, stalled=stalled, now=now),
+        )
         rewrite = header_rewriter(
             provenance_enabled=flow.provenance_header_enabled,
             exactly_once=self._exactly_once,

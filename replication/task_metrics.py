@@ -96,6 +96,16 @@ class TaskMetrics:
         self.metrics.record_gap(event, topic=state.remote_topic, source_topic=state.topic, stopped=stopped)
         self.unreported[state.key] = state
 
+    def stall(self, state: PartitionState, *, stalled: bool, now: float) -> None:
+        """The partition is passed over by the source (True: STALL on its status) or fetched again."""
+        self.metrics.record_stall(
+            topic=state.remote_topic,
+            partition=state.partition,
+            source_topic=state.topic,
+            stalled=stalled,
+            now=now,
+        )
+
     def error(self, key: TopicPartition, *, remote_topic: str, message: str, now: float) -> None:
         """A source partition's last error, as its status shows it."""
         self.metrics.record_error(

@@ -30,11 +30,14 @@ from controlplane.status.runtime import TopicPartition, flow_recover_from_data_l
 from replication.metrics import LATENCY_BUCKETS_MS, PartitionMetrics
 
 
-def partition_state(*, stopped: bool, failing: bool) -> str:
-    """Burrow's vocabulary for a partition (a `PartitionState`): STOP when data loss stopped it, ERR while its task fails."""
+def partition_state(*, stopped: bool, failing: bool, stalled: bool) -> str:
+    """Burrow's vocabulary for a partition (a `PartitionState`): STOP when data loss stopped it, ERR while its
+    task fails, STALL while its records wait and its task's source passes it over (replication.fetch_stall)."""
     if stopped:
         return PartitionState.STOP
-    return PartitionState.ERR if failing else PartitionState.OK
+    if failing:
+        return PartitionState.ERR
+    return PartitionState.STALL if stalled else PartitionState.OK
 
 
 def _whole(value: float | None) -> int | None:
@@ -88,7 +91,7 @@ class StatusFigures(NamedTuple):
             p.byte_count,
             p.aborted_count,
             p.last_error or task_error or "",
-            partition_state(stopped=p.stopped, failing=task_error is not None),
+            partition_state(stopped=p.stopped, failing=task_error is not None, stalled=p.stalled),
         )
 
     @classmethod

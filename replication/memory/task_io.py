@@ -182,7 +182,7 @@ class MemorySource:
     partition in turn (so a fetch interleaves partitions); an offset outside a partition is reported once
     as out of range and the partition is not fetched again until it is assigned again. A partition in
     `passed_over` gives nothing (its fetching stuck, as librdkafka's once was at 5,000 partitions) until
-    it is assigned anew while assigned (`again`)."""
+    it is assigned anew while assigned (`again`); one in `stuck` gives nothing whatever is done."""
 
     def __init__(self, cluster: MemoryCluster, *, per_partition: int = 7) -> None:
         self.cluster = cluster
@@ -191,6 +191,7 @@ class MemorySource:
         self.assigned: set[TopicPartition] = set()
         self.fetched_from: list[dict[TopicPartition, int]] = []  # each assign's partitions fetched anew
         self.passed_over: set[TopicPartition] = set()
+        self.stuck: set[TopicPartition] = set()
         self.closed = False
 
     def assign(
@@ -216,7 +217,7 @@ class MemorySource:
         while progressed and len(fetched) < max_records:
             progressed = False
             for key, position in list(self.fetch_positions.items()):
-                if key in self.passed_over:
+                if key in self.passed_over or key in self.stuck:
                     continue
                 log = self.cluster.partitions[key]
                 if not log.low <= position <= log.end:

@@ -283,6 +283,32 @@ def test_a_partition_the_source_passes_over_is_fetched_again_with_a_warning(capl
     assert contents(io.target_cluster, REMOTE, 1) == contents(io.source_cluster, TOPIC, 1)
 
 
+def test_a_passed_over_partition_reports_stall_until_a_record_of_it_is_fetched(caplog):
+    """Its metrics say `stalled` (STALL on its status row) from the first warning, through a second one
+    while fetching it again does not heal it, until a record of it is fetched."""
+    io, store = make_io(records=10), InMemoryPositionStore()
+    now = [1_000.0]
+    task = make_task(io, store, clock=lambda: now[0])
+    task._source.stuck = {(TOPIC, 1)}
+    seen = []
+    with caplog.at_level(logging.WARNING, logger="replication.fetch_stall"):
+        for i in range(20):  # 20 slices 15 s apart, the other partitions fed all along
+            if i == 18:
+                task._source.stuck = set()
+            for partition in (0, 2):
+                io.source_cluster.append(
+                    TOPIC, partition, key=None, value=b"more", headers=None, timestamp_ms=i
+                )
+            task.run_slice(max_seconds=0.2, return_when_caught_up=True)
+            seen.append({p.partition for p in task.metrics.snapshot() if p.stalled})
+            now[0] += 15.0
+    assert len(caplog.records) == 2  # 120 s after its start, and 120 s after it was fetched again
+    assert seen[:8] == [set()] * 8
+    assert seen[8:18] == [{1}] * 10
+    assert seen[18:] == [set()] * 2
+    assert contents(io.target_cluster, REMOTE, 1) == contents(io.source_cluster, TOPIC, 1)
+
+
 def stall_fixture(partitions: int) -> tuple[dict, FetchStalls]:
     """`partitions` running states with a record waiting each, and their `FetchStalls` (after 10 s)."""
     io = MemoryIO()
@@ -302,7 +328,7 @@ def stall_fixture(partitions: int) -> tuple[dict, FetchStalls]:
         )
         for key in source.assigned
     }
-    stalls = FetchStalls(source=source, label="t", after_s=10.0)
+    stalls = FetchStalls(source=source, label="t", on_stall=lambda state, stalled, now: None, after_s=10.0)
     stalls.keep_only(states, now=0.0)
     return states, stalls
 

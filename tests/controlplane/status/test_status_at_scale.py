@@ -199,6 +199,27 @@ def test_a_lag_that_becomes_known_is_written_at_once(flow):
     assert FlowPartitionStatus.objects.get(flow=flow).records_behind == 0
 
 
+def test_a_partition_passed_over_is_written_as_stall_at_once_and_ok_again_once_fetched(flow):
+    """The engine's fetch-stall check flags a partition whose records wait and none is fetched: Burrow's
+    STALL on its row in that slice (a state change waits for no refresh), OK once it is fetched again."""
+    writes = partition_writes.StatusWrites()
+    at = timezone.now()
+    moving = _metrics(0, offset=7, behind=3)
+    assert _save(flow, [moving], writes, at=at)[0] == 1
+    stalled = dataclasses.replace(moving, stalled=True)
+    assert _save(flow, [stalled], writes, at=at + timedelta(seconds=1))[0] == 1
+    assert FlowPartitionStatus.objects.get(flow=flow).state == PartitionState.STALL
+    assert FlowTaskStatus.objects.get(flow=flow).state_counts == {PartitionState.STALL: 1}
+    assert _save(flow, [moving], writes, at=at + timedelta(seconds=2))[0] == 1
+    assert FlowPartitionStatus.objects.get(flow=flow).state == PartitionState.OK
+    # a failing task's ERR names its error first; data loss's STOP wins over both
+    assert _save(flow, [stalled], writes, at=at + timedelta(seconds=3), task_error="boom")[0] == 1
+    assert FlowPartitionStatus.objects.get(flow=flow).state == PartitionState.ERR
+    stopped = dataclasses.replace(stalled, stopped=True)
+    assert _save(flow, [stopped], writes, at=at + timedelta(seconds=4), task_error="boom")[0] == 1
+    assert FlowPartitionStatus.objects.get(flow=flow).state == PartitionState.STOP
+
+
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite does not enforce a column's length")
 def test_a_failed_write_is_written_again_next_slice(flow):
     writes = partition_writes.StatusWrites()
