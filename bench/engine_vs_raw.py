@@ -19,6 +19,7 @@ in the same rounds: its ratio to the engine as configured is printed (an A/B of 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import logging
 import math
@@ -52,10 +53,13 @@ GUARANTEE_SPREAD = 0.1  # exactly_once within 10% of at_least_once
 class Scenario:
     records: int
     value_bytes: int
+    partitions: int = PARTITIONS  # of the source topic, its records spread round-robin
 
     @property
     def label(self) -> str:
-        return f"{self.records:,} x {self.value_bytes} B"
+        if self.partitions == PARTITIONS:
+            return f"{self.records:,} x {self.value_bytes} B"
+        return f"{self.records:,}x{self.value_bytes}B {self.partitions}p"  # within the column's 22
 
 
 FULL = (Scenario(1_000_000, 100), Scenario(200_000, 1024), Scenario(30_000, 10_240))
@@ -95,14 +99,15 @@ def _produce_until_accepted(producer, topic: str, **record) -> None:
 
 def fill_source(cluster: ClusterConfig, topic: str, scenario: Scenario, *, value_prefix: bytes = b"") -> None:
     """`scenario.records` records of `scenario.value_bytes` bytes each, starting with `value_prefix`."""
-    TopicAdmin(cluster).create_topics([NewRemoteTopic(topic, topic, PARTITIONS, 1, {})])
+    partitions = scenario.partitions
+    TopicAdmin(cluster).create_topics([NewRemoteTopic(topic, topic, partitions, 1, {})])
     producer = make_producer(cluster, overrides={"linger.ms": 50, "batch.size": 1_000_000})
     padding = b"x" * scenario.value_bytes
     for index in range(scenario.records):
         key = b"key-%d" % index
         value = (value_prefix + key + b"|" + padding)[: scenario.value_bytes]
         _produce_until_accepted(
-            producer, topic, key=key, value=value, partition=index % PARTITIONS, headers=[("bench", b"1")]
+            producer, topic, key=key, value=value, partition=index % partitions, headers=[("bench", b"1")]
         )
         if index % 10_000 == 0:
             producer.poll(0)
@@ -114,12 +119,12 @@ def raw_copy(source: ClusterConfig, target: ClusterConfig, topic: str, scenario:
     engine does: waiting for a full batch would wait out its timeout where the consumer's queue cannot
     hold one, 10,000 records of 10 KB), produce each record to the same partition, flush."""
     destination = f"raw.{topic}"
-    TopicAdmin(target).create_topics([NewRemoteTopic(destination, topic, PARTITIONS, 1, {})])
+    TopicAdmin(target).create_topics([NewRemoteTopic(destination, topic, scenario.partitions, 1, {})])
     # `make_consumer`'s fetch backoff (`FETCH_QUEUE_BACKOFF_MS`), as the engine's: with librdkafka's 1 s the
     # loop waits after every full prefetch queue, and the ratio would measure that setting, not the code.
     consumer = make_consumer(source)
     producer = make_producer(target)
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(scenario.partitions)])
     started, cpu_started = time.perf_counter(), time.process_time()
     copied = 0
     while copied < scenario.records:
@@ -152,8 +157,9 @@ def engine_task(
     schema_ids: SchemaIdRewriter | None = None,
     guarantee: DeliveryGuarantee = DeliveryGuarantee.AT_LEAST_ONCE,
     settings: Mapping[str, str] | None = None,
+    partitions: int = PARTITIONS,
 ) -> tuple[MirrorSourceTask, str]:
-    """One MirrorSourceTask assigned the topic's 4 partitions, and its remote topic (created); `settings`
+    """One MirrorSourceTask assigned the topic's partitions, and its remote topic (created); `settings`
     are the flow's client overrides (`producer.linger.ms`: `A->B.producer.linger.ms`)."""
     flow = FlowConfig(
         source=source.alias,
@@ -165,7 +171,7 @@ def engine_task(
     )
     policy = replication_policy_for(flow, known_aliases=(source.alias, target.alias))
     remote = policy.format_remote_topic(source.alias, topic)
-    TopicAdmin(target).create_topics([NewRemoteTopic(remote, topic, PARTITIONS, 1, {})])
+    TopicAdmin(target).create_topics([NewRemoteTopic(remote, topic, partitions, 1, {})])
     position_store = KafkaPositionStore(target, source_alias=source.alias)
     task = MirrorSourceTask(
         flow=flow,
@@ -175,7 +181,7 @@ def engine_task(
         io=kafka_task_io(flow, source=source, target=target, policy=policy, task_index=0),
         schema_ids=schema_ids,
     )
-    task.assign([(topic, p) for p in range(PARTITIONS)])
+    task.assign([(topic, p) for p in range(partitions)])
     position_store.prepare()  # as dedicated mode does before its first slice (replication.runner)
     task.prepare()
     return task, remote
@@ -192,9 +198,15 @@ def engine_copy(
     guarantee: DeliveryGuarantee = DeliveryGuarantee.AT_LEAST_ONCE,
     settings: Mapping[str, str] | None = None,
 ) -> Measurement:
-    """The engine: one MirrorSourceTask owning the 4 partitions, run in slices until all are copied."""
+    """The engine: one MirrorSourceTask owning the topic's partitions, run in slices until all are copied."""
     task, _ = engine_task(
-        source, target, topic, schema_ids=schema_ids, guarantee=guarantee, settings=settings
+        source,
+        target,
+        topic,
+        schema_ids=schema_ids,
+        guarantee=guarantee,
+        settings=settings,
+        partitions=scenario.partitions,
     )
     started, cpu_started = time.perf_counter(), time.process_time()
     copied = 0
@@ -411,13 +423,29 @@ def scenarios_parser(*, prog: str, description: str | None) -> argparse.Argument
         action="append",
         help="only the scenarios of this value size in bytes (repeatable)",
     )
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        default=PARTITIONS,
+        help=f"of each source topic (default {PARTITIONS}): the engine's per-partition work against the raw "
+        "loop's, e.g. 5000 with --records 500000",
+    )
+    parser.add_argument("--records", type=int, help="per scenario, instead of its default")
     return parser
 
 
 def chosen_scenarios(args: argparse.Namespace) -> list[Scenario]:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     scenarios = QUICK if args.quick else FULL
-    chosen = [scenario for scenario in scenarios if not args.size or scenario.value_bytes in args.size]
+    chosen = [
+        dataclasses.replace(
+            scenario,
+            partitions=getattr(args, "partitions", PARTITIONS),
+            records=getattr(args, "records", None) or scenario.records,
+        )
+        for scenario in scenarios
+        if not args.size or scenario.value_bytes in args.size
+    ]
     if not chosen:  # a run that measures nothing must not pass for one that met its targets
         sizes = ", ".join(str(scenario.value_bytes) for scenario in scenarios)
         raise SystemExit(

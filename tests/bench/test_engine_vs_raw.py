@@ -15,3 +15,12 @@ def test_a_size_no_scenario_has_is_an_error_not_an_empty_run():
         engine_vs_raw.chosen_scenarios(parser.parse_args(["--size", "1000"]))
     chosen = engine_vs_raw.chosen_scenarios(parser.parse_args(["--size", "1024"]))
     assert [scenario.value_bytes for scenario in chosen] == [1024]
+
+
+def test_partitions_and_records_change_every_chosen_scenario_and_its_label():
+    parser = engine_vs_raw.scenarios_parser(prog="bench engine", description="")
+    (default,) = engine_vs_raw.chosen_scenarios(parser.parse_args(["--size", "100"]))
+    assert (default.records, default.partitions, default.label) == (1_000_000, 4, "1,000,000 x 100 B")
+    args = parser.parse_args(["--size", "100", "--partitions", "5000", "--records", "500000"])
+    (chosen,) = engine_vs_raw.chosen_scenarios(args)
+    assert (chosen.records, chosen.partitions, chosen.label) == (500_000, 5000, "500,000x100B 5000p")
