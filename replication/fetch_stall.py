@@ -106,7 +106,7 @@ class FetchStalls:
             if records is None or records <= 0:
                 waiting_since.pop(key, None)
                 continue
-            since = waiting_since.setdefault(key, min(now, started_at.get(key, now)))
+            since = waiting_since.setdefault(key, started_at.get(key, now))
             if fetching and now - since >= after_s:
                 overdue.append((key, state, records))
         if overdue:
