@@ -58,6 +58,11 @@ HEALTH_LABELS = {
     "waiting": "no report yet",  # or, once reported: WAITING_FOR_FETCH
 }
 WAITING_FOR_FETCH = "waiting for the first fetch"  # reported, with a lag not known yet
+# What a STALL row says where an error would be (replication.fetch_stall: the worker writes no error for it)
+STALL_EXPLAINED = (
+    "records wait on the source and the task's consumer has given none of them for 2 minutes or more while "
+    "it fetches the others: the task fetches it again (its worker's log names it)"
+)
 RECENT_EVENTS = 100
 
 

@@ -299,6 +299,7 @@ def _flow_detail_context(request, flow: Flow) -> dict:
         "partition_query": query,
         "partition_errors": query_errors,
         "partition_states": partitions.STATES,
+        "stall_explained": rollup.STALL_EXPLAINED,
         "partition_pages": {
             "previous": base + _query_string(**search, page=shown.number - 1) if shown.has_previous else "",
             "next": base + _query_string(**search, page=shown.number + 1) if shown.has_next else "",

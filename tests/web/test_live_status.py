@@ -9,6 +9,7 @@ from django.conf import settings
 from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 from prometheus_client.parser import text_string_to_metric_families
 
 from controlplane import assurance
@@ -129,6 +130,21 @@ def test_every_page_and_the_api_colour_a_flow_by_its_budget(client_as, flow):
     assert 'class="edge ok"' in viewer.get(reverse("web:overview-live")).content.decode()
     flows = viewer.get(reverse("web:flows"), {"health": "ok"}).content.decode()
     assert reverse("web:flow", args=[flow.pk]) in flows
+
+
+def test_a_stalled_partition_is_an_error_named_stall_and_explained_on_the_flow_page(client_as, flow):
+    """The worker writes STALL for a partition its task's source passes over (replication.fetch_stall),
+    without an error of its own: the page says what it means where an error would be."""
+    _row(flow, 0, age_s=1, behind=0)
+    _row(flow, 1, age_s=1, behind=40, state=PartitionState.STALL)
+    stalled = _partition(flow, partition=1)
+    assert (stalled.health, stalled.health_label, stalled.state) == ("error", "STALL", "STALL")
+    assert _summary(flow).health == "error"
+    viewer = client_as("viewer")
+    page = viewer.get(reverse("web:flow-live", args=[flow.pk])).content.decode()
+    assert page.count(escape(rollup.STALL_EXPLAINED)) == 1  # its row only
+    only = viewer.get(f"/api/v1/flows/{flow.pk}/status/", {"state": "STALL"}).json()
+    assert [p["partition"] for p in only["partitions"]["results"]] == [1]
 
 
 @override_settings(MIRRORPLANE_STALE_AFTER_S=STALE_AFTER)
