@@ -52,12 +52,10 @@ def test_exactly_once_takeover_of_a_task_of_64_partitions_resumes_without_loss_o
 ):
     partitions, rounds, per_round = 64, 12, 64 * 20
     create_topic(cluster_a, unique_name, partitions)
-    flow = make_flow(topics=[unique_name], tasks_max=1, delivery_guarantee="exactly_once")
+    make_flow(topics=[unique_name], tasks_max=1, delivery_guarantee="exactly_once")
     remote = f"A.{unique_name}"
     celery_runtime.start_worker("w1")
     celery_runtime.start_beat()
-    leases = RedisLeases.from_url(redis_url)
-    key = task_lease_key(TaskRef(flow.pk, 0))
 
     def traffic() -> None:
         for _ in range(rounds):
@@ -67,7 +65,6 @@ def test_exactly_once_takeover_of_a_task_of_64_partitions_resumes_without_loss_o
     producer = threading.Thread(target=traffic, daemon=True)
     producer.start()
     wait_until(lambda: _remote_records(watch, remote, partitions) > 0, timeout_s=90, what="replication")
-    holder = leases.holders([key])
     celery_runtime.kill("w1")  # mid-flow: the target holds records the stored positions do not cover
     celery_runtime.start_worker("w2")
     producer.join()
@@ -79,7 +76,9 @@ def test_exactly_once_takeover_of_a_task_of_64_partitions_resumes_without_loss_o
         )
 
     wait_until(all_replicated, timeout_s=120, what=f"{total} records replicated after the takeover")
-    assert leases.holders([key]) != holder  # another chain (on w2) took the task over
+    # w2 ran the task: a chain of its own once w1's lease expired, or w1's chain whose next slice was
+    # already queued when w1 died (CI at c01250d: the same chain held the lease after the takeover)
+    assert f"replicating {unique_name} -> {remote}, " in celery_runtime.log("w2")
     per_partition = total // partitions
     offsets = mirrored_offsets(cluster_b, remote, partitions)
     for partition in range(partitions):
