@@ -50,25 +50,32 @@ def _remote_records(reader: PartitionReader, topic: str, partitions: int) -> int
 def test_exactly_once_takeover_of_a_task_of_64_partitions_resumes_without_loss_or_duplicates(
     celery_runtime, make_flow, cluster_a, cluster_b, unique_name, redis_url, watch
 ):
-    partitions, rounds, per_round = 64, 12, 64 * 20
+    partitions, per_round, rounds_after_kill = 64, 64 * 20, 6
     create_topic(cluster_a, unique_name, partitions)
     make_flow(topics=[unique_name], tasks_max=1, delivery_guarantee="exactly_once")
     remote = f"A.{unique_name}"
     celery_runtime.start_worker("w1")
     celery_runtime.start_beat()
+    killed, produced = threading.Event(), []
 
     def traffic() -> None:
-        for _ in range(rounds):
+        """Rounds until w1 is killed, then `rounds_after_kill` more: w2 has records to copy whenever the
+        kill comes (CI at c01250d killed w1 after a fixed 12 rounds were all copied: nothing was taken over)."""
+        after = 0
+        while after < rounds_after_kill and len(produced) < 400:
+            after += killed.is_set()
             produce(cluster_a, unique_name, per_round, partitions=partitions)
+            produced.append(per_round)
             time.sleep(0.5)
 
     producer = threading.Thread(target=traffic, daemon=True)
     producer.start()
     wait_until(lambda: _remote_records(watch, remote, partitions) > 0, timeout_s=90, what="replication")
     celery_runtime.kill("w1")  # mid-flow: the target holds records the stored positions do not cover
+    killed.set()
     celery_runtime.start_worker("w2")
     producer.join()
-    total = rounds * per_round
+    total = sum(produced)
 
     def all_replicated() -> bool:
         return (
@@ -76,8 +83,8 @@ def test_exactly_once_takeover_of_a_task_of_64_partitions_resumes_without_loss_o
         )
 
     wait_until(all_replicated, timeout_s=120, what=f"{total} records replicated after the takeover")
-    # w2 ran the task: a chain of its own once w1's lease expired, or w1's chain whose next slice was
-    # already queued when w1 died (CI at c01250d: the same chain held the lease after the takeover)
+    # w2 ran the task (records were written after w1 died): a chain of its own once w1's lease expired, or
+    # w1's chain if its next slice was already queued when w1 died
     assert f"replicating {unique_name} -> {remote}, " in celery_runtime.log("w2")
     per_partition = total // partitions
     offsets = mirrored_offsets(cluster_b, remote, partitions)
