@@ -168,6 +168,12 @@ class FetchStalls:
             self._on_stall(self._stalled.pop(key), False, now)
         known, started_at = self._states, self._started_at
         self._started_at = {key: started_at[key] for key in states if key in started_at}
-        self._started_at.update((key, now) for key, state in states.items() if known.get(key) is not state)
+        for key, state in states.items():
+            if known.get(key) is not state:  # started (again): not passed over since it started
+                self._started_at[key] = now
+                self._stalled.pop(key, None)
+                # A task of the same flow that ran it before may have said STALL (dedicated mode's tasks
+                # share one MirrorMetrics): cleared, a no-op when it was not stalled
+                self._on_stall(state, False, now)
         self._states = dict(states)
         self._rotation.reset(list(states))

@@ -350,9 +350,12 @@ class MirrorMetrics:
     def record_stall(
         self, *, topic: str, partition: int, source_topic: str, stalled: bool, now: float
     ) -> None:
-        """The partition is passed over by its task's source (True), or fetched again (False)."""
+        """The partition is passed over by its task's source (True), or fetched again or started anew
+        (False: nothing recorded when it was not stalled)."""
         with self._lock:
-            self._counters(topic, partition, source_topic, now).stalled = stalled
+            known = self._partitions.get((topic, partition))
+            if (known.stalled if known is not None else False) != stalled:
+                self._counters(topic, partition, source_topic, now).stalled = stalled
 
     def record_error(
         self, *, topic: str, partition: int, source_topic: str, message: str, now: float

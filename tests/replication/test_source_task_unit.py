@@ -16,6 +16,7 @@ from replication.config import DataLossPolicy, DeliveryGuarantee, FlowConfig
 from replication.fetch_stall import FetchStalls
 from replication.formats import OffsetSync
 from replication.memory.task_io import MemoryIO, MemorySink
+from replication.metrics import MirrorMetrics
 from replication.mirroring import (
     SKIP,
     DataLoss,
@@ -67,6 +68,7 @@ def make_task(
     clock=time.time,
     transactional: bool = False,
     batch_reports_within_s: float | None = math.inf,
+    metrics: MirrorMetrics | None = None,
 ) -> MirrorSourceTask:
     flow = FlowConfig(
         source="A",
@@ -89,6 +91,7 @@ def make_task(
         gap_confirm_s=0.0,
         remote_partition_wait_s=remote_wait_s,
         clock=clock,
+        metrics=metrics,
     )
     task.assign([(TOPIC, p) for p in range(partitions)])
     return task
@@ -307,6 +310,26 @@ def test_a_passed_over_partition_reports_stall_until_a_record_of_it_is_fetched(c
     assert seen[8:18] == [{1}] * 10
     assert seen[18:] == [set()] * 2
     assert contents(io.target_cluster, REMOTE, 1) == contents(io.source_cluster, TOPIC, 1)
+
+
+def test_a_stall_another_task_of_the_flow_reported_ends_when_this_one_starts_the_partition():
+    """Dedicated mode's tasks of a flow share one MirrorMetrics: a task closed (a rebalance) while one of
+    its partitions was STALL left it STALL for good, since only that task could clear it."""
+    io, store = make_io(records=10), InMemoryPositionStore()
+    now = [1_000.0]
+    first = make_task(io, store, clock=lambda: now[0])
+    first._source.stuck = {(TOPIC, 1)}
+    for _ in range(9):  # 120 s, 15 s a slice, the other partitions fed
+        for partition in (0, 2):
+            io.source_cluster.append(TOPIC, partition, key=None, value=b"more", headers=None, timestamp_ms=1)
+        first.run_slice(max_seconds=0.2, return_when_caught_up=True)
+        now[0] += 15.0
+    assert [p.partition for p in first.metrics.snapshot() if p.stalled] == [1]
+    first.close()
+    second = make_task(io, store, clock=lambda: now[0], metrics=first.metrics)
+    second.run_slice(max_seconds=0.2, return_when_caught_up=True)
+    assert [p.partition for p in second.metrics.snapshot() if p.stalled] == []
+    second.close()
 
 
 def stall_fixture(partitions: int) -> tuple[dict, FetchStalls]:
