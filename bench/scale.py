@@ -529,6 +529,7 @@ class ControlPlane:
     latencies_ms: list[float] = field(default_factory=list)
     status_rows_seen: int = 0
     stale: int = 0  # the most partitions judged STALE in one sample
+    stalled: int = 0  # the most partitions a worker reported STALL in one sample (replication.fetch_stall)
     status_rows_per_s: float | None = None
     rows_per_s_by_table: dict[str, float] = field(default_factory=dict)
     requests: dict[str, Timings] = field(default_factory=dict)
@@ -549,7 +550,7 @@ class ControlPlane:
             out.append(
                 f"{'oldest partition status age':<44}{ages[-1]:>8.1f} s max, {statistics.median(ages):.1f} s "
                 f"median over {len(ages)} samples ({self.status_rows_seen:,} of {partitions:,} rows; "
-                f"at most {self.stale:,} STALE)"
+                f"at most {self.stale:,} STALE, {self.stalled:,} STALL)"
             )
         else:
             out.append(f"{'oldest partition status age':<44}- (no status rows in the window)")
@@ -808,7 +809,7 @@ class RuntimeTool(Tool):
         from django.utils import timezone
 
         from controlplane.status import budgets, rollup
-        from controlplane.status.models import FlowPartitionStatus
+        from controlplane.status.models import FlowPartitionStatus, PartitionState
 
         if time.monotonic() < self._next_status_sample:
             return
@@ -833,6 +834,8 @@ class RuntimeTool(Tool):
         if live:
             self.figures_.status_ages.append(max(partition.age_s for partition in live))
             self.figures_.stale = max(self.figures_.stale, sum(partition.stale for partition in live))
+            stalled = sum(partition.row.state == PartitionState.STALL for partition in live)
+            self.figures_.stalled = max(self.figures_.stalled, stalled)
             self.figures_.status_rows_seen = len(live)
 
     def _observe_verification(self, *, final: bool = False) -> None:

@@ -128,6 +128,14 @@ def test_the_control_plane_lines_give_the_verification_backlog_or_say_there_is_n
     assert line.endswith("- longest wait; 0 records in 0 partitions"), line
 
 
+def test_the_control_plane_lines_count_stale_and_stalled_partitions():
+    figures = scale.ControlPlane(status_ages=[9.0, 12.5], status_rows_seen=5000, stale=3, stalled=1)
+    (line,) = [line for line in figures.lines(5000) if "oldest partition status" in line]
+    assert line.endswith(
+        "12.5 s max, 10.8 s median over 2 samples (5,000 of 5,000 rows; at most 3 STALE, 1 STALL)"
+    )
+
+
 def test_the_control_plane_lines_say_when_records_were_fetched_and_acknowledged():
     figures = scale.ControlPlane()
     assert not [line for line in figures.lines(2000) if "acknowledged after" in line]
