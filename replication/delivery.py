@@ -8,7 +8,8 @@ timestamp, in order per partition; a partition's in-flight offsets move its posi
 acknowledged. While the sink's queue is full (`BufferError`) its reports are served instead of producing
 more. A record the sink refuses (too large, a producer failed fatally) fails its partition there
 (`ProduceFailed`); a delivery that failed fails its partition at that record (`failures`), and the task
-restarts its partitions on a fresh sink (`replace_sink`), so no old report interleaves with new records.
+restarts its partitions on a fresh sink (`replace_sink`), so no old report interleaves with new records,
+or that partition alone when the target did not know its remote partition (`restart_alone`).
 
 A transactional sink asks for one report per run (a partition's consecutive records of a batch) instead
 of one per record: its commit delivers every record of the transaction or fails it
@@ -471,6 +472,18 @@ class Delivery:
             self._refused_records.append(ProduceFailed(state, offset, exc))
             return None
         raise ProduceFailed(state, offset, exc) from exc
+
+    def restart_alone(self, state: PartitionState) -> bool:
+        """Whether a partition whose delivery failed (`failures`) restarts alone, from that record, on this
+        sink: the target did not know its remote partition (`TaskIO.unknown_partition`), which concerns
+        that partition only. Its remote topic is asked about again before it starts (`warm`), so it waits
+        until the target lists it with a leader instead of failing again. Otherwise the task's partitions
+        restart on a new sink."""
+        failure, unknown = state.failure, self._io.unknown_partition
+        if self._partition_only is None or unknown is None or failure is None or not unknown(failure):
+            return False
+        self._warmed.pop(state.remote_topic, None)
+        return True
 
     def take_refused(self) -> list[ProduceFailed]:
         """The records refused since the last call whose partition alone restarts (`_refused`)."""

@@ -98,6 +98,7 @@ class PartitionState:
         "in_flight",
         "next_offset",
         "failed_at",
+        "failure",
         "error",
         "syncs",
         "acked_records",
@@ -139,6 +140,7 @@ class PartitionState:
         self.next_offset = start  # next source offset to consume
         self.failed_at: int | None = None
         self.error: str | None = None
+        self.failure: ClientError | None = None  # the client's error of that failure, when it gave one
         self.syncs = OffsetSyncWriter(topic=topic, partition=partition, offset_lag_max=offset_lag_max)
         self.acked_records = self.acked_bytes = self.skipped = 0
         self.reported_records = self.reported_bytes = self.reported_skipped = 0
@@ -182,10 +184,11 @@ class PartitionState:
             return self.failed_at
         return self.in_flight[0] if self.in_flight else self.next_offset
 
-    def fail(self, offset: int, error: str) -> None:
-        """The record at `offset` did not reach the target: the position stays at or before it."""
+    def fail(self, offset: int, error: str, failure: ClientError | None = None) -> None:
+        """The record at `offset` did not reach the target (`failure`: the client's error in its delivery
+        report): the position stays at or before it."""
         if self.failed_at is None or offset < self.failed_at:
-            self.failed_at, self.error = offset, error
+            self.failed_at, self.error, self.failure = offset, error, failure
         self.acks.failed[(self.topic, self.partition)] = self
 
     def _reporter(self) -> DeliveryCallback:
@@ -207,7 +210,7 @@ class PartitionState:
             else:
                 self.settle()
                 self._touch()
-                self.fail(self.in_flight.popleft(), error.str())
+                self.fail(self.in_flight.popleft(), error.str(), error)
 
         return on_delivery
 
@@ -223,7 +226,7 @@ class PartitionState:
             else:
                 self.settle()
                 self._touch()
-                self.fail(self.in_flight[place - self.settled], error.str())
+                self.fail(self.in_flight[place - self.settled], error.str(), error)
 
         return on_delivery
 
@@ -259,7 +262,7 @@ class PartitionState:
                 )
             else:
                 reason = error.str()
-            self.fail(self.in_flight[0], reason)
+            self.fail(self.in_flight[0], reason, error)
 
         return on_delivery
 

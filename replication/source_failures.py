@@ -6,7 +6,8 @@ a base of, as Connect's `ExactlyOnceWorkerSourceTask` adds its transactional pat
   error, and every running partition restarts from its position next slice on a new sink
   (`_restart_needed`).
 * A record refused for itself or its partition (too large for the target, its remote topic unknown to the
-  producer: `TaskIO.refusal_partition_only`): the partition's errors, and it alone restarts from that
+  producer: `TaskIO.refusal_partition_only`), or whose delivery failed because the target did not know
+  its remote partition (`Delivery.restart_alone`): the partition's errors, and it alone restarts from that
   record next slice, on the same sink (`_restart_keys`); the others go on. At 5,000 partitions a restart of
   every partition took seconds and its consumer fetched all of them again, and a record too large for the
   target restarted them all every slice.
@@ -82,8 +83,9 @@ class TaskFailures:
         alone = {failed.state.key for failed in refused}
         for error in self._delivery.failures(self._states):
             self._record_error(error, errors)
-            if error.partition in alone:
-                self._restart_keys.add(error.partition)  # type: ignore[arg-type]
+            key: TopicPartition = error.partition  # type: ignore[assignment]
+            if key in alone or self._delivery.restart_alone(self._states[key]):
+                self._restart_keys.add(key)
             else:
                 self._restart_needed = True
 

@@ -228,6 +228,12 @@ class TaskIO:
     # (`Delivery`; not in a transaction, which fails with the record). None: every refusal restarts the
     # task's partitions on a new sink.
     refusal_partition_only: Callable[[Exception], bool] | None = None
+    # Whether the error of a failed delivery says the target does not know the record's remote partition
+    # (its topic deleted, or just created and not known yet to the broker that answered the producer's
+    # metadata request): the partition restarts alone, from that record, on the same sink, once the
+    # target lists it again (`Delivery.restart_alone`; not in a transaction, which fails whole). None:
+    # every failed delivery restarts the task's partitions on a new sink.
+    unknown_partition: Callable[[ClientError], bool] | None = None
 
 
 class Readers:

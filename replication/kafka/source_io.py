@@ -46,6 +46,7 @@ from replication.kafka.record_source import KafkaRecordSource, is_benign_consume
 from replication.offset_syncs import OffsetSyncEmitter
 from replication.policy import ReplicationPolicy
 from replication.task_io import (
+    ClientError,
     PartitionReadError,
     Record,
     Tail,
@@ -310,6 +311,7 @@ def kafka_task_io(
         transaction_failure=transaction_failure,
         record_limit_bytes=record_limit_bytes(flow, target),
         refusal_partition_only=refusal_partition_only,
+        unknown_partition=delivery_to_unknown_partition,
     )
 
 
@@ -332,6 +334,15 @@ def refusal_partition_only(exc: Exception) -> bool:
     """Whether a produce() refusal concerns its record or partition only (`TaskIO.refusal_partition_only`)."""
     error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
     return isinstance(error, KafkaError) and error.code() in PARTITION_ONLY_REFUSALS and not error.fatal()
+
+
+def delivery_to_unknown_partition(error: ClientError) -> bool:
+    """`TaskIO.unknown_partition`: a delivery report's error saying the target does not know the record's
+    remote partition. librdkafka fails a partition's queued records as "Local: Unknown partition" once a
+    metadata answer stops listing it (a deleted topic, or on a cluster of several brokers one that does
+    not know a just-created topic yet: thousands of them at the start of a 20,000-partition fleet), the
+    broker answers "Unknown topic or partition"; nothing of them was written."""
+    return isinstance(error, KafkaError) and is_unknown_partition(error) and not error.fatal()
 
 
 def transaction_failure(exc: Exception) -> TransactionFailure:

@@ -22,6 +22,7 @@ from replication.metrics import MirrorMetrics
 from replication.mirroring import SOURCE_OFFSET_HEADER, source_offset_of, source_offsets
 from replication.policy import PROVENANCE_HEADER, DefaultReplicationPolicy
 from replication.positions import InMemoryPositionStore
+from replication.slices import SliceErrorKind
 from replication.source import MirrorSourceTask, SliceResult
 
 pytestmark = pytest.mark.kafka
@@ -625,3 +626,59 @@ def test_a_partition_added_to_a_written_remote_topic_is_copied_at_once_by_the_sa
     assert all(result.ok for result in results), [result.errors for result in results if not result.ok]
     for p in (0, 1, 2):
         assert content(read_partition(cluster_b, f"A.{topic}", p)) == records[p]
+
+
+def test_a_remote_topic_the_target_stops_listing_restarts_its_partitions_alone_once_it_is_back(
+    cluster_a, cluster_b, unique_name, caplog
+):
+    """librdkafka fails a partition's queued records as "Local: Unknown partition" once a metadata answer
+    stops listing its topic: a deleted remote topic, or, on a cluster of several brokers, one that does not
+    know a just-created topic yet (thousands of failures at the start of a 20,000-partition fleet). Each
+    such failure restarted every partition of the task on a new producer. Now its partitions restart alone
+    on the same producer, wait (at INFO) until the target lists the topic again, and go on from the failed
+    record; the task's other topics copy on undisturbed."""
+    gone, kept = f"{unique_name}-gone", f"{unique_name}-kept"
+    create_topics(cluster_a, [gone, kept], 2)
+    create_topics(cluster_b, [f"A.{gone}", f"A.{kept}"], 2)
+    first = {p: sample_records(p, 20) for p in (0, 1)}
+    later = {p: sample_records(p, 40)[20:] for p in (0, 1)}
+    for topic in (gone, kept):
+        produce(cluster_a, topic, first)
+    # The producer gives up on a topic the cluster does not list after 1 s, not librdkafka's 30 s.
+    target = ClusterConfig(
+        alias="B",
+        bootstrap_servers=cluster_b.bootstrap_servers,
+        producer={"topic.metadata.propagation.max.ms": "1000"},
+    )
+    task = make_task(cluster_a, cluster_b, [gone, kept], target=target)
+    keys = [(topic, p) for topic in (gone, kept) for p in (0, 1)]
+    task.assign(keys)
+    run_until(task, replicated(task, {key: 20 for key in keys}))
+    producer = task._delivery.sink
+    admin = make_admin(cluster_b)
+    admin.delete_topics([f"A.{gone}"])[f"A.{gone}"].result(timeout=30)
+    for topic in (gone, kept):
+        produce(cluster_a, topic, later)
+    results: list[SliceResult] = []
+    deadline = time.monotonic() + 60
+    with caplog.at_level(logging.INFO, logger="replication.starting"):
+        while not (
+            results
+            and any(e.partition[0] == gone for r in results for e in r.errors)
+            and all(results[-1].positions.get((kept, p), -1) >= 40 for p in (0, 1))
+        ):
+            assert time.monotonic() < deadline, f"not done after 60s; last results {results[-3:]}"
+            results.append(task.run_slice(max_seconds=0.3))
+        results += [task.run_slice(max_seconds=0.3) for _ in range(3)]  # the failed partitions wait
+    failed = [e for r in results for e in r.errors]
+    assert failed and all(e.partition[0] == gone for e in failed), failed
+    assert any(e.kind is SliceErrorKind.DELIVERY and "offset 20 " in e.message for e in failed), failed
+    assert task._delivery.sink is producer
+    assert any(f"waiting for remote topic A.{gone}" in r.message for r in caplog.records)
+    create_topics(cluster_b, [f"A.{gone}"], 2)  # as topic sync does, on its next run
+    run_until(task, replicated(task, {(gone, p): 40 for p in (0, 1)}))
+    task.close()
+    assert task._delivery.sink is producer
+    for p in (0, 1):
+        assert content(read_partition(cluster_b, f"A.{kept}", p)) == first[p] + later[p]
+        assert content(read_partition(cluster_b, f"A.{gone}", p)) == later[p]
