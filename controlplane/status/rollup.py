@@ -32,6 +32,7 @@ from controlplane.status.models import (
 )
 from replication.config import SchemaIdMode
 from replication.failover import LastKnownLag
+from replication.fetch_stall import FETCH_STALL_S
 from replication.metrics import LATENCY_BUCKETS_MS
 
 # -- live status ------------------------------------------------------------------------------------------
@@ -60,8 +61,8 @@ HEALTH_LABELS = {
 WAITING_FOR_FETCH = "waiting for the first fetch"  # reported, with a lag not known yet
 # What a STALL row says where an error would be (replication.fetch_stall: the worker writes no error for it)
 STALL_EXPLAINED = (
-    "records wait on the source and the task's consumer has given none of them for 2 minutes or more while "
-    "it fetches the others: the task fetches it again (its worker's log names it)"
+    f"records wait on the source and the task's consumer has given none of them for {FETCH_STALL_S:.0f} s or "
+    "more while it fetches the others: the task fetches it again (its worker's log names it)"
 )
 RECENT_EVENTS = 100
 
