@@ -239,6 +239,8 @@ class Delivery:
                 wait_for_room=wait_for_room,
             )
         produce = self.sink.produce
+        # A sink of several producers (`ShardedSink`): each partition's run goes to its own one directly.
+        route = getattr(self.sink, "route", None)
         rewrite, schema_ids, hold = self._rewrite, self._schema_ids, self._hold
         per_run = self._per_run
         within_s, late = self._batch_within_s, self._late
@@ -269,6 +271,8 @@ class Delivery:
                 if state.last_polled_timestamp_ms is None:  # its first records of this fetch
                     polled.append(state)
                 remote_topic, on_delivery, in_flight = state.remote_topic, state.on_delivery, state.in_flight
+                if route is not None:
+                    produce = route(remote_topic, partition)
                 # Per run (a transaction), or a partition's very first record at at_least_once: it places
                 # that record exactly, so the next report knows where its records went (`settle`).
                 run_start = per_run or (within_s is not None and state.acked_downstream < 0 and not in_flight)

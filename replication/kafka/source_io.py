@@ -1,8 +1,8 @@
 """The Kafka side of `MirrorSourceTask`: its `TaskIO` (`replication.task_io`) on confluent-kafka.
 
 `kafka_task_io` makes the task's clients: a `KafkaRecordSource` over its consumer (the consumer's
-messages go through unwrapped), the idempotent producer as the `RecordSink` itself (the hot loop pays no
-wrapper per record), the offset-syncs emitter, and `PartitionReader`s that read partitions to their end.
+messages go through unwrapped), idempotent producers as the `RecordSink` (the hot loop pays no wrapper per
+record; at at_least_once several behind a `ShardedSink` when the task writes to many partitions), the offset-syncs emitter, and `PartitionReader`s that read partitions to their end.
 
 Client settings: each role has tunable defaults (a cluster's `<alias>.producer.*` / `.consumer.*` or
 the flow's `A->B.producer.*` / `A->B.consumer.*` override them) and settings the delivery guarantee
@@ -45,10 +45,12 @@ from replication.kafka.positions import positions_internal_topic
 from replication.kafka.record_source import KafkaRecordSource, is_benign_consumer_event
 from replication.offset_syncs import OffsetSyncEmitter
 from replication.policy import ReplicationPolicy
+from replication.sink_shards import ShardedSink
 from replication.task_io import (
     ClientError,
     PartitionReadError,
     Record,
+    RecordSink,
     Tail,
     TaskIO,
     TransactionFailure,
@@ -294,12 +296,18 @@ def kafka_task_io(
     policy: ReplicationPolicy,
     task_index: int,
 ) -> TaskIO:
-    """A MirrorSourceTask's clients on Kafka. The producer is the `RecordSink` itself (no wrapper per
-    record): its produce/poll/flush/len are the Protocol's."""
+    """A MirrorSourceTask's clients on Kafka. A producer is a `RecordSink` itself (no wrapper per
+    record): its produce/poll/flush/len are the Protocol's. At at_least_once a task writing to many remote
+    partitions shares them among several producers (`ShardedSink`, which gives the hot loop each
+    partition's producer directly); a transaction is one producer's."""
     timeout_s = message_timeout_s(flow, target)
+
+    def producer() -> RecordSink:
+        return record_sink(mirror_producer(flow, target, task_index=task_index))
+
     return TaskIO(
         source=KafkaRecordSource(source_consumer(flow, source, task_index=task_index)),
-        sink=lambda: record_sink(mirror_producer(flow, target, task_index=task_index)),
+        sink=producer if transactional(flow) else lambda: ShardedSink(producer),
         offset_syncs=lambda: offset_sync_emitter(flow, source=source, target=target, policy=policy),
         source_reader=lambda: PartitionReader(source),
         # Transactional: the restart reads the committed tail only (what a zombie or a crash left

@@ -682,3 +682,31 @@ def test_a_remote_topic_the_target_stops_listing_restarts_its_partitions_alone_o
     for p in (0, 1):
         assert content(read_partition(cluster_b, f"A.{kept}", p)) == first[p] + later[p]
         assert content(read_partition(cluster_b, f"A.{gone}", p)) == later[p]
+
+
+def test_a_task_writing_to_many_partitions_shares_them_among_producers_each_partition_in_order(
+    cluster_a, cluster_b, unique_name
+):
+    """librdkafka sends one partition per request, at most 5 requests in flight per broker with
+    idempotence, so one producer writing a fetch to tens of partitions of one broker sends them a few at a
+    time (head of line). At at_least_once the task shares its remote partitions among producers
+    (`ShardedSink`: 16 each, up to 4): 40 partitions on 3 producers, every partition whole and in order on
+    the producer it started on. A transactional task keeps one producer."""
+    topics = [f"{unique_name}-x", f"{unique_name}-y"]
+    create_topics(cluster_a, topics, 20)
+    create_topics(cluster_b, [f"A.{t}" for t in topics], 20)
+    sent = {(t, p): sample_records(p, 15 + p) for t in topics for p in range(20)}
+    for topic in topics:
+        produce(cluster_a, topic, {p: sent[(topic, p)] for p in range(20)})
+    task = make_task(cluster_a, cluster_b, topics)
+    task.assign(list(sent))
+    run_until(task, replicated(task, {key: len(records) for key, records in sent.items()}))
+    sink = task._delivery.sink
+    assert len(sink.producers) == 3
+    task.close()
+    for (topic, partition), records in sent.items():
+        assert content(read_partition(cluster_b, f"A.{topic}", partition)) == records
+
+    transactional = make_task(cluster_a, cluster_b, topics, delivery_guarantee=DeliveryGuarantee.EXACTLY_ONCE)
+    assert not hasattr(transactional._delivery.sink, "producers")  # one producer: the transaction's
+    transactional.close()

@@ -1,0 +1,118 @@
+"""Several producers behind one `RecordSink`, each remote partition always on the same one.
+
+librdkafka sends one partition per ProduceRequest, and an idempotent producer keeps at most 5 requests in
+flight per broker (confluentinc/librdkafka#1700). A task that writes a fetch's records to tens of remote
+partitions led by one broker sends them 5 at a time: the last partition's records wait for the requests
+of the others (head of line), where the Java producer MirrorMaker 2 runs sends every partition of a
+broker in one request. Measured on one broker, 20,000 records/s of 100 B over 64 partitions in 10 ms
+bursts: one producer's acknowledgement p99 332-3,880 ms, four producers' 125-137 ms (docs/performance.md).
+
+So a task writing to many remote partitions shares them among producers: the first
+`partitions_per_producer` partitions it writes go to the first producer, the next ones to a second, up
+to `max_producers`, then round robin. A partition's producer never changes for the sink's life, so its
+records stay in order and each producer keeps its own guarantees (idempotent, gapless); what fails one
+fails the sink, which the task replaces whole (`Delivery.replace_sink`), as it replaces one producer.
+Not for transactions: a transaction is one producer's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+from replication.task_io import DeliveryCallback, Headers, RecordSink, TopicPartition
+
+# A producer writing to this many remote partitions keeps up (measured: docs/performance.md); the
+# next partitions a task writes go to another producer.
+PARTITIONS_PER_PRODUCER = 16
+# Each producer has its own connections and threads (about 0.5 us more CPU per record measured at four):
+# past this many, partitions are shared round robin.
+MAX_PRODUCERS = 4
+
+
+class ShardedSink:
+    """A `RecordSink` over producers made by `make` (the first one at once, the others when their first
+    partition comes). `route` gives the hot loop a partition's own producer's `produce`."""
+
+    def __init__(
+        self,
+        make: Callable[[], RecordSink],
+        *,
+        partitions_per_producer: int = PARTITIONS_PER_PRODUCER,
+        max_producers: int = MAX_PRODUCERS,
+    ) -> None:
+        if partitions_per_producer < 1 or max_producers < 1:
+            raise ValueError("partitions_per_producer and max_producers are 1 or more")
+        self._make = make
+        self._per_producer, self._max = partitions_per_producer, max_producers
+        self.producers: list[RecordSink] = [make()]
+        self._routes: dict[TopicPartition, RecordSink] = {}
+        self._topics: dict[str, float] = {}  # topics asked about (`list_topics`) and the timeout asked
+
+    def route(self, topic: str, partition: int) -> Callable[..., None]:
+        """The `produce` of the producer that writes `topic`'s `partition` (chosen at its first record)."""
+        producer = self._routes.get((topic, partition))
+        if producer is None:
+            producer = self._routes[topic, partition] = self._next_producer()
+        return producer.produce
+
+    def _next_producer(self) -> RecordSink:
+        index = len(self._routes) // self._per_producer
+        if index >= self._max:
+            return self.producers[len(self._routes) % self._max]
+        while len(self.producers) <= index:
+            producer = self._make()
+            # It learns the topics the others were asked about before its first records (`list_topics`).
+            for topic, timeout in self._topics.items():
+                # Not needed for correctness: without it its first records wait for its metadata instead.
+                with contextlib.suppress(Exception):
+                    producer.list_topics(topic, timeout)
+            self.producers.append(producer)
+        return self.producers[index]
+
+    def produce(
+        self,
+        topic: str,
+        *,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int,
+        timestamp: int,
+        headers: Headers,
+        on_delivery: DeliveryCallback | None,
+    ) -> None:
+        self.route(topic, partition)(
+            topic,
+            value=value,
+            key=key,
+            partition=partition,
+            timestamp=timestamp,
+            headers=headers,
+            on_delivery=on_delivery,
+        )
+
+    def poll(self, timeout: float) -> int:
+        """Serve every producer's reports; while none came, wait on each in turn (a share of `timeout`)."""
+        served = 0
+        share = timeout / len(self.producers)
+        for producer in self.producers:
+            served += producer.poll(0 if served else share)
+        return served
+
+    def flush(self, timeout: float) -> int:
+        """Flush every producer within `timeout` in all; how many records are still outstanding."""
+        deadline = time.monotonic() + timeout
+        for producer in self.producers:
+            producer.flush(max(deadline - time.monotonic(), 0.0))
+        return len(self)
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        """Every producer learns `topic` (a later one when it is made); the first one's answer."""
+        self._topics[topic] = timeout
+        answers = [producer.list_topics(topic, timeout) for producer in self.producers]
+        return answers[0]
+
+    def __len__(self) -> int:
+        return sum(len(producer) for producer in self.producers)
