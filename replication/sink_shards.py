@@ -1,11 +1,14 @@
 """Several producers behind one `RecordSink`, each remote partition always on the same one.
 
 librdkafka sends one partition per ProduceRequest, and an idempotent producer keeps at most 5 requests in
-flight per broker (confluentinc/librdkafka#1700). A task that writes a fetch's records to tens of remote
-partitions led by one broker sends them 5 at a time: the last partition's records wait for the requests
-of the others (head of line), where the Java producer MirrorMaker 2 runs sends every partition of a
-broker in one request. Measured on one broker, 20,000 records/s of 100 B over 64 partitions in 10 ms
-bursts: one producer's acknowledgement p99 332-3,880 ms, four producers' 125-137 ms (docs/performance.md).
+flight per broker (confluentinc/librdkafka#1700). A task writing to hundreds or thousands of remote
+partitions led by one broker sends about a request per partition, 5 at a time: the last partition's
+records wait for the requests of the others (head of line), where the Java producer MirrorMaker 2 runs
+sends every partition of a broker in one request. Measured with `python -m bench producers` (one broker,
+20,000 records/s of 100 B round robin; docs/performance.md): over 1,000 partitions one producer's
+acknowledgement p50 was 53-1,493 ms and four producers' 23-33 ms; over 250, one producer's 18-29 ms and
+two producers' 12 ms. Over 64 partitions (`python -m bench latency-mm2`) four producers gained nothing
+and cost about 15% more CPU per record, so a task of up to `partitions_per_producer` partitions keeps one.
 
 So a task writing to many remote partitions shares them among producers: the first
 `partitions_per_producer` partitions it writes go to the first producer, the next ones to a second, up
@@ -24,11 +27,10 @@ from typing import Any
 
 from replication.task_io import DeliveryCallback, Headers, RecordSink, TopicPartition
 
-# A producer writing to this many remote partitions keeps up (measured: docs/performance.md); the
-# next partitions a task writes go to another producer.
-PARTITIONS_PER_PRODUCER = 16
-# Each producer has its own connections and threads (about 0.5 us more CPU per record measured at four):
-# past this many, partitions are shared round robin.
+# A producer writing to up to this many remote partitions keeps up (above); the next partitions a task
+# writes go to another producer.
+PARTITIONS_PER_PRODUCER = 250
+# Each producer has its own connections and threads: past this many, partitions are shared round robin.
 MAX_PRODUCERS = 4
 
 

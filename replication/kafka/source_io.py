@@ -45,7 +45,7 @@ from replication.kafka.positions import positions_internal_topic
 from replication.kafka.record_source import KafkaRecordSource, is_benign_consumer_event
 from replication.offset_syncs import OffsetSyncEmitter
 from replication.policy import ReplicationPolicy
-from replication.sink_shards import ShardedSink
+from replication.sink_shards import PARTITIONS_PER_PRODUCER, ShardedSink
 from replication.task_io import (
     ClientError,
     PartitionReadError,
@@ -295,11 +295,12 @@ def kafka_task_io(
     target: ClusterConfig,
     policy: ReplicationPolicy,
     task_index: int,
+    partitions_per_producer: int = PARTITIONS_PER_PRODUCER,
 ) -> TaskIO:
     """A MirrorSourceTask's clients on Kafka. A producer is a `RecordSink` itself (no wrapper per
-    record): its produce/poll/flush/len are the Protocol's. At at_least_once a task writing to many remote
-    partitions shares them among several producers (`ShardedSink`, which gives the hot loop each
-    partition's producer directly); a transaction is one producer's."""
+    record): its produce/poll/flush/len are the Protocol's. At at_least_once a task writing to more than
+    `partitions_per_producer` remote partitions shares them among several producers (`ShardedSink`, which
+    gives the hot loop each partition's producer directly); a transaction is one producer's."""
     timeout_s = message_timeout_s(flow, target)
 
     def producer() -> RecordSink:
@@ -307,7 +308,11 @@ def kafka_task_io(
 
     return TaskIO(
         source=KafkaRecordSource(source_consumer(flow, source, task_index=task_index)),
-        sink=producer if transactional(flow) else lambda: ShardedSink(producer),
+        sink=(
+            producer
+            if transactional(flow)
+            else lambda: ShardedSink(producer, partitions_per_producer=partitions_per_producer)
+        ),
         offset_syncs=lambda: offset_sync_emitter(flow, source=source, target=target, policy=policy),
         source_reader=lambda: PartitionReader(source),
         # Transactional: the restart reads the committed tail only (what a zombie or a crash left

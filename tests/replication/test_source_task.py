@@ -688,25 +688,35 @@ def test_a_task_writing_to_many_partitions_shares_them_among_producers_each_part
     cluster_a, cluster_b, unique_name
 ):
     """librdkafka sends one partition per request, at most 5 requests in flight per broker with
-    idempotence, so one producer writing a fetch to tens of partitions of one broker sends them a few at a
-    time (head of line). At at_least_once the task shares its remote partitions among producers
-    (`ShardedSink`: 16 each, up to 4): 40 partitions on 3 producers, every partition whole and in order on
-    the producer it started on. A transactional task keeps one producer."""
+    idempotence, so one producer writing to hundreds of partitions of one broker sends them a few at a time
+    (head of line). At at_least_once the task shares its remote partitions among producers (`ShardedSink`,
+    250 each by default, up to 4; 16 here): 40 partitions on 3 producers, every partition whole and in order
+    on the producer it started on. A transactional task keeps one producer."""
     topics = [f"{unique_name}-x", f"{unique_name}-y"]
     create_topics(cluster_a, topics, 20)
     create_topics(cluster_b, [f"A.{t}" for t in topics], 20)
     sent = {(t, p): sample_records(p, 15 + p) for t in topics for p in range(20)}
     for topic in topics:
         produce(cluster_a, topic, {p: sent[(topic, p)] for p in range(20)})
-    task = make_task(cluster_a, cluster_b, topics)
+
+    def task_of(**settings) -> MirrorSourceTask:
+        flow = FlowConfig(source="A", target="B", enabled=True, topics=tuple(topics), **settings)
+        policy = DefaultReplicationPolicy(known_aliases=["A", "B"])
+        io = kafka_task_io(
+            flow, source=cluster_a, target=cluster_b, policy=policy, task_index=0, partitions_per_producer=16
+        )
+        return MirrorSourceTask(
+            flow=flow, policy=policy, task_index=0, position_store=InMemoryPositionStore(), io=io
+        )
+
+    task = task_of()
     task.assign(list(sent))
     run_until(task, replicated(task, {key: len(records) for key, records in sent.items()}))
-    sink = task._delivery.sink
-    assert len(sink.producers) == 3
+    assert len(task._delivery.sink.producers) == 3
     task.close()
     for (topic, partition), records in sent.items():
         assert content(read_partition(cluster_b, f"A.{topic}", partition)) == records
 
-    transactional = make_task(cluster_a, cluster_b, topics, delivery_guarantee=DeliveryGuarantee.EXACTLY_ONCE)
+    transactional = task_of(delivery_guarantee=DeliveryGuarantee.EXACTLY_ONCE)
     assert not hasattr(transactional._delivery.sink, "producers")  # one producer: the transaction's
     transactional.close()
