@@ -20,7 +20,6 @@ Not for transactions: a transaction is one producer's.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -51,7 +50,6 @@ class ShardedSink:
         self._per_producer, self._max = partitions_per_producer, max_producers
         self.producers: list[RecordSink] = [make()]
         self._routes: dict[TopicPartition, RecordSink] = {}
-        self._topics: dict[str, float] = {}  # topics asked about (`list_topics`) and the timeout asked
 
     def route(self, topic: str, partition: int) -> Callable[..., None]:
         """The `produce` of the producer that writes `topic`'s `partition` (chosen at its first record)."""
@@ -65,13 +63,11 @@ class ShardedSink:
         if index >= self._max:
             return self.producers[len(self._routes) % self._max]
         while len(self.producers) <= index:
-            producer = self._make()
-            # It learns the topics the others were asked about before its first records (`list_topics`).
-            for topic, timeout in self._topics.items():
-                # Not needed for correctness: without it its first records wait for its metadata instead.
-                with contextlib.suppress(Exception):
-                    producer.list_topics(topic, timeout)
-            self.producers.append(producer)
+            # Not asked about the topics the others were (`Delivery.warm`): at thousands of partitions that
+            # is a request per topic, in the fetch loop. Its first records wait for its own metadata (one
+            # request for every topic it lacks, 0.5-1 s), once; the partitions started only once the first
+            # producer's answer showed their remote partition with a leader.
+            self.producers.append(self._make())
         return self.producers[index]
 
     def produce(
@@ -111,8 +107,7 @@ class ShardedSink:
         return len(self)
 
     def list_topics(self, topic: str, timeout: float) -> Any:
-        """Every producer learns `topic` (a later one when it is made); the first one's answer."""
-        self._topics[topic] = timeout
+        """Every producer there is learns `topic`; the first one's answer."""
         answers = [producer.list_topics(topic, timeout) for producer in self.producers]
         return answers[0]
 

@@ -60,15 +60,15 @@ def test_partitions_fill_each_producer_in_turn_then_share_them_round_robin_and_n
     assert [m.value() for m in cluster.read(REMOTE, 8)] == [b"8", b"11"]
 
 
-def test_a_producer_made_later_learns_the_topics_the_others_were_asked_about():
+def test_every_producer_there_is_learns_a_topic_asked_about_and_a_later_one_asks_for_itself():
     made: list[MemorySink] = []
     cluster = MemoryCluster()
     sink = ShardedSink(lambda: made.append(MemorySink(cluster)) or made[-1], partitions_per_producer=1)
     assert sink.list_topics("A.x", 5.0) is None  # the first producer's answer
-    sink.list_topics("A.y", 5.0)
     record(sink, 0, b"a", [])
-    record(sink, 1, b"b", [])  # a second producer: asked about both before its first record
-    assert [m.warmed for m in made] == [["A.x", "A.y"], ["A.x", "A.y"]]
+    record(sink, 1, b"b", [])  # a second producer: not asked about A.x in the fetch loop
+    sink.list_topics("A.y", 5.0)
+    assert [m.warmed for m in made] == [["A.x", "A.y"], ["A.y"]]
 
 
 def test_poll_serves_every_producers_reports_and_len_counts_them_all():
