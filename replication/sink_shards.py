@@ -93,9 +93,12 @@ class ShardedSink:
 
     def poll(self, timeout: float) -> int:
         """Serve every producer's reports; while none came, wait on each in turn (a share of `timeout`)."""
+        producers = self.producers
+        if len(producers) == 1:  # most tasks: the fetch loop polls once per fetch
+            return producers[0].poll(timeout)
         served = 0
-        share = timeout / len(self.producers)
-        for producer in self.producers:
+        share = timeout / len(producers)
+        for producer in producers:
             served += producer.poll(0 if served else share)
         return served
 
@@ -112,4 +115,5 @@ class ShardedSink:
         return answers[0]
 
     def __len__(self) -> int:
-        return sum(len(producer) for producer in self.producers)
+        producers = self.producers
+        return len(producers[0]) if len(producers) == 1 else sum(len(producer) for producer in producers)
