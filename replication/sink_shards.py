@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from replication.task_io import DeliveryCallback, Headers, RecordSink, TopicPartition
+from replication.task_io import RecordSink, TopicPartition
 
 # A producer writing to up to this many remote partitions keeps up (above); the next partitions a task
 # writes go to another producer.
@@ -62,7 +62,7 @@ class ShardedSink:
         index = len(self._routes) // self._per_producer
         if index >= self._max:
             return self.producers[len(self._routes) % self._max]
-        while len(self.producers) <= index:
+        if index == len(self.producers):  # this partition is the next producer's first (one at a time)
             # Not asked about the topics the others were (`Delivery.warm`): at thousands of partitions that
             # is a request per topic, in the fetch loop. Its first records wait for its own metadata (one
             # request for every topic it lacks, 0.5-1 s), once; the partitions started only once the first
@@ -70,26 +70,9 @@ class ShardedSink:
             self.producers.append(self._make())
         return self.producers[index]
 
-    def produce(
-        self,
-        topic: str,
-        *,
-        value: bytes | None,
-        key: bytes | None,
-        partition: int,
-        timestamp: int,
-        headers: Headers,
-        on_delivery: DeliveryCallback | None,
-    ) -> None:
-        self.route(topic, partition)(
-            topic,
-            value=value,
-            key=key,
-            partition=partition,
-            timestamp=timestamp,
-            headers=headers,
-            on_delivery=on_delivery,
-        )
+    def produce(self, topic: str, *, partition: int, **record: Any) -> None:
+        """`RecordSink.produce` on the partition's producer (the record's other fields passed as they are)."""
+        self.route(topic, partition)(topic, partition=partition, **record)
 
     def poll(self, timeout: float) -> int:
         """Serve every producer's reports; while none came, wait on each in turn (a share of `timeout`)."""
