@@ -20,6 +20,45 @@ from rest_framework import fields, serializers
 from rest_framework.relations import PKOnlyObject
 
 
+def _bool(field: fields.BooleanField):
+    def shown(value):
+        return value if value.__class__ is bool else field.to_representation(value)
+
+    return shown
+
+
+def _choice(field: fields.ChoiceField):
+    choices = field.choice_strings_to_values
+
+    def shown(value):
+        return choices.get(value, value) if value.__class__ is str else field.to_representation(value)
+
+    return shown
+
+
+def _texts(data) -> list:
+    return [None if item is None else str(item) for item in data]
+
+
+def _shown_by(field: fields.Field):
+    """What answers `field.to_representation(value)` for a non-None value, the same answer in fewer calls
+    (about 0.5 ms of the flows list's 3 ms of row work): the builtin a plain text or integer field calls, a
+    model's bool as it is, a text choice looked up directly, a list of texts in one comprehension; the
+    field's own method for any other field, a subclass (which may show otherwise) and any other value."""
+    kind = type(field)
+    if kind is fields.CharField:
+        return str
+    if kind is fields.IntegerField:
+        return int
+    if kind is fields.BooleanField:
+        return _bool(field)
+    if kind is fields.ChoiceField:
+        return _choice(field)
+    if kind is fields.ListField and type(field.child) is fields.CharField:
+        return _texts
+    return field.to_representation
+
+
 def _attribute_name(field: fields.Field) -> str | None:
     """The one attribute `field` reads with DRF's generic lookup, or None when it reads otherwise."""
     generic = type(field).get_attribute is fields.Field.get_attribute and len(field.source_attrs) == 1
@@ -47,7 +86,10 @@ class RowsSerializer(serializers.ListSerializer):
         child = self.child
         if type(child).to_representation is not serializers.Serializer.to_representation:
             return super().to_representation(data)
-        plan = [(field, field.field_name, _attribute_name(field)) for field in child._readable_fields]
+        plan = [
+            (field, field.field_name, _attribute_name(field), _shown_by(field))
+            for field in child._readable_fields
+        ]
         items = data.all() if isinstance(data, models.manager.BaseManager) else data
         rows = []
         for item in items:
@@ -55,7 +97,7 @@ class RowsSerializer(serializers.ListSerializer):
                 rows.append(child.to_representation(item))
                 continue
             row = {}
-            for field, name, attribute_name in plan:
+            for field, name, attribute_name, shown_by in plan:
                 try:
                     if attribute_name is None:
                         attribute = field.get_attribute(item)
@@ -69,6 +111,6 @@ class RowsSerializer(serializers.ListSerializer):
                 except fields.SkipField:
                     continue
                 shown = attribute.pk if isinstance(attribute, PKOnlyObject) else attribute
-                row[name] = None if shown is None else field.to_representation(attribute)
+                row[name] = None if shown is None else shown_by(attribute)
             rows.append(row)
         return rows
