@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -33,11 +33,15 @@ def cluster_list() -> QuerySet[Cluster]:
     return Cluster.objects.all()
 
 
-def flow_list(*, cluster_aliases_only: bool = False) -> QuerySet[Flow]:
+def flow_list(*, cluster_aliases_only: bool = False, fields: Sequence[str] | None = None) -> QuerySet[Flow]:
     """Flows with their clusters; `cluster_aliases_only`: only the aliases of the clusters read, what a list
     of flows names them by (their addresses, client properties and encrypted secrets cost a page of 50
-    flows about 1 ms to read, for nothing it shows)."""
+    flows about 1 ms to read, for nothing it shows); `fields`: only those of the flow's own read too, and
+    the aliases (a list that shows a few of a flow's 50 settings: about 2 ms less for a page of 50; a field
+    not named is read by a statement of its own when used, once per flow)."""
     flows = Flow.objects.select_related("source", "target")
+    if fields is not None:
+        return flows.only(*fields, "source__alias", "target__alias")
     if not cluster_aliases_only:
         return flows
     return flows.defer(

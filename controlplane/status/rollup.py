@@ -370,14 +370,24 @@ def summarize(
     )
 
 
+# What a roll-up reads of its flow: its state (its health) and its pool (whether a worker consumes it).
+SUMMARY_FLOW_FIELDS = ("state", "pool")
+
+
 def flow_summaries(
-    *, now: datetime.datetime | None = None, flow_ids: Sequence[int] | None = None
+    *,
+    now: datetime.datetime | None = None,
+    flow_ids: Sequence[int] | None = None,
+    flow_fields: Sequence[str] | None = None,
 ) -> list[FlowSummary]:
     """Every flow's live roll-up as of `now` (default: now); only those of `flow_ids`, in that order, when
-    given (a list's page: a flow deleted since its id was read is left out)."""
+    given (a list's page: a flow deleted since its id was read is left out). `flow_fields`: the flow's
+    fields its reader uses, and only those read with what a roll-up uses (`SUMMARY_FLOW_FIELDS`) and the
+    clusters' aliases (the flow's name); every field when None."""
     now = now or timezone.now()
     stale_after = stale_after_s()
-    flows = list(of_flows(flow_list(cluster_aliases_only=True), flow_ids, key="pk"))
+    fields = None if flow_fields is None else (*SUMMARY_FLOW_FIELDS, *flow_fields)
+    flows = list(of_flows(flow_list(cluster_aliases_only=True, fields=fields), flow_ids, key="pk"))
     if flow_ids is not None:
         by_id = {flow.pk: flow for flow in flows}
         flows = [by_id[flow_id] for flow_id in flow_ids if flow_id in by_id]

@@ -121,6 +121,10 @@ def _flow_clusters(summary) -> set[str]:
     return {summary.flow.source.alias, summary.flow.target.alias}
 
 
+# What the flows list shows, sorts, searches and filters by of a flow itself (its name is its clusters').
+LIST_FLOW_FIELDS = ("state", "topics")
+
+
 def flow_list_spec(*, cluster_aliases: Sequence[str]) -> ListSpec:
     """The flows list: firing alerts first unless sorted; filters by state, health and either cluster (of
     `cluster_aliases`)."""
@@ -155,7 +159,9 @@ def flow_list(request):
     flow_ids, firing = summaries.flows_firing_first(
         selectors.flow_list().values_list("pk", flat=True), flow_id=int
     )
-    rows = KeyedRows(flow_ids, lambda page: rollup.flow_summaries(flow_ids=page))
+    rows = KeyedRows(
+        flow_ids, lambda page: rollup.flow_summaries(flow_ids=page, flow_fields=LIST_FLOW_FIELDS)
+    )
     aliases = list(selectors.cluster_list().values_list("alias", flat=True))  # a filter's; a flow needs two
     listing = list_page(request, flow_list_spec(cluster_aliases=aliases), rows)
     return render(

@@ -24,6 +24,8 @@ PAGES = (
     "/",
     "/overview/live/",
     "/flows/",
+    # Searched (a flow's name and topics), filtered and sorted: every flow's roll-up, with the fields read.
+    "/flows/?q=orders&state=active&health=stale&sort=-state",
     "/clusters/",
     "/pools/",
     "/alerts/",
