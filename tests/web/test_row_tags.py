@@ -148,3 +148,68 @@ def test_the_flows_table_rows_show_each_flow_its_firing_alerts_and_the_action_fo
             row(pk, name, position, epoch, marker, pause(pk, name) if can_act else "")
             for pk, name, position, epoch, marker in rows
         )
+
+
+# The loop the flow page ran before `{% partition_rows %}`: the tag must show what it showed.
+PARTITION_LOOP = engines["django"].from_string(
+    """{% load l10n web %}{% localize off %}
+      {% for live, error in partitions %}{% with row=live.row %}
+      <tr data-rate-key="{{ row.topic }}/{{ row.partition }}" data-rate-count="{{ row.replicated_offset|default_if_none:0 }}" data-rate-at="{{ row.observed_at|epoch }}">
+        <td><a href="{% row_url 'web:topic' flow.source.alias row.topic %}?partition={{ row.partition }}" title="browse its records on {{ flow.source.alias }}"><code>{{ row.topic }}</code></a></td><td>{{ row.partition }}</td><td><a href="{% row_url 'web:record-copies' flow.pk %}?topic={{ row.topic|urlencode }}&amp;partition={{ row.partition }}" title="the newest records beside their copies on {{ flow.target.alias }}"><code>{{ row.remote_topic }}</code></a></td>
+        <td class="num">{{ row.records_behind|count }}</td><td class="num">{{ row.seconds_behind|seconds }}</td>
+        <td class="num"><span class="js-rate" title="records per second, measured between refreshes">{{ row.record_rate|floatformat:1 }} rec/s</span></td>
+        <td class="num">{{ row.replication_latency_ms|millis }}</td>
+        <td><span class="badge {{ live.health }}" title="the worker's state: {{ live.state }}">{{ live.health_label }}</span></td>
+        <td class="small">{% observed live %}</td>
+        <td>{% if error %}<span class="error-text">{{ error.message }}</span> <span class="muted small">{{ error.at|when }}</span>{% elif row.last_error %}<span class="error-text">{{ row.last_error }}</span>{% elif live.state == "STALL" %}<span class="error-text">{{ stall_explained }}</span>{% else %}<span class="muted">—</span>{% endif %}</td>
+      </tr>
+      {% endwith %}{% endfor %}
+      {% endlocalize %}"""
+)
+PARTITION_TAG = engines["django"].from_string(
+    "{% load web %}\n      {% partition_rows partitions flow stall_explained %}\n      "
+)
+
+
+def test_the_partition_rows_tag_shows_what_the_template_loop_showed():
+    flow = SimpleNamespace(pk=7, source=SimpleNamespace(alias="A<&>"), target=SimpleNamespace(alias='B"'))
+
+    def live(topic: str, partition: int, state: str, **figures) -> SimpleNamespace:
+        row = SimpleNamespace(
+            topic=topic,
+            partition=partition,
+            remote_topic=f"A<&>.{topic}",
+            replicated_offset=figures.get("offset"),
+            observed_at=AT,
+            records_behind=figures.get("behind"),
+            seconds_behind=figures.get("seconds"),
+            record_rate=figures.get("rate"),
+            replication_latency_ms=figures.get("latency"),
+            last_error=figures.get("last_error", ""),
+        )
+        stale = state == "STALE"
+        return SimpleNamespace(
+            row=row,
+            state=state,
+            health="stale" if stale else "ok",
+            health_label=f"<{state}>",
+            observed_at=AT,
+            stale=stale,
+            age_s=75.0,
+        )
+
+    error = SimpleNamespace(message="fetch <failed> & retried", at=AT)
+    partitions = [
+        (
+            live("orders", 0, "OK", offset=1_234_567, behind=12_345, seconds=3.25, rate=1234.56, latency=42),
+            None,
+        ),
+        (live("a&b/<c> d?e=1#x", 11, "ERR", last_error="broker <down>"), None),
+        (live("ünïcode", 2, "STALL", offset=0, behind=0, seconds=0.0, rate=0.0, latency=0), None),
+        (live("orders", 3, "STALE", behind=None, rate=None), error),
+    ]
+    context = {"partitions": partitions, "flow": flow, "stall_explained": "stalled: <see docs/lag.md>"}
+    assert PARTITION_TAG.render(context) == PARTITION_LOOP.render(context)
+    for with_figures in (partitions[:0], partitions[:1]):
+        context["partitions"] = with_figures
+        assert PARTITION_TAG.render(context) == PARTITION_LOOP.render(context)

@@ -7,6 +7,7 @@ import html
 from datetime import datetime
 
 from django import template
+from django.template.defaultfilters import floatformat, urlencode
 from django.urls import get_script_prefix, get_urlconf, reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -113,6 +114,54 @@ def _flow_row(live, firing, can_act: bool, alerts_url: str) -> str:
         "—</span></td>"
         f"\n    <td>{observed(live)}</td>"
         f"\n    {action}\n  </tr>\n  "
+    )
+
+
+@register.simple_tag
+def partition_rows(partitions, flow, stall_explained: str) -> str:
+    """`{% partition_rows partitions flow stall_explained %}`: the rows of a page of a flow's partitions
+    (`partitions`: each live partition with its last error event, or None), with links to browse its records
+    and to compare them with their copies. A tag, not a loop in the template: the template language cost
+    about 145 µs a row (7 ms for a page of 50), most of a large flow's page. Not localized: ids and counts."""
+    source, target = _text(flow.source.alias), _text(flow.target.alias)
+    copies = _text(row_url("web:record-copies", flow.pk))
+    return mark_safe(
+        "".join(
+            _partition_row(live, error, flow, source, target, copies, stall_explained)
+            for live, error in partitions
+        )
+    )
+
+
+def _partition_row(live, error, flow, source: str, target: str, copies: str, stall_explained: str) -> str:
+    row = live.row
+    topic, partition = _text(row.topic), _text(row.partition)
+    if error:
+        last_error = f'<span class="error-text">{_text(error.message)}</span> <span class="muted small">{when(error.at)}</span>'
+    elif row.last_error:
+        last_error = f'<span class="error-text">{_text(row.last_error)}</span>'
+    elif live.state == "STALL":
+        last_error = f'<span class="error-text">{_text(stall_explained)}</span>'
+    else:
+        last_error = '<span class="muted">—</span>'
+    offset = 0 if row.replicated_offset is None else row.replicated_offset
+    return (
+        f'\n      <tr data-rate-key="{topic}/{partition}" data-rate-count="{_text(offset)}" '
+        f'data-rate-at="{_text(epoch(row.observed_at))}">'
+        f'\n        <td><a href="{_text(row_url("web:topic", flow.source.alias, row.topic))}?partition={partition}" '
+        f'title="browse its records on {source}"><code>{topic}</code></a></td><td>{partition}</td>'
+        f'<td><a href="{copies}?topic={_text(urlencode(row.topic))}&amp;partition={partition}" '
+        f'title="the newest records beside their copies on {target}"><code>{_text(row.remote_topic)}</code></a></td>'
+        f'\n        <td class="num">{_text(numbers.count(row.records_behind))}</td>'
+        f'<td class="num">{_text(numbers.seconds(row.seconds_behind))}</td>'
+        '\n        <td class="num"><span class="js-rate" title="records per second, measured between refreshes">'
+        f"{_text(floatformat(row.record_rate, 1))} rec/s</span></td>"
+        f'\n        <td class="num">{_text(millis(row.replication_latency_ms))}</td>'
+        f'\n        <td><span class="badge {_text(live.health)}" title="the worker\'s state: {_text(live.state)}">'
+        f"{_text(live.health_label)}</span></td>"
+        f'\n        <td class="small">{observed(live)}</td>'
+        f"\n        <td>{last_error}</td>"
+        "\n      </tr>\n      "
     )
 
 
