@@ -110,7 +110,8 @@ class FlowViewSet(viewsets.ModelViewSet):
     action_roles = {"pause": Role.OPERATOR, "resume": Role.OPERATOR}
 
     def get_queryset(self):
-        return selectors.flow_list(cluster_aliases_only=self.action == "list")  # what the list shows
+        # What the list and the status show of the clusters: their aliases.
+        return selectors.flow_list(cluster_aliases_only=self.action in ("list", "status"))
 
     def create(self, request, *args, **kwargs):
         serializer = self.get_serializer(data=request.data)

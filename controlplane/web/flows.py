@@ -348,14 +348,14 @@ def _flow_live(request, flow: Flow) -> tuple[dict, str, int]:
 
 @viewer_required
 def flow_detail(request, pk: int):
-    flow = get_object_or_404(selectors.flow_list(), pk=pk)
+    flow = get_object_or_404(selectors.flow_list(cluster_aliases_only=True), pk=pk)  # what the page shows
     context, _, status = _flow_live(request, flow)
     return render(request, "web/flow_detail.html", context, status=status)
 
 
 @viewer_required
 def flow_live(request, pk: int):
-    flow = get_object_or_404(selectors.flow_list(), pk=pk)
+    flow = get_object_or_404(selectors.flow_list(cluster_aliases_only=True), pk=pk)  # what the page shows
     context, version, status = _flow_live(request, flow)
     if status == 200 and request.GET.get("v") == version:
         return HttpResponse(status=204)  # htmx keeps what it shows
