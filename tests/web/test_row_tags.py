@@ -3,7 +3,7 @@ Django's `{% url %}` for the same name and arguments under the request's script 
 process for each (the flows page reversed two per row, 100 per request). `{% observed %}`: when the row's
 figures were observed, with their age when stale (an included template before). `{% flow_state %}` and
 `{% pause_resume %}`: the state and health badges and the pause or resume button (included templates
-before)."""
+before). `{% partition_rows %}`: a flow's page of partitions (a template loop before)."""
 
 from __future__ import annotations
 
