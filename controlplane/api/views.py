@@ -22,7 +22,7 @@ from controlplane.core.bounds import ID_PATTERN
 from controlplane.core.roles import Role
 from controlplane.flows import mm2, pools, selectors, services
 from controlplane.flows.models import Cluster, Flow, FlowState, SecurityProtocol
-from controlplane.status import budgets, partitions, rollup
+from controlplane.status import partitions, rollup
 
 # Ids are BigAutoField: longer numbers cannot exist (and PostgreSQL would refuse them), so they are 404.
 
@@ -110,9 +110,8 @@ class FlowViewSet(viewsets.ModelViewSet):
     action_roles = {"pause": Role.OPERATOR, "resume": Role.OPERATOR}
 
     def get_queryset(self):
-        # What the list and the status show of the clusters: their aliases; the status reads the budget.
-        flows = selectors.flow_list(cluster_aliases_only=self.action in ("list", "status"))
-        return flows.select_related(budgets.WITH_BUDGET) if self.action == "status" else flows
+        # What the list and the status show of the clusters: their aliases.
+        return selectors.flow_list(cluster_aliases_only=self.action in ("list", "status"))
 
     def create(self, request, *args, **kwargs):
         serializer = self.get_serializer(data=request.data)

@@ -19,20 +19,9 @@ DEFAULT_BUDGET = RpoBudget(DEFAULT_RPO_SECONDS, None)
 
 
 def rpo_budget_of(*, flow: Flow) -> RpoBudget:
-    """The flow's budget; the defaults (60 s, no records budget) when it has none stored. Read with the
-    flow when it was (`WITH_BUDGET`: a flow's page and status API, one statement fewer), else on its own."""
-    if Flow.rpo_budget.is_cached(flow):
-        try:
-            row: FlowRpoBudget | None = flow.rpo_budget
-        except FlowRpoBudget.DoesNotExist:
-            row = None
-    else:
-        row = FlowRpoBudget.objects.filter(flow=flow).first()
+    """The flow's budget; the defaults (60 s, no records budget) when it has none stored."""
+    row = FlowRpoBudget.objects.filter(flow=flow).first()
     return DEFAULT_BUDGET if row is None else RpoBudget(row.seconds_behind, row.records_behind)
-
-
-# What a flow read with its budget selects beside it (`rpo_budget_of` then reads no statement of its own).
-WITH_BUDGET = "rpo_budget"
 
 
 def rpo_budgets(*, flow_ids: Collection[int] | None = None) -> dict[int, RpoBudget]:

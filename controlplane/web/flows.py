@@ -22,7 +22,7 @@ from controlplane.assurance import verification
 from controlplane.core.errors import ClusterUnavailable, RateLimited, ServiceConflict, ServiceValidationError
 from controlplane.flows import engine, mm2, selectors, services
 from controlplane.flows.models import Flow, FlowState, SecurityProtocol
-from controlplane.status import budgets, partitions, rollup
+from controlplane.status import partitions, rollup
 from controlplane.web import summaries
 from controlplane.web.access import admin_required, back_url, operator_required, viewer_required
 from controlplane.web.forms import PREVIEW_FIELDS, ClusterForm, FlowForm, Mm2ImportForm
@@ -346,22 +346,16 @@ def _flow_live(request, flow: Flow) -> tuple[dict, str, int]:
     return context, version, 400 if context["partition_errors"] else 200
 
 
-def _shown_flow(pk: int) -> Flow:
-    """A flow's page's flow: its clusters' aliases (what the page shows of them) and its RPO budget."""
-    shown = selectors.flow_list(cluster_aliases_only=True).select_related(budgets.WITH_BUDGET)
-    return get_object_or_404(shown, pk=pk)
-
-
 @viewer_required
 def flow_detail(request, pk: int):
-    flow = _shown_flow(pk)
+    flow = get_object_or_404(selectors.flow_list(cluster_aliases_only=True), pk=pk)  # what the page shows
     context, _, status = _flow_live(request, flow)
     return render(request, "web/flow_detail.html", context, status=status)
 
 
 @viewer_required
 def flow_live(request, pk: int):
-    flow = _shown_flow(pk)
+    flow = get_object_or_404(selectors.flow_list(cluster_aliases_only=True), pk=pk)  # what the page shows
     context, version, status = _flow_live(request, flow)
     if status == 200 and request.GET.get("v") == version:
         return HttpResponse(status=204)  # htmx keeps what it shows

@@ -165,12 +165,10 @@ STATEMENT_BUDGET = {
     # 13 before the clusters were read once for the filter and the "Create a flow" button, and whether
     # flows should replicate (the workers' banner) in one statement, not two.
     "/flows/": 11,
-    # 22 before: its verification card's rows counted by its summary, not again; the banner's read; 20
-    # before its RPO budget came with the flow.
-    "/flows/{flow}/": 19,
-    # 10 before: that, and the role read once per request, not twice; 8 before it came with the token; 7
-    # before the budget came with the flow.
-    "/api/v1/flows/{flow}/status/": 6,
+    # 22 before: its verification card's rows counted by its summary, not again; the banner's read.
+    "/flows/{flow}/": 20,
+    # 10 before: that, and the role read once per request, not twice; 8 before it came with the token.
+    "/api/v1/flows/{flow}/status/": 7,
 }
 
 
