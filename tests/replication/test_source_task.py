@@ -22,6 +22,7 @@ from replication.metrics import MirrorMetrics
 from replication.mirroring import SOURCE_OFFSET_HEADER, source_offset_of, source_offsets
 from replication.policy import PROVENANCE_HEADER, DefaultReplicationPolicy
 from replication.positions import InMemoryPositionStore
+from replication.sink_shards import PARTITIONS_PER_PRODUCER
 from replication.slices import SliceErrorKind
 from replication.source import MirrorSourceTask, SliceResult
 
@@ -108,6 +109,7 @@ def make_task(
     metrics: MirrorMetrics | None = None,
     target: ClusterConfig | None = None,
     remote_partition_wait_s: float | None = None,
+    partitions_per_producer: int = PARTITIONS_PER_PRODUCER,
     **flow_settings,
 ) -> MirrorSourceTask:
     flow = FlowConfig(source="A", target="B", enabled=True, topics=tuple(topics), **flow_settings)
@@ -117,7 +119,14 @@ def make_task(
         policy=policy,
         task_index=0,
         position_store=store if store is not None else InMemoryPositionStore(),
-        io=kafka_task_io(flow, source=cluster_a, target=target or cluster_b, policy=policy, task_index=0),
+        io=kafka_task_io(
+            flow,
+            source=cluster_a,
+            target=target or cluster_b,
+            policy=policy,
+            task_index=0,
+            partitions_per_producer=partitions_per_producer,
+        ),
         metrics=metrics,
         **({} if remote_partition_wait_s is None else {"remote_partition_wait_s": remote_partition_wait_s}),
     )
@@ -699,17 +708,7 @@ def test_a_task_writing_to_many_partitions_shares_them_among_producers_each_part
     for topic in topics:
         produce(cluster_a, topic, {p: sent[(topic, p)] for p in range(20)})
 
-    def task_of(**settings) -> MirrorSourceTask:
-        flow = FlowConfig(source="A", target="B", enabled=True, topics=tuple(topics), **settings)
-        policy = DefaultReplicationPolicy(known_aliases=["A", "B"])
-        io = kafka_task_io(
-            flow, source=cluster_a, target=cluster_b, policy=policy, task_index=0, partitions_per_producer=16
-        )
-        return MirrorSourceTask(
-            flow=flow, policy=policy, task_index=0, position_store=InMemoryPositionStore(), io=io
-        )
-
-    task = task_of()
+    task = make_task(cluster_a, cluster_b, topics, partitions_per_producer=16)
     task.assign(list(sent))
     run_until(task, replicated(task, {key: len(records) for key, records in sent.items()}))
     assert len(task._delivery.sink.producers) == 3
@@ -717,6 +716,12 @@ def test_a_task_writing_to_many_partitions_shares_them_among_producers_each_part
     for (topic, partition), records in sent.items():
         assert content(read_partition(cluster_b, f"A.{topic}", partition)) == records
 
-    transactional = task_of(delivery_guarantee=DeliveryGuarantee.EXACTLY_ONCE)
+    transactional = make_task(
+        cluster_a,
+        cluster_b,
+        topics,
+        partitions_per_producer=16,
+        delivery_guarantee=DeliveryGuarantee.EXACTLY_ONCE,
+    )
     assert not hasattr(transactional._delivery.sink, "producers")  # one producer: the transaction's
     transactional.close()
