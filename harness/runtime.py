@@ -44,14 +44,24 @@ READ_TO_END: dict[str, ClientValue] = {"enable.partition.eof": True, "fetch.wait
 READ_TO_END_POLL_S = 0.05
 
 
-def wait_until(predicate: Callable[[], object], *, timeout_s: float, what: str, poll_s: float = 0.25):
+def wait_until(
+    predicate: Callable[[], object],
+    *,
+    timeout_s: float,
+    what: str,
+    poll_s: float = 0.25,
+    explain: Callable[[], str] | None = None,
+):
+    """The predicate's first true value within `timeout_s`; else an AssertionError naming `what`, with what
+    `explain` says about the state then (for a failure seen only in CI)."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}")
+            detail = f"\n{explain()}" if explain is not None else ""
+            raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}{detail}")
         time.sleep(poll_s)
 
 

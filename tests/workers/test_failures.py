@@ -77,6 +77,11 @@ def test_target_outage_backs_off_reports_and_resumes_without_loss(
     # and probes give up after 2 s (MIRRORPLANE_CLUSTER_TIMEOUT_S, 5 s by default): a run under way when
     # the target hangs ends sooner, and the probes that find it unreachable fail sooner.
     celery_runtime.env["MIRRORPLANE_CLUSTER_TIMEOUT_S"] = "2"
+    # A probe that fails (at CI's load, even one just after the target resumes) doubles the pause before
+    # the next trial, up to MIRRORPLANE_CLUSTER_BACKOFF_MAX_S (60 s by default): a flow faulted as the
+    # copy resumed would then wait up to a minute to be active again, this test's whole wait below (seen
+    # once in CI). At most 10 s here, so the wait is for the recovery, not for the backoff.
+    celery_runtime.env["MIRRORPLANE_CLUSTER_BACKOFF_MAX_S"] = "10"
     celery_runtime.start_worker("w1", queues="replication")
     celery_runtime.start_worker("meta", queues="metadata")
     celery_runtime.start_beat()
@@ -121,10 +126,30 @@ def test_target_outage_backs_off_reports_and_resumes_without_loss(
         ),
         timeout_s=60,
         what="statuses back to OK and the flow active",
+        explain=lambda: _flow_state_explained(flow, celery_runtime, "w1", "meta"),
     )
     assert FlowEvent.objects.filter(
         flow=flow, kind=FlowEventKind.INFO, message__contains="recovered"
     ).exists()
+
+
+def _flow_state_explained(flow, celery_runtime, *workers: str) -> str:
+    """The flow's state, its partitions that are not OK and its workers' warnings and errors: what a
+    timed-out wait saw."""
+    stored = Flow.objects.get(pk=flow.pk)
+    rows = FlowPartitionStatus.objects.filter(flow=flow).exclude(state=PartitionState.OK)
+    lines = [f"flow {stored.state}: {stored.state_reason!r}"]
+    lines += [
+        f"{row.topic}[{row.partition}] {row.state} at {row.observed_at}: {row.last_error!r}" for row in rows
+    ]
+    for name in workers:
+        logged = [
+            line[:300]
+            for line in celery_runtime.log(name).splitlines()
+            if " ERROR " in line or " WARNING " in line or " INFO workers." in line
+        ]
+        lines += [f"--- {name}, last {len(logged[-30:])} of {len(logged)} lines:", *logged[-30:]]
+    return "\n".join(lines)
 
 
 @pytest.fixture
