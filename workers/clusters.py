@@ -10,6 +10,7 @@ cluster hold metadata threads only for one trial probe per backoff period.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -17,8 +18,10 @@ from dataclasses import dataclass, field
 from controlplane.flows.clusters import clusters
 from replication import circuit_breaker as breaker
 from replication.circuit_breaker import BreakerPhase, BreakerPolicy, BreakerState
-from replication.cluster_ports import ClusterProbe
+from replication.cluster_ports import ClusterCheck, ClusterProbe, FailureKind
 from replication.config import ClusterConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,13 @@ class ClusterHealth:
                 return Verdict(reachable=False, error=entry.state.last_error, confirmed=True)
             if entry.healthy and now - entry.checked_at < self.probe_interval_s:
                 return Verdict(reachable=True)
-            result = entry.probe.check()
+            try:
+                result = entry.probe.check()
+            except Exception as exc:  # a failure: a trial that never reports would stay HALF_OPEN
+                log.exception("probing cluster %s failed", cluster.alias)
+                result = ClusterCheck(
+                    ok=False, failure=FailureKind.OTHER, message=f"the probe failed: {exc!r}"
+                )
             entry.checked_at = done = time.time()
             if result.ok:
                 entry.state = breaker.record_success(entry.state)

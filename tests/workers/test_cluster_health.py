@@ -3,6 +3,7 @@ port), and the fault/recover writes it drives."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -12,7 +13,7 @@ from controlplane.flows import lifecycle
 from controlplane.flows.models import Flow, FlowState
 from controlplane.status import runtime
 from controlplane.status.models import FlowEvent, FlowEventKind
-from replication.circuit_breaker import BreakerPolicy
+from replication.circuit_breaker import BreakerPhase, BreakerPolicy
 from replication.config import ClusterConfig
 from replication.kafka.processes import free_port
 from workers.clusters import ClusterHealth
@@ -44,6 +45,30 @@ def test_a_dead_cluster_opens_its_breaker_after_two_probes_and_is_refused_while_
     refused = health.check(dead, now=2)  # open: refused without a probe until the backoff ends
     assert refused.confirmed and refused.error == second.error
     assert health.check(cluster_a, now=2).reachable  # another cluster is not affected
+
+
+def test_a_probe_that_raises_counts_as_a_failure_and_the_next_trial_still_runs(cluster_a):
+    """A trial probe that raises (not a failed check: an exception out of the client) is a failure like
+    any other: the breaker opens again and lets the next trial through, instead of staying HALF_OPEN, a
+    cluster refused for good."""
+    health, t0 = _health(), time.time()  # the probe's own time is the clock's
+    assert health.check(cluster_a, now=t0).reachable
+    entry = health._entry(cluster_a)
+    real = entry.probe
+
+    class Raising:
+        def check(self):
+            raise RuntimeError("client gone")
+
+    entry.probe = Raising()
+    first = health.check(cluster_a, now=t0 + 100)  # past the probe interval: probed, and it raises
+    assert not first.reachable and "the probe failed: RuntimeError('client gone')" in first.error
+    assert health.check(cluster_a, now=t0 + 101).confirmed  # the second failure opens the breaker
+    trial = health.check(cluster_a, now=t0 + 200)  # past the backoff: a trial, which raises too
+    assert trial.confirmed and "client gone" in trial.error
+    assert (entry.state.phase, entry.state.openings) == (BreakerPhase.OPEN, 2)  # open again, pause doubled
+    entry.probe = real
+    assert health.check(cluster_a, now=entry.state.retry_at).reachable  # its next trial runs, and closes it
 
 
 def test_unreachable_cluster_faults_the_flow_and_its_return_recovers_it(make_flow):
