@@ -77,6 +77,7 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
 from bench.brokers import bench_cluster, bench_clusters, stored_cluster
+from bench.java_load import produce_with_java
 from bench.latency import percentile
 from bench.processes import child_pids, peak_rss_mb, process_cpu_s
 from bench.vs_mm2 import Replicator, flow_properties
@@ -342,6 +343,7 @@ class Traffic:
         topics: dict[str, int],
         remote: dict[str, str],
         rate: float,
+        load_client: str = "librdkafka",
     ):
         spawn = multiprocessing.get_context("spawn")
         self.window = spawn.Array("d", 2)
@@ -354,7 +356,7 @@ class Traffic:
         remote_counts = {remote[topic]: count for topic, count in topics.items()}
         self.processes = [
             spawn.Process(
-                target=_produce,
+                target=produce_with_java if load_client == "java" else _produce,
                 args=(
                     source.bootstrap_servers,
                     topics,
@@ -1082,11 +1084,14 @@ def measure(
     rate: float,
     seconds: float,
     start_timeout_s: float,
+    load_client: str = "librdkafka",
 ) -> Run:
     """One tool's run on fresh `topics` (module docstring); the topics are deleted after it."""
     partitions = sum(topics.values())
     run = Run(tool.name)
-    traffic = Traffic(source=source, target=target, topics=topics, remote=remote, rate=rate)
+    traffic = Traffic(
+        source=source, target=target, topics=topics, remote=remote, rate=rate, load_client=load_client
+    )
     try:
         run.broker_create_s = create_topics(source, topics)
         traffic.start()
@@ -1305,6 +1310,7 @@ def run(args: argparse.Namespace) -> int:
                         rate=args.rate_per_partition,
                         seconds=args.seconds,
                         start_timeout_s=args.start_timeout,
+                        load_client=args.load_client,
                     )
                 )
             failed |= any(run.failure for run in runs)
@@ -1340,6 +1346,12 @@ def parser() -> argparse.ArgumentParser:
         "--seconds", type=positive_float, default=60.0, help="measurement window (default 60)"
     )
     parser.add_argument("--without-mm2", action="store_true", help="skip MirrorMaker 2")
+    parser.add_argument(
+        "--load-client",
+        choices=("librdkafka", "java"),
+        default="librdkafka",
+        help="the load's producer: librdkafka (default) or Apache Kafka's Java client (bench/LoadProducer.java)",
+    )
     parser.add_argument("--partitions-per-topic", type=positive_int, default=50, help="default 50")
     parser.add_argument(
         "--tasks-max", type=positive_int, default=1, help="tasks.max of every tool (default 1)"
