@@ -30,6 +30,9 @@ class SliceErrorKind(enum.StrEnum):
 
 # What ends a pump at once: a transaction abandoned (its partitions restart), the task fenced or superseded.
 STOPPING_KINDS = frozenset({SliceErrorKind.TRANSACTION, SliceErrorKind.FENCED, SliceErrorKind.SUPERSEDED})
+# A task that another producer or a new assignment took over: reported once when it happens (a warning);
+# what its close repeats of it is not a new failure.
+FENCED_KINDS = frozenset({SliceErrorKind.FENCED, SliceErrorKind.SUPERSEDED})
 
 
 class TaskFenced(RuntimeError):

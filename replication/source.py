@@ -55,7 +55,14 @@ from replication.policy import ReplicationPolicy
 from replication.positions import PositionStore, PositionWriter
 from replication.progress import Progress
 from replication.schema_hold import SCHEMA_WAIT_ERROR_S, SchemaHold
-from replication.slices import STOPPING_KINDS, SliceError, SliceErrorKind, SliceResult, TaskFenced
+from replication.slices import (
+    FENCED_KINDS,
+    STOPPING_KINDS,
+    SliceError,
+    SliceErrorKind,
+    SliceResult,
+    TaskFenced,
+)
 from replication.source_failures import TaskFailures
 from replication.starting import REMOTE_PARTITION_WAIT_S, PartitionStarter
 from replication.task_io import (
@@ -324,7 +331,10 @@ class MirrorSourceTask(TaskFailures):
         finally:
             close_quietly(self._source, self._positions.opened_emitter, *self._readers.opened)
         if errors:
-            log.error("%s closed with errors: %s", self._label, list(map(str, errors)))
+            fenced = all(error.kind in FENCED_KINDS for error in errors)
+            (log.warning if fenced else log.error)(
+                "%s closed with errors: %s", self._label, list(map(str, errors))
+            )
 
     def _after_flush(self, errors: list[SliceError], *, final: bool = False) -> None:
         """After every record settled (before partitions move, restart or close): every moved position

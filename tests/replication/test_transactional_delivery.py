@@ -280,3 +280,8 @@ def test_a_record_refused_by_a_fenced_producer_fences_the_task_not_its_partition
         task.run_slice(max_seconds=0.1)  # it never writes again
     keys = [(TOPIC, p) for p in range(3)]
     assert store.load(flow=task.flow.name, partitions=keys) == {}  # nothing of the transaction persisted
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="replication.source"):
+        task.close()  # the worker closes it: what that repeats of the fencing is no new ERROR
+    closing = [r for r in caplog.records if "closed with errors" in r.getMessage()]
+    assert closing and all(r.levelno == logging.WARNING for r in closing), closing
