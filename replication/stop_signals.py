@@ -18,6 +18,12 @@ from collections.abc import Callable, Sequence
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+def exit_status(returncode: int) -> int:
+    """A child's exit as a shell reports it: 128 + N when signal N killed it (Popen's returncode -N, which
+    `sys.exit` would turn into 256 - N), else its own code."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
 class SignalWatcher:
     """The installed handlers: `received` lists the signals in order; `restore()` puts back the previous
     handlers (the event stays as it is)."""

@@ -3,7 +3,8 @@
 COMMAND is started again whenever it exits on its own (a crash, an unrecoverable error, a kill -9), after
 a pause that doubles with each quick failure (1 s up to 30 s; a run of a minute or more resets it), so a
 process that cannot start does not spin. SIGTERM or SIGINT is passed on to COMMAND and ends the wrapper
-once COMMAND exited, with COMMAND's exit status (128 + N when signal N killed it, as a shell says): Ctrl-C under `make demo` still stops everything cleanly.
+once COMMAND exited, with COMMAND's exit status (128 + N when signal N killed it, as a shell says):
+Ctrl-C under `make demo` still stops everything cleanly.
 
 `make demo` runs its workers and beat through it (workers.procfile restarts nothing). In production the platform's
 supervisor does this job (compose `restart: unless-stopped`, systemd `Restart=always`: docs/operations.md).
@@ -19,7 +20,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from replication.stop_signals import stop_on_signals
+from replication.stop_signals import exit_status, stop_on_signals
 
 log = logging.getLogger("workers.respawn")
 
@@ -33,12 +34,6 @@ def restart_delay_s(
 ) -> float:
     """Pause before the next start after `quick_failures` consecutive short runs (>= 1)."""
     return min(base_s * 2 ** max(quick_failures - 1, 0), cap_s)
-
-
-def exit_status(code: int) -> int:
-    """COMMAND's exit code as a shell reports it: 128 + N for a process killed by signal N (Popen's -N;
-    `sys.exit(-15)` would exit 241)."""
-    return 128 - code if code < 0 else code
 
 
 def run(command: Sequence[str], *, stable_run_s: float = STABLE_RUN_S) -> int:
