@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from replication.stop_signals import stop_on_signals
+from replication.stop_signals import exit_status, stop_on_signals
 
 LOG_DIR = Path("var/demo/logs")
 # Seconds from SIGTERM to SIGKILL per process; a Celery worker's warm shutdown finishes its slice and
@@ -210,7 +210,7 @@ def run(entries: Sequence[Entry]) -> int:
         signals.restore()
     if signals.received:
         return 128 + signals.received[0]
-    return (failed.process.returncode or 1) if failed is not None else 0
+    return (exit_status(failed.process.returncode) or 1) if failed is not None else 0
 
 
 def main(argv: list[str] | None = None) -> int:

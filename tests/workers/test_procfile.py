@@ -97,6 +97,21 @@ def test_a_process_that_exits_on_its_own_stops_everything_with_its_code(tmp_path
     assert "web exited with code 3: stopping everything" in capsys.readouterr().out
 
 
+def test_a_process_killed_by_a_signal_stops_everything_with_the_shells_status(tmp_path, monkeypatch, capsys):
+    """128 + 9 for a kill -9, as a shell reports it (Popen's -9 passed to sys.exit would be 247)."""
+    monkeypatch.chdir(tmp_path)
+    journal = tmp_path / "journal"
+    killed = tmp_path / "killed.py"  # kills itself with SIGKILL once kafka is up
+    killed.write_text(
+        "import os, signal, time\n"
+        f"while not os.path.exists({str(journal) + '.kafka.up'!r}):\n    time.sleep(0.05)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    entries = [_entry("kafka", journal), procfile.Entry("web", f"{sys.executable} {killed}")]
+    assert procfile.run(entries) == 128 + signal.SIGKILL
+    assert "web exited with code -9: stopping everything" in capsys.readouterr().out
+
+
 def test_after_the_banner_the_console_shows_only_errors_and_the_setups_lines(capsys):
     console = procfile.Console(width=8)
     console.show("worker", "2026 WARNING before the banner")
