@@ -354,8 +354,16 @@ def delivery_to_unknown_partition(error: ClientError) -> bool:
     remote partition. librdkafka fails a partition's queued records as "Local: Unknown partition" once a
     metadata answer stops listing it (a deleted topic, or on a cluster of several brokers one that does
     not know a just-created topic yet: thousands of them at the start of a 20,000-partition fleet), the
-    broker answers "Unknown topic or partition"; nothing of them was written."""
-    return isinstance(error, KafkaError) and is_unknown_partition(error) and not error.fatal()
+    broker answers "Unknown topic or partition"; nothing of them was written. A record queued for a
+    partition as its topic went away can also fail as "Local: Broker handle destroyed for termination":
+    librdkafka fails what is left in a removed partition's queue with that code when it frees the
+    partition (`rd_kafka_toppar_destroy_final`), the producer itself going on; a producer being closed
+    fails its records so too, and those restart from there all the same."""
+    return (
+        isinstance(error, KafkaError)
+        and (is_unknown_partition(error) or error.code() == KafkaError._DESTROY)
+        and not error.fatal()
+    )
 
 
 def transaction_failure(exc: Exception) -> TransactionFailure:

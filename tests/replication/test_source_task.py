@@ -17,7 +17,7 @@ from replication.formats import OffsetSync
 from replication.kafka.admin import TopicAdmin
 from replication.kafka.clients import make_admin, make_consumer, make_producer
 from replication.kafka.positions import KafkaPositionStore
-from replication.kafka.source_io import PartitionReader, kafka_task_io
+from replication.kafka.source_io import PartitionReader, delivery_to_unknown_partition, kafka_task_io
 from replication.metrics import MirrorMetrics
 from replication.mirroring import SOURCE_OFFSET_HEADER, source_offset_of, source_offsets
 from replication.policy import PROVENANCE_HEADER, DefaultReplicationPolicy
@@ -691,6 +691,18 @@ def test_a_remote_topic_the_target_stops_listing_restarts_its_partitions_alone_o
     for p in (0, 1):
         assert content(read_partition(cluster_b, f"A.{kept}", p)) == first[p] + later[p]
         assert content(read_partition(cluster_b, f"A.{gone}", p)) == later[p]
+
+
+def test_the_failures_of_a_partition_the_target_stopped_listing_are_its_alone():
+    """What librdkafka reports for a record of a partition whose topic went away: "Unknown partition", or,
+    for what was left in the partition's queue when librdkafka freed it, "Broker handle destroyed" (the
+    producer going on: the test above once restarted its whole task on that). A fatal error, or another
+    refusal, still concerns the whole task."""
+    for code in (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._DESTROY):
+        assert delivery_to_unknown_partition(KafkaError(code)), code
+    assert not delivery_to_unknown_partition(KafkaError(KafkaError._DESTROY, fatal=True))
+    assert not delivery_to_unknown_partition(KafkaError(KafkaError._MSG_TIMED_OUT))
+    assert not delivery_to_unknown_partition(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
 
 
 def test_a_task_writing_to_many_partitions_shares_them_among_producers_each_partition_in_order(
