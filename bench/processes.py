@@ -37,3 +37,18 @@ def child_pids(pid: int) -> list[int]:
         if int(fields[1]) == pid:
             children.append(int(entry.name))
     return children
+
+
+def renice(pid: int, niceness: int) -> int:
+    """Set the nice value of every thread of process `pid` and of its descendants to `niceness` (Linux
+    keeps a nice value per thread; a thread started later takes its creator's). The threads set."""
+    count = 0
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, int(task.name), niceness)
+            count += 1
+        except (ProcessLookupError, PermissionError):  # gone meanwhile
+            continue
+    for child in child_pids(pid):
+        count += renice(child, niceness)
+    return count

@@ -79,7 +79,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from bench.brokers import bench_cluster, bench_clusters, stored_cluster
 from bench.java_load import produce_with_java
 from bench.latency import percentile
-from bench.processes import child_pids, peak_rss_mb, process_cpu_s
+from bench.processes import child_pids, peak_rss_mb, process_cpu_s, renice
 from bench.vs_mm2 import Replicator, flow_properties
 from bench.web import Admin
 from replication.config import FLOW_PROPERTIES_BY_NAME, ClusterConfig
@@ -1085,8 +1085,10 @@ def measure(
     seconds: float,
     start_timeout_s: float,
     load_client: str = "librdkafka",
+    background_nice: int = 0,
 ) -> Run:
-    """One tool's run on fresh `topics` (module docstring); the topics are deleted after it."""
+    """One tool's run on fresh `topics` (module docstring); the topics are deleted after it. The load's
+    producer runs at nice `background_nice` (`--background-nice`)."""
     partitions = sum(topics.values())
     run = Run(tool.name)
     traffic = Traffic(
@@ -1095,6 +1097,8 @@ def measure(
     try:
         run.broker_create_s = create_topics(source, topics)
         traffic.start()
+        if background_nice:
+            renice(traffic.processes[0].pid, background_nice)
         tool.prepare()
 
         def tick(*, in_window: bool = False) -> None:
@@ -1269,6 +1273,11 @@ def run(args: argparse.Namespace) -> int:
         brokers = stack.enter_context(
             bench_clusters(["A", "B"], heap=args.broker_heap, nodes=args.brokers_per_cluster)
         )
+        if args.background_nice:
+            for broker in brokers.values():
+                for node in (broker, *broker.followers):
+                    renice(node.process.pid, args.background_nice)
+            print(f"brokers and the load at nice {args.background_nice}", flush=True)
         source, target = bench_cluster("A", brokers), bench_cluster("B", brokers)
         for number, partitions in enumerate(args.partitions):
             runs = []
@@ -1311,6 +1320,7 @@ def run(args: argparse.Namespace) -> int:
                         seconds=args.seconds,
                         start_timeout_s=args.start_timeout,
                         load_client=args.load_client,
+                        background_nice=args.background_nice,
                     )
                 )
             failed |= any(run.failure for run in runs)
@@ -1351,6 +1361,16 @@ def parser() -> argparse.ArgumentParser:
         choices=("librdkafka", "java"),
         default="librdkafka",
         help="the load's producer: librdkafka (default) or Apache Kafka's Java client (bench/LoadProducer.java)",
+    )
+    parser.add_argument(
+        "--background-nice",
+        type=int,
+        choices=range(0, 20),
+        metavar="{0..19}",
+        default=0,
+        help="run the brokers and the load's producer at this nice value (default 0): on a machine of few "
+        "cores, the CPU goes to the tools and the readers first, as if the brokers ran on machines of "
+        "their own; the no-copy floor is read at nice 0 as the tools are",
     )
     parser.add_argument("--partitions-per-topic", type=positive_int, default=50, help="default 50")
     parser.add_argument(
