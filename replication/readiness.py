@@ -11,10 +11,10 @@ at least 0. The checks are what careful failover runbooks ask before the button 
 | offset_sync_freshness | 25 | records replicated long after the newest sync: offsets after it translate inexactly |
 | verification | 30 on a mismatch; 5 never verified, partly verified or stale | the target's data differs from the source's |
 | rpo | 25 over the seconds budget, 15 over the records budget; 20 when stale | what a failover now would lose |
-| target_groups_inactive | 10 per group active on the target, up to 20 | offsets are only written for inactive groups |
+| target_groups_inactive | 10 per group active on the target, up to 20 (an observation past the verification age limit: unknown, what it saw still counts) | offsets are only written for inactive groups |
 | checkpoint_freshness | 10 stale, 5 disabled (none emitted yet: n/a, no group to checkpoint) | consumers that read checkpoints (MM2's RemoteClusterUtils) get old offsets |
 | reverse_flow | 5 when absent (failback creates it) or missing topics (failback adds them) | failback |
-| topic_parity | 20 for missing or smaller remote topics, 5 for differing configs | consumers on the target see other partitions or configs |
+| topic_parity | 20 for missing or smaller remote topics, 5 for differing configs (stale: as the groups) | consumers on the target see other partitions or configs |
 | acl_parity | 5 when ACL sync is off; n/a where a cluster has no authorizer | clients refused on the target |
 """
 
@@ -60,6 +60,10 @@ class ReadinessFacts:
     topics_not_brought_home: Sequence[str] = ()  # source topics the reverse flow would not replicate back
     partition_problems: Sequence[str] | None = None  # None: not observed
     config_problems: Sequence[str] | None = None
+    # When the verifier observed the groups active on the target and the topic parity above (None: no
+    # age known); past `verification_max_age_s` the observation is stale: a problem it saw is still shown,
+    # with its age, and its "no problem" no longer counts as ok.
+    observed_at: float | None = None
     acl_sync_enabled: bool = True
     acl_unsupported: str | None = None  # a cluster's "ACL sync unsupported" reason
 
@@ -179,19 +183,38 @@ def rpo(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> Reason:
     )
 
 
+def _observation(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> tuple[str, float | None]:
+    """The verifier's observation's age as a phrase for a message (empty when unknown), and that age when
+    it is stale (past `verification_max_age_s`), else None."""
+    if facts.observed_at is None:
+        return "", None
+    age = max(now - facts.observed_at, 0.0)
+    return f" (observed {age:.0f} s ago)", age if age > limits.verification_max_age_s else None
+
+
+def _not_observed_since(check: str, what: str, stale_s: float) -> Reason:
+    return Reason(
+        check, UNKNOWN, 0, f"{what} last observed {stale_s:.0f} s ago (the verifier is not running?)"
+    )
+
+
 def target_groups_inactive(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> Reason:
     check = "target_groups_inactive"
     if facts.groups_active_on_target is None:
         return Reason(check, UNKNOWN, 0, "consumer groups on the target not observed yet")
+    age, stale_s = _observation(facts, limits, now)
     active = list(facts.groups_active_on_target)
     if active:
         return Reason(
             check,
             FAIL,
             min(20, 10 * len(active)),
-            f"{len(active)} group(s) active on the target, their offsets cannot be written: {_listing(active)}",
+            f"{len(active)} group(s) active on the target{age}, their offsets cannot be written: "
+            f"{_listing(active)}",
         )
-    return Reason(check, OK, 0, "no replicated group is active on the target")
+    if stale_s is not None:
+        return _not_observed_since(check, "consumer groups on the target", stale_s)
+    return Reason(check, OK, 0, f"no replicated group is active on the target{age}")
 
 
 def checkpoint_freshness(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> Reason:
@@ -228,11 +251,14 @@ def topic_parity(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> 
     check = "topic_parity"
     if facts.partition_problems is None or facts.config_problems is None:
         return Reason(check, UNKNOWN, 0, "topic partitions and configs not compared yet")
+    age, stale_s = _observation(facts, limits, now)
     if facts.partition_problems:
-        return Reason(check, FAIL, 20, f"partition counts differ: {_listing(facts.partition_problems)}")
+        return Reason(check, FAIL, 20, f"partition counts differ{age}: {_listing(facts.partition_problems)}")
     if facts.config_problems:
-        return Reason(check, WARN, 5, f"topic configs differ: {_listing(facts.config_problems)}")
-    return Reason(check, OK, 0, "remote topics have the source's partition counts and configs")
+        return Reason(check, WARN, 5, f"topic configs differ{age}: {_listing(facts.config_problems)}")
+    if stale_s is not None:
+        return _not_observed_since(check, "topic partitions and configs", stale_s)
+    return Reason(check, OK, 0, f"remote topics have the source's partition counts and configs{age}")
 
 
 def acl_parity(facts: ReadinessFacts, limits: ReadinessLimits, now: float) -> Reason:

@@ -183,6 +183,7 @@ def readiness_facts(
         topics_not_brought_home=tuple(reverse[1]),
         partition_problems=tuple(assurance.partition_problems) if assurance else None,
         config_problems=tuple(assurance.config_problems) if assurance else None,
+        observed_at=_epoch(assurance.observed_at) if assurance else None,
         acl_sync_enabled=flow.sync_topic_acls_enabled,
         acl_unsupported=acl_unsupported,
     )

@@ -32,6 +32,7 @@ READY = ReadinessFacts(
     reverse_flow="B->A",
     partition_problems=(),
     config_problems=(),
+    observed_at=NOW - 30,
 )
 
 
@@ -101,6 +102,25 @@ def test_topic_partition_and_config_parity():
     )
     assert (found.status, found.points) == (FAIL, 20)
     assert reason(replace(READY, config_problems=("A.orders retention.ms",)), "topic_parity")[1].points == 5
+
+
+def test_the_verifiers_observations_say_their_age_and_a_stale_one_is_no_longer_ok():
+    """The groups active on the target and the topic parity are what the verifier last observed (about
+    once a minute). Each says how old it is; once older than the verification limit (the verifier stopped)
+    "no problem" is unknown, never ok, and a problem it saw is still shown, with its age."""
+    for check in ("target_groups_inactive", "topic_parity"):
+        assert (
+            reason(READY, check)[1].status == OK and "(observed 30 s ago)" in reason(READY, check)[1].message
+        )
+        score, found = reason(replace(READY, observed_at=NOW - 900), check)
+        assert (found.status, found.points, score) == (UNKNOWN, 0, 100), found
+        assert "last observed 900 s ago" in found.message and "verifier is not running" in found.message
+    stale = replace(READY, observed_at=NOW - 900)
+    _, groups = reason(replace(stale, groups_active_on_target=("billing",)), "target_groups_inactive")
+    assert (groups.status, groups.points) == (FAIL, 10) and "(observed 900 s ago)" in groups.message
+    _, parity = reason(replace(stale, partition_problems=("A.orders missing on B",)), "topic_parity")
+    assert (parity.status, parity.points) == (FAIL, 20) and "(observed 900 s ago)" in parity.message
+    assert reason(replace(READY, observed_at=None), "topic_parity")[1].status == OK  # no age known
 
 
 def test_acl_parity_not_applicable_without_an_authorizer():
