@@ -47,7 +47,7 @@ def renice(pid: int, niceness: int) -> int:
         try:
             os.setpriority(os.PRIO_PROCESS, int(task.name), niceness)
             count += 1
-        except (ProcessLookupError, PermissionError):  # gone meanwhile
+        except ProcessLookupError:  # the thread ended meanwhile
             continue
     for child in child_pids(pid):
         count += renice(child, niceness)
