@@ -266,18 +266,27 @@ def topic_parity(
     target: TopicsRead,
     target_brokers: Callable[[], int],
 ) -> tuple[list[str], list[str]]:
-    """(partition problems, config problems) of the flow's remote topics, as the topic sync would fix them."""
+    """(partition problems, config problems) of the flow's remote topics, as the topic sync would fix them.
+
+    A topic either cluster lists but could not describe this time (a topic just created, not yet known
+    to the broker that answered; one being deleted) is left out of this observation: it is neither
+    missing nor right, and the next observation reads it again."""
     source_counts = source.partition_counts()
     mirrored = tuple(
         d for d in topics.mirrored(source_counts) if not topics.policy.is_heartbeats_topic(d.topic)
     )
     target_counts = target.partition_counts()
     source_topics = source.describe({d.topic: source_counts[d.topic] for d in mirrored})
-    target_topics = target.describe(
-        {d.remote_topic: target_counts[d.remote_topic] for d in mirrored if d.remote_topic in target_counts}
-    )
+    listed = {
+        d.remote_topic: target_counts[d.remote_topic] for d in mirrored if d.remote_topic in target_counts
+    }
+    target_topics = target.describe(listed)
     plan = plan_topic_sync(
-        mirrored=tuple(d for d in mirrored if d.topic in source_topics),
+        mirrored=tuple(
+            d
+            for d in mirrored
+            if d.topic in source_topics and (d.remote_topic not in listed or d.remote_topic in target_topics)
+        ),
         source_topics=source_topics,
         target_topics=target_topics,
         flow=flow,

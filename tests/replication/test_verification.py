@@ -463,3 +463,46 @@ def test_evidence_of_a_record_with_nul_bytes_is_text_a_database_stores():
     assert evidence["key"] == "0x0001" and evidence["value"] == "0x6f6b00"
     assert evidence["headers"] == [["h\\x00", "v"]]
     assert "\x00" not in repr(evidence)
+
+
+def test_topic_parity_leaves_out_a_remote_topic_the_target_lists_but_could_not_describe():
+    """A remote topic just created is listed by one broker before another can describe it: that
+    observation is not "missing on B" (a readiness reason, 20 points); a topic not listed is."""
+    from replication.config import FlowConfig
+    from replication.connector import TopicDescription, TopicSelection
+    from replication.policy import replication_policy_for
+    from replication.verification_reads import TopicsRead, topic_parity
+
+    flow = FlowConfig(source="A", target="B", enabled=True, topics=("orders", "payments", "refunds"))
+    selection = TopicSelection.of(flow, replication_policy_for(flow, known_aliases=("A", "B")))
+    source_counts = {"orders": 2, "payments": 2, "refunds": 2}
+    source = TopicsRead(
+        lambda: dict(source_counts), lambda asked: {n: TopicDescription(n, c, {}) for n, c in asked.items()}
+    )
+
+    def target(describable: set[str]) -> TopicsRead:
+        counts = {"A.orders": 2, "A.payments": 1}
+        return TopicsRead(
+            lambda: dict(counts),
+            lambda asked: {n: TopicDescription(n, c, {}) for n, c in asked.items() if n in describable},
+        )
+
+    def parity(describable: set[str]):
+        return topic_parity(
+            flow,
+            selection,
+            target_alias="B",
+            source=source,
+            target=target(describable),
+            target_brokers=lambda: 1,
+        )
+
+    assert parity({"A.orders", "A.payments"}) == (
+        ["A.refunds missing on B", "A.payments: 1 partitions, 2 on the source"],
+        [],
+    )
+    assert parity({"A.payments"}) == (
+        ["A.refunds missing on B", "A.payments: 1 partitions, 2 on the source"],
+        [],
+    )  # A.orders listed, not described: neither missing nor a problem
+    assert parity(set()) == (["A.refunds missing on B"], [])
