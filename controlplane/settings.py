@@ -127,6 +127,9 @@ MIRRORPLANE_METRICS_PARTITION_LIMIT = env.int("MIRRORPLANE_METRICS_PARTITION_LIM
 # process that may wait on other systems at once (controlplane/core/call_bounds.py).
 MIRRORPLANE_WEB_READ_TIMEOUT_S = env.float("MIRRORPLANE_WEB_READ_TIMEOUT_S", default=3.0)
 MIRRORPLANE_WEB_OUTBOUND_REQUESTS = env.int("MIRRORPLANE_WEB_OUTBOUND_REQUESTS", default=6)
+# Every cached statement also compiled by the ORM and compared (controlplane/core/statements.py): the test
+# suite's setting, not an operator's.
+MIRRORPLANE_STATEMENTS_CHECK = env.bool("MIRRORPLANE_STATEMENTS_CHECK", default=False)
 # The clusters' implementation: Apache Kafka, or in-memory clusters (controlplane/flows/clusters.py).
 MIRRORPLANE_CLUSTERS = env.str("MIRRORPLANE_CLUSTERS", default="kafka")
 if MIRRORPLANE_CLUSTERS not in ("kafka", "memory"):

@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 import pytest
 import requests
+from django.conf import settings as settings_module
 
 from harness.apicurio import ApicurioRegistry, apicurio_registries
 from replication.config import ClusterConfig
@@ -32,6 +33,10 @@ from tests.scheduling import (
 )
 from tests.tls import make_pki
 
+# Every cached statement is also compiled by the ORM and compared, here and in the web and worker processes
+# the tests start (controlplane/core/statements.py).
+os.environ["MIRRORPLANE_STATEMENTS_CHECK"] = "true"
+settings_module.MIRRORPLANE_STATEMENTS_CHECK = True
 KAFKA_KIND = os.environ.get("MIRRORPLANE_TEST_KAFKA", "apache")
 # The clusters' consumer properties: the embedded broker holds every fetch its full fetch.wait.max.ms.
 EMBEDDED_CONSUMER = EMBEDDED_CONSUMER_PROPERTIES if KAFKA_KIND == "embedded" else {}

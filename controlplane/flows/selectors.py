@@ -12,6 +12,7 @@ from django.db.models import QuerySet
 from controlplane.core import ratelimit
 from controlplane.core.errors import ServiceValidationError
 from controlplane.core.roles import Role
+from controlplane.core.statements import statement
 from controlplane.flows import engine
 from controlplane.flows.cluster_reads import cluster_answered, cluster_read
 from controlplane.flows.clusters import clusters
@@ -52,6 +53,12 @@ def flow_list(*, cluster_aliases_only: bool = False, fields: Sequence[str] | Non
             if field.name not in ("id", "alias")
         )
     )
+
+
+@statement
+def flow_shown(pk: int) -> QuerySet[Flow]:
+    """The flow `pk` as its pages show it (`flow_list(cluster_aliases_only=True)`), compiled once per process."""
+    return flow_list(cluster_aliases_only=True).filter(pk=pk)
 
 
 def of_flows(rows: QuerySet, flow_ids: Collection[int] | None, *, key: str = "flow_id") -> QuerySet:

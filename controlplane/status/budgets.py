@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from controlplane.core.statements import first_row, statement
 from controlplane.flows.models import Flow
 from controlplane.flows.selectors import of_flows
 from controlplane.status.models import DEFAULT_RPO_SECONDS, FlowRpoBudget
@@ -20,8 +21,13 @@ DEFAULT_BUDGET = RpoBudget(DEFAULT_RPO_SECONDS, None)
 
 def rpo_budget_of(*, flow: Flow) -> RpoBudget:
     """The flow's budget; the defaults (60 s, no records budget) when it has none stored."""
-    row = FlowRpoBudget.objects.filter(flow=flow).first()
-    return DEFAULT_BUDGET if row is None else RpoBudget(row.seconds_behind, row.records_behind)
+    rows = _budget_rows(flow_id=flow.pk)
+    return DEFAULT_BUDGET if not rows else RpoBudget(rows[0].seconds_behind, rows[0].records_behind)
+
+
+@statement
+def _budget_rows(flow_id: int):
+    return first_row(FlowRpoBudget.objects.filter(flow_id=flow_id))
 
 
 def rpo_budgets(*, flow_ids: Collection[int] | None = None) -> dict[int, RpoBudget]:

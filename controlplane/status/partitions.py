@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from operator import or_
@@ -48,6 +48,7 @@ from django.db.models import (
 from django.db.models.functions import Cast, Round
 from django.utils import timezone
 
+from controlplane.core.statements import statement
 from controlplane.flows.models import Flow
 from controlplane.status import rollup
 from controlplane.status.budgets import RpoBudget
@@ -106,20 +107,24 @@ class TaskReports:
         (`rollup.lag_known`), whose branches are the function's answers for every state. With `rank`, the
         shown state's rank instead (0 for a state it does not name): the same CASE with ranks at its leaves,
         not a CASE over this one (which wrote it once per rank)."""
-        fresh: dict[int, list[int]] = {}  # task index: the flows whose task of that index reported in time
+        return shown_state_sql(self.fresh(), stale_before=self.stale_before, rank=rank)
+
+    def statement_values(self) -> tuple[tuple[tuple[int, int], ...], list[int]]:
+        """`fresh()` as a statement takes it (`_fresh` gives it back): (task index, how many flows) in
+        turn, the shape, and the flows in that order, the values."""
+        fresh = self.fresh()
+        return (
+            tuple((index, len(flows)) for index, flows in fresh.items()),
+            [flow_id for flows in fresh.values() for flow_id in flows],
+        )
+
+    def fresh(self) -> dict[int, list[int]]:
+        """Task index: the flows whose task of that index reported in time (by index, then flow)."""
+        fresh: dict[int, list[int]] = {}
         for (flow_id, index), (observed_at, _) in sorted(self.tasks.items()):
             if observed_at >= self.stale_before:
                 fresh.setdefault(index, []).append(flow_id)
-        # A clause per task index, not per task: the SQL stays small with the number of flows.
-        vouched = reduce(
-            or_, (Q(task_index=index, flow_id__in=flows) for index, flows in fresh.items()), Q(pk__in=[])
-        )
-        lag_known = Q(seconds_behind__isnull=False) | (Q(records_behind__isnull=False) & ~Q(records_behind=0))
-        return _decided(
-            (("stale", Q(observed_at__lt=self.stale_before) & ~vouched), ("lag_known", lag_known)),
-            known={},
-            rank=rank,
-        )
+        return fresh
 
     def figures_at(self, flow_id: int, task_index: int, oldest: datetime.datetime) -> datetime.datetime:
         """When the figures of the task's rows, the oldest written at `oldest`, were last current: that
@@ -129,6 +134,32 @@ class TaskReports:
             written_at=oldest, task_observed_at=observed_at, task_rows_current_at=current_at
         )
         return figures_at
+
+
+def _fresh(fresh_tasks: tuple[tuple[int, int], ...], fresh_flows: Sequence[int]) -> dict[int, list[int]]:
+    """`TaskReports.fresh` from its `statement_values`."""
+    flows = iter(fresh_flows)
+    return {index: [next(flows) for _ in range(count)] for index, count in fresh_tasks}
+
+
+def shown_state_sql(
+    fresh: Mapping[int, Sequence[int]],
+    *,
+    stale_before: datetime.datetime,
+    rank: Mapping[str, int] | None = None,
+) -> Expression:
+    """`TaskReports.shown_state` of the tasks `fresh` (task index: the flows whose task of that index
+    reported since `stale_before`)."""
+    # A clause per task index, not per task: the SQL stays small with the number of flows.
+    vouched = reduce(
+        or_, (Q(task_index=index, flow_id__in=flows) for index, flows in fresh.items()), Q(pk__in=[])
+    )
+    lag_known = Q(seconds_behind__isnull=False) | (Q(records_behind__isnull=False) & ~Q(records_behind=0))
+    return _decided(
+        (("stale", Q(observed_at__lt=stale_before) & ~vouched), ("lag_known", lag_known)),
+        known={},
+        rank=rank,
+    )
 
 
 def _answers(facts: tuple[str, ...], known: dict[str, bool]) -> tuple[str, ...]:
@@ -178,18 +209,44 @@ def partition_rows(
 ) -> QuerySet[FlowPartitionStatus]:
     """The flow's status rows whose topic contains `search` and whose shown state is `state` (any when
     empty), worst first."""
-    rows = FlowPartitionStatus.objects.filter(flow=flow).alias(
-        severity=reports.shown_state(rank=SEVERITY),
+    rows = FlowPartitionStatus.objects.filter(flow=flow)
+    if search:
+        rows = rows.filter(topic__icontains=search)
+    if state:
+        rows = rows.alias(shown=reports.shown_state()).filter(shown=state)
+    return _worst_first(rows, severity=reports.shown_state(rank=SEVERITY))
+
+
+@statement
+def _worst_first_page(
+    fresh_tasks: tuple[tuple[int, int], ...],
+    offset: int,
+    size: int,
+    *,
+    flow_id: int,
+    fresh_flows: list[int],
+    stale_before: datetime.datetime,
+) -> QuerySet[FlowPartitionStatus]:
+    """`partition_rows` of a flow with no search and no filter, rows `offset` to `offset + size`
+    (`TaskReports.statement_values` gives the tasks)."""
+    severity = shown_state_sql(_fresh(fresh_tasks, fresh_flows), stale_before=stale_before, rank=SEVERITY)
+    return _worst_first(FlowPartitionStatus.objects.filter(flow_id=flow_id), severity=severity)[
+        offset : offset + size
+    ]
+
+
+def _worst_first(
+    rows: QuerySet[FlowPartitionStatus], *, severity: Expression
+) -> QuerySet[FlowPartitionStatus]:
+    """`rows` worst first: by the shown state's `severity`, then lag."""
+    rows = rows.alias(
+        severity=severity,
         undated=Case(
             When(seconds_behind__isnull=True, records_behind__gt=0, then=Value(1)),
             default=Value(0),
             output_field=IntegerField(),
         ),
     )
-    if search:
-        rows = rows.filter(topic__icontains=search)
-    if state:
-        rows = rows.alias(shown=reports.shown_state()).filter(shown=state)
     return rows.order_by(
         F("severity").desc(),
         F("undated").desc(),
@@ -238,9 +295,32 @@ def partition_page(
     task roll-ups are read unless given (`tasks`: `rollup.FlowStatus.tasks`)."""
     now = now or timezone.now()
     reports = TaskReports.of([flow.pk], now=now, tasks=tasks)
-    found = rows_page(
-        partition_rows(flow=flow, search=search, state=state, reports=reports), page=page, page_size=page_size
-    )
+    if search or state:
+        found = rows_page(
+            partition_rows(flow=flow, search=search, state=state, reports=reports),
+            page=page,
+            page_size=page_size,
+        )
+    else:  # the page as it opens: its statement compiled once per process
+        paginator = Paginator((), page_size)
+        paginator.count = FlowPartitionStatus.objects.filter(flow_id=flow.pk).count()
+        number = paginator.get_page(page).number
+        fresh_tasks, fresh_flows = reports.statement_values()
+        found = PartitionPage(
+            partitions=_worst_first_page(
+                fresh_tasks,
+                (number - 1) * page_size,
+                page_size,
+                flow_id=flow.pk,
+                fresh_flows=fresh_flows,
+                stale_before=reports.stale_before,
+            )
+            if paginator.count
+            else [],
+            count=paginator.count,
+            number=number,
+            page_size=page_size,
+        )
     shown = rollup.partitions_live(found.partitions, flow=flow, budget=budget, now=now, tasks=tasks)
     return dataclasses.replace(found, partitions=shown)
 
@@ -315,22 +395,22 @@ def _bytes_behind() -> Case:
     )
 
 
-def topic_statuses(
+@statement
+def _topic_groups(
+    fresh_tasks: tuple[tuple[int, int], ...],
     *,
-    flow_ids: Collection[int],
-    now: datetime.datetime | None = None,
-    tasks: Collection[FlowTaskStatus] | None = None,
-) -> dict[int, list[TopicStatus]]:
-    """Per flow of `flow_ids`, its topics (by name) rolled up: one statement, GROUP BY flow, topic and task
-    (the age of a task's rows is its report's: their task roll-ups read, unless given as `tasks`), then
-    per topic here."""
-    now = now or timezone.now()
-    reports = TaskReports.of(flow_ids, now=now, tasks=tasks)
+    flow_ids: list[int],
+    fresh_flows: list[int],
+    stale_before: datetime.datetime,
+) -> QuerySet:
+    """The flows' rows grouped by topic, task and shown state, for `topic_statuses` (the tasks that reported
+    since `stale_before`: `TaskReports.statement_values`)."""
+    fresh = _fresh(fresh_tasks, fresh_flows)
     # Grouped by the state shown too (the CASE written once, not once per state in a COUNT's FILTER: that
-    # statement took about 2 ms to compile), and the states' groups of a topic and task merged here.
-    groups = (
+    # statement took about 2 ms to compile), and the states' groups of a topic and task merged there.
+    return (
         FlowPartitionStatus.objects.filter(flow_id__in=flow_ids)
-        .annotate(shown=reports.shown_state())
+        .annotate(shown=shown_state_sql(fresh, stale_before=stale_before))
         .values("flow_id", "topic", "task_index", "shown")
         .annotate(
             partitions=Count("id"),
@@ -344,6 +424,23 @@ def topic_statuses(
             oldest=Min("observed_at"),
         )
         .order_by()
+    )
+
+
+def topic_statuses(
+    *,
+    flow_ids: Collection[int],
+    now: datetime.datetime | None = None,
+    tasks: Collection[FlowTaskStatus] | None = None,
+) -> dict[int, list[TopicStatus]]:
+    """Per flow of `flow_ids`, its topics (by name) rolled up: one statement, GROUP BY flow, topic and task
+    (the age of a task's rows is its report's: their task roll-ups read, unless given as `tasks`), then
+    per topic here."""
+    now = now or timezone.now()
+    reports = TaskReports.of(flow_ids, now=now, tasks=tasks)
+    fresh_tasks, fresh_flows = reports.statement_values()
+    groups = _topic_groups(
+        fresh_tasks, flow_ids=list(flow_ids), fresh_flows=fresh_flows, stale_before=reports.stale_before
     )
     by_task: dict[tuple[int, str, int], list[dict]] = {}
     for group in groups:

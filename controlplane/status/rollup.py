@@ -18,6 +18,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from controlplane.core import presence
+from controlplane.core.statements import first_row, statement
 from controlplane.flows import lifecycle, pools
 from controlplane.flows.models import Flow, FlowState
 from controlplane.flows.pools import PoolCheck
@@ -468,12 +469,26 @@ class FlowStatus(FlowSummary):
     tasks: tuple[FlowTaskStatus, ...] = ()  # its task roll-ups as read: its partitions' ages read them
 
 
+@statement
+def _task_rows(flow_id: int):
+    """A flow's task roll-ups (`flow.task_statuses`)."""
+    return FlowTaskStatus.objects.filter(flow_id=flow_id)
+
+
+@statement
+def _recent_events(flow_id: int):
+    """A flow's newest events, newest first."""
+    return FlowEvent.objects.filter(flow_id=flow_id)[:RECENT_EVENTS]
+
+
 def flow_status(*, flow: Flow, now: datetime.datetime | None = None) -> FlowStatus:
     """The flow's roll-up, its latest events and its schema sync (a page of its partitions:
     `controlplane.status.partitions`)."""
     stale_after = stale_after_s()
     now = now or timezone.now()
-    tasks = tuple(flow.task_statuses.all())
+    tasks = tuple(_task_rows(flow_id=flow.pk))
+    for task in tasks:
+        task.flow = flow  # as `flow.task_statuses` would have set it
     summary = summarize(
         flow,
         list(tasks),
@@ -484,7 +499,7 @@ def flow_status(*, flow: Flow, now: datetime.datetime | None = None) -> FlowStat
     )
     return FlowStatus(
         **vars(summary),
-        events=list(flow.events.all()[:RECENT_EVENTS]),
+        events=_recent_events(flow_id=flow.pk),
         stale_after_s=stale_after,
         schemas=schema_sync_statuses([flow], now=now).get(flow.pk),
         tasks=tasks,
@@ -518,18 +533,24 @@ class ReplicationActivity:
         return self.silent or self.no_workers
 
 
+@statement
+def _first_runnable():
+    """When the longest-runnable flow became runnable (none: no flow is)."""
+    return first_row(
+        Flow.objects.filter(state__in=lifecycle.RUNNABLE_STATES)
+        .annotate(runnable_since=Coalesce("state_changed_at", "created_at"))
+        .order_by("runnable_since")
+        .values_list("runnable_since", flat=True)
+    )
+
+
 def replication_activity(*, now: datetime.datetime | None = None) -> ReplicationActivity:
     now = now or timezone.now()
     stale_after = stale_after_s()
     # The longest-runnable flow's start: whether any flow is runnable, and whether one has been for longer
     # than the stale limit, in one statement.
-    first_runnable = (
-        Flow.objects.filter(state__in=lifecycle.RUNNABLE_STATES)
-        .annotate(runnable_since=Coalesce("state_changed_at", "created_at"))
-        .order_by("runnable_since")
-        .values_list("runnable_since", flat=True)
-        .first()
-    )
+    runnable = _first_runnable()
+    first_runnable = runnable[0] if runnable else None
     newest = FlowTaskStatus.objects.aggregate(newest=Max("observed_at"))["newest"]
     try:
         workers = sum(settings.REPLICATION_QUEUE in w.queues for w in presence.workers_seen())

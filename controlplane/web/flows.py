@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TypedDict
 
 from django.contrib import messages
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -346,16 +346,24 @@ def _flow_live(request, flow: Flow) -> tuple[dict, str, int]:
     return context, version, 400 if context["partition_errors"] else 200
 
 
+def _flow_shown(pk: int) -> Flow:
+    """The flow of a flow's page, read as it shows it; 404 when there is none."""
+    found = selectors.flow_shown(pk=pk)
+    if not found:
+        raise Http404("No flow matches the given query.")
+    return found[0]
+
+
 @viewer_required
 def flow_detail(request, pk: int):
-    flow = get_object_or_404(selectors.flow_list(cluster_aliases_only=True), pk=pk)  # what the page shows
+    flow = _flow_shown(pk)
     context, _, status = _flow_live(request, flow)
     return render(request, "web/flow_detail.html", context, status=status)
 
 
 @viewer_required
 def flow_live(request, pk: int):
-    flow = get_object_or_404(selectors.flow_list(cluster_aliases_only=True), pk=pk)  # what the page shows
+    flow = _flow_shown(pk)
     context, version, status = _flow_live(request, flow)
     if status == 200 and request.GET.get("v") == version:
         return HttpResponse(status=204)  # htmx keeps what it shows

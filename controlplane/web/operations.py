@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 
 from controlplane import assurance, operations
 from controlplane.core.errors import RateLimited, ServiceConflict, ServiceValidationError
+from controlplane.core.statements import first_row, statement
 from controlplane.flows import engine, lifecycle, selectors
 from controlplane.flows.models import Flow
 from controlplane.operations import cutover, drills, failback, plans, takeover
@@ -36,7 +37,13 @@ def drill_history(flow: Flow) -> QuerySet[Operation]:
 def last_drill(flow: Flow) -> Operation | None:
     """The flow's newest drill as the flow page's line shows it: its own row only (the history's joins
     and prefetches compiled about 1.8 ms per flow page for columns the line does not show)."""
-    return Operation.objects.filter(flow=flow, kind=OperationKind.DRILL).first()
+    rows = _last_drill(flow_id=flow.pk)
+    return rows[0] if rows else None
+
+
+@statement
+def _last_drill(flow_id: int):
+    return first_row(Operation.objects.filter(flow_id=flow_id, kind=OperationKind.DRILL))
 
 
 def queue_operation(request, pk: int, kind: str, queue) -> HttpResponse:
