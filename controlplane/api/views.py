@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import django_filters
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
@@ -162,7 +162,11 @@ class FlowViewSet(viewsets.ModelViewSet):
     )
     @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def status(self, request, pk=None):
-        flow = self.get_object()
+        found = selectors.flow_shown(pk=int(pk))  # `get_object`'s read, compiled once per process
+        if not found:
+            raise Http404("No flow matches the given query.")
+        flow = found[0]
+        self.check_object_permissions(request, flow)
         query = s.PartitionQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         status = rollup.flow_status(flow=flow)

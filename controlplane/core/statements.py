@@ -11,9 +11,9 @@ Django's own iterables turn the rows into what the queryset gives (model instanc
 `select_related` ones, dicts or tuples), as `list(queryset)` would.
 
 The values must be compared as they are (an id, a text, a time, or a collection of them for `__in`, whose
-length is part of the shape): never None, never a bool (use `shape`), never transformed by the lookup (a
-LIKE pattern, JSON) and never deciding the SQL's text. A stand-in that
-does not come through unchanged (or shows up transformed) leaves that shape uncached: it is built and
+length is part of the shape), never transformed by the lookup (a LIKE pattern, JSON) and never deciding the
+SQL's text otherwise; a value that is None or a bool is part of the shape (it usually decides the SQL: `IS
+NULL`, a filter left out), passed to the builder as it is. A stand-in that does not come through unchanged (or shows up transformed) leaves that shape uncached: it is built and
 compiled each call, as before, and the log says so once. With `MIRRORPLANE_STATEMENTS_CHECK` on (the test
 suite sets it) every call also builds and compiles the queryset with its values and raises
 `StatementMismatch` when the SQL or its parameters differ from the cached ones.
@@ -50,10 +50,6 @@ class StatementMismatch(AssertionError):
 
 def _stand_in(name: str, value: Any, index: int) -> Any:
     """A value of `value`'s type that no real call passes, unique to the `index`th parameter."""
-    if value is None or isinstance(value, bool):
-        raise TypeError(
-            f"statement value {name}={value!r}: None and bools decide the SQL; pass them as shape"
-        )
     if isinstance(value, int):
         return _INT_STAND_IN - index
     if isinstance(value, float):
@@ -68,7 +64,10 @@ def _stand_in(name: str, value: Any, index: int) -> Any:
 
 
 def _stand_ins(name: str, value: Any, index: int) -> Any:
-    """`_stand_in` of a scalar; a list of them (the `index`th parameter's, numbered apart) of a collection."""
+    """`_stand_in` of a scalar; a list of them (the `index`th parameter's, numbered apart) of a collection;
+    None or a bool as it is (part of the shape, `_key`)."""
+    if value is None or isinstance(value, bool):
+        return value
     if isinstance(value, (list, tuple, set, frozenset)):
         return [_stand_in(name, item, index * 100_000 + offset + 1) for offset, item in enumerate(value)]
     return _stand_in(name, value, index)
@@ -167,6 +166,7 @@ class Statement:
         wanted = {
             (type(item), item): (name, index if isinstance(value, list) else None)
             for name, value in stand_ins.items()
+            if not _in_shape(value)
             for index, item in (enumerate(value) if isinstance(value, list) else [(0, value)])
         }
         slots = tuple(
@@ -215,14 +215,23 @@ def first_row(rows: QuerySet) -> QuerySet:
 
 
 def _key(shape: tuple, values: Mapping[str, Any]) -> Hashable:
-    """A plan's key: the shape, the values' names, and the length of each collection among them."""
+    """A plan's key: the shape, the values' names, the length of each collection among them, and those
+    that are None or a bool."""
     return (
         shape,
         tuple(
-            (name, len(value)) if isinstance(value, (list, tuple, set, frozenset)) else name
+            (name, len(value))
+            if isinstance(value, (list, tuple, set, frozenset))
+            else (name, value)
+            if _in_shape(value)
+            else name
             for name, value in values.items()
         ),
     )
+
+
+def _in_shape(value: Any) -> bool:
+    return value is None or isinstance(value, bool)
 
 
 def _hashable(value: Any) -> bool:

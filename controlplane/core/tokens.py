@@ -22,6 +22,7 @@ from rest_framework.authentication import TokenAuthentication
 from controlplane.core.audit import audit_record
 from controlplane.core.models import ApiToken, AuditAction, SsoIdentity
 from controlplane.core.roles import ROLE_RANK, role_rank
+from controlplane.core.statements import first_row, statement
 
 
 def token_digest(key: str) -> str:
@@ -78,24 +79,29 @@ def _capped(
     return short if expires_at is None else min(expires_at, short)
 
 
+@statement
+def _token_with_user(digest: str):
+    """The token of `digest` with its user, whether they sign in through the identity provider, and their
+    role: one statement per request."""
+    return first_row(
+        ApiToken.objects.select_related("user")
+        .annotate(
+            sso=Exists(SsoIdentity.objects.filter(user=OuterRef("user_id"))),
+            user_role_rank=role_rank(f'"{ApiToken._meta.db_table}"."user_id"'),
+        )
+        .filter(digest=digest)
+    )
+
+
 class ApiTokenAuthentication(TokenAuthentication):
     """`Authorization: Token <key>` against the stored digests; an expired token is a 401 saying how to
     get a new one."""
 
     def authenticate_credentials(self, key):
-        # Whether its user signs in through the identity provider, and their role, in the same statement: one
-        # per request.
-        token = (
-            ApiToken.objects.select_related("user")
-            .annotate(
-                sso=Exists(SsoIdentity.objects.filter(user=OuterRef("user_id"))),
-                user_role_rank=role_rank(f'"{ApiToken._meta.db_table}"."user_id"'),
-            )
-            .filter(digest=token_digest(key))
-            .first()
-        )
-        if token is None:
+        found = _token_with_user(digest=token_digest(key))
+        if not found:
             raise exceptions.AuthenticationFailed("invalid token")
+        token = found[0]
         setattr(token.user, ROLE_RANK, token.user_role_rank)
         if not token.user.is_active:
             raise exceptions.AuthenticationFailed("user inactive or deleted")

@@ -375,6 +375,16 @@ def summarize(
 SUMMARY_FLOW_FIELDS = ("state", "pool")
 
 
+@statement
+def _summarized_flows(fields: tuple[str, ...] | None, *, flow_ids: list[int] | None):
+    return of_flows(flow_list(cluster_aliases_only=True, fields=fields), flow_ids, key="pk")
+
+
+@statement
+def _summarized_tasks(flow_ids: list[int] | None):
+    return of_flows(FlowTaskStatus.objects.order_by("task_index"), flow_ids)
+
+
 def flow_summaries(
     *,
     now: datetime.datetime | None = None,
@@ -388,13 +398,14 @@ def flow_summaries(
     now = now or timezone.now()
     stale_after = stale_after_s()
     fields = None if flow_fields is None else (*SUMMARY_FLOW_FIELDS, *flow_fields)
-    flows = list(of_flows(flow_list(cluster_aliases_only=True, fields=fields), flow_ids, key="pk"))
+    wanted = None if flow_ids is None else list(flow_ids)
+    flows = _summarized_flows(fields, flow_ids=wanted)
     if flow_ids is not None:
         by_id = {flow.pk: flow for flow in flows}
         flows = [by_id[flow_id] for flow_id in flow_ids if flow_id in by_id]
     # The task rows grouped here, not prefetched: a prefetch builds a queryset per flow (a few ms per page).
     tasks: dict[int, list[FlowTaskStatus]] = {}
-    for task in of_flows(FlowTaskStatus.objects.order_by("task_index"), flow_ids):
+    for task in _summarized_tasks(flow_ids=wanted):
         tasks.setdefault(task.flow_id, []).append(task)
     checks = pools.flow_pool_checks(flows)
     budgets = rpo_budgets(flow_ids=flow_ids)

@@ -307,3 +307,9 @@ def test_session_login_works_for_the_api(client, tokens):
     client.force_login(get_user_model().objects.get(username="viewer"))
     assert client.get("/api/v1/flows/").status_code == 200
     assert client.post("/api/v1/clusters/", {"alias": "X", "bootstrap_servers": "x:1"}).status_code == 403
+
+
+def test_the_status_of_a_flow_that_does_not_exist_is_404(client_as, flow):
+    response = client_as("viewer").get(f"/api/v1/flows/{flow.pk + 1000}/status/")
+    assert response.status_code == 404, response.content
+    assert client_as("viewer").get(f"/api/v1/flows/{flow.pk}/status/").status_code == 200

@@ -104,10 +104,14 @@ def test_a_value_the_sql_does_not_carry_as_it_is_is_not_cached(flows, caplog):
         assert [c.alias for c in searched(text="c")] == ["C"]
     assert "not compared as they are" in caplog.text
     assert caplog.text.count("not compared as they are") == 1  # said once: the shape is remembered
-    with pytest.raises(TypeError, match="pass them as shape"):
-        Statement(lambda enabled: Flow.objects.filter(enabled=enabled))(enabled=True)
+    Flow.objects.update(enabled=True)
+    Flow.objects.filter(pk=flows[0].pk).update(enabled=False)
     enabled = Statement(lambda enabled: Flow.objects.filter(enabled=enabled).order_by("pk"))
-    assert [f.pk for f in enabled(True)] == [f.pk for f in flows if f.enabled]
+    assert [f.pk for f in enabled(enabled=True)] == [f.pk for f in flows[1:]]
+    assert [f.pk for f in enabled(enabled=False)] == [flows[0].pk]  # a bool is a shape of its own
+    of_source = Statement(lambda alias: Flow.objects.filter(source__alias=alias).order_by("pk"))
+    assert [f.pk for f in of_source(alias=None)] == []  # IS NULL: a shape of its own too
+    assert [f.pk for f in of_source(alias="B")] == [flows[1].pk]
 
 
 def test_check_mode_catches_a_builder_whose_sql_depends_on_a_value(flows):
