@@ -16,6 +16,7 @@ from django.utils import timezone
 from controlplane.assurance.budgets import DEFAULT_BUDGET, RpoBudget, rpo_budgets
 from controlplane.assurance.models import FlowAssurance
 from controlplane.assurance.verification import VerificationSummary, verification_statuses
+from controlplane.core.statements import statement
 from controlplane.flows import engine, lifecycle
 from controlplane.flows.models import Cluster, Flow, FlowState
 from controlplane.flows.selectors import of_flows
@@ -42,6 +43,29 @@ def _epoch(value: datetime.datetime | None) -> float | None:
 _DECIDERS: dict[tuple, tuple] = {}
 
 
+@statement
+def _flows_between(sources: list[int], targets: list[int]):
+    return Flow.objects.filter(source_id__in=sources, target_id__in=targets)
+
+
+@statement
+def _signals(flow_ids: list[int] | None):
+    return of_flows(FlowSignals.objects.all(), flow_ids)
+
+
+@statement
+def _assurances(flow_ids: list[int] | None):
+    return of_flows(FlowAssurance.objects.all(), flow_ids)
+
+
+@statement
+def _acl_warning_rows(flow_ids: list[int] | None):
+    warnings = FlowEvent.objects.filter(
+        kind=FlowEventKind.WARNING, message__startswith="ACL sync unsupported"
+    )
+    return of_flows(warnings, flow_ids).values_list("flow_id", "message")
+
+
 class _ReverseFlows:
     """Each flow's reverse flow (target -> source), found among the flows read (one query for the others:
     their clusters are those of the flows read, read with them); the source topics of the flows that have
@@ -52,8 +76,9 @@ class _ReverseFlows:
         wanted = {(f.target_id, f.source_id) for f in flows} - self._by_clusters.keys()
         if wanted:
             clusters = {cluster.pk: cluster for f in flows for cluster in (f.source, f.target)}
-            candidates = Flow.objects.filter(
-                source_id__in={source for source, _ in wanted}, target_id__in={target for _, target in wanted}
+            candidates = _flows_between(
+                sources=sorted({source for source, _ in wanted}),
+                targets=sorted({target for _, target in wanted}),
             )
             for flow in candidates:
                 flow.source, flow.target = clusters[flow.source_id], clusters[flow.target_id]
@@ -191,10 +216,7 @@ def readiness_facts(
 
 def _acl_warnings(flow_ids: Collection[int] | None) -> dict[int, str]:
     found: dict[int, str] = {}
-    warnings = FlowEvent.objects.filter(
-        kind=FlowEventKind.WARNING, message__startswith="ACL sync unsupported"
-    )
-    for flow_id, message in of_flows(warnings, flow_ids).values_list("flow_id", "message"):
+    for flow_id, message in _acl_warning_rows(flow_ids=None if flow_ids is None else list(flow_ids)):
         found.setdefault(flow_id, message)
     return found
 
@@ -221,11 +243,12 @@ def readiness_reads(
     """The reads of the flows `flow_ids` (every flow's when None): one flow's page reads that flow's; their
     RPO budgets and verification summaries are `budgets` and `verifications` when read already (as
     `verification_statuses` answers: no key for a flow without a row)."""
+    wanted = None if flow_ids is None else list(flow_ids)
     return ReadinessReads(
         budgets=rpo_budgets(flow_ids=flow_ids) if budgets is None else budgets,
-        signals={row.flow_id: row for row in of_flows(FlowSignals.objects.all(), flow_ids)},
+        signals={row.flow_id: row for row in _signals(flow_ids=wanted)},
         verifications=verification_statuses(flow_ids=flow_ids) if verifications is None else verifications,
-        assurances={row.flow_id: row for row in of_flows(FlowAssurance.objects.all(), flow_ids)},
+        assurances={row.flow_id: row for row in _assurances(flow_ids=wanted)},
         acl_warnings=_acl_warnings(flow_ids),
     )
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, partial
 
 from django.db import transaction
-from django.db.models import Case, Count, F, IntegerField, Max, Q, QuerySet, Sum, Value, When
+from django.db.models import Case, Count, F, IntegerField, Max, Q, Sum, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -29,6 +29,7 @@ from controlplane.assurance.models import (
     VerificationBacklog,
     VerificationStatus,
 )
+from controlplane.core.statements import statement
 from controlplane.flows.models import Flow
 from controlplane.flows.selectors import of_flows
 from controlplane.status import partitions, rollup
@@ -159,12 +160,32 @@ _ROLLUP = {
 }
 
 
-def _summaries(rows: QuerySet[PartitionVerification]) -> dict[int, VerificationSummary]:
+@statement
+def _mismatching(flow_ids: list[int] | None):
+    return (
+        of_flows(PartitionVerification.objects.all(), flow_ids)
+        .filter(status=VerificationStatus.MISMATCH)
+        .order_by("topic", "partition")
+    )
+
+
+@statement
+def _rollups(flow_ids: list[int] | None):
+    return (
+        of_flows(PartitionVerification.objects.all(), flow_ids)
+        .order_by()
+        .values("flow_id")
+        .annotate(**_ROLLUP)
+    )
+
+
+def _summaries(flow_ids: list[int] | None) -> dict[int, VerificationSummary]:
     """Each flow's summary of `rows`: two queries (the roll-ups, the mismatching rows); the rows
     themselves in one more, for every flow at once, when a summary's `partitions` is first read, and the
     backlogs likewise when one is first read (`backlog`: the flow page, its API, /metrics)."""
     mismatches: dict[int, list[PartitionVerification]] = {}
-    for row in rows.filter(status=VerificationStatus.MISMATCH).order_by("topic", "partition"):
+    rows = of_flows(PartitionVerification.objects.all(), flow_ids)
+    for row in _mismatching(flow_ids=flow_ids):
         mismatches.setdefault(row.flow_id, []).append(row)
     loaded: dict[int, tuple[PartitionVerification, ...]] = {}
 
@@ -177,9 +198,7 @@ def _summaries(rows: QuerySet[PartitionVerification]) -> dict[int, VerificationS
             loaded.setdefault(-1, ())  # loaded, even when no flow has a row
         return loaded.get(flow_id, ())
 
-    rollups = {
-        rollup.pop("flow_id"): rollup for rollup in rows.order_by().values("flow_id").annotate(**_ROLLUP)
-    }
+    rollups = {rollup.pop("flow_id"): rollup for rollup in _rollups(flow_ids=flow_ids)}
     backlogs: dict[int, BacklogSeen] | None = None
 
     def backlog_of(flow_id: int) -> BacklogSeen | None:
@@ -232,7 +251,7 @@ def verification_page(
 def verification_statuses(*, flow_ids: Collection[int] | None = None) -> dict[int, VerificationSummary]:
     """The verification of the flows `flow_ids`, every flow's when None (two queries; every row in a third
     once some summary's `partitions` is read), for the overview, /metrics and the alert evaluation."""
-    return _summaries(of_flows(PartitionVerification.objects.all(), flow_ids))
+    return _summaries(None if flow_ids is None else list(flow_ids))
 
 
 def verification_rows(*, flow_id: int) -> dict[PartitionKey, PartitionVerification]:
