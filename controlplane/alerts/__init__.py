@@ -14,6 +14,7 @@ from controlplane.alerts.evaluation import (
 from controlplane.alerts.selectors import (
     alert_list,
     alerts_firing,
+    alerts_firing_of,
     alerts_resolved,
     firing_by_flow,
     firing_first,
@@ -36,6 +37,7 @@ __all__ = [
     "limits",
     "alert_list",
     "alerts_firing",
+    "alerts_firing_of",
     "alerts_resolved",
     "firing_by_flow",
     "firing_first",

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from django.db.models import QuerySet
 
 from controlplane.alerts.models import Alert, AlertSilence, AlertState
+from controlplane.core.statements import statement
 from controlplane.flows.models import Flow
 
 
@@ -37,9 +38,24 @@ def firing_by_flow() -> dict[int, list[Alert]]:
     """Flow id -> its firing alerts no silence covers, for the flow list and overview (firing first, with a
     marker): a silenced alert is not counted there (the alert page and the flow page show it, marked)."""
     found: dict[int, list[Alert]] = {}
-    for alert in Alert.objects.filter(state=AlertState.FIRING, silenced=False).order_by("fired_at"):
+    for alert in _firing_unsilenced():
         found.setdefault(alert.flow_id, []).append(alert)
     return found
+
+
+@statement
+def _firing_unsilenced():
+    return Alert.objects.filter(state=AlertState.FIRING, silenced=False).order_by("fired_at")
+
+
+@statement
+def _firing_of(flow_id: int):
+    return Alert.objects.filter(state=AlertState.FIRING, flow_id=flow_id).order_by("-fired_at", "-id")
+
+
+def alerts_firing_of(flow: Flow) -> list[Alert]:
+    """`alerts_firing(flow=flow)` as a list, its statement compiled once per process (the flow page's)."""
+    return _firing_of(flow_id=flow.pk)
 
 
 def silence_list() -> QuerySet[AlertSilence]:

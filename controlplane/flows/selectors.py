@@ -56,6 +56,18 @@ def flow_list(*, cluster_aliases_only: bool = False, fields: Sequence[str] | Non
 
 
 @statement
+def flow_ids_by_name() -> QuerySet:
+    """Every flow's id, in the flows' order (by name)."""
+    return flow_list().values_list("pk", flat=True)
+
+
+@statement
+def cluster_aliases() -> QuerySet:
+    """Every cluster's alias, in the clusters' order."""
+    return cluster_list().values_list("alias", flat=True)
+
+
+@statement
 def flow_shown(pk: int) -> QuerySet[Flow]:
     """The flow `pk` as its pages show it (`flow_list(cluster_aliases_only=True)`), compiled once per process."""
     return flow_list(cluster_aliases_only=True).filter(pk=pk)

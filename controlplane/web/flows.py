@@ -156,13 +156,11 @@ def flow_list_spec(*, cluster_aliases: Sequence[str]) -> ListSpec:
 def flow_list(request):
     """Flows with firing alerts first, then by name: the live roll-ups of the page's flows only, unless a
     search, filter or sort needs every flow's."""
-    flow_ids, firing = summaries.flows_firing_first(
-        selectors.flow_list().values_list("pk", flat=True), flow_id=int
-    )
+    flow_ids, firing = summaries.flows_firing_first(selectors.flow_ids_by_name(), flow_id=int)
     rows = KeyedRows(
         flow_ids, lambda page: rollup.flow_summaries(flow_ids=page, flow_fields=LIST_FLOW_FIELDS)
     )
-    aliases = list(selectors.cluster_list().values_list("alias", flat=True))  # a filter's; a flow needs two
+    aliases = selectors.cluster_aliases()  # a filter's; a flow needs two
     listing = list_page(request, flow_list_spec(cluster_aliases=aliases), rows)
     return render(
         request,
@@ -325,7 +323,7 @@ def _flow_detail_context(request, flow: Flow) -> dict:
         "verification_rows": verification.verification_page(
             flow=flow, page_size=VERIFICATION_ROWS, count=verified.partition_count
         ).partitions,
-        "flow_alerts": list(alerts.alerts_firing(flow=flow)),
+        "flow_alerts": alerts.alerts_firing_of(flow),
         "pool_waiting": [status] if status.pool_without_workers else [],
         "last_drill": last_drill(flow),
         "back": base,
