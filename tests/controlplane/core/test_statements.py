@@ -131,3 +131,40 @@ def test_an_empty_collection_answers_nothing_without_a_statement(flows, caplog):
         assert len(queries) == 0
         assert [f.pk for f in of_flows(flow_ids=[flows[0].pk])] == [flows[0].pk]
     assert caplog.text == ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_threads_share_a_plan_each_on_its_own_connection_with_its_own_values():
+    """gunicorn's threads call the same statements at once: each call runs on its thread's connection with
+    its own values, whatever the others do meanwhile."""
+    import threading
+
+    from django.db import connections
+
+    a, b, c = (Cluster.objects.create(alias=alias, bootstrap_servers=f"{alias}:9092") for alias in "ABC")
+    flows = [Flow.objects.create(source=s, target=t) for s, t in ((a, b), (b, a), (a, c), (c, b))]
+    shown = Statement(lambda pk: flow_list(cluster_aliases_only=True).filter(pk=pk))
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def read(flow: Flow) -> None:
+        try:
+            start.wait()
+            for _ in range(50):
+                [got] = shown(pk=flow.pk)
+                assert (got.pk, got.source.alias, got.target.alias) == (
+                    flow.pk,
+                    flow.source.alias,
+                    flow.target.alias,
+                )
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=read, args=(flow,)) for flow in flows]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
