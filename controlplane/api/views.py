@@ -22,7 +22,7 @@ from controlplane.core.bounds import ID_PATTERN
 from controlplane.core.roles import Role
 from controlplane.flows import mm2, pools, selectors, services
 from controlplane.flows.models import Cluster, Flow, FlowState, SecurityProtocol
-from controlplane.status import partitions, rollup
+from controlplane.status import activity, partitions, rollup
 
 # Ids are BigAutoField: longer numbers cannot exist (and PostgreSQL would refuse them), so they are 404.
 
@@ -183,7 +183,7 @@ class LiveStatusView(APIView):
         responses=s.LiveStatusSerializer,
     )
     def get(self, request):
-        return Response(s.LiveStatusSerializer(rollup.live_status()).data)
+        return Response(s.LiveStatusSerializer(activity.live_status()).data)
 
 
 class PoolListView(APIView):

@@ -22,7 +22,7 @@ from controlplane.assurance import verification
 from controlplane.core.errors import ClusterUnavailable, RateLimited, ServiceConflict, ServiceValidationError
 from controlplane.flows import engine, mm2, selectors, services
 from controlplane.flows.models import Flow, FlowState, SecurityProtocol
-from controlplane.status import partitions, rollup
+from controlplane.status import activity, partitions, rollup
 from controlplane.web import summaries
 from controlplane.web.access import admin_required, back_url, operator_required, viewer_required
 from controlplane.web.forms import PREVIEW_FIELDS, ClusterForm, FlowForm, Mm2ImportForm
@@ -169,7 +169,7 @@ def flow_list(request):
             "listing": listing,
             "summaries": listing.rows,
             "firing": firing,
-            "activity": rollup.replication_activity(),
+            "activity": activity.replication_activity(),
             "has_clusters": len(aliases) >= 2,
         },
         status=400 if listing.errors else 200,
@@ -312,7 +312,7 @@ def _flow_detail_context(request, flow: Flow) -> dict:
         },
         "live_query": {**search, "page": shown.number},
         "events": status.events,
-        "activity": rollup.replication_activity(),
+        "activity": activity.replication_activity(),
         "budget": status.budget,
         "rpo": rpo,
         "readiness": assurance.flow_readiness(

@@ -9,14 +9,14 @@ from django.urls import reverse
 
 from controlplane import assurance
 from controlplane.flows import pools, selectors
-from controlplane.status import rollup
+from controlplane.status import activity, rollup
 from controlplane.web import summaries
 from controlplane.web.access import viewer_required
 
 
 # -- overview ---------------------------------------------------------------------------------------------
 def _overview_context() -> dict:
-    live = rollup.live_status()
+    live = activity.live_status()
     clusters = list(selectors.cluster_list())
     ordered, firing = summaries.flows_firing_first(live.flows)
     return {

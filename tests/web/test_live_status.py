@@ -17,7 +17,7 @@ from controlplane.core import presence
 from controlplane.flows import lifecycle
 from controlplane.flows.models import Flow
 from controlplane.metrics import prometheus
-from controlplane.status import rollup
+from controlplane.status import activity, rollup
 from controlplane.status.budgets import DEFAULT_BUDGET, RpoBudget
 from controlplane.status.models import FlowPartitionStatus, PartitionState
 from tests.status_reports import stored_report, task_rollup_rebuild
@@ -290,13 +290,13 @@ def test_the_banner_says_whether_workers_run_from_their_presence_in_redis(client
 def test_replication_activity_expects_reports_only_from_flows_that_should_replicate(flow):
     now = timezone.now()
     Flow.objects.filter(pk=flow.pk).update(state_changed_at=now - timedelta(minutes=5))
-    never = rollup.replication_activity(now=now)
+    never = activity.replication_activity(now=now)
     assert never.silent and never.alarming and never.last_report_at is None
     _row(flow, 0, age_s=2)
-    assert not rollup.replication_activity().silent
+    assert not activity.replication_activity().silent
     lifecycle.transition(flow=flow, name="pause")
     Flow.objects.filter(pk=flow.pk).update(state_changed_at=now - timedelta(minutes=5))
-    paused = rollup.replication_activity(now=now + timedelta(minutes=10))
+    paused = activity.replication_activity(now=now + timedelta(minutes=10))
     assert not paused.silent and not paused.no_workers and not paused.alarming  # nothing should run
 
 
