@@ -25,14 +25,21 @@ from django.conf import settings
 from django.db.models import Count, F, Sum
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from controlplane import alerts, assurance
 from controlplane.alerts.models import Alert, AlertState
 from controlplane.assurance.models import PartitionVerification, VerificationStatus
 from controlplane.core import presence
-from controlplane.metrics.text import PartitionLabels, PartitionSeries, render_text
+from controlplane.metrics.text import (
+    HistogramSeries,
+    LabelSet,
+    PartitionLabels,
+    PartitionSeries,
+    Series,
+    render_text,
+)
 from controlplane.operations.models import Operation
 from controlplane.status import partitions, rollup
 from controlplane.status.models import (
@@ -60,16 +67,26 @@ def per_partition(summary: rollup.FlowSummary) -> bool:
     return level == "partition"
 
 
-def _gauge(name: str, doc: str, labels: list[str], unit: str = "") -> GaugeMetricFamily:
-    return GaugeMetricFamily(f"mirrorplane_{name}", doc, labels=labels, unit=unit)
+def _gauge(name: str, doc: str, labels: list[str], unit: str = "") -> Series:
+    return Series(f"mirrorplane_{name}", doc, "gauge", labels=labels, unit=unit)
 
 
-def _counter(name: str, doc: str, labels: list[str]) -> CounterMetricFamily:
-    return CounterMetricFamily(f"mirrorplane_{name}", doc, labels=labels)
+def _counter(name: str, doc: str, labels: list[str]) -> Series:
+    return Series(f"mirrorplane_{name}", doc, "counter", labels=labels)
 
 
-def _histogram(name: str, doc: str, labels: list[str]) -> HistogramMetricFamily:
-    return HistogramMetricFamily(f"mirrorplane_{name}", doc, labels=labels)
+def _histogram(name: str, doc: str, labels: list[str]) -> HistogramSeries:
+    return HistogramSeries(f"mirrorplane_{name}", doc, labels=labels)
+
+
+def flow_labels(summaries) -> dict[int, LabelSet]:
+    """Each flow's labels (FLOW_LABELS), written as text once per scrape for its some 40 families."""
+    return {
+        summary.flow.pk: LabelSet(
+            FLOW_LABELS, (summary.flow.name, summary.flow.source.alias, summary.flow.target.alias)
+        )
+        for summary in summaries
+    }
 
 
 def latency_histogram(partitions) -> tuple[list[tuple[str, float]], float] | None:
@@ -97,12 +114,13 @@ class MirrorplaneCollector:
         # Read once for every flow and every family: signals, budgets, verification (a scrape's statements
         # do not grow with the flows; tests/controlplane/metrics/test_metrics_partition_level.py counts them).
         reads = assurance.readiness_reads()
+        labels = flow_labels(summaries)
         yield from self._partition_families(summaries)
         yield from self._topic_families(summaries, topics)
-        yield from self._flow_families(summaries, reads)
-        yield from self._event_families(summaries)
-        yield from self._alert_families(summaries, reads)
-        yield from self._assurance_families(summaries, topics, reads)
+        yield from self._flow_families(summaries, reads, labels)
+        yield from self._event_families(summaries, labels)
+        yield from self._alert_families(summaries, reads, labels)
+        yield from self._assurance_families(summaries, topics, reads, labels)
         yield from self._operation_families()
         yield from self._worker_families()
 
@@ -181,8 +199,9 @@ class MirrorplaneCollector:
             "topic_status_age_seconds", "Seconds since the topic's oldest partition report", TOPIC_LABELS
         )
         for summary in summaries:
+            name = summary.flow.name
             for topic in topics.get(summary.flow.pk, ()):
-                labels = [summary.flow.name, topic.topic]
+                labels = LabelSet(TOPIC_LABELS, (name, topic.topic))
                 for family, value in (
                     (records_behind, topic.records_behind),
                     (bytes_behind, topic.bytes_behind),
@@ -196,7 +215,7 @@ class MirrorplaneCollector:
                     if value is not None:
                         family.add_metric(labels, value)
                 for shown, count in sorted(topic.states.items()):
-                    states.add_metric([*labels, shown], count)
+                    states.add_metric(labels.plus("state", shown), count)
         yield from (
             records_behind,
             bytes_behind,
@@ -210,7 +229,9 @@ class MirrorplaneCollector:
         )
 
     # -- per flow ---------------------------------------------------------------------------------------
-    def _flow_families(self, summaries, reads: assurance.ReadinessReads) -> Iterator[Metric]:
+    def _flow_families(
+        self, summaries, reads: assurance.ReadinessReads, flow_labels: dict[int, LabelSet]
+    ) -> Iterator[Metric]:
         state = _gauge(
             "flow_state",
             "The flow's lifecycle state, as a label of a series valued 1",
@@ -269,8 +290,8 @@ class MirrorplaneCollector:
         )
         for summary in summaries:
             flow = summary.flow
-            labels = [flow.name, flow.source.alias, flow.target.alias]
-            state.add_metric([*labels, flow.state], 1)
+            labels = flow_labels[flow.pk]
+            state.add_metric(labels.plus("state", flow.state), 1)
             aborted.add_metric(labels, summary.records_aborted)
             if summary.records_behind is not None:
                 behind.add_metric(labels, summary.records_behind)
@@ -279,12 +300,12 @@ class MirrorplaneCollector:
             if summary.age_s is not None:
                 age.add_metric(labels, summary.age_s)
             stale.add_metric(labels, 1 if summary.health == "stale" else 0)
-            health.add_metric([*labels, summary.health], 1)
+            health.add_metric(labels.plus("health", summary.health), 1)
             histogram = latency_histogram([summary])
             if histogram is not None:
                 latency.add_metric(labels, *histogram)
             if summary.pool is not None and summary.pool.live_workers is not None:
-                pool_workers.add_metric([*labels, flow.pool], summary.pool.live_workers)
+                pool_workers.add_metric(labels.plus("pool", flow.pool), summary.pool.live_workers)
             schemas = syncs.get(flow.pk)
             if schemas is not None and schemas.age_s is not None:  # a pass ran (observed_at)
                 schemas_behind.add_metric(labels, schemas.versions_behind or 0)
@@ -293,8 +314,7 @@ class MirrorplaneCollector:
         yield from (state, behind, seconds, age, stale, health, aborted, latency, pool_workers)
         yield from (schemas_behind, schemas_errors, schemas_age)
 
-    def _event_families(self, summaries) -> Iterator[Metric]:
-        names = {summary.flow.pk: summary.flow for summary in summaries}
+    def _event_families(self, summaries, flow_labels: dict[int, LabelSet]) -> Iterator[Metric]:
         gaps = _counter(
             "data_loss_gaps", "Source offsets gone before they were replicated, as gaps", FLOW_LABELS
         )
@@ -310,8 +330,7 @@ class MirrorplaneCollector:
         by_flow: dict[int, dict[str, tuple[int, int]]] = {}
         for row in counted:
             by_flow.setdefault(row["flow_id"], {})[row["kind"]] = (row["events"], row["offsets"] or 0)
-        for flow_id, flow in names.items():
-            labels = [flow.name, flow.source.alias, flow.target.alias]
+        for flow_id, labels in flow_labels.items():
             kinds = by_flow.get(flow_id, {})
             gap_events, gap_offsets = kinds.get(FlowEventKind.DATA_LOSS_GAP, (0, 0))
             gaps.add_metric(labels, gap_events)
@@ -319,7 +338,9 @@ class MirrorplaneCollector:
             errors.add_metric(labels, kinds.get(FlowEventKind.ERROR, (0, 0))[0])
         yield from (gaps, lost, errors)
 
-    def _alert_families(self, summaries, reads: assurance.ReadinessReads) -> Iterator[Metric]:
+    def _alert_families(
+        self, summaries, reads: assurance.ReadinessReads, flow_labels: dict[int, LabelSet]
+    ) -> Iterator[Metric]:
         """Runtime signals, RPO budgets and firing alerts (docs/alerts.md)."""
         now = time.time()
         ages = {
@@ -352,7 +373,7 @@ class MirrorplaneCollector:
         )
         for summary in summaries:
             flow = summary.flow
-            labels = [flow.name, flow.source.alias, flow.target.alias]
+            labels = flow_labels[flow.pk]
             row = reads.signals.get(flow.pk)
             if row is not None:
                 for field, family in ages.items():
@@ -393,7 +414,11 @@ class MirrorplaneCollector:
         )
 
     def _assurance_families(
-        self, summaries, topics: dict[int, list[partitions.TopicStatus]], reads: assurance.ReadinessReads
+        self,
+        summaries,
+        topics: dict[int, list[partitions.TopicStatus]],
+        reads: assurance.ReadinessReads,
+        flow_labels: dict[int, LabelSet],
     ) -> Iterator[Metric]:
         """Live RPO, failover readiness and continuous verification (docs/verification.md): partitions that
         differ per topic for every flow (its roll-up: no row per partition read), per partition for the
@@ -438,7 +463,7 @@ class MirrorplaneCollector:
         readiness = assurance.flow_readiness_all(summaries, now=now, reads=reads)
         for summary in summaries:
             flow = summary.flow
-            labels = [flow.name, flow.source.alias, flow.target.alias]
+            labels = flow_labels[flow.pk]
             rpo = assurance.flow_rpo(
                 summary,
                 budget=summary.budget,

@@ -1,6 +1,8 @@
 """Prometheus's text format of our families, the same bytes as prometheus-client's `generate_latest`, written
 faster (`render_text`); a per-partition family kept as columns (`PartitionSeries`, `PartitionLabels`), so a
-scrape of 20,000 partitions builds no 20,000 sample objects per family. tests/controlplane/metrics/test_prometheus_text.py
+scrape of 20,000 partitions builds no 20,000 sample objects per family; the other families (per flow, per
+topic, per worker) keep their samples as rows of a label set written as text once per scrape (`LabelSet`,
+`Series`, `HistogramSeries`): a flow's labels are in some 50 families. tests/controlplane/metrics/test_prometheus_text.py
 compares the two writers.
 """
 
@@ -44,6 +46,113 @@ class PartitionLabels:
             for labels, state in zip(found, self.states, strict=True):
                 labels["state"] = state
         return found
+
+
+class LabelSet:
+    """A sample's labels, written as Prometheus text once (sorted by name, values escaped) however many
+    families and samples carry them; as a dict only when prometheus-client's own writer asks (`as_dict`)."""
+
+    __slots__ = ("pairs", "text")
+
+    def __init__(self, names: Sequence[str], values: Sequence[str]):
+        self.pairs = sorted(zip(names, values, strict=True))
+        self.text = ",".join([f'{name}="{label_value(value)}"' for name, value in self.pairs])
+
+    def plus(self, name: str, value: str) -> LabelSet:
+        """These labels and one more."""
+        names, values = zip(*self.pairs, strict=True) if self.pairs else ((), ())
+        return LabelSet([*names, name], [*values, value])
+
+    def around(self, name: str) -> tuple[str, str]:
+        """The text before and after where label `name` goes, with its commas: a histogram's `le`."""
+        before = ",".join([f'{k}="{label_value(v)}"' for k, v in self.pairs if k < name])
+        after = ",".join([f'{k}="{label_value(v)}"' for k, v in self.pairs if k > name])
+        return (f"{before}," if before else ""), (f",{after}" if after else "")
+
+    def as_dict(self) -> dict[str, str]:
+        return dict(self.pairs)
+
+
+def label_set(names: Sequence[str], labels: LabelSet | Sequence[str]) -> LabelSet:
+    """`labels` as a `LabelSet`: as it is, or its values named `names`."""
+    return labels if isinstance(labels, LabelSet) else LabelSet(names, labels)
+
+
+class Series(Metric):
+    """A gauge or counter family kept as rows (label set, value): `add_metric` takes a `LabelSet` (or the
+    label values, in the family's label order); `render_text` writes the rows' text, `samples` (what
+    prometheus-client's own writer reads) are made from them when asked."""
+
+    def __init__(self, name: str, documentation: str, typ: str, *, labels: Sequence[str], unit: str = ""):
+        super().__init__(name, documentation, typ, unit)
+        self.labelnames = tuple(labels)
+        self.rows: list[tuple[LabelSet, float]] = []
+        self.sample_name = f"{self.name}_total" if typ == "counter" else self.name
+
+    def add_metric(self, labels: LabelSet | Sequence[str], value: float) -> None:
+        self.rows.append((label_set(self.labelnames, labels), value))
+
+    @property
+    def samples(self) -> list[Sample]:
+        return [Sample(self.sample_name, labels.as_dict(), value) for labels, value in self.rows]
+
+    @samples.setter
+    def samples(self, _empty: list) -> None:
+        """Metric.__init__ starts a list of samples: this family's are its rows'."""
+
+    def text(self) -> str:
+        name = self.sample_name
+        return "".join(
+            [
+                f"{name}{{{labels.text}}} {number(value)}\n" if labels.text else f"{name} {number(value)}\n"
+                for labels, value in self.rows
+            ]
+        )
+
+
+class HistogramSeries(Metric):
+    """A histogram family kept as rows (label set, cumulative buckets, sum), written as prometheus-client's
+    `HistogramMetricFamily` writes them: a `_bucket` sample per bound (`le`), then `_count` and `_sum`."""
+
+    def __init__(self, name: str, documentation: str, *, labels: Sequence[str], unit: str = ""):
+        super().__init__(name, documentation, "histogram", unit)
+        self.labelnames = tuple(labels)
+        self.rows: list[tuple[LabelSet, Sequence[tuple[str, float]], float]] = []
+
+    def add_metric(
+        self, labels: LabelSet | Sequence[str], buckets: Sequence[tuple[str, float]], sum_value: float
+    ) -> None:
+        self.rows.append((label_set(self.labelnames, labels), buckets, sum_value))
+
+    @property
+    def samples(self) -> list[Sample]:
+        found: list[Sample] = []
+        for labels, buckets, sum_value in self.rows:
+            found.extend(
+                Sample(f"{self.name}_bucket", {**labels.as_dict(), "le": bound}, value)
+                for bound, value in buckets
+            )
+            found.append(Sample(f"{self.name}_count", labels.as_dict(), buckets[-1][1]))
+            found.append(Sample(f"{self.name}_sum", labels.as_dict(), sum_value))
+        return found
+
+    @samples.setter
+    def samples(self, _empty: list) -> None:
+        """As `Series`."""
+
+    def text(self) -> str:
+        output: list[str] = []
+        name = self.name
+        for labels, buckets, sum_value in self.rows:
+            before, after = labels.around("le")
+            output.extend(
+                f'{name}_bucket{{{before}le="{label_value(bound)}"{after}}} {number(value)}\n'
+                for bound, value in buckets
+            )
+            braces = f"{{{labels.text}}}" if labels.text else ""
+            output.append(f"{name}_count{braces} {number(buckets[-1][1])}\n")
+            output.append(f"{name}_sum{braces} {number(sum_value)}\n")
+        return "".join(output)
 
 
 class PartitionSeries(Metric):
@@ -107,7 +216,7 @@ def render_text(families: Iterable[Metric]) -> str:
         name = f"{metric.name}_total" if metric.type == "counter" else metric.name
         doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
         output.append(f"# HELP {name} {doc}\n# TYPE {name} {metric.type}\n")
-        if isinstance(metric, PartitionSeries):
+        if isinstance(metric, PartitionSeries | Series | HistogramSeries):
             output.append(metric.text())
             continue
         for sample in metric.samples:

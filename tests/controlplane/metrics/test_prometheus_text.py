@@ -10,7 +10,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from controlplane.assurance.models import PartitionVerification
 from controlplane.flows import services
 from controlplane.metrics.prometheus import MirrorplaneCollector
-from controlplane.metrics.text import render_text
+from controlplane.metrics.text import HistogramSeries, LabelSet, Series, render_text
 from tests.status_reports import stored_report
 
 
@@ -44,6 +44,42 @@ def families():
 
 def test_the_text_is_the_librarys_for_every_kind_of_family_and_awkward_label_values():
     assert render_text(families()) == library_text(families())
+
+
+def our_families():
+    """`families()` built as the collector builds them: rows of label sets, some made once and shared."""
+    gauge = Series("mirrorplane_g", 'a "doc" with \\ and\nnewline', "gauge", labels=["flow", "topic"])
+    gauge.add_metric(LabelSet(["flow", "topic"], ["A->B", 'we"ird\\name\nx']), 1.5)
+    gauge.add_metric(["A->B", "orders"], 1e21)
+    gauge.add_metric(LabelSet(["topic", "flow"], ["inf", "A->B"]), float("inf"))
+    counter = Series("mirrorplane_c", "a counter", "counter", labels=["worker"])
+    counter.add_metric(["w1@host"], 12)
+    bare = Series("mirrorplane_bare", "no labels", "gauge", labels=[])
+    bare.add_metric([], 0.25)
+    histogram = HistogramSeries("mirrorplane_h_seconds", "a histogram", labels=["flow"])
+    histogram.add_metric(LabelSet(["flow"], ["A->B"]), [("0.005", 1), ("0.1", 3), ("+Inf", 4)], 0.3)
+    return [gauge, counter, bare, histogram, Series("mirrorplane_empty", "no samples", "gauge", labels=[])]
+
+
+def test_families_kept_as_label_set_rows_are_the_librarys_families_sample_for_sample_and_byte_for_byte():
+    for ours, library in zip(our_families(), families(), strict=True):
+        assert (ours.name, ours.type, ours.documentation) == (
+            library.name,
+            library.type,
+            library.documentation,
+        )
+        assert ours.samples == library.samples
+    assert render_text(our_families()) == library_text(families())
+
+
+def test_a_label_set_adds_a_label_in_its_sorted_place_and_splits_around_one():
+    flow = LabelSet(["flow", "source", "target"], ["A->B", "A", 'B"'])
+    assert flow.text == 'flow="A->B",source="A",target="B\\""'
+    assert flow.plus("health", "ok").text == 'flow="A->B",health="ok",source="A",target="B\\""'
+    assert flow.plus("zone", "z").as_dict() == {"flow": "A->B", "source": "A", "target": 'B"', "zone": "z"}
+    assert flow.around("le") == ('flow="A->B",', ',source="A",target="B\\""')
+    assert LabelSet(["flow"], ["x"]).around("le") == ('flow="x",', "")
+    assert LabelSet([], []).around("le") == ("", "")
 
 
 @pytest.mark.django_db
