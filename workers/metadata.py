@@ -52,6 +52,7 @@ class CachedMetadata:
     schema_errors: tuple[str, ...] = ()  # of the schema sync's latest pass, already recorded as events
     schema_result: object = None  # the schema sync's pass last recorded in the flow's signals
     warned: set[str] = field(default_factory=set)  # warnings of the topic sync already reported
+    acl_recorded: tuple[str | None] | None = None  # (the ACL sync condition) last recorded in the signals
     fault_reason: str | None = None  # the unreachable cluster this process last reported for the flow
     faulted: bool = False  # ... and the flow is FAULTED for it (a failing-over flow is not: its drain runs)
     emitted: dict[str, float] = field(default_factory=dict)  # kind -> newest emission not yet recorded
@@ -180,6 +181,7 @@ def _tick(flow_id: int, entry: CachedMetadata) -> None:
             runtime.flow_event_record(flow_id=flow_id, kind=FlowEventKind.ERROR, message=error, at=at)
         entry.errors = errors
     _report_warnings_once(flow_id, entry, now=now)
+    _record_acl_support(flow_id, entry)
     for task in entry.periodic:
         try:
             task.tick(now=now)
@@ -225,6 +227,21 @@ def _report_warnings_once(flow_id: int, entry: CachedMetadata, *, now: float) ->
         at = datetime.fromtimestamp(now, UTC)
         runtime.flow_event_record_once(flow_id=flow_id, kind=FlowEventKind.WARNING, message=warning, at=at)
         entry.warned.add(warning)
+
+
+def _record_acl_support(flow_id: int, entry: CachedMetadata) -> None:
+    """Whether ACL sync can run, as the latest ACL sync pass found, in the flow's signals when it changes
+    (and at this process's first pass): the reason a cluster cannot take part, or None when it can, or ACL
+    sync is off. The readiness score judges ACL parity by it (n/a while a cluster has no authorizer), so
+    an authorizer added later counts from the next pass; the warning event stays as history."""
+    enabled = entry.spec.flow.sync_topic_acls_enabled
+    if enabled and not entry.topic_sync.acls_checked:
+        return  # no pass yet in this process (a cluster unreachable): what is stored stands
+    unsupported = "; ".join(entry.topic_sync.warnings) or None if enabled else None
+    if entry.acl_recorded == (unsupported,):
+        return
+    runtime.flow_signals_record(flow_id=flow_id, acl_sync_unsupported=unsupported)
+    entry.acl_recorded = (unsupported,)
 
 
 def checkpoint_latency_ms(tasks: list[PeriodicTask]) -> float | None:

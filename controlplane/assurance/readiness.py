@@ -21,7 +21,7 @@ from controlplane.flows import engine, lifecycle
 from controlplane.flows.models import Cluster, Flow, FlowState
 from controlplane.flows.selectors import of_flows
 from controlplane.status import rollup
-from controlplane.status.models import FlowEvent, FlowEventKind, FlowPartitionStatus, FlowSignals
+from controlplane.status.models import FlowPartitionStatus, FlowSignals
 from replication.readiness import Readiness, ReadinessFacts, ReadinessLimits, readiness_score
 
 UNKNOWN, STALE = rollup.UNKNOWN, rollup.STALE
@@ -56,14 +56,6 @@ def _signals(flow_ids: list[int] | None):
 @statement
 def _assurances(flow_ids: list[int] | None):
     return of_flows(FlowAssurance.objects.all(), flow_ids)
-
-
-@statement
-def _acl_warning_rows(flow_ids: list[int] | None):
-    warnings = FlowEvent.objects.filter(
-        kind=FlowEventKind.WARNING, message__startswith="ACL sync unsupported"
-    )
-    return of_flows(warnings, flow_ids).values_list("flow_id", "message")
 
 
 class _ReverseFlows:
@@ -172,7 +164,6 @@ def readiness_facts(
     verification: VerificationSummary | None,
     assurance: FlowAssurance | None,
     reverse: tuple[str | None, list[str]],
-    acl_unsupported: str | None,
 ) -> ReadinessFacts:
     flow = summary.flow
     partitions = summary.partition_count
@@ -210,28 +201,21 @@ def readiness_facts(
         config_problems=tuple(assurance.config_problems) if assurance else None,
         observed_at=_epoch(assurance.observed_at) if assurance else None,
         acl_sync_enabled=flow.sync_topic_acls_enabled,
-        acl_unsupported=acl_unsupported,
+        # As the latest ACL sync pass found (the metadata worker), not every warning ever recorded.
+        acl_unsupported=signals.acl_sync_unsupported if signals else None,
     )
-
-
-def _acl_warnings(flow_ids: Collection[int] | None) -> dict[int, str]:
-    found: dict[int, str] = {}
-    for flow_id, message in _acl_warning_rows(flow_ids=None if flow_ids is None else list(flow_ids)):
-        found.setdefault(flow_id, message)
-    return found
 
 
 @dataclass(frozen=True)
 class ReadinessReads:
     """What the readiness score reads of every flow at once (keyed by flow id): RPO budgets, runtime
-    signals, the verifier's summaries, the stored assurance observations and the ACL sync warnings. The
+    signals (with whether ACL sync can run), the verifier's summaries and the stored assurance observations. The
     alert evaluation judges the same reads (`alerts_evaluate`), so both see one moment."""
 
     budgets: dict[int, RpoBudget]
     signals: dict[int, FlowSignals]
     verifications: dict[int, VerificationSummary]
     assurances: dict[int, FlowAssurance]
-    acl_warnings: dict[int, str]
 
 
 def readiness_reads(
@@ -249,7 +233,6 @@ def readiness_reads(
         signals={row.flow_id: row for row in _signals(flow_ids=wanted)},
         verifications=verification_statuses(flow_ids=flow_ids) if verifications is None else verifications,
         assurances={row.flow_id: row for row in _assurances(flow_ids=wanted)},
-        acl_warnings=_acl_warnings(flow_ids),
     )
 
 
@@ -277,7 +260,6 @@ def flow_readiness_all(
             verification=reads.verifications.get(flow_id),
             assurance=reads.assurances.get(flow_id),
             reverse=reverse_flows.of(summary),
-            acl_unsupported=reads.acl_warnings.get(flow_id),
         )
         readiness = readiness_score(facts, limits, now=now.timestamp())
         result[flow_id] = FlowReadiness(summary.flow, readiness, now, threshold)

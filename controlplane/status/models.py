@@ -204,6 +204,12 @@ class FlowSignals(models.Model):
     schemas_id_map = models.JSONField(
         null=True, blank=True, help_text="source schema ID -> target schema ID, as the latest pass found them"
     )
+    acl_sync_unsupported = models.TextField(
+        null=True,
+        blank=True,
+        help_text="why a cluster cannot take part in ACL sync, as the latest ACL sync pass found (no "
+        "authorizer); empty when it could or ACL sync is off",
+    )
     schemas_refused = models.JSONField(
         null=True,
         blank=True,

@@ -282,6 +282,7 @@ SIGNAL_FIELDS = frozenset(
         "schemas_errors",
         "schemas_id_map",
         "schemas_refused",
+        "acl_sync_unsupported",
     }
 )
 

@@ -97,6 +97,7 @@ class TopicMetadataSync:
         self._topic_errors: tuple[str, ...] = ()
         self._acl_errors: tuple[str, ...] = ()
         self.warnings: tuple[str, ...] = ()  # conditions to report once (ACL sync unsupported)
+        self.acls_checked = False  # an ACL sync pass ran: `warnings` says what it found
 
     @property
     def last_errors(self) -> tuple[str, ...]:
@@ -146,7 +147,7 @@ class TopicMetadataSync:
                 unsupported.append(acl_sync_unsupported_message(alias=alias, reason=str(exc)))
             except TopicAdminError as exc:
                 errors.append(str(exc))
-        self.warnings = tuple(unsupported)
+        self.warnings, self.acls_checked = tuple(unsupported), True
         for warning in unsupported:
             warn_once(log, "flow %s: %s", self.flow.name, warning)
         for error in errors:

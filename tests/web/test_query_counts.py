@@ -165,8 +165,9 @@ STATEMENT_BUDGET = {
     # 13 before the clusters were read once for the filter and the "Create a flow" button, and whether
     # flows should replicate (the workers' banner) in one statement, not two.
     "/flows/": 11,
-    # 22 before: its verification card's rows counted by its summary, not again; the banner's read.
-    "/flows/{flow}/": 20,
+    # 22 before: its verification card's rows counted by its summary, not again; the banner's read; 20
+    # before ACL parity was judged by the flow's signals, not by its warning events.
+    "/flows/{flow}/": 19,
     # 10 before: that, and the role read once per request, not twice; 8 before it came with the token.
     "/api/v1/flows/{flow}/status/": 7,
 }
