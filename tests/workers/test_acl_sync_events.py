@@ -25,6 +25,19 @@ def _acl_parity(flow_id: int):
     return next(reason for reason in readiness.reasons if reason.check == "acl_parity")
 
 
+def _connection(secure_clusters, alias: str) -> dict:
+    """The API fields of a connection to the secured cluster `alias` (SASL_SSL, SCRAM)."""
+    config = secure_clusters.config(alias)
+    return {
+        "bootstrap_servers": config.bootstrap_servers,
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_username": config.client["sasl.username"],
+        "sasl_password": config.client["sasl.password"],
+        "ssl_ca_pem": secure_clusters.ca_pem,
+    }
+
+
 def _store_flow(client, secure_clusters, cluster_b, topic: str) -> int:
     """A flow from the secured cluster A (an authorizer, topic ACLs) to plain cluster B (no authorizer)."""
 
@@ -33,19 +46,7 @@ def _store_flow(client, secure_clusters, cluster_b, topic: str) -> int:
         assert response.status_code == 201, response.content
         return response.json()
 
-    source = secure_clusters.config("A")
-    post(
-        "/api/v1/clusters/",
-        {
-            "alias": "A",
-            "bootstrap_servers": source.bootstrap_servers,
-            "security_protocol": "SASL_SSL",
-            "sasl_mechanism": "SCRAM-SHA-512",
-            "sasl_username": source.client["sasl.username"],
-            "sasl_password": source.client["sasl.password"],
-            "ssl_ca_pem": secure_clusters.ca_pem,
-        },
-    )
+    post("/api/v1/clusters/", {"alias": "A", **_connection(secure_clusters, "A")})
     post("/api/v1/clusters/", {"alias": "B", "bootstrap_servers": cluster_b.bootstrap_servers})
     flow = post(
         "/api/v1/flows/",
@@ -104,29 +105,19 @@ def test_acl_parity_counts_again_once_the_target_has_an_authorizer(
     TopicAclAdmin(source).create([acl])
     client = client_as("admin")
     flow_id = _store_flow(client, secure_clusters, cluster_b, topic)
-    secured = secure_clusters.config("B")
     try:
         metadata.flow_metadata(flow_id=flow_id, token="test")
         assert _acl_parity(flow_id).status == "n/a"
         response = client.patch(
             f"/api/v1/clusters/{Cluster.objects.get(alias='B').pk}/",
-            json.dumps(
-                {
-                    "bootstrap_servers": secured.bootstrap_servers,
-                    "security_protocol": "SASL_SSL",
-                    "sasl_mechanism": "SCRAM-SHA-512",
-                    "sasl_username": secured.client["sasl.username"],
-                    "sasl_password": secured.client["sasl.password"],
-                    "ssl_ca_pem": secure_clusters.ca_pem,
-                }
-            ),
+            json.dumps(_connection(secure_clusters, "B")),
             content_type="application/json",
         )
         assert response.status_code == 200, response.content
         metadata.flow_metadata(flow_id=flow_id, token="test")
     finally:
         metadata._entry(None, flow_id)
-    assert replace(acl, topic=f"A.{topic}") in TopicAclAdmin(secured).topic_acls()
+    assert replace(acl, topic=f"A.{topic}") in TopicAclAdmin(secure_clusters.config("B")).topic_acls()
     assert FlowSignals.objects.get(flow_id=flow_id).acl_sync_unsupported is None
     parity = _acl_parity(flow_id)
     assert parity.status != "n/a" and parity.points == 0, parity
