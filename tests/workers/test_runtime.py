@@ -77,33 +77,49 @@ def test_two_workers_share_a_flow_and_both_replicate(
     # Which worker takes a chain offered to the shared queue is up to them: traffic goes on (100 records
     # a second) until both have replicated some, each with a chain of its own.
     produced = 1000
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        latest = last_worker_of_each_task()
-        if len(workers_with_records()) == 2 and len({worker for _, worker in latest.values()}) == 2:
-            break
-        produce(cluster_a, unique_name, 100)
-        produced += 100
-        time.sleep(1)
-    assert len(workers_with_records()) == 2, f"records replicated by {workers_with_records()} only"
-    assert len({worker for _, worker in latest.values()}) == 2, latest
+
+    def traffic(seconds: int) -> None:
+        nonlocal produced
+        for _ in range(seconds):
+            produce(cluster_a, unique_name, 100)
+            produced += 100
+            time.sleep(1)
+
+    def balanced() -> dict:
+        """Until both workers have replicated some, each with a chain of its own: the tasks' latest rows."""
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            latest = last_worker_of_each_task()
+            if len(workers_with_records()) == 2 and len({worker for _, worker in latest.values()}) == 2:
+                break
+            traffic(1)
+        assert len(workers_with_records()) == 2, f"records replicated by {workers_with_records()} only"
+        assert len({worker for _, worker in latest.values()}) == 2, latest
+        return latest
+
+    def chains_started() -> int:
+        """Chains the supervisor (in beat) started: a task whose lease lapsed is started anew."""
+        return celery_runtime.log("beat").count("started task chain(s)")
+
     # Balanced (one chain each): they stay, though every second slice is a rebalance point here. A move
     # would restart the task on the other worker for nothing (before: half of those points moved one).
     # The watch starts a few slices later: the lake's rows of the last moves may still be arriving.
-    for _ in range(5):
-        produce(cluster_a, unique_name, 100)
-        produced += 100
-        time.sleep(1)
-    balanced_at = max(row["ts"] for row in rows())
-    for _ in range(15):
-        produce(cluster_a, unique_name, 100)
-        produced += 100
-        time.sleep(1)
-    since = [row for row in rows() if row["ts"] > balanced_at]
-    assert len({row["ts"] for row in since}) >= 10, "slices ran after the balance"
-    moved = {
-        index: sorted({row["worker"] for row in since if row["task_index"] == index}) for index in (0, 1)
-    }
+    for _watch in range(3):
+        balanced()
+        started = chains_started()
+        assert started >= 1, "beat's log names the chains it starts (the first two, at least)"
+        traffic(5)
+        balanced_at = max(row["ts"] for row in rows())
+        traffic(15)
+        since = [row for row in rows() if row["ts"] > balanced_at]
+        assert len({row["ts"] for row in since}) >= 10, "slices ran after the balance"
+        moved = {
+            index: sorted({row["worker"] for row in since if row["task_index"] == index}) for index in (0, 1)
+        }
+        if all(len(workers) == 1 for workers in moved.values()) or chains_started() == started:
+            break
+        # A worker stalled past the harness's 3 s lease (a loaded machine): the supervisor started that
+        # task's chain anew, on either worker; not a move of a balanced chain. Balance and watch again.
     assert all(len(workers) == 1 for workers in moved.values()), moved
     assert moved[0] != moved[1], moved  # one chain each
     wait_until(_replicated(cluster_b, remote, produced), timeout_s=90, what=f"{produced} records replicated")
