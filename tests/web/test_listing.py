@@ -11,6 +11,7 @@ from django.test import RequestFactory
 from controlplane.flows import services
 from controlplane.flows.models import Cluster, SecurityProtocol
 from controlplane.web.listing import Filter, ListSpec, Sort, list_page
+from controlplane.web.templatetags.web import filter_options
 
 pytestmark = pytest.mark.django_db
 
@@ -63,3 +64,16 @@ def test_rows_in_memory_sort_unknown_values_last_either_way():
     assert [r.name for r in list_page(_get({"sort": "lag"}), spec, rows).rows] == ["z", "x", "y"]
     assert [r.name for r in list_page(_get({"sort": "-lag"}), spec, rows).rows] == ["x", "z", "y"]
     assert [r.name for r in list_page(_get({"q": "Y"}), spec, rows).rows] == ["y"]
+
+
+def test_a_filters_options_name_every_choice_escaped_with_the_chosen_one_selected():
+    assert filter_options([('a"<', "x & y"), ("b", "B")], "b") == (
+        '<option value="a&quot;&lt;">x &amp; y</option><option value="b" selected>B</option>'
+    )
+
+
+def test_a_list_page_shows_its_filters_options_with_the_chosen_one_selected(clusters, client_as):
+    page = client_as("viewer").get("/clusters/", {"security": "SSL"}).content.decode()
+    assert '<option value="SSL" selected>Ssl</option>' in page
+    assert '<option value="PLAINTEXT">Plaintext</option>' in page
+    assert page.count(" selected>") == 1

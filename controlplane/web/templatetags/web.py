@@ -75,6 +75,19 @@ def pause_resume(flow) -> str:
 
 
 @register.simple_tag
+def filter_options(choices, chosen: str) -> str:
+    """`{% filter_options flt.choices chosen %}`: a list filter's options (value, label), the chosen one
+    selected. A tag, not a loop in the template: a filter by cluster lists every cluster, and the
+    template language resolved four variables and a comparison an option."""
+    return mark_safe(
+        "".join(
+            f'<option value="{_text(value)}"{" selected" if value == chosen else ""}>{_text(text)}</option>'
+            for value, text in choices
+        )
+    )
+
+
+@register.simple_tag
 def flow_rows(summaries, firing, can_act: bool) -> str:
     """`{% flow_rows summaries firing can_act %}`: the flows table's rows, one per flow summary, with its
     firing alerts' marker (`firing`: flow id -> its alerts) and, when `can_act`, its pause or resume button.
