@@ -237,6 +237,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # `{% url %}` with its answers remembered (controlplane/web/templatetags/cached_urls.py).
+            "builtins": ["controlplane.web.templatetags.cached_urls"],
         },
     },
 ]

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import html
 from datetime import datetime
 
 from django import template
 from django.template.defaultfilters import floatformat, urlencode
-from django.urls import get_script_prefix, get_urlconf, reverse
+from django.urls import get_script_prefix, get_urlconf
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.safestring import mark_safe
@@ -17,6 +16,7 @@ from controlplane.core.roles import Role
 from controlplane.flows import lifecycle
 from controlplane.web import numbers
 from controlplane.web.summaries import FieldChange, audit_changes
+from controlplane.web.templatetags.cached_urls import reversed_url
 from controlplane.web.waits import FORM_WAITS
 
 register = template.Library()
@@ -28,17 +28,13 @@ def at_least(role: Role | None, name: str) -> bool:
     return role is not None and role >= Role.from_name(name)
 
 
-@functools.lru_cache(maxsize=10_000)
-def _reversed(script_prefix: str, urlconf: str | None, name: str, args: tuple) -> str:
-    return reverse(name, args=args, urlconf=urlconf)  # under `script_prefix`: reverse reads it itself
-
-
 @register.simple_tag
 def row_url(name: str, *args) -> str:
-    """`{% row_url "web:flow" flow.pk %}`: `{% url %}` for the rows of a list, remembered per name,
-    arguments, URLconf and script prefix (what the path depends on: it does not change while the process
-    runs). Django's `reverse` costs about 15 µs; a page of 50 flows asked it 100 times per request."""
-    return _reversed(get_script_prefix(), get_urlconf(), name, args)
+    """`{% row_url "web:flow" flow.pk %}`: a URL for the rows of a list, and for the tags that write rows in
+    Python (`flow_rows`), remembered per name, arguments, URLconf and script prefix (`reversed_url`, what
+    `{% url %}` remembers too: cached_urls). Django's `reverse` costs 15-60 µs; a page of 50 flows asked it
+    100 times per request."""
+    return reversed_url(get_script_prefix(), get_urlconf(), name, args, (), None)  # as `{% url %}` asks it
 
 
 @register.simple_tag
