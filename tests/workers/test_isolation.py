@@ -96,8 +96,12 @@ def test_an_unreachable_cluster_faults_its_flow_and_costs_the_healthy_flow_nothi
     # The healthy flow: replicated continuously, its lag in records bounded, once its topic existed.
     running = [s for s in samples if s[2] > 0]
     assert len(running) >= len(samples) - 5, samples
-    for (_, _, before), (_, _, after) in zip(running, running[1:], strict=False):
-        assert after > before, f"replication stalled: {samples}"
+    # Never two samples in a row (6 s) without progress: one 3 s sample without a write was seen in CI at
+    # load 9 (the next had caught up: 3,532 -> 4,860 of 4,897 produced); the lag bound below holds besides.
+    progress = [after > before for (_, _, before), (_, _, after) in zip(running, running[1:], strict=False)]
+    assert not any(not a and not b for a, b in zip(progress, progress[1:], strict=False)), (
+        f"replication stalled: {samples}"
+    )
     for _, produced, replicated in running:
         assert produced - replicated <= LAG_BOUND, samples
     assert Flow.objects.get(pk=healthy.pk).state == FlowState.ACTIVE
