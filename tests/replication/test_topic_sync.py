@@ -215,6 +215,12 @@ def test_the_tasks_internal_topics_are_created_before_the_first_remote_topic_and
     requested.clear()
 
     sync.tick(now=1000.0)
+    # The next pass reads the target's listing: on a loaded machine the broker lists a topic it created a
+    # moment after answering the create (CI at load 9 saw the pass ask for A.first again, then refused).
+    deadline = time.monotonic() + 30
+    while f"A.{unique_name}-first" not in TopicAdmin(cluster_b).partition_counts():
+        assert time.monotonic() < deadline, "the target does not list the remote topic it created"
+        time.sleep(0.1)
     _create(cluster_a, f"{unique_name}-later", 1)
     sync.tick(now=1000.0 + flow.refresh_topics_interval_seconds)
 
