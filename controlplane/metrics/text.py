@@ -52,11 +52,12 @@ class LabelSet:
     """A sample's labels, written as Prometheus text once (sorted by name, values escaped) however many
     families and samples carry them; as a dict only when prometheus-client's own writer asks (`as_dict`)."""
 
-    __slots__ = ("pairs", "text")
+    __slots__ = ("pairs", "parts", "text")
 
     def __init__(self, names: Sequence[str], values: Sequence[str]):
         self.pairs = sorted(zip(names, values, strict=True))
-        self.text = ",".join([f'{name}="{label_value(value)}"' for name, value in self.pairs])
+        self.parts = [f'{name}="{label_value(value)}"' for name, value in self.pairs]  # each label's text
+        self.text = ",".join(self.parts)
 
     def plus(self, name: str, value: str) -> LabelSet:
         """These labels and one more."""
@@ -65,8 +66,9 @@ class LabelSet:
 
     def around(self, name: str) -> tuple[str, str]:
         """The text before and after where label `name` goes, with its commas: a histogram's `le`."""
-        before = ",".join([f'{k}="{label_value(v)}"' for k, v in self.pairs if k < name])
-        after = ",".join([f'{k}="{label_value(v)}"' for k, v in self.pairs if k > name])
+        named = list(zip(self.pairs, self.parts, strict=True))
+        before = ",".join([part for (label, _), part in named if label < name])
+        after = ",".join([part for (label, _), part in named if label > name])
         return (f"{before}," if before else ""), (f",{after}" if after else "")
 
     def as_dict(self) -> dict[str, str]:

@@ -23,8 +23,9 @@ partitions without a shuffle: it decodes the files with pyarrow, sorts each part
 and computes every per-window measure in numpy (the transforms' own functions: lag, Burrow features,
 throughput, latency, task usage) plus the carry. The samples cross from the JVM to Python once, as the
 files' bytes, and never row by row (Spark's row-to-Arrow conversion costs per column and row, and
-sorting rows costs more than sorting arrays). Spark then works on those rows only (about 1/60 of the
-samples at 5-minute windows): status, daily usage and the capacity plan. A group holds whole flows: the
+sorting rows costs more than sorting arrays). Those rows (about 1/60 of the samples at 5-minute windows)
+come to the driver once as Arrow: the per-window reports are a selection of them and the statuses are
+computed from them in numpy; Spark works on them for daily usage and the capacity plan. A group holds whole flows: the
 largest flow's samples of a run are what one Python worker holds at most.
 
 State is a directory: `ledger.json` (the commit point, written last and atomically) naming the carry and
@@ -65,9 +66,9 @@ from dashboards.spark.latency import latency_measures
 from dashboards.spark.status import (
     DEFAULT_WINDOW_SAMPLES,
     WINDOW_FEATURES,
-    flow_status,
+    flow_status_table,
     newest_window_features_table,
-    partition_status,
+    partition_status_table,
 )
 from dashboards.spark.throughput import throughput_measures
 from dashboards.spark.usage import USAGE_SCHEMA, daily_flow_usage_from_windows, sample_progress, task_usage
@@ -491,7 +492,7 @@ def run_reports(
         on_progress("lag, throughput and latency", 0.1)
         datasets.update(_window_reports(windows, has_carry=carry is not None))
         on_progress("status", 0.5)
-        datasets.update(_status_reports(partition_windows, has_carry=carry is not None, options=options))
+        datasets.update(_status_reports(windows, has_carry=carry is not None, options=options))
         on_progress("daily usage", 0.8)
         # Computed once: the rows reported and the usage kept are the same table.
         window_usage = _exploded(partition_windows, "_usage", ["window_start"])
@@ -559,20 +560,14 @@ def _next_carry(windows: pa.Table) -> pa.Table:
     )
 
 
-def _status_reports(
-    partition_windows: DataFrame, *, has_carry: bool, options: ReportOptions
-) -> dict[str, list[dict]]:
-    """partition_status and flow_status of the windows with new samples (without a carry, all)."""
-    statuses = partition_status(
-        partition_windows, options.window, window_samples=options.window_samples, features=partition_windows
-    )
+def _status_reports(windows: pa.Table, *, has_carry: bool, options: ReportOptions) -> dict[str, list[dict]]:
+    """partition_status and flow_status of the windows with new samples (without a carry, all), from the
+    pass's rows (`windows`) in the driver: about 1/60 of the samples, in numpy (Spark's joins, window
+    function and aggregation over the same rows took longer than the pass that made them)."""
+    statuses = partition_status_table(windows, window_seconds(options.window))
     if has_carry:
-        flow_windows = partition_windows.where(F.col("_new_samples") > 0).select(*FLOW_KEY, "window_start")
-        statuses = statuses.join(flow_windows.distinct(), [*FLOW_KEY, "window_start"], "left_semi")
-    statuses = statuses.persist()
-    reports = {
-        "partition_status": _rows(statuses.toArrow()),
-        "flow_status": _rows(flow_status(statuses).toArrow()),
-    }
-    statuses.unpersist()
-    return reports
+        touched = windows.filter(pc.greater(windows.column("_new_samples"), 0))
+        keys = [*FLOW_KEY, "window_start"]
+        codes = combined_codes(pa.concat_tables([statuses.select(keys), touched.select(keys)]), keys)
+        statuses = statuses.filter(pa.array(np.isin(codes[: statuses.num_rows], codes[statuses.num_rows :])))
+    return {"partition_status": _rows(statuses), "flow_status": _rows(flow_status_table(statuses))}

@@ -17,6 +17,10 @@ reporting is seen. The rules, first match wins (REFERENCE.md "Lag"):
 Rules 5 and 6 need two samples to see movement. A flow takes its worst partition: STOP, STALL and REWIND
 report as ERR, with the causes listed.
 
+Both are computed in numpy from each partition's Burrow features per window (`partition_status_table`,
+`flow_status_table`: the report job calls them on the pass's rows in its driver); `partition_status` and
+`flow_status` give them for Spark's samples as DataFrames.
+
 A topic row (`lake` module doc) is judged as one partition whose position and end offset are its
 partitions' sums, and counts in its flow's partitions (all, erring, warning) as the `partitions` it stands
 for: a stall of all of them shows, a stall of some among moving ones does not (docs/analytics.md).
@@ -28,18 +32,18 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 import numpy as np
-from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
 
 from dashboards.spark.frames import (
     FLOW_KEY,
     PARTITION_KEY,
     WINDOW_COLUMNS,
     partition_key_ddl,
-    window_end,
     window_seconds,
 )
-from dashboards.spark.windowed import key_columns, partition_counts, report_windows
+from dashboards.spark.windowed import combined_codes, key_columns, partition_counts, report_windows
 
 DEFAULT_WINDOW_SAMPLES = 10  # Burrow's default window ("intervals")
 ERROR_CAUSES = ("STOP", "STALL", "REWIND")
@@ -59,7 +63,6 @@ def newest_window_features_table(*, window_s: int, window_samples: int, key: Seq
     Samples without a source end offset (the slice read no watermarks) have no lag: Burrow's samples are
     the others, and a window with none of those gets a null `_window`.
     """
-    import pyarrow as pa
 
     def apply(table: pa.Table) -> pa.Table:
         _, all_starts = report_windows(table, window_s)
@@ -123,43 +126,6 @@ def newest_window_features_table(*, window_s: int, window_samples: int, key: Seq
     return apply
 
 
-def _evaluation_points(features: DataFrame, window: timedelta) -> DataFrame:
-    """(partition, window, now): every partition its flow has known, at each window the flow reported in.
-
-    From the window features, not the samples: a flow's newest sample in a window is the newest of its
-    partitions' newest there, and a partition is known at a window's "now" from its first window on.
-    """
-    flow_windows = (
-        features.groupBy(*FLOW_KEY, "window_start")
-        .agg(F.max("_window.last_sample_at").alias("evaluated_at"))
-        .withColumn("window_end", window_end(F.col("window_start"), window))
-    )
-    partitions = features.groupBy(*PARTITION_KEY).agg(F.min("window_start").alias("_first_window"))
-    return (
-        partitions.join(flow_windows, list(FLOW_KEY))
-        .where(F.col("_first_window") <= F.col("window_start"))
-        .drop("_first_window")
-    )
-
-
-def _burrow_status(w: str = "_window") -> F.Column:
-    def field(name: str) -> F.Column:
-        return F.col(f"{w}.{name}")
-
-    silent_s = F.unix_micros(F.col("evaluated_at")) - F.unix_micros(field("last_sample_at"))
-    span_s = F.unix_micros(field("last_sample_at")) - F.unix_micros(field("first_sample_at"))
-    moved = field("samples") >= 2
-    return (
-        F.when(field("records_behind") == 0, "OK")
-        .when((silent_s > span_s) & (field("min_lag") > 0), "STOP")
-        .when(field("next_offset") < field("max_offset"), "REWIND")
-        .when(field("min_lag") == 0, "OK")
-        .when(moved & (field("min_offset") == field("max_offset")), "STALL")
-        .when(moved & (field("min_lag_change") >= 0), "WARN")
-        .otherwise("OK")
-    )
-
-
 def newest_window_features(
     samples: DataFrame, window: timedelta, *, window_samples: int = DEFAULT_WINDOW_SAMPLES
 ) -> DataFrame:
@@ -181,69 +147,132 @@ def partition_status(
     window_samples: int = DEFAULT_WINDOW_SAMPLES,
     features: DataFrame | None = None,
 ) -> DataFrame:
-    """Status per mirrored partition at the end of each report window (OK, WARN, STOP, STALL, REWIND).
+    """`partition_status_table` of Spark's samples, as a DataFrame (the report job calls the table function
+    on the pass's rows it holds already).
 
     `features`: `newest_window_features(samples, window, window_samples=...)` when already computed.
     """
     if window_samples < 1:
         raise ValueError("a Burrow window holds at least one sample")
-    # The newest sample at or before an evaluation point (the flow's newest in window W) is the
-    # partition's newest in W, or in the latest earlier window it reported in: all of its samples in W
-    # are at or before that instant, all later ones after it. So sample features are reduced to one per
-    # partition and window before meeting the evaluation points.
     if features is None:
         features = newest_window_features(samples, window, window_samples=window_samples)
-    features = features.where(F.col("_window").isNotNull())  # windows without a lag sample
-    up_to_now = (
-        Window.partitionBy(*PARTITION_KEY).orderBy("window_start").rowsBetween(Window.unboundedPreceding, 0)
-    )
-    evaluated = (
-        _evaluation_points(features, window)
-        .join(
-            features.select(*PARTITION_KEY, "window_start", "_window"),
-            [*PARTITION_KEY, "window_start"],
-            "left",
-        )
-        .withColumn("_window", F.last("_window", ignorenulls=True).over(up_to_now))
-    )
-    return evaluated.select(
-        *PARTITION_KEY,
-        *WINDOW_COLUMNS,
-        "evaluated_at",
-        _burrow_status().alias("status"),
-        F.col("_window.records_behind").alias("records_behind"),
-        F.col("_window.next_offset").alias("next_offset"),
-        F.col("_window.last_sample_at").alias("last_sample_at"),
-        F.col("_window.samples").alias("window_samples"),
-        F.col("_window.partitions").alias("partitions"),
-    )
+    table = partition_status_table(features.toArrow(), window_seconds(window))
+    return samples.sparkSession.createDataFrame(table)
 
 
 def flow_status(partition_statuses: DataFrame) -> DataFrame:
-    """A flow's status per window from its partitions' (`partition_status` output): the worst one wins.
-    Each row counts as the `partitions` it stands for (a topic row: its partitions)."""
-    is_error = F.col("status").isin(*ERROR_CAUSES)
-    partitions = F.col("partitions").cast("long")
-    errors = F.sum(F.when(is_error, partitions).otherwise(0))
-    warnings = F.sum(F.when(F.col("status") == "WARN", partitions).otherwise(0))
-    return (
-        partition_statuses.groupBy(*FLOW_KEY, *WINDOW_COLUMNS)
-        .agg(
-            F.sum(partitions).alias("partitions"),
-            errors.alias("partitions_err"),
-            warnings.alias("partitions_warn"),
-            F.sort_array(F.collect_set(F.when(is_error, F.col("status")))).alias("_causes"),
-        )
-        .select(
-            *FLOW_KEY,
-            *WINDOW_COLUMNS,
-            F.when(F.col("partitions_err") > 0, "ERR")
-            .when(F.col("partitions_warn") > 0, "WARN")
-            .otherwise("OK")
-            .alias("status"),
-            F.when(F.size("_causes") > 0, F.concat_ws(",", "_causes")).alias("cause"),
-            "partitions",
-            "partitions_err",
-            "partitions_warn",
-        )
+    """`flow_status_table` of Spark's partition statuses (`partition_status` output), as a DataFrame."""
+    return partition_statuses.sparkSession.createDataFrame(flow_status_table(partition_statuses.toArrow()))
+
+
+def _window_field(windows: pa.StructArray, name: str) -> np.ndarray:
+    """One `_window` field as int64 (µs for a timestamp), 0 where null."""
+    values = windows.field(name)
+    if pa.types.is_timestamp(values.type):
+        values = values.cast(pa.int64())
+    return pc.fill_null(values, 0).to_numpy().astype(np.int64)
+
+
+def burrow_status(windows: pa.StructArray, evaluated_at: np.ndarray) -> np.ndarray:
+    """Burrow's rules (module doc), first match wins, on `_window` features evaluated at `evaluated_at` (µs)."""
+    last, first = _window_field(windows, "last_sample_at"), _window_field(windows, "first_sample_at")
+    min_lag, samples = _window_field(windows, "min_lag"), _window_field(windows, "samples")
+    min_offset, max_offset = _window_field(windows, "min_offset"), _window_field(windows, "max_offset")
+    lag_change, lag_changes = windows.field("min_lag_change"), _window_field(windows, "min_lag_change")
+    moved = samples >= 2
+    rules = [
+        (_window_field(windows, "records_behind") == 0, "OK"),
+        ((evaluated_at - last > last - first) & (min_lag > 0), "STOP"),
+        (_window_field(windows, "next_offset") < max_offset, "REWIND"),
+        (min_lag == 0, "OK"),
+        (moved & (min_offset == max_offset), "STALL"),
+        (moved & lag_change.is_valid().to_numpy(zero_copy_only=False) & (lag_changes >= 0), "WARN"),
+    ]
+    return np.select([rule for rule, _ in rules], [status for _, status in rules], default="OK")
+
+
+def _ranges(begin: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The integers of every range [begin[i], end[i]) in order, and the i each comes from."""
+    counts = np.maximum(end - begin, 0)
+    owner = np.repeat(np.arange(len(begin)), counts)
+    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]) if len(counts) else counts
+    return begin[owner] + np.arange(counts.sum()) - offsets[owner], owner
+
+
+def partition_status_table(features: pa.Table, window_s: int) -> pa.Table:
+    """Status per mirrored partition at the end of each report window its flow reported in (OK, WARN,
+    STOP, STALL, REWIND), from the partitions' `_window` features per window (`newest_window_features`, the
+    report job's pass rows): evaluated at the flow's newest sample in that window, from the partition's
+    first window on, on its newest features at or before that window (a silent partition is still seen)."""
+    features = features.filter(pc.is_valid(features.column("_window")))
+    windows = features.column("_window").combine_chunks()
+    start_type = features.schema.field("window_start").type
+    starts, rank = np.unique(features.column("window_start").cast(pa.int64()).to_numpy(), return_inverse=True)
+    rank = rank.astype(np.int64)
+    ranks = len(starts)
+    _, flow = np.unique(combined_codes(features, FLOW_KEY), return_inverse=True)
+    _, partition = np.unique(combined_codes(features, PARTITION_KEY), return_inverse=True)
+    # The flows' windows (flow, window) in order, each evaluated at the newest of its samples.
+    flow_window = flow.astype(np.int64) * ranks + rank
+    points, point_of_row = np.unique(flow_window, return_inverse=True)
+    evaluated_at = np.full(len(points), np.iinfo(np.int64).min)
+    np.maximum.at(evaluated_at, point_of_row, _window_field(windows, "last_sample_at"))
+    # Each partition's rows in window order; its first window, and its flow's windows from there on.
+    partition_window = partition.astype(np.int64) * ranks + rank
+    order = np.argsort(partition_window, kind="stable")
+    partition_window = partition_window[order]
+    firsts = order[np.flatnonzero(np.diff(partition[order], prepend=-1) != 0)]  # a row per partition
+    point, owner = _ranges(
+        np.searchsorted(points, flow_window[firsts]), np.searchsorted(points, (flow[firsts] + 1) * ranks)
+    )
+    # The partition's newest features at or before each of those windows.
+    wanted = partition[firsts][owner].astype(np.int64) * ranks + points[point] % ranks
+    rows = order[np.searchsorted(partition_window, wanted, side="right") - 1]
+    taken, at = windows.take(pa.array(rows)), evaluated_at[point]
+    window_start = starts[points[point] % ranks]
+    return pa.table(
+        {name: features.column(name).take(pa.array(rows)) for name in PARTITION_KEY}
+        | {
+            "window_start": pa.array(window_start, pa.int64()).cast(start_type),
+            "window_end": pa.array(window_start + window_s * 1_000_000, pa.int64()).cast(start_type),
+            "evaluated_at": pa.array(at, pa.int64()).cast(windows.type.field("last_sample_at").type),
+            "status": pa.array(burrow_status(taken, at), pa.string()),
+            "records_behind": taken.field("records_behind"),
+            "next_offset": taken.field("next_offset"),
+            "last_sample_at": taken.field("last_sample_at"),
+            "window_samples": taken.field("samples"),
+            "partitions": taken.field("partitions"),
+        }
+    )
+
+
+def flow_status_table(statuses: pa.Table) -> pa.Table:
+    """A flow's status per window from its partitions' (`partition_status_table`): the worst one wins, ERR
+    with its causes named (sorted), each row counting as the `partitions` it stands for (a topic row: its
+    partitions)."""
+    _, window = np.unique(statuses.column("window_start").cast(pa.int64()).to_numpy(), return_inverse=True)
+    keys = combined_codes(statuses, FLOW_KEY) * (int(window.max(initial=0)) + 1) + window
+    _, firsts, group = np.unique(keys, return_index=True, return_inverse=True)
+    count = len(firsts)
+    status = statuses.column("status").to_numpy(zero_copy_only=False)
+    partitions = pc.fill_null(statuses.column("partitions"), 0).to_numpy().astype(np.int64)
+
+    def total(where: np.ndarray) -> np.ndarray:
+        sums = np.zeros(count, np.int64)
+        np.add.at(sums, group[where], partitions[where])
+        return sums
+
+    errors, warnings = total(np.isin(status, ERROR_CAUSES)), total(status == "WARN")
+    seen = {cause: np.bincount(group[status == cause], minlength=count) > 0 for cause in sorted(ERROR_CAUSES)}
+    causes = [",".join(cause for cause, where in seen.items() if where[i]) or None for i in range(count)]
+    first_rows = pa.array(firsts)
+    return pa.table(
+        {name: statuses.column(name).take(first_rows) for name in (*FLOW_KEY, *WINDOW_COLUMNS)}
+        | {
+            "status": pa.array(np.select([errors > 0, warnings > 0], ["ERR", "WARN"], "OK"), pa.string()),
+            "cause": pa.array(causes, pa.string()),
+            "partitions": pa.array(total(np.ones(len(status), bool))),
+            "partitions_err": pa.array(errors),
+            "partitions_warn": pa.array(warnings),
+        }
     )

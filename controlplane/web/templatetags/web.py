@@ -28,12 +28,10 @@ def at_least(role: Role | None, name: str) -> bool:
     return role is not None and role >= Role.from_name(name)
 
 
-@register.simple_tag
 def row_url(name: str, *args) -> str:
-    """`{% row_url "web:flow" flow.pk %}`: a URL for the rows of a list, and for the tags that write rows in
-    Python (`flow_rows`), remembered per name, arguments, URLconf and script prefix (`reversed_url`, what
-    `{% url %}` remembers too: cached_urls). Django's `reverse` costs 15-60 µs; a page of 50 flows asked it
-    100 times per request."""
+    """A URL for the tags that write rows in Python (`flow_rows`, `partition_rows`), as `{% url %}` gives it
+    in a template: remembered per name, arguments, URLconf and script prefix (`reversed_url`, cached_urls).
+    Django's `reverse` costs 15-60 µs; a page of 50 flows asked it 100 times per request."""
     return reversed_url(get_script_prefix(), get_urlconf(), name, args, (), None)  # as `{% url %}` asks it
 
 
