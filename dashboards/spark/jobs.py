@@ -24,8 +24,8 @@ and computes every per-window measure in numpy (the transforms' own functions: l
 throughput, latency, task usage) plus the carry. The samples cross from the JVM to Python once, as the
 files' bytes, and never row by row (Spark's row-to-Arrow conversion costs per column and row, and
 sorting rows costs more than sorting arrays). Those rows (about 1/60 of the samples at 5-minute windows)
-come to the driver once as Arrow: the per-window reports are a selection of them and the statuses are
-computed from them in numpy; Spark works on them for daily usage and the capacity plan. A group holds whole flows: the
+come to the driver once as Arrow: the per-window reports are a selection of them, the statuses and the
+daily usage are computed from them in numpy; Spark works on the daily rows for the capacity plan. A group holds whole flows: the
 largest flow's samples of a run are what one Python worker holds at most.
 
 State is a directory: `ledger.json` (the commit point, written last and atomically) naming the carry and
@@ -71,7 +71,7 @@ from dashboards.spark.status import (
     partition_status_table,
 )
 from dashboards.spark.throughput import throughput_measures
-from dashboards.spark.usage import USAGE_SCHEMA, daily_flow_usage_from_windows, sample_progress, task_usage
+from dashboards.spark.usage import USAGE_SCHEMA, daily_flow_usage_table, sample_progress, task_usage
 from dashboards.spark.windowed import arrow_columns, combined_codes, count_per_window, report_windows
 
 ProgressCallback = Callable[[str, float], None]
@@ -421,10 +421,16 @@ def _read_groups(
     return reduce(DataFrame.union, [group_files(i, flows) for i, flows in enumerate(groups)]), groups
 
 
-def _exploded(partition_windows: DataFrame, column: str, keep: Iterable[str]) -> DataFrame:
-    """One row per element of a list column of `_partition_windows`, after its mirrored partition and `keep`."""
-    elements = partition_windows.select(*PARTITION_KEY, *keep, F.explode(column).alias("_element"))
-    return elements.select(*PARTITION_KEY, *keep, "_element.*")
+def _exploded(windows: pa.Table, column: str, keep: Iterable[str]) -> pa.Table:
+    """One row per element of a list column of the pass's rows (`windows`): its mirrored partition, `keep`
+    and the element's fields."""
+    lists = windows.column(column).combine_chunks()
+    elements = pc.list_flatten(lists)
+    keys = windows.select([*PARTITION_KEY, *keep]).take(pc.list_parent_indices(lists))
+    return pa.table(
+        {name: keys.column(name) for name in keys.column_names}
+        | {field.name: elements.field(field.name) for field in elements.type}
+    )
 
 
 def _rows(table: pa.Table) -> list[dict]:
@@ -484,10 +490,9 @@ def run_reports(
         files, groups = _read_groups(
             spark, location=location, to_read=to_read, sealed_names=sealed_names, carry=carry
         )
-        partition_windows = _partition_windows(files, groups, options).persist()
-        # The pass's rows but their usage, once in the driver: the per-window reports are a selection of
-        # them and the carry a flattening (Spark would scan them once for each).
-        windows = partition_windows.drop("_usage").toArrow()
+        # The pass's rows, once in the driver: the per-window reports are a selection of them, the
+        # statuses and daily usage are computed from them in numpy, the carry is a flattening.
+        windows = _partition_windows(files, groups, options).toArrow()
         samples_read = pc.sum(windows.column("_new_samples")).as_py() or 0
         on_progress("lag, throughput and latency", 0.1)
         datasets.update(_window_reports(windows, has_carry=carry is not None))
@@ -495,11 +500,9 @@ def run_reports(
         datasets.update(_status_reports(windows, has_carry=carry is not None, options=options))
         on_progress("daily usage", 0.8)
         # Computed once: the rows reported and the usage kept are the same table.
-        window_usage = _exploded(partition_windows, "_usage", ["window_start"])
-        window_usage = window_usage.withColumn("date", F.to_date("window_start"))
-        new_usage_table = daily_flow_usage_from_windows(
-            window_usage, window_s=window_seconds(options.window)
-        ).toArrow()
+        new_usage_table = daily_flow_usage_table(
+            _exploded(windows, "_usage", ["window_start"]), window_s=window_seconds(options.window)
+        )
         datasets["daily_flow_usage"] = new_usage_table.to_pylist()
         new_usage = spark.createDataFrame(new_usage_table)
         if usage is not None:
@@ -508,7 +511,6 @@ def run_reports(
             "usage": new_usage.toArrow() if usage is not None else new_usage_table,
             "carry": _next_carry(windows),
         }
-        partition_windows.unpersist()
         usage = spark.createDataFrame(tables["usage"])
 
     on_progress("capacity plan", 0.9)
@@ -552,12 +554,7 @@ def _window_reports(windows: pa.Table, *, has_carry: bool) -> dict[str, list[dic
 
 def _next_carry(windows: pa.Table) -> pa.Table:
     """The carry the pass's rows (`windows`) leave: their `_carry` lists as lake rows."""
-    lists = windows.column("_carry").combine_chunks()
-    carried = pc.list_flatten(lists)
-    keys = windows.select(PARTITION_KEY).take(pc.list_parent_indices(lists))
-    return pa.table(
-        {name: keys.column(name) if name in PARTITION_KEY else carried.field(name) for name in LAKE_NAMES}
-    )
+    return _exploded(windows, "_carry", []).select(list(LAKE_NAMES))
 
 
 def _status_reports(windows: pa.Table, *, has_carry: bool, options: ReportOptions) -> dict[str, list[dict]]:

@@ -18,16 +18,19 @@ from datetime import timedelta
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from dashboards.spark.frames import FLOW_KEY, PARTITION_KEY, partition_key_ddl, window_seconds
+from dashboards.spark.percentiles import exact_percentiles
 from dashboards.spark.throughput import BYTES_PER_MB
 from dashboards.spark.windowed import (
     combined_codes,
     doubles,
     key_columns,
     longs,
+    max_of_doubles,
     max_of_longs,
     partition_counts,
     report_windows,
@@ -36,6 +39,7 @@ from dashboards.spark.windowed import (
 )
 
 DEFAULT_USAGE_WINDOW = timedelta(minutes=5)
+NEVER_NULL = ("tasks", "workers", "saturated_windows")  # of `daily_flow_usage`'s columns
 
 # What `task_usage` reads of a sample, and the columns it gives per window, task and worker.
 USAGE_SAMPLE_COLUMNS = (
@@ -202,76 +206,116 @@ def daily_flow_usage(samples: DataFrame, window: timedelta = DEFAULT_USAGE_WINDO
 
 
 def daily_flow_usage_from_windows(reduced: DataFrame, *, window_s: int) -> DataFrame:
-    """`daily_flow_usage` from `window_usage` rows of `window_s`-second windows."""
-    # A partition's rate under one task in one window, whichever workers ran its slices; tasks and flows
-    # add their partitions' rates. It is saturated when it was on every worker's samples (`task_usage`)
-    # and the slices, on any worker, covered the window.
-    covered = F.coalesce(F.sum("_covered_s"), F.lit(0.0)) >= BUSY_SHARE * window_s
-    partition_rates = reduced.groupBy(
-        *FLOW_KEY, "date", "window_start", "task_index", "remote_topic", "partition"
-    ).agg(
-        F.coalesce(F.sum("bytes") / F.sum("_covered_s") / BYTES_PER_MB, F.lit(0.0)).alias("_mb_per_s"),
-        (F.min("_saturated") & covered).alias("_saturated"),
+    """`daily_flow_usage_table` of Spark's `window_usage` rows, as a DataFrame."""
+    table = daily_flow_usage_table(reduced.toArrow(), window_s=window_s)
+    return reduced.sparkSession.createDataFrame(table)
+
+
+def _groups(
+    table: pa.Table, columns: Sequence[str], key: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's group (dense, 0..) by `key` (when given, first) and `columns`, and each group's first row."""
+    _, first, group = np.unique(
+        combined_codes(table, columns, key=key), return_index=True, return_inverse=True
     )
-    # A task is saturated in a window when one of its partitions was saturated all window (behind on
-    # records older than a slice at nearly every slice, replicating, the window covered).
-    task_rates = (
-        partition_rates.groupBy(*FLOW_KEY, "date", "window_start", "task_index")
-        .agg(F.sum("_mb_per_s").alias("_task_mb_per_s"), F.max("_saturated").alias("_saturated"))
-        .groupBy(*FLOW_KEY, "date")
-        .agg(
-            F.max(F.when(F.col("_saturated"), F.col("_task_mb_per_s"))).alias("task_saturated_mb_per_s"),
-            F.max("_task_mb_per_s").alias("task_observed_mb_per_s"),
-            F.count(F.when(F.col("_saturated"), F.lit(1))).alias("saturated_windows"),
-        )
+    return group.astype(np.int64), first
+
+
+def daily_flow_usage_table(reduced: pa.Table, *, window_s: int) -> pa.Table:
+    """`daily_flow_usage` from `window_usage` rows (an Arrow table; `date` computed from `window_start`, a
+    UTC day) of `window_s`-second windows, in numpy: what Spark's aggregation gives (sums of doubles a last
+    bit apart, in another order)."""
+    micros = reduced.column("window_start").cast(pa.int64()).to_numpy()
+    days = micros // (86_400 * 1_000_000)
+    table = reduced.append_column("_day", pa.array(days))
+    day, day_first = _groups(table, [*FLOW_KEY, "_day"])
+    count = len(day_first)
+    # A partition's rate under one task in one window, whichever workers ran its slices (module doc).
+    rate, rate_first = _groups(table, ["window_start", "task_index", "remote_topic", "partition"], key=day)
+    rates = len(rate_first)
+    byte_sums, has_bytes = sum_of_longs(*longs(table, "bytes"), rate, rates)
+    covered_s = sum_of_doubles(doubles(table, "_covered_s"), rate, rates)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mb_per_s = np.where(has_bytes & (covered_s > 0), byte_sums / covered_s / BYTES_PER_MB, 0.0)
+    covered = np.nan_to_num(covered_s, nan=0.0) >= BUSY_SHARE * window_s
+    # Spark's `min` of the partition's `_saturated` (its non-null values; null without any, not saturated).
+    flags = table.column("_saturated")
+    known = flags.is_valid().to_numpy(zero_copy_only=False)
+    flagged = pc.fill_null(flags, False).to_numpy(zero_copy_only=False)
+    rate_saturated = (
+        (np.bincount(rate, weights=known, minlength=rates) > 0)
+        & ~(np.bincount(rate, weights=known & ~flagged, minlength=rates) > 0)
+        & covered
     )
-    flow_load = (
-        partition_rates.groupBy(*FLOW_KEY, "date", "window_start")
-        .agg(F.sum("_mb_per_s").alias("_flow_mb_per_s"))
-        .groupBy(*FLOW_KEY, "date")
-        .agg(
-            F.avg("_flow_mb_per_s").alias("avg_mb_per_s"),
-            F.percentile("_flow_mb_per_s", 0.95).alias("p95_mb_per_s"),
-            F.max("_flow_mb_per_s").alias("max_mb_per_s"),
-        )
+    rate_day = day[rate_first]
+    # A task is saturated in a window when one of its partitions was saturated all window.
+    rate_rows = table.take(pa.array(rate_first))
+    task, task_first = _groups(rate_rows, ["window_start", "task_index"], key=rate_day)
+    task_mb = sum_of_doubles(mb_per_s, task, len(task_first))
+    task_saturated = np.bincount(task, weights=rate_saturated, minlength=len(task_first)) > 0
+    task_day = rate_day[task_first]
+    # The flow's load per window, and its day's average, p95 and maximum.
+    window, window_first = _groups(rate_rows, ["window_start"], key=rate_day)
+    flow_mb = sum_of_doubles(mb_per_s, window, len(window_first))
+    window_day = rate_day[window_first]
+    windows_per_day = np.bincount(window_day, minlength=count)
+    # Totals and distinct counts (the partitions each count the partitions they stand for).
+    partition, partition_first = _groups(table, ["remote_topic", "partition"], key=day)
+    partitions = np.zeros(count, np.int64)
+    np.add.at(
+        partitions,
+        day[partition_first],
+        max_of_longs(partition_counts(table), partition, len(partition_first)),
     )
-    # Totals and distinct counts over a first reduction to one row per partition, task and worker a day
-    # (three distinct counts over the samples themselves would expand every sample three times).
-    per_partition = reduced.groupBy(
-        *FLOW_KEY, "date", "remote_topic", "partition", "task_index", "worker"
-    ).agg(
-        F.sum("records").alias("records"),
-        F.sum("bytes").alias("bytes"),
-        F.sum("_produced").alias("_produced"),
-        F.sum("_ack_ms").alias("_ack_ms"),
-        F.sum("_acks").alias("_acks"),
-        F.max("partitions").alias("_partitions"),
+    records, has_records = sum_of_longs(*longs(table, "records"), day, count)
+    total_bytes, has_total_bytes = sum_of_longs(*longs(table, "bytes"), day, count)
+    produced, has_produced = sum_of_longs(*longs(table, "_produced"), day, count)
+    acks, has_acks = sum_of_longs(*longs(table, "_acks"), day, count)
+    ack_ms = sum_of_doubles(doubles(table, "_ack_ms"), day, count)
+
+    def distinct(column: str) -> np.ndarray:
+        """Spark's `count_distinct(column)` per day: its non-null values."""
+        known = table.column(column).is_valid().to_numpy(zero_copy_only=False)
+        _, first = np.unique(combined_codes(table, [column], key=day)[known], return_index=True)
+        return np.bincount(day[known][first], minlength=count).astype(np.int64)
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        latency = np.where(has_acks & (acks != 0), ack_ms / acks, np.nan)
+        has_load = has_records & (records > 0)
+        record_bytes = np.where(has_load, total_bytes / records, np.nan)
+    average = sum_of_doubles(flow_mb, window_day, count) / windows_per_day
+    saturated_mb = np.where(task_saturated, task_mb, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        input_mb = np.where(has_load & has_produced, average * produced / records, np.nan)
+    first_rows = pa.array(day_first)
+    table = pa.table(
+        {name: table.column(name).take(first_rows) for name in FLOW_KEY}
+        | {
+            "date": pa.array(days[day_first].astype("datetime64[D]"), pa.date32()),
+            "records": pa.array(records, mask=~has_records),
+            "bytes": pa.array(total_bytes, mask=~has_total_bytes),
+            "tasks": pa.array(distinct("task_index")),
+            "workers": pa.array(distinct("worker")),
+            "network_latency_ms": pa.array(latency, from_pandas=True),
+            "partitions": pa.array(partitions),
+            "avg_mb_per_s": pa.array(average, from_pandas=True),
+            "p95_mb_per_s": pa.array(
+                exact_percentiles(flow_mb, window_day, window_count=count, fractions=[0.95])[:, 0],
+                from_pandas=True,
+            ),
+            "max_mb_per_s": pa.array(max_of_doubles(flow_mb, window_day, count), from_pandas=True),
+            "task_saturated_mb_per_s": pa.array(
+                max_of_doubles(saturated_mb, task_day, count), from_pandas=True
+            ),
+            "task_observed_mb_per_s": pa.array(max_of_doubles(task_mb, task_day, count), from_pandas=True),
+            "saturated_windows": pa.array(
+                np.bincount(task_day, weights=task_saturated, minlength=count).astype(np.int64)
+            ),
+            "record_bytes": pa.array(record_bytes, from_pandas=True),
+            "input_mb_per_s": pa.array(input_mb, from_pandas=True),
+        }
     )
-    # The distinct mirrored partitions, each counting the partitions it stands for (a topic row: its own).
-    partitions = (
-        per_partition.groupBy(*FLOW_KEY, "date", "remote_topic", "partition")
-        .agg(F.max("_partitions").alias("_partitions"))
-        .groupBy(*FLOW_KEY, "date")
-        .agg(F.sum("_partitions").alias("partitions"))
-    )
-    shape = per_partition.groupBy(*FLOW_KEY, "date").agg(
-        F.sum("records").alias("records"),
-        F.sum("bytes").alias("bytes"),
-        F.count_distinct("task_index").alias("tasks"),
-        F.count_distinct("worker").alias("workers"),
-        F.sum("_produced").alias("_produced"),
-        (F.sum("_ack_ms") / F.sum("_acks")).alias("network_latency_ms"),
-    )
-    keys = [*FLOW_KEY, "date"]
-    records = F.col("records")
-    return (
-        shape.join(partitions, keys)
-        .join(flow_load, keys)
-        .join(task_rates, keys)
-        .withColumn("record_bytes", F.when(records > 0, F.col("bytes") / records))
-        # What the source produced, in the bytes of what was replicated: the replicated rate scaled.
-        .withColumn(
-            "input_mb_per_s", F.when(records > 0, F.col("avg_mb_per_s") * F.col("_produced") / records)
-        )
-        .drop("_produced")
+    # Counts are never null, as Spark's schema says (the usage state keeps it).
+    return table.cast(
+        pa.schema([field.with_nullable(field.name not in NEVER_NULL) for field in table.schema])
     )
