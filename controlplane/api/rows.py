@@ -12,12 +12,14 @@ DRF's path."""
 from __future__ import annotations
 
 import copy
+import datetime
 from collections.abc import Mapping
 
 from django.core.exceptions import ObjectDoesNotExist
 from django.db import models
-from rest_framework import fields, serializers
+from rest_framework import ISO_8601, fields, serializers
 from rest_framework.relations import PKOnlyObject
+from rest_framework.settings import api_settings
 
 
 def _bool(field: fields.BooleanField):
@@ -36,6 +38,28 @@ def _choice(field: fields.ChoiceField):
     return shown
 
 
+def _datetime(field: fields.DateTimeField):
+    """DRF's ISO 8601 text of an aware datetime in the field's time zone (the current one, read once per
+    list, when the field names none), "Z" for UTC: what `enforce_timezone` and `to_representation` give,
+    in two calls instead of about ten (the flows list shows two a flow). Any other value (naive, text,
+    out of range), format or a field without a time zone: the field's own method."""
+    output_format = getattr(field, "format", api_settings.DATETIME_FORMAT)
+    zone = field.timezone if hasattr(field, "timezone") else field.default_timezone()
+    if output_format is None or output_format.lower() != ISO_8601 or zone is None:
+        return field.to_representation
+
+    def shown(value):
+        if value.__class__ is not datetime.datetime or value.utcoffset() is None:
+            return field.to_representation(value)
+        try:
+            text = value.astimezone(zone).isoformat()
+        except OverflowError:
+            return field.to_representation(value)  # DRF's "overflow" error
+        return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+    return shown
+
+
 def _texts(data) -> list:
     return [None if item is None else str(item) for item in data]
 
@@ -44,7 +68,8 @@ def _shown_by(field: fields.Field):
     """What answers `field.to_representation(value)` for a non-None value, the same answer in fewer calls
     (about 0.5 ms of the flows list's 3 ms of row work): the builtin a plain text or integer field calls, a
     model's bool as it is, a text choice looked up directly, a list of texts in one comprehension; the
-    field's own method for any other field, a subclass (which may show otherwise) and any other value."""
+    field's own method for any other field, a subclass (which may show otherwise) and any other value; an
+    aware datetime as `_datetime` shows it."""
     kind = type(field)
     if kind is fields.CharField:
         return str
@@ -54,6 +79,8 @@ def _shown_by(field: fields.Field):
         return _bool(field)
     if kind is fields.ChoiceField:
         return _choice(field)
+    if kind is fields.DateTimeField:
+        return _datetime(field)
     if kind is fields.ListField and type(field.child) is fields.CharField:
         return _texts
     return field.to_representation

@@ -5,7 +5,9 @@ left out, a callable, a Mapping item)."""
 
 from __future__ import annotations
 
+import datetime
 import json
+import zoneinfo
 
 import pytest
 from django.utils import timezone
@@ -84,6 +86,9 @@ class EveryRead(serializers.Serializer):
     optional = serializers.CharField(required=False)
     called = serializers.CharField()
     empty = serializers.CharField(allow_null=True)
+    at = serializers.DateTimeField(allow_null=True)
+    at_paris = serializers.DateTimeField(default_timezone=zoneinfo.ZoneInfo("Europe/Paris"))
+    at_formatted = serializers.DateTimeField(format="%Y-%m-%d %H:%M")
 
     class Meta:
         list_serializer_class = RowsSerializer
@@ -93,12 +98,36 @@ class EveryRead(serializers.Serializer):
 
 
 def test_every_way_a_field_reads_answers_as_drf_does():
+    utc = datetime.datetime(2026, 12, 2, 6, 30, 5, 123456, tzinfo=datetime.UTC)
+    summer = datetime.datetime(2026, 7, 1, 23, 59, tzinfo=zoneinfo.ZoneInfo("America/New_York"))
+    naive = datetime.datetime(2026, 3, 29, 1, 30)  # Paris moves its clocks that night
+    times = {"at_paris": utc, "at_formatted": utc}
     items = [
-        Item(plain=1, inner=Item(name="x"), called=lambda: "c", empty=None),
+        Item(plain=1, inner=Item(name="x"), called=lambda: "c", empty=None, at=utc, **times),
         Item(
-            plain=2, inner=Item(name="y"), defaulted="set", nullable="n", optional="o", called="v", empty=""
+            plain=2,
+            inner=Item(name="y"),
+            defaulted="set",
+            nullable="n",
+            optional="o",
+            called="v",
+            empty="",
+            at=summer,
+            at_paris=summer,
+            at_formatted=summer,
         ),
-        Keyed(plain=3, inner={"name": "z"}, called="k", empty=None),
+        Keyed(
+            plain=3, inner={"name": "z"}, called="k", empty=None, at=None, at_paris=naive, at_formatted=naive
+        ),
+        Item(
+            plain=4,
+            inner=Item(name="w"),
+            called="t",
+            empty=None,
+            at=naive,
+            at_paris="2026-01-01",
+            at_formatted=utc,
+        ),
     ]
     answer = _same_as_drf(EveryRead, items)
     assert answer[0] == {
@@ -109,8 +138,14 @@ def test_every_way_a_field_reads_answers_as_drf_does():
         "nullable": None,
         "called": "c",
         "empty": None,
+        "at": "2026-12-02T06:30:05.123456Z",
+        "at_paris": "2026-12-02T07:30:05.123456+01:00",
+        "at_formatted": "2026-12-02 06:30",
     }
     assert answer[1]["optional"] == "o" and answer[2]["plain"] == 3
+    assert (answer[1]["at"], answer[1]["at_paris"]) == ("2026-07-02T03:59:00Z", "2026-07-02T05:59:00+02:00")
+    with timezone.override(zoneinfo.ZoneInfo("Asia/Kolkata")):  # the request's zone, when one is activated
+        assert _same_as_drf(EveryRead, items)[0]["at"] == "2026-12-02T12:00:05.123456+05:30"
 
 
 @pytest.mark.parametrize(
