@@ -25,8 +25,8 @@ throughput, latency, task usage) plus the carry. The samples cross from the JVM 
 files' bytes, and never row by row (Spark's row-to-Arrow conversion costs per column and row, and
 sorting rows costs more than sorting arrays). Those rows (about 1/60 of the samples at 5-minute windows)
 come to the driver once as Arrow: the per-window reports are a selection of them, the statuses and the
-daily usage are computed from them in numpy; Spark works on the daily rows for the capacity plan. A group holds whole flows: the
-largest flow's samples of a run are what one Python worker holds at most.
+daily usage are computed from them in numpy; Spark works on the daily rows for the capacity plan. A
+group holds whole flows: the largest flow's samples of a run are what one Python worker holds at most.
 
 State is a directory: `ledger.json` (the commit point, written last and atomically) naming the carry and
 usage Parquet files of its generation.

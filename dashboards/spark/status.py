@@ -43,7 +43,7 @@ from dashboards.spark.frames import (
     partition_key_ddl,
     window_seconds,
 )
-from dashboards.spark.windowed import combined_codes, key_columns, partition_counts, report_windows
+from dashboards.spark.windowed import key_columns, partition_counts, report_windows, row_groups
 
 DEFAULT_WINDOW_SAMPLES = 10  # Burrow's default window ("intervals")
 ERROR_CAUSES = ("STOP", "STALL", "REWIND")
@@ -210,8 +210,8 @@ def partition_status_table(features: pa.Table, window_s: int) -> pa.Table:
     starts, rank = np.unique(features.column("window_start").cast(pa.int64()).to_numpy(), return_inverse=True)
     rank = rank.astype(np.int64)
     ranks = len(starts)
-    _, flow = np.unique(combined_codes(features, FLOW_KEY), return_inverse=True)
-    _, partition = np.unique(combined_codes(features, PARTITION_KEY), return_inverse=True)
+    flow, _ = row_groups(features, FLOW_KEY)
+    partition, _ = row_groups(features, PARTITION_KEY)
     # The flows' windows (flow, window) in order, each evaluated at the newest of its samples.
     flow_window = flow.astype(np.int64) * ranks + rank
     points, point_of_row = np.unique(flow_window, return_inverse=True)
@@ -250,9 +250,7 @@ def flow_status_table(statuses: pa.Table) -> pa.Table:
     """A flow's status per window from its partitions' (`partition_status_table`): the worst one wins, ERR
     with its causes named (sorted), each row counting as the `partitions` it stands for (a topic row: its
     partitions)."""
-    _, window = np.unique(statuses.column("window_start").cast(pa.int64()).to_numpy(), return_inverse=True)
-    keys = combined_codes(statuses, FLOW_KEY) * (int(window.max(initial=0)) + 1) + window
-    _, firsts, group = np.unique(keys, return_index=True, return_inverse=True)
+    group, firsts = row_groups(statuses, [*FLOW_KEY, "window_start"])
     count = len(firsts)
     status = statuses.column("status").to_numpy(zero_copy_only=False)
     partitions = pc.fill_null(statuses.column("partitions"), 0).to_numpy().astype(np.int64)

@@ -34,6 +34,7 @@ from dashboards.spark.windowed import (
     max_of_longs,
     partition_counts,
     report_windows,
+    row_groups,
     sum_of_doubles,
     sum_of_longs,
 )
@@ -137,9 +138,8 @@ def task_usage(
     `progress` is `sample_progress(table)` unless given (computed over more samples, then taken).
     """
     progress = progress or sample_progress(table)
-    key = combined_codes(table, by, key=windows)
-    groups, first, group_of_row = np.unique(key, return_index=True, return_inverse=True)
-    count = len(groups)
+    group_of_row, first = row_groups(table, by, key=windows)
+    count = len(first)
     interval_s = doubles(table, "interval_s")
     end, end_known = longs(table, "source_end_offset")
     position, position_known = longs(table, "next_offset")
@@ -211,16 +211,6 @@ def daily_flow_usage_from_windows(reduced: DataFrame, *, window_s: int) -> DataF
     return reduced.sparkSession.createDataFrame(table)
 
 
-def _groups(
-    table: pa.Table, columns: Sequence[str], key: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's group (dense, 0..) by `key` (when given, first) and `columns`, and each group's first row."""
-    _, first, group = np.unique(
-        combined_codes(table, columns, key=key), return_index=True, return_inverse=True
-    )
-    return group.astype(np.int64), first
-
-
 def daily_flow_usage_table(reduced: pa.Table, *, window_s: int) -> pa.Table:
     """`daily_flow_usage` from `window_usage` rows (an Arrow table; `date` computed from `window_start`, a
     UTC day) of `window_s`-second windows, in numpy: what Spark's aggregation gives (sums of doubles a last
@@ -228,10 +218,10 @@ def daily_flow_usage_table(reduced: pa.Table, *, window_s: int) -> pa.Table:
     micros = reduced.column("window_start").cast(pa.int64()).to_numpy()
     days = micros // (86_400 * 1_000_000)
     table = reduced.append_column("_day", pa.array(days))
-    day, day_first = _groups(table, [*FLOW_KEY, "_day"])
+    day, day_first = row_groups(table, [*FLOW_KEY, "_day"])
     count = len(day_first)
     # A partition's rate under one task in one window, whichever workers ran its slices (module doc).
-    rate, rate_first = _groups(table, ["window_start", "task_index", "remote_topic", "partition"], key=day)
+    rate, rate_first = row_groups(table, ["window_start", "task_index", "remote_topic", "partition"], key=day)
     rates = len(rate_first)
     byte_sums, has_bytes = sum_of_longs(*longs(table, "bytes"), rate, rates)
     covered_s = sum_of_doubles(doubles(table, "_covered_s"), rate, rates)
@@ -250,17 +240,17 @@ def daily_flow_usage_table(reduced: pa.Table, *, window_s: int) -> pa.Table:
     rate_day = day[rate_first]
     # A task is saturated in a window when one of its partitions was saturated all window.
     rate_rows = table.take(pa.array(rate_first))
-    task, task_first = _groups(rate_rows, ["window_start", "task_index"], key=rate_day)
+    task, task_first = row_groups(rate_rows, ["window_start", "task_index"], key=rate_day)
     task_mb = sum_of_doubles(mb_per_s, task, len(task_first))
     task_saturated = np.bincount(task, weights=rate_saturated, minlength=len(task_first)) > 0
     task_day = rate_day[task_first]
     # The flow's load per window, and its day's average, p95 and maximum.
-    window, window_first = _groups(rate_rows, ["window_start"], key=rate_day)
+    window, window_first = row_groups(rate_rows, ["window_start"], key=rate_day)
     flow_mb = sum_of_doubles(mb_per_s, window, len(window_first))
     window_day = rate_day[window_first]
     windows_per_day = np.bincount(window_day, minlength=count)
     # Totals and distinct counts (the partitions each count the partitions they stand for).
-    partition, partition_first = _groups(table, ["remote_topic", "partition"], key=day)
+    partition, partition_first = row_groups(table, ["remote_topic", "partition"], key=day)
     partitions = np.zeros(count, np.int64)
     np.add.at(
         partitions,
@@ -279,13 +269,12 @@ def daily_flow_usage_table(reduced: pa.Table, *, window_s: int) -> pa.Table:
         _, first = np.unique(combined_codes(table, [column], key=day)[known], return_index=True)
         return np.bincount(day[known][first], minlength=count).astype(np.int64)
 
-    with np.errstate(divide="ignore", invalid="ignore"):
-        latency = np.where(has_acks & (acks != 0), ack_ms / acks, np.nan)
-        has_load = has_records & (records > 0)
-        record_bytes = np.where(has_load, total_bytes / records, np.nan)
     average = sum_of_doubles(flow_mb, window_day, count) / windows_per_day
     saturated_mb = np.where(task_saturated, task_mb, np.nan)
+    has_load = has_records & (records > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
+        latency = np.where(has_acks & (acks != 0), ack_ms / acks, np.nan)
+        record_bytes = np.where(has_load, total_bytes / records, np.nan)
         input_mb = np.where(has_load & has_produced, average * produced / records, np.nan)
     first_rows = pa.array(day_first)
     table = pa.table(

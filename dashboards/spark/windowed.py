@@ -75,6 +75,16 @@ def combined_codes(table: pa.Table, columns: Sequence[str], key: np.ndarray | No
     return key
 
 
+def row_groups(
+    table: pa.Table, columns: Sequence[str], key: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's group (dense, from 0) by `key` (when given, first) and `columns`, and each group's first row."""
+    _, first, group = np.unique(
+        combined_codes(table, columns, key=key), return_index=True, return_inverse=True
+    )
+    return group.astype(np.int64), first
+
+
 def count_per_window(windows: np.ndarray, window_count: int, where: np.ndarray | None = None) -> np.ndarray:
     """Spark's `count` per window of the rows `where` holds (all rows without it)."""
     return np.bincount(windows if where is None else windows[where], minlength=window_count)
