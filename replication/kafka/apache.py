@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
+import hashlib
 import logging
 import os
 import shlex
@@ -150,8 +151,13 @@ def kafka_libs() -> Path:
 
 
 def class_data_archive() -> Path:
-    """Where `make kafka` keeps the broker's class-data archive (`build_class_data_archive`)."""
-    return kafka_libs().parent / "broker-classes.jsa"
+    """Where `make kafka` keeps the broker's class-data archive (`build_class_data_archive`), named for
+    the jars' folder: the JVM checks the class path an archive was written with and silently maps none
+    when it differs, so a `var/` copied to another checkout (an A/B worktree) or a moved one gets an
+    archive of its own from the next `make kafka` instead of brokers that start a third slower unseen."""
+    libs = kafka_libs()
+    digest = hashlib.sha256(str(libs.resolve()).encode()).hexdigest()[:12]
+    return libs.parent / f"broker-classes-{digest}.jsa"
 
 
 def jvm_flags(options: list[str]) -> list[str]:

@@ -63,6 +63,17 @@ def test_the_suites_brokers_map_the_class_data_archive_and_collect_with_the_seri
     assert "-XX:+UseSerialGC" in command and not set(GC_OPTIONS) & set(command)
 
 
+def test_each_folder_of_jars_has_an_archive_of_its_own(tmp_path, monkeypatch):
+    """The JVM maps no archive written for another class path, silently: a copied var/ builds its own."""
+    archives = set()
+    for checkout in ("one", "two"):
+        monkeypatch.setenv("MIRRORPLANE_KAFKA_LIBS", str(tmp_path / checkout / "libs"))
+        archive = class_data_archive()
+        assert archive.parent == tmp_path / checkout and archive.suffix == ".jsa"
+        archives.add(archive.name)
+    assert len(archives) == 2
+
+
 def test_jvm_flags_take_kafkas_performance_options_and_the_archive(tmp_path, monkeypatch):
     archive = tmp_path / "broker-classes.jsa"
     monkeypatch.setattr(apache, "class_data_archive", lambda: archive)
