@@ -15,154 +15,101 @@ Sizing follows Confluent's one-task method and Cruise Control's thresholds (REFE
   (scope "overall") and each worker pool (scope "pool") on its workers.
 - target disk: average bytes/s x retention x replication factor; daily growth likewise per day.
 
-The overall rows add up every flow's rows, a pool's rows its flows' (one rule, `_fleet`): the daily loads
-add (the sum of p95s bounds the p95 of the sum from above). A flow runs only on its pool's workers
+The overall rows add up every flow's rows, a pool's rows its flows' (one rule, `fleet.group_rows`): the
+daily loads add (the sum of p95s bounds the p95 of the sum from above). A flow runs only on its pool's workers
 (controlplane.flows.pools), so a pool is judged on the live workers consuming its queue; the fleet still on
 the workers it is given.
+
+The plan is computed in numpy from the daily usage as an Arrow table (`capacity_plan_table`: the report
+job calls it on the usage state it holds, a row a flow and day, with no Spark job); the rules are in
+`sizing`, the groups' rows in `fleet`. `capacity_plan_from_usage` gives it for a DataFrame.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 
-from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
 
+from dashboards.spark.fleet import DEFAULT_POOL, OVERALL, POOL, group_rows
 from dashboards.spark.frames import DAY_SECONDS, FLOW_KEY
+from dashboards.spark.sizing import (
+    NOT_ENOUGH_DATA,
+    Trend,
+    ceil_div,
+    days_to_capacity,
+    days_to_run_out,
+    fit_confidence,
+    trend,
+    verdict,
+)
 from dashboards.spark.usage import DEFAULT_USAGE_WINDOW, daily_flow_usage
+from dashboards.spark.windowed import doubles, max_of_doubles, row_groups, sum_of_doubles
+
+# The plan's scopes and verdicts, named from here by its callers.
+__all__ = ["DEFAULT_POOL", "NOT_ENOUGH_DATA", "OVERALL", "POOL"]
 
 DEFAULT_HORIZON_DAYS = (7, 30, 90)
 NETWORK_THRESHOLD = 0.8  # Cruise Control's network capacity threshold
 MAX_PARTITIONS_PER_TASK = 150
 MAX_TASKS_PER_WORKER = 20
-OVERALL = "overall"
-POOL = "pool"  # the scope of a worker pool's rows
-DEFAULT_POOL = ""  # controlplane.flows.pools.DEFAULT_POOL: a flow with no pool, or one deleted since
-NOT_ENOUGH_DATA = "NOT_ENOUGH_DATA"
 DEFAULT_PLAN_MONTHS = 6
 
-
-def _with_pool(usage: DataFrame, pools: Mapping[int, str]) -> DataFrame:
-    """`usage` with each flow's worker `pool` (DEFAULT_POOL for a flow `pools` does not name)."""
-    pool = F.lit(DEFAULT_POOL)
-    if pools:  # a literal map: no join, no broadcast job
-        named = F.map_from_arrays(F.lit(list(pools)), F.lit(list(pools.values())))
-        pool = F.coalesce(F.try_element_at(named, F.col("flow_id")), pool)
-    return usage.withColumn("pool", pool)
-
-
-def _trend(usage: DataFrame, *, trend_days: int, key: Sequence[str] = FLOW_KEY) -> DataFrame:
-    """Per flow (`key`) over its newest `trend_days` days: latest load and sizing inputs, the growth fit
-    (slope, R², days), partitions, task speeds."""
-    newest = F.max("date").over(Window.partitionBy(*key))
-    day_number = F.datediff(F.col("date"), F.lit("1970-01-01").cast("date")).cast("double")
-    recent = (
-        usage.withColumn("_newest", newest)
-        .where(F.datediff(F.col("_newest"), F.col("date")) < trend_days)
-        .withColumn("_day", day_number)
-    )
-    fit = [
-        F.count(F.lit(1)).alias("days"),
-        F.max("date").alias("newest_date"),
-        F.coalesce(F.regr_slope("avg_mb_per_s", "_day"), F.lit(0.0)).alias("growth_mb_per_s_per_day"),
-        F.regr_r2("avg_mb_per_s", "_day").alias("growth_r2"),
+# The plan's columns and their types (Spark's, when it computed them; a pool's workers may be unknown).
+PLAN_SCHEMA = pa.schema(
+    [
+        pa.field("scope", pa.string(), nullable=False),
+        ("pool", pa.string()),
+        ("flow_id", pa.int64()),
+        ("flow_name", pa.string()),
+        ("horizon_days", pa.int32()),
+        ("newest_date", pa.date32()),
+        pa.field("days", pa.int64(), nullable=False),
+        ("partitions", pa.int64()),
+        ("record_bytes", pa.float64()),
+        ("input_mb_per_s", pa.float64()),
+        ("network_latency_ms", pa.float64()),
+        ("tasks", pa.int64()),
+        ("workers", pa.int64()),
+        ("current_mb_per_s", pa.float64()),
+        ("current_avg_mb_per_s", pa.float64()),
+        ("growth_mb_per_s_per_day", pa.float64()),
+        ("growth_r2", pa.float64()),
+        pa.field("fit_confidence", pa.string(), nullable=False),
+        ("projected_mb_per_s", pa.float64()),
+        ("per_task_mb_per_s", pa.float64()),
+        ("per_task_source", pa.string()),
+        ("per_task_saturated", pa.bool_()),
+        ("saturated_windows", pa.int64()),
+        ("observed_task_mb_per_s", pa.float64()),
+        pa.field("per_worker_mb_per_s", pa.float64(), nullable=False),
+        ("capacity_mb_per_s", pa.float64()),
+        ("days_to_capacity", pa.float64()),
+        ("runs_out_on", pa.date32()),
+        pa.field("nic_mb_per_s", pa.float64(), nullable=False),
+        ("network_utilization", pa.float64()),
+        ("network_needed_mbps", pa.float64()),
+        ("network_to_add_mbps", pa.float64()),
+        pa.field("threshold", pa.float64(), nullable=False),
+        ("tasks_needed", pa.int64()),
+        ("workers_needed", pa.int64()),
+        ("tasks_to_add", pa.int64()),
+        ("workers_to_add", pa.int64()),
+        pa.field("plan_months", pa.int32(), nullable=False),
+        ("disk_growth_gb_per_day", pa.float64()),
+        ("retention_disk_gb", pa.float64()),
+        pa.field("verdict", pa.string(), nullable=False),
     ]
-    if "p95_mb_per_s" not in usage.columns:  # a group's series: only its fit is used
-        return recent.groupBy(*key).agg(*fit)
-    newest_of = lambda column: F.max_by(column, "date").alias(column)  # noqa: E731
-    return recent.groupBy(*key).agg(
-        *fit,
-        F.max_by("p95_mb_per_s", "date").alias("current_mb_per_s"),
-        F.max_by("avg_mb_per_s", "date").alias("current_avg_mb_per_s"),
-        F.max_by("partitions", "date").cast("long").alias("partitions"),
-        newest_of("input_mb_per_s"),
-        newest_of("record_bytes"),
-        newest_of("network_latency_ms"),
-        F.max("task_saturated_mb_per_s").alias("saturated_task_mb_per_s"),
-        F.max("task_observed_mb_per_s").alias("observed_task_mb_per_s"),
-        F.sum("saturated_windows").alias("saturated_windows"),
-    )
-
-
-def _ceil_div(numerator: Column, denominator: Column) -> Column:
-    """ceil(n / d) as a long; null when d is not positive (nothing measured to size with)."""
-    return F.when(denominator > 0, F.ceil(numerator / denominator)).cast("long")
-
-
-def _verdict(needed: Column, have: Column) -> Column:
-    return (
-        F.when(needed.isNull() | have.isNull(), NOT_ENOUGH_DATA)
-        .when(needed > have, "UNDER_PROVISIONED")
-        .when(needed < have, "OVER_PROVISIONED")
-        .otherwise("RIGHT_SIZED")
-    )
-
-
-def _days_to_capacity(current: Column, growth: Column, limit: Column) -> Column:
-    """Days until `current` growing by `growth` a day reaches `limit`: 0 when already past it, null when
-    the limit is unknown or the load is not growing."""
-    return (
-        F.when(limit.isNull(), None)
-        .when(current >= limit, 0.0)
-        .when(growth > 0, (limit - current) / growth)
-        .cast("double")
-    )
-
-
-def _fit_confidence(days: Column, r2: Column) -> Column:
-    """How far to trust the growth fit: high from 14 days at R² >= 0.8, medium from 7 days at R² >= 0.5."""
-    return (
-        F.when((days >= 14) & (r2 >= 0.8), "high").when((days >= 7) & (r2 >= 0.5), "medium").otherwise("low")
-    )
-
-
-PLAN_COLUMNS = (
-    "scope",
-    "pool",
-    *FLOW_KEY,
-    "horizon_days",
-    "newest_date",
-    "days",
-    "partitions",
-    "record_bytes",
-    "input_mb_per_s",
-    "network_latency_ms",
-    "tasks",
-    "workers",
-    "current_mb_per_s",
-    "current_avg_mb_per_s",
-    "growth_mb_per_s_per_day",
-    "growth_r2",
-    "fit_confidence",
-    "projected_mb_per_s",
-    "per_task_mb_per_s",
-    "per_task_source",
-    "per_task_saturated",
-    "saturated_windows",
-    "observed_task_mb_per_s",
-    "per_worker_mb_per_s",
-    "capacity_mb_per_s",
-    "days_to_capacity",
-    "runs_out_on",
-    "nic_mb_per_s",
-    "network_utilization",
-    "network_needed_mbps",
-    "network_to_add_mbps",
-    "threshold",
-    "tasks_needed",
-    "workers_needed",
-    "tasks_to_add",
-    "workers_to_add",
-    "plan_months",
-    "disk_growth_gb_per_day",
-    "retention_disk_gb",
-    "verdict",
 )
+PLAN_COLUMNS = tuple(PLAN_SCHEMA.names)
 
 
-def capacity_plan_from_usage(
-    usage: DataFrame,
+def capacity_plan_table(
+    usage: pa.Table,
     *,
     worker_nic_mbps: float,
     retention_hours: float,
@@ -178,10 +125,11 @@ def capacity_plan_from_usage(
     plan_months: int = DEFAULT_PLAN_MONTHS,
     pools: Mapping[int, str] | None = None,
     pool_workers: Mapping[str, int] | None = None,
-) -> DataFrame:
+) -> pa.Table:
     """One row per flow and horizon (0 = now, the `horizon_days` and `plan_months` x 30 days), plus the
     fleet's rows (scope "overall"), which add up every flow's, and each worker pool's (scope "pool"),
-    which add up its flows' (see the module doc). Every row but the fleet's names its `pool`.
+    which add up its flows' (see the module doc), from the daily usage (`daily_flow_usage` rows, an
+    Arrow table). Every row but the fleet's names its `pool`.
 
     `pools` maps a flow id to its worker pool (a flow it does not name is in DEFAULT_POOL);
     `pool_workers` gives the live workers consuming each pool's queue (a pool it does not name has none;
@@ -189,245 +137,186 @@ def capacity_plan_from_usage(
     Rows come grouped: the fleet's, then each pool's followed by its flows', by horizon.
     """
     nic_mb_per_s = worker_nic_mbps / 8  # megabits -> megabytes
-    horizons = usage.sparkSession.createDataFrame(
-        [(h,) for h in sorted({0, *horizon_days, plan_months * 30})], "horizon_days int"
-    )
-    usage = _with_pool(usage, pools or {})
-    trend = _trend(usage, trend_days=trend_days, key=(*FLOW_KEY, "pool"))
-    measured = F.lit(per_task_mb_per_s).cast("double")
-    per_task = F.coalesce(F.col("saturated_task_mb_per_s"), measured)
-    flows = (
-        trend.crossJoin(horizons)
-        .withColumn("scope", F.lit("flow"))
-        # A flow that cannot keep up copies less than its source produces: its load is what it must copy.
-        .withColumn("current_mb_per_s", F.greatest("current_mb_per_s", "input_mb_per_s"))
-        .withColumn("tasks", F.least(F.lit(tasks_max), F.col("partitions")).cast("long"))
-        .withColumn("per_task_mb_per_s", per_task)
-        .withColumn(
-            "per_task_source",
-            F.when(F.col("saturated_task_mb_per_s").isNotNull(), "saturated windows").when(
-                measured.isNotNull(), "measured"
-            ),
-        )
-        .withColumn("per_task_saturated", F.col("saturated_task_mb_per_s").isNotNull())
-        .withColumn(
-            "projected_mb_per_s",
-            F.greatest(
-                F.col("current_mb_per_s") + F.col("growth_mb_per_s_per_day") * F.col("horizon_days"),
-                F.lit(0.0),
-            ),
-        )
-        .withColumn(
-            "projected_avg_mb_per_s",
-            F.greatest(
-                F.col("current_avg_mb_per_s") + F.col("growth_mb_per_s_per_day") * F.col("horizon_days"),
-                F.lit(0.0),
-            ),
-        )
-    )
-    known = F.col("per_task_mb_per_s") > 0
-    projected = F.col("projected_mb_per_s")
-    per_worker = F.least(F.lit(nic_mb_per_s), F.col("per_task_mb_per_s") * tasks_per_worker)
-    tasks_needed = F.when(
-        known,
-        F.least(
-            F.greatest(
-                _ceil_div(projected, F.col("per_task_mb_per_s") * threshold),
-                _ceil_div(F.col("partitions"), F.lit(partitions_per_task)),
-                F.lit(1),
-            ),
-            F.col("partitions"),
-        ),
-    )
-    flows = (
-        flows.withColumn("per_worker_mb_per_s", per_worker)
-        .withColumn("capacity_mb_per_s", F.col("tasks") * F.col("per_task_mb_per_s"))
-        .withColumn("tasks_needed", tasks_needed.cast("long"))
-        .withColumn(
-            "workers_needed",
-            F.when(
-                known,
-                F.greatest(
-                    _ceil_div(projected, per_worker * threshold),
-                    _ceil_div(F.col("tasks_needed"), F.lit(tasks_per_worker)),
-                    F.lit(1),
-                ),
-            ).cast("long"),
-        )
-        .withColumn("verdict", _verdict(F.col("tasks_needed"), F.col("tasks")))
-        .withColumn("tasks_to_add", F.col("tasks_needed") - F.col("tasks"))
-        .withColumn("workers_to_add", F.lit(None).cast("long"))  # workers are the pool's: see its rows
-        .withColumn("network_to_add_mbps", F.lit(None).cast("double"))
-    )
-    flows = flows.withColumn(
-        "days_to_capacity",
-        _days_to_capacity(
-            F.col("current_mb_per_s"),
-            F.col("growth_mb_per_s_per_day"),
-            F.col("capacity_mb_per_s") * threshold,
-        ),
-    )
-    # Each flow counts in two groups: the fleet (pool "": any non-null key) and its pool.
-    groups = F.array(
-        F.struct(F.lit(OVERALL).alias("scope"), F.lit(DEFAULT_POOL).alias("pool")),
-        F.struct(F.lit(POOL).alias("scope"), F.col("pool").alias("pool")),
-    )
-    group_workers = F.when(F.col("_group.scope") == OVERALL, F.lit(workers)).otherwise(
-        _pool_workers(pool_workers)
-    )
-    grouped = _fleet(
-        flows,
+    horizons = np.array(sorted({0, *horizon_days, plan_months * 30}), np.float64)
+    days = usage.column("date").cast(pa.int32()).to_numpy(zero_copy_only=False).astype(np.int64)
+    flow, _ = row_groups(usage, FLOW_KEY)
+    load = doubles(usage, "avg_mb_per_s")
+    fit = trend(days, load, flow, trend_days=trend_days)
+    if not len(fit.groups):  # no usage, or no trend days (trend_days < 1)
+        return PLAN_SCHEMA.empty_table()
+    flows = _flow_rows(
         usage,
-        groups=groups,
-        workers=group_workers,
+        fit,
+        horizons,
+        days=days,
+        tasks_max=tasks_max,
+        per_task_mb_per_s=per_task_mb_per_s,
+        nic_mb_per_s=nic_mb_per_s,
+        threshold=threshold,
+        tasks_per_worker=tasks_per_worker,
+        partitions_per_task=partitions_per_task,
+    )
+    flow_ids = usage.column("flow_id").take(pa.array(fit.newest)).to_pylist()
+    flow_pools = np.array([(pools or {}).get(flow_id, DEFAULT_POOL) for flow_id in flow_ids], object)
+    rows = len(flow_ids) * len(horizons)
+    flows |= {
+        "flow_id": np.repeat(np.array(flow_ids, object), len(horizons)),
+        "flow_name": np.repeat(
+            np.array(usage.column("flow_name").take(pa.array(fit.newest)).to_pylist(), object), len(horizons)
+        ),
+        "pool": np.repeat(flow_pools, len(horizons)),
+        "workers": np.full(rows, float(workers)),
+    }
+    groups = group_rows(
+        flows,
+        flow_pools=flow_pools,
+        horizons=len(horizons),
+        usage=(days, load),
+        usage_pools=flow_pools[flow],  # every flow has trend days
+        workers=workers,
+        pool_workers=pool_workers,
         trend_days=trend_days,
         nic_mb_per_s=nic_mb_per_s,
         threshold=threshold,
         tasks_per_worker=tasks_per_worker,
     )
-    fleet = F.col("_group.scope") == OVERALL
-    grouped = grouped.withColumns(
-        {
-            "scope": F.col("_group.scope"),
-            "pool": F.when(~fleet, F.col("_group.pool")),
-            "flow_name": F.when(fleet, OVERALL).otherwise(_pool_name(F.col("_group.pool"))),
-        }
+    plan = {name: _stacked(name, flows, groups) for name in {*flows, *groups}}
+    projected, projected_avg, nics = (
+        plan["projected_mb_per_s"],
+        plan["projected_avg_mb_per_s"],
+        plan["workers"] * nic_mb_per_s,
     )
-    mb_per_day_to_gb = DAY_SECONDS / 1000 * replication_factor
-    return (
-        flows.withColumn("workers", F.lit(workers).cast("long"))
-        .unionByName(grouped, allowMissingColumns=True)
-        .withColumn("growth_r2", F.col("growth_r2").cast("double"))
-        .withColumn("fit_confidence", _fit_confidence(F.col("days"), F.col("growth_r2")))
-        .withColumn(
-            "runs_out_on",
-            F.date_add(F.col("newest_date"), F.ceil(F.round("days_to_capacity", 6)).cast("int")),
-        )
+    with np.errstate(divide="ignore", invalid="ignore"):
         # A pool no live worker consumes has no network to use: null, not a division by zero.
-        .withColumn("network_utilization", F.try_divide(projected, F.col("workers") * nic_mb_per_s))
-        .withColumn("network_needed_mbps", projected * 8 / threshold)
-        .withColumn("disk_growth_gb_per_day", F.col("projected_avg_mb_per_s") * mb_per_day_to_gb)
-        .withColumn(
-            "retention_disk_gb",
-            F.col("projected_avg_mb_per_s") * retention_hours * 3600 / 1000 * replication_factor,
-        )
-        .withColumn("nic_mb_per_s", F.lit(nic_mb_per_s))
-        .withColumn("threshold", F.lit(threshold))
-        .withColumn("plan_months", F.lit(plan_months))
-        .select(*PLAN_COLUMNS)
-        # A few rows a flow: one sorted partition costs no sampling job, as orderBy's range partitioning does.
-        .coalesce(1)
-        .sortWithinPartitions(
-            F.col("scope") != OVERALL, "pool", F.col("scope") != POOL, "flow_name", "flow_id", "horizon_days"
-        )
-    )
+        utilization = np.where(nics != 0, projected / nics, np.nan)
+    plan |= {
+        "fit_confidence": fit_confidence(plan["days"], plan["growth_r2"]),
+        "runs_out_on": plan["newest_date"] + days_to_run_out(plan["days_to_capacity"]),
+        "network_utilization": utilization,
+        "network_needed_mbps": projected * 8 / threshold,
+        "disk_growth_gb_per_day": projected_avg * (DAY_SECONDS / 1000 * replication_factor),
+        "retention_disk_gb": projected_avg * retention_hours * 3600 / 1000 * replication_factor,
+        "nic_mb_per_s": np.full(len(projected), nic_mb_per_s),
+        "threshold": np.full(len(projected), threshold),
+        "plan_months": np.full(len(projected), float(plan_months)),
+    }
+    table = pa.table([_arrow(plan[field.name], field.type) for field in PLAN_SCHEMA], schema=PLAN_SCHEMA)
+    return table.take(_plan_order(table))
 
 
-def _pool_workers(pool_workers: Mapping[str, int] | None) -> Column:
-    """The live workers of the pool `_group.pool`: 0 when `pool_workers` does not name it, null when
-    not known."""
-    if pool_workers is None:
-        return F.lit(None).cast("long")
-    if not pool_workers:
-        return F.lit(0).cast("long")
-    counts = F.map_from_arrays(F.lit(list(pool_workers)), F.lit(list(pool_workers.values())))
-    return F.coalesce(F.try_element_at(counts, F.col("_group.pool")), F.lit(0)).cast("long")
-
-
-def _pool_name(pool: Column) -> Column:
-    """A pool's rows' `flow_name`: "pool <name>", "pool default" for the default pool (as the pools page
-    labels it); never a flow's ("A->B") nor the fleet's."""
-    label = F.when(pool == DEFAULT_POOL, "default").otherwise(pool)
-    return F.concat(F.lit(f"{POOL} "), label)
-
-
-def _fleet(
-    flows: DataFrame,
-    usage: DataFrame,
+def _flow_rows(
+    usage: pa.Table,
+    fit: Trend,
+    horizons: np.ndarray,
     *,
-    groups: Column,
-    workers: Column,
-    trend_days: int,
+    days: np.ndarray,
+    tasks_max: int,
+    per_task_mb_per_s: float | None,
     nic_mb_per_s: float,
     threshold: float,
     tasks_per_worker: int,
-) -> DataFrame:
-    """The rows of each group of flows per horizon, from its flows' rows at that horizon (`groups`: the
-    groups a flow's rows and usage count in, an array of keys, one row per key as `_group`: e.g. the
-    fleet and the flow's pool): loads, growth, partitions, tasks, tasks needed and capacities add up;
-    unknown when any flow's per-task capacity is unknown. The growth fit (days, R²) is that of the
-    group's summed daily load. The group's `workers` (a column over `_group`; null: not known) bound
-    its capacity by their NICs and are what the verdict compares workers needed with: enough for the
-    tasks needed (20 a worker) and for the load at the network threshold."""
-    all_known = F.min(F.col("tasks_needed").isNotNull())
-    when_known = lambda column: F.when(all_known, F.sum(column))  # noqa: E731
-    summed = ("current_mb_per_s", "current_avg_mb_per_s", "growth_mb_per_s_per_day", "projected_mb_per_s")
-    fleet = (
-        flows.withColumn("_group", F.explode(groups))
-        .groupBy("_group", "horizon_days")
-        .agg(
-            *(F.sum(c).alias(c) for c in (*summed, "projected_avg_mb_per_s", "partitions", "tasks")),
-            F.sum("input_mb_per_s").alias("input_mb_per_s"),
-            # Null, not a division by zero, for a group of idle flows.
-            F.try_divide(
-                F.sum(F.col("record_bytes") * F.col("current_avg_mb_per_s")), F.sum("current_avg_mb_per_s")
-            ).alias("record_bytes"),
-            F.max("network_latency_ms").alias("network_latency_ms"),
-            F.sum("saturated_windows").alias("saturated_windows"),
-            F.max("observed_task_mb_per_s").alias("observed_task_mb_per_s"),
-            F.max("newest_date").alias("newest_date"),
-            when_known("tasks_needed").alias("tasks_needed"),
-            when_known("capacity_mb_per_s").alias("_task_capacity"),
-            F.when(all_known, F.sum(F.greatest(F.col("tasks_to_add"), F.lit(0)))).alias("tasks_to_add"),
-            F.max((F.col("verdict") == "UNDER_PROVISIONED").cast("int")).alias("_flow_under"),
-        )
+    partitions_per_task: int,
+) -> dict[str, np.ndarray]:
+    """A row per flow (`fit`: the trend of each flow's usage rows) and horizon, flow by flow: its load,
+    growth and sizing (module doc). A flow's load and shape are its newest day's, its per-task capacity
+    the most a task carried in a saturated window over the trend days (or `per_task_mb_per_s`)."""
+    count, per_flow = len(fit.groups), len(horizons)
+
+    def newest(column: str) -> np.ndarray:
+        return np.repeat(doubles(usage, column)[fit.newest], per_flow)
+
+    def over_trend(reduce: Callable[[np.ndarray, np.ndarray, int], np.ndarray], column: str) -> np.ndarray:
+        return np.repeat(reduce(doubles(usage, column)[fit.rows], fit.group, count), per_flow)
+
+    horizon = np.tile(horizons, count)
+    growth = np.repeat(np.nan_to_num(fit.growth, nan=0.0), per_flow)  # not growing when not measured
+    saturated = over_trend(max_of_doubles, "task_saturated_mb_per_s")
+    measured = np.nan if per_task_mb_per_s is None else float(per_task_mb_per_s)
+    per_task = np.where(np.isnan(saturated), measured, saturated)
+    # A flow that cannot keep up copies less than its source produces: its load is what it must copy.
+    current = np.fmax(newest("p95_mb_per_s"), newest("input_mb_per_s"))
+    projected = np.fmax(current + growth * horizon, 0.0)
+    partitions = newest("partitions")
+    tasks = np.fmin(tasks_max, partitions)
+    known = per_task > 0
+    per_worker = np.fmin(nic_mb_per_s, per_task * tasks_per_worker)
+    tasks_needed = np.fmax(
+        ceil_div(projected, per_task * threshold), ceil_div(partitions, partitions_per_task)
     )
-    series = (
-        usage.withColumn("_group", F.explode(groups))
-        .groupBy("_group", "date")
-        .agg(F.sum("avg_mb_per_s").alias("avg_mb_per_s"))
+    tasks_needed = np.where(known, np.fmin(np.fmax(tasks_needed, 1), partitions), np.nan)
+    workers_needed = np.fmax(
+        ceil_div(projected, per_worker * threshold), ceil_div(tasks_needed, tasks_per_worker)
     )
-    fit = _trend(series, trend_days=trend_days, key=("_group",))
-    projected = F.col("projected_mb_per_s")
-    workers_known = F.col("workers").isNotNull()
-    workers_needed = F.when(
-        F.col("tasks_needed").isNotNull(),
-        F.greatest(
-            _ceil_div(F.col("tasks_needed"), F.lit(tasks_per_worker)),
-            _ceil_div(projected, F.lit(nic_mb_per_s * threshold)),
-            F.lit(1),
+    capacity = tasks * per_task
+    return {
+        "scope": np.full(len(horizon), "flow", object),
+        "horizon_days": horizon,
+        "newest_date": np.repeat(days[fit.newest], per_flow).astype(np.float64),
+        "days": np.repeat(fit.days, per_flow),
+        "growth_r2": np.repeat(fit.r2, per_flow),
+        "partitions": partitions,
+        "tasks": tasks,
+        **{name: newest(name) for name in ("record_bytes", "input_mb_per_s", "network_latency_ms")},
+        "current_mb_per_s": current,
+        "current_avg_mb_per_s": newest("avg_mb_per_s"),
+        "growth_mb_per_s_per_day": growth,
+        "projected_mb_per_s": projected,
+        "projected_avg_mb_per_s": np.fmax(newest("avg_mb_per_s") + growth * horizon, 0.0),
+        "per_task_mb_per_s": per_task,
+        "per_task_source": np.where(
+            np.isnan(saturated), None if per_task_mb_per_s is None else "measured", "saturated windows"
         ),
-    ).cast("long")
-    verdict = F.when(
-        (F.col("_flow_under") == 1) & F.col("workers_needed").isNotNull(), "UNDER_PROVISIONED"
-    ).otherwise(_verdict(F.col("workers_needed"), F.col("workers")))
-    nics = F.col("workers") * nic_mb_per_s
-    capacity = F.least(F.col("_task_capacity"), nics)
-    network_needed = projected * 8 / threshold
-    return (
-        fleet.join(fit.select("_group", "days", "growth_r2"), "_group")
-        .withColumn("workers", workers.cast("long"))
-        .withColumn("flow_id", F.lit(None).cast("long"))
-        .withColumn("per_worker_mb_per_s", F.lit(nic_mb_per_s))
-        .withColumn(
-            "capacity_mb_per_s", F.when(F.col("_task_capacity").isNotNull() & workers_known, capacity)
-        )
-        .withColumn("workers_needed", workers_needed)
-        .withColumn("workers_to_add", F.col("workers_needed") - F.col("workers"))
-        .withColumn("verdict", verdict)
-        .withColumn(
-            "network_to_add_mbps", F.when(workers_known, F.greatest(network_needed - nics * 8, F.lit(0.0)))
-        )
-        .withColumn(
-            "days_to_capacity",
-            _days_to_capacity(
-                F.col("current_mb_per_s"),
-                F.col("growth_mb_per_s_per_day"),
-                F.col("capacity_mb_per_s") * threshold,
-            ),
-        )
-        .drop("_task_capacity", "_flow_under")
+        "per_task_saturated": ~np.isnan(saturated),
+        "saturated_windows": over_trend(sum_of_doubles, "saturated_windows"),
+        "observed_task_mb_per_s": over_trend(max_of_doubles, "task_observed_mb_per_s"),
+        "per_worker_mb_per_s": per_worker,
+        "capacity_mb_per_s": capacity,
+        "days_to_capacity": days_to_capacity(current, growth, capacity * threshold),
+        "tasks_needed": tasks_needed,
+        "workers_needed": np.where(known, np.fmax(workers_needed, 1), np.nan),
+        "tasks_to_add": tasks_needed - tasks,
+        "verdict": verdict(tasks_needed, tasks),
+    }
+
+
+def _stacked(name: str, flows: Mapping[str, np.ndarray], groups: Mapping[str, np.ndarray]) -> np.ndarray:
+    """A column of the flows' rows then the groups', null (NaN, None) in the rows of those without it."""
+    present = next(rows[name] for rows in (flows, groups) if name in rows)
+    numeric = present.dtype == np.float64
+    return np.concatenate(
+        [
+            rows[name] if name in rows else np.full(len(rows["scope"]), np.nan if numeric else None)
+            for rows in (flows, groups)
+        ]
     )
+
+
+def _arrow(values: np.ndarray, kind: pa.DataType) -> pa.Array:
+    """A plan column as Arrow: NaN and None null, whole numbers as longs (a cast that would lose a
+    fraction, or overflow an int or a date, raises, as Spark's casts do)."""
+    if values.dtype != np.float64:
+        return pa.array(values, kind)
+    doubles = pa.array(values, from_pandas=True)
+    return doubles.cast(pa.int32()).cast(kind) if pa.types.is_date32(kind) else doubles.cast(kind)
+
+
+def _plan_order(table: pa.Table) -> pa.Array:
+    """The fleet's rows, then each pool's followed by its flows', by horizon (nulls first, as Spark sorts)."""
+    keys = pa.table(
+        {
+            "not_fleet": pc.not_equal(table.column("scope"), OVERALL),
+            "pool": table.column("pool"),
+            "not_pool": pc.not_equal(table.column("scope"), POOL),
+            **{name: table.column(name) for name in ("flow_name", "flow_id", "horizon_days")},
+        }
+    )
+    return pc.sort_indices(keys, sort_keys=[(name, "ascending", "at_start") for name in keys.column_names])
+
+
+def capacity_plan_from_usage(usage: DataFrame, **plan_options) -> DataFrame:
+    """`capacity_plan_table` of Spark's daily usage rows (`daily_flow_usage`), as a DataFrame (options:
+    see there)."""
+    return usage.sparkSession.createDataFrame(capacity_plan_table(usage.toArrow(), **plan_options))
 
 
 def capacity_plan(

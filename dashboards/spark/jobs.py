@@ -25,8 +25,9 @@ throughput, latency, task usage) plus the carry. The samples cross from the JVM 
 files' bytes, and never row by row (Spark's row-to-Arrow conversion costs per column and row, and
 sorting rows costs more than sorting arrays). Those rows (about 1/60 of the samples at 5-minute windows)
 come to the driver once as Arrow: the per-window reports are a selection of them, the statuses and the
-daily usage are computed from them in numpy; Spark works on the daily rows for the capacity plan. A
-group holds whole flows: the largest flow's samples of a run are what one Python worker holds at most.
+daily usage are computed from them in numpy, and so are the usage state (merged with the day's usage) and
+the capacity plan from it: no Spark job after the pass (on a cluster each costs seconds). A group holds
+whole flows: the largest flow's samples of a run are what one Python worker holds at most.
 
 State is a directory: `ledger.json` (the commit point, written last and atomically) naming the carry and
 usage Parquet files of its generation.
@@ -52,7 +53,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from dashboards.spark import latency, throughput
-from dashboards.spark.capacity import DEFAULT_HORIZON_DAYS, DEFAULT_PLAN_MONTHS, capacity_plan_from_usage
+from dashboards.spark.capacity import DEFAULT_HORIZON_DAYS, DEFAULT_PLAN_MONTHS, capacity_plan_table
 from dashboards.spark.frames import (
     DAY_SECONDS,
     FLOW_KEY,
@@ -189,9 +190,9 @@ class ReportState:
         path = self._path(kind)
         return path if path and path.exists() else None
 
-    def read(self, spark: SparkSession, kind: str) -> DataFrame | None:
+    def read(self, kind: str) -> pa.Table | None:
         path = self.path(kind)
-        return spark.read.parquet(str(path)) if path else None
+        return pq.read_table(path) if path else None
 
     def commit(self, *, sealed: dict[str, list[str]], tables: dict[str, pa.Table]) -> None:
         """Write the new generation's files, then the ledger (atomically), then drop the old files."""
@@ -480,7 +481,7 @@ def run_reports(
     to_read = [p for p in partitions if p.name not in state.sealed]
     newly_sealed = [p for p in to_read if is_sealed(p, now=now, seal_after=options.seal_after)]
     sealed_names = {p.name for p in newly_sealed}
-    usage = state.read(spark, "usage")
+    usage = state.read("usage")
 
     datasets: dict[str, list[dict]] = {name: [] for name in REPORT_KEYS}
     samples_read = 0
@@ -500,24 +501,16 @@ def run_reports(
         datasets.update(_status_reports(windows, has_carry=carry is not None, options=options))
         on_progress("daily usage", 0.8)
         # Computed once: the rows reported and the usage kept are the same table.
-        new_usage_table = daily_flow_usage_table(
+        new_usage = daily_flow_usage_table(
             _exploded(windows, "_usage", ["window_start"]), window_s=window_seconds(options.window)
         )
-        datasets["daily_flow_usage"] = new_usage_table.to_pylist()
-        new_usage = spark.createDataFrame(new_usage_table)
-        if usage is not None:
-            new_usage = usage.join(new_usage, ["flow_id", "date"], "left_anti").unionByName(new_usage)
-        tables = {
-            "usage": new_usage.toArrow() if usage is not None else new_usage_table,
-            "carry": _next_carry(windows),
-        }
-        usage = spark.createDataFrame(tables["usage"])
+        datasets["daily_flow_usage"] = new_usage.to_pylist()
+        usage = new_usage if usage is None else merged_usage(usage, new_usage)
+        tables = {"usage": usage, "carry": _next_carry(windows)}
 
     on_progress("capacity plan", 0.9)
     if usage is not None:
-        datasets["capacity_plan"] = _rows(
-            capacity_plan_from_usage(usage, **asdict(options.capacity)).toArrow()
-        )
+        datasets["capacity_plan"] = _rows(capacity_plan_table(usage, **asdict(options.capacity)))
     on_progress("storing report rows", 0.95)
     store_rows(datasets)
     if to_read:
@@ -530,6 +523,16 @@ def run_reports(
         late_files=late_files,
         samples_read=samples_read,
     )
+
+
+def merged_usage(stored: pa.Table, new: pa.Table) -> pa.Table:
+    """The usage state with a run's daily usage: its rows replace the stored ones of the same flow and day
+    (a day re-read while it was not sealed), the others are kept."""
+    keys = ["flow_id", "date"]
+    both = pa.concat_tables([stored.select(keys).cast(new.select(keys).schema), new.select(keys)])
+    codes = combined_codes(both, keys)
+    kept = stored.filter(pa.array(~np.isin(codes[: stored.num_rows], codes[stored.num_rows :])))
+    return pa.concat_tables([kept.select(new.column_names).cast(new.schema), new])
 
 
 def _window_reports(windows: pa.Table, *, has_carry: bool) -> dict[str, list[dict]]:
