@@ -42,8 +42,8 @@ from dashboards.spark.sizing import (
     Trend,
     ceil_div,
     days_to_capacity,
-    days_to_run_out,
     fit_confidence,
+    runs_out_on,
     trend,
     verdict,
 )
@@ -191,7 +191,7 @@ def capacity_plan_table(
         utilization = np.where(nics != 0, projected / nics, np.nan)
     plan |= {
         "fit_confidence": fit_confidence(plan["days"], plan["growth_r2"]),
-        "runs_out_on": plan["newest_date"] + days_to_run_out(plan["days_to_capacity"]),
+        "runs_out_on": runs_out_on(plan["newest_date"], plan["days_to_capacity"]),
         "network_utilization": utilization,
         "network_needed_mbps": projected * 8 / threshold,
         "disk_growth_gb_per_day": projected_avg * (DAY_SECONDS / 1000 * replication_factor),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 NOT_ENOUGH_DATA = "NOT_ENOUGH_DATA"
+LAST_DAY = 2_932_896  # 9999-12-31, days since 1970-01-01: the last day a date (Python's, the web's) holds
 
 
 def ceil_div(numerator: np.ndarray | float, denominator: np.ndarray | float) -> np.ndarray:
@@ -40,6 +41,15 @@ def days_to_run_out(days: np.ndarray) -> np.ndarray:
     as Spark's `round` does (a fraction of a day below 5e-7 is rounding, not a day more)."""
     millionths = np.floor(days * 1e6 + 0.5)
     return -np.floor_divide(-millionths, 1e6)
+
+
+def runs_out_on(newest_day: np.ndarray, days: np.ndarray) -> np.ndarray:
+    """The day (days since 1970-01-01) capacity runs out: `days_to_run_out` after the newest day; null when
+    it does not, or only after 9999-12-31 (a load growing by a hair: no date to name, as good as never,
+    where the report's rows could hold no such date)."""
+    day = newest_day + days_to_run_out(days)
+    with np.errstate(invalid="ignore"):
+        return np.where(day <= LAST_DAY, day, np.nan)
 
 
 def fit_confidence(days: np.ndarray, r2: np.ndarray) -> np.ndarray:

@@ -92,6 +92,15 @@ def test_capacity_runs_out_on_the_day_rounded_to_a_millionth():
     assert rows["A->B"]["runs_out_on"] == START + timedelta(days=13 + 13)
 
 
+@pytest.mark.parametrize("growth", [1e-6, 1e-9])  # 7 million days; 7 billion (past a 32-bit day)
+def test_a_load_growing_by_a_hair_runs_out_on_no_date(growth):
+    """Capacity reached after 9999-12-31 has no date to name (the report's rows failed on it): null, the
+    days still given."""
+    rows = now(usage([1.0 + growth * d for d in range(14)]))
+    assert rows["A->B"]["days_to_capacity"] == pytest.approx(7.0 / growth, rel=1e-3)
+    assert rows["A->B"]["runs_out_on"] is None and rows["overall"]["runs_out_on"] is None
+
+
 def test_least_squares_follows_sparks_regression_rules():
     x = np.array([1.0, 2.0, 3.0, 1.0, 1.0, 5.0, 1.0, 2.0])
     y = np.array([1.0, 3.0, 5.0, 2.0, 4.0, 7.0, np.nan, np.nan])
