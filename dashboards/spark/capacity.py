@@ -235,6 +235,7 @@ def _flow_rows(
     per_task = np.where(np.isnan(saturated), measured, saturated)
     # A flow that cannot keep up copies less than its source produces: its load is what it must copy.
     current = np.fmax(newest("p95_mb_per_s"), newest("input_mb_per_s"))
+    current_avg = newest("avg_mb_per_s")
     projected = np.fmax(current + growth * horizon, 0.0)
     partitions = newest("partitions")
     tasks = np.fmin(tasks_max, partitions)
@@ -258,10 +259,10 @@ def _flow_rows(
         "tasks": tasks,
         **{name: newest(name) for name in ("record_bytes", "input_mb_per_s", "network_latency_ms")},
         "current_mb_per_s": current,
-        "current_avg_mb_per_s": newest("avg_mb_per_s"),
+        "current_avg_mb_per_s": current_avg,
         "growth_mb_per_s_per_day": growth,
         "projected_mb_per_s": projected,
-        "projected_avg_mb_per_s": np.fmax(newest("avg_mb_per_s") + growth * horizon, 0.0),
+        "projected_avg_mb_per_s": np.fmax(current_avg + growth * horizon, 0.0),
         "per_task_mb_per_s": per_task,
         "per_task_source": np.where(
             np.isnan(saturated), None if per_task_mb_per_s is None else "measured", "saturated windows"
