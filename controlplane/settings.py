@@ -112,6 +112,13 @@ CACHES = {
         "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
     }
 }
+# Seconds the flows list (page and API) is shared by the clients asking for it (controlplane/core/microcache.py;
+# a configuration change is seen at once): 0 builds every answer for its request.
+MIRRORPLANE_SHARED_ANSWER_S = env.int("MIRRORPLANE_SHARED_ANSWER_S", default=2)
+if MIRRORPLANE_SHARED_ANSWER_S < 0:
+    raise ImproperlyConfigured(
+        f"MIRRORPLANE_SHARED_ANSWER_S={MIRRORPLANE_SHARED_ANSWER_S}: 0 or more seconds"
+    )
 # /metrics: a scrape's bearer token (Prometheus `authorization`), or open to anyone who reaches it.
 METRICS_BEARER_TOKEN = env.str("METRICS_BEARER_TOKEN", default="")
 METRICS_OPEN = env.bool("METRICS_OPEN", default=False)

@@ -114,7 +114,7 @@ class TaskFailures:
         return bool(self._fenced or self._restart_needed)
 
     def _transaction_failed(self, failed: TransactionFailed, errors: list[SliceError]) -> None:
-        """Fenced: this task stops for good (another worker runs it). Otherwise every running partition
+        """Fenced or superseded: this task stops for good (another worker runs it). Otherwise every running partition
         restarts from its committed records (next slice, a fresh producer whose init_transactions aborts
         the transaction if `Transactions.fail` could not): nothing of it is ever persisted."""
         assert self._transactions is not None
@@ -122,7 +122,7 @@ class TaskFailures:
         running = [key for key, state in self._states.items() if not state.stopped]
         error = self._transactions.fail(
             failed,
-            superseded=self._superseded() if failed.failure == TransactionFailure.FENCED else None,
+            superseded=self._superseded_after(failed),
             running=len(running),
             now=self._clock(),
         )
@@ -134,6 +134,18 @@ class TaskFailures:
         self._states_changed()
         self._restart_needed = True
         self._log_error(error, errors)
+
+    def _superseded_after(self, failed: TransactionFailed) -> str | None:
+        """Why this task's assignment is not the flow's any more, if it is not: asked of a fenced task, and
+        of any other failed transaction (a commit racing the new assignment's init hears what Kafka's
+        coordinator answers, not always "fenced"), where a lease store that cannot answer means no."""
+        if failed.failure == TransactionFailure.FENCED:
+            return self._superseded()
+        try:
+            return self._superseded()
+        except Exception:
+            log.warning("%s: could not read whether the task was superseded", self._label, exc_info=True)
+            return None
 
     def _stop_fenced(self, error: SliceError, errors: list[SliceError]) -> None:
         """Stop for good: nothing more is written (`run_slice` raises `TaskFenced`)."""

@@ -236,10 +236,13 @@ class Transactions:
     def fail(
         self, failed: TransactionFailed, *, superseded: str | None, running: int, now: float
     ) -> SliceError:
-        """The open transaction is abandoned: what it held is counted apart (`rolled_back`). Fenced, the
-        error stops the task for good (`FENCED`, or `SUPERSEDED` when its assignment is not the flow's
-        any more). Otherwise the transaction is aborted (if that fails, the next producer's `init` aborts
-        it) and the `TRANSACTION` error restarts the task's `running` partitions from what is committed."""
+        """The open transaction is abandoned: what it held is counted apart (`rolled_back`). Fenced, or
+        `superseded` (its assignment is not the flow's any more), the error stops the task for good
+        (`FENCED`, or `SUPERSEDED`: the hand-over to the new assignment, whatever the broker answered the
+        old one's call; Kafka's coordinator may answer an EndTxn racing the new producer's InitProducerId
+        with an unknown server error instead of fencing it). Otherwise the `TRANSACTION` error restarts the
+        task's `running` partitions from what is committed. Unless fenced, the transaction is aborted (if
+        that fails, the next producer's `init` aborts it)."""
         for state, aborted in self.rolled_back():
             if aborted > 0:
                 self._metrics.aborted(state, aborted, now)
@@ -254,6 +257,13 @@ class Transactions:
             self._sink().abort_transaction(self._timeout_s)
         except Exception:
             log.debug("%s: abort_transaction failed", self._label, exc_info=True)
+        if superseded is not None:
+            return SliceError(
+                SliceErrorKind.SUPERSEDED,
+                f"{self._label} stops on {self._target}: {superseded}; {failed.doing} failed meanwhile "
+                f"({failed.cause}), its transaction is aborted and the new assignment writes its records "
+                "from the committed positions",
+            )
         return SliceError(
             SliceErrorKind.TRANSACTION,
             f"{failed.doing} on {self._target} failed: {failed.cause}; the transaction is aborted and "

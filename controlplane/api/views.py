@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 from controlplane import core
 from controlplane.api import serializers as s
 from controlplane.api.permissions import request_role
+from controlplane.core import microcache
 from controlplane.core.bounds import ID_PATTERN
 from controlplane.core.roles import Role
 from controlplane.flows import mm2, pools, selectors, services
@@ -112,6 +113,16 @@ class FlowViewSet(viewsets.ModelViewSet):
     def get_queryset(self):
         # What the list and the status show of the clusters: their aliases.
         return selectors.flow_list(cluster_aliases_only=self.action in ("list", "status"))
+
+    def list(self, request, *args, **kwargs):
+        """One page of flows, shared by every client asking for it within a moment of each other until the
+        configuration changes (`core.microcache`); `Age` says how old it is, in seconds."""
+        page, built_at = microcache.shared(
+            "flows-api",
+            (request.build_absolute_uri(), request_role(request)),
+            lambda: super(FlowViewSet, self).list(request, *args, **kwargs).data,
+        )
+        return Response(page, headers=microcache.age_header(built_at))
 
     def create(self, request, *args, **kwargs):
         serializer = self.get_serializer(data=request.data)

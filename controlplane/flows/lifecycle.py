@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from controlplane.core import microcache
 from controlplane.core.errors import ServiceConflict
 from controlplane.flows.models import Flow, FlowState
 
@@ -134,6 +135,7 @@ def transition(*, flow: Flow, name: str, reason: str = "", previous: str | None 
             Flow.objects.filter(pk=flow.pk).update(
                 state=target, state_reason=reason, state_changed_at=now, updated_at=now
             )
+            microcache.bump()
             flow.state_reason, flow.state_changed_at = reason, now
     flow.state = target
     return changed
@@ -172,6 +174,7 @@ def fault(*, flow_id: int, reason: str) -> bool:
     if flow.state == S.FAULTED:
         if flow.state_reason != reason:
             Flow.objects.filter(pk=flow_id, state=S.FAULTED).update(state_reason=reason)
+            microcache.bump()
         return False
     try:
         return transition(flow=flow, name="fault", reason=reason)

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_POST
 
 from controlplane import alerts, assurance
 from controlplane.assurance import verification
+from controlplane.core import microcache
 from controlplane.core.errors import ClusterUnavailable, RateLimited, ServiceConflict, ServiceValidationError
 from controlplane.flows import engine, mm2, selectors, services
 from controlplane.flows.models import Flow, FlowState, SecurityProtocol
@@ -155,25 +156,43 @@ def flow_list_spec(*, cluster_aliases: Sequence[str]) -> ListSpec:
 @viewer_required
 def flow_list(request):
     """Flows with firing alerts first, then by name: the live roll-ups of the page's flows only, unless a
-    search, filter or sort needs every flow's."""
+    search, filter or sort needs every flow's. Every viewer of the same page and role within a moment shares
+    one rendering of it (`core.microcache`: a change of configuration is seen at once, what the workers
+    report is at most seconds old and the page says when it was put together); the pause and resume
+    dialogs, with the viewer's own CSRF token, are rendered for each request."""
+    (content, status, any_rows), built_at = microcache.shared(
+        "flows-page", (request.get_full_path(), request.web_role), lambda: _flow_list_content(request)
+    )
+    return render(
+        request,
+        "web/flows.html",
+        {"content": content, "any_rows": any_rows, "built_at": built_at},
+        status=status,
+    )
+
+
+def _flow_list_content(request) -> tuple[str, int, bool]:
+    """The flows page's content (its listing, its table and pager) without the viewer's own parts: the
+    HTML, the status and whether any flow is on the page."""
     flow_ids, firing = summaries.flows_firing_first(selectors.flow_ids_by_name(), flow_id=int)
     rows = KeyedRows(
         flow_ids, lambda page: rollup.flow_summaries(flow_ids=page, flow_fields=LIST_FLOW_FIELDS)
     )
     aliases = selectors.cluster_aliases()  # a filter's; a flow needs two
     listing = list_page(request, flow_list_spec(cluster_aliases=aliases), rows)
-    return render(
-        request,
-        "web/flows.html",
+    content = render_to_string(
+        "web/_flows_content.html",
         {
             "listing": listing,
             "summaries": listing.rows,
             "firing": firing,
             "activity": activity.replication_activity(),
             "has_clusters": len(aliases) >= 2,
+            "dialogs": False,
         },
-        status=400 if listing.errors else 200,
+        request=request,
     )
+    return mark_safe(content), 400 if listing.errors else 200, bool(listing.rows)
 
 
 def _flow_form_page(request, *, flow=None):

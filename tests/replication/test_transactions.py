@@ -299,6 +299,52 @@ def test_transactions_alone_on_kafka_a_second_init_fences_the_first_whose_commit
     assert [m.value() for m in committed] == [b"written by the successor"]
 
 
+def test_a_commit_failing_after_the_task_was_superseded_is_the_hand_over_and_is_aborted(
+    cluster_b, unique_name
+):
+    """Kafka's coordinator can answer the old assignment's EndTxn, racing the new one's InitProducerId, with
+    UNKNOWN_SERVER_ERROR rather than fencing it (seen with 4.1.1 during a designed hand-over): a failed
+    transaction of a task whose assignment is not the flow's any more is the hand-over (SUPERSEDED, logged
+    as a warning), not a broker error, and its transaction is still aborted, so read_committed readers move
+    on at once. The same failure without a new assignment restarts the partitions (TRANSACTION)."""
+    remote = f"A.{unique_name}"
+    create_topics(cluster_b, [remote], 1)
+    flow = FlowConfig(source="A", target="B", topics=(unique_name,), delivery_guarantee=EOS)
+    reporter = TaskMetrics(metrics=MirrorMetrics(), source=None, transactional=True)
+    unknown = KafkaException(KafkaError(KafkaError.UNKNOWN, "Unknown broker error"))
+    kinds = {}
+    for index, superseded in enumerate((None, "the flow's tasks were assigned again (generation 2)")):
+        producer = mirror_producer(flow, cluster_b, task_index=index)
+        task = Transactions(
+            sink=lambda producer=producer: producer,
+            failure=transaction_failure,
+            timeout_s=30.0,
+            metrics=reporter,
+            flow=flow,
+            task_index=index,
+            acks=Acknowledgements(),
+            clock=time.monotonic,
+        )
+        assert task.initialise(superseded=lambda: None) is None
+        task.begin()
+        producer.produce(remote, value=f"aborted {index}".encode(), partition=0)
+        producer.flush(30)
+        failed = TransactionFailed("committing the transaction", unknown, TransactionFailure.ABORT)
+        error = task.fail(failed, superseded=superseded, running=1, now=time.time())
+        kinds[superseded is not None] = error.kind
+        if superseded:
+            assert superseded in error.message and "Unknown broker error" in error.message
+    assert kinds == {False: SliceErrorKind.TRANSACTION, True: SliceErrorKind.SUPERSEDED}
+    # Both aborted: a read_committed reader sees nothing of them and is not held at their first offset.
+    done = mirror_producer(flow, cluster_b, task_index=9)
+    done.init_transactions(30)
+    done.begin_transaction()
+    done.produce(remote, value=b"committed", partition=0)
+    done.commit_transaction(30)
+    committed = read_partition(cluster_b, remote, 0, isolation="read_committed")
+    assert [m.value() for m in committed] == [b"committed"]
+
+
 class CountingCommits:
     """A Kafka transactional producer whose commits are counted (each one a transaction of the task)."""
 

@@ -1,0 +1,141 @@
+"""Issue 38 item 4: the flows list, as a page and in the API, is built once for every client asking for it
+within MIRRORPLANE_SHARED_ANSWER_S seconds (controlplane/core/microcache.py), through Redis as the web's
+processes share it; a change of configuration is seen on the next request, what the workers report is at
+most those seconds old and says so, each viewer keeps their own role and CSRF token, and without Redis every
+request is still answered. Transactional tests: a write starts the new generation when it commits."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from controlplane import core
+from controlplane.core.roles import Role
+from controlplane.core.tokens import api_token_issue
+from controlplane.flows import services
+from controlplane.flows.models import Flow
+from tests.status_reports import stored_report
+
+pytestmark = pytest.mark.django_db(transaction=True)
+FLOW_TABLE = '"controlplane_flow"'
+CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+
+
+@pytest.fixture
+def shared(settings):
+    settings.MIRRORPLANE_SHARED_ANSWER_S = 60  # longer than any test: only a new generation rebuilds
+    settings.MIRRORPLANE_STALE_AFTER_S = 3600
+
+
+def _flows(admin, count: int = 3) -> list[Flow]:
+    flows = []
+    for index in range(count):
+        source = services.cluster_create(
+            actor=admin, alias=f"S{index}", bootstrap_servers=f"s{index}.invalid:9092"
+        )
+        target = services.cluster_create(
+            actor=admin, alias=f"T{index}", bootstrap_servers=f"t{index}.invalid:9092"
+        )
+        flows.append(services.flow_create(actor=admin, source=source, target=target, enabled=True))
+    return flows
+
+
+def _api(user) -> Client:
+    key, _ = api_token_issue(user=user)
+    return Client(headers={"authorization": f"Token {key}"})
+
+
+def _browser(user) -> Client:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    return client
+
+
+def _get(client: Client, path: str):
+    """The answer and how many statements read the flows' table for it."""
+    with CaptureQueriesContext(connection) as queries:
+        answer = client.get(path)
+    assert answer.status_code == 200, (path, answer.status_code)
+    return answer, sum(FLOW_TABLE in query["sql"] for query in queries)
+
+
+def test_the_flows_api_is_built_once_for_its_askers_until_the_configuration_changes(users, shared):
+    flows = _flows(users["admin"])
+    first, first_reads = _get(_api(users["viewer"]), "/api/v1/flows/")
+    assert first_reads and first["Age"] == "0"
+    other_viewer, _ = core.user_create_with_role(username="viewer2", role=Role.VIEWER)
+    again, reads = _get(_api(other_viewer), "/api/v1/flows/")
+    assert reads == 0 and again.json() == first.json() and int(again["Age"]) >= 0
+    # A pause (an update statement, no signal) and a rename are seen by the next request, whoever asks.
+    services.flow_pause(actor=users["operator"], flow=flows[0])
+    paused, reads = _get(_api(other_viewer), "/api/v1/flows/")
+    assert reads and {row["id"]: row["state"] for row in paused.json()["results"]}[flows[0].pk] == "paused"
+    services.cluster_update(actor=users["admin"], cluster=flows[1].source, changes={"alias": "S1-renamed"})
+    renamed, reads = _get(_api(users["viewer"]), "/api/v1/flows/")
+    assert (
+        reads and {row["id"]: row["source"] for row in renamed.json()["results"]}[flows[1].pk] == "S1-renamed"
+    )
+    services.flow_delete(actor=users["admin"], flow=flows[2])
+    deleted, reads = _get(_api(users["viewer"]), "/api/v1/flows/")
+    assert reads and flows[2].pk not in {row["id"] for row in deleted.json()["results"]}
+    # Each page and query string is its own answer.
+    filtered, reads = _get(_api(users["viewer"]), "/api/v1/flows/?state=paused")
+    assert reads and [row["id"] for row in filtered.json()["results"]] == [flows[0].pk]
+
+
+def test_the_flows_page_is_shared_by_a_role_with_each_viewers_own_csrf_token(users, shared):
+    flows = _flows(users["admin"], count=2)
+    second_operator, _ = core.user_create_with_role(username="operator2", role=Role.OPERATOR)
+    first, first_reads = _get(_browser(users["operator"]), "/flows/")
+    browser = _browser(second_operator)
+    page, reads = _get(browser, "/flows/")
+    assert first_reads and reads == 0
+    html = page.content.decode()
+    assert 'id="pause-flow"' in html and "As of <time" in html
+    # The dialogs' token is this viewer's: their pause goes through CSRF's check.
+    (token,) = set(CSRF.findall(html))
+    assert token not in CSRF.findall(first.content.decode())
+    answer = browser.post(f"/flows/{flows[0].pk}/pause/", {"csrfmiddlewaretoken": token, "next": "/flows/"})
+    assert answer.status_code == 302, answer.content[:300]
+    after, reads = _get(browser, "/flows/")
+    assert reads and f'data-action="/flows/{flows[0].pk}/resume/"' in after.content.decode()
+    # A viewer gets the viewers' page (no actions), not the operators'.
+    viewer_page, reads = _get(_browser(users["viewer"]), "/flows/")
+    assert reads and "data-action=" not in viewer_page.content.decode()
+
+
+def test_what_the_workers_report_is_at_most_the_set_seconds_old(users, settings):
+    settings.MIRRORPLANE_SHARED_ANSWER_S = 1
+    settings.MIRRORPLANE_STALE_AFTER_S = 3600
+    (flow,) = _flows(users["admin"], count=1)
+    report = {"flow": flow, "topic": "orders", "partition": 0, "remote_topic": "S0.orders"}
+    stored_report(**report, records_behind=1234567, seconds_behind=1.0, observed_at=timezone.now())
+    browser = _browser(users["viewer"])
+    assert "1,234,567" in _get(browser, "/flows/")[0].content.decode()
+    stored_report(**report, records_behind=7654321, seconds_behind=1.0, observed_at=timezone.now())
+    deadline = time.monotonic() + 10
+    while "7,654,321" not in (html := _get(browser, "/flows/")[0].content.decode()):
+        assert time.monotonic() < deadline, "the new figure never showed"
+        time.sleep(0.2)
+    assert "As of <time" in html
+
+
+def test_without_redis_every_request_is_answered(users, shared, settings):
+    _flows(users["admin"], count=1)
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:1/0",  # nothing listens there
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+        }
+    }
+    assert _get(_api(users["viewer"]), "/api/v1/flows/")[1]
+    assert _get(_browser(users["viewer"]), "/flows/")[1]
+    services.flow_pause(actor=users["operator"], flow=Flow.objects.get())  # the new generation is not stored
+    assert _get(_api(users["viewer"]), "/api/v1/flows/")[0].json()["results"][0]["state"] == "paused"
