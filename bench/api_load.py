@@ -1,5 +1,5 @@
 """The API and pages under concurrency: `python -m bench api [--flows 500] [--partitions 10] [--clients 8]
-[--rounds 50] [--scrape-interval 5] [--metrics-in-mix]`.
+[--rounds 50] [--scrape-interval 5] [--metrics-in-mix] [--one-flow]`.
 
 Stores `--flows` flows with `--partitions` status rows each (`bench.fleet.seed_fleet`, the metrics bench's
 fleet) in a throw-away database next to DATABASE_URL's, starts gunicorn as the Dockerfile runs it (its CMD's
@@ -15,7 +15,9 @@ endpoint below once, in an order of its own; a different flow each time for the 
 Meanwhile /metrics (bearer token) is scraped as Prometheus does, once every `--scrape-interval` seconds: a
 500-flow exposition is megabytes (every partition's series) that no client asks for 8 times at once; its
 target is the metrics bench's (under 1 s). `--metrics-in-mix` makes it a fifth endpoint of every client
-instead, held to the same 100 ms as the others.
+instead, held to the same 100 ms as the others. `--one-flow`: every client asks for the same flow (an on-call
+team watching one): its status API is shared for a moment (controlplane/core/microcache.py), its page is not
+(the page's live refresh, every 5 s, is).
 
 Before that, as the baseline in the same run, one client asks the same rounds alone (and three lone
 scrapes): its p50 is what a request costs without waiting for others. Prints p50 / p95 / p99 per endpoint
@@ -172,6 +174,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--metrics-in-mix", action="store_true", help="/metrics as every client's fifth endpoint"
     )
+    parser.add_argument(
+        "--one-flow",
+        action="store_true",
+        help="every client asks for the same flow's page and status (an on-call team watching one flow)",
+    )
     args = parser.parse_args(argv)
     endpoints = (*ENDPOINTS, METRICS) if args.metrics_in_mix else ENDPOINTS
     scrape_interval_s = None if args.metrics_in_mix else args.scrape_interval
@@ -188,7 +195,7 @@ def main(argv: list[str]) -> int:
         web = Gunicorn(env=env, log=workdir / "web.log", args=dockerfile_gunicorn_flags()).start()
         try:
             admin.sign_in(web.url)
-            run = {"admin": admin, "url": web.url, "flow_ids": flow_ids}
+            run = {"admin": admin, "url": web.url, "flow_ids": flow_ids[:1] if args.one_flow else flow_ids}
             # Warm-up: every worker process imports its views and fills its caches before anything counts.
             drive(**run, clients=args.clients, rounds=2, endpoints=(*ENDPOINTS, METRICS))
             load_before = _load()
@@ -215,7 +222,9 @@ def main(argv: list[str]) -> int:
 
     flags = " ".join(dockerfile_gunicorn_flags())
     print(
-        f"API and pages, {args.flows} flows x {args.partitions} partitions, gunicorn {flags}; "
+        f"API and pages, {args.flows} flows x {args.partitions} partitions"
+        + (" (every client on one flow)" if args.one_flow else "")
+        + f", gunicorn {flags}; "
         f"{args.clients} clients x {args.rounds} rounds (log: {workdir / 'web.log'})"
     )
     print(f"  load average before {load_before}, after {load_after} ({os.cpu_count()} CPUs)")

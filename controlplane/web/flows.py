@@ -380,11 +380,22 @@ def flow_detail(request, pk: int):
 
 @viewer_required
 def flow_live(request, pk: int):
+    """The flow page's live part, refreshed every 5 s by each page open on it: shared by the viewers of a
+    role for a moment (`core.microcache`), as the flows list is; 204 while the version shown (`v`) holds."""
     flow = _flow_shown(pk)
-    context, version, status = _flow_live(request, flow)
+    shown = request.GET.copy()
+    shown.pop("v", None)
+
+    def build() -> tuple[str, str, int]:
+        context, version, status = _flow_live(request, flow)
+        return render_to_string("web/_flow_live.html", context, request=request), version, status
+
+    (html, version, status), _ = microcache.shared(
+        "flow-live", (pk, shown.urlencode(), request.web_role), build
+    )
     if status == 200 and request.GET.get("v") == version:
         return HttpResponse(status=204)  # htmx keeps what it shows
-    return render(request, "web/_flow_live.html", context, status=status)
+    return HttpResponse(html, status=status)
 
 
 @require_POST

@@ -139,3 +139,34 @@ def test_without_redis_every_request_is_answered(users, shared, settings):
     assert _get(_browser(users["viewer"]), "/flows/")[1]
     services.flow_pause(actor=users["operator"], flow=Flow.objects.get())  # the new generation is not stored
     assert _get(_api(users["viewer"]), "/api/v1/flows/")[0].json()["results"][0]["state"] == "paused"
+
+
+def test_a_flows_status_api_and_live_part_are_shared_by_its_watchers(users, shared):
+    """The on-call team watching one flow: its status API and its page's live refresh are built once for
+    them (the roll-up's rows read once), and a pause is seen at the next refresh."""
+    flow, other = _flows(users["admin"], count=2)
+    report = {"flow": flow, "topic": "orders", "partition": 0, "remote_topic": "S0.orders"}
+    stored_report(**report, records_behind=5, seconds_behind=1.0, observed_at=timezone.now())
+    second_viewer, _ = core.user_create_with_role(username="viewer2", role=Role.VIEWER)
+    status_path, live_path = f"/api/v1/flows/{flow.pk}/status/", f"/flows/{flow.pk}/live/"
+    tasks = '"controlplane_flowtaskstatus"'
+    for path, clients in (
+        (status_path, (_api(users["viewer"]), _api(second_viewer))),
+        (live_path, (_browser(users["viewer"]), _browser(second_viewer))),
+    ):
+        with CaptureQueriesContext(connection) as first_queries:
+            first = clients[0].get(path)
+        with CaptureQueriesContext(connection) as queries:
+            again = clients[1].get(path)
+        assert first.status_code == again.status_code == 200 and first.content == again.content
+        assert any(tasks in q["sql"] for q in first_queries) and not any(tasks in q["sql"] for q in queries)
+        # Another flow, another answer.
+        other_answer = clients[1].get(path.replace(str(flow.pk), str(other.pk)))
+        assert other_answer.status_code == 200 and other_answer.content != first.content
+    services.flow_pause(actor=users["operator"], flow=flow)
+    assert _api(second_viewer).get(status_path).json()["state"] == "paused"
+    live = _browser(second_viewer).get(live_path)
+    state = re.compile(r'<span class="label">State</span><span class="value">(.*?)</span></div>')
+    assert live.status_code == 200 and state.search(live.content.decode()).group(1) != state.search(
+        first.content.decode()
+    ).group(1)
