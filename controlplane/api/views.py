@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from controlplane import core
 from controlplane.api import serializers as s
 from controlplane.api.permissions import request_role
-from controlplane.core import microcache
+from controlplane.api.shared import shared_response
 from controlplane.core.bounds import ID_PATTERN
 from controlplane.core.roles import Role
 from controlplane.flows import mm2, pools, selectors, services
@@ -117,12 +117,9 @@ class FlowViewSet(viewsets.ModelViewSet):
     def list(self, request, *args, **kwargs):
         """One page of flows, shared by every client asking for it within a moment of each other until the
         configuration changes (`core.microcache`); `Age` says how old it is, in seconds."""
-        page, built_at = microcache.shared(
-            "flows-api",
-            (request.build_absolute_uri(), request_role(request)),
-            lambda: super(FlowViewSet, self).list(request, *args, **kwargs).data,
+        return shared_response(
+            self, request, "flows-api", lambda: super(FlowViewSet, self).list(request, *args, **kwargs).data
         )
-        return Response(page, headers=microcache.age_header(built_at))
 
     def create(self, request, *args, **kwargs):
         serializer = self.get_serializer(data=request.data)
@@ -190,10 +187,7 @@ class FlowViewSet(viewsets.ModelViewSet):
             return s.FlowStatusSerializer(status, context=context).data
 
         # Shared by its askers for a moment, as the flows list: the on-call team watching one flow.
-        data, built_at = microcache.shared(
-            "flow-status", (request.build_absolute_uri(), request_role(request)), build
-        )
-        return Response(data, headers=microcache.age_header(built_at))
+        return shared_response(self, request, "flow-status", build)
 
 
 class LiveStatusView(APIView):

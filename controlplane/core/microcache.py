@@ -14,21 +14,24 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import pickle
 import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import TypeVar
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import connection, transaction
 from django.utils import timezone
 from redis import RedisError
 
+from controlplane.core.shared_redis import redis_client
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-GENERATION_KEY = "microcache:generation"
+GENERATION_KEY = "mirrorplane:microcache:generation"
+REDIS_TIMEOUT_S = 2.0
 
 
 def bump() -> None:
@@ -40,7 +43,7 @@ def bump() -> None:
 
 def _new_generation() -> None:
     try:
-        cache.set(GENERATION_KEY, time.time_ns(), timeout=None)
+        redis_client(timeout_s=REDIS_TIMEOUT_S).set(GENERATION_KEY, time.time_ns())
     except RedisError as error:  # the cache is down: nothing is handed out of it either
         log.warning("microcache: could not start a new generation: %s", error)
 
@@ -48,25 +51,28 @@ def _new_generation() -> None:
 def shared(name: str, parts: tuple, build: Callable[[], T]) -> tuple[T, datetime]:
     """`build()`'s answer for (`name`, `parts`), built at most once per MIRRORPLANE_SHARED_ANSWER_S seconds
     and generation by any process, and when it was built. `parts` is everything the answer depends on
-    besides the stored state (the full URL, the viewer's role); `build` raising stores nothing."""
+    besides the stored state (the full URL, the viewer's role); `build` raising stores nothing. Redis
+    through the process's shared client (one connection pool; Django's cache makes a client per call)."""
     seconds = settings.MIRRORPLANE_SHARED_ANSWER_S
     if seconds <= 0:
         return build(), timezone.now()
     # The database is part of the key: two installations (or test databases) sharing a Redis share nothing.
     identity = repr((connection.settings_dict["NAME"], parts)).encode()
-    key = f"microcache:{name}:{hashlib.sha256(identity).hexdigest()}"
+    key = f"mirrorplane:microcache:{name}:{hashlib.sha256(identity).hexdigest()}"
+    client = redis_client(timeout_s=REDIS_TIMEOUT_S)
     try:
-        found = cache.get_many([GENERATION_KEY, key])
+        generation, stored = client.mget([GENERATION_KEY, key])
     except RedisError:
         return build(), timezone.now()
-    generation = found.get(GENERATION_KEY, 0)
-    stored = found.get(key)
-    if stored is not None and stored[0] == generation:
-        return stored[1], stored[2]
+    if stored is not None:
+        stored_generation, answer, built_at = pickle.loads(stored)
+        if stored_generation == generation:
+            return answer, built_at
     built_at = timezone.now()
     answer = build()
+    entry = pickle.dumps((generation, answer, built_at), pickle.HIGHEST_PROTOCOL)
     with contextlib.suppress(RedisError):  # handed out all the same; the next request builds its own
-        cache.set(key, (generation, answer, built_at), timeout=seconds)
+        client.set(key, entry, px=seconds * 1000)
     return answer, built_at
 
 

@@ -84,6 +84,11 @@ def test_the_flows_api_is_built_once_for_its_askers_until_the_configuration_chan
     services.flow_delete(actor=users["admin"], flow=flows[2])
     deleted, reads = _get(_api(users["viewer"]), "/api/v1/flows/")
     assert reads and flows[2].pk not in {row["id"] for row in deleted.json()["results"]}
+    # JSON is shared as its bytes; the browsable API (another representation) as its data.
+    assert deleted["Content-Type"] == "application/json"
+    browsable = _api(users["viewer"]).get("/api/v1/flows/", headers={"accept": "text/html"})
+    assert browsable.status_code == 200 and browsable["Content-Type"].startswith("text/html")
+    assert "S1-renamed" in browsable.content.decode() and "Age" in browsable
     # Each page and query string is its own answer.
     filtered, reads = _get(_api(users["viewer"]), "/api/v1/flows/?state=paused")
     assert reads and [row["id"] for row in filtered.json()["results"]] == [flows[0].pk]
@@ -128,13 +133,7 @@ def test_what_the_workers_report_is_at_most_the_set_seconds_old(users, settings)
 
 def test_without_redis_every_request_is_answered(users, shared, settings):
     _flows(users["admin"], count=1)
-    settings.CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": "redis://127.0.0.1:1/0",  # nothing listens there
-            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
-        }
-    }
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there
     assert _get(_api(users["viewer"]), "/api/v1/flows/")[1]
     assert _get(_browser(users["viewer"]), "/flows/")[1]
     services.flow_pause(actor=users["operator"], flow=Flow.objects.get())  # the new generation is not stored
