@@ -64,7 +64,7 @@ def shared(name: str, parts: tuple, build: Callable[[], T]) -> tuple[T, datetime
         generation, stored = client.mget([GENERATION_KEY, key])
     except RedisError:
         return build(), timezone.now()
-    if stored is not None:
+    if isinstance(stored, bytes):  # (the client decodes nothing: bytes or None)
         stored_generation, answer, built_at = pickle.loads(stored)
         if stored_generation == generation:
             return answer, built_at
