@@ -69,6 +69,7 @@ def make_task(
     transactional: bool = False,
     batch_reports_within_s: float | None = math.inf,
     metrics: MirrorMetrics | None = None,
+    superseded=lambda: None,
 ) -> MirrorSourceTask:
     flow = FlowConfig(
         source="A",
@@ -92,6 +93,7 @@ def make_task(
         remote_partition_wait_s=remote_wait_s,
         clock=clock,
         metrics=metrics,
+        superseded=superseded,
     )
     task.assign([(TOPIC, p) for p in range(partitions)])
     return task

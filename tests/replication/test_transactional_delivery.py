@@ -285,3 +285,38 @@ def test_a_record_refused_by_a_fenced_producer_fences_the_task_not_its_partition
         task.close()  # the worker closes it: what that repeats of the fencing is no new ERROR
     closing = [r for r in caplog.records if "closed with errors" in r.getMessage()]
     assert closing and all(r.levelno == logging.WARNING for r in closing), closing
+
+
+@pytest.mark.parametrize("reassigned", [False, True])
+def test_a_commit_refused_with_an_unknown_error_after_the_task_was_reassigned_is_the_hand_over(
+    reassigned, caplog
+):
+    """The demo's exactly_once flows at a new assignment generation: Kafka 4.1.1's coordinator answered the old
+    task's EndTxn, racing the new one's InitProducerId, with an unknown server error instead of fencing it, and
+    the task logged an ERROR (a broker fault to whoever reads it). A failed commit is asked whether the
+    task's assignment is still the flow's: superseded, it stops as the hand-over (a warning), its
+    transaction aborted; still its own, the partitions restart from what is committed (an error), as
+    before."""
+    io, store = make_io(records=50), InMemoryPositionStore()
+    sink = MemoryTransactionalSink(io.target_cluster)
+    sink.failing["commit"] = [TransactionFailure.ABORT]  # what the coordinator answered, once
+    io.sinks.append(sink)
+    reason = "its assignment (generation 3) was replaced by generation 4"
+
+    def superseded() -> str | None:  # the new generation came while the commit was in flight
+        return reason if reassigned and "commit" in sink.calls else None
+
+    task = make_task(io, store, guarantee=EOS, transactional=True, superseded=superseded)
+    with caplog.at_level(logging.WARNING, logger="replication"):
+        result = task.run_slice(max_seconds=5, return_when_caught_up=True)
+    kinds = [error.kind for error in result.errors]
+    assert kinds == ([SliceErrorKind.SUPERSEDED] if reassigned else [SliceErrorKind.TRANSACTION]), (
+        result.errors
+    )
+    assert "abort" in sink.calls and store.load(flow=task.flow.name, partitions=[(TOPIC, 0)]) == {}
+    levels = {r.levelno for r in caplog.records if "committing the transaction" in r.getMessage()}
+    assert levels == ({logging.WARNING} if reassigned else {logging.ERROR}), caplog.records
+    if reassigned:
+        assert reason in result.errors[0].message
+        with pytest.raises(TaskFenced):
+            task.run_slice(max_seconds=0.1)  # it never writes again
