@@ -100,7 +100,8 @@ test: export REDIS_URL ?= redis://127.0.0.1:6379/0
 # runs failed a different timing-sensitive Kafka test each (a 3 s sample without a write, a broker not yet
 # applying a delete or listing a created topic); two keep the machine less starved, at some minutes more:
 # fresh-clone runs of 2026-12-02 took 1,333 s and 1,234 s of pytest with two (1,844 tests, both passed), and
-# 1,766 s (1,854 tests) on a machine whose web answered a request in 1.6-1.8x the CPU time of the others'.
+# 1,766 s (1,854 tests) on a machine whose web answered a request in 1.6-1.8x the CPU time of the others',
+# and 1,116 s (1,862 tests) on the next one (2026-12-02, 14:54 UTC).
 PYTEST_WORKERS ?= 2
 # pytest exits 5 when it collected no tests: that is a failure here, as any other non-zero code.
 test: install chromium prometheus alertmanager nginx postgres redis kafka schema-registry spark-jars
