@@ -26,6 +26,10 @@ LABEL_FONT_PX, LABEL_LINE_PX = 12, 15
 _WIDE_CHARS, _WIDE_PX, _CHAR_PX = frozenset("mwMW"), 11.5, 7.2
 _LABEL_GAPS = (6.0, 20.0, 36.0)  # how far from its arrow a label may sit
 _LABEL_SPOTS = (0.5, 0.4, 0.6, 0.3, 0.7, 0.22, 0.78)  # where along its arrow, nearest the middle first
+# Arrows labelled at most: every flow both ways between 6 clusters is 30. Past it the labels could not be
+# read in the picture (nor placed in a page's time: each is placed clear of all the others), so arrows
+# keep their tooltip (`<title>`: the flow, its state and lag) and the table under the picture lists them.
+LABELLED_ARROWS = 40
 Box = tuple[float, float, float, float]  # left, top, right, bottom
 
 
@@ -56,6 +60,7 @@ class Topology:
     nodes: list[Node]
     edges: list[Edge]
     line_px: int = LABEL_LINE_PX  # between a label's lines
+    labels_hidden: bool = False  # more arrows than LABELLED_ARROWS: none is labelled
 
 
 def _height(count: int) -> int:
@@ -100,14 +105,36 @@ def _outside(box: Box, width: float, height: float) -> float:
 
 
 def _crossings(box: Box, segments: Sequence[tuple[float, float, float, float]]) -> int:
-    """How many points (every 6 px) of the other arrows lie in `box`."""
+    """How many points (every 6 px) of the other arrows lie in `box`. Per arrow, the span of it inside the
+    box is clipped first (Liang-Barsky) and only the points at its ends are tested one by one: the same
+    count as testing every point, in a time that does not grow with the arrow's length."""
     hits = 0
     for x1, y1, x2, y2 in segments:
+        if max(x1, x2) < box[0] or min(x1, x2) > box[2] or max(y1, y2) < box[1] or min(y1, y2) > box[3]:
+            continue  # every point of the arrow lies in its own bounding box
         steps = max(int(math.hypot(x2 - x1, y2 - y1) / 6), 1)
-        for i in range(steps + 1):
+        inside = _clip(x1, x2 - x1, box[0], box[2], 0.0, 1.0)
+        inside = inside and _clip(y1, y2 - y1, box[1], box[3], *inside)
+        if not inside:
+            continue
+        # The points inside are consecutive: those around the clipped span, tested as before.
+        first, last = max(math.floor(inside[0] * steps) - 1, 0), min(math.ceil(inside[1] * steps) + 1, steps)
+        for i in range(first, last + 1):
             x, y = x1 + (x2 - x1) * i / steps, y1 + (y2 - y1) * i / steps
             hits += box[0] <= x <= box[2] and box[1] <= y <= box[3]
     return hits
+
+
+def _clip(
+    start: float, delta: float, low: float, high: float, t0: float, t1: float
+) -> tuple[float, float] | None:
+    """The part of [t0, t1] where start + delta * t lies in [low, high] (a little wider, never narrower:
+    the caller tests the points themselves), or None."""
+    if delta == 0:
+        return (t0, t1) if low <= start <= high else None
+    a, b = (low - start) / delta, (high - start) / delta
+    lo, hi = max(t0, min(a, b) - 1e-9), min(t1, max(a, b) + 1e-9)
+    return (lo, hi) if lo <= hi else None
 
 
 def place_label(
@@ -147,7 +174,7 @@ def place_label(
 def topology(*, clusters: Sequence[Cluster], summaries: Sequence[FlowSummary]) -> Topology:
     """Nodes and arrows; a pair of opposite flows is drawn as two parallel arrows, not on top of each other,
     and each arrow's label is placed where it overlaps no other label or cluster and is not clipped
-    (`place_label`)."""
+    (`place_label`); past LABELLED_ARROWS arrows, none is labelled (`labels_hidden`)."""
     height = _height(len(clusters))
     positions = _node_positions(len(clusters), height)
     nodes = [Node(c, x, y) for c, (x, y) in zip(clusters, positions, strict=True)]
@@ -174,6 +201,9 @@ def topology(*, clusters: Sequence[Cluster], summaries: Sequence[FlowSummary]) -
                 ),
             )
         )
+    if len(arrows) > LABELLED_ARROWS:
+        edges = [Edge(summary, *segment, 0.0, 0.0, ()) for summary, segment in arrows]
+        return Topology(WIDTH, height, NODE_RADIUS, nodes, edges, labels_hidden=True)
     pad = NODE_RADIUS + 4
     taken: list[Box] = [(n.x - pad, n.y - pad, n.x + pad, n.y + pad) for n in nodes]
     edges = []
