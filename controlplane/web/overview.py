@@ -13,19 +13,31 @@ from controlplane.status import activity, rollup
 from controlplane.web import summaries
 from controlplane.web.access import viewer_required
 
-
 # -- overview ---------------------------------------------------------------------------------------------
+# The overview's flow table and readiness list show this many flows at most (the flows page has them all,
+# with search, filters and pages): firing alerts first, and the lowest readiness first.
+OVERVIEW_ROWS = 50
+
+
+def _lowest_first(readiness) -> tuple[bool, int]:
+    return (not readiness.applies, readiness.score if readiness.applies else 0)
+
+
 def _overview_context() -> dict:
     live = activity.live_status()
     clusters = list(selectors.cluster_list())
     ordered, firing = summaries.flows_firing_first(live.flows)
+    readiness = list(assurance.flow_readiness_all(live.flows).values())
+    if len(readiness) > OVERVIEW_ROWS:
+        readiness = sorted(readiness, key=_lowest_first)[:OVERVIEW_ROWS]
     return {
-        "summaries": ordered,
+        "summaries": ordered[:OVERVIEW_ROWS],
+        "flows_total": len(ordered),
         "pool_waiting": [summary for summary in live.flows if summary.pool_without_workers],
         "firing": firing,
         "clusters": clusters,
         "topology": summaries.topology(clusters=clusters, summaries=live.flows),
-        "readiness": assurance.flow_readiness_all(live.flows).values(),
+        "readiness": readiness,
         "healths": rollup.HEALTHS,
         "activity": live.replication,
         "back": reverse("web:overview"),

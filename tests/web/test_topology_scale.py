@@ -90,3 +90,31 @@ def test_past_the_labelled_arrows_the_overview_draws_every_arrow_without_labels_
         summaries=[r for r in rows if r.flow.source in clusters[:6] and r.flow.target in clusters[:6]],
     )
     assert not labelled.labels_hidden and all(edge.lines for edge in labelled.edges)
+
+
+@pytest.mark.django_db
+def test_the_overview_lists_a_page_of_flows_firing_first_and_the_lowest_readiness(client_as, monkeypatch):
+    """Past OVERVIEW_ROWS flows the overview's table shows that many, firing alerts first, with a link to
+    every flow (the flows page: search, filters, pages), and its readiness list the lowest scores; the
+    topology still draws every flow."""
+    from controlplane.web import overview
+
+    monkeypatch.setattr(overview, "OVERVIEW_ROWS", 5)
+    clusters = [
+        services.cluster_create(actor=None, alias=f"dc{i}", bootstrap_servers=f"dc{i}.invalid:9092")
+        for i in range(3)
+    ]
+    flows = [
+        services.flow_create(actor=None, source=s, target=t) for s in clusters for t in clusters if s != t
+    ]
+    page = client_as("viewer").get("/").content.decode()
+    table = page[page.index('<table class="flows">') : page.index("</table>")]
+    assert table.count("<tr") == 1 + 5  # the header and five flows
+    assert 'id="overview-more-flows"' in page and f"The first 5 of {len(flows)} flows" in page
+    readiness = page[page.index('id="readiness-overview"') :]
+    assert readiness.count("<li>") == 5 and f"The 5 lowest of {len(flows)} flows" in readiness
+    svg = page[page.index("<svg") : page.index("</svg>")]
+    assert svg.count('<g class="edge') == len(flows)
+    monkeypatch.setattr(overview, "OVERVIEW_ROWS", 50)
+    page = client_as("viewer").get("/").content.decode()
+    assert 'id="overview-more-flows"' not in page and "lowest of" not in page
