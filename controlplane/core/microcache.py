@@ -1,7 +1,8 @@
 """Answers shared for a moment: what many clients ask for at once (the flows list, as a page and in the API;
 a flow's status API and its page's live refresh, which an on-call team watches together) is built once per
 MIRRORPLANE_SHARED_ANSWER_S seconds (2 by default; 0: never shared) and per configuration generation for
-every process of the web (Django's cache: Redis), and handed out with the moment it was built.
+every process of the web (Redis, through the process's shared client), and handed out with the moment
+it was built.
 
 A change to the configuration (a flow or a cluster saved or deleted, a flow's state changed: `bump`, on
 commit) starts a new generation, so whoever made it, and everybody else, sees it on their next request:
