@@ -22,6 +22,8 @@
 | METRICS_FLUSH_INTERVAL_S | 30 | a worker writes its buffered metric samples to the lake at least this often |
 | METRICS_FLUSH_ROWS | 20000 | ... or when this many samples are buffered |
 | METRICS_TOPIC_ROWS_ABOVE | 500 | a task of more partitions writes one lake row per topic per slice, not one per partition |
+| METRICS_RENDER_INTERVAL_S | 5 | while /metrics is scraped, the metadata worker renders its families this often and scrapes are answered with them (0: every scrape reads the database itself; docs/metrics.md) |
+| METRICS_RENDER_MAX_AGE_S | 3 x METRICS_RENDER_INTERVAL_S | families rendered ahead longer ago than this are not served: the scrape reads the database itself |
 | REPORTS_INTERVAL_S | 300 | beat queues a report run when the last one was requested this long ago |
 | REPORTS_RUN_TIMEOUT_S | 3600 | an active report run without progress this long is failed (its worker died) |
 | MIRRORPLANE_DRILL_INTERVAL_S | 0 (off) | a flow drilled before is drilled again (same groups) once its last drill is this old |
@@ -85,6 +87,8 @@ MIRRORPLANE_SCHEMA_WAIT_ERROR_S = _env.float("MIRRORPLANE_SCHEMA_WAIT_ERROR_S", 
 METRICS_FLUSH_INTERVAL_S = _env.float("METRICS_FLUSH_INTERVAL_S", default=30.0)
 METRICS_FLUSH_ROWS = _env.int("METRICS_FLUSH_ROWS", default=20_000)
 METRICS_TOPIC_ROWS_ABOVE = _env.int("METRICS_TOPIC_ROWS_ABOVE", default=500)
+METRICS_RENDER_INTERVAL_S = _env.float("METRICS_RENDER_INTERVAL_S", default=5.0)
+METRICS_RENDER_MAX_AGE_S = _env.float("METRICS_RENDER_MAX_AGE_S", default=3 * METRICS_RENDER_INTERVAL_S)
 
 MIRRORPLANE_OPERATION_LEASE_S = _env.float("MIRRORPLANE_OPERATION_LEASE_S", default=30.0)
 MIRRORPLANE_DRILL_INTERVAL_S = _env.float("MIRRORPLANE_DRILL_INTERVAL_S", default=0.0)
@@ -139,6 +143,7 @@ CELERY_TASK_ROUTES = {
     # Bounded by VERIFY_MAX_BYTES_PER_S and one run at a time: a thread of the metadata pool, never
     # replication capacity, and no queue of its own that deployments would have to start consuming.
     "workers.verification.*": {"queue": METADATA_QUEUE},
+    "workers.exposition.*": {"queue": METADATA_QUEUE},
 }
 # Work survives a dead worker through the leases, not through message redelivery: a killed worker's
 # chains are restarted by the supervisor once their leases expire. So messages are acknowledged when a

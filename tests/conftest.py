@@ -38,9 +38,12 @@ from tests.tls import make_pki
 os.environ["MIRRORPLANE_STATEMENTS_CHECK"] = "true"
 settings_module.MIRRORPLANE_STATEMENTS_CHECK = True
 # The tests' own requests build every answer (a test changes rows in a transaction rolled back at its end, whose
-# commit would start the shared answers' generation); tests/controlplane/core/test_microcache.py and the
+# commit would start the shared answers' generation); tests/web/test_shared_answers.py and the
 # web's processes (gunicorn, as shipped) share them.
 settings_module.MIRRORPLANE_SHARED_ANSWER_S = 0
+# Likewise a scrape in the tests' own process reads the rows its test just wrote, not what a worker rendered
+# before (tests/controlplane/metrics/test_rendered_exposition.py turns it on; so does every gunicorn started).
+settings_module.METRICS_RENDER_INTERVAL_S = 0
 KAFKA_KIND = os.environ.get("MIRRORPLANE_TEST_KAFKA", "apache")
 # The clusters' consumer properties: the embedded broker holds every fetch its full fetch.wait.max.ms.
 EMBEDDED_CONSUMER = EMBEDDED_CONSUMER_PROPERTIES if KAFKA_KIND == "embedded" else {}

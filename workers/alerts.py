@@ -12,7 +12,6 @@ receiver that answers 500 or not at all costs its own retries, never an evaluati
 from __future__ import annotations
 
 import logging
-import time
 from collections import Counter
 
 from django.conf import settings
@@ -24,24 +23,11 @@ from controlplane.core import presence
 from controlplane.status import runtime
 from workers import context
 from workers.app import app
+from workers.cadence import Cadence
 from workers.leases import one_at_a_time, task_lease_key
 from workers.plans import RunnableFlow, desired_tasks
 
 log = logging.getLogger(__name__)
-
-_next_evaluation = 0.0
-
-
-def dispatch_evaluation(*, now: float | None = None) -> bool:
-    """Queue an evaluation when one is due (beat); True when it queued one."""
-    global _next_evaluation
-    now = time.monotonic() if now is None else now
-    if now < _next_evaluation:
-        return False
-    interval = settings.ALERTS_EVALUATE_INTERVAL_S
-    _next_evaluation = now + interval
-    evaluate_alerts.apply_async(expires=interval)
-    return True
 
 
 def task_leases() -> dict[int, alerts.TaskLeases]:
@@ -74,6 +60,10 @@ def evaluate_alerts() -> None:
             log.info("an alert evaluation is running elsewhere; skipping this one")
             return
         _evaluate()
+
+
+# Beat: an evaluation every ALERTS_EVALUATE_INTERVAL_S; True when one was queued.
+dispatch_evaluation = Cadence(evaluate_alerts, lambda: settings.ALERTS_EVALUATE_INTERVAL_S).dispatch
 
 
 def _evaluate() -> None:

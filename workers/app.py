@@ -24,4 +24,5 @@ app.conf.include = [
     "workers.operations",
     "workers.alerts",
     "workers.verification",
+    "workers.exposition",
 ]

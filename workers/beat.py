@@ -10,8 +10,9 @@ last run requested, so a restarted beat does not run it early) and hands queued 
 and the UI's too, to the `reports` queue (`workers.reports.dispatch_report_runs`), and sends operations
 (failover, failback) that no worker runs, new or abandoned by a dead worker, to the `operations` queue
 (`workers.operations.dispatch_operations`), and queues an evaluation of the alert rules every
-ALERTS_EVALUATE_INTERVAL_S (`workers.alerts.dispatch_evaluation`), and a verification run every
-VERIFY_INTERVAL_S (`workers.verification.dispatch_verification`).
+ALERTS_EVALUATE_INTERVAL_S (`workers.alerts.dispatch_evaluation`), a verification run every
+VERIFY_INTERVAL_S (`workers.verification.dispatch_verification`), and, while /metrics is scraped, its
+rendering every METRICS_RENDER_INTERVAL_S (`workers.exposition.dispatch_render`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class SupervisingScheduler(PersistentScheduler):
     def _supervise(self) -> None:
         # The tasks modules and the control plane's packages need the app (and Django's models) ready first.
         from controlplane.core import presence
-        from workers import alerts, operations, reports, supervisor, tasks, verification
+        from workers import alerts, exposition, operations, reports, supervisor, tasks, verification
 
         close_old_connections()  # the database may have restarted since the last run
         try:
@@ -81,4 +82,10 @@ class SupervisingScheduler(PersistentScheduler):
         except Exception:
             log.exception(
                 "verification run not queued; retrying in %gs", settings.MIRRORPLANE_SUPERVISE_INTERVAL_S
+            )
+        try:
+            exposition.dispatch_render()
+        except Exception:
+            log.exception(
+                "/metrics rendering not queued; retrying in %gs", settings.MIRRORPLANE_SUPERVISE_INTERVAL_S
             )

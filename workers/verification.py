@@ -43,6 +43,7 @@ from replication.verification import (
 from replication.verification_backlog import BEHIND_S, run_backlog
 from workers import context
 from workers.app import app
+from workers.cadence import Cadence
 from workers.leases import one_at_a_time
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,6 @@ log = logging.getLogger(__name__)
 # Groups on the target and topic parity change rarely and cost a few admin requests (2-3 s on the
 # embedded broker): observed at most this often per flow.
 ASSURANCE_INTERVAL_S = 60.0
-_next_run = 0.0
 _runs = itertools.count()
 # The flow this process's next run starts with: the first one the last run did not reach once its budget
 # was spent, else the one after the last run's first, so an allowance spent early does not starve the same
@@ -59,17 +59,6 @@ _next_flow_id = 0
 _verifiers: dict[int, tuple[str, FlowVerification]] = {}
 _observed: dict[int, float] = {}  # flow id -> when its readiness observations were last made
 _verifiers_lock = threading.Lock()
-
-
-def dispatch_verification(*, now: float | None = None) -> bool:
-    """Queue a run when one is due (beat); True when it queued one."""
-    global _next_run
-    now = time.monotonic() if now is None else now
-    if now < _next_run:
-        return False
-    _next_run = now + settings.VERIFY_INTERVAL_S
-    verify_flows.apply_async(expires=settings.VERIFY_INTERVAL_S)
-    return True
 
 
 @app.task(name="workers.verification.verify_flows", ignore_result=True)
@@ -82,6 +71,10 @@ def verify_flows() -> None:
             log.info("a verification run is going on elsewhere; skipping this one")
             return
         run_verification(run=next(_runs))
+
+
+# Beat: a run every VERIFY_INTERVAL_S; True when one was queued.
+dispatch_verification = Cadence(verify_flows, lambda: settings.VERIFY_INTERVAL_S).dispatch
 
 
 def _verifier(spec: FlowSpec) -> FlowVerification:

@@ -4,6 +4,10 @@ Access, by settings: with METRICS_BEARER_TOKEN set, a scrape sends `Authorizatio
 (Prometheus's `authorization` / `bearer_token_file`); with METRICS_OPEN true anyone may read it (a
 network that only Prometheus reaches); a signed-in user with any role may always read it. Otherwise 401,
 saying which setting to use.
+
+The families come rendered ahead by the metadata worker while they are young enough (`rendered`), else
+read now; either way with their age (`mirrorplane_metrics_age_seconds`, HTTP `Age`), and the web
+processes' own metrics read now.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from controlplane.core.roles import role_of
-from controlplane.metrics import prometheus
+from controlplane.metrics import prometheus, rendered
 
 
 def _bearer_ok(request) -> bool:
@@ -45,4 +49,9 @@ def metrics(request) -> HttpResponse:
         )
         response["WWW-Authenticate"] = 'Bearer realm="mirrorplane-metrics"'
         return response
-    return HttpResponse(prometheus.exposition(), content_type=CONTENT_TYPE_LATEST)
+    found = rendered.scraped()
+    text, age_s = found if found is not None else (prometheus.families(), 0.0)
+    body = text + rendered.age_family(age_s).encode() + prometheus.web_processes()
+    response = HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
+    response["Age"] = str(int(age_s))
+    return response

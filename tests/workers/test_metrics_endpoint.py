@@ -131,6 +131,14 @@ def test_prometheus_scrapes_records_behind_of_a_replicating_flow_from_gunicorn_w
         # Several gunicorn processes answer these scrapes: every one reports the same counters.
         assert {replicated() for _ in range(12)} == {400}
 
+        def age_s() -> float:
+            samples = _samples(requests.get(f"{web.url}/metrics", headers=auth, timeout=10).text)
+            return samples[("mirrorplane_metrics_age_seconds", ())]
+
+        # Scraped, the families are rendered ahead by the metadata worker (beat queues it every
+        # METRICS_RENDER_INTERVAL_S) and served with their age; read by the scrape itself, the age is 0.
+        wait_until(lambda: age_s() > 0, timeout_s=30, what="a scrape answered with the worker's rendering")
+
         def latency_histogram() -> dict:
             samples = _samples(requests.get(f"{web.url}/metrics", headers=auth, timeout=10).text)
             return {
