@@ -344,7 +344,6 @@ def _flow_detail_context(request, flow: Flow) -> dict:
         ).partitions,
         "flow_alerts": alerts.alerts_firing_of(flow),
         "pool_waiting": [status] if status.pool_without_workers else [],
-        "last_drill": last_drill(flow),
         "back": base,
     }
 
@@ -371,18 +370,10 @@ def _flow_shown(pk: int) -> Flow:
     return found[0]
 
 
-@viewer_required
-def flow_detail(request, pk: int):
-    flow = _flow_shown(pk)
-    context, _, status = _flow_live(request, flow)
-    return render(request, "web/flow_detail.html", context, status=status)
-
-
-@viewer_required
-def flow_live(request, pk: int):
-    """The flow page's live part, refreshed every 5 s by each page open on it: shared by the viewers of a
-    role for a moment (`core.microcache`), as the flows list is; 204 while the version shown (`v`) holds."""
-    flow = _flow_shown(pk)
+def _flow_live_shared(request, flow: Flow) -> tuple[str, str, int]:
+    """The live part (`_flow_live.html`), its version and status, as the page and its refresh show it:
+    built once for the viewers of a role asking for the same flow and query within a moment
+    (`core.microcache`; a change of configuration is seen at once)."""
     shown = request.GET.copy()
     shown.pop("v", None)
 
@@ -390,9 +381,25 @@ def flow_live(request, pk: int):
         context, version, status = _flow_live(request, flow)
         return render_to_string("web/_flow_live.html", context, request=request), version, status
 
-    (html, version, status), _ = microcache.shared(
-        "flow-live", (pk, shown.urlencode(), request.web_role), build
-    )
+    answer, _ = microcache.shared("flow-live", (flow.pk, shown.urlencode(), request.web_role), build)
+    return answer
+
+
+@viewer_required
+def flow_detail(request, pk: int):
+    """The flow page: its head read for this request, its live part shared with the other viewers of the
+    flow and with the live refresh of every open page on it (`_flow_live_shared`)."""
+    flow = _flow_shown(pk)
+    live_html, _, status = _flow_live_shared(request, flow)
+    context = {"flow": flow, "last_drill": last_drill(flow), "flow_live_html": mark_safe(live_html)}
+    return render(request, "web/flow_detail.html", context, status=status)
+
+
+@viewer_required
+def flow_live(request, pk: int):
+    """The flow page's live part, refreshed every 5 s by each page open on it: shared by the viewers of a
+    role for a moment (`core.microcache`), as the flows list is; 204 while the version shown (`v`) holds."""
+    html, version, status = _flow_live_shared(request, _flow_shown(pk))
     if status == 200 and request.GET.get("v") == version:
         return HttpResponse(status=204)  # htmx keeps what it shows
     return HttpResponse(html, status=status)

@@ -169,3 +169,31 @@ def test_a_flows_status_api_and_live_part_are_shared_by_its_watchers(users, shar
     assert live.status_code == 200 and state.search(live.content.decode()).group(1) != state.search(
         first.content.decode()
     ).group(1)
+
+
+def test_a_flows_page_shares_its_live_part_with_its_viewers_and_their_refreshes(users, shared):
+    """The flow page's live part (roll-up, partitions, assurance) is built once for the viewers of a role
+    opening it and for the refreshes of their open pages; the page's head (name, actions, CSRF token of the
+    delete dialog) is each request's own, and a pause is seen on the next page."""
+    (flow,) = _flows(users["admin"], count=1)
+    report = {"flow": flow, "topic": "orders", "partition": 0, "remote_topic": "S0.orders"}
+    stored_report(**report, records_behind=5, seconds_behind=1.0, observed_at=timezone.now())
+    second_admin, _ = core.user_create_with_role(username="admin2", role=Role.ADMIN)
+    page_path, live_path = f"/flows/{flow.pk}/", f"/flows/{flow.pk}/live/"
+    tasks = '"controlplane_flowtaskstatus"'
+    first_browser, second_browser = _browser(users["admin"]), _browser(second_admin)
+    with CaptureQueriesContext(connection) as first_queries:
+        first = first_browser.get(page_path)
+    with CaptureQueriesContext(connection) as queries:
+        again = second_browser.get(page_path)
+        live = second_browser.get(live_path)
+    assert first.status_code == again.status_code == live.status_code == 200
+    assert any(tasks in q["sql"] for q in first_queries) and not any(tasks in q["sql"] for q in queries)
+    live_part = live.content.decode()
+    assert live_part in first.content.decode() and live_part in again.content.decode()
+    tokens = {CSRF.search(page.content.decode()).group(1) for page in (first, again)}
+    assert len(tokens) == 2  # each viewer's own token in the head's dialogs
+    services.flow_pause(actor=users["operator"], flow=flow)
+    paused = second_browser.get(page_path).content.decode()
+    state = re.compile(r'<span class="label">State</span><span class="value">(.*?)</span></div>')
+    assert state.search(paused).group(1) != state.search(live_part).group(1)
