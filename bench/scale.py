@@ -43,8 +43,8 @@ Figures per tool (a table per N, each run with the load average at the end of it
   n_tup_ins + n_tup_upd of the `controlplane_*status*` tables; all controlplane tables beside it); the
   time and size of `/metrics` (bearer token), the flows list and the flow page (a signed-in admin) and
   the flow status API (an admin's token), `--requests` rounds spread over the window; the alert
-  evaluation timed here as beat's task calls it, and the metadata worker's own evaluate_alerts and
-  verify_flows task times (its log); the first full verification rotation (from the first partition
+  evaluation timed here as beat's task calls it, and the metadata worker's own evaluate_alerts,
+  verify_flows and render_exposition (/metrics rendered ahead) task times (its log); the first full verification rotation (from the first partition
   checked to every partition checked, the verification rows' `checked_at`), the oldest check at the end
   (a partition with nothing new keeps its look) and the backlog the last runs left (their
   `VerificationBacklog` rows: the records waiting and how long the most neglected partition with some
@@ -113,6 +113,7 @@ PARTITIONS_STARTED = re.compile(  # `replication.starting.PartitionStarter.start
 TASK_RECEIVED = re.compile(r"Task (\S+)\[[^\]]+\] received")
 EVALUATE_TASK = "workers.alerts.evaluate_alerts"
 VERIFY_TASK = "workers.verification.verify_flows"
+RENDER_TASK = "workers.exposition.render_exposition"
 
 
 class PhaseTimeout(Exception):
@@ -573,7 +574,11 @@ class ControlPlane:
         for label, timings in self.requests.items():
             out.append(timings.line(f"GET {label}"))
         out.append(self.alert_evaluation.line("alert evaluation (as beat's task calls it)"))
-        for task, label in ((EVALUATE_TASK, "evaluate_alerts"), (VERIFY_TASK, "verify_flows")):
+        for task, label in (
+            (EVALUATE_TASK, "evaluate_alerts"),
+            (VERIFY_TASK, "verify_flows"),
+            (RENDER_TASK, "render_exposition (/metrics)"),
+        ):
             done, received = self.worker_tasks.get(task, []), self.worker_tasks_received.get(task, 0)
             figures = (
                 f"{statistics.median(done):>8.2f} s median, {max(done):.2f} s max" if done else f"{'-':>8}"
