@@ -60,6 +60,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 from replication.schema_hold import SCHEMA_WAIT_ERROR_S
 
@@ -89,6 +90,13 @@ METRICS_FLUSH_ROWS = _env.int("METRICS_FLUSH_ROWS", default=20_000)
 METRICS_TOPIC_ROWS_ABOVE = _env.int("METRICS_TOPIC_ROWS_ABOVE", default=500)
 METRICS_RENDER_INTERVAL_S = _env.float("METRICS_RENDER_INTERVAL_S", default=5.0)
 METRICS_RENDER_MAX_AGE_S = _env.float("METRICS_RENDER_MAX_AGE_S", default=3 * METRICS_RENDER_INTERVAL_S)
+if METRICS_RENDER_INTERVAL_S < 0 or (
+    METRICS_RENDER_INTERVAL_S > 0 and METRICS_RENDER_MAX_AGE_S < METRICS_RENDER_INTERVAL_S
+):
+    raise ImproperlyConfigured(
+        f"METRICS_RENDER_INTERVAL_S={METRICS_RENDER_INTERVAL_S}, METRICS_RENDER_MAX_AGE_S={METRICS_RENDER_MAX_AGE_S}: "
+        "the interval is 0 (off) or more seconds, and the max age at least the interval (3 intervals by default)"
+    )
 
 MIRRORPLANE_OPERATION_LEASE_S = _env.float("MIRRORPLANE_OPERATION_LEASE_S", default=30.0)
 MIRRORPLANE_DRILL_INTERVAL_S = _env.float("MIRRORPLANE_DRILL_INTERVAL_S", default=0.0)

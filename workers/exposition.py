@@ -14,6 +14,7 @@ import time
 
 from django.conf import settings
 from django.db import close_old_connections
+from redis import RedisError
 
 from controlplane.metrics import prometheus, rendered
 from workers.app import app
@@ -25,13 +26,17 @@ log = logging.getLogger(__name__)
 @app.task(name="workers.exposition.render_exposition", ignore_result=True)
 def render_exposition() -> bool:
     """Render /metrics' families into Redis when someone scraped lately; True when it rendered."""
-    if not rendered.on() or not rendered.wanted():
+    try:
+        if not rendered.on() or not rendered.wanted():
+            return False
+        close_old_connections()
+        read_at = time.time()
+        started = time.monotonic()
+        text = prometheus.families()
+        rendered.store(text, read_at=read_at)
+    except RedisError as error:  # the scrapes read the database themselves meanwhile
+        log.warning("/metrics not rendered ahead (Redis): %s", error)
         return False
-    close_old_connections()
-    read_at = time.time()
-    started = time.monotonic()
-    text = prometheus.families()
-    rendered.store(text, read_at=read_at)
     log.debug("/metrics rendered: %d bytes in %.3f s", len(text), time.monotonic() - started)
     return True
 

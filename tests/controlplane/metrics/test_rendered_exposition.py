@@ -96,6 +96,7 @@ def test_without_redis_the_scrape_reads_the_database(users, scrape, settings):
     answer = scrape()
     assert _age(answer) == 0 and 'flow="NoRedisS->NoRedisT"' in answer.content.decode()
     assert "mirrorplane_redis_up 0.0" in answer.content.decode()
+    assert not exposition.render_exposition()  # the worker logs it and reads nothing
 
 
 def test_beat_queues_one_rendering_per_interval(settings):
