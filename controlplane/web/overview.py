@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import time
 
+from django.http import HttpResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import timezone
+from django.utils.safestring import mark_safe
 
 from controlplane import assurance
+from controlplane.core import microcache
 from controlplane.flows import pools, selectors
 from controlplane.status import activity, rollup
 from controlplane.web import summaries
@@ -44,14 +49,30 @@ def _overview_context() -> dict:
     }
 
 
+def _overview_live_shared(request) -> str:
+    """The overview's live part (`_overview_live.html`), refreshed every 5 s by every open overview: built
+    once for the viewers of a role within a moment (`core.microcache`: a change of configuration is seen at
+    once; what the workers report is at most that old, and the part says when it was put together). The
+    pause and resume dialogs, with the viewer's own CSRF token, are the page's (`overview`)."""
+
+    def build() -> str:
+        context = _overview_context() | {"as_of": timezone.now()}
+        return render_to_string("web/_overview_live.html", context, request=request)
+
+    html, _ = microcache.shared("overview-live", (request.web_role,), build)
+    return html
+
+
 @viewer_required
 def overview(request):
-    return render(request, "web/overview.html", _overview_context())
+    return render(
+        request, "web/overview.html", {"overview_live_html": mark_safe(_overview_live_shared(request))}
+    )
 
 
 @viewer_required
 def overview_live(request):
-    return render(request, "web/_overview_live.html", _overview_context())
+    return HttpResponse(_overview_live_shared(request))
 
 
 # -- pools ------------------------------------------------------------------------------------------------

@@ -197,3 +197,29 @@ def test_a_flows_page_shares_its_live_part_with_its_viewers_and_their_refreshes(
     paused = second_browser.get(page_path).content.decode()
     state = re.compile(r'<span class="label">State</span><span class="value">(.*?)</span></div>')
     assert state.search(paused).group(1) != state.search(live_part).group(1)
+
+
+def test_the_overviews_live_part_is_shared_by_its_viewers_with_their_own_dialogs(users, shared):
+    """Every open overview asks for its live part every 5 s: built once for the viewers of a role within a
+    moment, saying when; the pause and resume dialogs, with each viewer's CSRF token, are the page's."""
+    flow, _ = _flows(users["admin"], count=2)
+    report = {"flow": flow, "topic": "orders", "partition": 0, "remote_topic": "S0.orders"}
+    stored_report(**report, records_behind=5, seconds_behind=1.0, observed_at=timezone.now())
+    second_operator, _ = core.user_create_with_role(username="operator2", role=Role.OPERATOR)
+    first_browser, second_browser = _browser(users["operator"]), _browser(second_operator)
+    tasks = '"controlplane_flowtaskstatus"'
+    with CaptureQueriesContext(connection) as first_queries:
+        first = first_browser.get("/")
+    with CaptureQueriesContext(connection) as queries:
+        again = second_browser.get("/")
+        live = second_browser.get("/overview/live/")
+    assert first.status_code == again.status_code == live.status_code == 200
+    assert any(tasks in q["sql"] for q in first_queries) and not any(tasks in q["sql"] for q in queries)
+    live_part = live.content.decode()
+    assert 'id="overview-as-of"' in live_part and live_part in first.content.decode()
+    assert "csrfmiddlewaretoken" not in live_part  # the dialogs are the page's, not the shared part's
+    tokens = {CSRF.search(page.content.decode()).group(1) for page in (first, again)}
+    assert len(tokens) == 2
+    services.flow_pause(actor=users["operator"], flow=flow)
+    assert "paused" in second_browser.get("/overview/live/").content.decode()
+    assert "paused" not in live_part.split('id="readiness-overview"')[0].split("<table")[1]
