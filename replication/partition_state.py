@@ -284,15 +284,26 @@ class PartitionState:
     def settle(self) -> None:
         """The kept reports, in produce order (the RecordSink's contract per partition): each acknowledges
         the oldest in-flight offset (one report per run: every in-flight offset up to its record's);
-        counts and offset syncs follow."""
+        counts and offset syncs follow. Reports of both kinds settle together once a late batch report
+        turned the task's reports per record (`Delivery._late`) with batch reports still in flight: those
+        were sent first, so they come first."""
         offsets = self.acked_offsets
         if not offsets:
             return
         places = self.reported_places
+        failed_at = self.failed_at
+        if failed_at is not None and self.in_flight and failed_at <= self.in_flight[0]:
+            # Failed at its oldest record in flight (a late batch report): it restarts from there, and no
+            # later report can say where the records before it went.
+            offsets.clear()
+            places.clear()
+            self.acked_sizes.clear()
+            self.sent_bytes = 0
+            return
         if places:  # one report per run: each report places its record and those sent since the last one
             size, self.sent_bytes = self.sent_bytes, 0
             last = len(places) - 1
-            for index, (place, offset) in enumerate(zip(places, offsets, strict=True)):
+            for index, (place, offset) in enumerate(zip(places, offsets, strict=False)):  # offsets: more
                 before = place - self.settled  # the rest of an earlier run, sent after the last acknowledged
                 if before and offset - before != self.acked_downstream + 1:
                     # Not one after another: another writer's records on the remote partition. Ours go
@@ -301,9 +312,10 @@ class PartitionState:
                     self._acknowledge(before, self.acked_downstream + 1, 0)
                     before = 0
                 self._acknowledge(before + 1, offset - before, size if index == last else 0)
+            del offsets[: len(places)]  # in place: the per-record callback appends to this list
             places.clear()
-            offsets.clear()
-            return
+            if not offsets:
+                return
         count = len(offsets)
         downstream = offsets[0]
         sizes = self.acked_sizes

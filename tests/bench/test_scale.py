@@ -179,3 +179,11 @@ def test_every_partition_started_is_when_the_workers_logs_account_for_every_topi
     assert tool.all_started_at({"t0": 2, "t1": 3}) == scale._log_time("2026-11-30 13:26:50,000")
     assert tool.all_started_at({"t0": 2, "t1": 4}) is None
     assert tool.all_started_at({"t0": 2}) == scale._log_time("2026-11-30 13:26:24,560")
+
+
+def test_flowing_at_is_the_middle_and_the_last_first_record_once_enough_partitions_flow():
+    first = {("t", 0): 12.0, ("t", 1): 10.0, ("t", 2): 30.0, ("t", 3): 11.0}
+    assert scale.flowing_at(first, 4) == (11.0, 30.0)
+    assert scale.flowing_at(first, 5) == (12.0, None)  # 4 of 5 flow: half (the third), not all
+    assert scale.flowing_at({("t", 0): 1.0}, 3) == (None, None)
+    assert scale.flowing_at({}, 0) == (None, None)

@@ -6,6 +6,7 @@ and a record waiting for its schema holds its partition (on replication/memory/t
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import pytest
 
@@ -143,6 +144,65 @@ def test_a_late_batch_report_fails_its_partition_where_nothing_is_acknowledged_t
     assert run.send()
     run.delivery.serve(1.0)
     assert sink.reports == reports + 1 and fresh[(TOPIC, 0)].position == 6  # its own report, on time
+
+
+def test_batch_reports_still_in_flight_when_reports_turn_per_record_place_their_records_first(monkeypatch):
+    """A late report turns the task's reports per record while another partition's batch reports are still
+    in flight (a broker creating thousands of partitions answers some after 100 s): that partition's
+    reports settle together, the batch reports placing the records before them, then one record each. On
+    5,000 partitions this mix once failed the slice (`zip() argument 2 is longer`): every partition
+    restarted from its stored position."""
+    io = make_io(partitions=2, records=5)
+    sink = MemorySink(io.target_cluster)
+    sink.hold = {(REMOTE, 0), (REMOTE, 1)}
+    io.sinks.append(sink)
+    run = Run(io, batch_reports_within_s=60.0)
+    assert run.send()
+    now = time.monotonic()
+    sink.hold = {(REMOTE, 1)}
+    with monkeypatch.context() as late:  # partition 0's report comes 100 s after its batch was sent
+        late.setattr(time, "monotonic", lambda: now + 100.0)
+        run.delivery.serve(1.0)
+    assert run.state(0).failed_at == 0 and run.state(1).position == 0
+    for i in range(5, 9):
+        io.source_cluster.append(TOPIC, 1, key=None, value=b"p1-v%d" % i, headers=None, timestamp_ms=1)
+    reports = sink.reports
+    assert run.send()  # partition 1's new records: one report each now
+    sink.hold = set()
+    run.delivery.serve(1.0)
+    assert sink.reports == reports + 2 + 4  # its batch's two (its first record, its last), then four
+    state = run.state(1)
+    assert state.failed_at is None and state.position == 9 and state.acked_records == 9
+    assert run.delivery.acks.records == 9 and state.acked_downstream == 8
+    sizes = sum(len(r) for r in io.source_cluster.read(TOPIC, 1))
+    assert state.acked_bytes == sizes
+    assert [r.value() for r in io.target_cluster.read(REMOTE, 1)] == [b"p1-v%d" % i for i in range(9)]
+
+
+def test_a_partition_whose_batch_report_came_late_places_none_of_the_reports_after_it(monkeypatch):
+    """Its records sent since, one report each, follow a record that may have timed out: it restarts
+    from its oldest record in flight and counts nothing of what came after (no acknowledgement, no offset
+    sync placed on a guess)."""
+    io = make_io(partitions=2, records=5)
+    sink = MemorySink(io.target_cluster)
+    sink.hold = {(REMOTE, 0), (REMOTE, 1)}
+    io.sinks.append(sink)
+    run = Run(io, batch_reports_within_s=60.0)
+    assert run.send()
+    now = time.monotonic()
+    sink.hold = {(REMOTE, 1)}
+    with monkeypatch.context() as late:
+        late.setattr(time, "monotonic", lambda: now + 100.0)
+        run.delivery.serve(1.0)  # partition 0's: reports turn per record
+        for i in range(5, 9):
+            io.source_cluster.append(TOPIC, 1, key=None, value=b"p1-v%d" % i, headers=None, timestamp_ms=1)
+        assert run.send()
+        sink.hold = set()
+        run.delivery.serve(1.0)  # partition 1's batch report, late too, then its four
+    state = run.state(1)
+    assert state.failed_at == 0 and state.position == 0
+    assert state.acked_records == 0 and run.delivery.acks.records == 0
+    assert state.syncs.drain(now=0.0, final=True) == []
 
 
 def test_a_record_the_sink_refuses_fails_its_partition_at_that_record_and_the_batch_goes_on():
