@@ -415,8 +415,6 @@ class MirrorSourceTask(TaskFailures):
                 SliceError(SliceErrorKind.START, f"cannot start: {exc}", key), errors, remote_topics[key]
             )
         self._starter.defer(states, self._delivery.warm(states), remote_topics)
-        if self._io.await_served:
-            self._starter.served(states, remote_topics)
         self._starter.started(states)
         for key, state in states.items():
             self._states[key] = state

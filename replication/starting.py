@@ -28,10 +28,6 @@ log = logging.getLogger(__name__)
 # it this long, retried each slice, before its start is an error (`waits_for_remote_partition`). Well
 # under the time a chain stays on one worker (60 slices of 1 s): a task built elsewhere waits anew.
 REMOTE_PARTITION_WAIT_S = 30.0
-# at_least_once: a partition whose remote partition the target lists with a leader but does not serve yet
-# (creating it) waits this long for it, retried each slice, before it starts anyway: on 2 cores under
-# load a broker creating 5,000 partitions served the last 138 s after a task's first slice.
-REMOTE_SERVE_WAIT_S = 300.0
 LOGGED = 20  # partitions named in a line about a topic's partitions (started, waiting): not all 5,000
 
 StartFailures = dict[TopicPartition, PartitionReadError]
@@ -113,23 +109,6 @@ class PartitionStarter:
         for key in self._waiting(failures, remote_topics):
             states.pop(key, None)
 
-    def served(
-        self, states: dict[TopicPartition, PartitionState], remote_topics: Mapping[TopicPartition, str]
-    ) -> None:
-        """at_least_once: the partitions whose remote partition the target does not serve yet (its offsets
-        answered "not leader" or "unknown": a broker still creating it) leave `states` and wait for it,
-        retried each slice, up to `REMOTE_SERVE_WAIT_S` (one batched read of the target for all of them).
-        Records sent there sat in the producer until it did, 100 s and more at 5,000 new partitions: their
-        batch reports came too late to vouch for the records before them, those partitions restarted, and
-        each restart flushed every record of the task first. A read that fails otherwise starts them."""
-        by_remote = {(state.remote_topic, state.partition): key for key, state in states.items()}
-        if not by_remote:
-            return
-        _, failures = self._readers.target().watermarks_all(list(by_remote))
-        unserved = {by_remote[remote]: exc for remote, exc in failures.items() if exc.unknown_partition}
-        for key in self._waiting(unserved, remote_topics, wait_s=REMOTE_SERVE_WAIT_S, what="served"):
-            states.pop(key, None)
-
     def started(self, states: Mapping[TopicPartition, PartitionState]) -> None:
         """These partitions start replicating: logged, one line per topic (not per partition)."""
         started: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -179,15 +158,10 @@ class PartitionStarter:
         self,
         failures: Mapping[TopicPartition, PartitionReadError],
         remote_topics: Mapping[TopicPartition, str],
-        *,
-        wait_s: float | None = None,
-        what: str = "created",
     ) -> set[TopicPartition]:
-        """The partitions of `failures` that wait for their remote partition (up to `wait_s`, the
-        starter's own by default): no error, retried next slice, logged at INFO when they begin to wait
-        (for it to be `what`). The others are start errors."""
+        """The partitions of `failures` that wait for their remote partition: no error, retried next slice,
+        logged at INFO when they begin to wait. The others are start errors."""
         now = self._clock()
-        wait_s = self._wait_s if wait_s is None else wait_s
         waiting: set[TopicPartition] = set()
         begun: dict[str, list[int]] = defaultdict(list)
         for key, exc in failures.items():
@@ -198,15 +172,14 @@ class PartitionStarter:
                 unknown_partition=exc.unknown_partition,
                 waiting_since=self.awaiting_remote.get(key, now),
                 now=now,
-                wait_s=wait_s,
+                wait_s=self._wait_s,
             ):
                 waiting.add(key)
         for remote_topic, partitions in begun.items():
             log.info(
-                "%s: waiting for remote topic %s to be %s (partitions %s); retried each slice",
+                "%s: waiting for remote topic %s to be created (partitions %s); retried each slice",
                 self._label,
                 remote_topic,
-                what,
                 _first([str(p) for p in sorted(partitions)], sep=", "),
             )
         return waiting

@@ -234,11 +234,6 @@ class TaskIO:
     # target lists it again (`Delivery.restart_alone`; not in a transaction, which fails whole). None:
     # every failed delivery restarts the task's partitions on a new sink.
     unknown_partition: Callable[[ClientError], bool] | None = None
-    # at_least_once: a partition starts once the target serves its remote partition (`target_reader`
-    # answers its offsets), not only lists it with a leader: a broker creating thousands of partitions
-    # lists them minutes before it serves the last (`PartitionStarter.served`). exactly_once reads the
-    # remote tails, which waits for that already.
-    await_served: bool = False
 
 
 class Readers:

@@ -325,7 +325,6 @@ def kafka_task_io(
         record_limit_bytes=record_limit_bytes(flow, target),
         refusal_partition_only=refusal_partition_only,
         unknown_partition=delivery_to_unknown_partition,
-        await_served=not transactional(flow),
     )
 
 

@@ -13,7 +13,7 @@ from replication.memory.task_io import MemoryEmitter, MemoryIO, MemoryReader
 from replication.mirroring import SOURCE_OFFSET_HEADER
 from replication.partition_state import Acknowledgements
 from replication.positions import InMemoryPositionStore, PositionWriter
-from replication.starting import REMOTE_PARTITION_WAIT_S, REMOTE_SERVE_WAIT_S, PartitionStarter
+from replication.starting import PartitionStarter
 from replication.task_io import Readers
 
 FLOW = FlowConfig(source="A", target="B", topics=("orders",))
@@ -86,39 +86,3 @@ def test_exactly_once_resumes_after_what_the_remote_partition_holds_and_re_deriv
     states, _ = starter.from_positions(REMOTE_TOPICS)
     failures = starter.from_target(states, REMOTE_TOPICS)
     assert list(failures) == [("orders", 1)] and failures[("orders", 1)].unknown_partition
-
-
-def test_at_least_once_waits_for_the_target_to_serve_a_remote_partition_it_lists_then_starts_anyway(caplog):
-    """The target answers partition 1's offsets "unknown" (a broker still creating it): it waits, without
-    an error, up to `REMOTE_SERVE_WAIT_S` (longer than for a topic not created), in one read for both;
-    served, it starts; past the wait it starts anyway (its records wait in the producer)."""
-    io, store, calls = MemoryIO(), InMemoryPositionStore(), []
-    io.source_cluster.create("orders", 2)
-    io.target_cluster.create("A.orders", 1)
-    now = [100.0]
-    starter = starter_on(io, store, calls, now)
-    states, _ = starter.from_positions(REMOTE_TOPICS)
-    calls.clear()
-    with caplog.at_level("INFO", logger="replication.starting"):
-        starter.served(states, REMOTE_TOPICS)
-    assert list(states) == [("orders", 0)] and starter.awaiting_remote == {("orders", 1): 100.0}
-    assert calls == [("watermarks_all", [("A.orders", 0), ("A.orders", 1)])]
-    assert "waiting for remote topic A.orders to be served (partitions 1)" in caplog.text
-    now[0] += REMOTE_PARTITION_WAIT_S + 1  # past a missing topic's wait, within a listed one's
-    states, _ = starter.from_positions(REMOTE_TOPICS)
-    starter.served(states, REMOTE_TOPICS)
-    assert list(states) == [("orders", 0)]
-    now[0] = 100.0 + REMOTE_SERVE_WAIT_S
-    states, _ = starter.from_positions(REMOTE_TOPICS)
-    starter.served(states, REMOTE_TOPICS)
-    assert list(states) == [("orders", 0), ("orders", 1)]  # waited long enough: it starts anyway
-
-
-def test_a_target_that_does_not_answer_holds_no_at_least_once_start():
-    io, store, calls = MemoryIO(), InMemoryPositionStore(), []
-    io.source_cluster.create("orders", 2)
-    io.target_cluster.unreachable = "Local: Broker transport failure"
-    starter = starter_on(io, store, calls, [0.0])
-    states, _ = starter.from_positions(REMOTE_TOPICS)
-    starter.served(states, REMOTE_TOPICS)
-    assert list(states) == [("orders", 0), ("orders", 1)] and starter.awaiting_remote == {}
