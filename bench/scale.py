@@ -1218,16 +1218,24 @@ def measure(
         tool.window_closed()
         (sent, load_s, _, failures), copy, floor = traffic.finish()
         written_half, written_all = flowing_at(written.first, written.total)
+        first_slice_at = tool.first_slice_at()
+        if written_half is not None:
+            run.written_half_s = written_half - started
         if written_all is not None:
-            run.written_start_s, run.written_half_s = written_all - started, written_half - started
-            first_slice_at = tool.first_slice_at()
+            run.written_start_s = written_all - started
             run.written_lease_s = written_all - first_slice_at if first_slice_at is not None else None
-            served_all = flowing_at(written.served, written.total)[1]
-            if first_slice_at is not None and served_all is not None:
-                run.served_lease_s = max(0.0, served_all - first_slice_at)
-            logging.info(
-                "end offsets: %d rounds, the longest %.1f s", written.rounds, written.longest_round_s
-            )
+        served_all = flowing_at(written.served, written.total)[1]
+        if first_slice_at is not None and served_all is not None:
+            run.served_lease_s = max(0.0, served_all - first_slice_at)
+        logging.warning(  # said either way: a round of thousands of partitions can take tens of seconds
+            "the target's end offsets: %d rounds (the longest %.1f s) until the window opened: %d of %d "
+            "partitions served, %d holding a record",
+            written.rounds,
+            written.longest_round_s,
+            len(written.served),
+            written.total,
+            len(written.first),
+        )
         if copy.all_flowing_at is not None:
             run.start_s = copy.all_flowing_at - started
             run.half_start_s = copy.half_flowing_at - started
