@@ -13,7 +13,7 @@ from django.db.models import Max
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from controlplane.core import presence
+from controlplane.core import microcache, presence
 from controlplane.core.statements import first_row, statement
 from controlplane.flows import lifecycle
 from controlplane.flows.models import Flow
@@ -80,6 +80,14 @@ def replication_activity(*, now: datetime.datetime | None = None) -> Replication
         stale_after_s=stale_after,
         replication_workers=workers,
     )
+
+
+def replication_activity_shared() -> ReplicationActivity:
+    """`replication_activity()` as every page built within a moment shows it: built once for all of them
+    (`core.microcache`; it depends on no viewer, no flow and no query). Each random flow's live part, and
+    the flows list, built their own: two statements and a Redis read per page."""
+    shared, _ = microcache.shared("replication-activity", (), replication_activity)
+    return shared
 
 
 @dataclass(frozen=True)

@@ -186,7 +186,7 @@ def _flow_list_content(request) -> tuple[str, int, bool]:
             "listing": listing,
             "summaries": listing.rows,
             "firing": firing,
-            "activity": activity.replication_activity(),
+            "activity": activity.replication_activity_shared(),
             "has_clusters": len(aliases) >= 2,
             "dialogs": False,
         },
@@ -331,7 +331,7 @@ def _flow_detail_context(request, flow: Flow) -> dict:
         },
         "live_query": {**search, "page": shown.number},
         "events": status.events,
-        "activity": activity.replication_activity(),
+        "activity": activity.replication_activity_shared(),
         "budget": status.budget,
         "rpo": rpo,
         "readiness": assurance.flow_readiness(

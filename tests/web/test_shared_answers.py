@@ -223,3 +223,19 @@ def test_the_overviews_live_part_is_shared_by_its_viewers_with_their_own_dialogs
     services.flow_pause(actor=users["operator"], flow=flow)
     assert "paused" in second_browser.get("/overview/live/").content.decode()
     assert "paused" not in live_part.split('id="readiness-overview"')[0].split("<table")[1]
+
+
+def test_whether_replication_runs_is_read_once_for_the_pages_built_within_a_moment(users, shared):
+    """Every flow's page shows the workers banner (`replication_activity`): two different flows' live
+    parts, each built anew, read it once between them, and both show it."""
+    first_flow, second_flow = _flows(users["admin"], count=2)
+    newest = 'MAX("controlplane_flowtaskstatus"."observed_at")'
+    browser = _browser(users["viewer"])
+    with CaptureQueriesContext(connection) as first_queries:
+        first = browser.get(f"/flows/{first_flow.pk}/live/")
+    with CaptureQueriesContext(connection) as queries:
+        second = browser.get(f"/flows/{second_flow.pk}/live/")
+    assert first.status_code == second.status_code == 200 and first.content != second.content
+    assert any(newest in q["sql"] for q in first_queries) and not any(newest in q["sql"] for q in queries)
+    banner = "No replication worker is running"  # the flows are enabled and no worker announced itself
+    assert banner in first.content.decode() and banner in second.content.decode()
