@@ -146,19 +146,25 @@ def test_a_late_batch_report_fails_its_partition_where_nothing_is_acknowledged_t
     assert sink.reports == reports + 1 and fresh[(TOPIC, 0)].position == 6  # its own report, on time
 
 
-def test_batch_reports_still_in_flight_when_reports_turn_per_record_place_their_records_first(monkeypatch):
-    """A late report turns the task's reports per record while another partition's batch reports are still
-    in flight (a broker creating thousands of partitions answers some after 100 s): that partition's
-    reports settle together, the batch reports placing the records before them, then one record each. On
-    5,000 partitions this mix once failed the slice (`zip() argument 2 is longer`): every partition
-    restarted from its stored position."""
+def _sent_with_reports_held() -> tuple:
+    """Two partitions' batch of 5 records each sent, one report per partition per batch trusted within
+    60 s, every report held back by the sink: (io, sink, run, the clock when they were sent)."""
     io = make_io(partitions=2, records=5)
     sink = MemorySink(io.target_cluster)
     sink.hold = {(REMOTE, 0), (REMOTE, 1)}
     io.sinks.append(sink)
     run = Run(io, batch_reports_within_s=60.0)
     assert run.send()
-    now = time.monotonic()
+    return io, sink, run, time.monotonic()
+
+
+def test_batch_reports_still_in_flight_when_reports_turn_per_record_place_their_records_first(monkeypatch):
+    """A late report turns the task's reports per record while another partition's batch reports are still
+    in flight (a broker creating thousands of partitions answers some after 100 s): that partition's
+    reports settle together, the batch reports placing the records before them, then one record each. On
+    5,000 partitions this mix once failed the slice (`zip() argument 2 is longer`): every partition
+    restarted from its stored position."""
+    io, sink, run, now = _sent_with_reports_held()
     sink.hold = {(REMOTE, 1)}
     with monkeypatch.context() as late:  # partition 0's report comes 100 s after its batch was sent
         late.setattr(time, "monotonic", lambda: now + 100.0)
@@ -183,13 +189,7 @@ def test_a_partition_whose_batch_report_came_late_places_none_of_the_reports_aft
     """Its records sent since, one report each, follow a record that may have timed out: it restarts
     from its oldest record in flight and counts nothing of what came after (no acknowledgement, no offset
     sync placed on a guess)."""
-    io = make_io(partitions=2, records=5)
-    sink = MemorySink(io.target_cluster)
-    sink.hold = {(REMOTE, 0), (REMOTE, 1)}
-    io.sinks.append(sink)
-    run = Run(io, batch_reports_within_s=60.0)
-    assert run.send()
-    now = time.monotonic()
+    io, sink, run, now = _sent_with_reports_held()
     sink.hold = {(REMOTE, 1)}
     with monkeypatch.context() as late:
         late.setattr(time, "monotonic", lambda: now + 100.0)
