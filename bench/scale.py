@@ -277,14 +277,16 @@ def flowing_at(first: Mapping[tuple[str, int], float], total: int) -> tuple[floa
 
 class EndOffsetSampler:
     """The target broker's own answer to "is every partition flowing": a thread asking the remote
-    partitions' end offsets (one ListOffsets request per round, `partitions_held`) until each has held a
-    record, noting when each was first seen holding one (the answer's arrival: late by at most one round),
-    and when the broker first answered for it at all (`served`: it serves the partition, the floor of its
-    first record there). Unlike the bench's reader it does not read the records, so its figure carries no
-    reader lag (at 5,000 partitions on 2 cores the readers ran 30-40 s behind the brokers)."""
+    partitions' end offsets (one ListOffsets request per round through one admin client) until each has
+    held a record, noting when each was first seen holding one (the answer's arrival: late by at most one
+    round), and when the broker first answered for it at all (`served`: it serves the partition, the floor
+    of its first record there). Unlike the bench's reader it does not read the records, so its figure
+    carries no reader lag (at 5,000 partitions on 2 cores the readers ran 30-40 s behind the brokers)."""
 
     def __init__(self, cluster: ClusterConfig, topics: dict[str, int]) -> None:
-        self.cluster, self.topics, self.total = cluster, topics, sum(topics.values())
+        self.cluster = cluster
+        self.partitions = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
+        self.total = len(self.partitions)
         self.first: dict[tuple[str, int], float] = {}
         self.served: dict[tuple[str, int], float] = {}
         self.rounds, self.longest_round_s = 0, 0.0
@@ -296,22 +298,28 @@ class EndOffsetSampler:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=70)
+        if self._thread.ident is not None:  # started
+            self._thread.join(timeout=70)
 
     def _run(self) -> None:
+        from harness.runtime import latest_offsets
+
+        admin = make_admin(
+            self.cluster
+        )  # referenced until the answers are in: a collected one answers nothing
         while not self._stop.is_set() and len(self.first) < self.total:
             began = time.monotonic()
             try:
-                offsets = end_offsets(self.cluster, self.topics)
+                offsets = latest_offsets(admin, self.partitions)
             except KafkaException as error:  # a broker busy creating partitions: asked again
                 logging.debug("end offsets: %s", error)
                 offsets = {}
             now = time.time()
-            for key, offset in offsets.items():
+            for tp, offset in offsets.items():
                 if offset is not None:
-                    self.served.setdefault(key, now)
+                    self.served.setdefault((tp.topic, tp.partition), now)
                     if offset > 0:
-                        self.first.setdefault(key, now)
+                        self.first.setdefault((tp.topic, tp.partition), now)
             self.rounds += 1
             self.longest_round_s = max(self.longest_round_s, time.monotonic() - began)
             self._stop.wait(1.0)
@@ -368,11 +376,12 @@ def _read(bootstrap: str, topics: dict[str, int], window, stop, expected, flowin
         flowing.value = len(first)
     consumer.close()
     latencies.sort()
+    half_flowing, all_flowing = flowing_at(first, total)
     results.put(
         ReaderResult(
             partitions_seen=len(first),
-            half_flowing_at=flowing_at(first, total)[0],
-            all_flowing_at=flowing_at(first, total)[1],
+            half_flowing_at=half_flowing,
+            all_flowing_at=all_flowing,
             first_at=first,
             arrivals=arrivals,
             counted=len(latencies),
@@ -1060,21 +1069,14 @@ def create_topics(cluster: ClusterConfig, topics: dict[str, int]) -> float:
     return time.monotonic() - began
 
 
-def end_offsets(cluster: ClusterConfig, topics: dict[str, int]) -> dict[tuple[str, int], int | None]:
-    """Each of `topics`' partitions' end offset (one ListOffsets request); None where the broker did not
-    answer (not served yet)."""
+def partitions_held(cluster: ClusterConfig, topics: dict[str, int]) -> tuple[set[tuple[str, int]], int]:
+    """Which of `topics`' partitions hold a record by the broker's end offsets (one ListOffsets request),
+    and how many the broker did not answer for."""
     from harness.runtime import latest_offsets
 
     admin = make_admin(cluster)  # referenced until the answers are in: a collected client answers nothing
     offsets = latest_offsets(admin, [TopicPartition(t, p) for t, n in topics.items() for p in range(n)])
-    return {(tp.topic, tp.partition): offset for tp, offset in offsets.items()}
-
-
-def partitions_held(cluster: ClusterConfig, topics: dict[str, int]) -> tuple[set[tuple[str, int]], int]:
-    """Which of `topics`' partitions hold a record by the broker's end offsets (one ListOffsets request),
-    and how many the broker did not answer for."""
-    offsets = end_offsets(cluster, topics)
-    held = {key for key, offset in offsets.items() if offset is not None and offset > 0}
+    held = {(tp.topic, tp.partition) for tp, offset in offsets.items() if offset is not None and offset > 0}
     return held, sum(offset is None for offset in offsets.values())
 
 
@@ -1161,6 +1163,7 @@ def measure(
     traffic = Traffic(
         source=source, target=target, topics=topics, remote=remote, rate=rate, load_client=load_client
     )
+    written = EndOffsetSampler(target, {remote[t]: n for t, n in topics.items()})
     try:
         run.broker_create_s = create_topics(source, topics)
         traffic.start()
@@ -1176,7 +1179,6 @@ def measure(
 
         started = time.time()
         tool.start()
-        written = EndOffsetSampler(target, {remote[t]: n for t, n in topics.items()})
         written.start()
         try:
             wait_for(
@@ -1274,8 +1276,7 @@ def measure(
         run.failure = f"{type(error).__name__}: {error}"
         run.load_average = run.load_average if any(run.load_average) else os.getloadavg()
     finally:
-        with contextlib.suppress(NameError):
-            written.stop()
+        written.stop()
         tool.stop()
         traffic.close()
         delete_topics(source, list(topics))
