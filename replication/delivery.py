@@ -479,12 +479,19 @@ class Delivery:
 
     def restart_alone(self, state: PartitionState) -> bool:
         """Whether a partition whose delivery failed (`failures`) restarts alone, from that record, on this
-        sink: the target did not know its remote partition (`TaskIO.unknown_partition`), which concerns
-        that partition only. Its remote topic is asked about again before it starts (`warm`), so it waits
-        until the target lists it with a leader instead of failing again. Otherwise the task's partitions
-        restart on a new sink."""
+        sink: its batch report came too late to vouch for the records before it (no error: the sink is
+        fine, `PartitionState.batch_reporter`), or the target did not know its remote partition
+        (`TaskIO.unknown_partition`); both concern that partition only. A remote topic the target did not
+        know is asked about again before the partition starts (`warm`), so it waits until the target lists
+        it with a leader instead of failing again. Otherwise the task's partitions restart on a new sink.
+        At 5,000 new partitions a target still creating them sent late reports for some: each one
+        restarted every partition on a new producer."""
         failure, unknown = state.failure, self._io.unknown_partition
-        if self._partition_only is None or unknown is None or failure is None or not unknown(failure):
+        if self._partition_only is None:
+            return False
+        if failure is None:
+            return True
+        if unknown is None or not unknown(failure):
             return False
         self._warmed.pop(state.remote_topic, None)
         return True

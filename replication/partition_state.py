@@ -184,12 +184,23 @@ class PartitionState:
             return self.failed_at
         return self.in_flight[0] if self.in_flight else self.next_offset
 
+    @property
+    def restartable(self) -> bool:
+        """Failed, and no record sent before the failed one is still in flight: it may start again from
+        its failed record on the same sink without waiting for anything else (what is still in flight
+        after that record is no news: its reports go to this state, which is then dropped). Not so for a
+        record refused when sent: those before it are in flight (`Delivery._refused`)."""
+        failed_at, in_flight = self.failed_at, self.in_flight
+        return failed_at is not None and (not in_flight or in_flight[0] >= failed_at)
+
     def fail(self, offset: int, error: str, failure: ClientError | None = None) -> None:
         """The record at `offset` did not reach the target (`failure`: the client's error in its delivery
-        report): the position stays at or before it."""
+        report): the position stays at or before it. Listed in `acks.failed` when its failed record moves
+        (first, or earlier): the failure of a later record is no news, and a state restarted since (a new
+        one for its partition, perhaps failed too) keeps its place there."""
         if self.failed_at is None or offset < self.failed_at:
             self.failed_at, self.error, self.failure = offset, error, failure
-        self.acks.failed[(self.topic, self.partition)] = self
+            self.acks.failed[(self.topic, self.partition)] = self
 
     def _reporter(self) -> DeliveryCallback:
         """The sink's delivery callback for this partition's records: a successful report's target offset

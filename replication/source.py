@@ -187,7 +187,8 @@ class MirrorSourceTask(TaskFailures):
         self._stopped: set[TopicPartition] = set()
         self._rotation = Rotation()
         self._restart_needed = False  # a delivery failed: restart every partition from its position
-        self._restart_keys: set[TopicPartition] = set()  # a record refused: restart these alone
+        self._restart_keys: set[TopicPartition] = set()  # a record refused or late: restart these alone
+        self._resume: dict[TopicPartition, int] = {}  # restarted alone, not started yet: from there
         self._reassign_needed = False
         self._fetching: dict[TopicPartition, PartitionState] = {}  # the states the source last fetched for
         self._closed = False
@@ -353,27 +354,25 @@ class MirrorSourceTask(TaskFailures):
             return
         assigned = set(self._assigned)
         removed = [key for key in self._states if key not in assigned]
-        if self._restart_needed or removed or self._restart_keys:
+        if self._restart_needed or removed or not self._restartable_alone(errors):
             # Every record settled (acknowledged or failed) and committed before partitions go or
-            # restart, so no old delivery report can interleave with a restarted partition's records.
+            # restart, so no old delivery report can interleave with a restarted partition's records
+            # (exactly_once: its start reads the remote partition's tail, which must hold them).
             self._serve(self._io.settle_timeout_s, errors)
             self._after_flush(errors, final=bool(removed))
         for key in removed:  # another task may advance it meanwhile: ask the store again if it returns
             self._positions.forget(key)
+            self._resume.pop(key, None)
         self._starter.keep_awaiting(assigned)
         before = set(self._states)
         if self._restart_needed:
             self._delivery.replace_sink()
             self._states = {key: state for key, state in self._states.items() if state.stopped}
             self._restart_needed = False
+            self._restart_keys, self._resume = set(), {}
             self._reassign_needed = True  # the source must fetch again from the restarted positions
-        elif self._restart_keys:  # a record refused: its partition alone starts again from it, same sink
-            restart = self._restart_keys
-            self._states = {
-                key: state for key, state in self._states.items() if key not in restart or state.stopped
-            }
-            self._reassign_needed = True
-        self._restart_keys = set()
+        elif self._restart_keys:
+            self._restart_alone()
         self._states = {key: state for key, state in self._states.items() if key in assigned}
         to_start = [key for key in self._assigned if key not in self._states]
         if to_start:
@@ -401,10 +400,36 @@ class MirrorSourceTask(TaskFailures):
         self._stalls.keep_only(states, now=self._clock())
         self._rotation.reset(list(states))
 
+    def _restartable_alone(self, errors: list[SliceError]) -> bool:
+        """Whether the partitions of `_restart_keys` (if any) may start again without a flush of the task's
+        records in flight: at at_least_once, once nothing sent before each one's failed record is in flight
+        (`PartitionState.restartable`: a late batch report, a target that did not know the remote
+        partition), its reports served first without waiting. At 5,000 partitions, waiting for every
+        record of the task before each such restart held the whole task for up to `settle_timeout_s` while
+        a target still creating partitions acknowledged slowly. A record refused when sent still waits for
+        those before it, and exactly_once for everything (its start reads the remote tail)."""
+        if not self._restart_keys or self._exactly_once:
+            return not self._restart_keys
+        self._serve(0.0, errors, flush=False)
+        states = self._states
+        return all(states[key].restartable for key in self._restart_keys if key in states)
+
+    def _restart_alone(self) -> None:
+        """The partitions of `_restart_keys` start again now, alone, on the same sink, each from its failed
+        record (kept in `_resume` until it started), their states dropped; the others go on."""
+        states = self._states
+        restart = {key for key in self._restart_keys if key in states and not states[key].stopped}
+        self._restart_keys = set()
+        if restart:
+            self._states = {key: state for key, state in states.items() if key not in restart}
+            self._reassign_needed = True
+            self._resume.update({key: states[key].position for key in restart})
+
     def _start_partitions(self, keys: list[TopicPartition], errors: list[SliceError]) -> None:
-        """Start these partitions together (`PartitionStarter`), once the transactions are initialised."""
+        """Start these partitions together (`PartitionStarter`), once the transactions are initialised;
+        those restarted alone from their failed record (`_resume`), the others from their stored positions."""
         remote_topics = {key: self.policy.format_remote_topic(self.flow.source, key[0]) for key in keys}
-        states, failures = self._starter.from_positions(remote_topics)
+        states, failures = self._starter.from_positions(remote_topics, self._resume)
         if states and not self._init_transactions({key: remote_topics[key] for key in states}, errors):
             return
         if self._exactly_once:
@@ -419,6 +444,7 @@ class MirrorSourceTask(TaskFailures):
         for key, state in states.items():
             self._states[key] = state
             self._progress.started(state)
+            self._resume.pop(key, None)
 
     @property
     def _reseek_needed(self) -> bool:

@@ -6,11 +6,14 @@ a base of, as Connect's `ExactlyOnceWorkerSourceTask` adds its transactional pat
   error, and every running partition restarts from its position next slice on a new sink
   (`_restart_needed`).
 * A record refused for itself or its partition (too large for the target, its remote topic unknown to the
-  producer: `TaskIO.refusal_partition_only`), or whose delivery failed because the target did not know
-  its remote partition (`Delivery.restart_alone`): the partition's errors, and it alone restarts from that
-  record next slice, on the same sink (`_restart_keys`); the others go on. At 5,000 partitions a restart of
-  every partition took seconds and its consumer fetched all of them again, and a record too large for the
-  target restarted them all every slice.
+  producer: `TaskIO.refusal_partition_only`), a delivery that failed because the target did not know its
+  remote partition, or a batch report that came too late to vouch for the records before it
+  (`Delivery.restart_alone`): the partition's errors, and it alone restarts from that record, on the same
+  sink (`_restart_keys`), once nothing sent before that record is in flight; the others go on, and their
+  records in flight are not waited for (at exactly_once they are: its start reads the remote tail). At
+  5,000 partitions a restart of every partition took seconds and its consumer fetched all of them again,
+  a record too large for the target restarted them all every slice, and waiting for every record in
+  flight before one partition restarted held the task up to `settle_timeout_s`.
 * A transaction that failed: every running partition restarts from its committed records, on a fresh
   producer; nothing of the transaction is ever persisted.
 * Fenced (another producer of this task's transactional ID runs now), or the assignment superseded

@@ -55,12 +55,13 @@ class PartitionStarter:
         self.awaiting_remote = {key: t for key, t in self.awaiting_remote.items() if key in assigned}
 
     def from_positions(
-        self, remote_topics: Mapping[TopicPartition, str]
+        self, remote_topics: Mapping[TopicPartition, str], resume: Mapping[TopicPartition, int]
     ) -> tuple[dict[TopicPartition, PartitionState], StartFailures]:
-        """The states of these partitions from their stored positions (or earliest offsets), and the
-        partitions whose earliest offset could not be read."""
+        """The states of these partitions from `resume` (restarted alone: their failed record), or their
+        stored positions (or earliest offsets), and the partitions whose earliest offset could not be read."""
         keys = list(remote_topics)
-        starts = self._positions.load(keys)
+        starts = self._positions.load([key for key in keys if key not in resume])
+        starts.update({key: resume[key] for key in keys if key in resume})
         failures: StartFailures = {}
         if len(starts) < len(keys):  # never replicated: start at the earliest source offset
             earliest, failures = self._readers.source().watermarks_all([k for k in keys if k not in starts])

@@ -13,7 +13,7 @@ import pytest
 from replication.delivery import Delivery, ProduceFailed
 from replication.memory.task_io import MemoryIO, MemorySink
 from replication.mirroring import SKIP
-from replication.partition_state import PartitionState
+from replication.partition_state import Acknowledgements, PartitionState
 from replication.schema_hold import SchemaHold
 from replication.slices import SliceErrorKind
 from replication.task_io import SchemaWait
@@ -203,6 +203,34 @@ def test_a_partition_whose_batch_report_came_late_places_none_of_the_reports_aft
     assert state.failed_at == 0 and state.position == 0
     assert state.acked_records == 0 and run.delivery.acks.records == 0
     assert state.syncs.drain(now=0.0, final=True) == []
+
+
+def test_a_failure_after_the_failed_record_is_no_news_and_leaves_a_restarted_state_listed():
+    """A partition restarted alone leaves its old records in flight on the same sink: the failure of one
+    sent after the old state's failed record is not listed again, so it cannot take the place of the new
+    state's own failure in `acks.failed` (the new state would never restart, its position frozen)."""
+    acks = Acknowledgements()
+    old = partition_state(0, acks=acks)
+    old.in_flight.extend(range(5, 9))
+    old.fail(5, "its batch report came late")
+    assert old.restartable and acks.take_failed() == {(TOPIC, 0): old}
+    new = partition_state(0, acks=acks, start=5)
+    new.in_flight.append(5)
+    new.fail(5, "unknown partition")
+    old.fail(7, "unknown partition")  # a report of the old records, after the restart
+    assert acks.take_failed() == {(TOPIC, 0): new} and old.failed_at == 5
+    old.fail(3, "earlier")  # an earlier record failing moves it: listed again
+    assert acks.take_failed() == {(TOPIC, 0): old}
+
+
+def test_a_partition_failed_where_records_before_it_are_in_flight_is_not_restartable():
+    state = partition_state(0)
+    state.in_flight.extend(range(0, 3))
+    assert not state.restartable
+    state.fail(3, "record too large")  # refused when sent: 0-2 are still in flight
+    assert not state.restartable
+    state.in_flight.clear()
+    assert state.restartable
 
 
 def test_a_record_the_sink_refuses_fails_its_partition_at_that_record_and_the_batch_goes_on():

@@ -58,7 +58,7 @@ def test_partitions_start_at_their_stored_position_or_the_earliest_offset_in_one
     io.source_cluster.create("orders", 2)
     io.source_cluster.delete_before("orders", 1, 4)
     store.save(flow=FLOW.name, positions={("orders", 0): 7})
-    states, failures = starter_on(io, store, calls, [0.0]).from_positions(REMOTE_TOPICS)
+    states, failures = starter_on(io, store, calls, [0.0]).from_positions(REMOTE_TOPICS, {})
     assert failures == {} and {key: state.next_offset for key, state in states.items()} == {
         ("orders", 0): 7,
         ("orders", 1): 4,
@@ -76,13 +76,13 @@ def test_exactly_once_resumes_after_what_the_remote_partition_holds_and_re_deriv
     store.save(flow=FLOW.name, positions={("orders", 0): 2, ("orders", 1): 0})
     now = [100.0]
     starter = starter_on(io, store, calls, now)
-    states, _ = starter.from_positions(REMOTE_TOPICS)
+    states, _ = starter.from_positions(REMOTE_TOPICS, {})
     assert starter.from_target(states, REMOTE_TOPICS) == {}  # partition 1 waits: no error
     assert list(states) == [("orders", 0)] and states[("orders", 0)].next_offset == 5
     assert states[("orders", 0)].syncs.drain(now=100.0) == [OffsetSync("orders", 0, 2, 2)]
     assert calls.count(("tails", [("A.orders", 0), ("A.orders", 1)])) == 1  # one read for both
     assert starter.awaiting_remote == {("orders", 1): 100.0}
     now[0] += 30.0  # waited long enough: now its start is an error
-    states, _ = starter.from_positions(REMOTE_TOPICS)
+    states, _ = starter.from_positions(REMOTE_TOPICS, {})
     failures = starter.from_target(states, REMOTE_TOPICS)
     assert list(failures) == [("orders", 1)] and failures[("orders", 1)].unknown_partition

@@ -237,6 +237,42 @@ def test_a_refused_record_restarts_its_partition_alone_on_the_same_sink():
         assert contents(io.target_cluster, REMOTE, partition) == contents(io.source_cluster, TOPIC, partition)
 
 
+class FlushCountingSink(MemorySink):
+    """Counts the flushes asked of it: on Kafka each waits for every record in flight, up to its timeout."""
+
+    flushes = 0
+
+    def flush(self, timeout: float = 0) -> int:
+        self.flushes += 1
+        return super().flush(timeout)
+
+
+def test_a_late_batch_report_restarts_its_partition_alone_without_waiting_for_the_others():
+    """At 5,000 new partitions a target still creating them acknowledged some batches past the time a
+    report vouches for the records before it: each such partition restarted every partition on a new
+    producer, after a flush that waited for every record of the task in flight (41 s of a 240 s
+    profile). Now it restarts alone, on the same sink, while the other partitions' records stay in flight."""
+    io, store = make_io(), InMemoryPositionStore()
+    sink = FlushCountingSink(io.target_cluster)
+    sink.hold = {(REMOTE, 1)}  # partition 1's records stay in flight, without a report
+    io.sinks.append(sink)
+    task = make_task(io, store, batch_reports_within_s=0.0)  # every batch report comes too late
+    first = task.run_slice(max_seconds=1, settle=False)
+    assert sorted(e.partition for e in first.errors) == [(TOPIC, 0), (TOPIC, 2)]
+    assert all("after the batch was sent" in e.message for e in first.errors)
+    held, flushes = task._states[(TOPIC, 1)], sink.flushes
+    task.run_slice(max_seconds=1, settle=False)
+    assert task._source.fetched_from[-1] == {(TOPIC, 0): 0, (TOPIC, 2): 0}  # from their oldest record
+    assert sink.flushes == flushes and len(io.made) == 1  # no flush, no new sink
+    assert task._states[(TOPIC, 1)] is held and len(sink) == 50
+    sink.hold = set()
+    run_until_copied(task, io)  # partition 1's report, late too when it comes, restarts it alone
+    assert len(io.made) == 1
+    for partition in range(3):  # every record, the late batch twice (at_least_once)
+        source = contents(io.source_cluster, TOPIC, partition)
+        assert contents(io.target_cluster, REMOTE, partition) == source + source
+
+
 def fetched_anew(task: MirrorSourceTask) -> list[set]:
     """The partitions each assignment of the task's source fetched from their positions again."""
     return [set(assigned) for assigned in task._source.fetched_from]
