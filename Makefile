@@ -89,8 +89,8 @@ spark-jars: install
 test: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 test: export REDIS_URL ?= redis://127.0.0.1:6379/0
 
-# Two pytest-xdist worker processes by default (see below) (PYTEST_WORKERS=0: one process), each a suite of its own
-# (its test database, Redis databases, Kafka clusters and registries: tests/environment.py); a file's tests
+# Three pytest-xdist worker processes by default, two of them for heavy units (see below) (PYTEST_WORKERS=0:
+# one process), each a suite of its own (its test database, Redis databases, Kafka clusters and registries: tests/environment.py); a file's tests
 # stay on one worker, so module fixtures start once, the files of a costly session fixture (Spark, the
 # SASL_SSL clusters, the schema registries) share one worker, and the longest go first (tests/scheduling.py).
 # Most of the suite waits on brokers, workers and browsers rather than computes: on the 2-core machine two
@@ -102,7 +102,9 @@ test: export REDIS_URL ?= redis://127.0.0.1:6379/0
 # fresh-clone runs of 2026-12-02 took 1,333 s and 1,234 s of pytest with two (1,844 tests, both passed), and
 # 1,766 s (1,854 tests) on a machine whose web answered a request in 1.6-1.8x the CPU time of the others',
 # and 1,116 s (1,862 tests) on the next one (2026-12-02, 14:54 UTC).
-PYTEST_WORKERS ?= 2
+# Since 2026-12-03 a third worker runs only light units (no broker, runtime, registry, browser or JVM of
+# its own: tests/scheduling.py, HEAVY_WORKERS), taking them off the two that run the heavy ones.
+PYTEST_WORKERS ?= 3
 # pytest exits 5 when it collected no tests: that is a failure here, as any other non-zero code.
 test: install chromium prometheus alertmanager nginx postgres redis kafka schema-registry spark-jars
 	$(PY) -m pytest -p no:cacheprovider --durations=30 -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS); \

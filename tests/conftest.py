@@ -27,6 +27,7 @@ from replication.kafka.embedded import EMBEDDED_CONSUMER_PROPERTIES, EmbeddedBro
 from tests.lake import S3_ENVIRONMENT, moto_s3_server
 from tests.scheduling import (
     SharedFixtureScheduling,
+    check_heavy_files,
     check_shared_fixtures,
     longest_files_first,
     slowest_files,
@@ -71,6 +72,7 @@ def pytest_collection_modifyitems(session, config, items) -> None:
     """The longest units of work first (tests/scheduling.py); `make test` keeps this order under xdist
     (`--no-loadscope-reorder`)."""
     check_shared_fixtures(items)
+    check_heavy_files(items)
     items[:] = longest_files_first(items)
 
 

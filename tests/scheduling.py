@@ -16,6 +16,12 @@ so xdist's own order (most tests first) left the slowest one-test files for the 
 them one after the other while the others had nothing left. Longest first (then most tests first, as
 xdist does) leaves short files for the end, which even out.
 
+Only the first `HEAVY_WORKERS` workers run heavy units (`unit_is_heavy`: a test that starts or uses a
+broker, a replication runtime, a browser or a JVM); any worker past them runs only light ones (the web,
+the API and the domain on PostgreSQL and Redis). Three workers that all ran brokers held the 2-core machine
+at load 6-9, and timing-sensitive Kafka tests failed (Makefile, PYTEST_WORKERS); a third worker that
+runs none takes a share of the suite off the two that do.
+
 `SLOW_FILES` are one file's seconds on the 2-core CI machine with three workers (`--durations=0` of a
 `make test` run of November 26 2026): an order, not a promise. A file that becomes slow belongs here; one
 missing only runs later.
@@ -23,8 +29,11 @@ missing only runs later.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import pytest
 from xdist.scheduler import LoadFileScheduling
@@ -113,6 +122,31 @@ SHARED_FIXTURES = {
 _UNIT_OF_FILE = {file: f"[{fixture}]" for fixture, files in SHARED_FIXTURES.items() for file in files}
 
 
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY_WORKERS = 2
+# What makes a test heavy: its marks, or a fixture that starts a broker, workers, a registry or a JVM.
+HEAVY_MARKS = ("kafka", "slow", "e2e")
+HEAVY_FIXTURES = (
+    "kafka_brokers",
+    "secure_clusters",
+    "start_broker",
+    "schema_registries",
+    "spark",
+    "celery_runtime",
+    "mirrors",
+    "s3_server",
+)
+# What the scheduler reads in a file to call it heavy (it sees node IDs, not the tests): the marks, the
+# fixtures and those using them. `check_heavy_files` fails the collection where this misses one.
+_HEAVY_TEXT = re.compile(
+    r"mark\.(?:"
+    + "|".join(HEAVY_MARKS)
+    + r")\b|\b(?:"
+    + "|".join(HEAVY_FIXTURES)
+    + r"|cluster_a|cluster_b)\b"
+)
+
+
 def file_of(nodeid: str) -> str:
     return nodeid.partition("::")[0]
 
@@ -120,6 +154,39 @@ def file_of(nodeid: str) -> str:
 def unit_of(file: str) -> str:
     """The unit of work `file` belongs to: the name of its shared fixture in brackets, or itself."""
     return _UNIT_OF_FILE.get(file, file)
+
+
+def item_is_heavy(item: pytest.Item) -> bool:
+    """Whether a test starts or uses a broker, a runtime, a registry, a browser or a JVM (its marks and
+    fixtures)."""
+    marks = {mark.name for mark in getattr(item, "iter_markers", lambda: ())()}
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return bool(marks.intersection(HEAVY_MARKS) or fixtures.intersection(HEAVY_FIXTURES))
+
+
+@functools.cache
+def file_is_heavy(file: str) -> bool:
+    """Whether the file at `file` (relative to the repository) reads as heavy (`_HEAVY_TEXT`)."""
+    path = ROOT / file
+    return not path.is_file() or bool(_HEAVY_TEXT.search(path.read_text()))
+
+
+def unit_is_heavy(unit: str) -> bool:
+    """A unit of a shared fixture (a JVM) is heavy, a file as it reads (`file_is_heavy`)."""
+    return unit.startswith("[") or file_is_heavy(unit)
+
+
+def check_heavy_files(items: Sequence[pytest.Item]) -> None:
+    """Fails the collection when a heavy test's file does not read as heavy (it could run on a light worker)."""
+    missed = sorted(
+        {file_of(item.nodeid) for item in items if item_is_heavy(item)}
+        - {file for file in {file_of(item.nodeid) for item in items} if file_is_heavy(file)}
+    )
+    if missed:
+        raise pytest.UsageError(
+            "tests/scheduling.py: these files have heavy tests (HEAVY_MARKS, HEAVY_FIXTURES) that "
+            "_HEAVY_TEXT does not find in them; add the fixture they use to it: " + ", ".join(missed)
+        )
 
 
 def check_shared_fixtures(items: Sequence[pytest.Item]) -> None:
@@ -178,3 +245,22 @@ class SharedFixtureScheduling(LoadFileScheduling):
 
     def _split_scope(self, nodeid: str) -> str:
         return unit_of(file_of(nodeid))
+
+    def _assign_work_unit(self, node) -> None:
+        """The first unit in the queue this worker runs: a heavy worker its first heavy unit, else a light
+        one; a light worker (past HEAVY_WORKERS) its first light unit, and it stops once none is left."""
+        heavy = takes_heavy(node.gateway.id)
+        unit = next((u for u in self.workqueue if unit_is_heavy(u)), None) if heavy else None
+        if unit is None:
+            unit = next((u for u in self.workqueue if not unit_is_heavy(u)), None)
+        if unit is None:
+            if not heavy and not self._pending_of(self.assigned_work[node]):
+                node.shutdown()
+            return
+        self.workqueue.move_to_end(unit, last=False)
+        super()._assign_work_unit(node)
+
+
+def takes_heavy(worker: str) -> bool:
+    """Whether xdist's worker `worker` (gw0, gw1...) runs heavy units: the first HEAVY_WORKERS do."""
+    return int(worker.removeprefix("gw")) < HEAVY_WORKERS

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -10,6 +11,7 @@ from tests.environment import REDIS_URLS, redis_urls_of_worker
 from tests.scheduling import (
     SHARED_FIXTURES,
     SharedFixtureScheduling,
+    check_heavy_files,
     check_shared_fixtures,
     longest_files_first,
     slowest_files,
@@ -79,3 +81,55 @@ def test_each_of_three_workers_has_redis_databases_of_its_own():
         and not (databases[0] & databases[2])
         and not (databases[1] & databases[2])
     )
+
+
+@dataclass
+class Gateway:
+    id: str
+
+
+@dataclass
+class Worker:
+    """An xdist worker as the scheduler sees it: what it was sent to run, whether it was told to stop."""
+
+    gateway: Gateway
+    sent: list[int] = field(default_factory=list)
+    stopped: bool = False
+
+    def send_runtest_some(self, indexes: list[int]) -> None:
+        self.sent.extend(indexes)
+
+    def shutdown(self) -> None:
+        self.stopped = True
+
+    def __hash__(self) -> int:
+        return hash(self.gateway.id)
+
+
+def test_a_worker_past_the_heavy_ones_runs_light_units_only_and_stops_when_none_is_left():
+    heavy, light = "tests/replication/test_source_task.py", "tests/controlplane/api/test_api.py"
+    collection = [f"{heavy}::test_a", f"{light}::test_b", "tests/dashboards/test_jobs.py::test_c"]
+    scheduler = SharedFixtureScheduling.__new__(SharedFixtureScheduling)
+    workers = [Worker(Gateway(f"gw{i}")) for i in range(3)]
+    scheduler.assigned_work = {worker: {} for worker in workers}
+    scheduler.registered_collections = dict.fromkeys(workers, collection)
+    scheduler.workqueue = OrderedDict(
+        (scheduler._split_scope(nodeid), {nodeid: False}) for nodeid in collection
+    )
+    scheduler._assign_work_unit(workers[2])  # the light one: the light file, though it comes second
+    scheduler._assign_work_unit(workers[0])  # a heavy one: the first heavy unit
+    assert (workers[2].sent, workers[0].sent) == ([1], [0])
+    scheduler._assign_work_unit(workers[2])  # only a heavy unit (Spark) is left: not for it
+    assert workers[2].sent == [1] and not workers[2].stopped  # its own test still runs
+    scheduler.assigned_work[workers[2]][light][f"{light}::test_b"] = True
+    scheduler._assign_work_unit(workers[2])
+    assert workers[2].stopped and workers[2].sent == [1]
+    scheduler._assign_work_unit(workers[1])
+    assert workers[1].sent == [2] and not scheduler.workqueue
+
+
+def test_a_heavy_test_in_a_file_the_scheduler_reads_as_light_fails_the_collection():
+    light = "tests/controlplane/api/test_api.py"
+    check_heavy_files([Item(f"{light}::test", ("db", "client"))])
+    with pytest.raises(pytest.UsageError, match=r"tests/controlplane/api/test_api\.py"):
+        check_heavy_files([Item(f"{light}::test", ("db", "celery_runtime"))])
