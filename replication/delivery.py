@@ -206,14 +206,15 @@ class Delivery:
 
     def _late(self, waited_s: float) -> None:
         if self._batch_within_s is not None:
-            log.warning(
-                "%s: a delivery report came %.0f s after its batch was sent (message.timeout.ms allows it "
-                "to vouch for the records before it for %.0f s): from now on every record asks for its "
-                "own report",
-                self._label,
-                waited_s,
-                self._batch_within_s,
+            self._per_record(
+                f"a delivery report came {waited_s:.0f} s after its batch was sent (message.timeout.ms "
+                f"allows it to vouch for the records before it for {self._batch_within_s:.0f} s)"
             )
+
+    def _per_record(self, why: str) -> None:
+        """From now on every record asks for its own report (said once, with `why`)."""
+        if self._batch_within_s is not None:
+            log.warning("%s: %s: from now on every record asks for its own report", self._label, why)
         self._batch_within_s = None
 
     def send(
@@ -471,10 +472,18 @@ class Delivery:
                 return True
             except Exception as again:
                 exc = again
-        state.fail(offset, str(exc))
         if self._partition_only is not None and self._partition_only(exc):
+            # One report per partition per batch: those sent before it since the partition's last report
+            # asked for none, and the record that would have vouched for them (the batch's last) is not
+            # sent. A timeout of one of them would go unheard: it restarts from the oldest in flight, and
+            # every record asks for its own report from now on, so it then fails here alone.
+            unvouched = self._batch_within_s is not None and bool(state.in_flight)
+            if unvouched:
+                self._per_record(f"a record of {state.topic}[{state.partition}] was refused when sent")
+            state.fail(state.in_flight[0] if unvouched else offset, str(exc))
             self._refused_records.append(ProduceFailed(state, offset, exc))
             return None
+        state.fail(offset, str(exc))
         raise ProduceFailed(state, offset, exc) from exc
 
     def restart_alone(self, state: PartitionState) -> bool:

@@ -179,19 +179,21 @@ class PartitionState:
 
     @property
     def position(self) -> int:
-        """Next source offset to replicate: every record before it is acknowledged by the target."""
-        if self.failed_at is not None:
-            return self.failed_at
-        return self.in_flight[0] if self.in_flight else self.next_offset
+        """Next source offset to replicate: every record before it is acknowledged by the target. A
+        partition that failed stays at its failed record, or before it while records sent before that one
+        are still in flight (a record refused when sent, one report per record: a position written past
+        them would lose them to a crash if their delivery then failed)."""
+        in_flight = self.in_flight
+        first = in_flight[0] if in_flight else self.next_offset
+        failed_at = self.failed_at
+        return first if failed_at is None or first < failed_at else failed_at
 
     @property
     def restartable(self) -> bool:
         """Failed, and no record sent before the failed one is still in flight: it may start again from
         its failed record on the same sink without waiting for anything else (what is still in flight
-        after that record is no news: its reports go to this state, which is then dropped). Not so for a
-        record refused when sent: those before it are in flight (`Delivery._refused`)."""
-        failed_at, in_flight = self.failed_at, self.in_flight
-        return failed_at is not None and (not in_flight or in_flight[0] >= failed_at)
+        after that record is no news: its reports go to this state, which is then dropped)."""
+        return self.failed_at is not None and self.position == self.failed_at
 
     def fail(self, offset: int, error: str, failure: ClientError | None = None) -> None:
         """The record at `offset` did not reach the target (`failure`: the client's error in its delivery

@@ -354,7 +354,7 @@ class MirrorSourceTask(TaskFailures):
             return
         assigned = set(self._assigned)
         removed = [key for key in self._states if key not in assigned]
-        if self._restart_needed or removed or not self._restartable_alone(errors):
+        if self._restart_needed or removed or (self._restart_keys and self._exactly_once):
             # Every record settled (acknowledged or failed) and committed before partitions go or
             # restart, so no old delivery report can interleave with a restarted partition's records
             # (exactly_once: its start reads the remote partition's tail, which must hold them).
@@ -372,7 +372,7 @@ class MirrorSourceTask(TaskFailures):
             self._restart_keys, self._resume = set(), {}
             self._reassign_needed = True  # the source must fetch again from the restarted positions
         elif self._restart_keys:
-            self._restart_alone()
+            self._restart_alone(errors)
         self._states = {key: state for key, state in self._states.items() if key in assigned}
         to_start = [key for key in self._assigned if key not in self._states]
         if to_start:
@@ -400,26 +400,21 @@ class MirrorSourceTask(TaskFailures):
         self._stalls.keep_only(states, now=self._clock())
         self._rotation.reset(list(states))
 
-    def _restartable_alone(self, errors: list[SliceError]) -> bool:
-        """Whether the partitions of `_restart_keys` (if any) may start again without a flush of the task's
-        records in flight: at at_least_once, once nothing sent before each one's failed record is in flight
-        (`PartitionState.restartable`: a late batch report, a target that did not know the remote
-        partition), its reports served first without waiting. At 5,000 partitions, waiting for every
-        record of the task before each such restart held the whole task for up to `settle_timeout_s` while
-        a target still creating partitions acknowledged slowly. A record refused when sent still waits for
-        those before it, and exactly_once for everything (its start reads the remote tail)."""
-        if not self._restart_keys or self._exactly_once:
-            return not self._restart_keys
-        self._serve(0.0, errors, flush=False)
+    def _restart_alone(self, errors: list[SliceError]) -> None:
+        """The partitions of `_restart_keys` that start again now, alone, on the same sink, each from its
+        failed record (kept in `_resume` until it started), their states dropped; the others go on. At
+        at_least_once a partition restarts once nothing sent before its failed record is in flight
+        (`PartitionState.restartable`: the reports there are served first, without waiting), and waits
+        for that otherwise, retried each slice; the other partitions' records in flight are not waited
+        for. At 5,000 partitions, flushing every record of the task before each such restart held the
+        whole task for up to `settle_timeout_s` while a target still creating partitions acknowledged
+        slowly. exactly_once flushed first (`_apply_assignment`: its start reads the remote tail)."""
         states = self._states
-        return all(states[key].restartable for key in self._restart_keys if key in states)
-
-    def _restart_alone(self) -> None:
-        """The partitions of `_restart_keys` start again now, alone, on the same sink, each from its failed
-        record (kept in `_resume` until it started), their states dropped; the others go on."""
-        states = self._states
-        restart = {key for key in self._restart_keys if key in states and not states[key].stopped}
-        self._restart_keys = set()
+        keys = {key for key in self._restart_keys if key in states and not states[key].stopped}
+        if not self._exactly_once:
+            self._serve(0.0, errors, flush=False)
+        restart = keys if self._exactly_once else {key for key in keys if states[key].restartable}
+        self._restart_keys = keys - restart
         if restart:
             self._states = {key: state for key, state in states.items() if key not in restart}
             self._reassign_needed = True

@@ -223,14 +223,42 @@ def test_a_failure_after_the_failed_record_is_no_news_and_leaves_a_restarted_sta
     assert acks.take_failed() == {(TOPIC, 0): old}
 
 
-def test_a_partition_failed_where_records_before_it_are_in_flight_is_not_restartable():
+def test_a_partition_failed_where_records_before_it_are_in_flight_stays_before_them():
+    """One report per record, a record refused when sent: those sent before it are still in flight. A
+    position written at the refused record would lose them to a crash if their delivery then failed."""
     state = partition_state(0)
     state.in_flight.extend(range(0, 3))
+    state.next_offset = 3
     assert not state.restartable
-    state.fail(3, "record too large")  # refused when sent: 0-2 are still in flight
-    assert not state.restartable
-    state.in_flight.clear()
-    assert state.restartable
+    state.fail(3, "record too large")
+    assert state.position == 0 and not state.restartable
+    state.in_flight.clear()  # their reports came
+    assert state.position == 3 and state.restartable
+
+
+def test_a_record_refused_after_records_that_asked_no_report_fails_its_partition_at_the_oldest():
+    """One report per partition per batch: the records sent before the refused one asked for none, and the
+    batch's last record, whose report would have vouched for them, is not sent. Their timeout would go
+    unheard: the partition fails at its oldest record in flight, and every record asks for its own report
+    from then on, so the refused record then fails alone."""
+    io = make_io(partitions=2, records=5)
+    sink = MemorySink(io.target_cluster, refuse={(REMOTE, 0): 2})
+    io.sinks.append(sink)
+    run = Run(io, batch_reports_within_s=60.0)
+    assert run.send()
+    (refused,) = run.delivery.take_refused()
+    assert refused.offset == 2 and run.state(0).failed_at == 0 and run.state(0).restartable
+    run.delivery.serve(1.0)
+    assert run.state(1).position == 5
+    fresh = partition_state(0, acks=run.delivery.acks)
+    run.states[(TOPIC, 0)] = fresh
+    run.source.assign({(TOPIC, 0): 0})
+    sink.refuse[(REMOTE, 0)] = sink.produced[(REMOTE, 0)] + 2  # record 2 refused again
+    assert run.send()
+    (again,) = run.delivery.take_refused()
+    assert again.offset == 2 and fresh.failed_at == 2 and not fresh.restartable  # 0 and 1 in flight
+    run.delivery.serve(1.0)
+    assert fresh.position == 2 and fresh.restartable and fresh.acked_records == 2
 
 
 def test_a_record_the_sink_refuses_fails_its_partition_at_that_record_and_the_batch_goes_on():
