@@ -16,11 +16,13 @@ so xdist's own order (most tests first) left the slowest one-test files for the 
 them one after the other while the others had nothing left. Longest first (then most tests first, as
 xdist does) leaves short files for the end, which even out.
 
-Only the first `HEAVY_WORKERS` workers run heavy units (`unit_is_heavy`: a test that starts or uses a
-broker, a replication runtime, a browser or a JVM); any worker past them runs only light ones (the web,
-the API and the domain on PostgreSQL and Redis). Three workers that all ran brokers held the 2-core machine
-at load 6-9, and timing-sensitive Kafka tests failed (Makefile, PYTEST_WORKERS); a third worker that
-runs none takes a share of the suite off the two that do.
+Only the first `HEAVY_WORKERS` workers run units that use a Kafka broker (`unit_weight` 2); a worker past
+them runs the light units first (the web, the API and the domain on PostgreSQL and Redis: 0), then the
+heavy ones that use no broker (Spark, browsers, Celery workers without a flow: 1), and stops when only
+broker units are left; the heavy workers take broker units first. Three workers that all ran brokers held
+the 2-core machine at load 6-9, and timing-sensitive Kafka tests failed (Makefile, PYTEST_WORKERS). In the
+fresh-clone run of December 3 2026 (three workers, the third on light units only) the units took 1,983 s
+using a broker, 266 s heavy without one and 400 s light (the sum of their tests' setup, call and teardown).
 
 `SLOW_FILES` are one file's seconds on the 2-core CI machine with three workers (`--durations=0` of a
 `make test` run of November 26 2026): an order, not a promise. A file that becomes slow belongs here; one
@@ -147,6 +149,14 @@ _HEAVY_TEXT = re.compile(
 )
 
 
+# Of those, what uses a Kafka broker: the tests that the broker's timing fails when the machine is starved.
+BROKER_MARKS = ("kafka",)
+BROKER_FIXTURES = ("kafka_brokers", "secure_clusters", "start_broker", "schema_registries")
+_BROKER_TEXT = re.compile(
+    r"mark\.kafka\b|\b(?:" + "|".join(BROKER_FIXTURES) + r"|cluster_a|cluster_b|make_flow)\b"
+)
+
+
 def file_of(nodeid: str) -> str:
     return nodeid.partition("::")[0]
 
@@ -156,36 +166,55 @@ def unit_of(file: str) -> str:
     return _UNIT_OF_FILE.get(file, file)
 
 
-def item_is_heavy(item: pytest.Item) -> bool:
+def item_is_heavy(
+    item: pytest.Item, marks: Sequence[str] = HEAVY_MARKS, fixtures: Sequence[str] = HEAVY_FIXTURES
+) -> bool:
     """Whether a test starts or uses a broker, a runtime, a registry, a browser or a JVM (its marks and
-    fixtures)."""
-    marks = {mark.name for mark in getattr(item, "iter_markers", lambda: ())()}
-    fixtures = set(getattr(item, "fixturenames", ()))
-    return bool(marks.intersection(HEAVY_MARKS) or fixtures.intersection(HEAVY_FIXTURES))
+    fixtures); with BROKER_MARKS and BROKER_FIXTURES, a Kafka broker."""
+    found = {mark.name for mark in getattr(item, "iter_markers", lambda: ())()}
+    return bool(found.intersection(marks) or set(getattr(item, "fixturenames", ())).intersection(fixtures))
 
 
 @functools.cache
+def _reads(file: str, pattern: re.Pattern[str]) -> bool:
+    path = ROOT / file
+    return not path.is_file() or bool(pattern.search(path.read_text()))
+
+
 def file_is_heavy(file: str) -> bool:
     """Whether the file at `file` (relative to the repository) reads as heavy (`_HEAVY_TEXT`)."""
-    path = ROOT / file
-    return not path.is_file() or bool(_HEAVY_TEXT.search(path.read_text()))
+    return _reads(file, _HEAVY_TEXT)
+
+
+def unit_weight(unit: str) -> int:
+    """2: the unit uses a Kafka broker (the SASL_SSL clusters, the registries' or a file reading so:
+    `_BROKER_TEXT`); 1: it is heavy otherwise (Spark, Celery workers, a browser: `_HEAVY_TEXT`); 0: light."""
+    if unit.startswith("["):
+        return 1 if unit == "[spark]" else 2
+    if _reads(unit, _BROKER_TEXT):
+        return 2
+    return 1 if _reads(unit, _HEAVY_TEXT) else 0
 
 
 def unit_is_heavy(unit: str) -> bool:
-    """A unit of a shared fixture (a JVM) is heavy, a file as it reads (`file_is_heavy`)."""
-    return unit.startswith("[") or file_is_heavy(unit)
+    return unit_weight(unit) > 0
 
 
 def check_heavy_files(items: Sequence[pytest.Item]) -> None:
-    """Fails the collection when a heavy test's file does not read as heavy (it could run on a light worker)."""
+    """Fails the collection when a heavy test's file does not read as heavy, or one using a broker as
+    using one (it could run on the worker that runs neither)."""
+    files = {file_of(item.nodeid) for item in items}
+    heavy = {file_of(item.nodeid) for item in items if item_is_heavy(item)}
+    brokers = {file_of(item.nodeid) for item in items if item_is_heavy(item, BROKER_MARKS, BROKER_FIXTURES)}
     missed = sorted(
-        {file_of(item.nodeid) for item in items if item_is_heavy(item)}
-        - {file for file in {file_of(item.nodeid) for item in items} if file_is_heavy(file)}
+        (heavy - {file for file in files if unit_weight(file) > 0})
+        | (brokers - {file for file in files if unit_weight(file) > 1})
     )
     if missed:
         raise pytest.UsageError(
-            "tests/scheduling.py: these files have heavy tests (HEAVY_MARKS, HEAVY_FIXTURES) that "
-            "_HEAVY_TEXT does not find in them; add the fixture they use to it: " + ", ".join(missed)
+            "tests/scheduling.py: these files have heavy tests (HEAVY_MARKS, HEAVY_FIXTURES) or tests using "
+            "a broker (BROKER_MARKS, BROKER_FIXTURES) that _HEAVY_TEXT or _BROKER_TEXT does not find in "
+            "them; add the fixture they use to it: " + ", ".join(missed)
         )
 
 
@@ -247,14 +276,13 @@ class SharedFixtureScheduling(LoadFileScheduling):
         return unit_of(file_of(nodeid))
 
     def _assign_work_unit(self, node) -> None:
-        """The first unit in the queue this worker runs: a heavy worker its first heavy unit, else a light
-        one; a light worker (past HEAVY_WORKERS) its first light unit, and it stops once none is left."""
-        heavy = takes_heavy(node.gateway.id)
-        unit = next((u for u in self.workqueue if unit_is_heavy(u)), None) if heavy else None
+        """The first unit in the queue this worker runs: a heavy worker its first unit using a broker,
+        else its first heavy one, else a light one; a light worker (past HEAVY_WORKERS) its first light
+        unit, else its first heavy one that uses no broker (`unit_weight`), and it stops once none is left."""
+        order = (2, 1, 0) if takes_heavy(node.gateway.id) else (0, 1)
+        unit = next((u for weight in order for u in self.workqueue if unit_weight(u) == weight), None)
         if unit is None:
-            unit = next((u for u in self.workqueue if not unit_is_heavy(u)), None)
-        if unit is None:
-            if not heavy and not self._pending_of(self.assigned_work[node]):
+            if not self._pending_of(self.assigned_work[node]):
                 node.shutdown()
             return
         self.workqueue.move_to_end(unit, last=False)

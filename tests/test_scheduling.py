@@ -15,6 +15,7 @@ from tests.scheduling import (
     check_shared_fixtures,
     longest_files_first,
     slowest_files,
+    unit_weight,
 )
 
 
@@ -106,9 +107,11 @@ class Worker:
         return hash(self.gateway.id)
 
 
-def test_a_worker_past_the_heavy_ones_runs_light_units_only_and_stops_when_none_is_left():
-    heavy, light = "tests/replication/test_source_task.py", "tests/controlplane/api/test_api.py"
-    collection = [f"{heavy}::test_a", f"{light}::test_b", "tests/dashboards/test_jobs.py::test_c"]
+def test_a_worker_past_the_heavy_ones_runs_no_unit_using_a_broker_and_stops_when_only_those_are_left():
+    broker, light = "tests/replication/test_source_task.py", "tests/controlplane/api/test_api.py"
+    spark, kill9 = "tests/dashboards/test_jobs.py", "tests/replication/test_kill9.py"
+    collection = [f"{broker}::test_a", f"{light}::test_b", f"{spark}::test_c", f"{kill9}::test_d"]
+    assert [unit_weight(SharedFixtureScheduling._split_scope(None, n)) for n in collection] == [2, 0, 1, 2]
     scheduler = SharedFixtureScheduling.__new__(SharedFixtureScheduling)
     workers = [Worker(Gateway(f"gw{i}")) for i in range(3)]
     scheduler.assigned_work = {worker: {} for worker in workers}
@@ -116,16 +119,19 @@ def test_a_worker_past_the_heavy_ones_runs_light_units_only_and_stops_when_none_
     scheduler.workqueue = OrderedDict(
         (scheduler._split_scope(nodeid), {nodeid: False}) for nodeid in collection
     )
-    scheduler._assign_work_unit(workers[2])  # the light one: the light file, though it comes second
-    scheduler._assign_work_unit(workers[0])  # a heavy one: the first heavy unit
+    scheduler._assign_work_unit(workers[2])  # the third: the light file first, though it comes second
+    scheduler._assign_work_unit(workers[0])  # a heavy one: the first unit using a broker
     assert (workers[2].sent, workers[0].sent) == ([1], [0])
-    scheduler._assign_work_unit(workers[2])  # only a heavy unit (Spark) is left: not for it
-    assert workers[2].sent == [1] and not workers[2].stopped  # its own test still runs
-    scheduler.assigned_work[workers[2]][light][f"{light}::test_b"] = True
+    scheduler._assign_work_unit(workers[2])  # then a heavy unit that uses no broker (Spark)
+    assert workers[2].sent == [1, 2]
+    scheduler._assign_work_unit(workers[2])  # only a unit using a broker is left: not for it
+    assert workers[2].sent == [1, 2] and not workers[2].stopped  # its own tests still run
+    for unit in scheduler.assigned_work[workers[2]].values():
+        unit.update(dict.fromkeys(unit, True))
     scheduler._assign_work_unit(workers[2])
-    assert workers[2].stopped and workers[2].sent == [1]
+    assert workers[2].stopped and workers[2].sent == [1, 2]
     scheduler._assign_work_unit(workers[1])
-    assert workers[1].sent == [2] and not scheduler.workqueue
+    assert workers[1].sent == [3] and not scheduler.workqueue
 
 
 def test_a_heavy_test_in_a_file_the_scheduler_reads_as_light_fails_the_collection():
@@ -133,3 +139,7 @@ def test_a_heavy_test_in_a_file_the_scheduler_reads_as_light_fails_the_collectio
     check_heavy_files([Item(f"{light}::test", ("db", "client"))])
     with pytest.raises(pytest.UsageError, match=r"tests/controlplane/api/test_api\.py"):
         check_heavy_files([Item(f"{light}::test", ("db", "celery_runtime"))])
+    spark = "tests/dashboards/test_jobs.py"  # heavy, and reads as using no broker
+    check_heavy_files([Item(f"{spark}::test", ("spark",))])
+    with pytest.raises(pytest.UsageError, match=r"tests/dashboards/test_jobs\.py"):
+        check_heavy_files([Item(f"{spark}::test", ("spark", "kafka_brokers"))])
