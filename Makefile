@@ -89,9 +89,9 @@ spark-jars: install
 test: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 test: export REDIS_URL ?= redis://127.0.0.1:6379/0
 
-# Three pytest-xdist worker processes by default, two of them for heavy units (see below) (PYTEST_WORKERS=0:
-# one process), each a suite of its own (its test database, Redis databases, Kafka clusters and registries: tests/environment.py); a file's tests
-# stay on one worker, so module fixtures start once, the files of a costly session fixture (Spark, the
+# Two pytest-xdist worker processes by default (see below) (PYTEST_WORKERS=0: one process), each a suite of
+# its own (its test database, Redis databases, Kafka clusters and registries: tests/environment.py); a file's
+# tests stay on one worker, so module fixtures start once, the files of a costly session fixture (Spark, the
 # SASL_SSL clusters, the schema registries) share one worker, and the longest go first (tests/scheduling.py).
 # Most of the suite waits on brokers, workers and browsers rather than computes: on the 2-core machine two
 # workers left the CPU idle a third of the time (vmstat), three 14% of it, and the suite took 1033 s of
@@ -102,10 +102,14 @@ test: export REDIS_URL ?= redis://127.0.0.1:6379/0
 # fresh-clone runs of 2026-12-02 took 1,333 s and 1,234 s of pytest with two (1,844 tests, both passed), and
 # 1,766 s (1,854 tests) on a machine whose web answered a request in 1.6-1.8x the CPU time of the others',
 # and 1,116 s (1,862 tests) on the next one (2026-12-02, 14:54 UTC).
-# Since 2026-12-03 a third worker runs no unit that uses a Kafka broker (tests/scheduling.py, HEAVY_WORKERS):
-# the light units first, then Spark's and the browsers'; the other two run the broker units first. Fresh
-# clones the same day, 1,877-1,882 tests: 1,320 s with two workers, 1,159 s with the third on light units.
-PYTEST_WORKERS ?= 3
+# A third worker runs no unit that uses a Kafka broker (tests/scheduling.py, HEAVY_WORKERS): the light units
+# first, then Spark's and the browsers'; the first two run the broker units first. Fresh clones of
+# 2026-12-03, 1,877-1,883 tests: 1,320 s with two workers; with three, 1,159 s (the third on light units
+# only), 1,125 s, and 1,129 s with a failure (tests/workers/test_failures.py's target outage: the statuses
+# not back to OK within 60 s, the position writer's metadata requests failing 25-56 s after the target
+# resumed; not seen with two). Two stay the default until that is
+# understood: `make test PYTEST_WORKERS=3` runs three.
+PYTEST_WORKERS ?= 2
 # pytest exits 5 when it collected no tests: that is a failure here, as any other non-zero code.
 test: install chromium prometheus alertmanager nginx postgres redis kafka schema-registry spark-jars
 	$(PY) -m pytest -p no:cacheprovider --durations=30 -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS); \
