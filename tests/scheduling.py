@@ -181,11 +181,6 @@ def _reads(file: str, pattern: re.Pattern[str]) -> bool:
     return not path.is_file() or bool(pattern.search(path.read_text()))
 
 
-def file_is_heavy(file: str) -> bool:
-    """Whether the file at `file` (relative to the repository) reads as heavy (`_HEAVY_TEXT`)."""
-    return _reads(file, _HEAVY_TEXT)
-
-
 def unit_weight(unit: str) -> int:
     """2: the unit uses a Kafka broker (the SASL_SSL clusters, the registries' or a file reading so:
     `_BROKER_TEXT`); 1: it is heavy otherwise (Spark, Celery workers, a browser: `_HEAVY_TEXT`); 0: light."""
@@ -194,10 +189,6 @@ def unit_weight(unit: str) -> int:
     if _reads(unit, _BROKER_TEXT):
         return 2
     return 1 if _reads(unit, _HEAVY_TEXT) else 0
-
-
-def unit_is_heavy(unit: str) -> bool:
-    return unit_weight(unit) > 0
 
 
 def check_heavy_files(items: Sequence[pytest.Item]) -> None:
