@@ -597,6 +597,9 @@ class ControlPlane:
     rows_per_s_by_table: dict[str, float] = field(default_factory=dict)
     requests: dict[str, Timings] = field(default_factory=dict)
     alert_evaluation: Timings = field(default_factory=Timings)
+    alert_cpu_s: list[float] = field(default_factory=list)  # the evaluating thread's CPU
+    alert_statements: dict[str, list[float]] = field(default_factory=dict)  # seconds by `_statement_kind`
+    alert_statement_count: int = 0
     worker_tasks: dict[str, list[float]] = field(default_factory=dict)
     worker_tasks_received: dict[str, int] = field(default_factory=dict)
     first_rotation_s: float | None = None
@@ -634,6 +637,13 @@ class ControlPlane:
         for label, timings in self.requests.items():
             out.append(timings.line(f"GET {label}"))
         out.append(self.alert_evaluation.line("alert evaluation (as beat's task calls it)"))
+        if self.alert_cpu_s:
+            slowest = sorted(self.alert_statements.items(), key=lambda item: -statistics.median(item[1]))[:3]
+            out.append(
+                f"{'  its CPU; statements, the slowest (median)':<44}{statistics.median(self.alert_cpu_s):>8.2f} s; "
+                f"{self.alert_statement_count}: "
+                + ", ".join(f"{kind} {statistics.median(times) * 1000:.0f} ms" for kind, times in slowest)
+            )
         for task, label in (
             (EVALUATE_TASK, "evaluate_alerts"),
             (VERIFY_TASK, "verify_flows"),
@@ -958,12 +968,28 @@ class RuntimeTool(Tool):
         self._evaluate_alerts()
 
     def _evaluate_alerts(self) -> None:
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
         from controlplane import alerts
         from workers.alerts import task_leases
 
-        started = time.perf_counter()
-        alerts.alerts_evaluate(tasks=task_leases(), replication_workers=self.workers)
+        started, cpu = time.perf_counter(), time.thread_time()
+        with CaptureQueriesContext(connection) as queries:
+            alerts.alerts_evaluate(tasks=task_leases(), replication_workers=self.workers)
         self.figures_.alert_evaluation.seconds.append(time.perf_counter() - started)
+        self.figures_.alert_cpu_s.append(time.thread_time() - cpu)
+        for query in queries.captured_queries:  # what a slow evaluation waited for, by statement
+            self.figures_.alert_statements.setdefault(_statement_kind(query["sql"]), []).append(
+                float(query["time"])
+            )
+        self.figures_.alert_statement_count = len(queries)
+
+
+def _statement_kind(sql: str) -> str:
+    """A statement's first word and first table (`SELECT alert`), to group an evaluation's statements."""
+    table = re.search(r'"controlplane_(\w+)"', sql)
+    return f"{sql.split(None, 1)[0]} {table.group(1) if table else ''}".strip()
 
 
 def _log_time(text: str) -> float:

@@ -22,7 +22,7 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection, transaction
-from django.db.models import Count, F, Max, Sum
+from django.db.models import Case, Count, F, IntegerField, Max, Sum, Value, When
 from django.utils import timezone
 
 from controlplane.alerts.models import Alert, AlertState, NotificationChannel
@@ -114,18 +114,31 @@ def _facts(
 
 
 def _store_task_leases(tasks: Mapping[int, TaskLeases], *, now: datetime.datetime) -> None:
+    """One UPDATE of the flows' signal rows when they all have one (every evaluation after a flow's
+    first); a flow's first observation makes its row (a flow deleted since its lease was read is left out)."""
+    if not tasks:
+        return
+    updated = FlowSignals.objects.filter(flow_id__in=list(tasks)).update(
+        tasks_planned=_by_flow({flow_id: t.planned for flow_id, t in tasks.items()}),
+        tasks_leased=_by_flow({flow_id: t.leased for flow_id, t in tasks.items()}),
+        tasks_observed_at=now,
+    )
+    if updated == len(tasks):
+        return
     existing = set(FlowSignals.objects.filter(flow_id__in=list(tasks)).values_list("flow_id", flat=True))
     flows = set(Flow.objects.filter(pk__in=list(tasks)).values_list("pk", flat=True))
-    rows = [
+    FlowSignals.objects.bulk_create(
         FlowSignals(flow_id=flow_id, tasks_planned=t.planned, tasks_leased=t.leased, tasks_observed_at=now)
         for flow_id, t in tasks.items()
-        if flow_id in flows
-    ]
-    FlowSignals.objects.bulk_update(
-        [row for row in rows if row.flow_id in existing],
-        ["tasks_planned", "tasks_leased", "tasks_observed_at"],
+        if flow_id in flows and flow_id not in existing
     )
-    FlowSignals.objects.bulk_create([row for row in rows if row.flow_id not in existing])
+
+
+def _by_flow(values: Mapping[int, int]) -> Case:
+    return Case(
+        *(When(flow_id=flow_id, then=Value(value)) for flow_id, value in values.items()),
+        output_field=IntegerField(),
+    )
 
 
 @dataclass(frozen=True)
@@ -155,8 +168,8 @@ def alerts_evaluate(
     if tasks is not None:
         _store_task_leases(tasks, now=now)
     summaries = rollup.flow_summaries(now=now)
-    reads = readiness_reads()
-    readiness = flow_readiness_all(summaries, now=now, reads=reads)
+    reads = readiness_reads(budgets={summary.flow.pk: summary.budget for summary in summaries})
+    readiness = flow_readiness_all(summaries, now=now, reads=reads, every_flow=True)
     window_start = now - datetime.timedelta(seconds=settings.ALERTS_DATA_LOSS_WINDOW_S)
     gaps = {
         row["flow_id"]: row
@@ -174,8 +187,8 @@ def alerts_evaluate(
             for alert in Alert.objects.select_for_update().filter(state=AlertState.FIRING)
         }
         silences = list(active_silences(now=now))
-        channels = list(NotificationChannel.objects.filter(enabled=True))
-        fired, resolved, notifications, updated = [], [], [], []
+        channels = NotificationChannel.objects.filter(enabled=True)  # read once, when first notified
+        fired, resolved, notifications, updated, unknown = [], [], [], [], []
         for summary in summaries:
             flow_id = summary.flow.pk
             facts = _facts(
@@ -206,7 +219,7 @@ def alerts_evaluate(
                     _refresh(alert, verdict)
                     updated.append(alert)
                 elif alert is not None and verdict.unknown:  # not known now is not back within budget
-                    continue
+                    unknown.append(alert)
                 elif alert is not None:
                     _resolve(alert, now=now)
                     resolved.append(alert)
@@ -218,7 +231,12 @@ def alerts_evaluate(
             _resolve(alert, now=now)
             resolved.append(alert)
         Alert.objects.bulk_update(updated, ["figure", "threshold", "observed_at", "message"])
-        notifications += silence_marks_refresh(now=now)  # silences made or ended since, or expired
+        # silences made or ended since, or expired
+        # (the alerts still firing are those held since the start of the transaction, and those opened
+        # now, marked as their silences said)
+        notifications += silence_marks_refresh(
+            now=now, silences=silences, channels=channels, firing=[*updated, *unknown]
+        )
     cache.set(EVALUATED_AT_KEY, now.timestamp(), timeout=None)
     return Evaluation(fired, resolved, notifications)
 

@@ -31,21 +31,32 @@ def covered(silences: Sequence[AlertSilence], *, flow_id: int, rule: str) -> boo
     return any(s.flow_id in (None, flow_id) and s.rule in ("", rule) for s in silences)
 
 
-def silence_marks_refresh(*, now: datetime.datetime) -> list[int]:
+def silence_marks_refresh(
+    *,
+    now: datetime.datetime,
+    silences: list[AlertSilence] | None = None,
+    channels: Sequence[NotificationChannel] | None = None,
+    firing: Sequence[Alert] | None = None,
+) -> list[int]:
     """Mark each firing alert silenced exactly while an active silence covers it. An alert whose silence
     ended while it still fires is notified as firing now: its channels heard nothing while it was silenced.
-    Returns the ids of the notifications queued."""
-    silences = list(active_silences(now=now))
+    Returns the ids of the notifications queued. `silences` (active at `now`), `channels` (the enabled
+    ones) and `firing` (every firing alert whose mark may be out of date, locked): when read already (the
+    alert evaluation, in its transaction)."""
+    silences = list(active_silences(now=now)) if silences is None else silences
     queued: list[int] = []
-    with transaction.atomic():
-        for alert in Alert.objects.select_for_update().filter(state=AlertState.FIRING):
+    with transaction.atomic(savepoint=False):  # in the evaluation's transaction: no savepoint of its own
+        if firing is None:
+            firing = Alert.objects.select_for_update().filter(state=AlertState.FIRING)
+        for alert in firing:
             mark = covered(silences, flow_id=alert.flow_id, rule=alert.rule)
             if mark == alert.silenced:
                 continue
             alert.silenced = mark
             alert.save(update_fields=["silenced"])
             if not mark:
-                channels = NotificationChannel.objects.filter(enabled=True)
+                if channels is None:
+                    channels = NotificationChannel.objects.filter(enabled=True)
                 queued += notifications_queue(alert=alert, event=AlertState.FIRING, channels=channels)
     return queued
 

@@ -7,7 +7,7 @@ rule all read it here, so they agree.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -21,7 +21,7 @@ from controlplane.flows import engine, lifecycle
 from controlplane.flows.models import Cluster, Flow, FlowState
 from controlplane.flows.selectors import of_flows
 from controlplane.status import rollup
-from controlplane.status.models import FlowPartitionStatus, FlowSignals
+from controlplane.status.models import FlowSignals
 from replication.readiness import Readiness, ReadinessFacts, ReadinessLimits, readiness_score
 
 UNKNOWN, STALE = rollup.UNKNOWN, rollup.STALE
@@ -59,14 +59,16 @@ def _assurances(flow_ids: list[int] | None):
 
 
 class _ReverseFlows:
-    """Each flow's reverse flow (target -> source), found among the flows read (one query for the others:
-    their clusters are those of the flows read, read with them); the source topics of the flows that have
-    one read in one more, unless given (`topics`, by flow id)."""
+    """Each flow's reverse flow (target -> source), found among the flows read (one query for the others,
+    unless `every_flow` says the flows read are all there are: their clusters are those of the flows read,
+    read with them), and the flow's source `topics` (by flow id: its tasks' roll-ups' unless given)."""
 
-    def __init__(self, flows: list[Flow], *, topics: dict[int, list[str]] | None = None) -> None:
+    def __init__(
+        self, flows: list[Flow], *, topics: dict[int, Sequence[str]], every_flow: bool = False
+    ) -> None:
         self._by_clusters = {(f.source_id, f.target_id): f for f in flows}
         wanted = {(f.target_id, f.source_id) for f in flows} - self._by_clusters.keys()
-        if wanted:
+        if wanted and not every_flow:
             clusters = {cluster.pk: cluster for f in flows for cluster in (f.source, f.target)}
             candidates = _flows_between(
                 sources=sorted({source for source, _ in wanted}),
@@ -75,19 +77,7 @@ class _ReverseFlows:
             for flow in candidates:
                 flow.source, flow.target = clusters[flow.source_id], clusters[flow.target_id]
                 self._by_clusters.setdefault((flow.source_id, flow.target_id), flow)
-        # The source topics of the flows that have a reverse flow (one query; a row per topic, not partition)
-        returning = [f.pk for f in flows if (f.target_id, f.source_id) in self._by_clusters]
-        self._topics: dict[int, list[str]] = {}
-        if topics is not None:
-            self._topics = {flow_id: topics[flow_id] for flow_id in returning if flow_id in topics}
-            returning = [flow_id for flow_id in returning if flow_id not in topics]
-        for flow_id, topic in (
-            FlowPartitionStatus.objects.filter(flow_id__in=returning)
-            .values_list("flow_id", "topic")
-            .distinct()
-            .order_by("flow_id", "topic")
-        ):
-            self._topics.setdefault(flow_id, []).append(topic)
+        self._topics = topics
         self._aliases: list[str] | None = None
 
     def _decider(self, reverse: Flow) -> tuple:
@@ -241,14 +231,20 @@ def flow_readiness_all(
     *,
     now: datetime.datetime | None = None,
     reads: ReadinessReads | None = None,
-    topics: dict[int, list[str]] | None = None,
+    topics: dict[int, Sequence[str]] | None = None,
+    every_flow: bool = False,
 ) -> dict[int, FlowReadiness]:
     """Every flow's readiness (a few queries for all flows, none when `reads` are given), keyed by flow id;
-    `topics`: the flows' source topics by flow id, when read already."""
+    `topics`: the flows' source topics by flow id, when read already (else their tasks' roll-ups'); `every_flow`: `summaries` are every
+    flow's (`rollup.flow_summaries()`), so no other flow is read to find a reverse flow."""
     now = now or timezone.now()
+    every_flow = every_flow or summaries is None
     summaries = rollup.flow_summaries(now=now) if summaries is None else summaries
     reads = readiness_reads() if reads is None else reads
-    reverse_flows = _ReverseFlows([summary.flow for summary in summaries], topics=topics)
+    topics = {summary.flow.pk: summary.topics for summary in summaries} | (topics or {})
+    reverse_flows = _ReverseFlows(
+        [summary.flow for summary in summaries], topics=topics, every_flow=every_flow
+    )
     limits, threshold = readiness_limits(), settings.READINESS_ALERT_BELOW
     result: dict[int, FlowReadiness] = {}
     for summary in summaries:
@@ -280,5 +276,5 @@ def flow_readiness(
     reads = readiness_reads(
         flow_ids=[flow_id], budgets={flow_id: summary.budget}, verifications=verifications
     )
-    given = None if topics is None else {flow_id: topics}
+    given: dict[int, Sequence[str]] | None = None if topics is None else {flow_id: topics}
     return flow_readiness_all([summary], now=now, reads=reads, topics=given)[flow_id]

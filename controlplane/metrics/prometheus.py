@@ -111,7 +111,7 @@ class MirrorplaneCollector:
         topics = partitions.topic_statuses(flow_ids=[summary.flow.pk for summary in summaries])
         # Read once for every flow and every family: signals, budgets, verification (a scrape's statements
         # do not grow with the flows; tests/controlplane/metrics/test_metrics_partition_level.py counts them).
-        reads = assurance.readiness_reads()
+        reads = assurance.readiness_reads(budgets={summary.flow.pk: summary.budget for summary in summaries})
         labels = flow_labels(summaries)
         yield from self._partition_families(summaries)
         yield from self._topic_families(summaries, topics)
@@ -458,7 +458,7 @@ class MirrorplaneCollector:
             FLOW_LABELS,
         )
         now = timezone.now()
-        readiness = assurance.flow_readiness_all(summaries, now=now, reads=reads)
+        readiness = assurance.flow_readiness_all(summaries, now=now, reads=reads, every_flow=True)
         for summary in summaries:
             flow = summary.flow
             labels = flow_labels[flow.pk]

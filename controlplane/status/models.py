@@ -111,6 +111,13 @@ class FlowTaskStatus(models.Model):
         blank=True,
         help_text="the task's worst partitions, worst first (a few, with their figures)",
     )
+    topics = models.JSONField(
+        default=list,
+        # in the database too: a worker of the version before writes its rows without it during an upgrade
+        db_default=models.Value([], output_field=models.JSONField()),
+        blank=True,
+        help_text="the source topics of the task's partitions, sorted (a reverse flow's readiness reads them)",
+    )
     last_error = models.TextField(blank=True, default="")
     observed_at = models.DateTimeField(help_text="the end of the task's last slice")
     rows_current_at = models.DateTimeField(

@@ -265,6 +265,7 @@ def task_status(
             }
             for f in worst
         ],
+        topics=sorted({f.topic for f in figures}),
         last_error=task_error or "",
         observed_at=at,
     )

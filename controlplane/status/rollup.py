@@ -260,6 +260,7 @@ class FlowSummary:
     records_aborted: int = 0  # transactional: acknowledged in an aborted transaction, never replicated
     latency_counts: tuple[int, ...] = ()  # records by replication latency (replication.metrics buckets)
     latency_sum_ms: float = 0.0
+    topics: tuple[str, ...] = ()  # the source topics its tasks report, sorted
 
     @property
     def pool_without_workers(self) -> bool:
@@ -364,6 +365,7 @@ def summarize(
         byte_count=sum(task.byte_count for task in tasks),
         latency_counts=tuple(latency),
         latency_sum_ms=latency_sum,
+        topics=tuple(sorted({topic for task in tasks for topic in task.topics})),
     )
 
 

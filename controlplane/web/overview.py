@@ -32,7 +32,7 @@ def _overview_context() -> dict:
     live = activity.live_status()
     clusters = list(selectors.cluster_list())
     ordered, firing = summaries.flows_firing_first(live.flows)
-    readiness = list(assurance.flow_readiness_all(live.flows).values())
+    readiness = list(assurance.flow_readiness_all(live.flows, every_flow=True).values())
     if len(readiness) > OVERVIEW_ROWS:
         readiness = sorted(readiness, key=_lowest_first)[:OVERVIEW_ROWS]
     return {

@@ -9,17 +9,19 @@ import threading
 import pytest
 from django.core.cache import cache
 from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from controlplane import alerts, assurance, core
 from controlplane import settings as PRODUCTION_SETTINGS
-from controlplane.alerts import notifications
+from controlplane.alerts import evaluation, notifications
 from controlplane.alerts.models import AlertNotification, AlertRule, NotificationChannel, NotificationState
 from controlplane.core import crypto
 from controlplane.core.errors import ServiceValidationError
 from controlplane.core.models import AuditEvent
 from controlplane.flows import services
 from controlplane.metrics import prometheus
+from controlplane.status.models import FlowSignals
 from tests.receiver import Receiver, SmtpReceiver
 from tests.status_reports import stored_report
 
@@ -359,3 +361,41 @@ def test_the_age_of_the_last_rule_evaluation_is_exported_for_a_dead_mans_switch(
         if line.startswith("mirrorplane_alert_evaluation_age_seconds ")
     )
     assert 89 <= float(line.split()[1]) < 120  # 90 s ago: what MirrorplaneRulesNotEvaluated judges
+
+
+def test_an_evaluation_issues_the_same_statements_for_more_flows_firing_alerts_and_leases(
+    two_clusters, admin_user, settings
+):
+    """Beat's evaluation every 10 s: its statements are a fixed set (a loaded database answers each late,
+    so their number is its time), none per flow, alert or lease, and no savepoint inside its transaction."""
+    settings.MIRRORPLANE_STALE_AFTER_S = 60
+    a, b = two_clusters
+    c = services.cluster_create(actor=admin_user, alias="C", bootstrap_servers="c.example:9092")
+
+    def over_budget(source, target):
+        flow = services.flow_create(
+            actor=admin_user, source=source, target=target, enabled=True, emit_heartbeats_enabled=False
+        )
+        assurance.rpo_budget_set(actor=admin_user, flow=flow, seconds_behind=30, records_behind=None)
+        report(flow, seconds_behind=45)
+        return flow
+
+    def statements(flows) -> list[str]:
+        leases = {flow.pk: evaluation.TaskLeases(planned=2, leased=1) for flow in flows}
+        alerts.alerts_evaluate(tasks=leases, replication_workers=1)  # new flows' first leases: rows made
+        with CaptureQueriesContext(connection) as queries:
+            alerts.alerts_evaluate(tasks=leases, replication_workers=1)
+        return [query["sql"] for query in queries.captured_queries]
+
+    flows = [over_budget(a, b)]
+    one = statements(flows)
+    flows += [over_budget(b, a), over_budget(a, c), over_budget(c, b)]  # one of them a reverse flow
+    four = statements(flows)
+    assert len(four) == len(one) <= 15, "\n".join(four)
+    # one transaction (a savepoint inside the test's), none nested in it
+    assert len([sql for sql in four if sql.startswith("SAVEPOINT")]) == 1
+    assert not [sql for sql in four if '"controlplane_flowpartitionstatus"' in sql]  # nor a partition row
+    assert alerts.alert_list().filter(state="firing").count() == len(flows)
+    assert sorted(FlowSignals.objects.values_list("flow_id", "tasks_planned", "tasks_leased")) == sorted(
+        (flow.pk, 2, 1) for flow in flows
+    )

@@ -257,18 +257,26 @@ def test_only_a_rewrite_ids_flow_compares_copies_with_rewritten_schema_ids(
             assert runtime.rewritten_schema_ids(flow_id=flow.pk, mode=mode) is None
 
 
-def test_a_flow_page_hands_the_readiness_score_the_topics_its_rpo_read(ready_flow, settings):
-    """The same verdict on the reverse flow as when the score reads the flow's topics, one statement fewer."""
+def test_the_reverse_flow_check_reads_the_flows_topics_from_its_tasks_not_its_partition_rows(
+    ready_flow, settings
+):
+    """A reverse flow's verdict names the flow's topics it does not bring home: the topics are its tasks'
+    roll-ups' (no partition row read, whatever the flow's size), or those a flow page hands it."""
     settings.MIRRORPLANE_STALE_AFTER_S = 60
     reverse = Flow.objects.get(source=ready_flow.target, target=ready_flow.source)
     reverse.topics = ["other"]
     reverse.save()
     status, now = rollup.flow_status(flow=ready_flow), timezone.now()
+    assert status.topics == ("t",)
     assurance.flow_readiness(status, now=now)  # the reverse flow's topic filter built (once per process)
     with CaptureQueriesContext(connection) as reading:
         read = assurance.flow_readiness(status, now=now)
     with CaptureQueriesContext(connection) as handed:
         given = assurance.flow_readiness(status, now=now, topics=["t"])
-    assert given.readiness == read.readiness and len(handed) == len(reading) - 1
-    found = next(r for r in given.readiness.reasons if r.check == "reverse_flow")
-    assert found.points == 5 and "does not replicate t " in found.message
+    assert given.readiness == read.readiness and len(handed) == len(reading)
+    assert not [q for q in reading.captured_queries if '"controlplane_flowpartitionstatus"' in q["sql"]]
+    found = [
+        r for readiness in (read, given) for r in readiness.readiness.reasons if r.check == "reverse_flow"
+    ]
+    assert len(found) == 2
+    assert all(r.points == 5 and "does not replicate t " in r.message for r in found)
