@@ -15,6 +15,7 @@ from controlplane.status import runtime
 from controlplane.status.models import FlowEvent, FlowEventKind
 from replication.circuit_breaker import BreakerPhase, BreakerPolicy
 from replication.config import ClusterConfig
+from replication.kafka.clusters import KafkaClusters
 from replication.kafka.processes import free_port
 from workers.clusters import ClusterHealth
 
@@ -31,6 +32,15 @@ def _health() -> ClusterHealth:
 
 def test_a_cluster_that_answers_is_reachable(cluster_a):
     assert _health().check(cluster_a, now=0).reachable
+
+
+def test_a_probe_describes_the_cluster_without_asking_for_every_topic(cluster_a):
+    """The probe that runs every few seconds per cluster asks for the brokers only (DescribeCluster), not the
+    metadata of every partition of the cluster: its answer names no topic."""
+    probe = KafkaClusters().probe(cluster_a, timeout_s=5.0)
+    first, second = probe.check(), probe.check()  # its client is kept between calls
+    assert first.ok and second.ok and first.brokers == second.brokers >= 1
+    assert first.topic_count is None and first.latency_ms is not None
 
 
 def test_a_dead_cluster_opens_its_breaker_after_two_probes_and_is_refused_while_open(cluster_a):
