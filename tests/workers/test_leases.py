@@ -142,7 +142,7 @@ def test_a_slice_reads_and_parses_its_plan_again_only_when_it_changed(redis_url)
     client.sent.clear()
     for _ in range(10):
         assert leases.plan(9) is first  # neither read nor parsed again: its version is checked
-    assert client.sent == Counter({"GET": 10})
+    assert client.sent == Counter({"MGET": 10})
     writer.save_plan(9, plan)  # the same plan again: the same version
     assert leases.plan(9) is first
     grown = FlowPlan("v1", (*plan.partitions, ("orders", 5_000)))
@@ -169,3 +169,43 @@ def test_one_run_at_a_time_holds_past_its_ttl_and_releases_only_its_own(leases):
         assert again
         leases.client.set(key, "another-run")  # its lease taken meanwhile (e.g. Redis lost it)
     assert leases.holders([key]) == ["another-run"]  # not released by the run that lost it
+
+
+def test_the_supervisor_reads_every_plan_in_one_request_and_parses_only_changed_ones(redis_url):
+    client = CountingRedis.from_url(redis_url)
+    leases, writer = RedisLeases(client), RedisLeases.from_url(redis_url)
+    big, small = FlowPlan("v1", tuple(("orders", p) for p in range(5_000))), FlowPlan("v1", (("t", 0),))
+    writer.save_plan(11, big)
+    writer.save_plan(12, small)
+    first = leases.plans([11, 12, 13])
+    assert first == {11: big, 12: small, 13: None}
+    client.sent.clear()
+    again = leases.plans([11, 12])
+    assert again[11] is first[11] and again[12] is first[12]
+    assert client.sent == Counter({"MGET": 1})  # the versions only: nothing read or parsed again
+    # (a flow without a versioned plan is read whole: none yet, or one a worker of an older release wrote)
+    grown = FlowPlan("v2", (("t", 0), ("t", 1)))
+    writer.save_plan(12, grown)
+    client.sent.clear()
+    changed = leases.plans([11, 12])
+    assert changed[11] is first[11] and changed[12] == grown
+    assert client.sent == Counter({"MGET": 2})  # the versions, then the changed plan with its version
+    writer.forget_flow(11)
+    writer.forget_flow(12)
+
+
+def test_saving_the_same_plan_again_writes_nothing_unless_it_is_gone(redis_url):
+    client = CountingRedis.from_url(redis_url)
+    writer, reader = RedisLeases(client), RedisLeases.from_url(redis_url)
+    plan = FlowPlan("v1", tuple(("orders", p) for p in range(5_000)))
+    writer.save_plan(14, plan)
+    client.sent.clear()
+    for _ in range(5):  # every metadata tick
+        writer.save_plan(14, FlowPlan("v1", tuple(plan.partitions)))
+    assert client.sent == Counter({"GET": 5})  # its version, checked: still stored
+    reader.delete_plan(14)  # a fault deleted it (another process), or Redis restarted
+    writer.save_plan(14, plan)
+    assert reader.plan(14) == plan
+    writer.save_plan(14, FlowPlan("v2", plan.partitions))  # a new config version: written
+    assert reader.plan(14) == FlowPlan("v2", plan.partitions)
+    writer.forget_flow(14)
