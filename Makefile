@@ -104,7 +104,8 @@ test: export REDIS_URL ?= redis://127.0.0.1:6379/0
 # and 1,116 s (1,862 tests) on the next one (2026-12-02, 14:54 UTC).
 # A third worker runs no unit that uses a Kafka broker (tests/scheduling.py, HEAVY_WORKERS): the light units
 # first, then Spark's and the browsers'; the first two run the broker units first. Fresh clones of
-# 2026-12-03, 1,877-1,883 tests: 1,320 s with two workers; with three, 1,159 s (the third on light units
+# 2026-12-03, 1,877-1,883 tests: 1,320 s with two workers in the old order, 1,149 s and 1,116 s in the
+# new one (broker units first); with three, 1,159 s (the third on light units
 # only), 1,125 s, and 1,129 s with a failure (tests/workers/test_failures.py's target outage: the statuses
 # not back to OK within 60 s, the position writer's metadata requests failing 25-56 s after the target
 # resumed; not seen with two). Two stay the default until that is
