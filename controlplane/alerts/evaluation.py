@@ -29,7 +29,7 @@ from controlplane.alerts.models import Alert, AlertState, NotificationChannel
 from controlplane.alerts.notifications import notifications_queue
 from controlplane.alerts.rules import FlowFacts, Limits, Verdict, evaluate
 from controlplane.alerts.silences import active_silences, covered, silence_marks_refresh
-from controlplane.assurance import DEFAULT_BUDGET, RpoBudget, flow_readiness_all, readiness_reads
+from controlplane.assurance import DEFAULT_BUDGET, RpoBudget, flow_readiness_all, readiness_reads_of
 from controlplane.flows import lifecycle
 from controlplane.flows.models import Flow
 from controlplane.status import rollup
@@ -168,7 +168,7 @@ def alerts_evaluate(
     if tasks is not None:
         _store_task_leases(tasks, now=now)
     summaries = rollup.flow_summaries(now=now)
-    reads = readiness_reads(budgets={summary.flow.pk: summary.budget for summary in summaries})
+    reads = readiness_reads_of(summaries)
     readiness = flow_readiness_all(summaries, now=now, reads=reads, every_flow=True)
     window_start = now - datetime.timedelta(seconds=settings.ALERTS_DATA_LOSS_WINDOW_S)
     gaps = {

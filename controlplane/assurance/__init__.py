@@ -19,6 +19,7 @@ from controlplane.assurance.readiness import (
     readiness_facts,
     readiness_limits,
     readiness_reads,
+    readiness_reads_of,
 )
 from controlplane.assurance.rpo import (
     FlowRpo,
@@ -40,6 +41,7 @@ __all__ = [
     "readiness_facts",
     "readiness_limits",
     "readiness_reads",
+    "readiness_reads_of",
     "FlowRpo",
     "TopicRpo",
     "flow_rpo",

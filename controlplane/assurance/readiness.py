@@ -226,6 +226,12 @@ def readiness_reads(
     )
 
 
+def readiness_reads_of(summaries: Sequence[rollup.FlowSummary]) -> ReadinessReads:
+    """Every flow's reads (`readiness_reads`), their RPO budgets those the `summaries` carry (read with the
+    roll-ups, not again): the overview, /metrics and the alert evaluation."""
+    return readiness_reads(budgets={summary.flow.pk: summary.budget for summary in summaries})
+
+
 def flow_readiness_all(
     summaries: list[rollup.FlowSummary] | None = None,
     *,
@@ -240,7 +246,7 @@ def flow_readiness_all(
     now = now or timezone.now()
     every_flow = every_flow or summaries is None
     summaries = rollup.flow_summaries(now=now) if summaries is None else summaries
-    reads = readiness_reads() if reads is None else reads
+    reads = readiness_reads_of(summaries) if reads is None else reads
     topics = {summary.flow.pk: summary.topics for summary in summaries} | (topics or {})
     reverse_flows = _ReverseFlows(
         [summary.flow for summary in summaries], topics=topics, every_flow=every_flow

@@ -111,7 +111,7 @@ class MirrorplaneCollector:
         topics = partitions.topic_statuses(flow_ids=[summary.flow.pk for summary in summaries])
         # Read once for every flow and every family: signals, budgets, verification (a scrape's statements
         # do not grow with the flows; tests/controlplane/metrics/test_metrics_partition_level.py counts them).
-        reads = assurance.readiness_reads(budgets={summary.flow.pk: summary.budget for summary in summaries})
+        reads = assurance.readiness_reads_of(summaries)
         labels = flow_labels(summaries)
         yield from self._partition_families(summaries)
         yield from self._topic_families(summaries, topics)
