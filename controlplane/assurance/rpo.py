@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 from controlplane.assurance.budgets import RpoBudget
-from controlplane.status import budgets, partitions, rollup
+from controlplane.status import budgets, partitions, rollup, topic_rollups
 from controlplane.status.models import FlowTaskStatus
 
 
@@ -64,12 +64,12 @@ def flow_rpo(
     tasks: Sequence[FlowTaskStatus] | None = None,
 ) -> FlowRpo:
     """The flow's live RPO per topic and in total; the age is the oldest figure's (a topic is as old as
-    its oldest partition report). Read as one row per topic (`status.partitions.topic_statuses`), unless
+    its oldest partition report). Read from the flow's task roll-ups (`status.topic_rollups.topic_statuses`), unless
     the caller read them already for many flows at once (`topic_statuses`: this flow's); its task roll-ups
     are read unless given (`tasks`: `rollup.FlowStatus.tasks`)."""
     now = now or timezone.now()
     if topic_statuses is None:
-        topic_statuses = partitions.topic_statuses(flow_ids=[summary.flow.pk], now=now, tasks=tasks).get(
+        topic_statuses = topic_rollups.topic_statuses(flow_ids=[summary.flow.pk], now=now, tasks=tasks).get(
             summary.flow.pk, []
         )
     topics = tuple(

@@ -39,7 +39,7 @@ from controlplane.metrics.text import (
     render_text,
 )
 from controlplane.operations.models import Operation
-from controlplane.status import partitions, rollup
+from controlplane.status import partitions, rollup, topic_rollups
 from controlplane.status.models import (
     FlowEvent,
     FlowEventKind,
@@ -108,7 +108,7 @@ class MirrorplaneCollector:
 
     def collect(self) -> Iterator[Metric]:
         summaries = rollup.flow_summaries()
-        topics = partitions.topic_statuses(flow_ids=[summary.flow.pk for summary in summaries])
+        topics = topic_rollups.topic_statuses(flow_ids=[summary.flow.pk for summary in summaries])
         # Read once for every flow and every family: signals, budgets, verification (a scrape's statements
         # do not grow with the flows; tests/controlplane/metrics/test_metrics_partition_level.py counts them).
         reads = assurance.readiness_reads_of(summaries)

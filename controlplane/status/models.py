@@ -118,6 +118,13 @@ class FlowTaskStatus(models.Model):
         blank=True,
         help_text="the source topics of the task's partitions, sorted (a reverse flow's readiness reads them)",
     )
+    topic_figures = models.JSONField(
+        default=list,
+        db_default=models.Value([], output_field=models.JSONField()),  # as `topics`: an upgrade's old workers
+        blank=True,
+        help_text="the task's partitions rolled up per topic (controlplane.status.topic_rollups; [] above "
+        "its topics limit): the live RPO per topic and /metrics read them, not the partition rows",
+    )
     last_error = models.TextField(blank=True, default="")
     observed_at = models.DateTimeField(help_text="the end of the task's last slice")
     rows_current_at = models.DateTimeField(

@@ -7,9 +7,12 @@ each, a partition behind for a time not known yet, then seconds behind, then rec
 then topic and partition), counted and cut to a page in SQL (COUNT, LIMIT/OFFSET): two statements and
 one page of rows, whatever the flow's size. Each row shown is judged by `rollup.partition_live`.
 
-`topic_statuses`: per flow and topic, GROUP BY in SQL: partitions, records and bytes behind, the worst
-seconds behind, record age and latency, replicated counts, partitions per shown state and the age of the
-oldest figures: one statement for any number of flows, one row per topic.
+`TopicStatus`: one topic of a flow rolled up (partitions, records and bytes behind, the worst seconds
+behind, record age and latency, replicated counts, partitions per shown state, the age of the oldest
+figures), merged from per-task groups by `topic_status_of`. What pages, the API and /metrics read comes
+from the tasks' roll-ups (`controlplane.status.topic_rollups.topic_statuses`); `grouped_topic_statuses`,
+a GROUP BY in SQL over the partition rows (one statement for any number of flows), answers for the flows
+whose task rows carry no per-topic figures (a worker of an earlier version, a task of too many topics).
 
 The state a row shows, its age and the order follow `rollup.partition_live` (a task's report vouches for
 its rows, which the workers rewrite only when they change), written in SQL once here (`TaskReports`: the
@@ -403,7 +406,7 @@ def _topic_groups(
     fresh_flows: list[int],
     stale_before: datetime.datetime,
 ) -> QuerySet:
-    """The flows' rows grouped by topic, task and shown state, for `topic_statuses` (the tasks that reported
+    """The flows' rows grouped by topic, task and shown state, for `grouped_topic_statuses` (the tasks that reported
     since `stale_before`: `TaskReports.statement_values`)."""
     fresh = _fresh(fresh_tasks, fresh_flows)
     # Grouped by the state shown too (the CASE written once, not once per state in a COUNT's FILTER: that
@@ -427,15 +430,15 @@ def _topic_groups(
     )
 
 
-def topic_statuses(
+def grouped_topic_statuses(
     *,
     flow_ids: Collection[int],
     now: datetime.datetime | None = None,
     tasks: Collection[FlowTaskStatus] | None = None,
 ) -> dict[int, list[TopicStatus]]:
-    """Per flow of `flow_ids`, its topics (by name) rolled up: one statement, GROUP BY flow, topic and task
-    (the age of a task's rows is its report's: their task roll-ups read, unless given as `tasks`), then
-    per topic here."""
+    """Per flow of `flow_ids`, its topics (by name) rolled up from its partition rows: one statement, GROUP
+    BY flow, topic and task (the age of a task's rows is its report's: their task roll-ups read, unless
+    given as `tasks`), then per topic here. What `topic_rollups.topic_statuses` falls back to."""
     now = now or timezone.now()
     reports = TaskReports.of(flow_ids, now=now, tasks=tasks)
     fresh_tasks, fresh_flows = reports.statement_values()
@@ -464,7 +467,7 @@ def topic_statuses(
         )
     found: dict[int, list[TopicStatus]] = {}
     for (flow_id, topic), parts in by_topic.items():
-        found.setdefault(flow_id, []).append(_topic_status(flow_id, topic, parts, now=now))
+        found.setdefault(flow_id, []).append(topic_status_of(flow_id, topic, parts, now=now))
     return found
 
 
@@ -473,7 +476,9 @@ def _known(values, combine):
     return combine(known) if known else None
 
 
-def _topic_status(flow_id: int, topic: str, groups: list[dict], *, now: datetime.datetime) -> TopicStatus:
+def topic_status_of(flow_id: int, topic: str, groups: list[dict], *, now: datetime.datetime) -> TopicStatus:
+    """A topic rolled up from its groups of partitions (a task's, with the keys `grouped_topic_statuses`
+    gives them: sums, maxima, `states` shown and `figures_at`): the one rule for both sources."""
     oldest = min(group["figures_at"] for group in groups)
     size = _known((group["sum_bytes_behind"] for group in groups), sum)
     return TopicStatus(

@@ -380,7 +380,8 @@ def _summarized_flows(fields: tuple[str, ...] | None, *, flow_ids: list[int] | N
 
 @statement
 def _summarized_tasks(flow_ids: list[int] | None):
-    return of_flows(FlowTaskStatus.objects.order_by("task_index"), flow_ids)
+    # not their per-topic figures (kilobytes per task of a large flow): no roll-up reads them
+    return of_flows(FlowTaskStatus.objects.order_by("task_index").defer("topic_figures"), flow_ids)
 
 
 def flow_summaries(

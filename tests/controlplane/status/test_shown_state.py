@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from controlplane.flows import services
 from controlplane.flows.models import FlowState
-from controlplane.status import partitions, rollup
+from controlplane.status import partitions, rollup, topic_rollups
 from controlplane.status.models import FlowPartitionStatus, FlowTaskStatus, PartitionState
 
 STALE_AFTER = 20
@@ -93,5 +93,5 @@ def test_python_and_sql_show_the_same_state_for_rows_of_every_kind(rows, flow_st
     by_topic = collections.defaultdict(collections.Counter)
     for (topic, _), shown in in_python.items():
         by_topic[topic][shown] += 1
-    topics = partitions.topic_statuses(flow_ids=[flow.pk], now=now)[flow.pk]
+    topics = topic_rollups.topic_statuses(flow_ids=[flow.pk], now=now)[flow.pk]
     assert {t.topic: t.states for t in topics} == {topic: dict(counts) for topic, counts in by_topic.items()}
