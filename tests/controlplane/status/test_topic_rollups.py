@@ -134,3 +134,26 @@ def test_a_task_of_more_topics_than_kept_stores_none_and_is_grouped(flow, monkey
     assert FlowTaskStatus.objects.get(flow=flow).topic_figures == []
     found = topic_rollups.topic_statuses(flow_ids=[flow.pk], now=now)[flow.pk]
     assert [t.topic for t in found] == ["t0", "t1", "t2", "t3"] and sum(t.partitions for t in found) == 40
+
+
+def test_an_idle_topic_keeps_its_roll_up_and_a_moving_one_is_rolled_up_anew(flow):
+    writes = partition_writes.StatusWrites()
+    start = timezone.now()
+    metrics = [_metrics(n) for n in range(70)]
+
+    def save(at):
+        partition_writes.partition_statuses_save(
+            flow_id=flow.pk, task_index=0, partitions=metrics, task_error=None, at=at, writes=writes
+        )
+        return {t.topic: t for t in topic_rollups.topic_statuses(flow_ids=[flow.pk], now=at)[flow.pk]}
+
+    save(start)
+    first = {topic: entry for topic, (_, entry) in writes.topics.items()}
+    metrics[0] = dataclasses.replace(metrics[0], records_behind=1000, source_end_offset=2000)  # t0 moves
+    second = save(start + timedelta(seconds=1))
+
+    assert all(writes.topics[topic][1] is first[topic] for topic in first if topic != "t0")
+    assert writes.topics["t0"][1] is not first["t0"]
+    figures = writes.figures(metrics, task_index=0, task_error=None)
+    assert [kept for _, (_, kept) in sorted(writes.topics.items())] == partition_writes.topic_figures(figures)
+    assert second["t0"].records_behind == first["t0"].records_behind + 1000
