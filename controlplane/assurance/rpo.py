@@ -50,11 +50,6 @@ class FlowRpo:
         )
 
 
-def _known_sum(values) -> int | None:
-    known = [value for value in values if value is not None]
-    return sum(known) if known else None
-
-
 def flow_rpo(
     summary: rollup.FlowSummary,
     *,
@@ -79,8 +74,8 @@ def flow_rpo(
     oldest = min((t.observed_at for t in topics if t.observed_at is not None), default=None)
     return FlowRpo(
         topics,
-        _known_sum(t.records_behind for t in topics),
-        _known_sum(t.bytes_behind for t in topics),
+        partitions.known((t.records_behind for t in topics), sum),
+        partitions.known((t.bytes_behind for t in topics), sum),
         max((t.seconds_behind for t in topics if t.seconds_behind is not None), default=None),
         oldest,
         None if oldest is None else rollup.age_s(oldest, now=now),

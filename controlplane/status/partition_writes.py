@@ -24,7 +24,7 @@ from typing import NamedTuple
 from django.conf import settings
 from django.db import connection, transaction
 
-from controlplane.status import rollup, topic_rollups
+from controlplane.status import partitions, rollup, topic_rollups
 from controlplane.status.models import FlowPartitionStatus, FlowTaskStatus, PartitionState
 from controlplane.status.runtime import TopicPartition, flow_recover_from_data_loss_stop
 from replication.metrics import LATENCY_BUCKETS_MS, PartitionMetrics
@@ -317,7 +317,6 @@ def _topic_entry(topic: str, group: list[StatusFigures]) -> topic_rollups.TopicF
         columns[_COLUMN[name]]
         for name in ("records_behind", "seconds_behind", "record_count", "byte_count", "state")
     )
-    known_behind = [b for b in behind if b is not None]
     # value bytes behind: records behind x the partition's average replicated value size; 0 when caught
     # up, unknown before a record was replicated (`partitions._bytes_behind`, its twin in SQL)
     known_bytes = [
@@ -335,19 +334,15 @@ def _topic_entry(topic: str, group: list[StatusFigures]) -> topic_rollups.TopicF
     return topic_rollups.TopicFigures(
         topic,
         len(behind),
-        sum(known_behind) if known_behind else None,
+        partitions.known(behind, sum),
         sum(known_bytes) if known_bytes else None,
-        _most(seconds),
-        _most(columns[_COLUMN["record_age_ms"]]),
-        _most(columns[_COLUMN["replication_latency_ms"]]),
+        partitions.known(seconds, max),
+        partitions.known(columns[_COLUMN["record_age_ms"]], max),
+        partitions.known(columns[_COLUMN["replication_latency_ms"]], max),
         sum(counts),
         sum(sizes),
         shown,
     )
-
-
-def _most(values):
-    return max([value for value in values if value is not None], default=None)
 
 
 TASK_FIELDS = [

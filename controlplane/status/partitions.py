@@ -454,11 +454,11 @@ def grouped_topic_statuses(
         by_topic.setdefault((flow_id, topic), []).append(
             {
                 "partitions": sum(part["partitions"] for part in parts),
-                "sum_records_behind": _known((part["sum_records_behind"] for part in parts), sum),
-                "sum_bytes_behind": _known((part["sum_bytes_behind"] for part in parts), sum),
-                "max_seconds_behind": _known((part["max_seconds_behind"] for part in parts), max),
-                "max_record_age_ms": _known((part["max_record_age_ms"] for part in parts), max),
-                "max_latency_ms": _known((part["max_latency_ms"] for part in parts), max),
+                "sum_records_behind": known((part["sum_records_behind"] for part in parts), sum),
+                "sum_bytes_behind": known((part["sum_bytes_behind"] for part in parts), sum),
+                "max_seconds_behind": known((part["max_seconds_behind"] for part in parts), max),
+                "max_record_age_ms": known((part["max_record_age_ms"] for part in parts), max),
+                "max_latency_ms": known((part["max_latency_ms"] for part in parts), max),
                 "sum_record_count": sum(part["sum_record_count"] or 0 for part in parts),
                 "sum_byte_count": sum(part["sum_byte_count"] or 0 for part in parts),
                 "states": {part["shown"]: part["partitions"] for part in parts},
@@ -471,25 +471,26 @@ def grouped_topic_statuses(
     return found
 
 
-def _known(values, combine):
-    known = [value for value in values if value is not None]
-    return combine(known) if known else None
+def known(values, combine):
+    """`combine` (sum, max) of the values that are known; None when none is."""
+    found = [value for value in values if value is not None]
+    return combine(found) if found else None
 
 
 def topic_status_of(flow_id: int, topic: str, groups: list[dict], *, now: datetime.datetime) -> TopicStatus:
     """A topic rolled up from its groups of partitions (a task's, with the keys `grouped_topic_statuses`
     gives them: sums, maxima, `states` shown and `figures_at`): the one rule for both sources."""
     oldest = min(group["figures_at"] for group in groups)
-    size = _known((group["sum_bytes_behind"] for group in groups), sum)
+    size = known((group["sum_bytes_behind"] for group in groups), sum)
     return TopicStatus(
         flow_id=flow_id,
         topic=topic,
         partitions=sum(group["partitions"] for group in groups),
-        records_behind=_known((group["sum_records_behind"] for group in groups), sum),
+        records_behind=known((group["sum_records_behind"] for group in groups), sum),
         bytes_behind=None if size is None else round(size),
-        seconds_behind=_known((group["max_seconds_behind"] for group in groups), max),
-        record_age_ms=_known((group["max_record_age_ms"] for group in groups), max),
-        replication_latency_ms=_known((group["max_latency_ms"] for group in groups), max),
+        seconds_behind=known((group["max_seconds_behind"] for group in groups), max),
+        record_age_ms=known((group["max_record_age_ms"] for group in groups), max),
+        replication_latency_ms=known((group["max_latency_ms"] for group in groups), max),
         record_count=sum(group["sum_record_count"] or 0 for group in groups),
         byte_count=sum(group["sum_byte_count"] or 0 for group in groups),
         states={s: n for s in STATES if (n := sum(group["states"].get(s, 0) for group in groups))},

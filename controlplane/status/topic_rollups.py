@@ -119,6 +119,7 @@ def topic_statuses(
             partitions.topic_status_of(flow_id, topic, groups[topic], now=now) for topic in sorted(groups)
         ]
     if grouped:
-        given = None if tasks is None else [task for task in tasks if task.flow_id in set(grouped)]
+        wanted = set(grouped)
+        given = None if tasks is None else [task for task in tasks if task.flow_id in wanted]
         found.update(partitions.grouped_topic_statuses(flow_ids=grouped, now=now, tasks=given))
     return found
